@@ -1,0 +1,1 @@
+//! OTLP Profiles conformance checker (being written).

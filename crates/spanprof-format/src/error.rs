@@ -1,0 +1,28 @@
+//! Errors of the format crate: every variant names what was wrong with the input.
+
+/// Why an input could not be decoded or converted.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    /// The gzip stream is corrupt or truncated.
+    #[error("gzip: {0}")]
+    Gzip(String),
+    /// Decompression or input size passed the configured limit, in bytes.
+    #[error("input exceeds the decompressed size limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    /// The bytes are not a valid protobuf message of the expected type.
+    #[error("not a valid {what}: {source}")]
+    Protobuf {
+        what: &'static str,
+        #[source]
+        source: prost::DecodeError,
+    },
+    /// The message is well-formed protobuf but breaks a rule of its format.
+    #[error("{0}")]
+    Invalid(String),
+    /// JSON input that does not follow the OTLP JSON encoding.
+    #[error("OTLP JSON: {0}")]
+    Json(String),
+    /// The input kind could not be recognised.
+    #[error("unrecognised input: {0}")]
+    UnknownInput(String),
+}

@@ -1,0 +1,1 @@
+//! OTLP JSON encoding of profiles (being written).

@@ -1,0 +1,13 @@
+//! The OTLP Profiles model (proto v1.10+ numbering), re-exported from `opentelemetry-proto`.
+
+pub use opentelemetry_proto::tonic::collector::profiles::v1development::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
+};
+pub use opentelemetry_proto::tonic::common::v1::{
+    any_value, AnyValue, ArrayValue, InstrumentationScope, KeyValue, KeyValueList,
+};
+pub use opentelemetry_proto::tonic::profiles::v1development::{
+    Function, KeyValueAndUnit, Line, Link, Location, Mapping, Profile, ProfilesData,
+    ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
+};
+pub use opentelemetry_proto::tonic::resource::v1::Resource;
