@@ -12,3 +12,13 @@ pub mod otlp;
 pub mod pprof;
 
 pub use error::FormatError;
+pub mod batch;
+pub mod detect;
+pub mod dictionary;
+pub mod link;
+pub mod merge;
+pub mod to_otlp;
+pub mod to_pprof;
+
+pub use batch::{Batch, ConversionReport};
+pub use link::LinkConfig;

@@ -1,0 +1,468 @@
+//! Merging OTLP profiles into one dictionary, splitting them back per resource, and linking
+//! OTLP input: each re-interns every referenced entry into a fresh [`Batch`], which drops
+//! orphans and duplicates on the way.
+
+use crate::batch::{Batch, ConversionReport, SampleSet};
+use crate::error::FormatError;
+use crate::link::{IdRole, LinkConfig};
+use crate::otlp::{
+    any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, KeyValueList, Line,
+    Location, Mapping, Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles,
+    Sample, ScopeProfiles, ValueType,
+};
+
+/// Merges several `ProfilesData` into one with a single dictionary (what a forwarder does when
+/// it batches many scrapes into one export). Equal resources are combined.
+pub fn merge<'a>(
+    inputs: impl IntoIterator<Item = &'a ProfilesData>,
+    linking: Option<LinkConfig>,
+) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    let mut batch = Batch::new(linking);
+    for data in inputs {
+        batch.add_profiles_data(data)?;
+    }
+    Ok(batch.finish())
+}
+
+/// Splits `data` into one `ProfilesData` per resource, each with only the dictionary entries
+/// it uses.
+pub fn split_by_resource(data: &ProfilesData) -> Result<Vec<ProfilesData>, FormatError> {
+    let empty = ProfilesDictionary::default();
+    let dict = data.dictionary.as_ref().unwrap_or(&empty);
+    data.resource_profiles
+        .iter()
+        .enumerate()
+        .map(|(i, rp)| {
+            let mut batch = Batch::new(None);
+            let mut input = OtlpInput::new(dict);
+            batch.add_resource(&mut input, rp, i)?;
+            batch.report.inputs += 1;
+            Ok(batch.finish().0)
+        })
+        .collect()
+}
+
+/// Links the id attributes of OTLP samples (the pipeline stage for OTLP input).
+pub fn link(
+    data: &ProfilesData,
+    config: LinkConfig,
+) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    merge([data], Some(config))
+}
+
+const UNSET: i32 = -1;
+
+/// An OTLP input being re-interned: source index → batch index, filled on first use.
+struct OtlpInput<'a> {
+    d: &'a ProfilesDictionary,
+    strings: Vec<i32>,
+    functions: Vec<i32>,
+    mappings: Vec<i32>,
+    locations: Vec<i32>,
+    stacks: Vec<i32>,
+    links: Vec<i32>,
+    attributes: Vec<(i32, Option<IdRole>)>,
+    stack_buf: Vec<i32>,
+}
+
+impl<'a> OtlpInput<'a> {
+    fn new(d: &'a ProfilesDictionary) -> Self {
+        OtlpInput {
+            d,
+            strings: vec![UNSET; d.string_table.len()],
+            functions: vec![UNSET; d.function_table.len()],
+            mappings: vec![UNSET; d.mapping_table.len()],
+            locations: vec![UNSET; d.location_table.len()],
+            stacks: vec![UNSET; d.stack_table.len()],
+            links: vec![UNSET; d.link_table.len()],
+            attributes: vec![(UNSET, None); d.attribute_table.len()],
+            stack_buf: Vec::new(),
+        }
+    }
+}
+
+fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i < len)
+        .ok_or_else(|| format!("{index} out of range ({table} has {len} entries)"))
+}
+
+impl Batch {
+    /// Adds every profile of `data`, re-interning its dictionary into this batch's.
+    pub fn add_profiles_data(&mut self, data: &ProfilesData) -> Result<(), FormatError> {
+        let empty = ProfilesDictionary::default();
+        let mut input = OtlpInput::new(data.dictionary.as_ref().unwrap_or(&empty));
+        for (i, rp) in data.resource_profiles.iter().enumerate() {
+            self.add_resource(&mut input, rp, i)?;
+        }
+        self.report.inputs += 1;
+        Ok(())
+    }
+
+    fn add_resource(
+        &mut self,
+        input: &mut OtlpInput,
+        rp: &ResourceProfiles,
+        ri: usize,
+    ) -> Result<(), FormatError> {
+        let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
+        let resource = match &rp.resource {
+            Some(r) => Resource {
+                attributes: resolve_key_values(input.d, &r.attributes)
+                    .map_err(at(format!("resource_profiles[{ri}].resource")))?,
+                dropped_attributes_count: r.dropped_attributes_count,
+                entity_refs: r.entity_refs.clone(),
+            },
+            None => Resource::default(),
+        };
+        for (si, sp) in rp.scope_profiles.iter().enumerate() {
+            let path = format!("resource_profiles[{ri}].scope_profiles[{si}]");
+            let scope = match &sp.scope {
+                Some(s) => Some(InstrumentationScope {
+                    attributes: resolve_key_values(input.d, &s.attributes)
+                        .map_err(at(format!("{path}.scope")))?,
+                    ..s.clone()
+                }),
+                None => None,
+            };
+            let mut profiles = Vec::with_capacity(sp.profiles.len());
+            for (pi, p) in sp.profiles.iter().enumerate() {
+                profiles.push(self.otlp_profile(input, p, &format!("{path}.profiles[{pi}]"))?);
+            }
+            let scope = ScopeProfiles {
+                scope,
+                profiles,
+                schema_url: sp.schema_url.clone(),
+            };
+            self.push_scope(resource.clone(), &rp.schema_url, scope);
+        }
+        Ok(())
+    }
+
+    fn otlp_profile(
+        &mut self,
+        input: &mut OtlpInput,
+        p: &Profile,
+        path: &str,
+    ) -> Result<Profile, FormatError> {
+        let at =
+            |field: String| move |e: String| FormatError::Invalid(format!("{path}.{field}: {e}"));
+        let keep = self
+            .linking
+            .as_ref()
+            .is_some_and(|l| l.keep_link_attributes);
+        let mut set = SampleSet::new(1);
+        let mut direct = Vec::new();
+        let mut attrs = Vec::new();
+        for (i, s) in p.samples.iter().enumerate() {
+            let stack = self
+                .otlp_stack(input, s.stack_index)
+                .map_err(at(format!("samples[{i}].stack_index")))?;
+            let source_link = self
+                .otlp_link(input, s.link_index)
+                .map_err(at(format!("samples[{i}].link_index")))?;
+            attrs.clear();
+            let mut kept_ids = false;
+            for (j, &a) in s.attribute_indices.iter().enumerate() {
+                let (attr, role) = self
+                    .otlp_attribute(input, a)
+                    .map_err(at(format!("samples[{i}].attribute_indices[{j}]")))?;
+                let is_id = matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
+                kept_ids |= keep && is_id;
+                let stays = if source_link != 0 {
+                    !is_id || keep
+                } else {
+                    self.linker.observe(role, keep)
+                };
+                if stays && !attrs.contains(&attr) {
+                    attrs.push(attr);
+                }
+            }
+            let link = if source_link != 0 {
+                source_link
+            } else {
+                self.linker.finish(&mut self.dict, &mut attrs, kept_ids)
+            };
+            attrs.sort_unstable();
+            if s.values.len() == 1 && s.timestamps_unix_nano.is_empty() {
+                set.add(stack, link, &attrs, &s.values);
+            } else {
+                direct.push(Sample {
+                    stack_index: stack,
+                    attribute_indices: attrs.clone(),
+                    link_index: link,
+                    values: s.values.clone(),
+                    timestamps_unix_nano: s.timestamps_unix_nano.clone(),
+                });
+            }
+        }
+        let mut samples = set.samples(0);
+        samples.append(&mut direct);
+        let mut attribute_indices = Vec::with_capacity(p.attribute_indices.len());
+        for (j, &a) in p.attribute_indices.iter().enumerate() {
+            attribute_indices.push(
+                self.otlp_attribute(input, a)
+                    .map_err(at(format!("attribute_indices[{j}]")))?
+                    .0,
+            );
+        }
+        Ok(Profile {
+            sample_type: p
+                .sample_type
+                .map(|t| self.otlp_value_type(input, t))
+                .transpose()
+                .map_err(at("sample_type".into()))?,
+            samples,
+            period_type: p
+                .period_type
+                .map(|t| self.otlp_value_type(input, t))
+                .transpose()
+                .map_err(at("period_type".into()))?,
+            attribute_indices,
+            profile_id: p.profile_id.clone(),
+            original_payload_format: p.original_payload_format.clone(),
+            original_payload: p.original_payload.clone(),
+            ..*p
+        })
+    }
+
+    fn otlp_string(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        let i = slot(index, input.strings.len(), "string_table")?;
+        if input.strings[i] == UNSET {
+            input.strings[i] = self.dict.string(&input.d.string_table[i]);
+        }
+        Ok(input.strings[i])
+    }
+
+    fn otlp_value_type(
+        &mut self,
+        input: &mut OtlpInput,
+        t: ValueType,
+    ) -> Result<ValueType, String> {
+        Ok(ValueType {
+            type_strindex: self.otlp_string(input, t.type_strindex)?,
+            unit_strindex: self.otlp_string(input, t.unit_strindex)?,
+        })
+    }
+
+    fn otlp_function(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        let i = slot(index, input.functions.len(), "function_table")?;
+        if input.functions[i] == UNSET {
+            let f = input.d.function_table[i];
+            let at = |e: String| format!("function_table[{i}]: {e}");
+            let converted = Function {
+                name_strindex: self.otlp_string(input, f.name_strindex).map_err(at)?,
+                system_name_strindex: self
+                    .otlp_string(input, f.system_name_strindex)
+                    .map_err(at)?,
+                filename_strindex: self.otlp_string(input, f.filename_strindex).map_err(at)?,
+                start_line: f.start_line,
+            };
+            input.functions[i] = self.dict.function(converted);
+        }
+        Ok(input.functions[i])
+    }
+
+    fn otlp_mapping(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        let i = slot(index, input.mappings.len(), "mapping_table")?;
+        if input.mappings[i] == UNSET {
+            let m = &input.d.mapping_table[i];
+            let at = |e: String| format!("mapping_table[{i}]: {e}");
+            let mut attribute_indices = Vec::with_capacity(m.attribute_indices.len());
+            for &a in &m.attribute_indices {
+                attribute_indices.push(self.otlp_attribute(input, a).map_err(at)?.0);
+            }
+            let converted = Mapping {
+                filename_strindex: self.otlp_string(input, m.filename_strindex).map_err(at)?,
+                attribute_indices,
+                ..*m
+            };
+            input.mappings[i] = self.dict.mapping(converted);
+        }
+        Ok(input.mappings[i])
+    }
+
+    fn otlp_location(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        let i = slot(index, input.locations.len(), "location_table")?;
+        if input.locations[i] == UNSET {
+            let l = &input.d.location_table[i];
+            let at = |e: String| format!("location_table[{i}]: {e}");
+            let mut lines = Vec::with_capacity(l.lines.len());
+            for line in &l.lines {
+                lines.push(Line {
+                    function_index: self.otlp_function(input, line.function_index).map_err(at)?,
+                    ..*line
+                });
+            }
+            let mut attribute_indices = Vec::with_capacity(l.attribute_indices.len());
+            for &a in &l.attribute_indices {
+                attribute_indices.push(self.otlp_attribute(input, a).map_err(at)?.0);
+            }
+            let converted = Location {
+                mapping_index: self.otlp_mapping(input, l.mapping_index).map_err(at)?,
+                address: l.address,
+                lines,
+                attribute_indices,
+            };
+            input.locations[i] = self.dict.location(converted);
+        }
+        Ok(input.locations[i])
+    }
+
+    fn otlp_stack(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        if index == 0 {
+            return Ok(0);
+        }
+        let i = slot(index, input.stacks.len(), "stack_table")?;
+        if input.stacks[i] == UNSET {
+            let mut buf = std::mem::take(&mut input.stack_buf);
+            buf.clear();
+            for &l in &input.d.stack_table[i].location_indices {
+                buf.push(
+                    self.otlp_location(input, l)
+                        .map_err(|e| format!("stack_table[{i}]: {e}"))?,
+                );
+            }
+            input.stacks[i] = self.dict.stack(&buf);
+            input.stack_buf = buf;
+        }
+        Ok(input.stacks[i])
+    }
+
+    fn otlp_link(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+        if index == 0 {
+            return Ok(0);
+        }
+        let i = slot(index, input.links.len(), "link_table")?;
+        if input.links[i] == UNSET {
+            let l = &input.d.link_table[i];
+            let trace: [u8; 16] = l.trace_id.as_slice().try_into().map_err(|_| {
+                format!(
+                    "link_table[{i}].trace_id has {} bytes, a trace id has 16",
+                    l.trace_id.len()
+                )
+            })?;
+            let span: [u8; 8] = l.span_id.as_slice().try_into().map_err(|_| {
+                format!(
+                    "link_table[{i}].span_id has {} bytes, a span id has 8",
+                    l.span_id.len()
+                )
+            })?;
+            input.links[i] = if trace == [0; 16] && span == [0; 8] {
+                0
+            } else {
+                self.dict.link(trace, span)
+            };
+        }
+        Ok(input.links[i])
+    }
+
+    /// The batch index of an attribute (0 when it is a linked id that does not stay) and its
+    /// link role.
+    fn otlp_attribute(
+        &mut self,
+        input: &mut OtlpInput,
+        index: i32,
+    ) -> Result<(i32, IdRole), String> {
+        if index == 0 {
+            return Ok((0, IdRole::Plain));
+        }
+        let i = slot(index, input.attributes.len(), "attribute_table")?;
+        if let (a, Some(role)) = input.attributes[i] {
+            return Ok((a, role));
+        }
+        let kv = &input.d.attribute_table[i];
+        let at = |e: String| format!("attribute_table[{i}]: {e}");
+        let key_i =
+            slot(kv.key_strindex, input.d.string_table.len(), "string_table").map_err(at)?;
+        let value = kv
+            .value
+            .as_ref()
+            .map(|v| resolve_value(input.d, v, 0))
+            .transpose()
+            .map_err(at)?;
+        let role = match (&self.linking, value.as_ref().and_then(|v| v.value.as_ref())) {
+            (None, _) => IdRole::Plain,
+            (Some(l), Some(any_value::Value::StringValue(s))) => {
+                l.role(&input.d.string_table[key_i], Some(s))
+            }
+            (Some(l), _) => l.role(&input.d.string_table[key_i], None),
+        };
+        let keep = self.linking.as_ref().is_none_or(|l| l.keep_link_attributes);
+        let attr = match role {
+            IdRole::SpanId(_) | IdRole::TraceId(_) if !keep => 0,
+            _ => {
+                let key = self.otlp_string(input, kv.key_strindex).map_err(at)?;
+                let unit = self.otlp_string(input, kv.unit_strindex).map_err(at)?;
+                self.dict.attribute(key, value, unit)
+            }
+        };
+        input.attributes[i] = (attr, Some(role));
+        Ok((attr, role))
+    }
+}
+
+/// Resource and scope attributes with `key_strindex` / `string_value_strindex` references
+/// resolved to plain keys and strings, since the dictionary they point into is rebuilt.
+fn resolve_key_values(d: &ProfilesDictionary, kvs: &[KeyValue]) -> Result<Vec<KeyValue>, String> {
+    kvs.iter().map(|kv| resolve_key_value(d, kv, 0)).collect()
+}
+
+const MAX_DEPTH: usize = 64;
+
+fn resolve_key_value(
+    d: &ProfilesDictionary,
+    kv: &KeyValue,
+    depth: usize,
+) -> Result<KeyValue, String> {
+    let key = if kv.key.is_empty() && kv.key_strindex != 0 {
+        let i = slot(kv.key_strindex, d.string_table.len(), "string_table")
+            .map_err(|e| format!("key_strindex {e}"))?;
+        d.string_table[i].clone()
+    } else {
+        kv.key.clone()
+    };
+    let value = kv
+        .value
+        .as_ref()
+        .map(|v| resolve_value(d, v, depth))
+        .transpose()?;
+    Ok(KeyValue {
+        key,
+        value,
+        key_strindex: 0,
+    })
+}
+
+fn resolve_value(d: &ProfilesDictionary, v: &AnyValue, depth: usize) -> Result<AnyValue, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "attribute values nested deeper than {MAX_DEPTH} levels"
+        ));
+    }
+    use any_value::Value;
+    let value = match &v.value {
+        Some(Value::StringValueStrindex(i)) => {
+            let i = slot(*i, d.string_table.len(), "string_table")
+                .map_err(|e| format!("string_value_strindex {e}"))?;
+            Some(Value::StringValue(d.string_table[i].clone()))
+        }
+        Some(Value::ArrayValue(a)) => Some(Value::ArrayValue(ArrayValue {
+            values: a
+                .values
+                .iter()
+                .map(|x| resolve_value(d, x, depth + 1))
+                .collect::<Result<_, _>>()?,
+        })),
+        Some(Value::KvlistValue(l)) => Some(Value::KvlistValue(KeyValueList {
+            values: l
+                .values
+                .iter()
+                .map(|kv| resolve_key_value(d, kv, depth + 1))
+                .collect::<Result<_, _>>()?,
+        })),
+        other => other.clone(),
+    };
+    Ok(AnyValue { value })
+}

@@ -1,0 +1,446 @@
+//! pprof → OTLP Profiles: one `Profile` per pprof sample type (pprof's default first) sharing
+//! one dictionary, labels as sample attributes, ids linked by [`crate::link`].
+
+use hashbrown::HashMap;
+
+use crate::batch::{Batch, ConversionReport, SampleSet};
+use crate::error::FormatError;
+use crate::link::{IdRole, LinkConfig};
+use crate::otlp::{
+    any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, Line, Location,
+    Mapping, Profile, ProfilesData, Resource, ScopeProfiles, ValueType,
+};
+use crate::pprof;
+
+/// Semantic-convention attribute keys for what pprof carries beyond samples.
+pub mod keys {
+    /// Profile attribute: regex of frames to drop.
+    pub const DROP_FRAMES: &str = "pprof.profile.drop_frames";
+    /// Profile attribute: regex of frames to keep.
+    pub const KEEP_FRAMES: &str = "pprof.profile.keep_frames";
+    /// Profile attribute: documentation URL.
+    pub const DOC_URL: &str = "pprof.profile.doc_url";
+    /// Profile attribute: the comments, as a string array.
+    pub const COMMENT: &str = "pprof.profile.comment";
+    /// Scope attribute: pprof's default sample type name.
+    pub const DEFAULT_SAMPLE_TYPE: &str = "pprof.scope.default_sample_type";
+    /// Scope attribute: for each OTLP profile of the scope, its sample type's pprof index.
+    pub const SAMPLE_TYPE_ORDER: &str = "pprof.scope.sample_type_order";
+    /// Mapping attribute: the pprof build id.
+    pub const BUILD_ID_GNU: &str = "process.executable.build_id.gnu";
+    /// Mapping attribute flags, set only when true.
+    pub const HAS_FUNCTIONS: &str = "pprof.mapping.has_functions";
+    #[allow(missing_docs)]
+    pub const HAS_FILENAMES: &str = "pprof.mapping.has_filenames";
+    #[allow(missing_docs)]
+    pub const HAS_LINE_NUMBERS: &str = "pprof.mapping.has_line_numbers";
+    #[allow(missing_docs)]
+    pub const HAS_INLINE_FRAMES: &str = "pprof.mapping.has_inline_frames";
+    /// Location attribute, set only when true.
+    pub const IS_FOLDED: &str = "pprof.location.is_folded";
+}
+
+/// Converts one pprof profile to OTLP, linking ids with `linking` when given.
+pub fn pprof_to_otlp(
+    profile: &pprof::Profile,
+    resource: Resource,
+    linking: Option<LinkConfig>,
+) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    let mut batch = Batch::new(linking);
+    batch.add_pprof(profile, resource)?;
+    Ok(batch.finish())
+}
+
+/// Maps pprof ids (arbitrary non-zero u64) to positions in their table.
+enum IdIndex {
+    /// Ids are 1..=n in table order, as Go writes them.
+    Dense(usize),
+    Sparse(HashMap<u64, usize>),
+}
+
+impl IdIndex {
+    fn new(ids: impl ExactSizeIterator<Item = u64> + Clone) -> IdIndex {
+        let n = ids.len();
+        if ids.clone().enumerate().all(|(i, id)| id == i as u64 + 1) {
+            return IdIndex::Dense(n);
+        }
+        IdIndex::Sparse(ids.enumerate().map(|(i, id)| (id, i)).collect())
+    }
+
+    fn get(&self, id: u64) -> Option<usize> {
+        match self {
+            IdIndex::Dense(n) => (id >= 1 && id <= *n as u64).then(|| id as usize - 1),
+            IdIndex::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
+
+/// One pprof profile being converted: pprof index → dictionary index, filled on first use so
+/// that nothing unreferenced reaches the dictionary.
+struct PprofInput<'a> {
+    p: &'a pprof::Profile,
+    strings: Vec<i32>,
+    functions: Vec<i32>,
+    mappings: Vec<i32>,
+    locations: Vec<i32>,
+    function_ids: IdIndex,
+    mapping_ids: IdIndex,
+    location_ids: IdIndex,
+    labels: HashMap<pprof::Label, (IdRole, i32)>,
+}
+
+const UNSET: i32 = -1;
+
+impl Batch {
+    /// Adds one pprof profile under `resource`. On error the batch may hold unreferenced
+    /// dictionary entries; discard it.
+    pub fn add_pprof(&mut self, p: &pprof::Profile, resource: Resource) -> Result<(), FormatError> {
+        let mut input = PprofInput {
+            p,
+            strings: vec![UNSET; p.string_table.len()],
+            functions: vec![UNSET; p.function.len()],
+            mappings: vec![UNSET; p.mapping.len()],
+            locations: vec![UNSET; p.location.len()],
+            function_ids: IdIndex::new(p.function.iter().map(|f| f.id)),
+            mapping_ids: IdIndex::new(p.mapping.iter().map(|m| m.id)),
+            location_ids: IdIndex::new(p.location.iter().map(|l| l.id)),
+            labels: HashMap::new(),
+        };
+        let width = p.sample_type.len();
+        if width == 0 && !p.sample.is_empty() {
+            return Err(FormatError::Invalid(
+                "pprof profile has samples but no sample_type".into(),
+            ));
+        }
+        let mut set = SampleSet::new(width);
+        let mut stack = Vec::new();
+        let mut attrs = Vec::new();
+        let mut keys = Vec::new();
+        let keep = self
+            .linking
+            .as_ref()
+            .is_some_and(|l| l.keep_link_attributes);
+        for (si, s) in p.sample.iter().enumerate() {
+            if s.value.len() != width {
+                return Err(FormatError::Invalid(format!(
+                    "pprof sample[{si}] has {} values but the profile has {width} sample types",
+                    s.value.len()
+                )));
+            }
+            stack.clear();
+            for (li, &id) in s.location_id.iter().enumerate() {
+                stack.push(self.pprof_location(&mut input, id).map_err(|e| {
+                    FormatError::Invalid(format!("pprof sample[{si}].location_id[{li}]: {e}"))
+                })?);
+            }
+            let stack_index = self.dict.stack(&stack);
+            attrs.clear();
+            keys.clear();
+            let mut kept_ids = false;
+            for (li, label) in s.label.iter().enumerate() {
+                if keys.contains(&label.key) {
+                    self.report.duplicate_label_keys += 1;
+                    continue;
+                }
+                keys.push(label.key);
+                let (role, attr) = self.pprof_label(&mut input, label).map_err(|e| {
+                    FormatError::Invalid(format!("pprof sample[{si}].label[{li}]: {e}"))
+                })?;
+                let stays = self.linker.observe(role, keep);
+                kept_ids |= keep && matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
+                if stays {
+                    attrs.push(attr);
+                }
+            }
+            let link = self.linker.finish(&mut self.dict, &mut attrs, kept_ids);
+            attrs.sort_unstable();
+            set.add(stack_index, link, &attrs, &s.value);
+        }
+        let scope = self.pprof_scope(&mut input, &set)?;
+        self.report.inputs += 1;
+        self.push_scope(resource, "", scope);
+        Ok(())
+    }
+
+    fn pprof_string(&mut self, input: &mut PprofInput, index: i64) -> Result<i32, String> {
+        let slot = usize::try_from(index)
+            .ok()
+            .filter(|&i| i < input.strings.len())
+            .ok_or_else(|| {
+                format!(
+                    "string index {index} out of range (string_table has {} entries)",
+                    input.strings.len()
+                )
+            })?;
+        if input.strings[slot] == UNSET {
+            input.strings[slot] = self.dict.string(&input.p.string_table[slot]);
+        }
+        Ok(input.strings[slot])
+    }
+
+    fn pprof_function(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
+        let pos = input
+            .function_ids
+            .get(id)
+            .ok_or_else(|| format!("function id {id} not found"))?;
+        if input.functions[pos] == UNSET {
+            let f = &input.p.function[pos];
+            let converted = Function {
+                name_strindex: self.pprof_string(input, f.name)?,
+                system_name_strindex: self.pprof_string(input, f.system_name)?,
+                filename_strindex: self.pprof_string(input, f.filename)?,
+                start_line: f.start_line,
+            };
+            input.functions[pos] = self.dict.function(converted);
+        }
+        Ok(input.functions[pos])
+    }
+
+    fn pprof_mapping(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
+        if id == 0 {
+            return Ok(0);
+        }
+        let pos = input
+            .mapping_ids
+            .get(id)
+            .ok_or_else(|| format!("mapping id {id} not found"))?;
+        if input.mappings[pos] == UNSET {
+            let m = &input.p.mapping[pos];
+            let mut attribute_indices = Vec::new();
+            let build_id = pprof_str(input.p, m.build_id)?;
+            if !build_id.is_empty() {
+                attribute_indices.push(self.dict.string_attribute(keys::BUILD_ID_GNU, build_id));
+            }
+            for (flag, key) in [
+                (m.has_functions, keys::HAS_FUNCTIONS),
+                (m.has_filenames, keys::HAS_FILENAMES),
+                (m.has_line_numbers, keys::HAS_LINE_NUMBERS),
+                (m.has_inline_frames, keys::HAS_INLINE_FRAMES),
+            ] {
+                if flag {
+                    attribute_indices.push(self.bool_attribute(key));
+                }
+            }
+            let converted = Mapping {
+                memory_start: m.memory_start,
+                memory_limit: m.memory_limit,
+                file_offset: m.file_offset,
+                filename_strindex: self.pprof_string(input, m.filename)?,
+                attribute_indices,
+            };
+            input.mappings[pos] = self.dict.mapping(converted);
+        }
+        Ok(input.mappings[pos])
+    }
+
+    fn pprof_location(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
+        let pos = input
+            .location_ids
+            .get(id)
+            .ok_or_else(|| format!("location id {id} not found"))?;
+        if input.locations[pos] == UNSET {
+            let l = &input.p.location[pos];
+            let mapping_index = self
+                .pprof_mapping(input, l.mapping_id)
+                .map_err(|e| format!("location id {id}: {e}"))?;
+            let mut lines = Vec::with_capacity(l.line.len());
+            for line in &l.line {
+                lines.push(Line {
+                    function_index: self
+                        .pprof_function(input, line.function_id)
+                        .map_err(|e| format!("location id {id}: {e}"))?,
+                    line: line.line,
+                    column: line.column,
+                });
+            }
+            let attribute_indices = if l.is_folded {
+                vec![self.bool_attribute(keys::IS_FOLDED)]
+            } else {
+                Vec::new()
+            };
+            let converted = Location {
+                mapping_index,
+                address: l.address,
+                lines,
+                attribute_indices,
+            };
+            input.locations[pos] = self.dict.location(converted);
+        }
+        Ok(input.locations[pos])
+    }
+
+    /// The link role and attribute index of a label; the attribute is only interned when the
+    /// label can stay on a sample, so linked ids leave no orphans in the dictionary.
+    fn pprof_label(
+        &mut self,
+        input: &mut PprofInput,
+        label: &pprof::Label,
+    ) -> Result<(IdRole, i32), String> {
+        if let Some(&hit) = input.labels.get(label) {
+            return Ok(hit);
+        }
+        let key_str = pprof_str(input.p, label.key)?;
+        let (role, value, unit) = if label.str != 0 {
+            let s = pprof_str(input.p, label.str)?;
+            let role = self.linking.as_ref().map_or(IdRole::Plain, |l| l.role(key_str, Some(s)));
+            (role, str_value(s.to_owned()), label.num_unit)
+        } else {
+            pprof_str(input.p, label.num_unit)?;
+            let value = AnyValue { value: Some(any_value::Value::IntValue(label.num)) };
+            let role = self.linking.as_ref().map_or(IdRole::Plain, |l| l.role(key_str, None));
+            (role, value, label.num_unit)
+        };
+        let keep = self.linking.as_ref().is_none_or(|l| l.keep_link_attributes);
+        let attr = match role {
+            IdRole::SpanId(_) | IdRole::TraceId(_) if !keep => 0,
+            _ => {
+                let key = self.pprof_string(input, label.key)?;
+                let unit = if label.str != 0 { 0 } else { self.pprof_string(input, unit)? };
+                self.dict.attribute(key, Some(value), unit)
+            }
+        };
+        input.labels.insert(*label, (role, attr));
+        Ok((role, attr))
+    }
+
+    fn bool_attribute(&mut self, key: &str) -> i32 {
+        let key = self.dict.string(key);
+        self.dict.attribute(
+            key,
+            Some(AnyValue {
+                value: Some(any_value::Value::BoolValue(true)),
+            }),
+            0,
+        )
+    }
+
+    fn pprof_scope(
+        &mut self,
+        input: &mut PprofInput,
+        set: &SampleSet,
+    ) -> Result<ScopeProfiles, FormatError> {
+        let p = input.p;
+        let n = p.sample_type.len();
+        let err = |what: &str, e: String| FormatError::Invalid(format!("pprof {what}: {e}"));
+        // pprof shows its default sample type (the last, unless named); OTLP tools show the
+        // first profile. Move the default to the front and record the order for the way back.
+        let default = if p.default_sample_type != 0 {
+            p.sample_type
+                .iter()
+                .position(|t| t.r#type == p.default_sample_type)
+        } else {
+            None
+        };
+        let first = default.unwrap_or(n.saturating_sub(1));
+        let order: Vec<usize> = std::iter::once(first)
+            .chain((0..n).filter(|&i| i != first))
+            .take(n)
+            .collect();
+
+        let mut profile_attrs = Vec::new();
+        for (index, key) in [
+            (p.drop_frames, keys::DROP_FRAMES),
+            (p.keep_frames, keys::KEEP_FRAMES),
+            (p.doc_url, keys::DOC_URL),
+        ] {
+            let value = pprof_str(p, index).map_err(|e| err(key, e))?;
+            if !value.is_empty() {
+                let key = self.dict.string(key);
+                profile_attrs.push(self.dict.attribute(key, Some(str_value(value.to_owned())), 0));
+            }
+        }
+        if !p.comment.is_empty() {
+            let mut comments = Vec::with_capacity(p.comment.len());
+            for (i, &c) in p.comment.iter().enumerate() {
+                let c = pprof_str(p, c).map_err(|e| err(&format!("comment[{i}]"), e))?;
+                comments.push(str_value(c.to_owned()));
+            }
+            let key = self.dict.string(keys::COMMENT);
+            let value = AnyValue {
+                value: Some(any_value::Value::ArrayValue(ArrayValue {
+                    values: comments,
+                })),
+            };
+            profile_attrs.push(self.dict.attribute(key, Some(value), 0));
+        }
+        let period_type = match p.period_type {
+            Some(t) => Some(
+                self.pprof_value_type(input, t)
+                    .map_err(|e| err("period_type", e))?,
+            ),
+            None => None,
+        };
+        let mut profiles = Vec::with_capacity(n);
+        for &column in &order {
+            let sample_type = self
+                .pprof_value_type(input, p.sample_type[column])
+                .map_err(|e| err(&format!("sample_type[{column}]"), e))?;
+            profiles.push(Profile {
+                sample_type: Some(sample_type),
+                samples: set.samples(column),
+                time_unix_nano: u64::try_from(p.time_nanos).unwrap_or(0),
+                duration_nano: u64::try_from(p.duration_nanos).unwrap_or(0),
+                period_type,
+                period: p.period,
+                attribute_indices: profile_attrs.clone(),
+                ..Default::default()
+            });
+        }
+        let mut attributes = vec![KeyValue {
+            key: keys::SAMPLE_TYPE_ORDER.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::ArrayValue(ArrayValue {
+                    values: order
+                        .iter()
+                        .map(|&i| AnyValue {
+                            value: Some(any_value::Value::IntValue(i as i64)),
+                        })
+                        .collect(),
+                })),
+            }),
+            ..Default::default()
+        }];
+        if default.is_some() {
+            let name = input
+                .p
+                .str(p.default_sample_type)
+                .unwrap_or_default()
+                .to_owned();
+            attributes.push(KeyValue {
+                key: keys::DEFAULT_SAMPLE_TYPE.into(),
+                value: Some(str_value(name)),
+                ..Default::default()
+            });
+        }
+        Ok(ScopeProfiles {
+            scope: Some(InstrumentationScope {
+                attributes,
+                ..Default::default()
+            }),
+            profiles,
+            schema_url: String::new(),
+        })
+    }
+
+    fn pprof_value_type(
+        &mut self,
+        input: &mut PprofInput,
+        t: pprof::ValueType,
+    ) -> Result<ValueType, String> {
+        Ok(ValueType {
+            type_strindex: self.pprof_string(input, t.r#type)?,
+            unit_strindex: self.pprof_string(input, t.unit)?,
+        })
+    }
+}
+
+/// The string at `index` of a pprof string table, checked.
+fn pprof_str(p: &pprof::Profile, index: i64) -> Result<&str, String> {
+    p.str(index).ok_or_else(|| format!("string index {index} out of range (string_table has {} entries)", p.string_table.len()))
+}
+
+fn str_value(s: String) -> AnyValue {
+    AnyValue {
+        value: Some(any_value::Value::StringValue(s)),
+    }
+}
