@@ -1,1 +1,0 @@
-//! OTLP Profiles conformance checker (being written).

@@ -1,1 +1,0 @@
-//! OTLP JSON encoding of profiles (being written).

@@ -1,0 +1,63 @@
+//! Hex text for the ids OTLP JSON writes in hex: `traceId`, `spanId` and `profileId`.
+
+const DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// Appends the lower-case hex of `bytes` to `out`.
+pub(super) fn encode_into(bytes: &[u8], out: &mut String) {
+    out.reserve(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+}
+
+fn digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes hex (either case) of an id of exactly `len` bytes; the empty string is the unset id.
+pub(super) fn decode_id(text: &str, len: usize) -> Result<Vec<u8>, String> {
+    let b = text.as_bytes();
+    if b.is_empty() {
+        return Ok(Vec::new());
+    }
+    if b.len() != 2 * len {
+        return Err(format!(
+            "expected {} hex digits ({len} bytes), found {} characters",
+            2 * len,
+            text.chars().count()
+        ));
+    }
+    b.chunks_exact(2)
+        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(|| format!("invalid hex id {text:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decode_id, encode_into};
+
+    #[test]
+    fn json_hex_round_trips_and_checks_length() {
+        let mut s = String::new();
+        encode_into(&[0x00, 0xab, 0xff, 0x10], &mut s);
+        assert_eq!(s, "00abff10");
+        assert_eq!(decode_id("00ABfF10", 4).unwrap(), [0x00, 0xab, 0xff, 0x10]);
+        assert_eq!(decode_id("", 4).unwrap(), Vec::<u8>::new());
+        assert_eq!(
+            decode_id("00ab", 4).unwrap_err(),
+            "expected 8 hex digits (4 bytes), found 4 characters"
+        );
+        assert_eq!(
+            decode_id("00abfg10", 4).unwrap_err(),
+            "invalid hex id \"00abfg10\""
+        );
+        assert!(decode_id("ééé", 3).is_err());
+    }
+}
