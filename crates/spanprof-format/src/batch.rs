@@ -24,6 +24,8 @@ pub struct ConversionReport {
     pub samples: u64,
     /// Distinct (trace, span) links in the dictionary.
     pub links: u64,
+    /// Samples of the produced profiles that carry a link.
+    pub linked_samples: u64,
     /// pprof samples that repeated a label key (the first value is kept).
     pub duplicate_label_keys: u64,
     /// What linking did.
@@ -40,7 +42,7 @@ impl fmt::Display for ConversionReport {
             self.profiles,
             self.samples,
             self.links,
-            self.link.linked_samples,
+            self.linked_samples,
             self.link.invalid_ids,
             self.link.span_ids_without_trace_id,
         )?;
@@ -100,6 +102,12 @@ impl Batch {
             .iter()
             .map(|p| p.samples.len() as u64)
             .sum::<u64>();
+        self.report.linked_samples += scope
+            .profiles
+            .iter()
+            .flat_map(|p| &p.samples)
+            .filter(|x| x.link_index != 0)
+            .count() as u64;
         let found = self
             .resources
             .iter_mut()

@@ -1,0 +1,479 @@
+//! Selecting samples of an OTLP [`ProfilesData`] by span, trace and profile type, and
+//! resolving each selected sample to root-first function-name frames.
+//!
+//! Inputs are untrusted: an index that points outside its dictionary table never panics; the
+//! reference is skipped and counted in [`SelectionSummary::bad_indices`].
+
+use std::borrow::Cow;
+use std::fmt;
+
+use spanprof_format::otlp::{Link, Profile, ProfilesData, ProfilesDictionary, Sample, ValueType};
+
+/// Which samples of a [`ProfilesData`] to use.
+///
+/// A sample matches when no span or trace filter is set (then unlinked samples match too), or
+/// when its link's span id is in `span_ids` (if non-empty) and its link's trace id equals
+/// `trace_id` (if given).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SampleSelector {
+    /// Span ids (8 bytes each) to keep; empty = any span.
+    pub span_ids: Vec<[u8; 8]>,
+    /// Trace id (16 bytes) to keep; `None` = any trace.
+    pub trace_id: Option<[u8; 16]>,
+    /// Profile type: `type` (`cpu`), `type:unit` (`cpu:nanoseconds`),
+    /// `type:unit:period_type:period_unit`, or a Pyroscope id
+    /// `name:type:unit:period_type:period_unit` (the name is ignored). `None` = the first
+    /// profile of each scope, which OTLP makes the default type.
+    pub profile_type: Option<String>,
+}
+
+impl SampleSelector {
+    /// True when the selector filters on span or trace ids.
+    pub fn filters_links(&self) -> bool {
+        !self.span_ids.is_empty() || self.trace_id.is_some()
+    }
+}
+
+/// The type of a profile's values: sample type and unit plus period type and unit, as strings
+/// from the dictionary (empty when absent).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProfileType {
+    /// What the values measure, e.g. `cpu`, `samples`, `alloc_space`.
+    pub sample_type: String,
+    /// Unit of the values, e.g. `nanoseconds`, `count`, `bytes`.
+    pub sample_unit: String,
+    /// What the sampling period counts, e.g. `cpu`, `space`.
+    pub period_type: String,
+    /// Unit of the period, e.g. `nanoseconds`, `bytes`.
+    pub period_unit: String,
+}
+
+impl fmt::Display for ProfileType {
+    /// `type:unit:period_type:period_unit`, which [`SampleSelector::profile_type`] accepts.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}:{}",
+            self.sample_type, self.sample_unit, self.period_type, self.period_unit
+        )
+    }
+}
+
+/// Why samples could not be selected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectError {
+    /// The profile type selector has a shape that is not one of the accepted forms.
+    #[error("invalid profile type {selector:?}: expected type, type:unit, type:unit:period_type:period_unit or name:type:unit:period_type:period_unit")]
+    InvalidProfileType {
+        /// The selector as given.
+        selector: String,
+    },
+    /// No profile in the data has the requested type.
+    #[error("no profile of type {wanted}; available: {}", list_types(.available))]
+    NoSuchProfileType {
+        /// The selector as given.
+        wanted: String,
+        /// Every profile type present in the data, in order of first appearance.
+        available: Vec<ProfileType>,
+    },
+}
+
+fn list_types(types: &[ProfileType]) -> String {
+    if types.is_empty() {
+        return "(none)".to_owned();
+    }
+    let names: Vec<String> = types.iter().map(ToString::to_string).collect();
+    names.join(", ")
+}
+
+/// What a selection read and what it had to skip. Counts are numbers of samples or references.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SelectionSummary {
+    /// Every profile type present in the data, in order of first appearance.
+    pub available_types: Vec<ProfileType>,
+    /// Types of the profiles that were read, in order of first appearance.
+    pub used_types: Vec<ProfileType>,
+    /// Samples passed on (matched the selector, resolvable stack, positive value).
+    pub samples_selected: u64,
+    /// Sum of the values passed on, in the profile type's unit (saturating).
+    pub value_selected: u64,
+    /// Matching samples dropped because their value (sum of `values`) was zero or negative.
+    pub samples_non_positive: u64,
+    /// Matching samples dropped because their `stack_index` was out of range.
+    pub samples_bad_stack: u64,
+    /// Out-of-range references skipped (stack, location, function, string, link indices) and
+    /// links whose ids have the wrong length.
+    pub bad_indices: u64,
+}
+
+/// A profile type selector parsed from [`SampleSelector::profile_type`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TypeSelector {
+    sample_type: String,
+    sample_unit: Option<String>,
+    period: Option<(String, String)>,
+}
+
+impl TypeSelector {
+    fn parse(selector: &str) -> Result<Self, SelectError> {
+        let parts: Vec<&str> = selector.split(':').collect();
+        let owned = |i: usize| parts[i].to_owned();
+        let parsed = match parts.len() {
+            1 => Some((owned(0), None, None)),
+            2 => Some((owned(0), Some(owned(1)), None)),
+            4 => Some((owned(0), Some(owned(1)), Some((owned(2), owned(3))))),
+            // Pyroscope ids may carry a sixth `:delta` part; like Pyroscope we ignore it.
+            5 | 6 => Some((owned(1), Some(owned(2)), Some((owned(3), owned(4))))),
+            _ => None,
+        };
+        match parsed {
+            Some((sample_type, sample_unit, period)) if !sample_type.is_empty() => Ok(Self {
+                sample_type,
+                sample_unit,
+                period,
+            }),
+            _ => Err(SelectError::InvalidProfileType {
+                selector: selector.to_owned(),
+            }),
+        }
+    }
+
+    fn matches(&self, t: &ProfileType) -> bool {
+        self.sample_type == t.sample_type
+            && self
+                .sample_unit
+                .as_ref()
+                .is_none_or(|u| *u == t.sample_unit)
+            && self
+                .period
+                .as_ref()
+                .is_none_or(|(pt, pu)| *pt == t.period_type && *pu == t.period_unit)
+    }
+}
+
+/// Looks up `index` in a dictionary table; `None` when negative or past the end.
+pub(crate) fn entry<T>(table: &[T], index: i32) -> Option<&T> {
+    usize::try_from(index).ok().and_then(|i| table.get(i))
+}
+
+/// The profiles chosen by a type selector, with the types seen and used.
+pub(crate) struct ChosenProfiles<'d> {
+    pub(crate) dict: Cow<'d, ProfilesDictionary>,
+    pub(crate) profiles: Vec<&'d Profile>,
+    pub(crate) summary: SelectionSummary,
+}
+
+/// Picks the profiles of `data` that `profile_type` selects (see [`SampleSelector`]).
+pub(crate) fn choose_profiles<'d>(
+    data: &'d ProfilesData,
+    profile_type: Option<&str>,
+) -> Result<ChosenProfiles<'d>, SelectError> {
+    let type_selector = profile_type.map(TypeSelector::parse).transpose()?;
+    let dict = match &data.dictionary {
+        Some(dict) => Cow::Borrowed(dict),
+        None => Cow::Owned(ProfilesDictionary::default()),
+    };
+    let mut summary = SelectionSummary::default();
+    let mut profiles = Vec::new();
+    for scope in data
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+    {
+        for (position, profile) in scope.profiles.iter().enumerate() {
+            let t = profile_type_of(&dict, profile, &mut summary.bad_indices);
+            let chosen = match &type_selector {
+                Some(sel) => sel.matches(&t),
+                None => position == 0,
+            };
+            if chosen {
+                profiles.push(profile);
+                push_unique(&mut summary.used_types, &t);
+            }
+            push_unique(&mut summary.available_types, &t);
+        }
+    }
+    if let Some(wanted) = profile_type.filter(|_| profiles.is_empty()) {
+        return Err(SelectError::NoSuchProfileType {
+            wanted: wanted.to_owned(),
+            available: summary.available_types,
+        });
+    }
+    Ok(ChosenProfiles {
+        dict,
+        profiles,
+        summary,
+    })
+}
+
+fn push_unique(types: &mut Vec<ProfileType>, t: &ProfileType) {
+    if !types.contains(t) {
+        types.push(t.clone());
+    }
+}
+
+/// Every profile type present in `data`, in order of first appearance.
+pub fn available_profile_types(data: &ProfilesData) -> Vec<ProfileType> {
+    match choose_profiles(data, None) {
+        Ok(chosen) => chosen.summary.available_types,
+        // Unreachable: without a type selector choosing cannot fail.
+        Err(_) => Vec::new(),
+    }
+}
+
+fn profile_type_of(dict: &ProfilesDictionary, profile: &Profile, bad: &mut u64) -> ProfileType {
+    let pair = |vt: Option<&ValueType>, bad: &mut u64| match vt {
+        Some(vt) => (
+            string(dict, vt.type_strindex, bad).to_owned(),
+            string(dict, vt.unit_strindex, bad).to_owned(),
+        ),
+        None => (String::new(), String::new()),
+    };
+    let (sample_type, sample_unit) = pair(profile.sample_type.as_ref(), bad);
+    let (period_type, period_unit) = pair(profile.period_type.as_ref(), bad);
+    ProfileType {
+        sample_type,
+        sample_unit,
+        period_type,
+        period_unit,
+    }
+}
+
+/// The string at `index`, or `""` (counted as bad unless the table is empty and index is 0).
+fn string<'d>(dict: &'d ProfilesDictionary, index: i32, bad: &mut u64) -> &'d str {
+    match entry(&dict.string_table, index) {
+        Some(s) => s,
+        None => {
+            if index != 0 {
+                *bad += 1;
+            }
+            ""
+        }
+    }
+}
+
+/// The value of one sample: the sum of its `values` (saturating), or the number of its
+/// timestamps when it has no values (each timestamp is one event).
+pub(crate) fn sample_value(sample: &Sample) -> i64 {
+    if sample.values.is_empty() {
+        i64::try_from(sample.timestamps_unix_nano.len()).unwrap_or(i64::MAX)
+    } else {
+        sample
+            .values
+            .iter()
+            .fold(0i64, |acc, v| acc.saturating_add(*v))
+    }
+}
+
+/// The link of a sample: `Ok(None)` for link index 0, `Err(())` for an out-of-range index.
+pub(crate) fn sample_link<'d>(
+    dict: &'d ProfilesDictionary,
+    sample: &Sample,
+) -> Result<Option<&'d Link>, ()> {
+    if sample.link_index == 0 {
+        return Ok(None);
+    }
+    entry(&dict.link_table, sample.link_index)
+        .map(Some)
+        .ok_or(())
+}
+
+/// Whether `stack_index` names a stack (index 0, the empty stack, always does).
+pub(crate) fn stack_exists(dict: &ProfilesDictionary, stack_index: i32) -> bool {
+    stack_index == 0 || entry(&dict.stack_table, stack_index).is_some()
+}
+
+fn link_matches(
+    dict: &ProfilesDictionary,
+    sample: &Sample,
+    selector: &SampleSelector,
+    bad: &mut u64,
+) -> bool {
+    if !selector.filters_links() {
+        return true;
+    }
+    let link = match sample_link(dict, sample) {
+        Ok(Some(link)) => link,
+        Ok(None) => return false,
+        Err(()) => {
+            *bad += 1;
+            return false;
+        }
+    };
+    let span_ok = selector.span_ids.is_empty()
+        || selector
+            .span_ids
+            .iter()
+            .any(|id| link.span_id.as_slice() == id.as_slice());
+    let trace_ok = selector
+        .trace_id
+        .is_none_or(|id| link.trace_id.as_slice() == id.as_slice());
+    span_ok && trace_ok
+}
+
+/// Resolves a stack to frames, root first, into `out`. Returns false when the stack index is
+/// out of range (then `out` is empty).
+fn resolve_stack<'d>(
+    dict: &'d ProfilesDictionary,
+    stack_index: i32,
+    out: &mut Vec<Cow<'d, str>>,
+    bad: &mut u64,
+) -> bool {
+    out.clear();
+    let Some(stack) = entry(&dict.stack_table, stack_index) else {
+        // Index 0 is the empty stack even when the producer left the table empty.
+        if stack_index == 0 {
+            return true;
+        }
+        *bad += 1;
+        return false;
+    };
+    // Stacks are stored leaf first; within a location the last line is the outermost caller.
+    for &location_index in stack.location_indices.iter().rev() {
+        let Some(location) = entry(&dict.location_table, location_index) else {
+            *bad += 1;
+            continue;
+        };
+        if location.lines.is_empty() {
+            out.push(Cow::Owned(format!("0x{:x}", location.address)));
+            continue;
+        }
+        for line in location.lines.iter().rev() {
+            match function_name(dict, line.function_index, bad) {
+                Some(name) => out.push(Cow::Borrowed(name)),
+                None => out.push(Cow::Owned(format!("0x{:x}", location.address))),
+            }
+        }
+    }
+    true
+}
+
+/// A function's name, else its system name; `None` when both are empty or unresolvable.
+fn function_name<'d>(
+    dict: &'d ProfilesDictionary,
+    function_index: i32,
+    bad: &mut u64,
+) -> Option<&'d str> {
+    let Some(function) = entry(&dict.function_table, function_index) else {
+        *bad += 1;
+        return None;
+    };
+    [function.name_strindex, function.system_name_strindex]
+        .into_iter()
+        .map(|i| string(dict, i, bad))
+        .find(|name| !name.is_empty())
+}
+
+/// Calls `visit(frames, value)` for every sample of `data` that `selector` selects.
+///
+/// `frames` are function names, root (outermost caller) first; a location without line
+/// information appears as its address in hex (`0x4a3f10`). `value` is the sample's value in
+/// the profile type's unit (e.g. nanoseconds, bytes, count); samples whose value is zero or
+/// negative are skipped. Errors only on a malformed or absent profile type; bad indices in
+/// the data are skipped and counted in the returned summary.
+pub fn for_each_selected_sample<F>(
+    data: &ProfilesData,
+    selector: &SampleSelector,
+    mut visit: F,
+) -> Result<SelectionSummary, SelectError>
+where
+    F: FnMut(&[Cow<'_, str>], u64),
+{
+    let chosen = choose_profiles(data, selector.profile_type.as_deref())?;
+    let dict: &ProfilesDictionary = &chosen.dict;
+    let mut summary = chosen.summary;
+    let mut frames = Vec::new();
+    for sample in chosen.profiles.iter().flat_map(|p| &p.samples) {
+        if !link_matches(dict, sample, selector, &mut summary.bad_indices) {
+            continue;
+        }
+        let Ok(value) = u64::try_from(sample_value(sample)) else {
+            summary.samples_non_positive += 1;
+            continue;
+        };
+        if value == 0 {
+            summary.samples_non_positive += 1;
+            continue;
+        }
+        if !resolve_stack(
+            dict,
+            sample.stack_index,
+            &mut frames,
+            &mut summary.bad_indices,
+        ) {
+            summary.samples_bad_stack += 1;
+            continue;
+        }
+        summary.samples_selected += 1;
+        summary.value_selected = summary.value_selected.saturating_add(value);
+        visit(&frames, value);
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu() -> ProfileType {
+        ProfileType {
+            sample_type: "cpu".into(),
+            sample_unit: "nanoseconds".into(),
+            period_type: "cpu".into(),
+            period_unit: "nanoseconds".into(),
+        }
+    }
+
+    #[test]
+    fn type_selector_forms() {
+        let t = cpu();
+        for ok in [
+            "cpu",
+            "cpu:nanoseconds",
+            "cpu:nanoseconds:cpu:nanoseconds",
+            "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+            "anything:cpu:nanoseconds:cpu:nanoseconds:delta",
+        ] {
+            assert!(TypeSelector::parse(ok).unwrap().matches(&t), "{ok}");
+        }
+        for no in [
+            "samples",
+            "cpu:count",
+            "process_cpu:cpu:nanoseconds:space:bytes",
+        ] {
+            assert!(!TypeSelector::parse(no).unwrap().matches(&t), "{no}");
+        }
+        for bad in ["", "a:b:c", ":cpu", "a:b:c:d:e:f:g"] {
+            assert!(TypeSelector::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn profile_type_displays_as_accepted_selector() {
+        let shown = cpu().to_string();
+        assert_eq!(shown, "cpu:nanoseconds:cpu:nanoseconds");
+        assert!(TypeSelector::parse(&shown).unwrap().matches(&cpu()));
+    }
+
+    #[test]
+    fn sample_value_sums_values_or_counts_timestamps() {
+        let mut s = Sample {
+            values: vec![2, 3, i64::MAX],
+            ..Default::default()
+        };
+        assert_eq!(sample_value(&s), i64::MAX);
+        s.values = vec![2, 3];
+        assert_eq!(sample_value(&s), 5);
+        s.values.clear();
+        s.timestamps_unix_nano = vec![10, 20, 30];
+        assert_eq!(sample_value(&s), 3);
+    }
+
+    #[test]
+    fn entry_rejects_negative_and_past_end() {
+        let t = [1, 2];
+        assert_eq!(entry(&t, -1), None);
+        assert_eq!(entry(&t, 2), None);
+        assert_eq!(entry(&t, 1), Some(&2));
+    }
+}
