@@ -1,1 +1,53 @@
-fn main(){}
+//! `spanprof`: from a slow trace span to the code that burned CPU inside it.
+
+mod cmd;
+mod input;
+mod units;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// From a slow trace span to the code that burned CPU inside it.
+///
+/// spanprof converts pprof profiles to OTLP Profiles with every sample linked to the trace
+/// span it ran in (from pprof labels such as `otel.profile.span_id` or `span_id`), checks OTLP
+/// Profiles payloads for conformance, and draws the flame graph of one span.
+#[derive(Parser, Debug)]
+#[command(
+    name = "spanprof",
+    version,
+    propagate_version = true,
+    max_term_width = 100
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Serve(cmd::serve::Args),
+    Convert(cmd::convert::Args),
+    Check(cmd::check::Args),
+    Inspect(cmd::inspect::Args),
+    Flame(cmd::flame::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
+        Command::Check(a) => cmd::check::run(a),
+        Command::Inspect(a) => cmd::inspect::run(a),
+        Command::Flame(a) => cmd::flame::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("spanprof: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

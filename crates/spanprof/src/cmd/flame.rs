@@ -1,0 +1,118 @@
+//! `spanprof flame`: the flame graph of selected samples, offline.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use spanprof_format::link::parse_id;
+use spanprof_store::{render_svg, FlameTree, SampleSelector, SvgOptions};
+
+use crate::input::{load_linked, write_stdout, LinkArgs};
+
+/// Draw the flame graph of one span, one trace, or a whole profile.
+///
+/// Reads pprof or OTLP files (merged when several), links samples to spans, keeps the samples
+/// of the selected spans/trace and profile type, and prints their merged stacks.
+/// `collapsed` prints `root;…;leaf VALUE` lines (function names, root first), one per
+/// distinct stack with values summed, for `flamegraph.pl`/`inferno` or a quick `sort -k2`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Input files (pprof or OTLP, `-` for standard input).
+    #[arg(required = true, value_name = "FILE")]
+    inputs: Vec<PathBuf>,
+    /// Keep only samples of this span (16 hex chars); repeat for several spans.
+    #[arg(long = "span-id", value_name = "HEX")]
+    span_ids: Vec<String>,
+    /// Keep only samples of this trace (32 hex chars).
+    #[arg(long, value_name = "HEX")]
+    trace_id: Option<String>,
+    /// Profile type: `cpu`, `cpu:nanoseconds`, or a Pyroscope id such as
+    /// `process_cpu:cpu:nanoseconds:cpu:nanoseconds`. Default: each input's default type.
+    #[arg(long = "type", value_name = "ID")]
+    profile_type: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "collapsed")]
+    format: Format,
+    /// Write to this file instead of standard output.
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+/// Output formats of `flame`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `root;…;leaf VALUE` lines.
+    Collapsed,
+    /// A nested JSON tree: name, total, self, children.
+    Json,
+    /// A standalone SVG flame graph.
+    Svg,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut selector = SampleSelector {
+        profile_type: args.profile_type.clone(),
+        ..Default::default()
+    };
+    for s in &args.span_ids {
+        match parse_id::<8>(s) {
+            Some(id) => selector.span_ids.push(id),
+            None => {
+                bail!("--span-id {s:?} is not a span id: expected 16 hex characters, not all zero")
+            }
+        }
+    }
+    if let Some(t) = &args.trace_id {
+        selector.trace_id = Some(parse_id::<16>(t).with_context(|| {
+            format!("--trace-id {t:?} is not a trace id: expected 32 hex characters, not all zero")
+        })?);
+    }
+    let (data, _) = load_linked(&args.inputs, &args.link)?;
+    let (tree, summary) = FlameTree::from_profiles(&data, &selector)?;
+    if summary.samples_selected == 0 {
+        eprintln!(
+            "spanprof flame: no samples matched{} (profile types present: {})",
+            if selector.filters_links() {
+                " the selected span/trace"
+            } else {
+                ""
+            },
+            summary
+                .available_types
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    if summary.bad_indices > 0 {
+        eprintln!(
+            "spanprof flame: skipped {} out-of-range references in the input",
+            summary.bad_indices
+        );
+    }
+    let out = match args.format {
+        Format::Collapsed => tree.to_collapsed(),
+        Format::Json => tree.to_nested_json(),
+        Format::Svg => {
+            let used = summary.used_types.first().cloned().unwrap_or_default();
+            render_svg(
+                &tree,
+                &SvgOptions {
+                    unit: used.sample_unit.clone(),
+                    profile_type: used.to_string(),
+                    ..Default::default()
+                },
+            )
+        }
+    };
+    match &args.output {
+        Some(path) if path != Path::new("-") => {
+            std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?
+        }
+        _ => write_stdout(out.as_bytes())?,
+    }
+    Ok(ExitCode::SUCCESS)
+}

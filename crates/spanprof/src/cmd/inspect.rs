@@ -1,0 +1,184 @@
+//! `spanprof inspect`: what a person wants to know first about a profile file.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::link::to_hex;
+use spanprof_format::otlp::ProfilesData;
+use spanprof_store::{span_totals, FlameTree, FunctionOrder, SampleSelector};
+
+use crate::input::{load_linked, read, write_stdout, LinkArgs};
+use crate::units::format_value;
+
+/// Summarise profile files: types, samples, links, top functions and per-span totals.
+///
+/// Like `go tool pprof -top` and `-tags` together: for each file, the profiles with their
+/// sample types, sample counts and totals, how many samples are linked to spans, the top
+/// functions by self value, and the spans with the most samples (for `flame --span-id`).
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// pprof or OTLP files; several are merged.
+    #[arg(required = true, value_name = "FILE")]
+    inputs: Vec<PathBuf>,
+    /// Profile type for the top functions and span totals (default: the first profile's).
+    #[arg(long = "type", value_name = "ID")]
+    profile_type: Option<String>,
+    /// How many functions and spans to list.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+    #[command(flatten)]
+    link: LinkArgs,
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let mut out = String::new();
+    for path in &args.inputs {
+        let kind = match decode_input(&read(path)?, args.link.max_decompressed) {
+            Ok(Input::Pprof(p)) => format!(
+                "pprof, {} samples, {} sample types",
+                p.sample.len(),
+                p.sample_type.len()
+            ),
+            Ok(Input::Otlp(_)) => "OTLP Profiles".to_string(),
+            Err(e) => anyhow::bail!("{}: {e}", path.display()),
+        };
+        writeln!(out, "{}: {kind}", path.display())?;
+    }
+    let (data, report) = load_linked(&args.inputs, &args.link)?;
+    writeln!(out, "converted {report}")?;
+    print_profiles(&mut out, &data)?;
+    print_top(&mut out, &data, &args)?;
+    write_stdout(out.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_profiles(out: &mut String, data: &ProfilesData) -> std::fmt::Result {
+    let dict = data.dictionary.clone().unwrap_or_default();
+    let s = |i: i32| {
+        dict.string_table
+            .get(i as usize)
+            .map(String::as_str)
+            .unwrap_or("?")
+    };
+    writeln!(
+        out,
+        "dictionary: {} strings, {} functions, {} locations, {} stacks, {} links, {} attributes",
+        dict.string_table.len(),
+        dict.function_table.len().saturating_sub(1),
+        dict.location_table.len().saturating_sub(1),
+        dict.stack_table.len().saturating_sub(1),
+        dict.link_table.len().saturating_sub(1),
+        dict.attribute_table.len().saturating_sub(1),
+    )?;
+    // (type, unit) -> (profiles, samples, linked samples, total)
+    let mut by_type: BTreeMap<(String, String), (usize, usize, usize, i64)> = BTreeMap::new();
+    let mut order = Vec::new();
+    for p in data
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+    {
+        let t = p.sample_type.unwrap_or_default();
+        let key = (s(t.type_strindex).to_owned(), s(t.unit_strindex).to_owned());
+        if !by_type.contains_key(&key) {
+            order.push(key.clone());
+        }
+        let e = by_type.entry(key).or_default();
+        e.0 += 1;
+        e.1 += p.samples.len();
+        e.2 += p.samples.iter().filter(|x| x.link_index != 0).count();
+        e.3 += p
+            .samples
+            .iter()
+            .map(|x| {
+                if x.values.is_empty() {
+                    x.timestamps_unix_nano.len() as i64
+                } else {
+                    x.values.iter().sum()
+                }
+            })
+            .sum::<i64>();
+    }
+    writeln!(out, "profile types:")?;
+    for key in &order {
+        let (profiles, samples, linked, total) = by_type[key];
+        let pct = if samples == 0 {
+            0.0
+        } else {
+            100.0 * linked as f64 / samples as f64
+        };
+        writeln!(out, "  {}/{}: {profiles} profile(s), {samples} samples, total {}, {linked} samples linked to spans ({pct:.0}%)",
+            key.0,
+            key.1,
+            format_value(total, &key.1)
+        )?;
+    }
+    Ok(())
+}
+
+fn print_top(out: &mut String, data: &ProfilesData, args: &Args) -> anyhow::Result<()> {
+    let selector = SampleSelector {
+        profile_type: args.profile_type.clone(),
+        ..Default::default()
+    };
+    let (tree, summary) = FlameTree::from_profiles(data, &selector)?;
+    let Some(used) = summary.used_types.first() else {
+        return Ok(());
+    };
+    let unit = used.sample_unit.as_str();
+    let total = tree.total().max(1) as f64;
+    writeln!(out, "top functions by self ({}):", used)?;
+    writeln!(
+        out,
+        "  {:>10} {:>6} {:>10} {:>6}  function",
+        "self", "self%", "total", "total%"
+    )?;
+    for f in tree
+        .top_functions(FunctionOrder::SelfValue)
+        .iter()
+        .take(args.top)
+    {
+        writeln!(
+            out,
+            "  {:>10} {:>5.1}% {:>10} {:>5.1}%  {}",
+            format_value(f.self_value as i64, unit),
+            100.0 * f.self_value as f64 / total,
+            format_value(f.total as i64, unit),
+            100.0 * f.total as f64 / total,
+            f.name
+        )?;
+    }
+    let spans = span_totals(data, args.profile_type.as_deref())?;
+    if spans.spans.is_empty() {
+        writeln!(out, "no samples are linked to spans")?;
+        return Ok(());
+    }
+    let mut sorted = spans.spans.clone();
+    sorted.sort_by(|a, b| b.total.cmp(&a.total).then(a.span_id.cmp(&b.span_id)));
+    writeln!(
+        out,
+        "spans by total ({} spans; unlinked: {}):",
+        sorted.len(),
+        format_value(spans.unlinked_total as i64, unit)
+    )?;
+    writeln!(
+        out,
+        "  {:<32} {:<16} {:>8} {:>10}",
+        "trace_id", "span_id", "samples", "total"
+    )?;
+    for s in sorted.iter().take(args.top) {
+        writeln!(
+            out,
+            "  {:<32} {:<16} {:>8} {:>10}",
+            s.trace_id.map(|t| to_hex(&t)).unwrap_or_else(|| "-".into()),
+            to_hex(&s.span_id),
+            s.samples,
+            format_value(s.total as i64, unit)
+        )?;
+    }
+    Ok(())
+}

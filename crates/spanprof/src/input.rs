@@ -1,0 +1,123 @@
+//! Reading inputs and the flags every command shares: link keys and size limits.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::gzip::DEFAULT_MAX_DECOMPRESSED;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
+use spanprof_format::{Batch, ConversionReport, LinkConfig};
+
+/// How ids on samples become span links.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LinkArgs {
+    /// Attribute/label key holding a span id (16 hex chars); repeat for several. Replaces the
+    /// defaults otel.profile.span_id, span_id, profile_id.
+    #[arg(long = "span-id-key", value_name = "KEY")]
+    span_id_keys: Vec<String>,
+    /// Attribute/label key holding a trace id (32 hex chars); repeat for several. Replaces the
+    /// defaults otel.profile.trace_id, trace_id.
+    #[arg(long = "trace-id-key", value_name = "KEY")]
+    trace_id_keys: Vec<String>,
+    /// Attribute/label key holding a span name; repeat for several. Replaces the defaults
+    /// otel.profile.span_name, span_name.
+    #[arg(long = "span-name-key", value_name = "KEY")]
+    span_name_keys: Vec<String>,
+    /// Keep the id labels on samples after linking (by default the link carries them).
+    #[arg(long)]
+    keep_link_attributes: bool,
+    /// Largest decompressed input accepted, e.g. 64MiB.
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size)]
+    pub max_decompressed: usize,
+    /// Set the resource attribute service.name on profiles converted from pprof.
+    #[arg(long, value_name = "NAME")]
+    service: Option<String>,
+}
+
+impl LinkArgs {
+    pub fn config(&self) -> LinkConfig {
+        let mut c = LinkConfig::default();
+        if !self.span_id_keys.is_empty() {
+            c.span_id_keys = self.span_id_keys.clone();
+        }
+        if !self.trace_id_keys.is_empty() {
+            c.trace_id_keys = self.trace_id_keys.clone();
+        }
+        if !self.span_name_keys.is_empty() {
+            c.span_name_keys = self.span_name_keys.clone();
+        }
+        c.keep_link_attributes = self.keep_link_attributes;
+        c
+    }
+
+    fn resource(&self) -> Resource {
+        let mut r = Resource::default();
+        if let Some(name) = &self.service {
+            r.attributes.push(KeyValue {
+                key: "service.name".into(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(name.clone())),
+                }),
+                ..Default::default()
+            });
+        }
+        r
+    }
+}
+
+impl Default for LinkArgs {
+    fn default() -> Self {
+        LinkArgs {
+            span_id_keys: Vec::new(),
+            trace_id_keys: Vec::new(),
+            span_name_keys: Vec::new(),
+            keep_link_attributes: false,
+            max_decompressed: DEFAULT_MAX_DECOMPRESSED,
+            service: None,
+        }
+    }
+}
+
+/// Reads a file (or standard input for `-`).
+pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if path == Path::new("-") {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
+            .context("reading standard input")?;
+        return Ok(buf);
+    }
+    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// Decodes one file of any supported kind.
+pub fn decode(path: &Path, max_decompressed: usize) -> anyhow::Result<Input> {
+    let bytes = read(path)?;
+    decode_input(&bytes, max_decompressed).with_context(|| format!("{}", path.display()))
+}
+
+/// Decodes every input and merges them into one linked `ProfilesData`.
+pub fn load_linked(
+    paths: &[PathBuf],
+    link: &LinkArgs,
+) -> anyhow::Result<(ProfilesData, ConversionReport)> {
+    let mut batch = Batch::new(Some(link.config()));
+    for path in paths {
+        match decode(path, link.max_decompressed)? {
+            Input::Pprof(p) => batch.add_pprof(&p, link.resource()),
+            Input::Otlp(d) => batch.add_profiles_data(&d),
+        }
+        .with_context(|| format!("{}", path.display()))?;
+    }
+    Ok(batch.finish())
+}
+
+/// Writes to standard output; a reader that went away (`spanprof inspect | head`) is not an
+/// error.
+pub fn write_stdout(bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other.context("writing standard output"),
+    }
+}
