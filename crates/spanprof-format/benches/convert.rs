@@ -9,6 +9,10 @@ use spanprof_format::to_otlp::pprof_to_otlp;
 use spanprof_format::to_pprof::{otlp_to_merged_pprof, otlp_to_pprof, PprofOptions};
 use spanprof_format::{pprof, Batch, LinkConfig};
 
+// The binary runs on mimalloc; measure the library the way it ships.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
 const LIMIT: usize = 64 << 20;
 

@@ -155,16 +155,17 @@ pub(crate) struct SampleSet {
 }
 
 impl SampleSet {
-    pub(crate) fn new(width: usize) -> Self {
+    /// A set for about `capacity` distinct samples of `width` values each.
+    pub(crate) fn new(width: usize, capacity: usize) -> Self {
         SampleSet {
             hasher: DefaultHashBuilder::default(),
-            table: HashTable::new(),
+            table: HashTable::with_capacity(capacity),
             width,
-            stacks: Vec::new(),
-            links: Vec::new(),
-            attr_spans: Vec::new(),
-            attrs: Vec::new(),
-            values: Vec::new(),
+            stacks: Vec::with_capacity(capacity),
+            links: Vec::with_capacity(capacity),
+            attr_spans: Vec::with_capacity(capacity),
+            attrs: Vec::with_capacity(capacity * 2),
+            values: Vec::with_capacity(capacity * width),
         }
     }
 

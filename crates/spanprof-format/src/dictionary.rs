@@ -115,6 +115,21 @@ impl DictionaryBuilder {
         b
     }
 
+    /// Makes room for about this many more entries per table, so that building the
+    /// dictionary of one input does not rehash as it grows.
+    pub fn reserve(&mut self, strings: usize, functions: usize, locations: usize, stacks: usize) {
+        self.strings.reserve(strings);
+        self.dict.string_table.reserve(strings);
+        self.functions.reserve(functions);
+        self.dict.function_table.reserve(functions);
+        self.locations.reserve(locations);
+        self.dict.location_table.reserve(locations);
+        self.stacks.reserve(stacks);
+        self.dict.stack_table.reserve(stacks);
+        self.links.reserve(stacks);
+        self.dict.link_table.reserve(stacks);
+    }
+
     /// The index of `s` in the string table.
     pub fn string(&mut self, s: &str) -> i32 {
         if let Some(&i) = self.strings.get(s) {

@@ -1,7 +1,7 @@
 //! Bounded gzip decompression shared by every decoder, and compression for encoders.
 
 use std::borrow::Cow;
-use std::io::{Read, Write};
+use std::io::Write;
 
 use crate::error::FormatError;
 
@@ -28,18 +28,119 @@ pub fn maybe_gunzip(bytes: &[u8], max: usize) -> Result<Cow<'_, [u8]>, FormatErr
 }
 
 /// Decompresses a (possibly multi-member) gzip stream, refusing to produce more than `max` bytes.
+///
+/// Inflates straight into the output vector (no intermediate buffers, no zero-filling) and
+/// checks each member's CRC-32 and length.
 pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(4).min(max));
-    let decoder = flate2::read::MultiGzDecoder::new(bytes);
-    // Read one byte past the limit so that "exactly max" and "more than max" differ.
-    let n = decoder
-        .take(max as u64 + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| FormatError::Gzip(e.to_string()))?;
-    if n > max {
-        return Err(FormatError::TooLarge { limit: max });
+    let mut out = Vec::with_capacity(initial_capacity(bytes, max));
+    let mut inflater = flate2::Decompress::new(false);
+    let mut rest = bytes;
+    loop {
+        let body = skip_header(rest)?;
+        let member_start = out.len();
+        inflater.reset(false);
+        loop {
+            if out.len() == out.capacity() {
+                // Grow by doubling, but never past one byte over the limit.
+                let grow = out.len().max(32 << 10).min(max + 1 - out.len());
+                out.reserve_exact(grow);
+            }
+            let consumed = inflater.total_in() as usize;
+            let produced = out.len();
+            let status = inflater
+                .decompress_vec(&body[consumed..], &mut out, flate2::FlushDecompress::None)
+                .map_err(|e| FormatError::Gzip(format!("corrupt deflate data: {e}")))?;
+            if out.len() > max {
+                return Err(FormatError::TooLarge { limit: max });
+            }
+            match status {
+                flate2::Status::StreamEnd => break,
+                _ if inflater.total_in() as usize == consumed && out.len() == produced => {
+                    return Err(FormatError::Gzip(
+                        "truncated: the data ends before the end of the compressed stream".into(),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        let consumed = inflater.total_in() as usize;
+        let trailer = body.get(consumed..consumed + 8).ok_or_else(|| {
+            FormatError::Gzip("truncated: the CRC-32 and size trailer is missing".into())
+        })?;
+        let mut crc = flate2::Crc::new();
+        crc.update(&out[member_start..]);
+        let (want_crc, want_len) = (le32(&trailer[..4]), le32(&trailer[4..]));
+        if crc.sum() != want_crc {
+            return Err(FormatError::Gzip(
+                "CRC-32 mismatch: the data is corrupt".into(),
+            ));
+        }
+        if (out.len() - member_start) as u32 != want_len {
+            return Err(FormatError::Gzip(
+                "length mismatch: the data is corrupt".into(),
+            ));
+        }
+        rest = &body[consumed + 8..];
+        if rest.is_empty() {
+            return Ok(out);
+        }
     }
-    Ok(out)
+}
+
+/// A first guess at the output size: the trailer's ISIZE of a single-member stream, bounded
+/// by the limit and by deflate's best possible ratio (about 1032:1), so a forged trailer
+/// cannot make us allocate much.
+fn initial_capacity(bytes: &[u8], max: usize) -> usize {
+    let isize = bytes
+        .len()
+        .checked_sub(4)
+        .map_or(0, |i| le32(&bytes[i..]) as usize);
+    isize.min(bytes.len().saturating_mul(1032)).min(max) + 1
+}
+
+fn le32(b: &[u8]) -> u32 {
+    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+}
+
+/// The bytes after a gzip member header (RFC 1952 §2.3).
+fn skip_header(b: &[u8]) -> Result<&[u8], FormatError> {
+    let truncated = || FormatError::Gzip("truncated header".into());
+    if b.len() < 10 {
+        return Err(truncated());
+    }
+    if !is_gzip(b) {
+        return Err(FormatError::Gzip(
+            "unexpected bytes after the gzip stream (not a gzip header)".into(),
+        ));
+    }
+    if b[2] != 8 {
+        return Err(FormatError::Gzip(format!(
+            "unsupported compression method {}",
+            b[2]
+        )));
+    }
+    let flags = b[3];
+    if flags & 0xe0 != 0 {
+        return Err(FormatError::Gzip("reserved header flags are set".into()));
+    }
+    let mut pos = 10;
+    if flags & 0x04 != 0 {
+        let xlen = b.get(pos..pos + 2).ok_or_else(truncated)?;
+        pos += 2 + usize::from(u16::from_le_bytes([xlen[0], xlen[1]]));
+    }
+    for flag in [0x08, 0x10] {
+        if flags & flag != 0 {
+            let end = b
+                .get(pos..)
+                .and_then(|r| r.iter().position(|&c| c == 0))
+                .ok_or_else(truncated)?;
+            pos += end + 1;
+        }
+    }
+    if flags & 0x02 != 0 {
+        pos += 2;
+    }
+    b.get(pos..).ok_or_else(truncated)
 }
 
 /// Compresses `bytes` with gzip at the default level.
@@ -50,4 +151,57 @@ pub fn gzip(bytes: &[u8]) -> Vec<u8> {
     );
     enc.write_all(bytes).expect("writing to a Vec cannot fail");
     enc.finish().expect("writing to a Vec cannot fail")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reads_multi_member_streams() {
+        let a = gzip(b"hello ");
+        let b = gzip(b"world");
+        let both = [a.clone(), b].concat();
+        assert_eq!(gunzip(&both, 100).unwrap(), b"hello world");
+        assert_eq!(gunzip(&gzip(&[]), 100).unwrap(), b"");
+        // A header with every optional field set.
+        let mut enc = flate2::GzBuilder::new()
+            .filename("f.pprof")
+            .comment("c")
+            .extra(vec![1, 2, 3])
+            .write(Vec::new(), flate2::Compression::fast());
+        enc.write_all(b"payload").unwrap();
+        assert_eq!(gunzip(&enc.finish().unwrap(), 100).unwrap(), b"payload");
+    }
+
+    #[test]
+    fn damage_is_reported() {
+        let good = gzip(&[7u8; 1000]);
+        let mut bad_crc = good.clone();
+        let n = bad_crc.len();
+        bad_crc[n - 8] ^= 1;
+        assert!(gunzip(&bad_crc, 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("CRC-32 mismatch"));
+        assert!(gunzip(&good[..n - 3], 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("trailer is missing"));
+        assert!(gunzip(&good[..n - 12], 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("truncated"));
+        assert!(gunzip(&good[..5], 1 << 20)
+            .unwrap_err()
+            .to_string()
+            .contains("truncated header"));
+        let trailing = [good.clone(), b"junk".to_vec()].concat();
+        assert!(gunzip(&trailing, 1 << 20).is_err());
+        assert!(matches!(
+            gunzip(&good, 999),
+            Err(FormatError::TooLarge { limit: 999 })
+        ));
+        assert_eq!(gunzip(&good, 1000).unwrap().len(), 1000);
+    }
 }

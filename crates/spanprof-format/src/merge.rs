@@ -152,7 +152,7 @@ impl Batch {
             .linking
             .as_ref()
             .is_some_and(|l| l.keep_link_attributes);
-        let mut set = SampleSet::new(1);
+        let mut set = SampleSet::new(1, p.samples.len());
         let mut direct = Vec::new();
         let mut attrs = Vec::new();
         for (i, s) in p.samples.iter().enumerate() {

@@ -112,7 +112,13 @@ impl Batch {
                 "pprof profile has samples but no sample_type".into(),
             ));
         }
-        let mut set = SampleSet::new(width);
+        self.dict.reserve(
+            p.string_table.len(),
+            p.function.len(),
+            p.location.len(),
+            p.sample.len(),
+        );
+        let mut set = SampleSet::new(width, p.sample.len());
         let mut stack = Vec::new();
         let mut attrs = Vec::new();
         let mut keys = Vec::new();
@@ -282,12 +288,20 @@ impl Batch {
         let key_str = pprof_str(input.p, label.key)?;
         let (role, value, unit) = if label.str != 0 {
             let s = pprof_str(input.p, label.str)?;
-            let role = self.linking.as_ref().map_or(IdRole::Plain, |l| l.role(key_str, Some(s)));
+            let role = self
+                .linking
+                .as_ref()
+                .map_or(IdRole::Plain, |l| l.role(key_str, Some(s)));
             (role, str_value(s.to_owned()), label.num_unit)
         } else {
             pprof_str(input.p, label.num_unit)?;
-            let value = AnyValue { value: Some(any_value::Value::IntValue(label.num)) };
-            let role = self.linking.as_ref().map_or(IdRole::Plain, |l| l.role(key_str, None));
+            let value = AnyValue {
+                value: Some(any_value::Value::IntValue(label.num)),
+            };
+            let role = self
+                .linking
+                .as_ref()
+                .map_or(IdRole::Plain, |l| l.role(key_str, None));
             (role, value, label.num_unit)
         };
         let keep = self.linking.as_ref().is_none_or(|l| l.keep_link_attributes);
@@ -295,7 +309,11 @@ impl Batch {
             IdRole::SpanId(_) | IdRole::TraceId(_) if !keep => 0,
             _ => {
                 let key = self.pprof_string(input, label.key)?;
-                let unit = if label.str != 0 { 0 } else { self.pprof_string(input, unit)? };
+                let unit = if label.str != 0 {
+                    0
+                } else {
+                    self.pprof_string(input, unit)?
+                };
                 self.dict.attribute(key, Some(value), unit)
             }
         };
@@ -346,7 +364,10 @@ impl Batch {
             let value = pprof_str(p, index).map_err(|e| err(key, e))?;
             if !value.is_empty() {
                 let key = self.dict.string(key);
-                profile_attrs.push(self.dict.attribute(key, Some(str_value(value.to_owned())), 0));
+                profile_attrs.push(
+                    self.dict
+                        .attribute(key, Some(str_value(value.to_owned())), 0),
+                );
             }
         }
         if !p.comment.is_empty() {
@@ -436,7 +457,12 @@ impl Batch {
 
 /// The string at `index` of a pprof string table, checked.
 fn pprof_str(p: &pprof::Profile, index: i64) -> Result<&str, String> {
-    p.str(index).ok_or_else(|| format!("string index {index} out of range (string_table has {} entries)", p.string_table.len()))
+    p.str(index).ok_or_else(|| {
+        format!(
+            "string index {index} out of range (string_table has {} entries)",
+            p.string_table.len()
+        )
+    })
 }
 
 fn str_value(s: String) -> AnyValue {

@@ -7,13 +7,20 @@ use proptest::prelude::*;
 use spanprof_format::check::{check, CheckOptions};
 use spanprof_format::merge::{merge, split_by_resource};
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
-use spanprof_format::pprof::{self, Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
+use spanprof_format::pprof::{
+    self, Function, Label, Line, Location, Mapping, Profile, Sample, ValueType,
+};
 use spanprof_format::to_otlp::pprof_to_otlp;
 use spanprof_format::to_pprof::{otlp_to_merged_pprof, otlp_to_pprof, PprofOptions};
 use spanprof_format::LinkConfig;
 
 /// A frame as pprof tools see it: mapping, address and the inlined lines in order.
-type Frame = (Option<(u64, u64, u64, String, String, [bool; 4])>, u64, bool, Vec<(String, String, String, i64, i64, i64)>);
+type Frame = (
+    Option<(u64, u64, u64, String, String, [bool; 4])>,
+    u64,
+    bool,
+    Vec<(String, String, String, i64, i64, i64)>,
+);
 type Labels = Vec<(String, String, i64, String)>;
 
 /// Everything a pprof profile says, independent of ids and table order.
@@ -40,23 +47,59 @@ fn canonical(p: &Profile) -> Canonical {
             .iter()
             .map(|id| {
                 let l = p.location.iter().find(|l| l.id == *id).unwrap();
-                let m = p.mapping.iter().find(|m| m.id == l.mapping_id && l.mapping_id != 0).map(|m| {
-                    (m.memory_start, m.memory_limit, m.file_offset, s(m.filename), s(m.build_id), [m.has_functions, m.has_filenames, m.has_line_numbers, m.has_inline_frames])
-                });
+                let m = p
+                    .mapping
+                    .iter()
+                    .find(|m| m.id == l.mapping_id && l.mapping_id != 0)
+                    .map(|m| {
+                        (
+                            m.memory_start,
+                            m.memory_limit,
+                            m.file_offset,
+                            s(m.filename),
+                            s(m.build_id),
+                            [
+                                m.has_functions,
+                                m.has_filenames,
+                                m.has_line_numbers,
+                                m.has_inline_frames,
+                            ],
+                        )
+                    });
                 let lines = l
                     .line
                     .iter()
                     .map(|ln| {
                         let f = p.function.iter().find(|f| f.id == ln.function_id).unwrap();
-                        (s(f.name), s(f.system_name), s(f.filename), f.start_line, ln.line, ln.column)
+                        (
+                            s(f.name),
+                            s(f.system_name),
+                            s(f.filename),
+                            f.start_line,
+                            ln.line,
+                            ln.column,
+                        )
                     })
                     .collect();
                 (m, l.address, l.is_folded, lines)
             })
             .collect();
-        let mut labels: Labels = sample.label.iter().map(|l| (s(l.key), s(l.str).to_ascii_lowercase(), l.num, s(l.num_unit))).collect();
+        let mut labels: Labels = sample
+            .label
+            .iter()
+            .map(|l| {
+                (
+                    s(l.key),
+                    s(l.str).to_ascii_lowercase(),
+                    l.num,
+                    s(l.num_unit),
+                )
+            })
+            .collect();
         labels.sort();
-        let acc = samples.entry((frames, labels)).or_insert_with(|| vec![0; sample.value.len()]);
+        let acc = samples
+            .entry((frames, labels))
+            .or_insert_with(|| vec![0; sample.value.len()]);
         for (a, v) in acc.iter_mut().zip(&sample.value) {
             *a = a.wrapping_add(*v);
         }
@@ -74,11 +117,26 @@ fn canonical(p: &Profile) -> Canonical {
     }
 }
 
-const NAMES: &[&str] = &["main.main", "main.countPrimes", "runtime.mallocgc", "net/http.(*conn).serve", "a.b", "x"];
+const NAMES: &[&str] = &[
+    "main.main",
+    "main.countPrimes",
+    "runtime.mallocgc",
+    "net/http.(*conn).serve",
+    "a.b",
+    "x",
+];
 const FILES: &[&str] = &["/src/main.go", "/usr/lib/go/src/runtime/malloc.go", ""];
-const TYPES: &[(&str, &str)] = &[("samples", "count"), ("cpu", "nanoseconds"), ("alloc_space", "bytes"), ("inuse_objects", "count")];
+const TYPES: &[(&str, &str)] = &[
+    ("samples", "count"),
+    ("cpu", "nanoseconds"),
+    ("alloc_space", "bytes"),
+    ("inuse_objects", "count"),
+];
 const SPANS: &[&str] = &["00f067aa0ba902b7", "b7ad6b7169203331", "53995c3f42cd8ad8"];
-const TRACES: &[&str] = &["4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"];
+const TRACES: &[&str] = &[
+    "4bf92f3577b34da6a3ce929d0e0e4736",
+    "0af7651916cd43dd8448eb211c80319c",
+];
 
 prop_compose! {
     fn arb_profile()(
@@ -157,7 +215,9 @@ fn service(name: &str) -> Resource {
     Resource {
         attributes: vec![KeyValue {
             key: "service.name".into(),
-            value: Some(AnyValue { value: Some(any_value::Value::StringValue(name.into())) }),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(name.into())),
+            }),
             ..Default::default()
         }],
         ..Default::default()
@@ -165,7 +225,11 @@ fn service(name: &str) -> Resource {
 }
 
 fn strict() -> CheckOptions {
-    CheckOptions { dupes: true, orphans: true, sample_shapes: true }
+    CheckOptions {
+        dupes: true,
+        orphans: true,
+        sample_shapes: true,
+    }
 }
 
 proptest! {

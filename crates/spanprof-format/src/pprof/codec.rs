@@ -9,10 +9,8 @@ use crate::gzip;
 /// Decompression stops with [`FormatError::TooLarge`] past `max_decompressed` bytes.
 pub fn decode(bytes: &[u8], max_decompressed: usize) -> Result<Profile, FormatError> {
     let raw = gzip::maybe_gunzip(bytes, max_decompressed)?;
-    let profile = Profile::decode(raw.as_ref()).map_err(|e| FormatError::Protobuf {
-        what: "pprof Profile",
-        source: e,
-    })?;
+    let profile = super::decode::decode_profile(raw.as_ref())
+        .map_err(|e| FormatError::Invalid(format!("not a valid pprof Profile: {}", e.0)))?;
     if profile.string_table.first().is_some_and(|s| !s.is_empty()) {
         return Err(FormatError::Invalid(
             "pprof string_table[0] must be the empty string".into(),

@@ -1,0 +1,513 @@
+//! A pprof decoder written for this one message: every repeated field is sized exactly before
+//! it is filled, and there is no generic merge loop. It accepts what a protobuf decoder must
+//! (packed and unpacked repeated scalars, unknown fields, last value wins) and is checked
+//! against prost's derived decoder in the tests below.
+
+use super::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
+
+/// Why bytes are not a pprof profile.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeError(pub String);
+
+type Result<T> = std::result::Result<T, DecodeError>;
+
+const VARINT: u8 = 0;
+const I64: u8 = 1;
+const LEN: u8 = 2;
+const I32: u8 = 5;
+
+struct Reader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn new(buf: &'a [u8]) -> Self {
+        Reader { buf, pos: 0 }
+    }
+
+    fn done(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    #[inline(always)]
+    fn varint(&mut self) -> Result<u64> {
+        // Most varints in a profile (ids, indices, small counts) fit in one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64> {
+        let mut v = 0u64;
+        for shift in 0..10 {
+            let Some(&b) = self.buf.get(self.pos) else {
+                return Err(DecodeError("truncated varint".into()));
+            };
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << (7 * shift);
+            if b < 0x80 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError("varint longer than 10 bytes".into()))
+    }
+
+    #[inline]
+    fn key(&mut self) -> Result<(u64, u8)> {
+        let k = self.varint()?;
+        let (field, wire) = (k >> 3, (k & 7) as u8);
+        if field == 0 {
+            return Err(DecodeError("field number 0".into()));
+        }
+        Ok((field, wire))
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8]> {
+        let len = self.varint()?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| self.pos.checked_add(l))
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| DecodeError(format!("length {len} runs past the end of the message")))?;
+        let b = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(b)
+    }
+
+    fn skip(&mut self, wire: u8) -> Result<()> {
+        let n = match wire {
+            VARINT => return self.varint().map(drop),
+            LEN => return self.bytes().map(drop),
+            I64 => 8,
+            I32 => 4,
+            w => return Err(DecodeError(format!("unsupported wire type {w}"))),
+        };
+        if self.buf.len() - self.pos < n {
+            return Err(DecodeError("truncated fixed-width field".into()));
+        }
+        self.pos += n;
+        Ok(())
+    }
+}
+
+fn wrong(message: &str, field: u64, wire: u8) -> DecodeError {
+    DecodeError(format!(
+        "{message} field {field} has wire type {wire}, which does not fit its type"
+    ))
+}
+
+/// A scalar field: varint only.
+#[inline]
+fn scalar(r: &mut Reader, message: &str, field: u64, wire: u8) -> Result<u64> {
+    if wire != VARINT {
+        return Err(wrong(message, field, wire));
+    }
+    r.varint()
+}
+
+/// A repeated varint field, packed (LEN) or one element per key; sized exactly when packed.
+fn repeated<T>(
+    r: &mut Reader,
+    out: &mut Vec<T>,
+    message: &str,
+    field: u64,
+    wire: u8,
+    f: fn(u64) -> T,
+) -> Result<()> {
+    match wire {
+        VARINT => out.push(f(r.varint()?)),
+        LEN => {
+            let packed = r.bytes()?;
+            // Every varint ends in exactly one byte below 0x80.
+            out.reserve(packed.iter().filter(|&&b| b < 0x80).count());
+            let mut p = Reader::new(packed);
+            while !p.done() {
+                out.push(f(p.varint()?));
+            }
+        }
+        _ => return Err(wrong(message, field, wire)),
+    }
+    Ok(())
+}
+
+fn message<'a>(r: &mut Reader<'a>, name: &str, field: u64, wire: u8) -> Result<Reader<'a>> {
+    if wire != LEN {
+        return Err(wrong(name, field, wire));
+    }
+    Ok(Reader::new(r.bytes()?))
+}
+
+fn as_i64(v: u64) -> i64 {
+    v as i64
+}
+
+fn id(v: u64) -> u64 {
+    v
+}
+
+/// Decodes an uncompressed pprof `Profile`.
+pub fn decode_profile(buf: &[u8]) -> Result<Profile> {
+    // First pass over the top-level keys only: how many of each repeated field.
+    let mut counts = [0usize; 7];
+    let mut r = Reader::new(buf);
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        if (1..=6).contains(&field) {
+            counts[field as usize] += 1;
+        }
+        r.skip(wire)?;
+    }
+    let mut p = Profile {
+        sample_type: Vec::with_capacity(counts[1]),
+        sample: Vec::with_capacity(counts[2]),
+        mapping: Vec::with_capacity(counts[3]),
+        location: Vec::with_capacity(counts[4]),
+        function: Vec::with_capacity(counts[5]),
+        string_table: Vec::with_capacity(counts[6]),
+        ..Default::default()
+    };
+    let mut r = Reader::new(buf);
+    let m = "Profile";
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => p
+                .sample_type
+                .push(value_type(message(&mut r, m, field, wire)?)?),
+            2 => p.sample.push(sample(message(&mut r, m, field, wire)?)?),
+            3 => p.mapping.push(mapping(message(&mut r, m, field, wire)?)?),
+            4 => p.location.push(location(message(&mut r, m, field, wire)?)?),
+            5 => p.function.push(function(message(&mut r, m, field, wire)?)?),
+            6 => {
+                if wire != LEN {
+                    return Err(wrong(m, field, wire));
+                }
+                let b = r.bytes()?;
+                let s = std::str::from_utf8(b).map_err(|_| {
+                    DecodeError(format!(
+                        "string_table[{}] is not UTF-8",
+                        p.string_table.len()
+                    ))
+                })?;
+                p.string_table.push(s.to_owned());
+            }
+            7 => p.drop_frames = scalar(&mut r, m, field, wire)? as i64,
+            8 => p.keep_frames = scalar(&mut r, m, field, wire)? as i64,
+            9 => p.time_nanos = scalar(&mut r, m, field, wire)? as i64,
+            10 => p.duration_nanos = scalar(&mut r, m, field, wire)? as i64,
+            11 => {
+                // A repeated occurrence of a singular message merges into the first.
+                let prev = p.period_type.unwrap_or_default();
+                p.period_type = Some(merge_value_type(prev, message(&mut r, m, field, wire)?)?);
+            }
+            12 => p.period = scalar(&mut r, m, field, wire)? as i64,
+            13 => repeated(&mut r, &mut p.comment, m, field, wire, as_i64)?,
+            14 => p.default_sample_type = scalar(&mut r, m, field, wire)? as i64,
+            15 => p.doc_url = scalar(&mut r, m, field, wire)? as i64,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(p)
+}
+
+fn value_type(r: Reader) -> Result<ValueType> {
+    merge_value_type(ValueType::default(), r)
+}
+
+fn merge_value_type(mut t: ValueType, mut r: Reader) -> Result<ValueType> {
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => t.r#type = scalar(&mut r, "ValueType", field, wire)? as i64,
+            2 => t.unit = scalar(&mut r, "ValueType", field, wire)? as i64,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(t)
+}
+
+fn sample(mut r: Reader) -> Result<Sample> {
+    let mut s = Sample::default();
+    let m = "Sample";
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => repeated(&mut r, &mut s.location_id, m, field, wire, id)?,
+            2 => repeated(&mut r, &mut s.value, m, field, wire, as_i64)?,
+            3 => s.label.push(label(message(&mut r, m, field, wire)?)?),
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(s)
+}
+
+fn label(mut r: Reader) -> Result<Label> {
+    let mut l = Label::default();
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => l.key = scalar(&mut r, "Label", field, wire)? as i64,
+            2 => l.str = scalar(&mut r, "Label", field, wire)? as i64,
+            3 => l.num = scalar(&mut r, "Label", field, wire)? as i64,
+            4 => l.num_unit = scalar(&mut r, "Label", field, wire)? as i64,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(l)
+}
+
+fn mapping(mut r: Reader) -> Result<Mapping> {
+    let mut x = Mapping::default();
+    let m = "Mapping";
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => x.id = scalar(&mut r, m, field, wire)?,
+            2 => x.memory_start = scalar(&mut r, m, field, wire)?,
+            3 => x.memory_limit = scalar(&mut r, m, field, wire)?,
+            4 => x.file_offset = scalar(&mut r, m, field, wire)?,
+            5 => x.filename = scalar(&mut r, m, field, wire)? as i64,
+            6 => x.build_id = scalar(&mut r, m, field, wire)? as i64,
+            7 => x.has_functions = scalar(&mut r, m, field, wire)? != 0,
+            8 => x.has_filenames = scalar(&mut r, m, field, wire)? != 0,
+            9 => x.has_line_numbers = scalar(&mut r, m, field, wire)? != 0,
+            10 => x.has_inline_frames = scalar(&mut r, m, field, wire)? != 0,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(x)
+}
+
+fn location(mut r: Reader) -> Result<Location> {
+    let mut l = Location::default();
+    let m = "Location";
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => l.id = scalar(&mut r, m, field, wire)?,
+            2 => l.mapping_id = scalar(&mut r, m, field, wire)?,
+            3 => l.address = scalar(&mut r, m, field, wire)?,
+            4 => l.line.push(line(message(&mut r, m, field, wire)?)?),
+            5 => l.is_folded = scalar(&mut r, m, field, wire)? != 0,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(l)
+}
+
+fn line(mut r: Reader) -> Result<Line> {
+    let mut l = Line::default();
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => l.function_id = scalar(&mut r, "Line", field, wire)?,
+            2 => l.line = scalar(&mut r, "Line", field, wire)? as i64,
+            3 => l.column = scalar(&mut r, "Line", field, wire)? as i64,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(l)
+}
+
+fn function(mut r: Reader) -> Result<Function> {
+    let mut f = Function::default();
+    let m = "Function";
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        match field {
+            1 => f.id = scalar(&mut r, m, field, wire)?,
+            2 => f.name = scalar(&mut r, m, field, wire)? as i64,
+            3 => f.system_name = scalar(&mut r, m, field, wire)? as i64,
+            4 => f.filename = scalar(&mut r, m, field, wire)? as i64,
+            5 => f.start_line = scalar(&mut r, m, field, wire)? as i64,
+            _ => r.skip(wire)?,
+        }
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use prost::Message;
+
+    fn arb_profile() -> impl Strategy<Value = Profile> {
+        let vt = (any::<i64>(), any::<i64>()).prop_map(|(t, u)| ValueType { r#type: t, unit: u });
+        let label = (any::<i64>(), any::<i64>(), any::<i64>(), any::<i64>()).prop_map(
+            |(key, str, num, num_unit)| Label {
+                key,
+                str,
+                num,
+                num_unit,
+            },
+        );
+        let sample = (
+            prop::collection::vec(any::<u64>(), 0..8),
+            prop::collection::vec(any::<i64>(), 0..4),
+            prop::collection::vec(label, 0..3),
+        )
+            .prop_map(|(location_id, value, label)| Sample {
+                location_id,
+                value,
+                label,
+            });
+        let line =
+            (any::<u64>(), any::<i64>(), any::<i64>()).prop_map(|(function_id, line, column)| {
+                Line {
+                    function_id,
+                    line,
+                    column,
+                }
+            });
+        let location = (
+            any::<u64>(),
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::vec(line, 0..3),
+            any::<bool>(),
+        )
+            .prop_map(|(id, mapping_id, address, line, is_folded)| Location {
+                id,
+                mapping_id,
+                address,
+                line,
+                is_folded,
+            });
+        let mapping =
+            (any::<[u64; 4]>(), any::<[i64; 2]>(), any::<[bool; 4]>()).prop_map(|(u, i, b)| {
+                Mapping {
+                    id: u[0],
+                    memory_start: u[1],
+                    memory_limit: u[2],
+                    file_offset: u[3],
+                    filename: i[0],
+                    build_id: i[1],
+                    has_functions: b[0],
+                    has_filenames: b[1],
+                    has_line_numbers: b[2],
+                    has_inline_frames: b[3],
+                }
+            });
+        let function = (any::<u64>(), any::<[i64; 4]>()).prop_map(|(id, i)| Function {
+            id,
+            name: i[0],
+            system_name: i[1],
+            filename: i[2],
+            start_line: i[3],
+        });
+        (
+            prop::collection::vec(vt.clone(), 0..4),
+            prop::collection::vec(sample, 0..6),
+            prop::collection::vec(mapping, 0..3),
+            prop::collection::vec(location, 0..4),
+            prop::collection::vec(function, 0..4),
+            prop::collection::vec(".{0,8}", 0..6),
+            (
+                any::<[i64; 8]>(),
+                prop::option::of(vt),
+                prop::collection::vec(any::<i64>(), 0..3),
+            ),
+        )
+            .prop_map(
+                |(
+                    sample_type,
+                    sample,
+                    mapping,
+                    location,
+                    function,
+                    string_table,
+                    (n, period_type, comment),
+                )| Profile {
+                    sample_type,
+                    sample,
+                    mapping,
+                    location,
+                    function,
+                    string_table,
+                    drop_frames: n[0],
+                    keep_frames: n[1],
+                    time_nanos: n[2],
+                    duration_nanos: n[3],
+                    period_type,
+                    period: n[4],
+                    comment,
+                    default_sample_type: n[5],
+                    doc_url: n[6],
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+        #[test]
+        fn agrees_with_prost_on_valid_profiles(p in arb_profile()) {
+            let bytes = p.encode_to_vec();
+            prop_assert_eq!(decode_profile(&bytes).unwrap(), p);
+        }
+
+        #[test]
+        fn agrees_with_prost_on_damaged_bytes(p in arb_profile(), pos in any::<prop::sample::Index>(), byte in any::<u8>(), cut in any::<prop::sample::Index>()) {
+            let mut bytes = p.encode_to_vec();
+            if !bytes.is_empty() {
+                let i = pos.index(bytes.len());
+                bytes[i] = byte;
+                bytes.truncate(cut.index(bytes.len()) + 1);
+            }
+            // Whenever prost accepts the bytes, this decoder must read the same profile.
+            if let Ok(expected) = Profile::decode(bytes.as_slice()) {
+                prop_assert_eq!(decode_profile(&bytes).unwrap(), expected);
+            }
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            let _ = decode_profile(&bytes);
+        }
+    }
+
+    #[test]
+    fn unpacked_repeated_fields_are_accepted() {
+        // Sample { location_id: 5 (unpacked), location_id: 7 (unpacked), value: -1 (unpacked) }
+        let mut sample = Vec::new();
+        for (field, v) in [(1u64, 5u64), (1, 7), (2, u64::MAX)] {
+            prost::encoding::encode_key(
+                field as u32,
+                prost::encoding::WireType::Varint,
+                &mut sample,
+            );
+            prost::encoding::encode_varint(v, &mut sample);
+        }
+        let mut profile = Vec::new();
+        prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut profile);
+        prost::encoding::encode_varint(sample.len() as u64, &mut profile);
+        profile.extend_from_slice(&sample);
+        let p = decode_profile(&profile).unwrap();
+        assert_eq!(p.sample[0].location_id, vec![5, 7]);
+        assert_eq!(p.sample[0].value, vec![-1]);
+        assert_eq!(Profile::decode(profile.as_slice()).unwrap(), p);
+    }
+
+    #[test]
+    fn errors_say_what_is_wrong() {
+        assert_eq!(
+            decode_profile(&[0x12, 0x05, 0x08]).unwrap_err().0,
+            "length 5 runs past the end of the message"
+        );
+        assert_eq!(
+            decode_profile(&[0x10, 0x01]).unwrap_err().0,
+            "Profile field 2 has wire type 0, which does not fit its type"
+        );
+        assert_eq!(
+            decode_profile(&[0x32, 0x01, 0xff]).unwrap_err().0,
+            "string_table[0] is not UTF-8"
+        );
+    }
+}
