@@ -1,0 +1,3 @@
+module spanprof.test/goapp
+
+go 1.19
