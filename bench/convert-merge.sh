@@ -19,7 +19,7 @@ command -v go >/dev/null || { echo "bench: Go is missing: apt-get install golang
 
 echo "bench: building spanprof (release) and the Go test program"
 cargo build --release -q -p spanprof
-go build -C testprograms/goapp -o "$out/goapp" .
+(cd testprograms/goapp && go build -o "$out/goapp" .)
 spanprof="$root/target/release/spanprof"
 
 have=$(find "$out/cpu" -name '*.pb.gz' | wc -l)
@@ -46,12 +46,15 @@ if [ "$have" -lt 200 ]; then
   trap - EXIT
 fi
 files=("$out"/cpu/*.pb.gz)
-echo "bench: ${#files[@]} profiles, $(du -ch "${files[@]}" | tail -1 | cut -f1) gzipped, $("$spanprof" inspect "${files[@]}" 2>/dev/null | sed -n 2p | sed 's/^converted //')"
+echo "bench: ${#files[@]} profiles, $(du -ch "${files[@]}" | tail -1 | cut -f1) gzipped, $("$spanprof" inspect "${files[@]}" 2>/dev/null | sed -n 's/^converted //p')"
 
-# One timed run: prints "seconds max_rss_kib".
+# One timed run: prints "seconds max_rss_kib" (wall time to the millisecond).
 timed() {
-  /usr/bin/time -f '%e %M' -o "$out/time.txt" "$@" >/dev/null 2>"$out/stderr.txt" || { cat "$out/stderr.txt" >&2; exit 1; }
-  cat "$out/time.txt"
+  local start end
+  start=$(date +%s%N)
+  /usr/bin/time -f '%M' -o "$out/time.txt" "$@" >/dev/null 2>"$out/stderr.txt" || { cat "$out/stderr.txt" >&2; exit 1; }
+  end=$(date +%s%N)
+  echo "$(awk -v ns=$((end - start)) 'BEGIN { printf "%.3f", ns / 1e9 }') $(cat "$out/time.txt")"
 }
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
