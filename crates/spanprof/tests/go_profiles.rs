@@ -714,3 +714,52 @@ fn otlp_json_round_trips() {
         "JSON vs binary",
     );
 }
+
+/// Two services merged into one request split back into one pprof each, with every sample of
+/// each original (ids as `span_id`/`trace_id` labels) and the default sample type restored.
+#[test]
+fn split_gives_one_pprof_per_service() {
+    let cap = capture();
+    let dir = temp_dir();
+    let (cpu, heap) = (
+        cap.profile(ProfileKind::Cpu),
+        cap.profile(ProfileKind::Heap),
+    );
+    let (a, b, both) = (
+        dir.path().join("a.otlp"),
+        dir.path().join("b.otlp"),
+        dir.path().join("both.otlp"),
+    );
+    convert(&[&cpu], &a, &["--service", "checkout"]);
+    convert(&[&heap], &b, &["--service", "cart"]);
+    convert(&[&a, &b], &both, &[]);
+    let parts = dir.path().join("part.pb.gz");
+    let run = spanprof([
+        "convert".as_ref(),
+        both.as_os_str(),
+        "--split".as_ref(),
+        "-o".as_ref(),
+        parts.as_os_str(),
+    ]);
+    run.assert_no_panic().assert_success();
+    let stderr = run.stderr;
+    assert!(stderr.contains("part 0: checkout"), "{stderr}");
+    assert!(stderr.contains("part 1: cart"), "{stderr}");
+    assert!(!dir.path().join("part-2.pb.gz").exists(), "only two parts");
+    for (orig, part) in [(&cpu, "part-0.pb.gz"), (&heap, "part-1.pb.gz")] {
+        let before = pprof_raw(orig, &[]);
+        let after = pprof_raw(&dir.path().join(part), &[]);
+        assert_eq!(after.sample_types, before.sample_types, "{part}");
+        assert_eq!(
+            normalised(&after, false),
+            normalised(&before, true),
+            "{part}"
+        );
+    }
+    let top =
+        support::go_tool_pprof(["-top".as_ref(), dir.path().join("part-1.pb.gz").as_os_str()]);
+    assert!(
+        top.contains("Type: inuse_space"),
+        "heap's default type comes back:\n{top}"
+    );
+}

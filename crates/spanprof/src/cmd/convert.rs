@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use prost::Message;
-use spanprof_format::to_pprof::{otlp_to_merged_pprof, PprofOptions};
+use spanprof_format::merge::split_by_resource;
+use spanprof_format::to_pprof::{otlp_to_merged_pprof, otlp_to_pprof, service_name, PprofOptions};
 use spanprof_format::{json, pprof};
 
 use crate::input::{load_linked, write_stdout, LinkArgs};
@@ -35,6 +36,11 @@ pub struct Args {
     /// With pprof output: label key for the trace id of linked samples.
     #[arg(long, default_value = "trace_id", value_name = "KEY")]
     trace_id_label: String,
+    /// Write one file per part instead of merging: with pprof output one profile per
+    /// (resource, scope, sample-type group), with OTLP output one request per resource.
+    /// Files are named OUT with `-N` before the extension (`out.pb.gz` → `out-0.pb.gz`, …).
+    #[arg(long)]
+    split: bool,
     #[command(flatten)]
     link: LinkArgs,
 }
@@ -67,31 +73,109 @@ fn format_from_path(path: &Path) -> Format {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (data, report) = load_linked(&args.inputs, &args.link)?;
     let format = args.to.unwrap_or_else(|| format_from_path(&args.output));
-    let bytes = match format {
-        Format::Pprof => {
-            let opts = PprofOptions {
-                span_id_label: args.span_id_label,
-                trace_id_label: args.trace_id_label,
-            };
-            let merged = otlp_to_merged_pprof(&data, &opts).context("converting to pprof")?;
-            pprof::encode_gzip(&merged)
-        }
-        Format::Otlp => data.encode_to_vec(),
-        Format::OtlpJson => json::encode_profiles_data(&data).into_bytes(),
+    let opts = PprofOptions {
+        span_id_label: args.span_id_label.clone(),
+        trace_id_label: args.trace_id_label.clone(),
     };
+    eprintln!("converted {report}");
+    if !args.split {
+        let bytes = match format {
+            Format::Pprof => pprof::encode_gzip(
+                &otlp_to_merged_pprof(&data, &opts).context("converting to pprof")?,
+            ),
+            Format::Otlp => data.encode_to_vec(),
+            Format::OtlpJson => json::encode_profiles_data(&data).into_bytes(),
+        };
+        return write(&args.output, &bytes, format).map(|()| ExitCode::SUCCESS);
+    }
     if args.output == Path::new("-") {
-        write_stdout(&bytes)?;
+        anyhow::bail!("--split writes several files; give -o a file name, not -");
+    }
+    match format {
+        Format::Pprof => {
+            for (i, part) in otlp_to_pprof(&data, &opts)
+                .context("converting to pprof")?
+                .iter()
+                .enumerate()
+            {
+                let resource = data.resource_profiles[part.resource_index]
+                    .resource
+                    .as_ref();
+                let service = resource.and_then(service_name).unwrap_or("unknown service");
+                let path = numbered(&args.output, i);
+                eprintln!(
+                    "  part {i}: {service}, resource {} scope {}",
+                    part.resource_index, part.scope_index
+                );
+                write(&path, &pprof::encode_gzip(&part.profile), format)?;
+            }
+        }
+        Format::Otlp | Format::OtlpJson => {
+            for (i, part) in split_by_resource(&data)
+                .context("splitting by resource")?
+                .iter()
+                .enumerate()
+            {
+                let bytes = match format {
+                    Format::OtlpJson => json::encode_profiles_data(part).into_bytes(),
+                    _ => part.encode_to_vec(),
+                };
+                write(&numbered(&args.output, i), &bytes, format)?;
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn write(path: &Path, bytes: &[u8], format: Format) -> anyhow::Result<()> {
+    if path == Path::new("-") {
+        write_stdout(bytes)?;
     } else {
-        std::fs::write(&args.output, &bytes)
-            .with_context(|| format!("cannot write {}", args.output.display()))?;
+        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
     }
     let name = clap::ValueEnum::to_possible_value(&format)
         .map(|v| v.get_name().to_owned())
         .unwrap_or_default();
     eprintln!(
-        "converted {report}; wrote {} bytes of {name} to {}",
+        "wrote {} bytes of {name} to {}",
         bytes.len(),
-        args.output.display()
+        path.display()
     );
-    Ok(ExitCode::SUCCESS)
+    Ok(())
+}
+
+/// `out.pb.gz` → `out-3.pb.gz`, `out.otlp` → `out-3.otlp`, `out` → `out-3`.
+fn numbered(path: &Path, n: usize) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let split = if name.to_ascii_lowercase().ends_with(".pb.gz") {
+        name.len() - 6
+    } else {
+        name.rfind('.').filter(|&i| i > 0).unwrap_or(name.len())
+    };
+    path.with_file_name(format!("{}-{n}{}", &name[..split], &name[split..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_names_keep_the_extension() {
+        assert_eq!(
+            numbered(Path::new("d/out.pb.gz"), 3),
+            PathBuf::from("d/out-3.pb.gz")
+        );
+        assert_eq!(
+            numbered(Path::new("out.otlp"), 0),
+            PathBuf::from("out-0.otlp")
+        );
+        assert_eq!(numbered(Path::new("out"), 1), PathBuf::from("out-1"));
+        assert_eq!(
+            numbered(Path::new(".hidden"), 1),
+            PathBuf::from(".hidden-1")
+        );
+    }
 }
