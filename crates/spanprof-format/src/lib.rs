@@ -19,6 +19,7 @@ pub mod link;
 pub mod merge;
 pub mod to_otlp;
 pub mod to_pprof;
+pub mod trace;
 
 pub use batch::{Batch, ConversionReport};
 pub use link::LinkConfig;

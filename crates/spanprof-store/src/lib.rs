@@ -20,9 +20,13 @@
 
 #![warn(missing_docs)]
 
+pub mod diff;
 pub mod flamegraph;
+pub mod log;
+pub mod matchers;
 pub mod select;
 pub mod span_totals;
+pub mod spans;
 pub mod svg;
 
 pub use flamegraph::{

@@ -1,0 +1,1 @@
+//! OTLP trace wire types (being written).

@@ -1,0 +1,1 @@
+//! Diff flame graphs (being written).

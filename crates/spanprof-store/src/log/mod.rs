@@ -1,0 +1,1 @@
+//! Append-only checksummed segment log (being written).

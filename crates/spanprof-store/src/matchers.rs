@@ -1,0 +1,1 @@
+//! Label matchers (being written).

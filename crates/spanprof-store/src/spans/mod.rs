@@ -1,0 +1,1 @@
+//! Spans: records, index, search (being written).
