@@ -10,6 +10,7 @@ pub mod gzip;
 pub mod json;
 pub mod otlp;
 pub mod pprof;
+pub mod profile_type;
 
 pub use error::FormatError;
 pub mod batch;

@@ -12,8 +12,8 @@ use crate::otlp::{
 };
 
 /// Byte lengths of the ids written in hex.
-const TRACE_ID_LEN: usize = 16;
-const SPAN_ID_LEN: usize = 8;
+pub(crate) const TRACE_ID_LEN: usize = 16;
+pub(crate) const SPAN_ID_LEN: usize = 8;
 const PROFILE_ID_LEN: usize = 16;
 
 /// Decodes a whole document holding one `ProfilesData` object.
@@ -24,7 +24,7 @@ pub(super) fn document(json: &[u8]) -> Result<ProfilesData, Error> {
     Ok(data)
 }
 
-fn string(r: &mut Reader<'_>) -> Result<String, Error> {
+pub(crate) fn string(r: &mut Reader<'_>) -> Result<String, Error> {
     r.string().map(|s| s.into_owned())
 }
 
@@ -32,7 +32,7 @@ fn base64_bytes(r: &mut Reader<'_>) -> Result<Vec<u8>, Error> {
     base64::decode(&r.string()?).map_err(Error::new)
 }
 
-fn hex_id(r: &mut Reader<'_>, len: usize) -> Result<Vec<u8>, Error> {
+pub(crate) fn hex_id(r: &mut Reader<'_>, len: usize) -> Result<Vec<u8>, Error> {
     hex::decode_id(&r.string()?, len).map_err(Error::new)
 }
 
@@ -41,7 +41,7 @@ fn i32s(r: &mut Reader<'_>) -> Result<Vec<i32>, Error> {
 }
 
 /// Reads an object into a default `T`, `field` storing each known member.
-fn message<'a, T: Default>(
+pub(crate) fn message<'a, T: Default>(
     r: &mut Reader<'a>,
     mut field: impl FnMut(&mut T, &mut Reader<'a>, &str) -> Result<(), Error>,
 ) -> Result<T, Error> {
@@ -103,7 +103,7 @@ fn resource_profiles(r: &mut Reader<'_>) -> Result<ResourceProfiles, Error> {
     })
 }
 
-fn resource(r: &mut Reader<'_>) -> Result<Resource, Error> {
+pub(crate) fn resource(r: &mut Reader<'_>) -> Result<Resource, Error> {
     message(r, |m: &mut Resource, r, key| {
         match key {
             "attributes" => m.attributes = key_values(r, 1).in_field("attributes")?,
@@ -146,7 +146,7 @@ fn scope_profiles(r: &mut Reader<'_>) -> Result<ScopeProfiles, Error> {
     })
 }
 
-fn scope(r: &mut Reader<'_>) -> Result<InstrumentationScope, Error> {
+pub(crate) fn scope(r: &mut Reader<'_>) -> Result<InstrumentationScope, Error> {
     message(r, |m: &mut InstrumentationScope, r, key| {
         match key {
             "name" => m.name = string(r).in_field("name")?,
@@ -344,7 +344,7 @@ fn key_value_and_unit(r: &mut Reader<'_>) -> Result<KeyValueAndUnit, Error> {
 }
 
 /// A list of attributes whose values sit at nesting level `depth`.
-fn key_values(r: &mut Reader<'_>, depth: usize) -> Result<Vec<KeyValue>, Error> {
+pub(crate) fn key_values(r: &mut Reader<'_>, depth: usize) -> Result<Vec<KeyValue>, Error> {
     r.list(|r| {
         let mut m = KeyValue::default();
         r.object(|r, key| {

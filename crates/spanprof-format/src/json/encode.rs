@@ -25,13 +25,13 @@ pub(super) fn document(data: &ProfilesData, pretty: bool) -> String {
 }
 
 /// A JSON text under construction: separators, indentation and scalar formatting.
-struct Writer {
-    out: String,
-    pretty: bool,
+pub(crate) struct Writer {
+    pub(crate) out: String,
+    pub(crate) pretty: bool,
     /// Open objects and arrays.
-    depth: usize,
+    pub(crate) depth: usize,
     /// Whether the innermost open object or array has no member yet.
-    empty: bool,
+    pub(crate) empty: bool,
 }
 
 impl Writer {
@@ -76,7 +76,7 @@ impl Writer {
         self.out.push_str(if self.pretty { "\": " } else { "\":" });
     }
 
-    fn object(&mut self, members: impl FnOnce(&mut Self)) {
+    pub(crate) fn object(&mut self, members: impl FnOnce(&mut Self)) {
         self.open('{');
         members(self);
         self.close('}');
@@ -163,35 +163,35 @@ impl Writer {
         }
     }
 
-    fn string_field(&mut self, name: &str, v: &str) {
+    pub(crate) fn string_field(&mut self, name: &str, v: &str) {
         if !v.is_empty() {
             self.key(name);
             self.string(v);
         }
     }
 
-    fn i32_field(&mut self, name: &str, v: i32) {
+    pub(crate) fn i32_field(&mut self, name: &str, v: i32) {
         if v != 0 {
             self.key(name);
             self.signed(v.into());
         }
     }
 
-    fn u32_field(&mut self, name: &str, v: u32) {
+    pub(crate) fn u32_field(&mut self, name: &str, v: u32) {
         if v != 0 {
             self.key(name);
             self.unsigned(v.into());
         }
     }
 
-    fn i64_field(&mut self, name: &str, v: i64) {
+    pub(crate) fn i64_field(&mut self, name: &str, v: i64) {
         if v != 0 {
             self.key(name);
             self.quoted_signed(v);
         }
     }
 
-    fn u64_field(&mut self, name: &str, v: u64) {
+    pub(crate) fn u64_field(&mut self, name: &str, v: u64) {
         if v != 0 {
             self.key(name);
             self.quoted_unsigned(v);
@@ -207,7 +207,7 @@ impl Writer {
         }
     }
 
-    fn hex_field(&mut self, name: &str, v: &[u8]) {
+    pub(crate) fn hex_field(&mut self, name: &str, v: &[u8]) {
         if !v.is_empty() {
             self.key(name);
             self.out.push('"');
@@ -216,14 +216,19 @@ impl Writer {
         }
     }
 
-    fn message_field<T>(&mut self, name: &str, v: Option<&T>, write: fn(&mut Self, &T)) {
+    pub(crate) fn message_field<T>(&mut self, name: &str, v: Option<&T>, write: fn(&mut Self, &T)) {
         if let Some(v) = v {
             self.key(name);
             write(self, v);
         }
     }
 
-    fn list_field<T>(&mut self, name: &str, items: &[T], mut write: impl FnMut(&mut Self, &T)) {
+    pub(crate) fn list_field<T>(
+        &mut self,
+        name: &str,
+        items: &[T],
+        mut write: impl FnMut(&mut Self, &T),
+    ) {
         if items.is_empty() {
             return;
         }
@@ -268,7 +273,7 @@ fn resource_profiles(w: &mut Writer, m: &ResourceProfiles) {
     });
 }
 
-fn resource(w: &mut Writer, m: &Resource) {
+pub(crate) fn resource(w: &mut Writer, m: &Resource) {
     w.object(|w| {
         w.list_field("attributes", &m.attributes, key_value);
         w.u32_field("droppedAttributesCount", m.dropped_attributes_count);
@@ -293,7 +298,7 @@ fn scope_profiles(w: &mut Writer, m: &ScopeProfiles) {
     });
 }
 
-fn scope(w: &mut Writer, m: &InstrumentationScope) {
+pub(crate) fn scope(w: &mut Writer, m: &InstrumentationScope) {
     w.object(|w| {
         w.string_field("name", &m.name);
         w.string_field("version", &m.version);
@@ -392,7 +397,7 @@ fn key_value_and_unit(w: &mut Writer, m: &KeyValueAndUnit) {
     });
 }
 
-fn key_value(w: &mut Writer, m: &KeyValue) {
+pub(crate) fn key_value(w: &mut Writer, m: &KeyValue) {
     w.object(|w| {
         w.string_field("key", &m.key);
         w.message_field("value", m.value.as_ref(), any_value);

@@ -16,15 +16,15 @@
 //! most 64-bit integers as numbers.
 
 mod base64;
-mod decode;
-mod encode;
+pub(crate) mod decode;
+pub(crate) mod encode;
 mod hex;
-mod reader;
+pub(crate) mod reader;
 
 #[cfg(test)]
 mod decode_tests;
 #[cfg(test)]
-mod proptests;
+pub(crate) mod proptests;
 #[cfg(test)]
 mod tests;
 

@@ -11,7 +11,7 @@ use crate::otlp::any_value::Value;
 use crate::otlp::*;
 
 /// Zero (the value proto3 JSON leaves out) a quarter of the time, anything otherwise.
-fn num<T: Arbitrary + Default + Clone + std::fmt::Debug>() -> impl Strategy<Value = T> {
+pub(crate) fn num<T: Arbitrary + Default + Clone + std::fmt::Debug>() -> impl Strategy<Value = T> {
     prop_oneof![1 => Just(T::default()), 3 => any::<T>()]
 }
 
@@ -20,7 +20,7 @@ fn ints<T: Arbitrary + Default + Clone + std::fmt::Debug>() -> impl Strategy<Val
 }
 
 /// Text with the characters that need escaping well represented.
-fn text() -> impl Strategy<Value = String> {
+pub(crate) fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         Just(String::new()),
         any::<String>(),
@@ -37,7 +37,7 @@ fn double() -> impl Strategy<Value = f64> {
 }
 
 /// An id of `len` bytes or the unset (empty) id.
-fn id(len: usize) -> impl Strategy<Value = Vec<u8>> {
+pub(crate) fn id(len: usize) -> impl Strategy<Value = Vec<u8>> {
     prop_oneof![Just(Vec::new()), vec(any::<u8>(), len)]
 }
 
@@ -70,7 +70,7 @@ fn key_value(value: impl Strategy<Value = AnyValue>) -> impl Strategy<Value = Ke
     })
 }
 
-fn attributes() -> impl Strategy<Value = Vec<KeyValue>> {
+pub(crate) fn attributes() -> impl Strategy<Value = Vec<KeyValue>> {
     vec(key_value(any_value()), 0..3)
 }
 
@@ -121,7 +121,7 @@ fn profile() -> impl Strategy<Value = Profile> {
     })
 }
 
-fn resource() -> impl Strategy<Value = Resource> {
+pub(crate) fn resource() -> impl Strategy<Value = Resource> {
     let entity = (text(), text(), vec(text(), 0..3), vec(text(), 0..3)).prop_map(
         |(schema_url, r#type, id_keys, description_keys)| EntityRef {
             schema_url,
@@ -290,7 +290,7 @@ fn pointers(doc: &serde_json::Value, at: String, out: &mut Vec<String>) {
 }
 
 /// One edit to a JSON text: where, what kind, and the byte involved.
-fn edits() -> impl Strategy<Value = Vec<(prop::sample::Index, u8, u8)>> {
+pub(crate) fn edits() -> impl Strategy<Value = Vec<(prop::sample::Index, u8, u8)>> {
     let byte = prop_oneof![
         prop::sample::select(b"{}[]\":,-.eE0\\tnu \x00\xff".to_vec()),
         any::<u8>()

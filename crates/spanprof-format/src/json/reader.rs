@@ -19,13 +19,13 @@ enum Segment {
 }
 
 /// A decoding failure: what was wrong, and where (the path is stored innermost first).
-pub(super) struct Error {
+pub(crate) struct Error {
     message: String,
     path: Vec<Segment>,
 }
 
 impl Error {
-    pub(super) fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
             path: Vec::new(),
@@ -33,7 +33,7 @@ impl Error {
     }
 
     /// Renders `a[0].b.c[2]: message` as the crate's error.
-    pub(super) fn into_format_error(self) -> FormatError {
+    pub(crate) fn into_format_error(self) -> FormatError {
         let mut path = String::new();
         for segment in self.path.iter().rev() {
             match segment {
@@ -57,7 +57,7 @@ impl Error {
 }
 
 /// Adds the enclosing field's name to the path of an error on its way out.
-pub(super) trait InField {
+pub(crate) trait InField {
     fn in_field(self, name: &'static str) -> Self;
 }
 
@@ -72,7 +72,7 @@ impl<T> InField for Result<T, Error> {
 
 /// The kind of JSON value that starts at the read position.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Object,
     Array,
     String,
@@ -95,7 +95,7 @@ impl Kind {
 }
 
 /// An integer type that OTLP JSON carries as a number or a decimal string.
-pub(super) trait Integer: TryFrom<i128> {
+pub(crate) trait Integer: TryFrom<i128> {
     /// The proto name of the type, for error messages.
     const PROTO: &'static str;
 }
@@ -114,18 +114,18 @@ impl Integer for u64 {
 }
 
 /// Reads JSON values from `bytes` one at a time.
-pub(super) struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    pub(super) fn new(bytes: &'a [u8]) -> Self {
+    pub(crate) fn new(bytes: &'a [u8]) -> Self {
         Self { bytes, pos: 0 }
     }
 
     /// Fails unless only whitespace is left.
-    pub(super) fn finish(mut self) -> Result<(), Error> {
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
         self.skip_ws();
         if self.pos < self.bytes.len() {
             return Err(self.syntax("unexpected data after the top-level value"));
@@ -135,7 +135,7 @@ impl<'a> Reader<'a> {
 
     /// Reads an object, calling `field` with the read position at each non-null value.
     /// `null` values are skipped: in proto3 JSON they mean "default".
-    pub(super) fn object(
+    pub(crate) fn object(
         &mut self,
         mut field: impl FnMut(&mut Self, &str) -> Result<(), Error>,
     ) -> Result<(), Error> {
@@ -169,7 +169,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads an array, reading each element with `item`.
-    pub(super) fn list<T>(
+    pub(crate) fn list<T>(
         &mut self,
         mut item: impl FnMut(&mut Self) -> Result<T, Error>,
     ) -> Result<Vec<T>, Error> {
@@ -197,7 +197,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Skips one value of any kind (an unknown field's).
-    pub(super) fn skip(&mut self) -> Result<(), Error> {
+    pub(crate) fn skip(&mut self) -> Result<(), Error> {
         // Positions inside a value nobody asked for would only be noise in the path.
         self.skip_nested(0).map_err(|mut e| {
             e.path.clear();
@@ -220,7 +220,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Reads a string.
-    pub(super) fn string(&mut self) -> Result<Cow<'a, str>, Error> {
+    pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, Error> {
         self.expect(Kind::String)?;
         self.string_token()
     }
@@ -239,7 +239,7 @@ impl<'a> Reader<'a> {
 
     /// Reads an integer given as a number or as a decimal string: `5`, `"5"`, `5.0` and `5e0`
     /// are all 5; fractions and values outside `T`'s range are errors.
-    pub(super) fn integer<T: Integer>(&mut self) -> Result<T, Error> {
+    pub(crate) fn integer<T: Integer>(&mut self) -> Result<T, Error> {
         let value = match self.peek()? {
             Kind::Number => parse_integer(self.number_token()?),
             Kind::String => {
@@ -296,7 +296,7 @@ impl<'a> Reader<'a> {
         syntax_at(self.pos, what)
     }
 
-    fn peek(&mut self) -> Result<Kind, Error> {
+    pub(crate) fn peek(&mut self) -> Result<Kind, Error> {
         self.skip_ws();
         match self.bytes.get(self.pos) {
             None => Err(self.syntax("unexpected end of input")),

@@ -1,1 +1,0 @@
-//! OTLP trace wire types (being written).

@@ -1,0 +1,158 @@
+//! Property tests: random requests survive protobuf and OTLP JSON exactly, and no input makes
+//! either decoder panic.
+
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+use prost::Message;
+
+use super::span::{Event, Link};
+use super::*;
+use crate::json::proptests::{attributes, edits, id, num, resource, text};
+
+/// Known enum numbers mostly, an unknown one now and then (proto3 keeps those).
+fn enumeration(known: i32) -> impl Strategy<Value = i32> {
+    prop_oneof![4 => 0..=known, 1 => any::<i32>()]
+}
+
+fn event() -> impl Strategy<Value = Event> {
+    (num(), text(), attributes(), num()).prop_map(|(time, name, attributes, dropped)| Event {
+        time_unix_nano: time,
+        name,
+        attributes,
+        dropped_attributes_count: dropped,
+    })
+}
+
+fn link() -> impl Strategy<Value = Link> {
+    (id(16), id(8), text(), attributes(), num(), num()).prop_map(
+        |(trace_id, span_id, trace_state, attributes, dropped, flags)| Link {
+            trace_id,
+            span_id,
+            trace_state,
+            attributes,
+            dropped_attributes_count: dropped,
+            flags,
+        },
+    )
+}
+
+fn status() -> impl Strategy<Value = Status> {
+    (text(), enumeration(2)).prop_map(|(message, code)| Status { message, code })
+}
+
+fn span() -> impl Strategy<Value = Span> {
+    let ids = (id(16), id(8), text(), id(8), num(), text(), enumeration(5));
+    let times = (num(), num(), attributes(), num(), vec(event(), 0..2), num());
+    let rest = (vec(link(), 0..2), num(), option::of(status()));
+    (ids, times, rest).prop_map(
+        |(
+            (trace_id, span_id, trace_state, parent_span_id, flags, name, kind),
+            (start, end, attributes, dropped_attributes_count, events, dropped_events_count),
+            (links, dropped_links_count, status),
+        )| Span {
+            trace_id,
+            span_id,
+            trace_state,
+            parent_span_id,
+            flags,
+            name,
+            kind,
+            start_time_unix_nano: start,
+            end_time_unix_nano: end,
+            attributes,
+            dropped_attributes_count,
+            events,
+            dropped_events_count,
+            links,
+            dropped_links_count,
+            status,
+        },
+    )
+}
+
+fn request() -> impl Strategy<Value = ExportTraceServiceRequest> {
+    let scope = (text(), text(), attributes(), num()).prop_map(|(name, version, attrs, n)| {
+        InstrumentationScope {
+            name,
+            version,
+            attributes: attrs,
+            dropped_attributes_count: n,
+        }
+    });
+    let scope_spans =
+        (option::of(scope), vec(span(), 0..3), text()).prop_map(|(scope, spans, schema_url)| {
+            ScopeSpans {
+                scope,
+                spans,
+                schema_url,
+            }
+        });
+    let resource_spans = (option::of(resource()), vec(scope_spans, 0..3), text()).prop_map(
+        |(resource, scope_spans, schema_url)| ResourceSpans {
+            resource,
+            scope_spans,
+            schema_url,
+        },
+    );
+    vec(resource_spans, 0..3)
+        .prop_map(|resource_spans| ExportTraceServiceRequest { resource_spans })
+}
+
+/// Compares encoded bytes, not messages: a NaN attribute never equals itself.
+fn assert_json_round_trips(request: &ExportTraceServiceRequest) -> Result<(), TestCaseError> {
+    let json = encode_request_json(request);
+    let back = decode_request_json(json.as_bytes())
+        .map_err(|e| TestCaseError::fail(format!("{e} in {json}")))?;
+    prop_assert!(
+        back.encode_to_vec() == request.encode_to_vec(),
+        "{back:?}\n!=\n{request:?}\nvia {json}"
+    );
+    Ok(())
+}
+
+proptest! {
+    #[test]
+    fn trace_protobuf_random_requests_round_trip(request in request()) {
+        let bytes = request.encode_to_vec();
+        let back = decode_request(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(back.encode_to_vec(), bytes);
+    }
+
+    #[test]
+    fn trace_json_random_requests_round_trip(request in request()) {
+        assert_json_round_trips(&request)?;
+    }
+
+    #[test]
+    fn trace_decoders_survive_arbitrary_bytes(bytes in vec(any::<u8>(), 0..256)) {
+        let _ = decode_request(&bytes);
+        let _ = decode_request_json(&bytes);
+    }
+
+    #[test]
+    fn trace_decoders_survive_edited_documents(request in request(), edits in edits()) {
+        let mut json = encode_request_json(&request).into_bytes();
+        let mut proto = request.encode_to_vec();
+        for bytes in [&mut json, &mut proto] {
+            for &(at, kind, byte) in &edits {
+                let i = at.index(bytes.len() + 1);
+                match kind {
+                    0 => bytes.truncate(i),
+                    1 if i < bytes.len() => bytes[i] = byte,
+                    2 => bytes.insert(i, byte),
+                    _ if i < bytes.len() => {
+                        bytes.remove(i);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        if let Ok(decoded) = decode_request_json(&json) {
+            assert_json_round_trips(&decoded)?;
+        }
+        if let Ok(decoded) = decode_request(&proto) {
+            assert_json_round_trips(&decoded)?;
+        }
+    }
+}
