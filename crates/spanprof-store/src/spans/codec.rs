@@ -1,0 +1,303 @@
+//! A compact binary form of a batch of [`SpanRecord`]s, for the store's log records.
+//!
+//! Layout (integers are LEB128 varints; "signed" ones zigzag-encoded first):
+//!
+//! ```text
+//! block    = version:u8 (1) · strings · traces · spans
+//! strings  = count · (byte_len · UTF-8 bytes)*       every distinct text, first use first
+//! traces   = count · [u8; 16]*                        every distinct trace id
+//! spans    = count · span*
+//! span     = trace_index · span_id:[u8; 8] · has_parent:u8 (0|1) · [parent:[u8; 8]]
+//!            · signed start delta (ns, from the previous span's start; wrapping)
+//!            · end − start (ns, wrapping) · signed kind · signed status_code
+//!            · name · service · status_message (string indices)
+//!            · attribute count · (key index · value index)*
+//! ```
+//!
+//! Names, services and attribute keys repeat across a batch, and spans of one trace arrive
+//! together, so the tables and the start-time deltas carry most of the saving.
+
+use std::collections::HashMap;
+
+use super::record::SpanRecord;
+
+/// The layout version [`encode_spans`] writes and [`decode_spans`] reads.
+pub const SPAN_FORMAT_VERSION: u8 = 1;
+
+/// Why bytes could not be decoded as spans. Offsets are in bytes from the block's start.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SpanDecodeError {
+    /// The block was written in a layout this build does not know.
+    #[error("span block has layout version {0}; this build reads version {SPAN_FORMAT_VERSION}")]
+    UnknownVersion(u8),
+    /// The bytes end in the middle of the block.
+    #[error("span block is truncated: {what} missing at byte {offset}")]
+    Truncated {
+        /// Where the input ended, in bytes.
+        offset: usize,
+        /// What was being read.
+        what: &'static str,
+    },
+    /// A value is malformed or out of range.
+    #[error("span block is damaged at byte {offset}: {what}")]
+    Damaged {
+        /// Where the bad value starts, in bytes.
+        offset: usize,
+        /// What is wrong.
+        what: &'static str,
+    },
+}
+
+/// Appends the encoding of `spans` to `out`; [`decode_spans`] of exactly those bytes gives
+/// `spans` back.
+pub fn encode_spans(spans: &[SpanRecord], out: &mut Vec<u8>) {
+    let mut strings = Table::default();
+    let mut traces = Table::default();
+    let mut body = Vec::with_capacity(spans.len() * 48);
+    let mut previous_start = 0u64;
+    for s in spans {
+        put_varint(&mut body, traces.index(&s.trace_id[..]));
+        body.extend_from_slice(&s.span_id);
+        match s.parent_span_id {
+            None => body.push(0),
+            Some(parent) => {
+                body.push(1);
+                body.extend_from_slice(&parent);
+            }
+        }
+        put_signed(&mut body, s.start_ns.wrapping_sub(previous_start) as i64);
+        previous_start = s.start_ns;
+        put_varint(&mut body, s.end_ns.wrapping_sub(s.start_ns));
+        put_signed(&mut body, s.kind.into());
+        put_signed(&mut body, s.status_code.into());
+        for text in [&s.name, &s.service, &s.status_message] {
+            put_varint(&mut body, strings.index(text.as_bytes()));
+        }
+        put_varint(&mut body, s.attributes.len() as u64);
+        for (key, value) in &s.attributes {
+            put_varint(&mut body, strings.index(key.as_bytes()));
+            put_varint(&mut body, strings.index(value.as_bytes()));
+        }
+    }
+    out.push(SPAN_FORMAT_VERSION);
+    put_varint(out, strings.items.len() as u64);
+    for text in &strings.items {
+        put_varint(out, text.len() as u64);
+        out.extend_from_slice(text);
+    }
+    put_varint(out, traces.items.len() as u64);
+    for id in &traces.items {
+        out.extend_from_slice(id);
+    }
+    put_varint(out, spans.len() as u64);
+    out.extend_from_slice(&body);
+}
+
+/// Decodes a block written by [`encode_spans`]. Damaged or truncated input, including bytes
+/// left over after the block, is an error; it never panics and allocates no more than the
+/// input's size suggests.
+pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
+    let mut r = Cursor { bytes, pos: 0 };
+    let version = r.byte("version")?;
+    if version != SPAN_FORMAT_VERSION {
+        return Err(SpanDecodeError::UnknownVersion(version));
+    }
+    let count = r.count("string count", 1)?;
+    let mut strings = Vec::with_capacity(count);
+    for _ in 0..count {
+        // An absurd length runs past the end of the input: truncation, not an allocation.
+        let len = usize::try_from(r.varint("string length")?).unwrap_or(usize::MAX);
+        let at = r.pos;
+        let text =
+            std::str::from_utf8(r.take(len, "string")?).map_err(|_| SpanDecodeError::Damaged {
+                offset: at,
+                what: "string is not UTF-8",
+            })?;
+        strings.push(text);
+    }
+    let count = r.count("trace id count", 16)?;
+    let mut traces = Vec::with_capacity(count);
+    for _ in 0..count {
+        traces.push(r.array::<16>("trace id")?);
+    }
+    // A span takes at least 16 bytes: 8 of span id, one each for everything else.
+    let count = r.count("span count", 16)?;
+    let mut spans = Vec::with_capacity(count);
+    let mut previous_start = 0u64;
+    for _ in 0..count {
+        let trace_id = *r.index(&traces, "trace index")?;
+        let span_id = r.array::<8>("span id")?;
+        let at = r.pos;
+        let parent_span_id = match r.byte("parent flag")? {
+            0 => None,
+            1 => Some(r.array::<8>("parent span id")?),
+            _ => {
+                return Err(SpanDecodeError::Damaged {
+                    offset: at,
+                    what: "parent flag is neither 0 nor 1",
+                })
+            }
+        };
+        let start_ns = previous_start.wrapping_add(r.signed("start time")? as u64);
+        previous_start = start_ns;
+        let end_ns = start_ns.wrapping_add(r.varint("duration")?);
+        let kind = r.signed_i32("kind")?;
+        let status_code = r.signed_i32("status code")?;
+        let name = r.index(&strings, "name")?.to_string();
+        let service = r.index(&strings, "service")?.to_string();
+        let status_message = r.index(&strings, "status message")?.to_string();
+        let n = r.count("attribute count", 2)?;
+        let mut attributes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let key = r.index(&strings, "attribute key")?.to_string();
+            let value = r.index(&strings, "attribute value")?.to_string();
+            attributes.push((key, value));
+        }
+        spans.push(SpanRecord {
+            trace_id,
+            span_id,
+            parent_span_id,
+            name,
+            service,
+            start_ns,
+            end_ns,
+            kind,
+            status_code,
+            status_message,
+            attributes,
+        });
+    }
+    if r.pos != bytes.len() {
+        return Err(SpanDecodeError::Damaged {
+            offset: r.pos,
+            what: "bytes left after the last span",
+        });
+    }
+    Ok(spans)
+}
+
+/// Distinct byte strings in order of first use, and each one's index.
+#[derive(Default)]
+struct Table<'a> {
+    items: Vec<&'a [u8]>,
+    index: HashMap<&'a [u8], u64>,
+}
+
+impl<'a> Table<'a> {
+    fn index(&mut self, item: &'a [u8]) -> u64 {
+        let next = self.items.len() as u64;
+        *self.index.entry(item).or_insert_with(|| {
+            self.items.push(item);
+            next
+        })
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn put_signed(out: &mut Vec<u8>, v: i64) {
+    put_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    fn truncated(&self, what: &'static str) -> SpanDecodeError {
+        SpanDecodeError::Truncated {
+            offset: self.bytes.len(),
+            what,
+        }
+    }
+
+    fn take(&mut self, n: usize, what: &'static str) -> Result<&'a [u8], SpanDecodeError> {
+        let bytes: &'a [u8] = self.bytes;
+        let end = self.pos.checked_add(n).filter(|&end| end <= bytes.len());
+        let taken = end.and_then(|end| bytes.get(self.pos..end));
+        let taken = taken.ok_or_else(|| self.truncated(what))?;
+        self.pos += n;
+        Ok(taken)
+    }
+
+    fn byte(&mut self, what: &'static str) -> Result<u8, SpanDecodeError> {
+        Ok(self.take(1, what)?[0])
+    }
+
+    fn array<const N: usize>(&mut self, what: &'static str) -> Result<[u8; N], SpanDecodeError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(N, what)?);
+        Ok(out)
+    }
+
+    fn varint(&mut self, what: &'static str) -> Result<u64, SpanDecodeError> {
+        let start = self.pos;
+        let mut value = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte(what)?;
+            // The tenth byte holds only the top bit of a u64.
+            if shift == 63 && b > 1 {
+                break;
+            }
+            value |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                return Ok(value);
+            }
+        }
+        Err(SpanDecodeError::Damaged {
+            offset: start,
+            what: "varint longer than 64 bits",
+        })
+    }
+
+    fn signed(&mut self, what: &'static str) -> Result<i64, SpanDecodeError> {
+        let v = self.varint(what)?;
+        Ok((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    fn signed_i32(&mut self, what: &'static str) -> Result<i32, SpanDecodeError> {
+        let at = self.pos;
+        i32::try_from(self.signed(what)?).map_err(|_| SpanDecodeError::Damaged {
+            offset: at,
+            what: "value out of range for a 32-bit integer",
+        })
+    }
+
+    /// A count of items that each take at least `min_bytes`; more than the rest of the input
+    /// could hold is damage, which keeps a corrupt count from reserving huge buffers.
+    fn count(&mut self, what: &'static str, min_bytes: usize) -> Result<usize, SpanDecodeError> {
+        let at = self.pos;
+        let n = self.varint(what)?;
+        let room = (self.bytes.len() - self.pos) / min_bytes;
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= room)
+            .ok_or(SpanDecodeError::Damaged {
+                offset: at,
+                what: "count larger than the rest of the input can hold",
+            })
+    }
+
+    fn index<'t, T>(
+        &mut self,
+        table: &'t [T],
+        what: &'static str,
+    ) -> Result<&'t T, SpanDecodeError> {
+        let at = self.pos;
+        let i = self.varint(what)?;
+        usize::try_from(i)
+            .ok()
+            .and_then(|i| table.get(i))
+            .ok_or(SpanDecodeError::Damaged {
+                offset: at,
+                what: "index outside its table",
+            })
+    }
+}

@@ -1,0 +1,115 @@
+//! Finding spans by service, name, duration, time and attributes, and duration percentiles.
+
+use std::cmp::Ordering;
+
+use super::record::SpanRecord;
+
+/// Which spans [`search`] returns. Every filter that is set must hold.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpanQuery {
+    /// Exact service name; `None` = any.
+    pub service: Option<String>,
+    /// Exact span name; `None` = any.
+    pub name: Option<String>,
+    /// Shortest duration kept, in ns (inclusive); `None` = no minimum.
+    pub min_duration_ns: Option<u64>,
+    /// Longest duration kept, in ns (inclusive); `None` = no maximum.
+    pub max_duration_ns: Option<u64>,
+    /// Start of the time range, ns since the Unix epoch: spans that overlap
+    /// `[from_ns, to_ns]` (both inclusive) are kept.
+    pub from_ns: u64,
+    /// End of the time range, ns since the Unix epoch (inclusive).
+    pub to_ns: u64,
+    /// Most spans returned; 0 returns none.
+    pub limit: usize,
+    /// (key, value) pairs the span's attributes must all contain, compared exactly against the
+    /// stored (stringified, bounded) values.
+    pub attributes: Vec<(String, String)>,
+}
+
+impl Default for SpanQuery {
+    /// Every span: no filters, all of time, no limit.
+    fn default() -> Self {
+        Self {
+            service: None,
+            name: None,
+            min_duration_ns: None,
+            max_duration_ns: None,
+            from_ns: 0,
+            to_ns: u64::MAX,
+            limit: usize::MAX,
+            attributes: Vec::new(),
+        }
+    }
+}
+
+impl SpanQuery {
+    /// Whether `span` passes every filter.
+    pub fn matches(&self, span: &SpanRecord) -> bool {
+        let duration = span.duration_ns();
+        self.service.as_ref().is_none_or(|s| *s == span.service)
+            && self.name.as_ref().is_none_or(|n| *n == span.name)
+            && self.min_duration_ns.is_none_or(|min| duration >= min)
+            && self.max_duration_ns.is_none_or(|max| duration <= max)
+            && span.start_ns <= self.to_ns
+            && span.end_ns >= self.from_ns
+            && self
+                .attributes
+                .iter()
+                .all(|(k, v)| span.attributes.iter().any(|(sk, sv)| sk == k && sv == v))
+    }
+}
+
+/// Longest first, then earliest start, then span id, so results are deterministic.
+fn longest_first(a: &&SpanRecord, b: &&SpanRecord) -> Ordering {
+    b.duration_ns()
+        .cmp(&a.duration_ns())
+        .then(a.start_ns.cmp(&b.start_ns))
+        .then(a.span_id.cmp(&b.span_id))
+}
+
+/// The spans that match `query`, longest first (then by start time, then span id), at most
+/// `query.limit` of them.
+pub fn search<'a>(
+    spans: impl Iterator<Item = &'a SpanRecord>,
+    query: &SpanQuery,
+) -> Vec<&'a SpanRecord> {
+    if query.limit == 0 {
+        return Vec::new();
+    }
+    let mut found: Vec<&SpanRecord> = spans.filter(|s| query.matches(s)).collect();
+    if found.len() > query.limit {
+        // Only the kept spans need sorting.
+        found.select_nth_unstable_by(query.limit - 1, longest_first);
+        found.truncate(query.limit);
+    }
+    found.sort_unstable_by(longest_first);
+    found
+}
+
+/// The `p`th percentile (0 to 100) of the durations, in ns, of the spans named `name` (and of
+/// `service`, when given), by the nearest-rank method: the smallest duration that at least
+/// `p`% of the spans do not exceed. `p = 0` gives the shortest, `p = 100` the longest.
+/// `None` when no span matches or `p` is outside 0..=100 (or NaN).
+pub fn duration_percentile<'a>(
+    spans: impl Iterator<Item = &'a SpanRecord>,
+    name: &str,
+    service: Option<&str>,
+    p: f64,
+) -> Option<u64> {
+    if !(0.0..=100.0).contains(&p) {
+        return None;
+    }
+    let mut durations: Vec<u64> = spans
+        .filter(|s| s.name == name && service.is_none_or(|svc| s.service == svc))
+        .map(SpanRecord::duration_ns)
+        .collect();
+    if durations.is_empty() {
+        return None;
+    }
+    let n = durations.len();
+    // p * n first: exact for whole percentages, so p = 90 of 10 spans is rank 9, not 10.
+    let rank = (p * n as f64 / 100.0).ceil() as usize;
+    let index = rank.clamp(1, n) - 1;
+    Some(*durations.select_nth_unstable(index).1)
+}

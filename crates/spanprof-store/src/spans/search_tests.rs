@@ -1,0 +1,156 @@
+//! Span search filters and ordering, and duration percentiles at their edges.
+
+use super::{duration_percentile, search, SpanQuery, SpanRecord};
+
+fn span(n: u8, service: &str, name: &str, start_ns: u64, duration_ns: u64) -> SpanRecord {
+    SpanRecord {
+        trace_id: [1; 16],
+        span_id: [n; 8],
+        name: name.into(),
+        service: service.into(),
+        start_ns,
+        end_ns: start_ns + duration_ns,
+        ..Default::default()
+    }
+}
+
+fn spans() -> Vec<SpanRecord> {
+    let mut with_attrs = span(6, "api", "GET /a", 500, 40);
+    with_attrs.attributes = vec![
+        ("http.method".into(), "GET".into()),
+        ("http.status_code".into(), "500".into()),
+    ];
+    vec![
+        span(1, "api", "GET /a", 100, 10),
+        span(2, "api", "GET /a", 200, 30),
+        span(3, "api", "GET /b", 300, 30),
+        span(4, "db", "SELECT", 150, 80),
+        span(5, "db", "GET /a", 400, 20),
+        with_attrs,
+    ]
+}
+
+fn ids(found: &[&SpanRecord]) -> Vec<u8> {
+    found.iter().map(|s| s.span_id[0]).collect()
+}
+
+fn query(edit: impl FnOnce(&mut SpanQuery)) -> SpanQuery {
+    let mut q = SpanQuery::default();
+    edit(&mut q);
+    q
+}
+
+#[test]
+fn spans_search_orders_longest_first_then_by_start() {
+    let all = spans();
+    // 2 and 3 both last 30 ns: 2 started first.
+    assert_eq!(
+        ids(&search(all.iter(), &SpanQuery::default())),
+        [4, 6, 2, 3, 5, 1]
+    );
+    assert_eq!(ids(&search(all.iter(), &query(|q| q.limit = 3))), [4, 6, 2]);
+    assert_eq!(ids(&search(all.iter(), &query(|q| q.limit = 0))), [0u8; 0]);
+}
+
+#[test]
+fn spans_search_filters_by_service_name_and_duration() {
+    let all = spans();
+    let by = |edit: fn(&mut SpanQuery)| ids(&search(all.iter(), &query(edit)));
+    assert_eq!(by(|q| q.service = Some("db".into())), [4, 5]);
+    assert_eq!(by(|q| q.name = Some("GET /a".into())), [6, 2, 5, 1]);
+    assert_eq!(
+        by(|q| {
+            q.service = Some("api".into());
+            q.name = Some("GET /a".into());
+        }),
+        [6, 2, 1]
+    );
+    // Both duration bounds are inclusive.
+    assert_eq!(by(|q| q.min_duration_ns = Some(30)), [4, 6, 2, 3]);
+    assert_eq!(by(|q| q.max_duration_ns = Some(30)), [2, 3, 5, 1]);
+    assert_eq!(
+        by(|q| {
+            q.min_duration_ns = Some(20);
+            q.max_duration_ns = Some(30);
+        }),
+        [2, 3, 5]
+    );
+    assert_eq!(by(|q| q.service = Some("nope".into())), [0u8; 0]);
+}
+
+#[test]
+fn spans_search_keeps_spans_overlapping_the_time_range() {
+    let all = spans();
+    // Span 1 runs [100, 110], 4 [150, 230], 2 [200, 230].
+    let range = |from_ns, to_ns| {
+        ids(&search(
+            all.iter(),
+            &query(|q| {
+                q.from_ns = from_ns;
+                q.to_ns = to_ns;
+            }),
+        ))
+    };
+    assert_eq!(range(110, 110), [1]);
+    assert_eq!(range(111, 149), [0u8; 0]);
+    assert_eq!(range(111, 150), [4]);
+    assert_eq!(range(225, 235), [4, 2]);
+    assert_eq!(range(0, 99), [0u8; 0]);
+    assert_eq!(range(540, u64::MAX), [6]);
+}
+
+#[test]
+fn spans_search_matches_attributes_exactly() {
+    let all = spans();
+    let with = |attrs: &[(&str, &str)]| {
+        let attributes = attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        ids(&search(all.iter(), &query(|q| q.attributes = attributes)))
+    };
+    assert_eq!(with(&[("http.status_code", "500")]), [6]);
+    assert_eq!(
+        with(&[("http.status_code", "500"), ("http.method", "GET")]),
+        [6]
+    );
+    assert_eq!(with(&[("http.status_code", "50")]), [0u8; 0]);
+    assert_eq!(
+        with(&[("http.status_code", "500"), ("http.method", "POST")]),
+        [0u8; 0]
+    );
+}
+
+#[test]
+fn spans_duration_percentile_uses_nearest_rank() {
+    // Durations 10, 20, …, 100 ns for "op" in "api".
+    let mut all: Vec<SpanRecord> = (1..=10)
+        .map(|i| span(i, "api", "op", 0, u64::from(i) * 10))
+        .collect();
+    all.push(span(11, "db", "op", 0, 1000));
+    let p = |p: f64| duration_percentile(all.iter(), "op", Some("api"), p);
+    assert_eq!(p(0.0), Some(10));
+    assert_eq!(p(10.0), Some(10));
+    assert_eq!(p(10.1), Some(20));
+    assert_eq!(p(50.0), Some(50));
+    assert_eq!(p(90.0), Some(90));
+    assert_eq!(p(99.0), Some(100));
+    assert_eq!(p(100.0), Some(100));
+    // Out of range or NaN: no answer rather than a guess.
+    assert_eq!(p(-0.1), None);
+    assert_eq!(p(100.1), None);
+    assert_eq!(p(f64::NAN), None);
+    // Any service: the db span joins in.
+    assert_eq!(
+        duration_percentile(all.iter(), "op", None, 100.0),
+        Some(1000)
+    );
+    assert_eq!(duration_percentile(all.iter(), "op", None, 50.0), Some(60));
+    // Nothing to rank.
+    assert_eq!(duration_percentile(all.iter(), "other", None, 50.0), None);
+    assert_eq!(duration_percentile([].iter(), "op", None, 50.0), None);
+    let one = [span(1, "api", "op", 5, 7)];
+    for q in [0.0, 1.0, 50.0, 100.0] {
+        assert_eq!(duration_percentile(one.iter(), "op", None, q), Some(7));
+    }
+}
