@@ -20,14 +20,20 @@
 
 #![warn(missing_docs)]
 
+pub mod block;
+mod codec;
 pub mod diff;
 pub mod flamegraph;
 pub mod log;
 pub mod matchers;
 pub mod select;
+pub mod series;
 pub mod span_totals;
 pub mod spans;
+pub mod store;
 pub mod svg;
+pub mod symbols;
+pub mod time;
 
 pub use flamegraph::{
     FlameGraphLayout, FlameTree, FunctionOrder, FunctionTotals, NodeId, DEFAULT_MAX_NODES,

@@ -30,8 +30,8 @@ pub struct LinkArgs {
     #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size)]
     pub max_decompressed: usize,
     /// Set the resource attribute service.name on profiles converted from pprof.
-    #[arg(long, value_name = "NAME")]
-    service: Option<String>,
+    #[arg(long = "service-name", value_name = "NAME")]
+    service_name: Option<String>,
 }
 
 impl LinkArgs {
@@ -50,9 +50,9 @@ impl LinkArgs {
         c
     }
 
-    fn resource(&self) -> Resource {
+    pub fn resource(&self) -> Resource {
         let mut r = Resource::default();
-        if let Some(name) = &self.service {
+        if let Some(name) = &self.service_name {
             r.attributes.push(KeyValue {
                 key: "service.name".into(),
                 value: Some(AnyValue {
@@ -73,7 +73,7 @@ impl Default for LinkArgs {
             span_name_keys: Vec::new(),
             keep_link_attributes: false,
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
-            service: None,
+            service_name: None,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 mod cmd;
 mod input;
+mod store;
 mod units;
 
 use std::process::ExitCode;
@@ -37,6 +38,7 @@ enum Command {
     Check(cmd::check::Args),
     Inspect(cmd::inspect::Args),
     Flame(cmd::flame::Args),
+    Import(cmd::import::Args),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd::check::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Flame(a) => cmd::flame::run(a),
+        Command::Import(a) => cmd::import::run(a),
     };
     match result {
         Ok(code) => code,
@@ -54,5 +57,16 @@ fn main() -> ExitCode {
             eprintln!("spanprof: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Flag conflicts and bad defaults are caught here rather than at a user's first run.
+    #[test]
+    fn command_line_definition_is_consistent() {
+        super::Cli::command().debug_assert();
     }
 }

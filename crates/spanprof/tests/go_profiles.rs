@@ -730,8 +730,8 @@ fn split_gives_one_pprof_per_service() {
         dir.path().join("b.otlp"),
         dir.path().join("both.otlp"),
     );
-    convert(&[&cpu], &a, &["--service", "checkout"]);
-    convert(&[&heap], &b, &["--service", "cart"]);
+    convert(&[&cpu], &a, &["--service-name", "checkout"]);
+    convert(&[&heap], &b, &["--service-name", "cart"]);
     convert(&[&a, &b], &both, &[]);
     let parts = dir.path().join("part.pb.gz");
     let run = spanprof([

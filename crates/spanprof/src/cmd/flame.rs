@@ -5,21 +5,43 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use spanprof_format::link::parse_id;
-use spanprof_store::{render_svg, FlameTree, SampleSelector, SvgOptions};
+use spanprof_store::store::Selection;
+use spanprof_store::time::parse_time;
+use spanprof_store::{render_svg, FlameTree, SampleSelector, SelectionSummary, SvgOptions};
 
 use crate::input::{load_linked, write_stdout, LinkArgs};
 
 /// Draw the flame graph of one span, one trace, or a whole profile.
 ///
-/// Reads pprof or OTLP files (merged when several), links samples to spans, keeps the samples
-/// of the selected spans/trace and profile type, and prints their merged stacks.
+/// Reads pprof or OTLP files (merged when several), or a store directory (`--data`), keeps the
+/// samples of the selected spans/trace, profile type, service, time range and labels, and
+/// prints their merged stacks.
 /// `collapsed` prints `root;…;leaf VALUE` lines (function names, root first), one per
 /// distinct stack with values summed, for `flamegraph.pl`/`inferno` or a quick `sort -k2`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Input files (pprof or OTLP, `-` for standard input).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "data", value_name = "FILE")]
     inputs: Vec<PathBuf>,
+    /// Answer from a store directory (as written by `spanprof serve` or `spanprof import`)
+    /// instead of files.
+    #[arg(long, value_name = "DIR", conflicts_with = "inputs")]
+    data: Option<PathBuf>,
+    /// With --data: only this service.
+    #[arg(long, requires = "data")]
+    service: Option<String>,
+    /// With --data: start of the time range (RFC 3339, unix s/ms, or now-1h).
+    #[arg(long, requires = "data")]
+    from: Option<String>,
+    /// With --data: end of the time range (RFC 3339, unix s/ms, or now).
+    #[arg(long, requires = "data")]
+    to: Option<String>,
+    /// With --data: label selector, e.g. '{span_name="GET /cpu-heavy"}'.
+    #[arg(long, requires = "data")]
+    query: Option<String>,
+    /// With --data: add the samples of every descendant of the selected spans.
+    #[arg(long, requires = "data")]
+    include_child_spans: bool,
     /// Keep only samples of this span (16 hex chars); repeat for several spans.
     #[arg(long = "span-id", value_name = "HEX")]
     span_ids: Vec<String>,
@@ -69,8 +91,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             format!("--trace-id {t:?} is not a trace id: expected 32 hex characters, not all zero")
         })?);
     }
-    let (data, _) = load_linked(&args.inputs, &args.link)?;
-    let (tree, summary) = FlameTree::from_profiles(&data, &selector)?;
+    let (tree, summary) = match &args.data {
+        Some(dir) => from_store(dir, &args, selector.clone())?,
+        None => {
+            let (data, _) = load_linked(&args.inputs, &args.link)?;
+            FlameTree::from_profiles(&data, &selector)?
+        }
+    };
     if summary.samples_selected == 0 {
         eprintln!(
             "spanprof flame: no samples matched{} (profile types present: {})",
@@ -115,4 +142,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         _ => write_stdout(out.as_bytes())?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn from_store(
+    dir: &Path,
+    args: &Args,
+    selector: SampleSelector,
+) -> anyhow::Result<(FlameTree, SelectionSummary)> {
+    let store = crate::store::open_existing(dir)?;
+    let now = crate::store::now_ns();
+    let time = |s: &Option<String>| {
+        s.as_deref()
+            .map(|t| parse_time(t, now))
+            .transpose()
+            .map_err(anyhow::Error::msg)
+    };
+    let sel = Selection {
+        service: args.service.clone(),
+        profile_type: selector.profile_type,
+        from_ns: time(&args.from)?.unwrap_or(0),
+        to_ns: time(&args.to)?.unwrap_or(0),
+        label_selector: args.query.clone(),
+        span_ids: selector.span_ids,
+        trace_id: selector.trace_id,
+        include_child_spans: args.include_child_spans,
+        span_filter: None,
+    };
+    Ok(store.flame_graph(&sel)?)
 }

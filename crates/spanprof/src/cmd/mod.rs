@@ -3,5 +3,6 @@
 pub mod check;
 pub mod convert;
 pub mod flame;
+pub mod import;
 pub mod inspect;
 pub mod serve;

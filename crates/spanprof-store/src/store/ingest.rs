@@ -1,0 +1,367 @@
+//! Ingest: linked OTLP profiles and spans become one log record (symbol and series deltas,
+//! sample blocks, spans), appended durably, then published to the in-memory indexes.
+
+use hashbrown::HashMap;
+use spanprof_format::link::{IdRole, LinkConfig};
+use spanprof_format::otlp::{any_value, AnyValue, ProfilesData, ProfilesDictionary, Resource};
+use spanprof_format::profile_type::ProfileTypeId;
+
+use super::state::{encode_series, SeriesKey, State};
+use super::{Store, StoreError, INGEST};
+use crate::block::{Block, LinkIds};
+use crate::codec::Put;
+use crate::spans::{encode_spans, SpanRecord};
+use crate::symbols::Remap;
+
+/// Resource attribute naming the profile (`process_cpu`, `block`, …) when the sample types
+/// alone cannot tell (mutex and block profiles look alike); set by receivers that know.
+pub const PROFILE_NAME_ATTRIBUTE: &str = "spanprof.profile.name";
+
+/// The label the service name is stored under (Pyroscope's convention).
+pub const SERVICE_LABEL: &str = "service_name";
+
+/// What one ingest call stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IngestReport {
+    /// Profiles stored.
+    pub profiles: u64,
+    /// Profiles refused (see `problems`).
+    pub rejected_profiles: u64,
+    /// Samples stored.
+    pub samples: u64,
+    /// Series created by this call.
+    pub new_series: u64,
+    /// Spans stored.
+    pub spans: u64,
+    /// Why profiles were refused, each naming the profile.
+    pub problems: Vec<String>,
+}
+
+struct Pending {
+    blocks: Vec<Block>,
+    /// Byte range of each block inside the record.
+    ranges: Vec<(u32, u32)>,
+    report: IngestReport,
+}
+
+impl Store {
+    /// Stores profiles (already linked by the pipeline) and spans. Returns once they are
+    /// durable. A profile that cannot be stored (out-of-range indices) is refused and named in
+    /// the report; the rest are stored.
+    pub fn ingest(
+        &self,
+        profiles: &[&ProfilesData],
+        spans: Vec<SpanRecord>,
+    ) -> Result<IngestReport, StoreError> {
+        let _w = self.writer.lock().expect("store writer lock poisoned");
+        // 1. Intern symbols and series, build blocks and the record (state write-locked briefly).
+        let (record, pending, marks) = {
+            let mut st = self.state.write().expect("store state lock poisoned");
+            let series_before = st.series.len();
+            let touched_before: Vec<[usize; 5]> =
+                st.services.iter().map(|s| s.symbols.sizes()).collect();
+            let mut pending = Pending {
+                blocks: Vec::new(),
+                ranges: Vec::new(),
+                report: IngestReport::default(),
+            };
+            for data in profiles {
+                add_profiles(&mut st, data, &mut pending);
+            }
+            pending.report.new_series = (st.series.len() - series_before) as u64;
+            pending.report.spans = spans.len() as u64;
+            let mut record = vec![INGEST];
+            let mut marks = Vec::new();
+            let changed: Vec<u32> = (0..st.services.len() as u32)
+                .filter(|&i| {
+                    st.services[i as usize].symbols.has_delta()
+                        || i as usize >= touched_before.len()
+                })
+                .collect();
+            record.uvarint(changed.len() as u64);
+            for &i in &changed {
+                let s = &st.services[i as usize];
+                record.uvarint(i.into());
+                record.str(&s.name);
+                marks.push((i, s.symbols.encode_delta(&mut record)));
+            }
+            let series_from = st.series_flushed;
+            encode_series(&mut record, &st.series, series_from);
+            marks.push((u32::MAX, [st.series.len(), 0, 0, 0, 0]));
+            record.uvarint(pending.blocks.len() as u64);
+            let mut scratch = Vec::new();
+            for b in &pending.blocks {
+                scratch.clear();
+                b.encode(&mut scratch);
+                record.bytes(&scratch);
+                pending
+                    .ranges
+                    .push(((record.len() - scratch.len()) as u32, scratch.len() as u32));
+            }
+            scratch.clear();
+            encode_spans(&spans, &mut scratch);
+            record.bytes(&scratch);
+            (record, pending, marks)
+        };
+        // 2. Make it durable (no state lock held: queries go on meanwhile).
+        let pos = self.log.append(&[&record])?[0];
+        // 3. Publish.
+        {
+            let mut st = self.state.write().expect("store state lock poisoned");
+            for (service, sizes) in marks {
+                if service == u32::MAX {
+                    st.series_flushed = st.series_flushed.max(sizes[0]);
+                } else {
+                    st.services[service as usize].symbols.mark_flushed(sizes);
+                }
+            }
+            for (b, &(start, len)) in pending.blocks.iter().zip(&pending.ranges) {
+                st.index_block(pos, start, len, b);
+            }
+            for s in spans {
+                st.spans.insert(s);
+            }
+        }
+        if self.log.active_bytes() > self.cfg.segment_max_bytes {
+            self.log.rotate()?;
+        }
+        Ok(pending.report)
+    }
+}
+
+fn string_of(v: &AnyValue) -> Option<String> {
+    Some(match v.value.as_ref()? {
+        any_value::Value::StringValue(s) => s.clone(),
+        any_value::Value::BoolValue(b) => b.to_string(),
+        any_value::Value::IntValue(i) => i.to_string(),
+        any_value::Value::DoubleValue(d) => d.to_string(),
+        _ => return None,
+    })
+}
+
+fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<(String, String)>) {
+    let mut service = None;
+    let mut name = None;
+    let mut labels = Vec::new();
+    for kv in resource.map_or(&[][..], |r| &r.attributes) {
+        let Some(v) = kv.value.as_ref().and_then(string_of) else {
+            continue;
+        };
+        match kv.key.as_str() {
+            "service.name" => service = Some(v),
+            PROFILE_NAME_ATTRIBUTE => name = Some(v),
+            k => labels.push((k.to_owned(), v)),
+        }
+    }
+    (
+        service.unwrap_or_else(|| "unknown_service".to_owned()),
+        name,
+        labels,
+    )
+}
+
+/// Splits every profile of `data` into blocks per series (sample attribute sets become labels;
+/// ids become links) and interns their symbols.
+fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
+    let empty = ProfilesDictionary::default();
+    let d = data.dictionary.as_ref().unwrap_or(&empty);
+    let link_keys = LinkConfig::default();
+    for (ri, rp) in data.resource_profiles.iter().enumerate() {
+        let (service_name, name_hint, base_labels) = resource_labels(rp.resource.as_ref());
+        let service = st.service_id(&service_name);
+        let mut remap = Remap::new(d);
+        for (si, sp) in rp.scope_profiles.iter().enumerate() {
+            for (pi, p) in sp.profiles.iter().enumerate() {
+                let path = format!("resource_profiles[{ri}].scope_profiles[{si}].profiles[{pi}]");
+                match profile_blocks(
+                    st,
+                    d,
+                    &mut remap,
+                    service,
+                    &base_labels,
+                    name_hint.as_deref(),
+                    &link_keys,
+                    p,
+                ) {
+                    Ok(blocks) => {
+                        pending.report.profiles += 1;
+                        pending.report.samples +=
+                            blocks.iter().map(|b| b.nodes.len() as u64).sum::<u64>();
+                        pending.blocks.extend(blocks);
+                    }
+                    Err(e) => {
+                        pending.report.rejected_profiles += 1;
+                        pending.report.problems.push(format!("{path}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn dict_str(d: &ProfilesDictionary, i: i32) -> Result<&str, String> {
+    usize::try_from(i)
+        .ok()
+        .and_then(|i| d.string_table.get(i))
+        .map(String::as_str)
+        .ok_or_else(|| {
+            format!(
+                "string index {i} out of range ({} strings)",
+                d.string_table.len()
+            )
+        })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn profile_blocks(
+    st: &mut State,
+    d: &ProfilesDictionary,
+    remap: &mut Remap,
+    service: u32,
+    base_labels: &[(String, String)],
+    name_hint: Option<&str>,
+    link_keys: &LinkConfig,
+    p: &spanprof_format::otlp::Profile,
+) -> Result<Vec<Block>, String> {
+    let st_type = p.sample_type.unwrap_or_default();
+    let pt = p.period_type.unwrap_or_default();
+    let profile_type = ProfileTypeId::new(
+        (
+            dict_str(d, st_type.type_strindex)?,
+            dict_str(d, st_type.unit_strindex)?,
+        ),
+        (
+            dict_str(d, pt.type_strindex)?,
+            dict_str(d, pt.unit_strindex)?,
+        ),
+        name_hint,
+    );
+    if profile_type.sample_type.is_empty() {
+        return Err("profile has no sample type".into());
+    }
+    // Sample attribute set → block; attribute index → (label, or link part).
+    let mut groups: HashMap<Vec<i32>, usize> = HashMap::new();
+    let mut blocks: Vec<(Block, HashMap<LinkIds, u32>)> = Vec::new();
+    let mut attr_roles: HashMap<i32, Option<(String, String, IdRole)>> = HashMap::new();
+    let mut label_attrs = Vec::new();
+    for (i, s) in p.samples.iter().enumerate() {
+        let node = st.services[service as usize]
+            .symbols
+            .stack_of(d, remap, s.stack_index)
+            .map_err(|e| format!("samples[{i}]: {e}"))?;
+        let mut link: Option<LinkIds> = None;
+        if s.link_index != 0 {
+            let l = usize::try_from(s.link_index)
+                .ok()
+                .and_then(|x| d.link_table.get(x))
+                .ok_or_else(|| {
+                    format!(
+                        "samples[{i}].link_index {} out of range ({} links)",
+                        s.link_index,
+                        d.link_table.len()
+                    )
+                })?;
+            match (
+                <[u8; 16]>::try_from(l.trace_id.as_slice()),
+                <[u8; 8]>::try_from(l.span_id.as_slice()),
+            ) {
+                (Ok(t), Ok(sp)) if sp != [0; 8] => link = Some((t, sp)),
+                _ => {
+                    return Err(format!(
+                        "samples[{i}]: link {} has ids of {} and {} bytes (need 16 and 8)",
+                        s.link_index,
+                        l.trace_id.len(),
+                        l.span_id.len()
+                    ))
+                }
+            }
+        }
+        label_attrs.clear();
+        let (mut span, mut trace) = (None, None);
+        for &a in &s.attribute_indices {
+            let role = match attr_roles.get(&a) {
+                Some(r) => r.clone(),
+                None => {
+                    let kv = usize::try_from(a)
+                        .ok()
+                        .and_then(|x| d.attribute_table.get(x))
+                        .ok_or_else(|| format!("samples[{i}]: attribute index {a} out of range"))?;
+                    let key = dict_str(d, kv.key_strindex)?.to_owned();
+                    let r = kv.value.as_ref().and_then(string_of).map(|v| {
+                        let role = link_keys.role(&key, Some(&v));
+                        (key, v, role)
+                    });
+                    attr_roles.insert(a, r.clone());
+                    r
+                }
+            };
+            match role {
+                Some((_, _, IdRole::SpanId(id))) => span = span.or(Some(id)),
+                Some((_, _, IdRole::TraceId(id))) => trace = trace.or(Some(id)),
+                // Id keys never become series labels, valid or not (cardinality).
+                Some((k, _, IdRole::InvalidId))
+                    if link_keys.span_id_keys.contains(&k)
+                        || link_keys.trace_id_keys.contains(&k) => {}
+                Some(_) => label_attrs.push(a),
+                None => {}
+            }
+        }
+        if link.is_none() {
+            // Only a span id: bound to its trace later, from the stored span.
+            if let Some(sp) = span {
+                link = Some((trace.unwrap_or([0; 16]), sp));
+            }
+        }
+        label_attrs.sort_unstable();
+        label_attrs.dedup();
+        let g = match groups.get(&label_attrs) {
+            Some(&g) => g,
+            None => {
+                let mut labels = base_labels.to_vec();
+                labels.push((
+                    crate::store::ingest::SERVICE_LABEL.to_owned(),
+                    st.services[service as usize].name.clone(),
+                ));
+                for a in &label_attrs {
+                    if let Some(Some((k, v, _))) = attr_roles.get(a) {
+                        labels.push((k.clone(), v.clone()));
+                    }
+                }
+                labels.sort();
+                labels.dedup_by(|a, b| a.0 == b.0);
+                let series = st.series_id(SeriesKey {
+                    service,
+                    profile_type: profile_type.clone(),
+                    labels,
+                });
+                let block = Block {
+                    series,
+                    time_ns: p.time_unix_nano as i64,
+                    duration_ns: p.duration_nano as i64,
+                    period: p.period,
+                    ..Default::default()
+                };
+                blocks.push((block, HashMap::new()));
+                groups.insert(label_attrs.clone(), blocks.len() - 1);
+                blocks.len() - 1
+            }
+        };
+        let (block, links) = &mut blocks[g];
+        let value = if s.values.is_empty() {
+            s.timestamps_unix_nano.len() as i64
+        } else {
+            s.values.iter().fold(0i64, |a, v| a.saturating_add(*v))
+        };
+        let link_ix = match link {
+            None => 0,
+            Some(ids) => *links.entry(ids).or_insert_with(|| {
+                block.link_table.push(ids);
+                block.link_table.len() as u32
+            }),
+        };
+        block.nodes.push(node);
+        block.values.push(value);
+        block.links.push(link_ix);
+    }
+    Ok(blocks.into_iter().map(|(b, _)| b).collect())
+}

@@ -1,0 +1,763 @@
+//! Answers: which blocks and samples a selection covers, and what is built from them.
+
+use std::collections::BTreeSet;
+
+use hashbrown::{HashMap, HashSet};
+use spanprof_format::pprof;
+use spanprof_format::profile_type::ProfileTypeId;
+
+use super::state::{SeriesKey, State};
+use super::{Store, StoreError};
+use crate::block::Block;
+use crate::codec::Get;
+use crate::flamegraph::FlameTree;
+use crate::matchers::{matches_all, parse_selector, LabelMatcher};
+use crate::select::{ProfileType, SelectionSummary};
+use crate::spans::{duration_percentile, search, SpanQuery, SpanRecord};
+
+/// Which samples a query is about.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// Service name (`service_name` label); `None` = every service.
+    pub service: Option<String>,
+    /// Profile type: a Pyroscope id, `type:unit`, `type` or a name; `None` = the CPU type when
+    /// there is one, else the first type present.
+    pub profile_type: Option<String>,
+    /// Start of the time range, in nanoseconds since the Unix epoch.
+    pub from_ns: i64,
+    /// End of the time range (exclusive), in nanoseconds since the Unix epoch; 0 = no end.
+    pub to_ns: i64,
+    /// Label selector, e.g. `{region="eu", span_name=~"GET .*"}`.
+    pub label_selector: Option<String>,
+    /// Only samples of these spans.
+    pub span_ids: Vec<[u8; 8]>,
+    /// Only samples of this trace (its spans known from traces, or links naming it).
+    pub trace_id: Option<[u8; 16]>,
+    /// Add the samples of every descendant of the selected spans.
+    pub include_child_spans: bool,
+    /// Only samples of spans passing this filter.
+    pub span_filter: Option<SpanFilter>,
+}
+
+/// Spans chosen by name and duration rather than by id.
+#[derive(Debug, Clone, Default)]
+pub struct SpanFilter {
+    /// Span name (exact).
+    pub name: Option<String>,
+    /// Only spans at least this long, in nanoseconds.
+    pub min_duration_ns: Option<u64>,
+    /// Only spans at most this long, in nanoseconds.
+    pub max_duration_ns: Option<u64>,
+    /// Only spans at or above this percentile (0–100) of the durations of spans of that name.
+    pub above_percentile: Option<f64>,
+    /// Only spans at or below this percentile (0–100) of the durations of spans of that name.
+    pub below_percentile: Option<f64>,
+}
+
+/// How well a span was sampled: what it got against what its duration allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Coverage {
+    /// Samples linked to the span.
+    pub samples: u64,
+    /// Sum of their values, in the profile type's unit.
+    pub value: i64,
+    /// The span's duration in nanoseconds, when the span is known.
+    pub duration_ns: Option<u64>,
+    /// The sampling period of the profiles that hold its samples (e.g. 10000000 ns).
+    pub period: Option<i64>,
+    /// How many samples one fully busy thread would have produced in the span's duration
+    /// (duration / period); `samples` near 0 with this ≥ 1 means "no CPU used", this < 1
+    /// means "too short to be sampled".
+    pub possible_samples: Option<f64>,
+}
+
+/// What a selection resolved to.
+pub(crate) struct Resolved {
+    pub profile_type: ProfileTypeId,
+    pub blocks: Vec<u32>,
+    /// When set, only samples whose link's span is in here.
+    pub spans: Option<HashSet<[u8; 8]>>,
+    /// When set, only samples whose link names this trace or one of its stored spans.
+    pub trace: Option<([u8; 16], HashSet<[u8; 8]>)>,
+    pub available: Vec<ProfileTypeId>,
+}
+
+fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
+    let end = time_ns.saturating_add(duration_ns.max(0));
+    (to_ns == 0 || time_ns < to_ns) && end >= from_ns
+}
+
+impl State {
+    pub(crate) fn resolve(&self, sel: &Selection) -> Result<Resolved, StoreError> {
+        let matchers: Vec<LabelMatcher> = match &sel.label_selector {
+            Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
+            _ => Vec::new(),
+        };
+        let service_ok = |k: &SeriesKey| {
+            sel.service
+                .as_deref()
+                .is_none_or(|s| self.services[k.service as usize].name == s)
+        };
+        // Types present among the series this selection could touch.
+        let mut available: Vec<ProfileTypeId> = self
+            .series
+            .iter()
+            .filter(|k| service_ok(k))
+            .map(|k| k.profile_type.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let profile_type = match &sel.profile_type {
+            Some(wanted) => {
+                let mut m: Vec<&ProfileTypeId> =
+                    available.iter().filter(|t| t.matches(wanted)).collect();
+                // A name like `process_cpu` covers several types: prefer CPU time.
+                m.sort_by_key(|t| !t.is_cpu());
+                // A type with no data gives an empty answer (the summary lists what exists).
+                m.first().map_or_else(
+                    || ProfileTypeId::parse(wanted).unwrap_or_default(),
+                    |t| (*t).clone(),
+                )
+            }
+            None => match available.iter().find(|t| t.is_cpu()).or(available.first()) {
+                Some(t) => t.clone(),
+                None => ProfileTypeId::default(),
+            },
+        };
+        let series: HashSet<u32> = self
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                service_ok(k) && k.profile_type == profile_type && matches_all(&matchers, &k.labels)
+            })
+            .map(|(i, _)| i as u32)
+            .collect();
+        // Span selection: the ids, narrowed by the span filter, plus descendants. A trace
+        // narrows further: a sample passes when its link names the trace or its span is one of
+        // the trace's stored spans (late binding of span-only samples).
+        let mut spans: Option<HashSet<[u8; 8]>> = None;
+        if !sel.span_ids.is_empty() || sel.span_filter.is_some() {
+            let mut set: HashSet<[u8; 8]> = match &sel.span_filter {
+                Some(f) => self.filtered_spans(sel, f).into_iter().collect(),
+                None => sel.span_ids.iter().copied().collect(),
+            };
+            if sel.span_filter.is_some() && !sel.span_ids.is_empty() {
+                set.retain(|s| sel.span_ids.contains(s));
+            }
+            if sel.include_child_spans {
+                let roots: Vec<[u8; 8]> = set.iter().copied().collect();
+                for r in roots {
+                    set.extend(self.spans.descendants(&r));
+                }
+            }
+            spans = Some(set);
+        }
+        let trace = sel.trace_id.map(|t| {
+            (
+                t,
+                self.spans
+                    .trace(&t)
+                    .iter()
+                    .map(|s| s.span_id)
+                    .collect::<HashSet<_>>(),
+            )
+        });
+        let mut blocks: Vec<u32> = match (&spans, &trace) {
+            (Some(set), _) => set
+                .iter()
+                .filter_map(|s| self.by_span.get(s))
+                .flatten()
+                .copied()
+                .collect(),
+            (None, Some((t, of_trace))) => {
+                let mut ids: Vec<u32> = of_trace
+                    .iter()
+                    .filter_map(|s| self.by_span.get(s))
+                    .flatten()
+                    .copied()
+                    .collect();
+                ids.extend(self.by_trace.get(t).into_iter().flatten());
+                ids
+            }
+            (None, None) => (0..self.blocks.len() as u32).collect(),
+        };
+        blocks.sort_unstable();
+        blocks.dedup();
+        blocks.retain(|&b| {
+            let m = &self.blocks[b as usize];
+            m.alive
+                && series.contains(&m.series)
+                && overlaps(m.time_ns, m.duration_ns, sel.from_ns, sel.to_ns)
+        });
+        available.sort();
+        Ok(Resolved {
+            profile_type,
+            blocks,
+            spans,
+            trace,
+            available,
+        })
+    }
+
+    fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Vec<[u8; 8]> {
+        let mut min = f.min_duration_ns;
+        let mut max = f.max_duration_ns;
+        if let Some(name) = &f.name {
+            if let Some(p) = f.above_percentile {
+                let d = duration_percentile(self.spans.iter(), name, sel.service.as_deref(), p);
+                min = min.max(d);
+            }
+            if let Some(p) = f.below_percentile {
+                if let Some(d) =
+                    duration_percentile(self.spans.iter(), name, sel.service.as_deref(), p)
+                {
+                    max = Some(max.map_or(d, |m| m.min(d)));
+                }
+            }
+        }
+        let q = SpanQuery {
+            service: sel.service.clone(),
+            name: f.name.clone(),
+            min_duration_ns: min,
+            max_duration_ns: max,
+            from_ns: sel.from_ns.max(0) as u64,
+            to_ns: if sel.to_ns == 0 {
+                u64::MAX
+            } else {
+                sel.to_ns as u64
+            },
+            limit: usize::MAX,
+            attributes: Vec::new(),
+        };
+        search(self.spans.iter(), &q)
+            .into_iter()
+            .map(|s| s.span_id)
+            .collect()
+    }
+}
+
+fn to_select_type(t: &ProfileTypeId) -> ProfileType {
+    ProfileType {
+        sample_type: t.sample_type.clone(),
+        sample_unit: t.sample_unit.clone(),
+        period_type: t.period_type.clone(),
+        period_unit: t.period_unit.clone(),
+    }
+}
+
+/// Values summed per (service, stack node), and what was read.
+pub(crate) struct Aggregate {
+    pub by_node: HashMap<(u32, u32), i64>,
+    pub samples: u64,
+    pub period: Option<i64>,
+    pub window: Option<(i64, i64)>,
+}
+
+impl Store {
+    /// Reads the blocks of a resolved selection and calls `f(block, sample index)` for every
+    /// selected sample.
+    pub(crate) fn for_each_sample(
+        &self,
+        st: &State,
+        r: &Resolved,
+        mut f: impl FnMut(&Block, usize),
+    ) -> Result<(), StoreError> {
+        let mut record: Option<(crate::log::RecordPos, Vec<u8>)> = None;
+        for &b in &r.blocks {
+            let meta = &st.blocks[b as usize];
+            if record.as_ref().is_none_or(|(p, _)| *p != meta.pos) {
+                record = Some((meta.pos, self.log.read(meta.pos)?));
+            }
+            let bytes = &record.as_ref().expect("just read").1;
+            let slice = bytes
+                .get(meta.start as usize..(meta.start + meta.len) as usize)
+                .ok_or_else(|| StoreError::Invalid(format!("block {b} lies outside its record")))?;
+            let block = Block::decode(&mut Get::new(slice))?;
+            // Which of the block's links are selected.
+            let filtering = r.spans.is_some() || r.trace.is_some();
+            let wanted: Option<Vec<bool>> = filtering.then(|| {
+                std::iter::once(false)
+                    .chain(block.link_table.iter().map(|(trace, span)| {
+                        r.spans.as_ref().is_none_or(|set| set.contains(span))
+                            && r.trace
+                                .as_ref()
+                                .is_none_or(|(t, of_trace)| t == trace || of_trace.contains(span))
+                    }))
+                    .collect()
+            });
+            for i in 0..block.nodes.len() {
+                if wanted.as_ref().is_none_or(|w| w[block.links[i] as usize]) {
+                    f(&block, i);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn aggregate(&self, st: &State, r: &Resolved) -> Result<Aggregate, StoreError> {
+        let mut agg = Aggregate {
+            by_node: HashMap::new(),
+            samples: 0,
+            period: None,
+            window: None,
+        };
+        self.for_each_sample(st, r, |block, i| {
+            let service = st.series[block.series as usize].service;
+            *agg.by_node.entry((service, block.nodes[i])).or_default() += block.values[i];
+            agg.samples += 1;
+            agg.period.get_or_insert(block.period);
+            let (s, e) = (
+                block.time_ns,
+                block.time_ns.saturating_add(block.duration_ns),
+            );
+            agg.window = Some(agg.window.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
+        })?;
+        Ok(agg)
+    }
+
+    /// The merged flame graph of the selection, and what it was built from.
+    pub fn flame_graph(
+        &self,
+        sel: &Selection,
+    ) -> Result<(FlameTree, SelectionSummary), StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        let agg = self.aggregate(&st, &r)?;
+        let mut tree = FlameTree::new();
+        let mut frames = Vec::new();
+        let mut locations = Vec::new();
+        let mut summary = SelectionSummary {
+            available_types: r.available.iter().map(to_select_type).collect(),
+            used_types: vec![to_select_type(&r.profile_type)],
+            samples_selected: agg.samples,
+            ..Default::default()
+        };
+        for (&(service, node), &value) in &agg.by_node {
+            let Ok(v) = u64::try_from(value) else {
+                summary.samples_non_positive += 1;
+                continue;
+            };
+            if v == 0 {
+                continue;
+            }
+            let symbols = &st.services[service as usize].symbols;
+            locations.clear();
+            let mut n = node;
+            while n != 0 && locations.len() < 4096 {
+                let Some(x) = symbols.node(n) else { break };
+                locations.push(x.location);
+                n = x.parent;
+            }
+            frames.clear();
+            for &l in locations.iter().rev() {
+                symbols.frame_names(l, &mut frames);
+            }
+            tree.add(&frames, v);
+            summary.value_selected = summary.value_selected.saturating_add(v);
+        }
+        Ok((tree, summary))
+    }
+
+    /// The selection as one pprof profile (for `go tool pprof`): one sample per stack and
+    /// span, with `span_id` / `trace_id` labels (trace ids bound from stored spans).
+    pub fn pprof(&self, sel: &Selection) -> Result<pprof::Profile, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        let mut b = PprofWriter::default();
+        let t = &r.profile_type;
+        let (ty, unit, pty, punit) = (
+            b.s(&t.sample_type),
+            b.s(&t.sample_unit),
+            b.s(&t.period_type),
+            b.s(&t.period_unit),
+        );
+        b.p.sample_type = vec![pprof::ValueType { r#type: ty, unit }];
+        b.p.period_type = Some(pprof::ValueType {
+            r#type: pty,
+            unit: punit,
+        });
+        let mut samples: HashMap<(u32, u32, [u8; 16], [u8; 8]), i64> = HashMap::new();
+        let mut window: Option<(i64, i64)> = None;
+        self.for_each_sample(&st, &r, |block, i| {
+            let service = st.series[block.series as usize].service;
+            let link = match block.links[i] {
+                0 => ([0; 16], [0; 8]),
+                l => block.link_table[l as usize - 1],
+            };
+            *samples
+                .entry((service, block.nodes[i], link.0, link.1))
+                .or_default() += block.values[i];
+            b.p.period = block.period;
+            let (s, e) = (
+                block.time_ns,
+                block.time_ns.saturating_add(block.duration_ns),
+            );
+            window = Some(window.map_or((s, e), |(a, z)| (a.min(s), z.max(e))));
+        })?;
+        let mut keys: Vec<_> = samples.keys().copied().collect();
+        keys.sort_unstable();
+        for key @ (service, node, trace, span) in keys {
+            let symbols = &st.services[service as usize].symbols;
+            let mut location_id = Vec::new();
+            let mut n = node;
+            while n != 0 && location_id.len() < 4096 {
+                let Some(x) = symbols.node(n) else { break };
+                location_id.push(b.location(service, symbols, x.location));
+                n = x.parent;
+            }
+            let mut label = Vec::new();
+            if span != [0; 8] {
+                let trace = if trace == [0; 16] {
+                    st.spans.get(&span).map_or(trace, |s| s.trace_id)
+                } else {
+                    trace
+                };
+                let (k, v) = (b.s("span_id"), b.s(&spanprof_format::link::to_hex(&span)));
+                label.push(pprof::Label {
+                    key: k,
+                    str: v,
+                    ..Default::default()
+                });
+                if trace != [0; 16] {
+                    let (k, v) = (b.s("trace_id"), b.s(&spanprof_format::link::to_hex(&trace)));
+                    label.push(pprof::Label {
+                        key: k,
+                        str: v,
+                        ..Default::default()
+                    });
+                }
+            }
+            b.p.sample.push(pprof::Sample {
+                location_id,
+                value: vec![samples[&key]],
+                label,
+            });
+        }
+        if let Some((s, e)) = window {
+            b.p.time_nanos = s;
+            b.p.duration_nanos = e - s;
+        }
+        Ok(b.p)
+    }
+
+    /// Per-span sampling coverage for the span's samples of `profile_type` (default CPU).
+    pub fn span_coverage(
+        &self,
+        span_id: [u8; 8],
+        profile_type: Option<&str>,
+    ) -> Result<Coverage, StoreError> {
+        let sel = Selection {
+            span_ids: vec![span_id],
+            profile_type: profile_type.map(str::to_owned),
+            ..Default::default()
+        };
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(&sel)?;
+        let (mut samples, mut value, mut period) = (0u64, 0i64, None);
+        self.for_each_sample(&st, &r, |block, i| {
+            samples += 1;
+            value += block.values[i];
+            period.get_or_insert(block.period);
+        })?;
+        let duration_ns = st.spans.get(&span_id).map(SpanRecord::duration_ns);
+        // Only time periods turn a duration into a number of possible samples.
+        let time_period = period.filter(|&p| p > 0 && r.profile_type.period_unit == "nanoseconds");
+        let possible_samples = duration_ns
+            .zip(time_period)
+            .map(|(d, p)| d as f64 / p as f64);
+        Ok(Coverage {
+            samples,
+            value,
+            duration_ns,
+            period,
+            possible_samples,
+        })
+    }
+
+    /// Profile types present (for one service, when given).
+    pub fn profile_types(&self, service: Option<&str>) -> Vec<ProfileTypeId> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let set: BTreeSet<ProfileTypeId> = st
+            .series
+            .iter()
+            .filter(|k| service.is_none_or(|s| st.services[k.service as usize].name == s))
+            .map(|k| k.profile_type.clone())
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// Services with data in the time range (0 = open end).
+    pub fn services(&self, from_ns: i64, to_ns: i64) -> Vec<String> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let set: BTreeSet<&str> = st
+            .blocks
+            .iter()
+            .filter(|b| b.alive && overlaps(b.time_ns, b.duration_ns, from_ns, to_ns))
+            .map(|b| {
+                st.services[st.series[b.series as usize].service as usize]
+                    .name
+                    .as_str()
+            })
+            .collect();
+        set.into_iter().map(str::to_owned).collect()
+    }
+
+    /// Series with data in the selection's time range, as their labels (with `__profile_type__`
+    /// and `__name__`). Span filters are ignored; the selection's profile type is optional
+    /// here (`None` = every type).
+    pub fn series(&self, sel: &Selection) -> Result<Vec<Vec<(String, String)>>, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let matchers: Vec<LabelMatcher> = match &sel.label_selector {
+            Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
+            _ => Vec::new(),
+        };
+        let mut live: HashSet<u32> = HashSet::new();
+        for b in st
+            .blocks
+            .iter()
+            .filter(|b| b.alive && overlaps(b.time_ns, b.duration_ns, sel.from_ns, sel.to_ns))
+        {
+            live.insert(b.series);
+        }
+        let mut out: Vec<Vec<(String, String)>> = st
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(i, k)| {
+                live.contains(&(*i as u32))
+                    && sel
+                        .service
+                        .as_deref()
+                        .is_none_or(|s| st.services[k.service as usize].name == s)
+                    && sel
+                        .profile_type
+                        .as_deref()
+                        .is_none_or(|t| k.profile_type.matches(t))
+                    && matches_all(&matchers, &k.labels)
+            })
+            .map(|(_, k)| {
+                let mut labels = k.labels.clone();
+                labels.push(("__profile_type__".into(), k.profile_type.to_string()));
+                labels.push(("__name__".into(), k.profile_type.name.clone()));
+                labels.sort();
+                labels
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        Ok(out)
+    }
+
+    /// Label names of the selected series, sorted.
+    pub fn label_names(&self, sel: &Selection) -> Result<Vec<String>, StoreError> {
+        let set: BTreeSet<String> = self
+            .series(sel)?
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .collect();
+        Ok(set.into_iter().collect())
+    }
+
+    /// Values of label `name` over the selected series, sorted.
+    pub fn label_values(&self, sel: &Selection, name: &str) -> Result<Vec<String>, StoreError> {
+        let set: BTreeSet<String> = self
+            .series(sel)?
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect();
+        Ok(set.into_iter().collect())
+    }
+
+    /// Totals of the selection over time: (block start ns, value, top span of the block) for
+    /// every block, with the series' value of label `group_by` when given.
+    pub fn points(
+        &self,
+        sel: &Selection,
+        group_by: Option<&str>,
+    ) -> Result<Vec<(Option<String>, crate::series::Point)>, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        // Per block: total and the span with the largest value (the exemplar).
+        let mut per_block: HashMap<(i64, u32), BlockTotals> = HashMap::new();
+        self.for_each_sample(&st, &r, |block, i| {
+            let e = per_block.entry((block.time_ns, block.series)).or_default();
+            e.0 += block.values[i];
+            if block.links[i] != 0 {
+                *e.1.entry(block.link_table[block.links[i] as usize - 1])
+                    .or_default() += block.values[i];
+            }
+        })?;
+        let mut out = Vec::with_capacity(per_block.len());
+        for ((time_ns, series), (total, spans)) in per_block {
+            let group =
+                group_by.map(|g| st.series[series as usize].label(g).unwrap_or("").to_owned());
+            let top = spans
+                .into_iter()
+                .max_by_key(|(ids, v)| (*v, *ids))
+                .map(|((t, s), _)| {
+                    let t = if t == [0; 16] {
+                        st.spans.get(&s).map_or(t, |x| x.trace_id)
+                    } else {
+                        t
+                    };
+                    (t, s)
+                });
+            out.push((
+                group,
+                crate::series::Point {
+                    time_ns,
+                    value: total,
+                    span: top,
+                },
+            ));
+        }
+        out.sort_by_key(|(g, p)| (g.clone(), p.time_ns));
+        Ok(out)
+    }
+
+    /// A stored span.
+    pub fn span(&self, span_id: &[u8; 8]) -> Option<SpanRecord> {
+        self.state
+            .read()
+            .expect("store state lock poisoned")
+            .spans
+            .get(span_id)
+            .cloned()
+    }
+
+    /// The spans of a trace, in start order.
+    pub fn trace(&self, trace_id: &[u8; 16]) -> Vec<SpanRecord> {
+        self.state
+            .read()
+            .expect("store state lock poisoned")
+            .spans
+            .trace(trace_id)
+            .into_iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Spans matching `q`, longest first.
+    pub fn search_spans(&self, q: &SpanQuery) -> Vec<SpanRecord> {
+        let st = self.state.read().expect("store state lock poisoned");
+        search(st.spans.iter(), q).into_iter().cloned().collect()
+    }
+
+    /// Whether any stored sample is linked to this span (directly).
+    pub fn has_samples(&self, span_id: &[u8; 8]) -> bool {
+        let st = self.state.read().expect("store state lock poisoned");
+        st.by_span
+            .get(span_id)
+            .is_some_and(|ids| ids.iter().any(|&b| st.blocks[b as usize].alive))
+    }
+}
+
+/// A block's total and its value per link (trace id, span id).
+type BlockTotals = (i64, HashMap<crate::block::LinkIds, i64>);
+
+/// Builds a pprof profile from symbol tables, one service's ids remapped at a time.
+#[derive(Default)]
+struct PprofWriter {
+    p: pprof::Profile,
+    strings: HashMap<String, i64>,
+    locations: HashMap<(u32, u32), u64>,
+    functions: HashMap<(u32, u32), u64>,
+    mappings: HashMap<(u32, u32), u64>,
+}
+
+impl PprofWriter {
+    fn s(&mut self, v: &str) -> i64 {
+        if self.p.string_table.is_empty() {
+            self.p.string_table.push(String::new());
+            self.strings.insert(String::new(), 0);
+        }
+        if let Some(&i) = self.strings.get(v) {
+            return i;
+        }
+        let i = self.p.string_table.len() as i64;
+        self.p.string_table.push(v.to_owned());
+        self.strings.insert(v.to_owned(), i);
+        i
+    }
+
+    fn location(&mut self, service: u32, sym: &crate::symbols::SymbolTable, l: u32) -> u64 {
+        if let Some(&id) = self.locations.get(&(service, l)) {
+            return id;
+        }
+        let loc = sym.location(l).cloned().unwrap_or_default();
+        let mapping_id = if loc.mapping == 0 {
+            0
+        } else {
+            self.mapping(service, sym, loc.mapping)
+        };
+        let line = loc
+            .lines
+            .iter()
+            .map(|&(f, line, column)| pprof::Line {
+                function_id: self.function(service, sym, f),
+                line,
+                column,
+            })
+            .collect();
+        let id = self.p.location.len() as u64 + 1;
+        self.p.location.push(pprof::Location {
+            id,
+            mapping_id,
+            address: loc.address,
+            line,
+            is_folded: false,
+        });
+        self.locations.insert((service, l), id);
+        id
+    }
+
+    fn function(&mut self, service: u32, sym: &crate::symbols::SymbolTable, f: u32) -> u64 {
+        if let Some(&id) = self.functions.get(&(service, f)) {
+            return id;
+        }
+        let x = sym.function(f).copied().unwrap_or_default();
+        let id = self.p.function.len() as u64 + 1;
+        let (name, system_name, filename) = (
+            self.s(sym.string(x.name)),
+            self.s(sym.string(x.system_name)),
+            self.s(sym.string(x.filename)),
+        );
+        self.p.function.push(pprof::Function {
+            id,
+            name,
+            system_name,
+            filename,
+            start_line: x.start_line,
+        });
+        self.functions.insert((service, f), id);
+        id
+    }
+
+    fn mapping(&mut self, service: u32, sym: &crate::symbols::SymbolTable, m: u32) -> u64 {
+        if let Some(&id) = self.mappings.get(&(service, m)) {
+            return id;
+        }
+        let x = sym.mapping(m).cloned().unwrap_or_default();
+        let id = self.p.mapping.len() as u64 + 1;
+        let (filename, build_id) = (
+            self.s(sym.string(x.filename)),
+            self.s(sym.string(x.build_id)),
+        );
+        self.p.mapping.push(pprof::Mapping {
+            id,
+            memory_start: x.memory_start,
+            memory_limit: x.memory_limit,
+            file_offset: x.file_offset,
+            filename,
+            build_id,
+            has_functions: true,
+            ..Default::default()
+        });
+        self.mappings.insert((service, m), id);
+        id
+    }
+}

@@ -1,0 +1,505 @@
+//! Per-service symbol tables: strings, mappings, functions, locations and stacks, each stored
+//! once per service however many profiles refer to them, so the thousandth scrape of the same
+//! program adds almost no symbol bytes. Stacks are parent-pointer nodes (a node is its parent
+//! node plus one location), so a stack is one `u32` and shared prefixes are stored once.
+//!
+//! Ids only grow. What was added since the last flush is written to the log as a delta; each
+//! segment starts with a snapshot, so applying snapshots and deltas in log order rebuilds the
+//! same ids (entries already known are skipped, gaps are an error).
+
+use hashbrown::HashMap;
+
+use spanprof_format::otlp::{any_value, ProfilesDictionary};
+
+use crate::codec::{CodecError, Get, Put};
+
+/// A mapped binary.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct MappingSym {
+    /// Start of the mapping in memory (bytes).
+    pub memory_start: u64,
+    /// End of the mapping in memory (bytes).
+    pub memory_limit: u64,
+    /// Offset in the file (bytes).
+    pub file_offset: u64,
+    /// String id of the file name.
+    pub filename: u32,
+    /// String id of the build id.
+    pub build_id: u32,
+}
+
+/// A function; fields are string ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FunctionSym {
+    /// Name.
+    pub name: u32,
+    /// System (mangled) name.
+    pub system_name: u32,
+    /// Source file.
+    pub filename: u32,
+    /// First line of the function.
+    pub start_line: i64,
+}
+
+/// A location: an address in a mapping, with its lines (inlined frames, the last is the caller).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct LocationSym {
+    /// Mapping id (0 = none).
+    pub mapping: u32,
+    /// Instruction address.
+    pub address: u64,
+    /// (function id, line, column) per inlined frame.
+    pub lines: Box<[(u32, i64, i64)]>,
+}
+
+/// A stack node: its parent node (0 = the root, the empty stack) and one location.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct StackNode {
+    /// Parent node id.
+    pub parent: u32,
+    /// Location id of this frame.
+    pub location: u32,
+}
+
+/// One service's symbols.
+#[derive(Debug)]
+pub struct SymbolTable {
+    strings: Table<Box<str>>,
+    mappings: Table<MappingSym>,
+    functions: Table<FunctionSym>,
+    locations: Table<LocationSym>,
+    nodes: Table<StackNode>,
+}
+
+/// An append-only table deduplicated by value; entry 0 is the default value.
+#[derive(Debug)]
+struct Table<T> {
+    items: Vec<T>,
+    ids: HashMap<T, u32>,
+    flushed: usize,
+}
+
+impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
+    fn new() -> Self {
+        let mut t = Table {
+            items: Vec::new(),
+            ids: HashMap::new(),
+            flushed: 1,
+        };
+        t.items.push(T::default());
+        t.ids.insert(T::default(), 0);
+        t
+    }
+
+    fn intern(&mut self, v: T) -> u32 {
+        if let Some(&id) = self.ids.get(&v) {
+            return id;
+        }
+        let id = self.items.len() as u32;
+        self.items.push(v.clone());
+        self.ids.insert(v, id);
+        id
+    }
+
+    /// Adds entry `id` read from the log: known ids are skipped, the next id is appended.
+    fn apply(&mut self, id: usize, v: T) -> Result<(), CodecError> {
+        if id < self.items.len() {
+            return Ok(());
+        }
+        if id > self.items.len() {
+            return Err(CodecError(format!(
+                "symbol id {id} skips ahead of {}",
+                self.items.len()
+            )));
+        }
+        self.intern(v);
+        Ok(())
+    }
+}
+
+impl Default for SymbolTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+const UNSET: u32 = u32::MAX;
+
+/// Source dictionary index → symbol id, filled on first use within one ingest call.
+pub(crate) struct Remap {
+    strings: Vec<u32>,
+    functions: Vec<u32>,
+    mappings: Vec<u32>,
+    locations: Vec<u32>,
+    stacks: Vec<u32>,
+}
+
+impl Remap {
+    pub(crate) fn new(d: &ProfilesDictionary) -> Self {
+        Remap {
+            strings: vec![UNSET; d.string_table.len()],
+            functions: vec![UNSET; d.function_table.len()],
+            mappings: vec![UNSET; d.mapping_table.len()],
+            locations: vec![UNSET; d.location_table.len()],
+            stacks: vec![UNSET; d.stack_table.len()],
+        }
+    }
+}
+
+fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
+    usize::try_from(index)
+        .ok()
+        .filter(|&i| i < len)
+        .ok_or_else(|| format!("{table} index {index} out of range ({len} entries)"))
+}
+
+impl SymbolTable {
+    /// An empty table (only the zero entries).
+    pub fn new() -> Self {
+        SymbolTable {
+            strings: Table::new(),
+            mappings: Table::new(),
+            functions: Table::new(),
+            locations: Table::new(),
+            nodes: Table::new(),
+        }
+    }
+
+    /// The string with id `id` ("" when unknown).
+    pub fn string(&self, id: u32) -> &str {
+        self.strings.items.get(id as usize).map_or("", |s| s)
+    }
+
+    /// The function with id `id`.
+    pub fn function(&self, id: u32) -> Option<&FunctionSym> {
+        self.functions.items.get(id as usize)
+    }
+
+    /// The mapping with id `id`.
+    pub fn mapping(&self, id: u32) -> Option<&MappingSym> {
+        self.mappings.items.get(id as usize)
+    }
+
+    /// The location with id `id`.
+    pub fn location(&self, id: u32) -> Option<&LocationSym> {
+        self.locations.items.get(id as usize)
+    }
+
+    /// The stack node with id `id` (node 0 is the root).
+    pub fn node(&self, id: u32) -> Option<StackNode> {
+        self.nodes.items.get(id as usize).copied()
+    }
+
+    /// Number of stack nodes, root included.
+    pub fn node_count(&self) -> usize {
+        self.nodes.items.len()
+    }
+
+    /// Entries per table (strings, mappings, functions, locations, nodes), zero entries included.
+    pub fn sizes(&self) -> [usize; 5] {
+        [
+            self.strings.items.len(),
+            self.mappings.items.len(),
+            self.functions.items.len(),
+            self.locations.items.len(),
+            self.nodes.items.len(),
+        ]
+    }
+
+    /// Interns a string.
+    pub fn intern_string(&mut self, s: &str) -> u32 {
+        if let Some(&id) = self.strings.ids.get(s) {
+            return id;
+        }
+        self.strings.intern(s.into())
+    }
+
+    /// The stack node of OTLP stack `stack_index` of `d`, interning what it needs.
+    pub(crate) fn stack_of(
+        &mut self,
+        d: &ProfilesDictionary,
+        remap: &mut Remap,
+        stack_index: i32,
+    ) -> Result<u32, String> {
+        if stack_index == 0 {
+            return Ok(0);
+        }
+        let i = slot(stack_index, d.stack_table.len(), "stack_table")?;
+        if remap.stacks[i] != UNSET {
+            return Ok(remap.stacks[i]);
+        }
+        // OTLP stacks are leaf first; nodes are built from the root.
+        let mut node = 0;
+        for &l in d.stack_table[i].location_indices.iter().rev() {
+            let location = self.location_of(d, remap, l)?;
+            node = self.nodes.intern(StackNode {
+                parent: node,
+                location,
+            });
+        }
+        remap.stacks[i] = node;
+        Ok(node)
+    }
+
+    fn string_of(
+        &mut self,
+        d: &ProfilesDictionary,
+        remap: &mut Remap,
+        index: i32,
+    ) -> Result<u32, String> {
+        let i = slot(index, d.string_table.len(), "string_table")?;
+        if remap.strings[i] == UNSET {
+            remap.strings[i] = self.intern_string(&d.string_table[i]);
+        }
+        Ok(remap.strings[i])
+    }
+
+    fn function_of(
+        &mut self,
+        d: &ProfilesDictionary,
+        remap: &mut Remap,
+        index: i32,
+    ) -> Result<u32, String> {
+        let i = slot(index, d.function_table.len(), "function_table")?;
+        if remap.functions[i] == UNSET {
+            let f = d.function_table[i];
+            let sym = FunctionSym {
+                name: self.string_of(d, remap, f.name_strindex)?,
+                system_name: self.string_of(d, remap, f.system_name_strindex)?,
+                filename: self.string_of(d, remap, f.filename_strindex)?,
+                start_line: f.start_line,
+            };
+            remap.functions[i] = self.functions.intern(sym);
+        }
+        Ok(remap.functions[i])
+    }
+
+    fn mapping_of(
+        &mut self,
+        d: &ProfilesDictionary,
+        remap: &mut Remap,
+        index: i32,
+    ) -> Result<u32, String> {
+        if index == 0 {
+            return Ok(0);
+        }
+        let i = slot(index, d.mapping_table.len(), "mapping_table")?;
+        if remap.mappings[i] == UNSET {
+            let m = &d.mapping_table[i];
+            let mut build_id = 0;
+            for &a in &m.attribute_indices {
+                let kv = &d.attribute_table[slot(a, d.attribute_table.len(), "attribute_table")?];
+                let key = d
+                    .string_table
+                    .get(kv.key_strindex as usize)
+                    .map_or("", String::as_str);
+                if let (true, Some(any_value::Value::StringValue(s))) = (
+                    key.starts_with("process.executable.build_id."),
+                    kv.value.as_ref().and_then(|v| v.value.as_ref()),
+                ) {
+                    build_id = self.intern_string(s);
+                }
+            }
+            let sym = MappingSym {
+                memory_start: m.memory_start,
+                memory_limit: m.memory_limit,
+                file_offset: m.file_offset,
+                filename: self.string_of(d, remap, m.filename_strindex)?,
+                build_id,
+            };
+            remap.mappings[i] = self.mappings.intern(sym);
+        }
+        Ok(remap.mappings[i])
+    }
+
+    fn location_of(
+        &mut self,
+        d: &ProfilesDictionary,
+        remap: &mut Remap,
+        index: i32,
+    ) -> Result<u32, String> {
+        let i = slot(index, d.location_table.len(), "location_table")?;
+        if remap.locations[i] == UNSET {
+            let l = &d.location_table[i];
+            let mut lines = Vec::with_capacity(l.lines.len());
+            for line in &l.lines {
+                lines.push((
+                    self.function_of(d, remap, line.function_index)?,
+                    line.line,
+                    line.column,
+                ));
+            }
+            let sym = LocationSym {
+                mapping: self.mapping_of(d, remap, l.mapping_index)?,
+                address: l.address,
+                lines: lines.into(),
+            };
+            remap.locations[i] = self.locations.intern(sym);
+        }
+        Ok(remap.locations[i])
+    }
+
+    /// Whether entries were added since the last [`SymbolTable::encode_delta`].
+    pub fn has_delta(&self) -> bool {
+        self.strings.flushed < self.strings.items.len()
+            || self.mappings.flushed < self.mappings.items.len()
+            || self.functions.flushed < self.functions.items.len()
+            || self.locations.flushed < self.locations.items.len()
+            || self.nodes.flushed < self.nodes.items.len()
+    }
+
+    /// Writes the entries added since the last [`SymbolTable::mark_flushed`]; returns the
+    /// table sizes to pass to it once the write is durable.
+    pub fn encode_delta(&self, out: &mut Vec<u8>) -> [usize; 5] {
+        let from = [
+            self.strings.flushed,
+            self.mappings.flushed,
+            self.functions.flushed,
+            self.locations.flushed,
+            self.nodes.flushed,
+        ];
+        encode_tables(self, out, from);
+        self.sizes()
+    }
+
+    /// Records that entries up to `sizes` are durable, so later deltas leave them out. Until
+    /// then a failed write is simply sent again with the next delta.
+    pub fn mark_flushed(&mut self, sizes: [usize; 5]) {
+        self.strings.flushed = self.strings.flushed.max(sizes[0]);
+        self.mappings.flushed = self.mappings.flushed.max(sizes[1]);
+        self.functions.flushed = self.functions.flushed.max(sizes[2]);
+        self.locations.flushed = self.locations.flushed.max(sizes[3]);
+        self.nodes.flushed = self.nodes.flushed.max(sizes[4]);
+    }
+
+    /// Writes every entry (a segment's snapshot).
+    pub fn encode_snapshot(&self, out: &mut Vec<u8>) {
+        encode_tables(self, out, [1; 5]);
+    }
+
+    /// Applies a snapshot or delta read from the log.
+    pub(crate) fn apply(&mut self, g: &mut Get) -> Result<(), CodecError> {
+        let (start, n) = (g.index()?, g.count()?);
+        for id in start..start + n {
+            let s = g.str()?;
+            self.strings.apply(id, s.into())?;
+        }
+        let (start, n) = (g.index()?, g.count()?);
+        for id in start..start + n {
+            let m = MappingSym {
+                memory_start: g.uvarint()?,
+                memory_limit: g.uvarint()?,
+                file_offset: g.uvarint()?,
+                filename: g.u32()?,
+                build_id: g.u32()?,
+            };
+            self.mappings.apply(id, m)?;
+        }
+        let (start, n) = (g.index()?, g.count()?);
+        for id in start..start + n {
+            let f = FunctionSym {
+                name: g.u32()?,
+                system_name: g.u32()?,
+                filename: g.u32()?,
+                start_line: g.ivarint()?,
+            };
+            self.functions.apply(id, f)?;
+        }
+        let (start, n) = (g.index()?, g.count()?);
+        for id in start..start + n {
+            let (mapping, address, k) = (g.u32()?, g.uvarint()?, g.count()?);
+            let mut lines = Vec::with_capacity(k);
+            for _ in 0..k {
+                lines.push((g.u32()?, g.ivarint()?, g.ivarint()?));
+            }
+            self.locations.apply(
+                id,
+                LocationSym {
+                    mapping,
+                    address,
+                    lines: lines.into(),
+                },
+            )?;
+        }
+        let (start, n) = (g.index()?, g.count()?);
+        for id in start..start + n {
+            self.nodes.apply(
+                id,
+                StackNode {
+                    parent: g.u32()?,
+                    location: g.u32()?,
+                },
+            )?;
+        }
+        // Everything read from the log is on disk already.
+        self.mark_flushed(self.sizes());
+        Ok(())
+    }
+
+    /// Function names of a location, outermost (caller) first, as a flame graph stacks them;
+    /// a location without lines is named by its address.
+    pub fn frame_names(&self, location: u32, out: &mut Vec<String>) {
+        let Some(l) = self.location(location) else {
+            return;
+        };
+        if l.lines.is_empty() {
+            out.push(format!("0x{:x}", l.address));
+            return;
+        }
+        for &(f, _, _) in l.lines.iter().rev() {
+            let name = self
+                .function(f)
+                .map_or(0, |f| if f.name != 0 { f.name } else { f.system_name });
+            out.push(self.string(name).to_owned());
+        }
+    }
+}
+
+fn encode_tables(t: &SymbolTable, out: &mut Vec<u8>, from: [usize; 5]) {
+    let range = |from: usize, len: usize| (from.min(len), len - from.min(len));
+    let (s, n) = range(from[0], t.strings.items.len());
+    out.uvarint(s as u64);
+    out.uvarint(n as u64);
+    for x in &t.strings.items[s..] {
+        out.str(x);
+    }
+    let (s, n) = range(from[1], t.mappings.items.len());
+    out.uvarint(s as u64);
+    out.uvarint(n as u64);
+    for m in &t.mappings.items[s..] {
+        out.uvarint(m.memory_start);
+        out.uvarint(m.memory_limit);
+        out.uvarint(m.file_offset);
+        out.uvarint(m.filename.into());
+        out.uvarint(m.build_id.into());
+    }
+    let (s, n) = range(from[2], t.functions.items.len());
+    out.uvarint(s as u64);
+    out.uvarint(n as u64);
+    for f in &t.functions.items[s..] {
+        out.uvarint(f.name.into());
+        out.uvarint(f.system_name.into());
+        out.uvarint(f.filename.into());
+        out.ivarint(f.start_line);
+    }
+    let (s, n) = range(from[3], t.locations.items.len());
+    out.uvarint(s as u64);
+    out.uvarint(n as u64);
+    for l in &t.locations.items[s..] {
+        out.uvarint(l.mapping.into());
+        out.uvarint(l.address);
+        out.uvarint(l.lines.len() as u64);
+        for &(f, line, col) in l.lines.iter() {
+            out.uvarint(f.into());
+            out.ivarint(line);
+            out.ivarint(col);
+        }
+    }
+    let (s, n) = range(from[4], t.nodes.items.len());
+    out.uvarint(s as u64);
+    out.uvarint(n as u64);
+    for x in &t.nodes.items[s..] {
+        out.uvarint(x.parent.into());
+        out.uvarint(x.location.into());
+    }
+}

@@ -1,0 +1,158 @@
+//! Time arguments of queries: RFC 3339 (`2026-11-29T09:00:00Z`), unix seconds, milliseconds or
+//! nanoseconds (told apart by magnitude), `now`, and `now-15m` / `now-1h30m` style offsets.
+
+/// Parses a time argument to nanoseconds since the Unix epoch; `now_ns` is "now".
+pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, String> {
+    let t = s.trim();
+    if t == "now" {
+        return Ok(now_ns);
+    }
+    if let Some(rest) = t.strip_prefix("now-") {
+        return parse_duration(rest).map(|d| now_ns.saturating_sub(d as i64));
+    }
+    if let Ok(n) = t.parse::<i64>() {
+        // Unix time in s, ms, µs or ns, by magnitude (seconds stay below 1e11 until year 5138).
+        return Ok(match n.unsigned_abs() {
+            0..100_000_000_000 => n.saturating_mul(1_000_000_000),
+            100_000_000_000..100_000_000_000_000 => n.saturating_mul(1_000_000),
+            100_000_000_000_000..100_000_000_000_000_000 => n.saturating_mul(1_000),
+            _ => n,
+        });
+    }
+    parse_rfc3339(t).ok_or_else(|| format!("{s:?} is not a time: use RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"))
+}
+
+/// Parses `15s`, `500ms`, `1h30m`, `2d` to nanoseconds.
+pub fn parse_duration(s: &str) -> Result<u64, String> {
+    let err = || format!("{s:?} is not a duration (try 15s, 5m, 1h30m, 7d)");
+    let mut total: u64 = 0;
+    let mut rest = s.trim();
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .unwrap_or(rest.len());
+        let (num, tail) = rest.split_at(digits);
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(tail.len());
+        let (unit, tail) = tail.split_at(unit_len);
+        let n: f64 = num.parse().map_err(|_| err())?;
+        let mult: f64 = match unit {
+            "ns" => 1.0,
+            "us" | "µs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            "d" => 86400e9,
+            "w" => 7.0 * 86400e9,
+            _ => return Err(err()),
+        };
+        total = total.saturating_add((n * mult) as u64);
+        rest = tail;
+    }
+    Ok(total)
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction](Z|±HH:MM)`; a space may stand for `T`.
+fn parse_rfc3339(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> { s.get(r)?.parse().ok() };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, min, sec) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || min > 59 || sec > 60 {
+        return None;
+    }
+    let mut pos = 19;
+    let mut frac_ns = 0i64;
+    if b.get(pos) == Some(&b'.') {
+        let start = pos + 1;
+        let end = start + b[start..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if end == start {
+            return None;
+        }
+        let digits = &s[start..end.min(start + 9)];
+        frac_ns = digits.parse::<i64>().ok()? * 10i64.pow(9 - digits.len() as u32);
+        pos = end;
+    }
+    let offset_s = match s.get(pos..)? {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6
+            && (tz.starts_with('+') || tz.starts_with('-'))
+            && tz.as_bytes()[3] == b':' =>
+        {
+            let h: i64 = tz[1..3].parse().ok()?;
+            let m: i64 = tz[4..6].parse().ok()?;
+            let o = h * 3600 + m * 60;
+            if tz.starts_with('-') {
+                -o
+            } else {
+                o
+            }
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86400 + hour * 3600 + min * 60 + sec - offset_s;
+    Some(secs * 1_000_000_000 + frac_ns)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146097 + doe - 719468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_764_406_800_000_000_000; // 2025-11-29T09:00:00Z
+
+    #[test]
+    fn times_parse() {
+        assert_eq!(parse_time("2025-11-29T09:00:00Z", 0), Ok(NOW));
+        assert_eq!(parse_time("2025-11-29T10:00:00+01:00", 0), Ok(NOW));
+        assert_eq!(
+            parse_time("2025-11-29T09:00:00.5Z", 0),
+            Ok(NOW + 500_000_000)
+        );
+        assert_eq!(parse_time("1970-01-01T00:00:00Z", 0), Ok(0));
+        assert_eq!(parse_time("1764406800", 0), Ok(NOW));
+        assert_eq!(parse_time("1764406800000", 0), Ok(NOW));
+        assert_eq!(parse_time(&NOW.to_string(), 0), Ok(NOW));
+        assert_eq!(parse_time("now", NOW), Ok(NOW));
+        assert_eq!(parse_time("now-1h", NOW), Ok(NOW - 3_600_000_000_000));
+        assert_eq!(parse_time("now-1h30m", NOW), Ok(NOW - 5_400_000_000_000));
+        assert!(parse_time("yesterday", NOW).is_err());
+        assert!(parse_time("2025-13-01T00:00:00Z", NOW).is_err());
+        assert!(parse_time("now-5parsecs", NOW).is_err());
+    }
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_duration("15s"), Ok(15_000_000_000));
+        assert_eq!(parse_duration("500ms"), Ok(500_000_000));
+        assert_eq!(parse_duration("1.5s"), Ok(1_500_000_000));
+        assert_eq!(parse_duration("2d"), Ok(172_800_000_000_000));
+        assert!(parse_duration("").is_err());
+        assert!(parse_duration("5").is_err());
+    }
+}

@@ -1,0 +1,199 @@
+//! Crash safety of the store: a child process ingests continuously and is killed with SIGKILL
+//! at random moments, many times; after every reopen each acknowledged profile is present
+//! with its exact samples, and the store keeps accepting data.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use spanprof_format::otlp::Resource;
+use spanprof_format::pprof::{self, Function, Label, Line, Location, Sample, ValueType};
+use spanprof_format::to_otlp::pprof_to_otlp;
+use spanprof_format::LinkConfig;
+use spanprof_store::store::{Selection, Store, StoreConfig};
+
+const CHILD_ENV: &str = "SPANPROF_STORE_CRASH_CHILD";
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+fn span_of(seq: u64) -> [u8; 8] {
+    (seq | 1 << 62).to_be_bytes()
+}
+
+/// Profile `seq`: three samples linked to span `seq`, values derived from `seq`.
+fn profile(seq: u64) -> spanprof_format::otlp::ProfilesData {
+    let strings: Vec<String> = [
+        "",
+        "cpu",
+        "nanoseconds",
+        "main.work",
+        "main.go",
+        "span_id",
+        "trace_id",
+        TRACE,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain([spanprof_format::link::to_hex(&span_of(seq))])
+    .collect();
+    let p = pprof::Profile {
+        sample_type: vec![ValueType { r#type: 1, unit: 2 }],
+        period_type: Some(ValueType { r#type: 1, unit: 2 }),
+        period: 10_000_000,
+        time_nanos: 1_700_000_000_000_000_000 + (seq % 1_000_000) as i64 * 1_000_000_000,
+        duration_nanos: 1_000_000_000,
+        function: vec![Function {
+            id: 1,
+            name: 3,
+            system_name: 3,
+            filename: 4,
+            start_line: 1,
+        }],
+        location: (1..=3)
+            .map(|i| Location {
+                id: i,
+                line: vec![Line {
+                    function_id: 1,
+                    line: i as i64,
+                    column: 0,
+                }],
+                ..Default::default()
+            })
+            .collect(),
+        sample: (1..=3)
+            .map(|i| Sample {
+                location_id: vec![i],
+                value: vec![(seq as i64 + 1) * i as i64],
+                label: vec![
+                    Label {
+                        key: 5,
+                        str: 8,
+                        ..Default::default()
+                    },
+                    Label {
+                        key: 6,
+                        str: 7,
+                        ..Default::default()
+                    },
+                ],
+            })
+            .collect(),
+        string_table: strings,
+        ..Default::default()
+    };
+    pprof_to_otlp(&p, Resource::default(), Some(LinkConfig::default()))
+        .unwrap()
+        .0
+}
+
+fn config(dir: &std::path::Path) -> StoreConfig {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.segment_max_bytes = 16 << 10; // rotate often: kills land during rotations too
+    cfg
+}
+
+/// The writer: ingest forever, announcing each profile only after ingest returned.
+fn child(dir: &str, start: u64) -> ! {
+    let (store, _) = Store::open(config(dir.as_ref())).expect("child opens the store");
+    let mut out = std::io::stdout().lock();
+    for seq in start.. {
+        store
+            .ingest(&[&profile(seq)], Vec::new())
+            .expect("child ingest");
+        use std::io::Write;
+        writeln!(out, "acked {seq}")
+            .and_then(|()| out.flush())
+            .expect("child stdout");
+    }
+    unreachable!()
+}
+
+#[test]
+fn acknowledged_profiles_survive_kill_9() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let (dir, start) = spec.split_once(',').expect("DIR,START");
+        child(dir, start.parse().expect("start"));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut acked: Vec<u64> = Vec::new();
+    let mut next = 0u64;
+    let mut rng = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1;
+    for round in 0..15 {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "acknowledged_profiles_survive_kill_9",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, format!("{},{next}", dir.path().display()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(seq) = line.strip_prefix("acked ") {
+                    let _ = tx.send(seq.parse::<u64>().unwrap());
+                }
+            }
+        });
+        // Let it ingest a random while (after its first acknowledgement), then SIGKILL.
+        let first = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the child acknowledged nothing within 30 s");
+        acked.push(first);
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let deadline = Instant::now() + Duration::from_millis(20 + rng % 300);
+        while let Ok(seq) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            acked.push(seq);
+            if Instant::now() >= deadline {
+                break;
+            }
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        reader.join().unwrap();
+        acked.extend(rx.try_iter());
+
+        let (store, report) = Store::open(config(dir.path()))
+            .unwrap_or_else(|e| panic!("round {round}: reopen failed: {e}"));
+        assert!(
+            report.problems.is_empty(),
+            "round {round}: {:?}",
+            report.problems
+        );
+        for &seq in &acked {
+            let sel = Selection {
+                span_ids: vec![span_of(seq)],
+                ..Default::default()
+            };
+            let (tree, _) = store.flame_graph(&sel).unwrap();
+            assert_eq!(
+                tree.total(),
+                6 * (seq + 1),
+                "round {round}: acknowledged profile {seq} lost or damaged"
+            );
+        }
+        // The reopened store takes new data at once.
+        let probe = 1u64 << 40;
+        store
+            .ingest(&[&profile(probe - round)], Vec::new())
+            .unwrap();
+        // Skip past anything the killed child may have stored without announcing it.
+        next = acked.iter().max().map_or(0, |m| m + 1_000);
+    }
+    assert!(
+        acked.len() >= 15,
+        "only {} acknowledged profiles over all rounds",
+        acked.len()
+    );
+}
