@@ -377,6 +377,34 @@ impl SymbolTable {
         encode_tables(self, out, [1; 5]);
     }
 
+    /// Reads past a snapshot or delta without keeping it.
+    pub(crate) fn skip(g: &mut Get) -> Result<(), CodecError> {
+        let (_, n) = (g.index()?, g.count()?);
+        for _ in 0..n {
+            g.str()?;
+        }
+        for fields in [5, 4] {
+            let (_, n) = (g.index()?, g.count()?);
+            for _ in 0..n * fields {
+                g.uvarint()?;
+            }
+        }
+        let (_, n) = (g.index()?, g.count()?);
+        for _ in 0..n {
+            g.uvarint()?;
+            g.uvarint()?;
+            let k = g.count()?;
+            for _ in 0..k * 3 {
+                g.uvarint()?;
+            }
+        }
+        let (_, n) = (g.index()?, g.count()?);
+        for _ in 0..n * 2 {
+            g.uvarint()?;
+        }
+        Ok(())
+    }
+
     /// Applies a snapshot or delta read from the log.
     pub(crate) fn apply(&mut self, g: &mut Get) -> Result<(), CodecError> {
         let (start, n) = (g.index()?, g.count()?);

@@ -8,6 +8,7 @@
 //! the log into memory: symbols, series, one small entry per block (where it is, its series,
 //! time and total), the span → blocks and trace → blocks indexes, and the spans.
 
+mod compact;
 mod ingest;
 mod query;
 mod state;
@@ -15,6 +16,7 @@ mod state;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
+pub use compact::CompactReport;
 pub use ingest::IngestReport;
 pub use query::{Coverage, Selection, SpanFilter};
 pub use state::SeriesKey;
@@ -135,12 +137,21 @@ impl Store {
             problems: recovery.problems.clone(),
             ..Default::default()
         };
+        let marks = compact::read_marks(&log)?;
         {
             let mut st = state.write().expect("store state lock poisoned");
             for seg in log.segments() {
+                if marks.replaced.contains(&seg.id) {
+                    continue;
+                }
+                let copies_count = marks.complete.contains(&seg.id);
                 let mut problem = None;
                 log.scan(seg.id, |pos, payload| {
                     report.records += 1;
+                    // Copies of an interrupted compaction duplicate segments that still exist.
+                    if payload.first() == Some(&COPY) && !copies_count {
+                        return std::ops::ControlFlow::Continue(());
+                    }
                     if let Err(e) = st.replay(pos, payload) {
                         problem = Some(format!(
                             "{}: record at offset {}: {e}; the rest of this segment is skipped",
@@ -152,6 +163,12 @@ impl Store {
                     std::ops::ControlFlow::Continue(())
                 })?;
                 report.problems.extend(problem);
+            }
+        }
+        // A crash after a compaction completed but before its sources were deleted.
+        for id in marks.replaced {
+            if log.segments().iter().any(|s| s.id == id && !s.active) {
+                log.delete_segment(id)?;
             }
         }
         Ok((
@@ -202,7 +219,7 @@ impl Store {
             self.state
                 .write()
                 .expect("store state lock poisoned")
-                .forget_segment(seg.id);
+                .forget_segment(seg.id, true);
             deleted += 1;
         }
         Ok(deleted)
@@ -219,10 +236,16 @@ impl Store {
 /// Record kinds (the first byte of a record payload).
 pub(crate) const SNAPSHOT: u8 = 1;
 pub(crate) const INGEST: u8 = 2;
+/// First record of a compaction's output segment: the segments it replaces.
+pub(crate) const COMPACT_BEGIN: u8 = 3;
+/// Blocks and spans copied by compaction (the layout of INGEST).
+pub(crate) const COPY: u8 = 4;
+/// Last record of a completed compaction.
+pub(crate) const COMPACT_END: u8 = 5;
 
 pub(crate) fn record_kind(g: &mut Get) -> Result<u8, CodecError> {
     match g.u8()? {
-        k @ (SNAPSHOT | INGEST) => Ok(k),
+        k @ (SNAPSHOT | INGEST | COMPACT_BEGIN | COPY | COMPACT_END) => Ok(k),
         k => Err(CodecError(format!("unknown record kind {k}"))),
     }
 }

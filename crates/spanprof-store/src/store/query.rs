@@ -761,3 +761,43 @@ impl PprofWriter {
         id
     }
 }
+
+impl Store {
+    /// Two selections as one diff flame graph (Pyroscope's layout): e.g. slow spans against
+    /// fast spans of one endpoint, or one span against its endpoint's baseline.
+    pub fn diff(
+        &self,
+        left: &Selection,
+        right: &Selection,
+        max_nodes: usize,
+    ) -> Result<crate::diff::FlameGraphDiffLayout, StoreError> {
+        let (l, _) = self.flame_graph(left)?;
+        let (r, _) = self.flame_graph(right)?;
+        Ok(crate::diff::diff_layout(&l, &r, max_nodes))
+    }
+
+    /// Totals of the selection per `step_ns`, optionally one series per value of label
+    /// `group_by`, with up to `exemplars` spans per point.
+    pub fn time_series(
+        &self,
+        sel: &Selection,
+        step_ns: i64,
+        group_by: Option<&str>,
+        aggregation: crate::series::Aggregation,
+        exemplars: usize,
+    ) -> Result<Vec<(String, Vec<crate::series::SeriesPoint>)>, StoreError> {
+        let points = self.points(sel, group_by)?;
+        let to_ns = if sel.to_ns == 0 {
+            points
+                .iter()
+                .map(|(_, p)| p.time_ns + 1)
+                .max()
+                .unwrap_or(sel.from_ns)
+        } else {
+            sel.to_ns
+        };
+        let grouped = points.into_iter().map(|(g, p)| (g.unwrap_or_default(), p));
+        crate::series::bucket_grouped(grouped, sel.from_ns, to_ns, step_ns, aggregation, exemplars)
+            .map_err(|e| StoreError::Invalid(e.to_string()))
+    }
+}

@@ -4,7 +4,7 @@
 use hashbrown::HashMap;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::{record_kind, StoreStats, INGEST, SNAPSHOT};
+use super::{record_kind, StoreStats, COMPACT_BEGIN, COMPACT_END, COPY, INGEST, SNAPSHOT};
 use crate::block::Block;
 use crate::codec::{CodecError, Get, Put};
 use crate::log::RecordPos;
@@ -114,7 +114,8 @@ impl State {
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
             }
-            INGEST => {
+            COMPACT_BEGIN | COMPACT_END => return Ok(()),
+            INGEST | COPY => {
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
                 let n = g.count()?;
@@ -231,8 +232,9 @@ impl State {
         out
     }
 
-    /// Drops everything that lived in a deleted segment.
-    pub fn forget_segment(&mut self, segment: u64) {
+    /// Drops everything that lived in a deleted segment; with `drop_spans`, also the spans
+    /// that ended before that segment's newest data (retention).
+    pub fn forget_segment(&mut self, segment: u64, drop_spans: bool) {
         let mut newest_dropped = i64::MIN;
         for b in self.blocks.iter_mut().filter(|b| b.pos.segment == segment) {
             b.alive = false;
@@ -247,7 +249,7 @@ impl State {
             ids.retain(|&i| alive[i as usize].alive);
             !ids.is_empty()
         });
-        if newest_dropped > 0 {
+        if drop_spans && newest_dropped > 0 {
             self.spans.remove_older_than(newest_dropped as u64);
         }
     }
