@@ -23,7 +23,7 @@ const TEST_NAME: &str = "log_keeps_acknowledged_records_through_sigkill";
 const CHILD_ENV: &str = "SPANPROF_LOG_CRASH_CHILD";
 const ROUND_ENV: &str = "SPANPROF_LOG_CRASH_ROUND";
 const SEED_ENV: &str = "SPANPROF_LOG_CRASH_SEED";
-const ROUNDS: u64 = 60;
+const ROUNDS: u64 = 45;
 /// The child rotates after this many appends.
 const ROTATE_EVERY: u64 = 7;
 /// The parent deletes older segments after checking them (retention), keeping this many, so
@@ -176,8 +176,8 @@ fn log_keeps_acknowledged_records_through_sigkill() {
     assert!(acked.is_subset(&found));
     eprintln!(
         "{ROUNDS} kills ({early_kills} during startup) in {:.1} s: {total_acked} records \
-         acknowledged, {} of them still retained, {} in the log, {} segments ({deleted} deleted); torn tails cut in \
-         {truncated_rounds} rounds ({truncated_bytes} bytes)",
+         acknowledged, {} of them still retained, {} in the log, {} segments ({deleted} \
+         deleted); torn tails cut in {truncated_rounds} rounds ({truncated_bytes} bytes)",
         started.elapsed().as_secs_f64(),
         acked.len(),
         found.len(),

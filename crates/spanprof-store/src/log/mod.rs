@@ -5,9 +5,9 @@
 //! # On-disk format
 //!
 //! The log owns one directory. Segment `id` is the file `{id:016x}.seg` (16 lower-case hex
-//! digits); ids grow by one per rotation and gaps (deleted segments) are normal. The segment
-//! with the highest id is the *active* one; all others are sealed and never written again.
-//! Other file names are ignored; a `*.seg` name that is not 16 lower-case hex digits is reported.
+//! digits); ids grow by one per rotation, are never reused, and gaps (deleted segments) are
+//! normal. The newest segment is the *active* one; all others are sealed and never written
+//! again. Other file names are ignored; a `*.seg` entry that is not a segment is reported.
 //!
 //! All integers are little-endian.
 //!
@@ -16,24 +16,28 @@
 //! record (12 + len bytes): magic D7 1E C0 5A [4] | len u32 | crc32 u32 | payload [len]
 //! ```
 //!
-//! The header crc covers the 20 bytes before it; this header layout is kept by every future
-//! version, so a file with a verified header and another version is refused (the log does not
-//! open) while a header that fails its crc is damage (reported, file ignored). A record's crc (CRC-32/IEEE) covers
+//! The header crc covers the 20 bytes before it. Every future version keeps this header, so a
+//! verified header with another version refuses the open, while a header that fails its crc is
+//! damage (reported, file ignored). A record's crc (CRC-32/IEEE) covers
 //! `segment id u64 ‖ record offset u64 ‖ len u32 ‖ payload`, so a record verifies only at the
 //! place it was written: zero-filled blocks (whose length and crc would be 0), stale blocks of
 //! another segment or a copy at another offset never pass as data. The record magic lets
 //! recovery find the next intact record after damage; that is how a torn tail (nothing intact
 //! after the damage: truncated) is told apart from a damaged record in the middle (intact
 //! records follow: reported and skipped, the rest kept). Payloads are at most
-//! [`MAX_RECORD_LEN`] bytes. Every segment starts with a record made by the `first_record`
-//! function given to [`Log::open`], so a segment can be understood on its own.
+//! [`MAX_RECORD_LEN`] bytes.
+//!
+//! Every segment starts with a record made by the `first_record` function given to
+//! [`Log::open`], written in the same write as the file header, so a segment can be understood
+//! on its own and one without an intact record is a creation that never completed.
 //!
 //! # Durability
 //!
 //! [`Log::append`] writes a batch with positioned writes at the active segment's end and, with
-//! [`LogConfig::sync`], calls `fdatasync` once before returning. Creating or deleting a segment
-//! fsyncs the directory. Readers use their own file handles and never look past the end of the
-//! last completed append. One process at a time may open a directory.
+//! [`LogConfig::sync`], calls `fdatasync` once before returning. Rotation syncs the old
+//! segment, then creates and syncs the new file and the directory. Deleting a segment syncs the
+//! directory. Readers use their own file handles and never look past the end of the last
+//! completed append. One process at a time may open a directory.
 
 mod recovery;
 mod segment;
@@ -135,7 +139,10 @@ pub enum LogError {
         reason: String,
     },
     /// A segment file has a format version this build does not read; the log refuses to open.
-    #[error("{}: segment format version {found} is not supported (this build reads {supported})", .path.display())]
+    #[error(
+        "{}: segment format version {found} is not supported (this build reads {supported})",
+        .path.display()
+    )]
     UnsupportedVersion {
         /// The segment file.
         path: PathBuf,
@@ -335,9 +342,11 @@ impl Log {
         &self.dir
     }
 
-    /// Appends `payloads` to the active segment, in order, as one write; when this returns
-    /// `Ok` they are durable (with [`LogConfig::sync`], after one `fdatasync`). Returns their
-    /// positions. Writers are serialized internally; readers are not blocked.
+    /// Appends `payloads` to the active segment, in order, with one positioned write per MiB;
+    /// when this returns `Ok` they are durable (with [`LogConfig::sync`], after one
+    /// `fdatasync`) and readable. Returns their positions. Appends are serialized internally;
+    /// readers are not blocked. On error none of the batch is acknowledged, and a failed
+    /// `fdatasync` makes the log refuse writes ([`LogError::Failed`]) until reopened.
     pub fn append(&self, payloads: &[&[u8]]) -> Result<Vec<RecordPos>, LogError> {
         for p in payloads {
             check_len(p.len())?;
@@ -417,7 +426,7 @@ impl Log {
         w.sync()?;
         // Never reuse an id, even of a file that failed to be created.
         let id = w.next_id;
-        w.next_id += 1;
+        w.next_id = recovery::next_id(&self.dir, id)?;
         let first = (self.first_record)(id);
         check_len(first.len())?;
         let (file, path, end) = segment::create(&self.dir, id, &first)?;

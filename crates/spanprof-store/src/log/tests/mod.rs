@@ -6,7 +6,6 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use super::segment;
 use super::*;
@@ -288,55 +287,4 @@ fn readers_run_alongside_the_writer() {
         }
     });
     assert_eq!(all_records(&log).len(), 600 + log.segments().len());
-}
-
-/// Append throughput of 10 KB records with `fdatasync`, against the same bytes written to a
-/// plain file with one `write` + `fdatasync` per batch (the disk's floor) and against the log
-/// without sync (the CPU cost). Run with
-/// `cargo test -p spanprof-store --lib log::tests::append_throughput -- --ignored --nocapture`.
-#[test]
-#[ignore = "timing, not a check"]
-fn append_throughput() {
-    let record = vec![0x5a; 10_000];
-    for (batch, appends) in [(1usize, 300), (100, 30)] {
-        let payloads = vec![record.as_slice(); batch];
-        let rate = |secs: f64| {
-            let records = (batch * appends) as f64;
-            format!(
-                "{:>7.0} records/s {:>6.1} MB/s",
-                records / secs,
-                records * 1e4 / secs / 1e6
-            )
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let file = fs::File::create(dir.path().join("plain")).unwrap();
-        let bytes = vec![0x5a; (10_000 + 12) * batch];
-        let start = Instant::now();
-        for k in 0..appends {
-            file.write_all_at(&bytes, (k * bytes.len()) as u64).unwrap();
-            file.sync_data().unwrap();
-        }
-        let plain = start.elapsed().as_secs_f64();
-        let mut log_secs = [0.0; 2];
-        for (sync, secs) in [true, false].into_iter().zip(&mut log_secs) {
-            let dir = tempfile::tempdir().unwrap();
-            let cfg = LogConfig {
-                dir: dir.path().to_path_buf(),
-                sync,
-            };
-            let (log, _) = Log::open(cfg, first).unwrap();
-            let start = Instant::now();
-            for _ in 0..appends {
-                log.append(&payloads).unwrap();
-            }
-            *secs = start.elapsed().as_secs_f64();
-        }
-        println!("batch {batch:>3}: log sync  {}", rate(log_secs[0]));
-        println!(
-            "batch {batch:>3}: plain file {} (log/plain time {:.2})",
-            rate(plain),
-            log_secs[0] / plain
-        );
-        println!("batch {batch:>3}: log nosync {}", rate(log_secs[1]));
-    }
 }

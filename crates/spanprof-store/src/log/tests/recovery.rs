@@ -321,10 +321,14 @@ fn template() -> &'static Template {
     })
 }
 
+fn bytes(len: std::ops::Range<usize>) -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(any::<u8>(), len)
+}
+
 proptest! {
     // Failures print their minimal input; no regression file is written into the crate.
     #![proptest_config(ProptestConfig {
-        cases: 256,
+        cases: 128,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
@@ -333,7 +337,7 @@ proptest! {
     /// produce a record that was not written, and leave it appendable.
     #[test]
     fn random_damage_never_panics_or_misreads(
-        edits in prop::collection::vec((0usize..3, any::<u64>(), prop::collection::vec(any::<u8>(), 1..40)), 1..6),
+        edits in prop::collection::vec((0usize..3, any::<u64>(), bytes(1..40)), 1..6),
         cut in prop::option::of((0usize..3, any::<u64>())),
     ) {
         let Template { files, payloads: known } = template();
