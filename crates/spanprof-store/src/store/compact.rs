@@ -11,7 +11,6 @@ use std::ops::ControlFlow;
 
 use hashbrown::HashSet;
 
-use super::state::State;
 use super::{Store, StoreError, COMPACT_BEGIN, COMPACT_END, COPY, INGEST};
 use crate::codec::{CodecError, Get, Put};
 use crate::spans::{decode_spans, encode_spans, SpanRecord};
@@ -39,12 +38,23 @@ pub(crate) struct CompactionMarks {
     pub complete: HashSet<u64>,
 }
 
-/// Reads the BEGIN/END markers of every segment.
-pub(crate) fn read_marks(log: &crate::log::Log) -> Result<CompactionMarks, StoreError> {
+/// Which segments completed compactions replaced: from the indexes of sealed segments, and by
+/// scanning the segments that have none.
+pub(crate) fn read_marks(
+    log: &crate::log::Log,
+    indexed: &[(u64, super::segments::SegmentIndex, u64)],
+    unindexed: &[u64],
+) -> Result<CompactionMarks, StoreError> {
     let mut marks = CompactionMarks::default();
-    for seg in log.segments() {
+    for (id, index, _) in indexed {
+        if index.compaction_complete {
+            marks.replaced.extend(index.replaces.iter().copied());
+            marks.complete.insert(*id);
+        }
+    }
+    for &id in unindexed {
         let (mut sources, mut ended) = (None, false);
-        log.scan(seg.id, |_, payload| {
+        log.scan(id, |_, payload| {
             match payload.first() {
                 Some(&COMPACT_BEGIN) => sources = decode_ids(&payload[1..]).ok(),
                 Some(&COMPACT_END) => ended = true,
@@ -54,7 +64,7 @@ pub(crate) fn read_marks(log: &crate::log::Log) -> Result<CompactionMarks, Store
         })?;
         if let (Some(sources), true) = (sources, ended) {
             marks.replaced.extend(sources);
-            marks.complete.insert(seg.id);
+            marks.complete.insert(id);
         }
     }
     Ok(marks)
@@ -125,7 +135,8 @@ impl Store {
             bytes_after: 0,
         };
         // The output gets a segment of its own: seal the active one first.
-        let output = self.log.rotate()?;
+        self.rotate_locked()?;
+        let output = self.log.active_segment();
         let mut begin = vec![COMPACT_BEGIN];
         begin.uvarint(sources.len() as u64);
         for &id in &sources {
@@ -186,19 +197,23 @@ impl Store {
         flush(&mut blocks, &mut spans, &mut written)?;
         let end = vec![COMPACT_END];
         written.push((self.log.append(&[&end])?[0], end));
-        // Durable: now the sources can go. Index the copies, forget the sources.
-        self.log.rotate()?;
+        // Durable. Index the copies into the output's index and seal it (its index file records
+        // the sources it replaces), then the sources can go.
         {
             let mut st = self.state.write().expect("store state lock poisoned");
-            for &id in &sources {
-                st.forget_segment(id, false);
-            }
+            let mut out = (*st.active).clone();
             for (pos, payload) in &written {
-                st.replay_copy(*pos, payload)?;
+                st.replay(&mut out, *pos, payload)?;
             }
+            st.active = std::sync::Arc::new(out);
         }
+        self.rotate_locked()?;
         for &id in &sources {
             self.log.delete_segment(id)?;
+            self.state
+                .write()
+                .expect("store state lock poisoned")
+                .forget_segment(id);
         }
         report.bytes_after = self
             .log
@@ -207,19 +222,5 @@ impl Store {
             .find(|s| s.id == output)
             .map_or(0, |s| s.bytes);
         Ok(report)
-    }
-}
-
-impl State {
-    /// Indexes a COPY record written by compaction (BEGIN and END carry no data).
-    pub(crate) fn replay_copy(
-        &mut self,
-        pos: crate::log::RecordPos,
-        payload: &[u8],
-    ) -> Result<(), CodecError> {
-        match payload.first() {
-            Some(&COPY) => self.replay(pos, payload),
-            _ => Ok(()),
-        }
     }
 }

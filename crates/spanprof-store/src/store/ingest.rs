@@ -115,15 +115,20 @@ impl Store {
                     st.services[service as usize].symbols.mark_flushed(sizes);
                 }
             }
+            let active = std::sync::Arc::make_mut(&mut st.active);
+            debug_assert_eq!(
+                active.segment, pos.segment,
+                "the active index follows the log's active segment"
+            );
             for (b, &(start, len)) in pending.blocks.iter().zip(&pending.ranges) {
-                st.index_block(pos, start, len, b);
+                active.index_block(pos, start, len, b);
             }
             for s in spans {
-                st.spans.insert(s);
+                active.spans.insert(s);
             }
         }
         if self.log.active_bytes() > self.cfg.segment_max_bytes {
-            self.log.rotate()?;
+            self.rotate_locked()?;
         }
         Ok(pending.report)
     }

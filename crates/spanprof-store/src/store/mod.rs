@@ -11,6 +11,7 @@
 mod compact;
 mod ingest;
 mod query;
+mod segments;
 mod state;
 
 use std::path::PathBuf;
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex, RwLock};
 pub use compact::CompactReport;
 pub use ingest::IngestReport;
 pub use query::{Coverage, Selection, SpanFilter};
+use segments::SegmentIndex;
 pub use state::SeriesKey;
 use state::State;
 
@@ -38,6 +40,8 @@ pub struct StoreConfig {
     pub retention_bytes: Option<u64>,
     /// fsync before an ingest returns (turn off only for tests and benchmarks of the rest).
     pub sync: bool,
+    /// Sealed segments' indexes kept loaded (each is a few MiB for a 64 MiB segment).
+    pub cache_segments: usize,
 }
 
 impl StoreConfig {
@@ -49,6 +53,7 @@ impl StoreConfig {
             retention_age_ns: None,
             retention_bytes: None,
             sync: true,
+            cache_segments: 8,
         }
     }
 }
@@ -119,7 +124,10 @@ pub struct Store {
 impl Store {
     /// Opens (or creates) the store in `cfg.dir`, replaying what is on disk.
     pub fn open(cfg: StoreConfig) -> Result<(Store, OpenReport), StoreError> {
-        let state = Arc::new(RwLock::new(State::default()));
+        let state = Arc::new(RwLock::new(State::new(
+            cfg.dir.join("index"),
+            cfg.cache_segments,
+        )));
         let snapshot_of = Arc::clone(&state);
         let log_cfg = LogConfig {
             dir: cfg.dir.join("segments"),
@@ -137,38 +145,61 @@ impl Store {
             problems: recovery.problems.clone(),
             ..Default::default()
         };
-        let marks = compact::read_marks(&log)?;
-        {
-            let mut st = state.write().expect("store state lock poisoned");
-            for seg in log.segments() {
-                if marks.replaced.contains(&seg.id) {
-                    continue;
+        let index_dir = cfg.dir.join("index");
+        // Sealed segments with a valid index need no replay; the others are read once.
+        let active_id = log.active_segment();
+        let mut indexed: Vec<(u64, SegmentIndex, u64)> = Vec::new();
+        let mut to_replay = vec![active_id];
+        for seg in log.segments().into_iter().filter(|s| !s.active) {
+            match segments::read_index(&index_dir, seg.id) {
+                Ok(Some((index, bytes))) => indexed.push((seg.id, index, bytes)),
+                Ok(None) => to_replay.push(seg.id),
+                Err(problem) => {
+                    report.problems.push(problem);
+                    to_replay.push(seg.id);
                 }
-                let copies_count = marks.complete.contains(&seg.id);
-                let mut problem = None;
-                log.scan(seg.id, |pos, payload| {
-                    report.records += 1;
-                    // Copies of an interrupted compaction duplicate segments that still exist.
-                    if payload.first() == Some(&COPY) && !copies_count {
-                        return std::ops::ControlFlow::Continue(());
-                    }
-                    if let Err(e) = st.replay(pos, payload) {
-                        problem = Some(format!(
-                            "{}: record at offset {}: {e}; the rest of this segment is skipped",
-                            seg.path.display(),
-                            pos.offset
-                        ));
-                        return std::ops::ControlFlow::Break(());
-                    }
-                    std::ops::ControlFlow::Continue(())
-                })?;
-                report.problems.extend(problem);
             }
         }
-        // A crash after a compaction completed but before its sources were deleted.
-        for id in marks.replaced {
-            if log.segments().iter().any(|s| s.id == id && !s.active) {
-                log.delete_segment(id)?;
+        let marks = compact::read_marks(&log, &indexed, &to_replay)?;
+        {
+            let mut st = state.write().expect("store state lock poisoned");
+            // The active segment first: its snapshot holds every symbol and series, so the
+            // deltas of older segments replayed after it only repeat known ids.
+            for id in to_replay {
+                if marks.replaced.contains(&id) {
+                    continue;
+                }
+                let mut into = SegmentIndex::new(id);
+                report.records += replay_segment(
+                    &log,
+                    &mut st,
+                    &mut into,
+                    marks.complete.contains(&id),
+                    &mut report.problems,
+                )?;
+                if id == active_id {
+                    st.active = Arc::new(into);
+                } else {
+                    let bytes = segments::write_index(&index_dir, &into).map_err(|e| {
+                        StoreError::Invalid(format!(
+                            "writing {}: {e}",
+                            segments::index_path(&index_dir, id).display()
+                        ))
+                    })?;
+                    st.sealed.insert(id, into.summary(bytes));
+                }
+            }
+            for (id, index, bytes) in indexed {
+                if !marks.replaced.contains(&id) {
+                    st.sealed.insert(id, index.summary(bytes));
+                }
+            }
+            // A crash after a compaction completed but before its sources were deleted.
+            for id in &marks.replaced {
+                if log.segments().iter().any(|s| s.id == *id && !s.active) {
+                    log.delete_segment(*id)?;
+                }
+                st.forget_segment(*id);
             }
         }
         Ok((
@@ -186,7 +217,7 @@ impl Store {
     pub fn stats(&self) -> StoreStats {
         let st = self.state.read().expect("store state lock poisoned");
         let mut s = st.stats();
-        s.disk_bytes = self.log.total_bytes();
+        s.disk_bytes = self.log.total_bytes() + st.index_bytes();
         s.segments = self.log.segments().len();
         s
     }
@@ -196,7 +227,12 @@ impl Store {
     pub fn enforce_retention(&self, now_ns: u64) -> Result<usize, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         let segments = self.log.segments();
-        let mut total: u64 = segments.iter().map(|s| s.bytes).sum();
+        let mut total: u64 = segments.iter().map(|s| s.bytes).sum::<u64>()
+            + self
+                .state
+                .read()
+                .expect("store state lock poisoned")
+                .index_bytes();
         let newest = {
             self.state
                 .read()
@@ -215,11 +251,18 @@ impl Store {
                 continue;
             }
             self.log.delete_segment(seg.id)?;
-            total -= seg.bytes;
+            total -= seg.bytes
+                + self
+                    .state
+                    .read()
+                    .expect("store state lock poisoned")
+                    .sealed
+                    .get(&seg.id)
+                    .map_or(0, |x| x.index_bytes);
             self.state
                 .write()
                 .expect("store state lock poisoned")
-                .forget_segment(seg.id, true);
+                .forget_segment(seg.id);
             deleted += 1;
         }
         Ok(deleted)
@@ -228,8 +271,21 @@ impl Store {
     /// Seals the active segment now (normally done when it passes `segment_max_bytes`).
     pub fn rotate(&self) -> Result<(), StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
-        self.log.rotate()?;
-        Ok(())
+        self.rotate_locked()
+    }
+
+    /// Seals the active segment (its index goes to disk) and starts the next. The caller holds
+    /// the writer lock.
+    pub(crate) fn rotate_locked(&self) -> Result<(), StoreError> {
+        let next = self.log.rotate()?;
+        let mut st = self.state.write().expect("store state lock poisoned");
+        let dir = st.index_dir.clone();
+        st.seal_active(next).map_err(|e| {
+            StoreError::Invalid(format!(
+                "writing the index of a sealed segment in {}: {e}",
+                dir.display()
+            ))
+        })
     }
 }
 
@@ -248,4 +304,42 @@ pub(crate) fn record_kind(g: &mut Get) -> Result<u8, CodecError> {
         k @ (SNAPSHOT | INGEST | COMPACT_BEGIN | COPY | COMPACT_END) => Ok(k),
         k => Err(CodecError(format!("unknown record kind {k}"))),
     }
+}
+
+/// Replays one segment's records into `into`; returns how many were read. Damage stops the
+/// segment there and is reported (the log already skipped what failed its checksum).
+fn replay_segment(
+    log: &Log,
+    st: &mut State,
+    into: &mut SegmentIndex,
+    copies_count: bool,
+    problems: &mut Vec<String>,
+) -> Result<u64, StoreError> {
+    let mut records = 0;
+    let mut problem = None;
+    let path = log
+        .segments()
+        .into_iter()
+        .find(|s| s.id == into.segment)
+        .map(|s| s.path);
+    log.scan(into.segment, |pos, payload| {
+        records += 1;
+        // Copies of an interrupted compaction duplicate segments that still exist.
+        if payload.first() == Some(&COPY) && !copies_count {
+            return std::ops::ControlFlow::Continue(());
+        }
+        if let Err(e) = st.replay(into, pos, payload) {
+            let file = path
+                .as_ref()
+                .map_or_else(String::new, |p| p.display().to_string());
+            problem = Some(format!(
+                "{file}: record at offset {}: {e}; the rest of this segment is skipped",
+                pos.offset
+            ));
+            return std::ops::ControlFlow::Break(());
+        }
+        std::ops::ControlFlow::Continue(())
+    })?;
+    problems.extend(problem);
+    Ok(records)
 }

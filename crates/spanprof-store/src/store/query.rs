@@ -6,6 +6,9 @@ use hashbrown::{HashMap, HashSet};
 use spanprof_format::pprof;
 use spanprof_format::profile_type::ProfileTypeId;
 
+use std::sync::Arc;
+
+use super::segments::SegmentIndex;
 use super::state::{SeriesKey, State};
 use super::{Store, StoreError};
 use crate::block::Block;
@@ -74,7 +77,8 @@ pub struct Coverage {
 /// What a selection resolved to.
 pub(crate) struct Resolved {
     pub profile_type: ProfileTypeId,
-    pub blocks: Vec<u32>,
+    /// (segment index, block) pairs to read.
+    pub blocks: Vec<(Arc<SegmentIndex>, u32)>,
     /// When set, only samples whose link's span is in here.
     pub spans: Option<HashSet<[u8; 8]>>,
     /// When set, only samples whose link names this trace or one of its stored spans.
@@ -139,7 +143,7 @@ impl State {
         let mut spans: Option<HashSet<[u8; 8]>> = None;
         if !sel.span_ids.is_empty() || sel.span_filter.is_some() {
             let mut set: HashSet<[u8; 8]> = match &sel.span_filter {
-                Some(f) => self.filtered_spans(sel, f).into_iter().collect(),
+                Some(f) => self.filtered_spans(sel, f)?.into_iter().collect(),
                 None => sel.span_ids.iter().copied().collect(),
             };
             if sel.span_filter.is_some() && !sel.span_ids.is_empty() {
@@ -148,48 +152,65 @@ impl State {
             if sel.include_child_spans {
                 let roots: Vec<[u8; 8]> = set.iter().copied().collect();
                 for r in roots {
-                    set.extend(self.spans.descendants(&r));
+                    set.extend(self.descendants(&r)?);
                 }
             }
             spans = Some(set);
         }
-        let trace = sel.trace_id.map(|t| {
-            (
+        let trace = match sel.trace_id {
+            Some(t) => Some((
                 t,
-                self.spans
-                    .trace(&t)
+                self.trace_records(&t)?
                     .iter()
                     .map(|s| s.span_id)
                     .collect::<HashSet<_>>(),
-            )
-        });
-        let mut blocks: Vec<u32> = match (&spans, &trace) {
-            (Some(set), _) => set
-                .iter()
-                .filter_map(|s| self.by_span.get(s))
-                .flatten()
-                .copied()
-                .collect(),
-            (None, Some((t, of_trace))) => {
-                let mut ids: Vec<u32> = of_trace
+            )),
+            None => None,
+        };
+        // Which segments can hold the samples: all that overlap the time range, narrowed by
+        // their span and trace Bloom filters when spans or a trace are selected.
+        let probe: Vec<[u8; 8]> = match (&spans, &trace) {
+            (Some(set), _) => set.iter().copied().collect(),
+            (None, Some((_, of_trace))) => of_trace.iter().copied().collect(),
+            (None, None) => Vec::new(),
+        };
+        let filtering = spans.is_some() || trace.is_some();
+        let indexes = self
+            .indexes(sel.from_ns, sel.to_ns, |summary| {
+                !filtering
+                    || probe.iter().any(|s| summary.span_bloom.may_contain(s))
+                    || trace
+                        .as_ref()
+                        .is_some_and(|(t, _)| summary.trace_bloom.may_contain(t))
+            })
+            .map_err(StoreError::Invalid)?;
+        let mut blocks = Vec::new();
+        for index in indexes {
+            let mut ids: Vec<u32> = if filtering {
+                let mut ids: Vec<u32> = probe
                     .iter()
-                    .filter_map(|s| self.by_span.get(s))
+                    .filter_map(|s| index.by_span.get(s))
                     .flatten()
                     .copied()
                     .collect();
-                ids.extend(self.by_trace.get(t).into_iter().flatten());
+                if let Some((t, _)) = &trace {
+                    if spans.is_none() {
+                        ids.extend(index.by_trace.get(t).into_iter().flatten());
+                    }
+                }
                 ids
-            }
-            (None, None) => (0..self.blocks.len() as u32).collect(),
-        };
-        blocks.sort_unstable();
-        blocks.dedup();
-        blocks.retain(|&b| {
-            let m = &self.blocks[b as usize];
-            m.alive
-                && series.contains(&m.series)
-                && overlaps(m.time_ns, m.duration_ns, sel.from_ns, sel.to_ns)
-        });
+            } else {
+                (0..index.blocks.len() as u32).collect()
+            };
+            ids.sort_unstable();
+            ids.dedup();
+            ids.retain(|&b| {
+                let m = &index.blocks[b as usize];
+                series.contains(&m.series)
+                    && overlaps(m.time_ns, m.duration_ns, sel.from_ns, sel.to_ns)
+            });
+            blocks.extend(ids.into_iter().map(|b| (Arc::clone(&index), b)));
+        }
         available.sort();
         Ok(Resolved {
             profile_type,
@@ -200,18 +221,17 @@ impl State {
         })
     }
 
-    fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Vec<[u8; 8]> {
+    fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Result<Vec<[u8; 8]>, StoreError> {
+        let indexes = self.indexes(0, 0, |_| true).map_err(StoreError::Invalid)?;
+        let all = || indexes.iter().flat_map(|i| i.spans.iter());
         let mut min = f.min_duration_ns;
         let mut max = f.max_duration_ns;
         if let Some(name) = &f.name {
             if let Some(p) = f.above_percentile {
-                let d = duration_percentile(self.spans.iter(), name, sel.service.as_deref(), p);
-                min = min.max(d);
+                min = min.max(duration_percentile(all(), name, sel.service.as_deref(), p));
             }
             if let Some(p) = f.below_percentile {
-                if let Some(d) =
-                    duration_percentile(self.spans.iter(), name, sel.service.as_deref(), p)
-                {
+                if let Some(d) = duration_percentile(all(), name, sel.service.as_deref(), p) {
                     max = Some(max.map_or(d, |m| m.min(d)));
                 }
             }
@@ -230,10 +250,64 @@ impl State {
             limit: usize::MAX,
             attributes: Vec::new(),
         };
-        search(self.spans.iter(), &q)
-            .into_iter()
-            .map(|s| s.span_id)
-            .collect()
+        Ok(search(all(), &q).into_iter().map(|s| s.span_id).collect())
+    }
+
+    /// A stored span, from whichever segment holds it.
+    pub(crate) fn span_record(&self, id: &[u8; 8]) -> Result<Option<SpanRecord>, StoreError> {
+        if let Some(s) = self.active.spans.get(id) {
+            return Ok(Some(s.clone()));
+        }
+        let indexes = self
+            .indexes(0, 0, |summary| summary.span_bloom.may_contain(id))
+            .map_err(StoreError::Invalid)?;
+        Ok(indexes.iter().rev().find_map(|i| i.spans.get(id).cloned()))
+    }
+
+    /// The stored spans of a trace over all segments, in start order.
+    pub(crate) fn trace_records(&self, t: &[u8; 16]) -> Result<Vec<SpanRecord>, StoreError> {
+        let indexes = self
+            .indexes(0, 0, |summary| summary.trace_bloom.may_contain(t))
+            .map_err(StoreError::Invalid)?;
+        let mut out: Vec<SpanRecord> = Vec::new();
+        let mut seen = HashSet::new();
+        for i in indexes.iter().rev() {
+            for s in i.spans.trace(t) {
+                if seen.insert(s.span_id) {
+                    out.push(s.clone());
+                }
+            }
+        }
+        out.sort_by_key(|s| (s.start_ns, s.span_id));
+        Ok(out)
+    }
+
+    /// The descendants of a span: its trace's spans, whichever segments they are in.
+    pub(crate) fn descendants(&self, id: &[u8; 8]) -> Result<Vec<[u8; 8]>, StoreError> {
+        let Some(span) = self.span_record(id)? else {
+            return Ok(Vec::new());
+        };
+        let mut trace = crate::spans::SpanIndex::default();
+        for s in self.trace_records(&span.trace_id)? {
+            trace.insert(s);
+        }
+        Ok(trace.descendants(id))
+    }
+
+    /// (series, first ns, last ns) of every segment overlapping the range.
+    fn series_ranges(&self) -> Vec<(u32, i64, i64)> {
+        let mut out: Vec<(u32, i64, i64)> = self
+            .sealed
+            .values()
+            .flat_map(|s| s.series.iter().copied())
+            .collect();
+        out.extend(
+            self.active
+                .blocks
+                .iter()
+                .map(|b| (b.series, b.time_ns, b.time_ns.saturating_add(b.duration_ns))),
+        );
+        out
     }
 }
 
@@ -264,8 +338,9 @@ impl Store {
         mut f: impl FnMut(&Block, usize),
     ) -> Result<(), StoreError> {
         let mut record: Option<(crate::log::RecordPos, Vec<u8>)> = None;
-        for &b in &r.blocks {
-            let meta = &st.blocks[b as usize];
+        let _ = st;
+        for (index, b) in &r.blocks {
+            let meta = &index.blocks[*b as usize];
             if record.as_ref().is_none_or(|(p, _)| *p != meta.pos) {
                 record = Some((meta.pos, self.log.read(meta.pos)?));
             }
@@ -409,7 +484,7 @@ impl Store {
             let mut label = Vec::new();
             if span != [0; 8] {
                 let trace = if trace == [0; 16] {
-                    st.spans.get(&span).map_or(trace, |s| s.trace_id)
+                    st.span_record(&span)?.map_or(trace, |s| s.trace_id)
                 } else {
                     trace
                 };
@@ -460,7 +535,10 @@ impl Store {
             value += block.values[i];
             period.get_or_insert(block.period);
         })?;
-        let duration_ns = st.spans.get(&span_id).map(SpanRecord::duration_ns);
+        let duration_ns = st
+            .span_record(&span_id)?
+            .as_ref()
+            .map(SpanRecord::duration_ns);
         // Only time periods turn a duration into a number of possible samples.
         let time_period = period.filter(|&p| p > 0 && r.profile_type.period_unit == "nanoseconds");
         let possible_samples = duration_ns
@@ -491,11 +569,11 @@ impl Store {
     pub fn services(&self, from_ns: i64, to_ns: i64) -> Vec<String> {
         let st = self.state.read().expect("store state lock poisoned");
         let set: BTreeSet<&str> = st
-            .blocks
-            .iter()
-            .filter(|b| b.alive && overlaps(b.time_ns, b.duration_ns, from_ns, to_ns))
-            .map(|b| {
-                st.services[st.series[b.series as usize].service as usize]
+            .series_ranges()
+            .into_iter()
+            .filter(|&(_, a, b)| overlaps(a, b - a, from_ns, to_ns))
+            .map(|(series, _, _)| {
+                st.services[st.series[series as usize].service as usize]
                     .name
                     .as_str()
             })
@@ -513,12 +591,10 @@ impl Store {
             _ => Vec::new(),
         };
         let mut live: HashSet<u32> = HashSet::new();
-        for b in st
-            .blocks
-            .iter()
-            .filter(|b| b.alive && overlaps(b.time_ns, b.duration_ns, sel.from_ns, sel.to_ns))
-        {
-            live.insert(b.series);
+        for (series, a, b) in st.series_ranges() {
+            if overlaps(a, b - a, sel.from_ns, sel.to_ns) {
+                live.insert(series);
+            }
         }
         let mut out: Vec<Vec<(String, String)>> = st
             .series
@@ -600,7 +676,7 @@ impl Store {
                 .max_by_key(|(ids, v)| (*v, *ids))
                 .map(|((t, s), _)| {
                     let t = if t == [0; 16] {
-                        st.spans.get(&s).map_or(t, |x| x.trace_id)
+                        st.span_record(&s).ok().flatten().map_or(t, |x| x.trace_id)
                     } else {
                         t
                     };
@@ -620,39 +696,52 @@ impl Store {
     }
 
     /// A stored span.
-    pub fn span(&self, span_id: &[u8; 8]) -> Option<SpanRecord> {
+    pub fn span(&self, span_id: &[u8; 8]) -> Result<Option<SpanRecord>, StoreError> {
         self.state
             .read()
             .expect("store state lock poisoned")
-            .spans
-            .get(span_id)
-            .cloned()
+            .span_record(span_id)
     }
 
     /// The spans of a trace, in start order.
-    pub fn trace(&self, trace_id: &[u8; 16]) -> Vec<SpanRecord> {
+    pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRecord>, StoreError> {
         self.state
             .read()
             .expect("store state lock poisoned")
-            .spans
-            .trace(trace_id)
-            .into_iter()
-            .cloned()
-            .collect()
+            .trace_records(trace_id)
     }
 
-    /// Spans matching `q`, longest first.
-    pub fn search_spans(&self, q: &SpanQuery) -> Vec<SpanRecord> {
+    /// Spans matching `q` over the segments that overlap its time range, longest first.
+    pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
-        search(st.spans.iter(), q).into_iter().cloned().collect()
+        let (from, to) = (
+            q.from_ns.min(i64::MAX as u64) as i64,
+            if q.to_ns >= i64::MAX as u64 {
+                0
+            } else {
+                q.to_ns as i64
+            },
+        );
+        let indexes = st
+            .indexes(from, to, |_| true)
+            .map_err(StoreError::Invalid)?;
+        let mut found: Vec<SpanRecord> = search(indexes.iter().flat_map(|i| i.spans.iter()), q)
+            .into_iter()
+            .cloned()
+            .collect();
+        // The same span in two segments (sent twice) is one span.
+        let mut seen = HashSet::new();
+        found.retain(|s| seen.insert(s.span_id));
+        Ok(found)
     }
 
     /// Whether any stored sample is linked to this span (directly).
-    pub fn has_samples(&self, span_id: &[u8; 8]) -> bool {
+    pub fn has_samples(&self, span_id: &[u8; 8]) -> Result<bool, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
-        st.by_span
-            .get(span_id)
-            .is_some_and(|ids| ids.iter().any(|&b| st.blocks[b as usize].alive))
+        let indexes = st
+            .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
+            .map_err(StoreError::Invalid)?;
+        Ok(indexes.iter().any(|i| i.by_span.contains_key(span_id)))
     }
 }
 

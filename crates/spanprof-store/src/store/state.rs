@@ -1,14 +1,20 @@
 //! What the store keeps in memory: symbols, series, one entry per block, the span and trace
 //! indexes, and the spans. Rebuilt from the log on open.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
 use hashbrown::HashMap;
 use spanprof_format::profile_type::ProfileTypeId;
+
+use super::segments::{index_path, write_index, IndexCache, SealedSummary, SegmentIndex};
 
 use super::{record_kind, StoreStats, COMPACT_BEGIN, COMPACT_END, COPY, INGEST, SNAPSHOT};
 use crate::block::Block;
 use crate::codec::{CodecError, Get, Put};
 use crate::log::RecordPos;
-use crate::spans::{decode_spans, SpanIndex};
+use crate::spans::decode_spans;
 use crate::symbols::SymbolTable;
 
 /// What identifies a series: service, profile type and labels (never span or trace ids).
@@ -50,10 +56,9 @@ pub(crate) struct BlockMeta {
     pub time_ns: i64,
     pub duration_ns: i64,
     pub samples: u32,
-    pub alive: bool,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct State {
     pub services: Vec<Service>,
     pub service_ids: HashMap<String, u32>,
@@ -61,15 +66,30 @@ pub(crate) struct State {
     pub series_ids: HashMap<SeriesKey, u32>,
     /// Series up to here are in the log.
     pub series_flushed: usize,
-    pub blocks: Vec<BlockMeta>,
-    /// Span id → blocks holding samples of that span.
-    pub by_span: HashMap<[u8; 8], Vec<u32>>,
-    /// Trace id → blocks holding samples linked to that trace.
-    pub by_trace: HashMap<[u8; 16], Vec<u32>>,
-    pub spans: SpanIndex,
+    /// The index of the segment appends go to.
+    pub active: Arc<SegmentIndex>,
+    /// Sealed segments by id: only their summaries stay in memory.
+    pub sealed: BTreeMap<u64, SealedSummary>,
+    /// Where sealed segments' indexes are written.
+    pub index_dir: PathBuf,
+    pub cache: IndexCache,
 }
 
 impl State {
+    pub fn new(index_dir: PathBuf, cache_segments: usize) -> Self {
+        State {
+            services: Vec::new(),
+            service_ids: HashMap::new(),
+            series: Vec::new(),
+            series_ids: HashMap::new(),
+            series_flushed: 0,
+            active: Arc::new(SegmentIndex::new(0)),
+            sealed: BTreeMap::new(),
+            index_dir,
+            cache: IndexCache::new(cache_segments),
+        }
+    }
+
     pub fn service_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.service_ids.get(name) {
             return id;
@@ -106,15 +126,25 @@ impl State {
         out
     }
 
-    /// Applies one record read from the log at `pos`.
-    pub fn replay(&mut self, pos: RecordPos, payload: &[u8]) -> Result<(), CodecError> {
+    /// Applies one record read from the log at `pos`: symbols and series to the store, blocks
+    /// and spans to `into` (the index of the record's segment).
+    pub fn replay(
+        &mut self,
+        into: &mut SegmentIndex,
+        pos: RecordPos,
+        payload: &[u8],
+    ) -> Result<(), CodecError> {
         let mut g = Get::new(payload);
         match record_kind(&mut g)? {
             SNAPSHOT => {
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
             }
-            COMPACT_BEGIN | COMPACT_END => return Ok(()),
+            COMPACT_BEGIN => {
+                let n = g.count()?;
+                into.replaces = (0..n).map(|_| g.uvarint()).collect::<Result<_, _>>()?;
+            }
+            COMPACT_END => into.compaction_complete = true,
             INGEST | COPY => {
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
@@ -129,10 +159,10 @@ impl State {
                             block.series
                         )));
                     }
-                    self.index_block(pos, start, bytes.len() as u32, &block);
+                    into.index_block(pos, start, bytes.len() as u32, &block);
                 }
                 for span in decode_spans(g.bytes()?).map_err(|e| CodecError(e.to_string()))? {
-                    self.spans.insert(span);
+                    into.spans.insert(span);
                 }
             }
             _ => unreachable!("record_kind checks the kind"),
@@ -200,77 +230,77 @@ impl State {
         Ok(())
     }
 
-    /// Adds a block to the indexes.
-    pub fn index_block(&mut self, pos: RecordPos, start: u32, len: u32, block: &Block) {
-        let id = self.blocks.len() as u32;
-        self.blocks.push(BlockMeta {
-            pos,
-            start,
-            len,
-            series: block.series,
-            time_ns: block.time_ns,
-            duration_ns: block.duration_ns,
-            samples: block.nodes.len() as u32,
-            alive: true,
-        });
-        for (trace, span) in &block.link_table {
-            push_once(self.by_span.entry(*span).or_default(), id);
-            if *trace != [0; 16] {
-                push_once(self.by_trace.entry(*trace).or_default(), id);
+    /// Seals the active segment: writes its index next to it, keeps only its summary, and
+    /// starts an empty index for `next` (the new active segment).
+    pub fn seal_active(&mut self, next: u64) -> std::io::Result<()> {
+        let bytes = write_index(&self.index_dir, &self.active)?;
+        let summary = self.active.summary(bytes);
+        self.sealed.insert(self.active.segment, summary);
+        self.active = Arc::new(SegmentIndex::new(next));
+        Ok(())
+    }
+
+    /// Drops a deleted segment: its summary, cached index and index file.
+    pub fn forget_segment(&mut self, segment: u64) {
+        self.sealed.remove(&segment);
+        self.cache.forget(segment);
+        let _ = std::fs::remove_file(index_path(&self.index_dir, segment));
+    }
+
+    /// The indexes of the active segment and of the sealed segments that overlap
+    /// `[from_ns, to_ns)` (0 = open end) and pass `keep`, loading sealed ones as needed.
+    pub fn indexes(
+        &self,
+        from_ns: i64,
+        to_ns: i64,
+        keep: impl Fn(&SealedSummary) -> bool,
+    ) -> Result<Vec<Arc<SegmentIndex>>, String> {
+        let overlaps = |(a, b): (i64, i64)| a <= b && (to_ns == 0 || a < to_ns) && b >= from_ns;
+        let mut out = Vec::new();
+        for (&id, summary) in &self.sealed {
+            if overlaps(summary.time_range) && keep(summary) {
+                out.push(self.cache.get(&self.index_dir, id)?);
             }
         }
+        out.push(Arc::clone(&self.active));
+        Ok(out)
     }
 
-    /// The newest data time (ns) per segment, for retention.
+    /// Bytes of the sealed segments' index files.
+    pub fn index_bytes(&self) -> u64 {
+        self.sealed.values().map(|s| s.index_bytes).sum()
+    }
+
+    /// The newest data time (ns) per sealed segment, for retention.
     pub fn newest_per_segment(&self) -> HashMap<u64, i64> {
-        let mut out: HashMap<u64, i64> = HashMap::new();
-        for b in self.blocks.iter().filter(|b| b.alive) {
-            let end = b.time_ns.saturating_add(b.duration_ns);
-            let e = out.entry(b.pos.segment).or_insert(end);
-            *e = (*e).max(end);
-        }
-        out
-    }
-
-    /// Drops everything that lived in a deleted segment; with `drop_spans`, also the spans
-    /// that ended before that segment's newest data (retention).
-    pub fn forget_segment(&mut self, segment: u64, drop_spans: bool) {
-        let mut newest_dropped = i64::MIN;
-        for b in self.blocks.iter_mut().filter(|b| b.pos.segment == segment) {
-            b.alive = false;
-            newest_dropped = newest_dropped.max(b.time_ns.saturating_add(b.duration_ns));
-        }
-        let alive = &self.blocks;
-        self.by_span.retain(|_, ids| {
-            ids.retain(|&i| alive[i as usize].alive);
-            !ids.is_empty()
-        });
-        self.by_trace.retain(|_, ids| {
-            ids.retain(|&i| alive[i as usize].alive);
-            !ids.is_empty()
-        });
-        if drop_spans && newest_dropped > 0 {
-            self.spans.remove_older_than(newest_dropped as u64);
-        }
+        self.sealed
+            .iter()
+            .map(|(&id, s)| (id, s.time_range.1))
+            .collect()
     }
 
     pub fn stats(&self) -> StoreStats {
-        let alive = self.blocks.iter().filter(|b| b.alive);
+        let a = &self.active;
         StoreStats {
             services: self.services.len(),
             series: self.series.len(),
-            blocks: alive.clone().count(),
-            samples: alive.map(|b| u64::from(b.samples)).sum(),
-            spans: self.spans.len(),
+            blocks: a.blocks.len()
+                + self
+                    .sealed
+                    .values()
+                    .map(|s| s.blocks as usize)
+                    .sum::<usize>(),
+            samples: a.blocks.iter().map(|b| u64::from(b.samples)).sum::<u64>()
+                + self.sealed.values().map(|s| s.samples).sum::<u64>(),
+            spans: a.spans.len()
+                + self
+                    .sealed
+                    .values()
+                    .map(|s| s.spans as usize)
+                    .sum::<usize>(),
             stack_nodes: self.services.iter().map(|s| s.symbols.node_count()).sum(),
             ..Default::default()
         }
-    }
-}
-
-fn push_once(ids: &mut Vec<u32>, id: u32) {
-    if ids.last() != Some(&id) {
-        ids.push(id);
     }
 }
 
