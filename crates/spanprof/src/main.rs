@@ -43,6 +43,20 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Logs to stderr; RUST_LOG sets the level (the server logs at info by default).
+    let default = if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_writer(std::io::stderr)
+        .init();
     let result = match cli.command {
         Command::Serve(a) => cmd::serve::run(a),
         Command::Convert(a) => cmd::convert::run(a),

@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use compact::CompactReport;
-pub use ingest::IngestReport;
+pub use ingest::{IngestReport, PROFILE_NAME_ATTRIBUTE, SERVICE_LABEL};
 pub use query::{Coverage, Selection, SpanFilter};
 use segments::SegmentIndex;
 pub use state::SeriesKey;

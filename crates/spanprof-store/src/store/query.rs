@@ -60,7 +60,8 @@ pub struct SpanFilter {
 /// How well a span was sampled: what it got against what its duration allows.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Coverage {
-    /// Samples linked to the span.
+    /// Sampling ticks of the span: its value divided by the period when both are in one unit
+    /// (Go CPU: ns / 10 ms), or its value when the type counts samples.
     pub samples: u64,
     /// Sum of their values, in the profile type's unit.
     pub value: i64,
@@ -320,6 +321,19 @@ fn to_select_type(t: &ProfileTypeId) -> ProfileType {
     }
 }
 
+/// Reports a record a query had to skip (once per record and process is plenty).
+fn tracing_skip(path: &std::path::Path, offset: u64, reason: &str) {
+    static SEEN: std::sync::Mutex<Vec<(std::path::PathBuf, u64)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !seen.iter().any(|(p, o)| p == path && *o == offset) {
+        seen.push((path.to_owned(), offset));
+        tracing::warn!(file = %path.display(), offset, reason, "skipping a damaged record; answering from the rest");
+    }
+}
+
 /// Values summed per (service, stack node), and what was read.
 pub(crate) struct Aggregate {
     pub by_node: HashMap<(u32, u32), i64>,
@@ -342,7 +356,20 @@ impl Store {
         for (index, b) in &r.blocks {
             let meta = &index.blocks[*b as usize];
             if record.as_ref().is_none_or(|(p, _)| *p != meta.pos) {
-                record = Some((meta.pos, self.log.read(meta.pos)?));
+                match self.log.read(meta.pos) {
+                    Ok(bytes) => record = Some((meta.pos, bytes)),
+                    // Damage found after the index was written: answer from the rest.
+                    Err(crate::log::LogError::Corrupt {
+                        path,
+                        offset,
+                        reason,
+                    }) => {
+                        tracing_skip(&path, offset, &reason);
+                        record = None;
+                        continue;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
             let bytes = &record.as_ref().expect("just read").1;
             let slice = bytes
@@ -529,18 +556,39 @@ impl Store {
         };
         let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve(&sel)?;
-        let (mut samples, mut value, mut period) = (0u64, 0i64, None);
+        let (mut value, mut period) = (0i64, None);
         self.for_each_sample(&st, &r, |block, i| {
-            samples += 1;
             value += block.values[i];
             period.get_or_insert(block.period);
         })?;
-        let duration_ns = st
-            .span_record(&span_id)?
-            .as_ref()
-            .map(SpanRecord::duration_ns);
+        let span = st.span_record(&span_id)?;
+        if period.is_none() {
+            // No samples: the period of the service's profiles that cover the span tells
+            // "no CPU used" from "too short to be sampled".
+            if let Some(span) = &span {
+                let around = Selection {
+                    service: Some(span.service.clone()),
+                    profile_type: Some(r.profile_type.to_string()),
+                    from_ns: span.start_ns as i64,
+                    to_ns: span.end_ns.max(span.start_ns + 1) as i64,
+                    ..Default::default()
+                };
+                let covering = st.resolve(&around)?;
+                if let Some((index, b)) = covering.blocks.first() {
+                    period = self.block_period(index, *b)?;
+                }
+            }
+        }
+        let t = &r.profile_type;
+        // Samples in sampling ticks: a value in the period's unit counts value / period ticks
+        // (Go CPU: ns / 10 ms); counts are ticks already.
+        let samples = match period {
+            Some(p) if p > 0 && t.sample_unit == t.period_unit => (value / p) as u64,
+            _ => value.max(0) as u64,
+        };
+        let duration_ns = span.as_ref().map(SpanRecord::duration_ns);
         // Only time periods turn a duration into a number of possible samples.
-        let time_period = period.filter(|&p| p > 0 && r.profile_type.period_unit == "nanoseconds");
+        let time_period = period.filter(|&p| p > 0 && t.period_unit == "nanoseconds");
         let possible_samples = duration_ns
             .zip(time_period)
             .map(|(d, p)| d as f64 / p as f64);
@@ -551,6 +599,15 @@ impl Store {
             period,
             possible_samples,
         })
+    }
+
+    fn block_period(&self, index: &SegmentIndex, b: u32) -> Result<Option<i64>, StoreError> {
+        let meta = &index.blocks[b as usize];
+        let bytes = self.log.read(meta.pos)?;
+        let slice = bytes
+            .get(meta.start as usize..(meta.start + meta.len) as usize)
+            .ok_or_else(|| StoreError::Invalid("block lies outside its record".into()))?;
+        Ok(Some(Block::decode(&mut Get::new(slice))?.period))
     }
 
     /// Profile types present (for one service, when given).
@@ -657,41 +714,47 @@ impl Store {
     ) -> Result<Vec<(Option<String>, crate::series::Point)>, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve(sel)?;
-        // Per block: total and the span with the largest value (the exemplar).
+        // Per block: the value of each span, and of samples without one. One point each, so
+        // bucket totals are exact and exemplars carry their own span's value.
         let mut per_block: HashMap<(i64, u32), BlockTotals> = HashMap::new();
         self.for_each_sample(&st, &r, |block, i| {
             let e = per_block.entry((block.time_ns, block.series)).or_default();
-            e.0 += block.values[i];
-            if block.links[i] != 0 {
-                *e.1.entry(block.link_table[block.links[i] as usize - 1])
-                    .or_default() += block.values[i];
+            match block.links[i] {
+                0 => e.0 += block.values[i],
+                l => *e.1.entry(block.link_table[l as usize - 1]).or_default() += block.values[i],
             }
         })?;
-        let mut out = Vec::with_capacity(per_block.len());
-        for ((time_ns, series), (total, spans)) in per_block {
+        let mut out = Vec::new();
+        for ((time_ns, series), (unlinked, spans)) in per_block {
             let group =
                 group_by.map(|g| st.series[series as usize].label(g).unwrap_or("").to_owned());
-            let top = spans
-                .into_iter()
-                .max_by_key(|(ids, v)| (*v, *ids))
-                .map(|((t, s), _)| {
-                    let t = if t == [0; 16] {
-                        st.span_record(&s).ok().flatten().map_or(t, |x| x.trace_id)
-                    } else {
-                        t
-                    };
-                    (t, s)
-                });
-            out.push((
-                group,
-                crate::series::Point {
-                    time_ns,
-                    value: total,
-                    span: top,
-                },
-            ));
+            if unlinked != 0 {
+                out.push((
+                    group.clone(),
+                    crate::series::Point {
+                        time_ns,
+                        value: unlinked,
+                        span: None,
+                    },
+                ));
+            }
+            for ((t, s), value) in spans {
+                let t = if t == [0; 16] {
+                    st.span_record(&s).ok().flatten().map_or(t, |x| x.trace_id)
+                } else {
+                    t
+                };
+                out.push((
+                    group.clone(),
+                    crate::series::Point {
+                        time_ns,
+                        value,
+                        span: Some((t, s)),
+                    },
+                ));
+            }
         }
-        out.sort_by_key(|(g, p)| (g.clone(), p.time_ns));
+        out.sort_by_key(|(g, p)| (g.clone(), p.time_ns, p.span));
         Ok(out)
     }
 
@@ -745,7 +808,7 @@ impl Store {
     }
 }
 
-/// A block's total and its value per link (trace id, span id).
+/// A block's value without a span, and its value per link (trace id, span id).
 type BlockTotals = (i64, HashMap<crate::block::LinkIds, i64>);
 
 /// Builds a pprof profile from symbol tables, one service's ids remapped at a time.

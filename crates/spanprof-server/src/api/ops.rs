@@ -1,0 +1,33 @@
+//! `/health` and `/metrics`.
+
+use axum::extract::State;
+use axum::response::IntoResponse;
+
+use crate::AppState;
+
+/// Ready: the listeners are bound and the store is open (handlers only run then).
+pub async fn health() -> impl IntoResponse {
+    "ok\n"
+}
+
+/// Prometheus text: pipeline counters plus the store's sizes.
+pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
+    let store = app.store.clone();
+    let stats = tokio::task::spawn_blocking(move || store.stats())
+        .await
+        .unwrap_or_default();
+    app.metrics
+        .set("spanprof_store_disk_bytes", &[], stats.disk_bytes as f64);
+    app.metrics
+        .set("spanprof_store_segments", &[], stats.segments as f64);
+    app.metrics
+        .set("spanprof_store_series", &[], stats.series as f64);
+    app.metrics
+        .set("spanprof_store_samples", &[], stats.samples as f64);
+    app.metrics
+        .set("spanprof_store_spans", &[], stats.spans as f64);
+    (
+        [("content-type", "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+}

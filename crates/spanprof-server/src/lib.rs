@@ -1,0 +1,170 @@
+//! `spanprof serve`: receivers, the linking pipeline, the embedded store and the query API.
+//!
+//! Data flows one way: receivers decode and link what arrives, hand it to the [`pipeline`]
+//! (a bounded queue and a batcher), which writes it durably to the store before the receiver
+//! answers; the API reads from the store.
+
+pub mod api;
+pub mod config;
+pub mod metrics;
+pub mod pipeline;
+pub mod receivers;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use spanprof_store::store::Store;
+use tokio::sync::watch;
+
+pub use config::ServerConfig;
+use metrics::Metrics;
+use pipeline::Pipeline;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    /// The embedded store (queries read it directly).
+    pub store: Arc<Store>,
+    /// Where receivers hand their data.
+    pub pipeline: Pipeline,
+    /// Counters and gauges for `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// The configuration the server runs with.
+    pub config: Arc<ServerConfig>,
+}
+
+/// Why the server could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The store could not be opened.
+    #[error("opening the store in {dir}: {source}")]
+    Store {
+        /// Data directory.
+        dir: String,
+        /// What failed.
+        #[source]
+        source: spanprof_store::store::StoreError,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// Address asked for.
+        addr: SocketAddr,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Addresses actually bound (ports resolved when 0 was asked for).
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// The main HTTP listener (UI, API, Pyroscope ingest, OTLP/HTTP profiles).
+    pub http: SocketAddr,
+    /// The OTLP/HTTP listener, when enabled.
+    pub otlp_http: Option<SocketAddr>,
+}
+
+/// Runs the server until `shutdown` completes, then drains in-flight work and flushes the
+/// store. `on_bound` learns the listening addresses once they are bound.
+pub async fn serve(
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    on_bound: impl FnOnce(Bound) + Send,
+) -> Result<(), ServerError> {
+    let config = Arc::new(config);
+    let store_cfg = config.store_config();
+    let dir = store_cfg.dir.display().to_string();
+    let (store, report) = tokio::task::spawn_blocking(move || Store::open(store_cfg))
+        .await
+        .expect("opening the store panicked")
+        .map_err(|source| ServerError::Store {
+            dir: dir.clone(),
+            source,
+        })?;
+    for p in &report.problems {
+        tracing::warn!(problem = %p, "store damage skipped");
+    }
+    let stats = store.stats();
+    tracing::info!(dir = %dir, services = stats.services, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
+    let store = Arc::new(store);
+    let metrics = Arc::new(Metrics::default());
+    let (pipeline, batcher) = Pipeline::start(
+        Arc::clone(&store),
+        config.queue.clone(),
+        Arc::clone(&metrics),
+    );
+    let state = AppState {
+        store,
+        pipeline,
+        metrics,
+        config: Arc::clone(&config),
+    };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let main = bind(config.http_addr).await?;
+    let otlp = match config.otlp_http_addr {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
+    let bound = Bound {
+        http: main.local_addr()?,
+        otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
+    };
+    tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    if let Some(a) = bound.otlp_http {
+        tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
+    }
+    on_bound(bound);
+
+    let scrapes = receivers::scrape::start(state.clone(), stop_rx.clone());
+    let mut servers = Vec::new();
+    servers.push(tokio::spawn(run_listener(
+        main,
+        api::router(state.clone()),
+        stop_rx.clone(),
+    )));
+    if let Some(l) = otlp {
+        servers.push(tokio::spawn(run_listener(
+            l,
+            receivers::otlp::router(state.clone()),
+            stop_rx.clone(),
+        )));
+    }
+    drop(state);
+    shutdown.await;
+    tracing::info!("shutting down: finishing requests in flight and flushing the store");
+    let _ = stop_tx.send(true);
+    for s in servers {
+        s.await.expect("listener task panicked")?;
+    }
+    for s in scrapes {
+        let _ = s.await;
+    }
+    // Every sender is gone once the listeners and scrapers are: the batcher drains and stops.
+    batcher.await.expect("pipeline task panicked");
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })
+}
+
+async fn run_listener(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|s| *s).await;
+        })
+        .await
+}

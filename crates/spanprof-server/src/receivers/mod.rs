@@ -1,0 +1,6 @@
+//! Receivers: they decode and link what arrives and hand it to the pipeline.
+
+pub mod body;
+pub mod otlp;
+pub mod pyroscope;
+pub mod scrape;

@@ -1,0 +1,158 @@
+//! OTLP/HTTP: `POST /v1development/profiles` and `POST /v1/traces`, protobuf or JSON, gzip.
+//! Answers in the request's content type; partial success as the spec says.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use prost::Message;
+use spanprof_format::otlp::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
+use spanprof_format::trace::{
+    decode_request, decode_request_json, encode_response_json, ExportTraceServiceResponse,
+};
+use spanprof_store::spans::spans_from_otlp;
+
+use super::body::{decode, is_json, Rejection};
+use crate::pipeline::Work;
+use crate::AppState;
+
+/// The OTLP/HTTP routes, for the OTLP listener and the main one.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1development/profiles", post(profiles))
+        .route("/v1/traces", post(traces))
+}
+
+/// A router with only the OTLP routes (the `:4318` listener).
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.limits.max_body_bytes;
+    routes()
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
+    if json {
+        ([("content-type", "application/json")], json_body).into_response()
+    } else {
+        ([("content-type", "application/x-protobuf")], protobuf).into_response()
+    }
+}
+
+async fn profiles(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Rejection> {
+    let json = is_json(&headers);
+    let raw = decode(&headers, &body, &app.config.limits)?;
+    let decoded = if json {
+        spanprof_format::json::decode_profiles_data(&raw)
+    } else {
+        spanprof_format::detect::decode_otlp_protobuf(&raw)
+    };
+    let data = decoded.map_err(|e| {
+        app.metrics.add(
+            "spanprof_rejected_total",
+            &[("receiver", "otlp_profiles"), ("reason", "invalid")],
+            1.0,
+        );
+        Rejection::bad(format!("invalid OTLP profiles payload: {e}"))
+    })?;
+    let (linked, report) = spanprof_format::merge::link(&data, app.config.link.clone())
+        .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    app.metrics.add(
+        "spanprof_received_profiles_total",
+        &[("receiver", "otlp_profiles")],
+        report.profiles as f64,
+    );
+    app.metrics.add(
+        "spanprof_received_samples_total",
+        &[("receiver", "otlp_profiles")],
+        report.samples as f64,
+    );
+    app.metrics.add(
+        "spanprof_linked_samples_total",
+        &[("receiver", "otlp_profiles")],
+        report.linked_samples as f64,
+    );
+    app.pipeline
+        .submit(Work::Profiles(linked), "otlp_profiles")
+        .await?;
+    // Ids that could not become links are a warning, not a rejection.
+    let warning = (report.link.invalid_ids > 0).then(|| {
+        format!(
+            "{} id attributes were not valid hex ids and stay ordinary attributes",
+            report.link.invalid_ids
+        )
+    });
+    let response = ExportProfilesServiceResponse {
+        partial_success: warning.clone().map(|m| ExportProfilesPartialSuccess {
+            rejected_profiles: 0,
+            error_message: m,
+        }),
+    };
+    let json_body = match warning {
+        Some(m) => serde_json::json!({"partialSuccess": {"errorMessage": m}}).to_string(),
+        None => "{}".to_owned(),
+    };
+    Ok(reply(json, response.encode_to_vec(), json_body))
+}
+
+async fn traces(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Rejection> {
+    let json = is_json(&headers);
+    let raw = decode(&headers, &body, &app.config.limits)?;
+    let request = if json {
+        decode_request_json(&raw)
+    } else {
+        decode_request(&raw)
+    }
+    .map_err(|e| {
+        app.metrics.add(
+            "spanprof_rejected_total",
+            &[("receiver", "otlp_traces"), ("reason", "invalid")],
+            1.0,
+        );
+        Rejection::bad(format!("invalid OTLP traces payload: {e}"))
+    })?;
+    let (spans, report) = spans_from_otlp(&request.resource_spans);
+    app.metrics.add(
+        "spanprof_received_spans_total",
+        &[("receiver", "otlp_traces")],
+        spans.len() as f64,
+    );
+    if report.rejected > 0 {
+        app.metrics.add(
+            "spanprof_rejected_spans_total",
+            &[("receiver", "otlp_traces")],
+            report.rejected as f64,
+        );
+    }
+    if !spans.is_empty() {
+        app.pipeline
+            .submit(Work::Spans(spans), "otlp_traces")
+            .await?;
+    }
+    let response = ExportTraceServiceResponse {
+        partial_success: report.partial_success(),
+    };
+    Ok(reply(
+        json,
+        response.encode_to_vec(),
+        encode_response_json(&response),
+    ))
+}
+
+/// 404 for anything else, naming what exists.
+pub async fn not_found() -> impl IntoResponse {
+    (
+        StatusCode::NOT_FOUND,
+        "not found: OTLP/HTTP accepts POST /v1/traces and POST /v1development/profiles\n",
+    )
+}
