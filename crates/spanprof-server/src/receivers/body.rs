@@ -75,6 +75,11 @@ pub fn decode<'a>(
             })
         }
     }
+    if encoding.ends_with("gzip") && !spanprof_format::gzip::is_gzip(body) {
+        return Err(Rejection::bad(
+            "Content-Encoding says gzip but the body is not gzip",
+        ));
+    }
     spanprof_format::gzip::maybe_gunzip(body, limits.max_decompressed_bytes).map_err(|e| match e {
         FormatError::TooLarge { limit } => Rejection {
             status: StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,0 +1,246 @@
+//! OTLP/HTTP receivers against hostile and malformed requests: each gets a 4xx with a message
+//! naming the problem, the server keeps serving, and nothing acknowledged is lost.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use prost::Message;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::{gzip, pprof};
+use spanprof_server::config::ServerConfig;
+use spanprof_store::store::{Selection, Store, StoreConfig};
+
+const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+
+/// A server on an ephemeral port; stopped (and drained) when dropped.
+struct Server {
+    addr: SocketAddr,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Server {
+    fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
+        let mut config = ServerConfig {
+            http_addr: "127.0.0.1:0".parse().unwrap(),
+            otlp_http_addr: None,
+            data_dir: dir.to_owned(),
+            ..Default::default()
+        };
+        tweak(&mut config);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let (bound_tx, bound_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(spanprof_server::serve(
+                config,
+                async move {
+                    let _ = stopped.await;
+                },
+                move |b| bound_tx.send(b.http).unwrap(),
+            ))
+            .unwrap();
+        });
+        let addr = bound_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server did not bind within 30 s");
+        Server {
+            addr,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+        let mut s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        req.push_str("\r\n");
+        s.write_all(req.as_bytes()).unwrap();
+        // The server may answer (413) before reading a huge body; ignore a broken pipe then.
+        let _ = s.write_all(body);
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = text
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_owned())
+            .unwrap_or_default();
+        (status, body)
+    }
+
+    fn stop(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.thread.take().unwrap().join().unwrap();
+    }
+}
+
+fn otlp_request() -> Vec<u8> {
+    let p = pprof::decode(CPU, 64 << 20).unwrap();
+    let resource = Resource {
+        attributes: vec![KeyValue {
+            key: "service.name".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue("goapp".into())),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    spanprof_format::to_otlp::pprof_to_otlp(&p, resource, None)
+        .unwrap()
+        .0
+        .encode_to_vec()
+}
+
+#[test]
+fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| c.limits.max_body_bytes = 1 << 20);
+    let proto = [("content-type", "application/x-protobuf")];
+    let json = [("content-type", "application/json")];
+
+    // Acknowledged first, so the checks below also show nothing stored is lost.
+    let good = otlp_request();
+    let (status, _) = server.post("/v1development/profiles", &proto, &good);
+    assert_eq!(status, 200);
+
+    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+        (
+            "/v1development/profiles",
+            proto.to_vec(),
+            b"\xff\xff\xff garbage".to_vec(),
+            400,
+            "invalid OTLP profiles payload",
+        ),
+        (
+            "/v1development/profiles",
+            json.to_vec(),
+            b"{\"resourceProfiles\": 7}".to_vec(),
+            400,
+            "resourceProfiles",
+        ),
+        (
+            "/v1development/profiles",
+            vec![
+                ("content-type", "application/x-protobuf"),
+                ("content-encoding", "gzip"),
+            ],
+            gzip::gzip(&good)[..100].to_vec(),
+            400,
+            "gzip",
+        ),
+        (
+            "/v1development/profiles",
+            vec![
+                ("content-type", "application/x-protobuf"),
+                ("content-encoding", "gzip"),
+            ],
+            good.clone(),
+            400,
+            "not gzip",
+        ),
+        (
+            "/v1development/profiles",
+            vec![
+                ("content-type", "application/x-protobuf"),
+                ("content-encoding", "br"),
+            ],
+            good.clone(),
+            415,
+            "Content-Encoding",
+        ),
+        // 128 MiB of zeros, gzipped to ~130 KB: over the 64 MiB decompressed limit.
+        (
+            "/v1development/profiles",
+            vec![
+                ("content-type", "application/x-protobuf"),
+                ("content-encoding", "gzip"),
+            ],
+            gzip::gzip(&vec![0u8; 128 << 20]),
+            413,
+            "decompressed",
+        ),
+        (
+            "/v1development/profiles",
+            proto.to_vec(),
+            vec![7u8; 2 << 20],
+            413,
+            "",
+        ),
+        (
+            "/v1/traces",
+            json.to_vec(),
+            b"{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"zz\"}]}]}]}".to_vec(),
+            400,
+            "traceId",
+        ),
+        (
+            "/v1/traces",
+            proto.to_vec(),
+            b"\x0a\x05\x12".to_vec(),
+            400,
+            "invalid OTLP traces payload",
+        ),
+    ];
+    for (path, headers, body, want, mentions) in &cases {
+        let (status, text) = server.post(path, headers, body);
+        assert_eq!(status, *want, "{path} {headers:?}: {text}");
+        assert!(
+            text.contains(mentions),
+            "{path}: the message {text:?} does not mention {mentions:?}"
+        );
+    }
+    // A v1.9-numbered payload is refused with the reason, not misread.
+    let mut v19 = Vec::new();
+    // ProfilesData{resource_profiles{scope_profiles{profiles{samples{stack_index:1, values(field 2, packed):[5], attribute_indices(field 3, packed):[1]}}}}}
+    let sample = [0x08, 0x01, 0x12, 0x01, 0x05, 0x1a, 0x01, 0x01];
+    let profile = [&[0x12, sample.len() as u8][..], &sample].concat();
+    let scope = [&[0x12, profile.len() as u8][..], &profile].concat();
+    let rp = [&[0x12, scope.len() as u8][..], &scope].concat();
+    v19.extend([0x0a, rp.len() as u8]);
+    v19.extend(rp);
+    let (status, text) = server.post("/v1development/profiles", &proto, &v19);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("v1.9"), "{text}");
+
+    // Still serving.
+    let (status, _) = server.post("/v1development/profiles", &proto, &good);
+    assert_eq!(status, 200);
+    server.stop();
+
+    // Both acknowledged requests are on disk, nothing else.
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let (tree, _) = store
+        .flame_graph(&Selection {
+            service: Some("goapp".into()),
+            profile_type: Some("cpu".into()),
+            ..Default::default()
+        })
+        .unwrap();
+    let want: i64 = {
+        let p = pprof::decode(CPU, 64 << 20).unwrap();
+        let cpu = p
+            .sample_type
+            .iter()
+            .position(|t| p.string_table[t.r#type as usize] == "cpu")
+            .unwrap();
+        p.sample.iter().map(|s| s.value[cpu]).sum()
+    };
+    assert_eq!(tree.total() as i64, 2 * want);
+}
