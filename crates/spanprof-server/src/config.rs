@@ -15,6 +15,9 @@ pub struct ServerConfig {
     pub http_addr: SocketAddr,
     /// OTLP/HTTP traces and profiles (default `0.0.0.0:4318`); `None` disables it.
     pub otlp_http_addr: Option<SocketAddr>,
+    /// OTLP gRPC traces and profiles; `None` (the library's default, so embedders and tests
+    /// do not all claim :4317) disables it. `spanprof serve` enables it on `0.0.0.0:4317`.
+    pub otlp_grpc_addr: Option<SocketAddr>,
     /// Store directory (default `./spanprof-data`).
     pub data_dir: PathBuf,
     /// Which sample attributes become span links.
@@ -67,6 +70,7 @@ impl Default for ServerConfig {
         ServerConfig {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 4040)),
             otlp_http_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4318))),
+            otlp_grpc_addr: None,
             data_dir: PathBuf::from("./spanprof-data"),
             link: LinkConfig::default(),
             limits: Limits {

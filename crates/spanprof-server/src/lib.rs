@@ -67,6 +67,8 @@ pub struct Bound {
     pub http: SocketAddr,
     /// The OTLP/HTTP listener, when enabled.
     pub otlp_http: Option<SocketAddr>,
+    /// The OTLP gRPC listener, when enabled.
+    pub otlp_grpc: Option<SocketAddr>,
 }
 
 /// Runs the server until `shutdown` completes, then drains in-flight work and flushes the
@@ -111,13 +113,21 @@ pub async fn serve(
         Some(a) => Some(bind(a).await?),
         None => None,
     };
+    let grpc = match config.otlp_grpc_addr {
+        Some(a) => Some(bind(a).await?),
+        None => None,
+    };
     let bound = Bound {
         http: main.local_addr()?,
         otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
+        otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
     };
     tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
     if let Some(a) = bound.otlp_http {
         tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
+    }
+    if let Some(a) = bound.otlp_grpc {
+        tracing::info!(addr = %a, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
     }
     on_bound(bound);
 
@@ -132,6 +142,13 @@ pub async fn serve(
         servers.push(tokio::spawn(run_listener(
             l,
             receivers::otlp::router(state.clone()),
+            stop_rx.clone(),
+        )));
+    }
+    if let Some(l) = grpc {
+        servers.push(tokio::spawn(run_listener(
+            l,
+            receivers::grpc::router(state.clone()),
             stop_rx.clone(),
         )));
     }

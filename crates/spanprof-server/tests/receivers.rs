@@ -120,7 +120,9 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
     let (status, _) = server.post("/v1development/profiles", &proto, &good);
     assert_eq!(status, 200);
 
-    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<u8>, u16, &str)> = vec![
+    // (path, headers, body, expected status, what the message must mention)
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "/v1development/profiles",
             proto.to_vec(),

@@ -1,6 +1,7 @@
 //! Receivers: they decode and link what arrives and hand it to the pipeline.
 
 pub mod body;
+pub mod grpc;
 pub mod otlp;
 pub mod pyroscope;
 pub mod scrape;

@@ -41,45 +41,46 @@ fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
     }
 }
 
-async fn profiles(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, Rejection> {
-    let json = is_json(&headers);
-    let raw = decode(&headers, &body, &app.config.limits)?;
+/// Decodes, links and stores an OTLP profiles request (protobuf or JSON); the answer to give.
+pub(crate) async fn ingest_profiles(
+    app: &AppState,
+    raw: &[u8],
+    json: bool,
+    receiver: &'static str,
+) -> Result<ExportProfilesServiceResponse, Rejection> {
     let decoded = if json {
-        spanprof_format::json::decode_profiles_data(&raw)
+        spanprof_format::json::decode_profiles_data(raw)
     } else {
-        spanprof_format::detect::decode_otlp_protobuf(&raw)
+        spanprof_format::detect::decode_otlp_protobuf(raw)
     };
     let data = decoded.map_err(|e| {
         app.metrics.add(
             "spanprof_rejected_total",
-            &[("receiver", "otlp_profiles"), ("reason", "invalid")],
+            &[("receiver", receiver), ("reason", "invalid")],
             1.0,
         );
         Rejection::bad(format!("invalid OTLP profiles payload: {e}"))
     })?;
     let (linked, report) = spanprof_format::merge::link(&data, app.config.link.clone())
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    let labels = [("receiver", receiver)];
     app.metrics.add(
         "spanprof_received_profiles_total",
-        &[("receiver", "otlp_profiles")],
+        &labels,
         report.profiles as f64,
     );
     app.metrics.add(
         "spanprof_received_samples_total",
-        &[("receiver", "otlp_profiles")],
+        &labels,
         report.samples as f64,
     );
     app.metrics.add(
         "spanprof_linked_samples_total",
-        &[("receiver", "otlp_profiles")],
+        &labels,
         report.linked_samples as f64,
     );
     app.pipeline
-        .submit(Work::Profiles(linked), "otlp_profiles")
+        .submit(Work::Profiles(linked), receiver)
         .await?;
     // Ids that could not become links are a warning, not a rejection.
     let warning = (report.link.invalid_ids > 0).then(|| {
@@ -88,14 +89,67 @@ async fn profiles(
             report.link.invalid_ids
         )
     });
-    let response = ExportProfilesServiceResponse {
-        partial_success: warning.clone().map(|m| ExportProfilesPartialSuccess {
+    Ok(ExportProfilesServiceResponse {
+        partial_success: warning.map(|m| ExportProfilesPartialSuccess {
             rejected_profiles: 0,
             error_message: m,
         }),
-    };
-    let json_body = match warning {
-        Some(m) => serde_json::json!({"partialSuccess": {"errorMessage": m}}).to_string(),
+    })
+}
+
+/// Decodes and stores an OTLP traces request (protobuf or JSON); the answer to give.
+pub(crate) async fn ingest_traces(
+    app: &AppState,
+    raw: &[u8],
+    json: bool,
+    receiver: &'static str,
+) -> Result<ExportTraceServiceResponse, Rejection> {
+    let request = if json {
+        decode_request_json(raw)
+    } else {
+        decode_request(raw)
+    }
+    .map_err(|e| {
+        app.metrics.add(
+            "spanprof_rejected_total",
+            &[("receiver", receiver), ("reason", "invalid")],
+            1.0,
+        );
+        Rejection::bad(format!("invalid OTLP traces payload: {e}"))
+    })?;
+    let (spans, report) = spans_from_otlp(&request.resource_spans);
+    app.metrics.add(
+        "spanprof_received_spans_total",
+        &[("receiver", receiver)],
+        spans.len() as f64,
+    );
+    if report.rejected > 0 {
+        app.metrics.add(
+            "spanprof_rejected_spans_total",
+            &[("receiver", receiver)],
+            report.rejected as f64,
+        );
+    }
+    if !spans.is_empty() {
+        app.pipeline.submit(Work::Spans(spans), receiver).await?;
+    }
+    Ok(ExportTraceServiceResponse {
+        partial_success: report.partial_success(),
+    })
+}
+
+async fn profiles(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, Rejection> {
+    let json = is_json(&headers);
+    let raw = decode(&headers, &body, &app.config.limits)?;
+    let response = ingest_profiles(&app, &raw, json, "otlp_profiles").await?;
+    let json_body = match &response.partial_success {
+        Some(p) => {
+            serde_json::json!({"partialSuccess": {"errorMessage": p.error_message}}).to_string()
+        }
         None => "{}".to_owned(),
     };
     Ok(reply(json, response.encode_to_vec(), json_body))
@@ -108,40 +162,7 @@ async fn traces(
 ) -> Result<Response, Rejection> {
     let json = is_json(&headers);
     let raw = decode(&headers, &body, &app.config.limits)?;
-    let request = if json {
-        decode_request_json(&raw)
-    } else {
-        decode_request(&raw)
-    }
-    .map_err(|e| {
-        app.metrics.add(
-            "spanprof_rejected_total",
-            &[("receiver", "otlp_traces"), ("reason", "invalid")],
-            1.0,
-        );
-        Rejection::bad(format!("invalid OTLP traces payload: {e}"))
-    })?;
-    let (spans, report) = spans_from_otlp(&request.resource_spans);
-    app.metrics.add(
-        "spanprof_received_spans_total",
-        &[("receiver", "otlp_traces")],
-        spans.len() as f64,
-    );
-    if report.rejected > 0 {
-        app.metrics.add(
-            "spanprof_rejected_spans_total",
-            &[("receiver", "otlp_traces")],
-            report.rejected as f64,
-        );
-    }
-    if !spans.is_empty() {
-        app.pipeline
-            .submit(Work::Spans(spans), "otlp_traces")
-            .await?;
-    }
-    let response = ExportTraceServiceResponse {
-        partial_success: report.partial_success(),
-    };
+    let response = ingest_traces(&app, &raw, json, "otlp_traces").await?;
     Ok(reply(
         json,
         response.encode_to_vec(),

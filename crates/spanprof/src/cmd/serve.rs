@@ -11,7 +11,7 @@ use spanprof_server::config::{ScrapeTarget, ServerConfig};
 /// Run spanprof: receive profiles and spans, link and store them, serve the query API.
 ///
 /// With no flags: the UI, API, Pyroscope ingest and OTLP/HTTP on :4040, OTLP/HTTP on :4318,
-/// data in ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
+/// OTLP gRPC on :4317, data in ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
 /// or pulled from Go `/debug/pprof` endpoints (`--scrape`); spans come in as OTLP traces
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr; set the level with RUST_LOG
@@ -27,6 +27,9 @@ pub struct Args {
     /// Address of the OTLP/HTTP listener, or "off".
     #[arg(long, default_value = "0.0.0.0:4318", value_name = "ADDR")]
     otlp_http_addr: String,
+    /// Address of the OTLP gRPC listener, or "off".
+    #[arg(long, default_value = "0.0.0.0:4317", value_name = "ADDR")]
+    otlp_grpc_addr: String,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
     /// appended). Repeat for several services.
     #[arg(long = "scrape", value_name = "NAME=URL")]
@@ -44,6 +47,13 @@ pub struct Args {
     scrape_interval: Duration,
 }
 
+fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
+    match s {
+        "off" | "none" | "" => Ok(None),
+        a => Ok(Some(a.parse().with_context(|| format!("{flag} {a:?} is not an address like 0.0.0.0:4317 (or off)"))?)),
+    }
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
@@ -54,12 +64,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         http_addr: args.http_addr,
         ..Default::default()
     };
-    config.otlp_http_addr = match args.otlp_http_addr.as_str() {
-        "off" | "none" | "" => None,
-        a => Some(a.parse().with_context(|| {
-            format!("--otlp-http-addr {a:?} is not an address like 0.0.0.0:4318 (or off)")
-        })?),
-    };
+    config.otlp_http_addr = optional_addr(&args.otlp_http_addr, "--otlp-http-addr")?;
+    config.otlp_grpc_addr = optional_addr(&args.otlp_grpc_addr, "--otlp-grpc-addr")?;
     for spec in &args.scrape {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")

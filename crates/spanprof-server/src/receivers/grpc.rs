@@ -1,0 +1,214 @@
+//! OTLP over gRPC (`:4317`): `ProfilesService/Export` and `TraceService/Export`.
+//!
+//! gRPC unary calls are HTTP/2 POSTs whose body is one length-prefixed message (a flag byte
+//! for compression, a 4-byte big-endian length) and whose status travels in trailers; that is
+//! all this needs, so it runs on the same HTTP stack as everything else instead of a separate
+//! gRPC framework. Errors use Trailers-Only responses with OTLP's status codes.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use hyper::body::Frame;
+use prost::Message;
+
+use super::body::Rejection;
+use super::otlp::{ingest_profiles, ingest_traces};
+use crate::AppState;
+
+/// gRPC method paths.
+pub const PROFILES_EXPORT: &str =
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+/// gRPC method path of trace export.
+pub const TRACES_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// The gRPC listener's routes.
+pub fn router(state: AppState) -> Router {
+    let limit = state.config.limits.max_body_bytes;
+    Router::new()
+        .route(PROFILES_EXPORT, post(profiles))
+        .route(TRACES_EXPORT, post(traces))
+        .fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export") })
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn profiles(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
+        Ok(m) => m,
+        Err(r) => return status(code_of(&r), &r.message),
+    };
+    match ingest_profiles(&app, &message, false, "otlp_grpc").await {
+        Ok(response) => ok(response.encode_to_vec()),
+        Err(r) => status(code_of(&r), &r.message),
+    }
+}
+
+async fn traces(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
+        Ok(m) => m,
+        Err(r) => return status(code_of(&r), &r.message),
+    };
+    match ingest_traces(&app, &message, false, "otlp_grpc").await {
+        Ok(response) => ok(response.encode_to_vec()),
+        Err(r) => status(code_of(&r), &r.message),
+    }
+}
+
+/// The one message of a unary request, decompressed per `grpc-encoding`.
+fn unframe(headers: &HeaderMap, body: &[u8], max: usize) -> Result<Vec<u8>, Rejection> {
+    if body.len() < 5 {
+        return Err(Rejection::bad(
+            "the gRPC body is shorter than its 5-byte message prefix",
+        ));
+    }
+    let compressed = body[0];
+    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+    let message = body.get(5..5 + len).ok_or_else(|| {
+        Rejection::bad(format!(
+            "the gRPC message says {len} bytes but the body holds {}",
+            body.len() - 5
+        ))
+    })?;
+    if body.len() != 5 + len {
+        return Err(Rejection::bad(
+            "a unary gRPC request carries exactly one message",
+        ));
+    }
+    match compressed {
+        0 => Ok(message.to_vec()),
+        1 => {
+            let encoding = headers
+                .get("grpc-encoding")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("");
+            if encoding != "gzip" {
+                return Err(Rejection {
+                    status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    message: format!(
+                        "grpc-encoding {encoding:?} is not supported (use gzip or identity)"
+                    ),
+                });
+            }
+            spanprof_format::gzip::gunzip(message, max).map_err(|e| match e {
+                spanprof_format::FormatError::TooLarge { limit } => Rejection {
+                    status: StatusCode::PAYLOAD_TOO_LARGE,
+                    message: format!("the message is larger than {limit} bytes once decompressed"),
+                },
+                other => Rejection::bad(format!("the gRPC message is not valid gzip: {other}")),
+            })
+        }
+        f => Err(Rejection::bad(format!("unknown gRPC compression flag {f}"))),
+    }
+}
+
+/// OTLP's gRPC codes for what HTTP says.
+fn code_of(r: &Rejection) -> u32 {
+    match r.status {
+        StatusCode::BAD_REQUEST => 3,             // INVALID_ARGUMENT
+        StatusCode::PAYLOAD_TOO_LARGE => 8,       // RESOURCE_EXHAUSTED
+        StatusCode::TOO_MANY_REQUESTS => 8,       // RESOURCE_EXHAUSTED (retryable)
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => 12, // UNIMPLEMENTED
+        StatusCode::SERVICE_UNAVAILABLE => 14,    // UNAVAILABLE (retryable)
+        _ => 13,                                  // INTERNAL
+    }
+}
+
+/// A Trailers-Only response carrying an error status.
+fn status(code: u32, message: &str) -> Response {
+    let mut r = (StatusCode::OK, [("content-type", "application/grpc")]).into_response();
+    r.headers_mut()
+        .insert("grpc-status", HeaderValue::from(code));
+    if let Ok(v) = HeaderValue::from_str(&percent_encode(message)) {
+        r.headers_mut().insert("grpc-message", v);
+    }
+    r
+}
+
+/// One message, then `grpc-status: 0` in trailers.
+fn ok(message: Vec<u8>) -> Response {
+    let mut framed = Vec::with_capacity(5 + message.len());
+    framed.push(0);
+    framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&message);
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", HeaderValue::from_static("0"));
+    let body = UnaryBody {
+        data: Some(Bytes::from(framed)),
+        trailers: Some(trailers),
+    };
+    (
+        StatusCode::OK,
+        [("content-type", "application/grpc")],
+        Body::new(body),
+    )
+        .into_response()
+}
+
+/// A body of one data frame followed by trailers.
+struct UnaryBody {
+    data: Option<Bytes>,
+    trailers: Option<HeaderMap>,
+}
+
+impl hyper::body::Body for UnaryBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if let Some(d) = self.data.take() {
+            return Poll::Ready(Some(Ok(Frame::data(d))));
+        }
+        Poll::Ready(self.trailers.take().map(|t| Ok(Frame::trailers(t))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.data.is_none() && self.trailers.is_none()
+    }
+}
+
+/// gRPC's percent-encoding of `grpc-message`: printable ASCII except `%` stays.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if (0x20..=0x7e).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_checked() {
+        let h = HeaderMap::new();
+        assert_eq!(
+            unframe(&h, &[0, 0, 0, 0, 2, 7, 8], 100).unwrap(),
+            vec![7, 8]
+        );
+        assert!(unframe(&h, &[0, 0, 0, 0, 9, 7], 100)
+            .unwrap_err()
+            .message
+            .contains("says 9 bytes"));
+        assert!(unframe(&h, &[0, 0, 0], 100).is_err());
+        assert!(unframe(&h, &[1, 0, 0, 0, 1, 7], 100)
+            .unwrap_err()
+            .message
+            .contains("grpc-encoding"));
+        assert_eq!(percent_encode("a%b\nc"), "a%25b%0Ac");
+    }
+}

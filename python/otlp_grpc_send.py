@@ -1,0 +1,47 @@
+"""Sends OTLP over gRPC with the official grpcio client and opentelemetry-proto stubs.
+
+usage: otlp_grpc_send.py ADDR profiles FILE [--gzip]   # FILE: binary ExportProfilesServiceRequest
+       otlp_grpc_send.py ADDR traces TRACE_ID SPAN_ID NAME START_NS END_NS
+       otlp_grpc_send.py ADDR garbage                  # an Export call with an invalid payload
+Prints one JSON line: {"ok": true, "response": "..."} or {"ok": false, "code": "...", "details": "..."}.
+"""
+import json
+import sys
+
+import grpc
+from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2, profiles_service_pb2_grpc
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
+
+
+def main():
+    addr, kind = sys.argv[1], sys.argv[2]
+    channel = grpc.insecure_channel(addr)
+    try:
+        if kind == "profiles":
+            request = profiles_service_pb2.ExportProfilesServiceRequest.FromString(open(sys.argv[3], "rb").read())
+            compression = grpc.Compression.Gzip if "--gzip" in sys.argv else grpc.Compression.NoCompression
+            response = profiles_service_pb2_grpc.ProfilesServiceStub(channel).Export(request, timeout=30, compression=compression)
+        elif kind == "traces":
+            trace_id, span_id, name, start, end = sys.argv[3:8]
+            span = trace_pb2.Span(trace_id=bytes.fromhex(trace_id), span_id=bytes.fromhex(span_id), name=name,
+                                  kind=trace_pb2.Span.SPAN_KIND_SERVER, start_time_unix_nano=int(start), end_time_unix_nano=int(end))
+            resource = trace_pb2.ResourceSpans(scope_spans=[trace_pb2.ScopeSpans(spans=[span])])
+            resource.resource.attributes.append(common_pb2.KeyValue(key="service.name", value=common_pb2.AnyValue(string_value="goapp")))
+            request = trace_service_pb2.ExportTraceServiceRequest(resource_spans=[resource])
+            response = trace_service_pb2_grpc.TraceServiceStub(channel).Export(request, timeout=30)
+        elif kind == "garbage":
+            # Bytes that are no protobuf message: the server must answer INVALID_ARGUMENT.
+            export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
+                                         request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            response = export(b"\xff\xff\xff\xff", timeout=30)
+        else:
+            raise SystemExit(f"unknown kind {kind}")
+        print(json.dumps({"ok": True, "response": str(response)}))
+    except grpc.RpcError as e:
+        print(json.dumps({"ok": False, "code": e.code().name, "details": e.details()}))
+
+
+if __name__ == "__main__":
+    main()
