@@ -1,10 +1,135 @@
-//! The JSON query API under `/api/v1/` — being written.
+//! The JSON query API under `/api/v1/`, for the web UI and scripts.
+//!
+//! # Parameters
+//!
+//! Query strings are form-encoded (`+` or `%20` for a space). Every endpoint rejects
+//! parameters it does not know (400 naming them): a misspelt `span_id` must not widen a
+//! flame graph to the whole service. An empty value (`from=`) counts as absent.
+//!
+//! **Selection** (`/flamegraph`, `/top`, `/pprof`, `/timeseries`, each side of `/diff`):
+//!
+//! | parameter | meaning |
+//! |---|---|
+//! | `service` | service name (`service_name` label); absent = every service |
+//! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have is a 400 listing those it has |
+//! | `from`, `to` | RFC 3339, unix s/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time |
+//! | `query` | label matchers, `{region="eu", pod=~"api-.*"}` |
+//! | `span_id` | repeatable; 16 hex characters |
+//! | `trace_id` | 32 hex characters |
+//! | `include_child_spans` | `true`/`false` (default false): add the samples of the spans' descendants |
+//! | `span_name` | spans of this name (exact) |
+//! | `min_duration`, `max_duration` | spans at least / at most this long (`250ms`, `1.5s`) |
+//! | `above_percentile`, `below_percentile` | 0–100, of the durations of `span_name`'s spans (needs `span_name`) |
+//!
+//! The span filters combine with `span_id` (both must hold). `/label-names`,
+//! `/label-values` and `/series` take only `service`, `type`, `from`, `to`, `query`.
+//!
+//! # Answers
+//!
+//! JSON objects. Times in ns since the epoch are **strings** (`"start_ns"`: too big for a
+//! JavaScript number); durations (`*_ns`) and values are numbers; `*_ms` timestamps are
+//! numbers. Ids are lower-case hex. Values (`total`, `self`, `value`) are in the profile
+//! type's unit (`summary.unit`, e.g. nanoseconds of CPU).
+//!
+//! Errors: `{"error": "…"}` with 400 for a bad request, naming the parameter first
+//! (`span_id "xyz": expected 16 hex characters (not all zero)`), 404 for an unknown trace or
+//! endpoint, 500 when the store fails.
+//!
+//! - `GET /api/v1/services?from&to` → `{"services": ["checkout", …]}`
+//! - `GET /api/v1/profile-types?service` → `{"profile_types": [{"id", "name", "sample_type",
+//!   "sample_unit", "period_type", "period_unit", "is_cpu"}]}`
+//! - `GET /api/v1/label-names?…` → `{"names": ["__name__", "__profile_type__", "service_name", …]}`
+//! - `GET /api/v1/label-values?name=…&…` → `{"name": "region", "values": ["eu", …]}`
+//! - `GET /api/v1/series?…` → `{"series": [{"labels": {"service_name": "checkout", …}}]}`
+//! - `GET /api/v1/flamegraph?…&max_nodes=8192` (0 = no limit) →
+//!   `{"flamegraph": {"names": [..], "levels": [[x, total, self, name_index, …], …],
+//!   "total", "maxSelf"}, "tree": {"name": "total", "total", "self", "children": [..]},
+//!   "summary": Summary}` where `flamegraph` is Pyroscope's `FlameGraph` layout with numbers
+//!   (x offsets delta-encoded per level), `tree` the whole nested tree (not cut by
+//!   `max_nodes`), and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
+//!   "types_available": [id, …], "samples_selected", "value_selected"}`.
+//! - `GET /api/v1/top?…&order=self|total&limit=100` → `{"functions": [{"name", "self",
+//!   "total"}], "total", "summary": Summary}`
+//! - `GET /api/v1/diff?…` → `{"flamegraph": {"names", "levels": [[xl, totall, selfl, xr,
+//!   totalr, selfr, name_index, …], …], "total", "maxSelf", "leftTicks", "rightTicks"},
+//!   "tree": {"name", "left": {"total", "self"}, "right": {"total", "self"}, "children"},
+//!   "left": Summary, "right": Summary}`. Two forms:
+//!   - *side by side*: unprefixed selection parameters are shared; `left.<param>` /
+//!     `right.<param>` replace a shared one on that side (all values of a repeatable one).
+//!     Slow against fast spans of an endpoint:
+//!     `service=api&span_name=GET+/users&left.below_percentile=50&right.above_percentile=90`.
+//!   - *baseline*: the unprefixed (or `right.`) parameters are the right side and
+//!     `baseline` derives the left from it: `span_name` = every span of the same name
+//!     (`span_name`, or the one name of the selected `span_id`s) — one slow span against its
+//!     endpoint; `fast` = that name's spans at or below the median duration, the right
+//!     defaulting to `above_percentile=90` when it picks no span ids or durations — slow
+//!     against fast; `service` = the same service, type, time and labels without any span or
+//!     trace choice. `baseline` with `left.` parameters is a 400.
+//!
+//!   Both sides must resolve to one profile type.
+//! - `GET /api/v1/timeseries?…&step=15s&group_by=region&aggregation=sum|average&exemplars=3`
+//!   → `{"step_ns", "series": [{"labels": {"region": "eu"}|{}, "points": [{"timestamp_ms",
+//!   "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null, "span_id"}]}]}]}`;
+//!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;
+//!   `exemplars` defaults to 0.
+//! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
+//!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
+//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "total",
+//!   "samples", "possible_samples"|null, "period"|null, "has_samples", "coverage",
+//!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
+//!   span's own (children excluded) of `type` (default CPU); `possible_samples` = duration /
+//!   period; `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
+//!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type) or
+//!   `"no profile covers the span"`; `has_samples`: any sample of any type names the span.
+//! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
+//!   "samples", "spans": [Span + "offset_ns" (from the trace start), "depth"]}` in start
+//!   order; 404 when no span of the trace is stored.
+//! - `GET /api/v1/pprof?…` → gzip pprof (`application/octet-stream`) with `span_id` /
+//!   `trace_id` sample labels, for `go tool pprof http://host:4040/api/v1/pprof?service=…`.
 
+mod catalog;
+mod diff;
+mod error;
+mod flame;
+mod params;
+mod selection;
+mod spans;
+mod timeseries;
+
+use axum::http::Uri;
+use axum::routing::get;
 use axum::Router;
 
+pub use error::ApiError;
+pub use spans::{verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, SAMPLED, TOO_SHORT};
+
 use crate::AppState;
+
+/// The endpoints under `/api/v1/`, for the 404 answer.
+const ENDPOINTS: &str = "services, profile-types, label-names, label-values, series, \
+     flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof";
 
 /// The query routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/api/v1/services", get(catalog::services))
+        .route("/api/v1/profile-types", get(catalog::profile_types))
+        .route("/api/v1/label-names", get(catalog::label_names))
+        .route("/api/v1/label-values", get(catalog::label_values))
+        .route("/api/v1/series", get(catalog::series))
+        .route("/api/v1/flamegraph", get(flame::flamegraph))
+        .route("/api/v1/top", get(flame::top))
+        .route("/api/v1/pprof", get(flame::pprof))
+        .route("/api/v1/diff", get(diff::diff))
+        .route("/api/v1/timeseries", get(timeseries::timeseries))
+        .route("/api/v1/spans", get(spans::search))
+        .route("/api/v1/traces/{trace_id}", get(spans::trace))
+        .route("/api/v1/{*rest}", get(unknown_endpoint))
+}
+
+async fn unknown_endpoint(uri: Uri) -> ApiError {
+    ApiError::not_found(format!(
+        "no endpoint {}; /api/v1/ has: {ENDPOINTS}",
+        uri.path()
+    ))
 }

@@ -1,0 +1,117 @@
+//! What exists: `/services`, `/profile-types`, `/label-names`, `/label-values`, `/series`.
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use super::error::{blocking, ApiError};
+use super::params::{self, QueryParams};
+use super::selection::{time_range, SelectionQuery, SERIES_PARAMS};
+use crate::AppState;
+
+/// `GET /api/v1/services?from&to`.
+pub async fn services(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/services", &["from", "to"])?;
+    let (from, to) = time_range(&p, params::now_ns())?;
+    let services = blocking(&app, move |store| Ok(store.services(from, to))).await?;
+    Ok(axum::Json(json!({ "services": services })).into_response())
+}
+
+/// `GET /api/v1/profile-types?service`.
+pub async fn profile_types(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/profile-types", &["service"])?;
+    let service = p.one("service")?.map(|x| x.value.to_owned());
+    let types = blocking(&app, move |store| {
+        Ok(store.profile_types(service.as_deref()))
+    })
+    .await?;
+    let types: Vec<Value> = types
+        .iter()
+        .map(|t| {
+            json!({
+                "id": t.to_string(),
+                "name": t.name,
+                "sample_type": t.sample_type,
+                "sample_unit": t.sample_unit,
+                "period_type": t.period_type,
+                "period_unit": t.period_unit,
+                "is_cpu": t.is_cpu(),
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "profile_types": types })).into_response())
+}
+
+/// `GET /api/v1/label-names?service&type&from&to&query`.
+pub async fn label_names(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/label-names", SERIES_PARAMS)?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let names = blocking(&app, move |store| {
+        q.check_type(store)?;
+        Ok(store.label_names(&q.selection)?)
+    })
+    .await?;
+    Ok(axum::Json(json!({ "names": names })).into_response())
+}
+
+/// `GET /api/v1/label-values?name&service&type&from&to&query`.
+pub async fn label_values(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/label-values", &[SERIES_PARAMS, &["name"]].concat())?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let name = p
+        .one("name")?
+        .ok_or_else(|| {
+            ApiError::bad_request("name: missing; give the label name, e.g. name=region")
+        })?
+        .value
+        .to_owned();
+    let answer_name = name.clone();
+    let values = blocking(&app, move |store| {
+        q.check_type(store)?;
+        Ok(store.label_values(&q.selection, &name)?)
+    })
+    .await?;
+    Ok(axum::Json(json!({ "name": answer_name, "values": values })).into_response())
+}
+
+/// `GET /api/v1/series?service&type&from&to&query`.
+pub async fn series(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/series", SERIES_PARAMS)?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let series = blocking(&app, move |store| {
+        q.check_type(store)?;
+        Ok(store.series(&q.selection)?)
+    })
+    .await?;
+    let series: Vec<Value> = series
+        .into_iter()
+        .map(|labels| {
+            let labels: Map<String, Value> = labels
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect();
+            json!({ "labels": labels })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "series": series })).into_response())
+}

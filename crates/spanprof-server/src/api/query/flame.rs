@@ -1,0 +1,160 @@
+//! Profile answers of one selection: `/flamegraph`, `/top` and `/pprof`.
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NODES};
+
+use super::error::{blocking, json_text, ApiError};
+use super::params::{self, QueryParams};
+use super::selection::{SelectionQuery, SELECTION_PARAMS};
+use crate::AppState;
+
+/// Most nodes a client may ask a flame graph layout for (0 = no limit is allowed too).
+const MAX_NODES_LIMIT: usize = 1 << 20;
+
+/// `max_nodes`: nodes kept in the layout (default [`DEFAULT_MAX_NODES`], 0 = no limit).
+pub fn max_nodes(p: &QueryParams) -> Result<usize, ApiError> {
+    Ok(p.parsed("max_nodes", params::count(0, MAX_NODES_LIMIT))?
+        .unwrap_or(DEFAULT_MAX_NODES))
+}
+
+/// The selection summary: the profile type used (full id), what exists, what was read.
+pub fn summary_json(summary: &SelectionSummary, types: &[ProfileTypeId]) -> Value {
+    let used = summary
+        .used_types
+        .first()
+        .filter(|t| !t.sample_type.is_empty());
+    let profile_type = used.map(|u| {
+        types
+            .iter()
+            .find(|t| {
+                (
+                    &t.sample_type,
+                    &t.sample_unit,
+                    &t.period_type,
+                    &t.period_unit,
+                ) == (
+                    &u.sample_type,
+                    &u.sample_unit,
+                    &u.period_type,
+                    &u.period_unit,
+                )
+            })
+            .map_or_else(|| u.to_string(), ToString::to_string)
+    });
+    json!({
+        "profile_type": profile_type,
+        "unit": used.map(|u| u.sample_unit.as_str()),
+        "types_available": types.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "samples_selected": summary.samples_selected,
+        "value_selected": summary.value_selected,
+    })
+}
+
+/// `{"names","levels","total","maxSelf"}` with numbers as JSON numbers.
+pub fn layout_json(tree: &FlameTree, max_nodes: usize) -> Value {
+    let layout = tree.to_pyroscope_layout(max_nodes);
+    json!({
+        "names": layout.names,
+        "levels": layout.levels,
+        "total": layout.total,
+        "maxSelf": layout.max_self,
+    })
+}
+
+/// `GET /api/v1/flamegraph`.
+pub async fn flamegraph(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow(
+        "/api/v1/flamegraph",
+        &[SELECTION_PARAMS, &["max_nodes"]].concat(),
+    )?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let max_nodes = max_nodes(&p)?;
+    let body = blocking(&app, move |store| {
+        q.check_type(store)?;
+        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let types = store.profile_types(q.selection.service.as_deref());
+        // The nested tree is written as text: a deep tree as a `Value` could overflow the
+        // stack when dropped.
+        Ok(format!(
+            "{{\"flamegraph\":{},\"tree\":{},\"summary\":{}}}",
+            layout_json(&tree, max_nodes),
+            tree.to_nested_json(),
+            summary_json(&summary, &types),
+        ))
+    })
+    .await?;
+    Ok(json_text(body))
+}
+
+/// `GET /api/v1/top`.
+pub async fn top(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow(
+        "/api/v1/top",
+        &[SELECTION_PARAMS, &["order", "limit"]].concat(),
+    )?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let order = p
+        .parsed("order", |s| match s {
+            "self" => Ok(FunctionOrder::SelfValue),
+            "total" => Ok(FunctionOrder::Total),
+            _ => Err("expected self or total".to_owned()),
+        })?
+        .unwrap_or(FunctionOrder::SelfValue);
+    let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
+    let body = blocking(&app, move |store| {
+        q.check_type(store)?;
+        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let types = store.profile_types(q.selection.service.as_deref());
+        let functions: Vec<Value> = tree
+            .top_functions(order)
+            .into_iter()
+            .take(limit)
+            .map(|f| json!({"name": f.name, "self": f.self_value, "total": f.total}))
+            .collect();
+        Ok(json!({
+            "functions": functions,
+            "total": tree.total(),
+            "summary": summary_json(&summary, &types),
+        }))
+    })
+    .await?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// `GET /api/v1/pprof`: gzip pprof, for `go tool pprof <url>`.
+pub async fn pprof(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/pprof", SELECTION_PARAMS)?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let bytes = blocking(&app, move |store| {
+        q.check_type(store)?;
+        let profile = store.pprof(&q.selection)?;
+        Ok(spanprof_format::pprof::encode_gzip(&profile))
+    })
+    .await?;
+    Ok((
+        [
+            ("content-type", "application/octet-stream"),
+            (
+                "content-disposition",
+                "attachment; filename=\"spanprof.pb.gz\"",
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}

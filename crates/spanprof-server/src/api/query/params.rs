@@ -1,0 +1,335 @@
+//! Query-string parameters: `application/x-www-form-urlencoded` decoding (WHATWG rules:
+//! `+` is a space, a `%` not followed by two hex digits stays as it is), repeated
+//! parameters, unknown-parameter checks, and the parsers of every parameter kind.
+
+use spanprof_format::link::parse_id;
+use spanprof_store::time::{parse_duration, parse_time};
+
+use super::error::ApiError;
+
+/// One `name=value` pair, as decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pair {
+    /// The name the API reads it under (`span_id` for `left.span_id` in a diff side).
+    name: String,
+    /// The name as the client sent it, for error messages.
+    shown: String,
+    value: String,
+}
+
+/// A parameter's value and the name to report it under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Param<'a> {
+    /// The name as the client spelled it.
+    pub shown: &'a str,
+    /// The decoded value (never empty: empty values count as absent).
+    pub value: &'a str,
+}
+
+impl Param<'_> {
+    /// 400 naming this parameter and its value.
+    pub fn bad(&self, reason: impl std::fmt::Display) -> ApiError {
+        ApiError::bad_param(self.shown, self.value, reason)
+    }
+}
+
+/// The decoded query string of one request.
+#[derive(Debug, Clone, Default)]
+pub struct QueryParams {
+    pairs: Vec<Pair>,
+}
+
+impl QueryParams {
+    /// Decodes a raw query string (`None` = no `?`).
+    pub fn parse(raw: Option<&str>) -> Result<Self, ApiError> {
+        let mut pairs = Vec::new();
+        for piece in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+            let (name, value) = piece.split_once('=').unwrap_or((piece, ""));
+            let name = decode_component(name).map_err(|reason| {
+                ApiError::bad_request(format!("query string: parameter name {name:?}: {reason}"))
+            })?;
+            let value = decode_component(value)
+                .map_err(|reason| ApiError::bad_param(&name, value, reason))?;
+            pairs.push(Pair {
+                shown: name.clone(),
+                name,
+                value,
+            });
+        }
+        Ok(QueryParams { pairs })
+    }
+
+    /// Rejects every parameter not in `names`: a misspelt parameter would otherwise widen
+    /// the selection silently.
+    pub fn allow(&self, endpoint: &str, names: &[&str]) -> Result<(), ApiError> {
+        self.allow_scoped(endpoint, names, &[], &[])
+    }
+
+    /// Like [`allow`](Self::allow), also accepting `prefix + name` for every `prefix` in
+    /// `prefixes` and `name` in `scoped` (a diff's `left.span_id`).
+    pub fn allow_scoped(
+        &self,
+        endpoint: &str,
+        names: &[&str],
+        prefixes: &[&str],
+        scoped: &[&str],
+    ) -> Result<(), ApiError> {
+        let known = |n: &str| {
+            names.contains(&n)
+                || prefixes
+                    .iter()
+                    .any(|p| n.strip_prefix(p).is_some_and(|rest| scoped.contains(&rest)))
+        };
+        match self.pairs.iter().find(|p| !known(&p.name)) {
+            None => Ok(()),
+            Some(p) => {
+                let mut takes = names.join(", ");
+                for prefix in prefixes {
+                    takes.push_str(&format!(", {prefix}<{}>", scoped.join("|")));
+                }
+                Err(ApiError::bad_request(format!(
+                    "unknown parameter {:?}; {endpoint} takes: {takes}",
+                    p.shown
+                )))
+            }
+        }
+    }
+
+    /// The value of a parameter given at most once; empty values count as absent.
+    pub fn one(&self, name: &str) -> Result<Option<Param<'_>>, ApiError> {
+        let mut found = self.many(name).into_iter();
+        match (found.next(), found.next()) {
+            (Some(_), Some(second)) => Err(ApiError::bad_request(format!(
+                "parameter {:?} is given more than once; it takes one value",
+                second.shown
+            ))),
+            (first, _) => Ok(first),
+        }
+    }
+
+    /// Every value of a repeatable parameter, in order; empty values are skipped.
+    pub fn many(&self, name: &str) -> Vec<Param<'_>> {
+        self.pairs
+            .iter()
+            .filter(|p| p.name == name && !p.value.is_empty())
+            .map(|p| Param {
+                shown: &p.shown,
+                value: &p.value,
+            })
+            .collect()
+    }
+
+    /// A parameter given at most once, parsed by `parse` (whose error is the reason shown).
+    pub fn parsed<T>(
+        &self,
+        name: &str,
+        parse: impl FnOnce(&str) -> Result<T, String>,
+    ) -> Result<Option<T>, ApiError> {
+        match self.one(name)? {
+            None => Ok(None),
+            Some(p) => parse(p.value).map(Some).map_err(|reason| p.bad(reason)),
+        }
+    }
+
+    /// Whether any parameter starts with `prefix`.
+    pub fn has_prefix(&self, prefix: &str) -> bool {
+        self.pairs.iter().any(|p| p.name.starts_with(prefix))
+    }
+
+    /// One side of a diff: for each of `names`, the values of `prefix + name` when the client
+    /// gave any, else the unprefixed (shared) ones. Other parameters are left out.
+    pub fn side(&self, prefix: &str, names: &[&str]) -> QueryParams {
+        let mut pairs = Vec::new();
+        for name in names {
+            let prefixed = format!("{prefix}{name}");
+            let own: Vec<&Pair> = self.pairs.iter().filter(|p| p.name == prefixed).collect();
+            if own.is_empty() {
+                pairs.extend(self.pairs.iter().filter(|p| p.name == *name).cloned());
+            } else {
+                pairs.extend(own.into_iter().map(|p| Pair {
+                    name: (*name).to_owned(),
+                    shown: p.shown.clone(),
+                    value: p.value.clone(),
+                }));
+            }
+        }
+        QueryParams { pairs }
+    }
+}
+
+/// Percent-decodes one name or value of a query string; `+` is a space.
+pub fn decode_component(s: &str) -> Result<String, String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' => match (hex_value(b.get(i + 1)), hex_value(b.get(i + 2))) {
+                (Some(hi), Some(lo)) => {
+                    out.push(hi << 4 | lo);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+}
+
+fn hex_value(c: Option<&u8>) -> Option<u8> {
+    let c = *c?;
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+/// A span id: 16 hex characters.
+pub fn span_id(s: &str) -> Result<[u8; 8], String> {
+    parse_id::<8>(s).ok_or_else(|| "expected 16 hex characters (not all zero)".to_owned())
+}
+
+/// A trace id: 32 hex characters.
+pub fn trace_id(s: &str) -> Result<[u8; 16], String> {
+    parse_id::<16>(s).ok_or_else(|| "expected 32 hex characters (not all zero)".to_owned())
+}
+
+/// `true` or `false`.
+pub fn boolean(s: &str) -> Result<bool, String> {
+    match s {
+        "true" => Ok(true),
+        "false" => Ok(false),
+        _ => Err("expected true or false".to_owned()),
+    }
+}
+
+/// A whole number in `min..=max`.
+pub fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> {
+    move |s| match s.parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from {min} to {max}")),
+    }
+}
+
+/// A duration (`250ms`, `15s`, `1h30m`), in nanoseconds.
+pub fn duration(s: &str) -> Result<u64, String> {
+    parse_duration(s).map_err(|_| "expected a duration such as 250ms, 15s or 1h30m".to_owned())
+}
+
+/// A time (RFC 3339, unix s/ms/ns, `now`, `now-1h`), in nanoseconds since the Unix epoch.
+pub fn time(now_ns: i64) -> impl Fn(&str) -> Result<i64, String> {
+    move |s| {
+        parse_time(s, now_ns).map_err(|_| {
+            "expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"
+                .to_owned()
+        })
+    }
+}
+
+/// A percentile from 0 to 100.
+pub fn percentile(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err("expected a percentile from 0 to 100".to_owned()),
+    }
+}
+
+/// Now, in nanoseconds since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_percent_escapes_and_plus() {
+        assert_eq!(decode_component("a%20b+c").unwrap(), "a b c");
+        assert_eq!(
+            decode_component("GET%20%2Fcpu-heavy").unwrap(),
+            "GET /cpu-heavy"
+        );
+        assert_eq!(decode_component("%7Bk%3D%22v%22%7D").unwrap(), "{k=\"v\"}");
+        assert_eq!(decode_component("%e2%82%AC").unwrap(), "€");
+        assert_eq!(decode_component("100%").unwrap(), "100%");
+        assert_eq!(decode_component("%zz%4").unwrap(), "%zz%4");
+        assert_eq!(decode_component("%2B").unwrap(), "+");
+        assert_eq!(decode_component("").unwrap(), "");
+        assert!(decode_component("%ff").is_err());
+    }
+
+    #[test]
+    fn keeps_repeated_parameters_in_order() {
+        let p = QueryParams::parse(Some("span_id=a&x=1&span_id=b&&span_id=&flag")).unwrap();
+        let ids: Vec<&str> = p.many("span_id").iter().map(|p| p.value).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(p.one("x").unwrap().unwrap().value, "1");
+        assert_eq!(p.one("flag").unwrap(), None);
+        let twice = p.one("span_id").unwrap_err();
+        assert!(twice
+            .message
+            .contains("\"span_id\" is given more than once"));
+    }
+
+    #[test]
+    fn rejects_unknown_parameters_by_name() {
+        let p = QueryParams::parse(Some("service=a&left.span_id=x&spanid=1")).unwrap();
+        let names = ["service", "span_id"];
+        let e = p
+            .allow_scoped("/api/v1/diff", &names, &["left."], &names)
+            .unwrap_err();
+        assert!(
+            e.message.starts_with("unknown parameter \"spanid\""),
+            "{}",
+            e.message
+        );
+        let ok = QueryParams::parse(Some("service=a&left.span_id=x")).unwrap();
+        ok.allow_scoped("/api/v1/diff", &names, &["left."], &names)
+            .unwrap();
+        assert!(ok.allow("/x", &["service"]).is_err());
+        assert!(ok
+            .allow_scoped("/x", &names, &["left."], &["service"])
+            .is_err());
+    }
+
+    #[test]
+    fn a_side_overrides_shared_values_and_keeps_the_shown_name() {
+        let p =
+            QueryParams::parse(Some("service=a&span_id=s1&span_id=s2&left.span_id=l1")).unwrap();
+        let left = p.side("left.", &["service", "span_id"]);
+        let ids = left.many("span_id");
+        assert_eq!(
+            ids,
+            [Param {
+                shown: "left.span_id",
+                value: "l1"
+            }]
+        );
+        assert_eq!(left.one("service").unwrap().unwrap().value, "a");
+        let right = p.side("right.", &["service", "span_id"]);
+        assert_eq!(right.many("span_id").len(), 2);
+    }
+
+    #[test]
+    fn value_parsers_explain_what_they_expect() {
+        assert_eq!(span_id("00000000000000ff").unwrap()[7], 0xff);
+        assert!(span_id("xyz").unwrap_err().contains("16 hex"));
+        assert!(span_id("0000000000000000").is_err());
+        assert!(trace_id("00").unwrap_err().contains("32 hex"));
+        assert_eq!(boolean("true"), Ok(true));
+        assert!(boolean("yes").is_err());
+        assert_eq!(count(1, 10)("10"), Ok(10));
+        assert!(count(1, 10)("0").is_err());
+        assert_eq!(duration("1.5s"), Ok(1_500_000_000));
+        assert!(duration("fast").is_err());
+        assert_eq!(time(5_000_000_000)("now-2s"), Ok(3_000_000_000));
+        assert_eq!(time(0)("1700000000"), Ok(1_700_000_000_000_000_000));
+        assert!(time(0)("yesterday").is_err());
+        assert_eq!(percentile("99.9"), Ok(99.9));
+        assert!(percentile("101").is_err());
+        assert!(percentile("NaN").is_err());
+    }
+}

@@ -1,0 +1,168 @@
+//! The selection parameters every profile endpoint shares, turned into a store [`Selection`]
+//! once and checked (ids, times, label selector, span filters, profile type).
+
+use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::matchers::parse_selector;
+use spanprof_store::store::{Selection, SpanFilter, Store};
+
+use super::error::ApiError;
+use super::params::{self, QueryParams};
+
+/// Parameters that choose samples (see the module docs of `api::query`).
+pub const SELECTION_PARAMS: &[&str] = &[
+    "service",
+    "type",
+    "from",
+    "to",
+    "query",
+    "span_id",
+    "trace_id",
+    "include_child_spans",
+    "span_name",
+    "min_duration",
+    "max_duration",
+    "above_percentile",
+    "below_percentile",
+];
+
+/// Parameters that choose series (label endpoints: no span or trace selection).
+pub const SERIES_PARAMS: &[&str] = &["service", "type", "from", "to", "query"];
+
+/// A checked selection, with how the client named its `type` parameter.
+#[derive(Debug, Clone)]
+pub struct SelectionQuery {
+    /// What the store is asked for.
+    pub selection: Selection,
+    /// `(name as sent, value)` of the `type` parameter, checked against the store later.
+    type_param: Option<(String, String)>,
+}
+
+/// `from` and `to` in ns since the Unix epoch (0 = open), checked to be in order.
+pub fn time_range(p: &QueryParams, now_ns: i64) -> Result<(i64, i64), ApiError> {
+    let from = p.parsed("from", params::time(now_ns))?.unwrap_or(0);
+    let to = p.parsed("to", params::time(now_ns))?.unwrap_or(0);
+    if to != 0 && from >= to {
+        let shown = |n| {
+            p.one(n)
+                .ok()
+                .flatten()
+                .map_or((n, ""), |x| (x.shown, x.value))
+        };
+        let ((from_name, from_value), (to_name, to_value)) = (shown("from"), shown("to"));
+        return Err(ApiError::bad_request(format!(
+            "{from_name} {from_value:?} is not before {to_name} {to_value:?}"
+        )));
+    }
+    Ok((from, to))
+}
+
+impl SelectionQuery {
+    /// Reads every selection parameter present in `p`.
+    pub fn parse(p: &QueryParams, now_ns: i64) -> Result<Self, ApiError> {
+        let (from_ns, to_ns) = time_range(p, now_ns)?;
+        let label_selector = match p.one("query")? {
+            Some(q) => {
+                parse_selector(q.value).map_err(|e| q.bad(e))?;
+                Some(q.value.to_owned())
+            }
+            None => None,
+        };
+        let span_ids = p
+            .many("span_id")
+            .into_iter()
+            .map(|x| params::span_id(x.value).map_err(|reason| x.bad(reason)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let selection = Selection {
+            service: p.one("service")?.map(|x| x.value.to_owned()),
+            profile_type: p.one("type")?.map(|x| x.value.to_owned()),
+            from_ns,
+            to_ns,
+            label_selector,
+            span_ids,
+            trace_id: p.parsed("trace_id", params::trace_id)?,
+            include_child_spans: p
+                .parsed("include_child_spans", params::boolean)?
+                .unwrap_or(false),
+            span_filter: span_filter(p)?,
+        };
+        Ok(SelectionQuery {
+            selection,
+            type_param: p
+                .one("type")?
+                .map(|x| (x.shown.to_owned(), x.value.to_owned())),
+        })
+    }
+
+    /// 400 when `type` names no profile type the service has (a typo would otherwise answer
+    /// an empty graph). A store without any data answers empty instead.
+    pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
+        match &self.type_param {
+            None => Ok(()),
+            Some((shown, wanted)) => {
+                check_profile_type(store, self.selection.service.as_deref(), shown, wanted)
+            }
+        }
+    }
+}
+
+/// 400 when `wanted` (parameter `shown`) names no profile type of `service` (`None` = of any
+/// service); a store without any data answers empty instead.
+pub fn check_profile_type(
+    store: &Store,
+    service: Option<&str>,
+    shown: &str,
+    wanted: &str,
+) -> Result<(), ApiError> {
+    let types = store.profile_types(service);
+    if types.is_empty() || types.iter().any(|t| t.matches(wanted)) {
+        return Ok(());
+    }
+    let of = service.map_or_else(String::new, |s| format!(" of service {s:?}"));
+    Err(ApiError::bad_param(
+        shown,
+        wanted,
+        format!("no such profile type{of}; available: {}", type_list(&types)),
+    ))
+}
+
+fn span_filter(p: &QueryParams) -> Result<Option<SpanFilter>, ApiError> {
+    let f = SpanFilter {
+        name: p.one("span_name")?.map(|x| x.value.to_owned()),
+        min_duration_ns: p.parsed("min_duration", params::duration)?,
+        max_duration_ns: p.parsed("max_duration", params::duration)?,
+        above_percentile: p.parsed("above_percentile", params::percentile)?,
+        below_percentile: p.parsed("below_percentile", params::percentile)?,
+    };
+    if f.name.is_none() {
+        // Percentiles are of the durations of one span name.
+        for name in ["above_percentile", "below_percentile"] {
+            if let Some(x) = p.one(name)? {
+                return Err(x.bad("needs span_name: percentiles are of one span name's durations"));
+            }
+        }
+    }
+    if let (Some(min), Some(max)) = (f.min_duration_ns, f.max_duration_ns) {
+        if min > max {
+            let x = p.one("min_duration")?.expect("parsed above");
+            return Err(x.bad("is longer than max_duration"));
+        }
+    }
+    let any = f.name.is_some()
+        || f.min_duration_ns.is_some()
+        || f.max_duration_ns.is_some()
+        || f.above_percentile.is_some()
+        || f.below_percentile.is_some();
+    Ok(any.then_some(f))
+}
+
+/// Full type ids, comma-separated, for messages.
+pub fn type_list(types: &[ProfileTypeId]) -> String {
+    if types.is_empty() {
+        return "(none)".to_owned();
+    }
+    types
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}

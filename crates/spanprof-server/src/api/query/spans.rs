@@ -1,0 +1,217 @@
+//! Spans with their CPU: `/api/v1/spans` (search) and `/api/v1/traces/{trace_id}`.
+
+use std::collections::HashMap;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+use spanprof_format::link::to_hex;
+use spanprof_store::spans::{SpanQuery, SpanRecord};
+use spanprof_store::store::{Coverage, Store};
+
+use super::error::{blocking, ApiError};
+use super::params::{self, QueryParams};
+use super::selection::{check_profile_type, time_range};
+use crate::AppState;
+
+/// Spans a search returns when `limit` is not given.
+const DEFAULT_LIMIT: usize = 100;
+/// Most spans one search returns (each costs a coverage lookup).
+const MAX_LIMIT: usize = 10_000;
+
+/// Verdicts of [`verdict`], for clients to compare against.
+pub const SAMPLED: &str = "sampled";
+/// The span ran long enough to be sampled but no sample landed in it (it waited).
+pub const NO_CPU: &str = "no CPU used";
+/// Like [`NO_CPU`] for a type that does not measure CPU.
+pub const NO_SAMPLES: &str = "no samples";
+/// Shorter than one sampling period: no samples is expected, not a finding.
+pub const TOO_SHORT: &str = "shorter than the sampling period";
+/// No profile of the span's service covers its time.
+pub const NOT_PROFILED: &str = "no profile covers the span";
+
+/// What a span's coverage means, in words.
+pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
+    if c.value > 0 {
+        return SAMPLED;
+    }
+    match c.possible_samples {
+        Some(p) if p < 1.0 => TOO_SHORT,
+        Some(_) if cpu_type => NO_CPU,
+        Some(_) => NO_SAMPLES,
+        None if c.period.is_some() => NO_SAMPLES,
+        None => NOT_PROFILED,
+    }
+}
+
+/// The coverage lookups of one request: the profile type asked for, and whether it is CPU.
+struct CoverageOf {
+    profile_type: Option<String>,
+    cpu: bool,
+}
+
+impl CoverageOf {
+    /// Checks `type` as `span_coverage` resolves it (over every service).
+    fn new(store: &Store, profile_type: Option<(String, String)>) -> Result<Self, ApiError> {
+        if let Some((shown, wanted)) = &profile_type {
+            check_profile_type(store, None, shown, wanted)?;
+        }
+        let wanted = profile_type.map(|(_, w)| w);
+        let cpu = store
+            .profile_types(None)
+            .iter()
+            .filter(|t| wanted.as_deref().is_none_or(|w| t.matches(w)))
+            .any(|t| t.is_cpu());
+        Ok(CoverageOf {
+            profile_type: wanted,
+            cpu,
+        })
+    }
+
+    /// The span as JSON with its own samples (children excluded) and coverage.
+    fn span_json(&self, store: &Store, span: &SpanRecord) -> Result<Map<String, Value>, ApiError> {
+        let c = store.span_coverage(span.span_id, self.profile_type.as_deref())?;
+        let attributes: Map<String, Value> = span
+            .attributes
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        let v = json!({
+            "trace_id": to_hex(&span.trace_id),
+            "span_id": to_hex(&span.span_id),
+            "parent_span_id": span.parent_span_id.map(|p| to_hex(&p)),
+            "service": span.service,
+            "name": span.name,
+            "kind": span.kind,
+            "status_code": span.status_code,
+            "start_ns": span.start_ns.to_string(),
+            "duration_ns": span.duration_ns(),
+            "total": c.value,
+            "samples": c.samples,
+            "possible_samples": c.possible_samples,
+            "period": c.period,
+            "has_samples": store.has_samples(&span.span_id)?,
+            "coverage": verdict(&c, self.cpu),
+            "attributes": attributes,
+        });
+        let Value::Object(map) = v else {
+            unreachable!("json! of an object")
+        };
+        Ok(map)
+    }
+}
+
+fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
+    Ok(p.one("type")?
+        .map(|x| (x.shown.to_owned(), x.value.to_owned())))
+}
+
+/// `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit&type`.
+pub async fn search(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow(
+        "/api/v1/spans",
+        &[
+            "service",
+            "name",
+            "min_duration",
+            "max_duration",
+            "from",
+            "to",
+            "limit",
+            "type",
+        ],
+    )?;
+    let (from, to) = time_range(&p, params::now_ns())?;
+    let q = SpanQuery {
+        service: p.one("service")?.map(|x| x.value.to_owned()),
+        name: p.one("name")?.map(|x| x.value.to_owned()),
+        min_duration_ns: p.parsed("min_duration", params::duration)?,
+        max_duration_ns: p.parsed("max_duration", params::duration)?,
+        from_ns: from.max(0) as u64,
+        // `to` is exclusive here, inclusive in a span query.
+        to_ns: if to <= 0 { u64::MAX } else { to as u64 - 1 },
+        limit: p
+            .parsed("limit", params::count(1, MAX_LIMIT))?
+            .unwrap_or(DEFAULT_LIMIT),
+        attributes: Vec::new(),
+    };
+    let profile_type = type_param(&p)?;
+    let spans = blocking(&app, move |store| {
+        let coverage = CoverageOf::new(store, profile_type)?;
+        store
+            .search_spans(&q)?
+            .iter()
+            .map(|s| coverage.span_json(store, s).map(Value::Object))
+            .collect::<Result<Vec<Value>, ApiError>>()
+    })
+    .await?;
+    Ok(axum::Json(json!({ "spans": spans })).into_response())
+}
+
+/// `GET /api/v1/traces/{trace_id}?type`.
+pub async fn trace(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/traces/{trace_id}", &["type"])?;
+    let trace_id = params::trace_id(&id).map_err(|r| ApiError::bad_param("trace_id", &id, r))?;
+    let profile_type = type_param(&p)?;
+    let body = blocking(&app, move |store| {
+        let records = store.trace(&trace_id)?;
+        if records.is_empty() {
+            return Err(ApiError::not_found(format!(
+                "trace {id}: none of its spans are stored (its samples, if any, are at \
+                 /api/v1/flamegraph?trace_id={id})"
+            )));
+        }
+        let coverage = CoverageOf::new(store, profile_type)?;
+        let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
+        let parents: HashMap<[u8; 8], Option<[u8; 8]>> = records
+            .iter()
+            .map(|s| (s.span_id, s.parent_span_id))
+            .collect();
+        let (mut total, mut samples) = (0i64, 0u64);
+        let mut spans = Vec::with_capacity(records.len());
+        for s in &records {
+            let mut span = coverage.span_json(store, s)?;
+            total += span["total"].as_i64().unwrap_or(0);
+            samples += span["samples"].as_u64().unwrap_or(0);
+            span.insert("offset_ns".into(), (s.start_ns - start).into());
+            span.insert("depth".into(), depth(&parents, s).into());
+            spans.push(Value::Object(span));
+        }
+        Ok(json!({
+            "trace_id": id,
+            "start_ns": start.to_string(),
+            "duration_ns": end.saturating_sub(start),
+            "total": total,
+            "samples": samples,
+            "spans": spans,
+        }))
+    })
+    .await?;
+    Ok(axum::Json(body).into_response())
+}
+
+/// Ancestors of `span` among the stored spans of its trace (a cycle stops the count).
+fn depth(parents: &HashMap<[u8; 8], Option<[u8; 8]>>, span: &SpanRecord) -> usize {
+    let mut depth = 0;
+    let mut at = span.parent_span_id;
+    while let Some(parent) = at {
+        match parents.get(&parent) {
+            Some(next) if depth < parents.len() => {
+                depth += 1;
+                at = *next;
+            }
+            _ => break,
+        }
+    }
+    depth
+}

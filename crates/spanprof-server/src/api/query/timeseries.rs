@@ -1,0 +1,93 @@
+//! `/api/v1/timeseries`: the selection's totals per time step, with exemplar spans.
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use spanprof_format::link::to_hex;
+use spanprof_store::series::{Aggregation, SeriesPoint};
+
+use super::error::{blocking, ApiError};
+use super::params::{self, QueryParams};
+use super::selection::{SelectionQuery, SELECTION_PARAMS};
+use crate::AppState;
+
+/// Default bucket width, in nanoseconds (15 s, Pyroscope's default step).
+const DEFAULT_STEP_NS: u64 = 15_000_000_000;
+/// Most exemplars per point a client may ask for.
+const MAX_EXEMPLARS: usize = 100;
+
+/// `GET /api/v1/timeseries`.
+pub async fn timeseries(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow(
+        "/api/v1/timeseries",
+        &[
+            SELECTION_PARAMS,
+            &["step", "group_by", "aggregation", "exemplars"],
+        ]
+        .concat(),
+    )?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let step_ns = p
+        .parsed("step", |s| match params::duration(s)? {
+            0 => Err("must be longer than 0".to_owned()),
+            d => i64::try_from(d).map_err(|_| "is too long".to_owned()),
+        })?
+        .unwrap_or(DEFAULT_STEP_NS as i64);
+    let group_by = p.one("group_by")?.map(|x| x.value.to_owned());
+    let aggregation = p
+        .parsed("aggregation", |s| match s {
+            "sum" => Ok(Aggregation::Sum),
+            "average" => Ok(Aggregation::Average),
+            _ => Err("expected sum or average".to_owned()),
+        })?
+        .unwrap_or_default();
+    let exemplars = p
+        .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
+        .unwrap_or(0);
+    let label = group_by.clone();
+    let groups = blocking(&app, move |store| {
+        q.check_type(store)?;
+        Ok(store.time_series(
+            &q.selection,
+            step_ns,
+            group_by.as_deref(),
+            aggregation,
+            exemplars,
+        )?)
+    })
+    .await?;
+    let series: Vec<Value> = groups
+        .iter()
+        .map(|(group, points)| {
+            let labels = match &label {
+                Some(name) => json!({ name.clone(): group }),
+                None => json!({}),
+            };
+            json!({
+                "labels": labels,
+                "points": points.iter().map(point_json).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    Ok(axum::Json(json!({ "step_ns": step_ns, "series": series })).into_response())
+}
+
+fn point_json(p: &SeriesPoint) -> Value {
+    let exemplars: Vec<Value> = p
+        .exemplars
+        .iter()
+        .map(|e| {
+            json!({
+                "timestamp_ms": e.timestamp_ms,
+                "value": e.value,
+                "trace_id": (e.trace_id != [0; 16]).then(|| to_hex(&e.trace_id)),
+                "span_id": to_hex(&e.span_id),
+            })
+        })
+        .collect();
+    json!({ "timestamp_ms": p.timestamp_ms, "value": p.value, "exemplars": exemplars })
+}

@@ -1,0 +1,745 @@
+//! The JSON query API against the real server: a real Go CPU profile and spans for its span
+//! ids go in over OTLP/HTTP, and every answer is checked against sums computed straight from
+//! the decoded pprof; `/api/v1/pprof` is read back by `go tool pprof`.
+
+mod common;
+
+use std::sync::OnceLock;
+
+use common::goprofile::{
+    GoData, SpanTruth, CACHE_SPAN, CPU_TYPE, DB_SPAN, HOT_FUNCTION, PERIOD_NS, SERVICE,
+};
+use common::server::{enc, TestServer};
+use serde_json::{json, Value};
+use spanprof_format::link::to_hex;
+
+struct Fixture {
+    server: TestServer,
+    data: GoData,
+}
+
+/// One server with the Go data, shared by the tests of this file. Its store lives in a fixed
+/// directory emptied at start (a static is never dropped, so a temp dir would be left behind).
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("api-store");
+        let _ = std::fs::remove_dir_all(&dir);
+        let server = TestServer::start(&dir);
+        let data = GoData::load();
+        data.ingest(&server);
+        Fixture { server, data }
+    })
+}
+
+/// `GET path`, expecting 200 and JSON.
+#[track_caller]
+fn get_json(path: &str) -> Value {
+    let r = fixture().server.get(path).ok();
+    assert_eq!(r.content_type, "application/json", "{path}");
+    r.json()
+}
+
+fn flame_total(query: &str) -> i64 {
+    let fg = get_json(&format!("/api/v1/flamegraph?{query}"));
+    let total = fg["flamegraph"]["total"].as_i64().expect("total");
+    assert_eq!(fg["tree"]["total"].as_i64(), Some(total), "{query}");
+    assert_eq!(
+        fg["summary"]["value_selected"].as_i64(),
+        Some(total),
+        "{query}"
+    );
+    total
+}
+
+fn hex(id: &[u8]) -> String {
+    to_hex(id)
+}
+
+/// Sum of the totals of nodes named `name` not below another such node.
+fn tree_function_total(node: &Value, name: &str) -> i64 {
+    if node["name"] == name {
+        return node["total"].as_i64().unwrap();
+    }
+    node["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| tree_function_total(c, name))
+        .sum()
+}
+
+#[test]
+fn services_types_labels_and_series_list_what_was_ingested() {
+    assert_eq!(
+        get_json("/api/v1/services"),
+        json!({ "services": [SERVICE] })
+    );
+    assert_eq!(
+        get_json("/api/v1/services?to=2020-01-01T00:00:00Z"),
+        json!({ "services": [] })
+    );
+    let types = get_json(&format!("/api/v1/profile-types?service={SERVICE}"));
+    let ids: Vec<&str> = types["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "process_cpu:cpu:nanoseconds:cpu:nanoseconds",
+            "process_cpu:samples:count:cpu:nanoseconds"
+        ]
+    );
+    assert_eq!(types["profile_types"][0]["is_cpu"], true);
+    assert_eq!(types["profile_types"][0]["sample_unit"], "nanoseconds");
+    assert_eq!(
+        get_json("/api/v1/profile-types?service=nobody"),
+        json!({ "profile_types": [] })
+    );
+
+    let names = get_json(&format!("/api/v1/label-names?service={SERVICE}"));
+    let names: Vec<&str> = names["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    for n in ["__name__", "__profile_type__", "service_name"] {
+        assert!(names.contains(&n), "{n} in {names:?}");
+    }
+    assert!(
+        !names.iter().any(|n| n.contains("span_id")),
+        "span ids are never labels: {names:?}"
+    );
+    assert_eq!(
+        get_json("/api/v1/label-values?name=service_name"),
+        json!({ "name": "service_name", "values": [SERVICE] })
+    );
+    let series = get_json(&format!(
+        "/api/v1/series?service={SERVICE}&type={}",
+        enc(CPU_TYPE)
+    ));
+    let series = series["series"].as_array().unwrap();
+    assert!(!series.is_empty());
+    for s in series {
+        assert_eq!(s["labels"]["service_name"], SERVICE);
+        assert_eq!(s["labels"]["__profile_type__"], CPU_TYPE);
+    }
+}
+
+#[test]
+fn flame_graph_of_one_span_is_that_spans_label_sum() {
+    let data = &fixture().data;
+    for s in data.heaviest_per_name() {
+        let fg = get_json(&format!(
+            "/api/v1/flamegraph?service={SERVICE}&span_id={}",
+            hex(&s.span_id)
+        ));
+        let what = format!("span {} ({})", hex(&s.span_id), s.name);
+        assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(s.cpu_ns), "{what}");
+        assert_eq!(fg["tree"]["total"].as_i64(), Some(s.cpu_ns), "{what}");
+        assert_eq!(
+            fg["flamegraph"]["levels"][0],
+            json!([0, s.cpu_ns, 0, 0]),
+            "{what}"
+        );
+        assert_eq!(fg["flamegraph"]["names"][0], "total");
+        assert_eq!(
+            tree_function_total(&fg["tree"], HOT_FUNCTION),
+            s.hot_cum_ns,
+            "{what}"
+        );
+        let summary = &fg["summary"];
+        assert_eq!(summary["profile_type"], CPU_TYPE);
+        assert_eq!(summary["unit"], "nanoseconds");
+        assert_eq!(summary["value_selected"].as_i64(), Some(s.cpu_ns));
+        assert!(summary["samples_selected"].as_u64().unwrap() > 0);
+        assert_eq!(summary["types_available"].as_array().unwrap().len(), 2);
+    }
+}
+
+#[test]
+fn flame_graph_selections_add_up() {
+    let data = &fixture().data;
+    assert_eq!(
+        flame_total(&format!("service={SERVICE}")),
+        data.cpu_total_ns
+    );
+    assert_eq!(flame_total(""), data.cpu_total_ns);
+    let samples_index = data
+        .profile
+        .sample_type
+        .iter()
+        .position(|t| data.profile.str(t.r#type) == Some("samples"))
+        .unwrap();
+    let samples: i64 = data
+        .profile
+        .sample
+        .iter()
+        .map(|s| s.value[samples_index])
+        .sum();
+    let fg = get_json(&format!(
+        "/api/v1/flamegraph?service={SERVICE}&type=samples"
+    ));
+    assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(samples));
+    assert_eq!(
+        fg["summary"]["profile_type"],
+        "process_cpu:samples:count:cpu:nanoseconds"
+    );
+    assert_eq!(fg["summary"]["unit"], "count");
+
+    // Two spans, a trace, a parent with its children.
+    let picks = data.heaviest_per_name();
+    let (a, b) = (picks[0], picks[1]);
+    assert_eq!(
+        flame_total(&format!(
+            "service={SERVICE}&span_id={}&span_id={}",
+            hex(&a.span_id),
+            hex(&b.span_id)
+        )),
+        a.cpu_ns + b.cpu_ns
+    );
+    let db = data.span(&DB_SPAN);
+    let trace_cpu = data.cpu_where(|s| s.trace_id == db.trace_id);
+    assert_eq!(
+        flame_total(&format!("trace_id={}", hex(&db.trace_id))),
+        trace_cpu
+    );
+    let root = data.span(&db.parent.unwrap());
+    assert!(trace_cpu > root.cpu_ns, "the root has children with CPU");
+    let root_only = format!("span_id={}", hex(&root.span_id));
+    assert_eq!(flame_total(&root_only), root.cpu_ns);
+    assert_eq!(
+        flame_total(&format!("{root_only}&include_child_spans=true")),
+        trace_cpu
+    );
+
+    // Time range and labels.
+    let t0 = data.profile.time_nanos;
+    let hour = 3_600_000_000_000;
+    assert_eq!(
+        flame_total(&format!(
+            "service={SERVICE}&from={}&to={}",
+            t0 - hour,
+            t0 + hour
+        )),
+        data.cpu_total_ns
+    );
+    assert_eq!(
+        flame_total(&format!("service={SERVICE}&from={}", t0 + hour)),
+        0
+    );
+    assert_eq!(
+        flame_total(&format!("query={}", enc(r#"{service_name="goapp"}"#))),
+        data.cpu_total_ns
+    );
+    assert_eq!(
+        flame_total(&format!("query={}", enc(r#"{service_name="other"}"#))),
+        0
+    );
+
+    // Span filters: every span of a name, and the slow ones of it.
+    let name = "GET /cpu-heavy";
+    assert_eq!(
+        flame_total(&format!("service={SERVICE}&span_name={}", enc(name))),
+        data.cpu_where(|s| s.name == name)
+    );
+    let longest = data.longest_first(name);
+    let min = longest[9].duration_ns();
+    assert_eq!(
+        flame_total(&format!(
+            "service={SERVICE}&span_name={}&min_duration={min}ns",
+            enc(name)
+        )),
+        longest[..10].iter().map(|s| s.cpu_ns).sum::<i64>()
+    );
+    let p90 = data.duration_percentile(name, 90.0);
+    assert_eq!(
+        flame_total(&format!(
+            "service={SERVICE}&span_name={}&above_percentile=90",
+            enc(name)
+        )),
+        data.cpu_where(|s| s.name == name && s.duration_ns() >= p90)
+    );
+}
+
+#[test]
+fn max_nodes_cuts_the_layout_but_not_the_total() {
+    let data = &fixture().data;
+    let fg = get_json(&format!("/api/v1/flamegraph?service={SERVICE}&max_nodes=5"));
+    let layout = &fg["flamegraph"];
+    assert_eq!(layout["total"].as_i64(), Some(data.cpu_total_ns));
+    let names: Vec<&str> = layout["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"other"), "{names:?}");
+    let nodes: usize = layout["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_array().unwrap().len() / 4)
+        .sum();
+    let full = get_json(&format!("/api/v1/flamegraph?service={SERVICE}&max_nodes=0"));
+    let full_nodes: usize = full["flamegraph"]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_array().unwrap().len() / 4)
+        .sum();
+    assert!(nodes < full_nodes / 4, "{nodes} of {full_nodes} nodes kept");
+}
+
+#[test]
+fn top_functions_match_the_profile() {
+    let data = &fixture().data;
+    let top = get_json(&format!("/api/v1/top?service={SERVICE}&order=self&limit=3"));
+    let functions = top["functions"].as_array().unwrap();
+    assert_eq!(functions.len(), 3);
+    assert_eq!(functions[0]["name"], HOT_FUNCTION);
+    assert_eq!(functions[0]["self"].as_i64(), Some(data.hot_self_ns));
+    assert_eq!(functions[0]["total"].as_i64(), Some(data.hot_cum_ns));
+    assert_eq!(top["total"].as_i64(), Some(data.cpu_total_ns));
+    assert_eq!(top["summary"]["profile_type"], CPU_TYPE);
+    let by_total = get_json(&format!("/api/v1/top?service={SERVICE}&order=total"));
+    let totals: Vec<i64> = by_total["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["total"].as_i64().unwrap())
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
+    assert!(totals.len() <= 100, "default limit");
+}
+
+#[test]
+fn diff_of_slow_and_fast_spans_of_a_span_name() {
+    let data = &fixture().data;
+    let name = "GET /cpu-heavy";
+    let p50 = data.duration_percentile(name, 50.0);
+    let p90 = data.duration_percentile(name, 90.0);
+    let fast = data.cpu_where(|s| s.name == name && s.duration_ns() <= p50);
+    let slow = data.cpu_where(|s| s.name == name && s.duration_ns() >= p90);
+    assert!(fast > 0 && slow > 0);
+    let side_by_side = get_json(&format!(
+        "/api/v1/diff?service={SERVICE}&span_name={}&left.below_percentile=50&right.above_percentile=90",
+        enc(name)
+    ));
+    let layout = &side_by_side["flamegraph"];
+    assert_eq!(layout["leftTicks"].as_i64(), Some(fast));
+    assert_eq!(layout["rightTicks"].as_i64(), Some(slow));
+    assert_eq!(layout["total"].as_i64(), Some(fast + slow));
+    assert_eq!(layout["levels"][0], json!([0, fast, 0, 0, slow, 0, 0]));
+    assert_eq!(side_by_side["tree"]["left"]["total"].as_i64(), Some(fast));
+    assert_eq!(side_by_side["tree"]["right"]["total"].as_i64(), Some(slow));
+    assert_eq!(side_by_side["left"]["value_selected"].as_i64(), Some(fast));
+    assert_eq!(side_by_side["right"]["profile_type"], CPU_TYPE);
+
+    // The baseline form says the same.
+    let baseline = get_json(&format!(
+        "/api/v1/diff?service={SERVICE}&span_name={}&baseline=fast",
+        enc(name)
+    ));
+    assert_eq!(baseline["flamegraph"], side_by_side["flamegraph"]);
+
+    // One span against every span of its name, and against the whole service.
+    let s = data.longest_first(name)[0];
+    let one = format!("/api/v1/diff?span_id={}", hex(&s.span_id));
+    let by_name = get_json(&format!("{one}&baseline=span_name"));
+    assert_eq!(
+        by_name["flamegraph"]["leftTicks"].as_i64(),
+        Some(data.cpu_where(|x| x.name == name))
+    );
+    assert_eq!(by_name["flamegraph"]["rightTicks"].as_i64(), Some(s.cpu_ns));
+    let by_service = get_json(&format!("{one}&service={SERVICE}&baseline=service"));
+    assert_eq!(
+        by_service["flamegraph"]["leftTicks"].as_i64(),
+        Some(data.cpu_total_ns)
+    );
+    // Explicit sides replace shared values.
+    let two = data.longest_first(name)[1];
+    let explicit = get_json(&format!(
+        "{one}&left.span_id={}&right.span_id={}",
+        hex(&two.span_id),
+        hex(&s.span_id)
+    ));
+    assert_eq!(
+        explicit["flamegraph"]["leftTicks"].as_i64(),
+        Some(two.cpu_ns)
+    );
+    assert_eq!(
+        explicit["flamegraph"]["rightTicks"].as_i64(),
+        Some(s.cpu_ns)
+    );
+}
+
+#[test]
+fn timeseries_totals_and_exemplars() {
+    let data = &fixture().data;
+    let ts = get_json(&format!(
+        "/api/v1/timeseries?service={SERVICE}&step=1s&exemplars=3&group_by=service_name"
+    ));
+    assert_eq!(ts["step_ns"].as_i64(), Some(1_000_000_000));
+    let series = ts["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1);
+    assert_eq!(series[0]["labels"], json!({ "service_name": SERVICE }));
+    let points = series[0]["points"].as_array().unwrap();
+    let sum: f64 = points.iter().map(|p| p["value"].as_f64().unwrap()).sum();
+    assert_eq!(sum, data.cpu_total_ns as f64);
+    let max_cpu = data.spans.iter().map(|s| s.cpu_ns).max().unwrap();
+    let mut best = 0;
+    for p in points {
+        let exemplars = p["exemplars"].as_array().unwrap();
+        assert!(exemplars.len() <= 3);
+        for e in exemplars {
+            let id = spanprof_format::link::parse_id::<8>(e["span_id"].as_str().unwrap()).unwrap();
+            let span = data.span(&id);
+            assert_eq!(e["trace_id"].as_str(), Some(hex(&span.trace_id).as_str()));
+            assert!(e["value"].as_i64().unwrap() <= span.cpu_ns);
+            best = best.max(e["value"].as_i64().unwrap());
+        }
+    }
+    assert_eq!(best, max_cpu, "the heaviest span is an exemplar");
+
+    let s = data.heaviest_per_name()[0];
+    let one = get_json(&format!(
+        "/api/v1/timeseries?span_id={}&aggregation=sum",
+        hex(&s.span_id)
+    ));
+    let series = one["series"].as_array().unwrap();
+    assert_eq!(series[0]["labels"], json!({}));
+    let sum: f64 = series[0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["value"].as_f64().unwrap())
+        .sum();
+    assert_eq!(sum, s.cpu_ns as f64);
+    assert!(series[0]["points"][0]["exemplars"]
+        .as_array()
+        .unwrap()
+        .is_empty());
+}
+
+fn span_ids(answer: &Value) -> Vec<String> {
+    answer["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["span_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[track_caller]
+fn assert_span_json(got: &Value, want: &SpanTruth) {
+    assert_eq!(got["span_id"], hex(&want.span_id));
+    assert_eq!(got["trace_id"], hex(&want.trace_id));
+    assert_eq!(got["parent_span_id"], json!(want.parent.map(|p| hex(&p))));
+    assert_eq!(got["service"], SERVICE);
+    assert_eq!(got["name"], want.name.as_str());
+    assert_eq!(got["start_ns"], want.start_ns.to_string());
+    assert_eq!(got["duration_ns"].as_u64(), Some(want.duration_ns()));
+    assert_eq!(got["total"].as_i64(), Some(want.cpu_ns));
+    assert_eq!(got["samples"].as_i64(), Some(want.cpu_ns / PERIOD_NS));
+    assert_eq!(got["period"].as_i64(), Some(PERIOD_NS));
+    let possible = want.duration_ns() as f64 / PERIOD_NS as f64;
+    assert!((got["possible_samples"].as_f64().unwrap() - possible).abs() < 1e-9);
+    assert_eq!(got["has_samples"], want.cpu_ns > 0);
+    let verdict = match want.span_id {
+        DB_SPAN => "no CPU used",
+        CACHE_SPAN => "shorter than the sampling period",
+        _ => "sampled",
+    };
+    assert_eq!(got["coverage"], verdict, "{got}");
+}
+
+#[test]
+fn span_search_is_longest_first_with_each_spans_cpu() {
+    let data = &fixture().data;
+    let name = "GET /cpu-heavy";
+    let want = data.longest_first(name);
+    let found = get_json(&format!(
+        "/api/v1/spans?service={SERVICE}&name={}&limit=10",
+        enc(name)
+    ));
+    let expected: Vec<String> = want[..10].iter().map(|s| hex(&s.span_id)).collect();
+    assert_eq!(span_ids(&found), expected);
+    for (got, want) in found["spans"].as_array().unwrap().iter().zip(&want) {
+        assert_span_json(got, want);
+    }
+    // Duration bounds are inclusive; the default limit is 100.
+    let (min, max) = (want[20].duration_ns(), want[5].duration_ns());
+    let bounded = get_json(&format!(
+        "/api/v1/spans?name={}&min_duration={min}ns&max_duration={max}ns",
+        enc(name)
+    ));
+    let expected: Vec<String> = want[5..=20].iter().map(|s| hex(&s.span_id)).collect();
+    assert_eq!(span_ids(&bounded), expected);
+    let all = get_json(&format!("/api/v1/spans?service={SERVICE}"));
+    assert_eq!(
+        all["spans"].as_array().unwrap().len(),
+        100.min(data.spans.len())
+    );
+
+    for (id, name) in [(DB_SPAN, "SELECT orders"), (CACHE_SPAN, "cache get")] {
+        let found = get_json(&format!("/api/v1/spans?name={}", enc(name)));
+        assert_eq!(found["spans"].as_array().unwrap().len(), 1);
+        assert_span_json(&found["spans"][0], data.span(&id));
+    }
+    let none = get_json(&format!(
+        "/api/v1/spans?service={SERVICE}&to=2020-01-01T00:00:00Z"
+    ));
+    assert_eq!(none, json!({ "spans": [] }));
+}
+
+#[test]
+fn trace_view_lists_every_span_with_its_own_cpu() {
+    let data = &fixture().data;
+    let trace = data.span(&DB_SPAN).trace_id;
+    let mut want: Vec<&SpanTruth> = data.spans.iter().filter(|s| s.trace_id == trace).collect();
+    want.sort_by_key(|s| (s.start_ns, s.span_id));
+    assert!(want.len() >= 3);
+    let view = get_json(&format!("/api/v1/traces/{}", hex(&trace)));
+    assert_eq!(view["trace_id"], hex(&trace));
+    let spans = view["spans"].as_array().unwrap();
+    assert_eq!(spans.len(), want.len());
+    let start = want[0].start_ns;
+    let end = want.iter().map(|s| s.end_ns).max().unwrap();
+    assert_eq!(view["start_ns"], start.to_string());
+    assert_eq!(view["duration_ns"].as_u64(), Some(end - start));
+    for (got, want) in spans.iter().zip(&want) {
+        assert_span_json(got, want);
+        assert_eq!(got["offset_ns"].as_u64(), Some(want.start_ns - start));
+        assert_eq!(got["depth"].as_u64(), Some(want.parent.is_some() as u64));
+    }
+    let total: i64 = want.iter().map(|s| s.cpu_ns).sum();
+    assert_eq!(view["total"].as_i64(), Some(total));
+    assert_eq!(view["samples"].as_i64(), Some(total / PERIOD_NS));
+
+    let unknown = fixture()
+        .server
+        .get("/api/v1/traces/0123456789abcdef0123456789abcdef");
+    assert_eq!(unknown.status, 404);
+    assert_eq!(unknown.content_type, "application/json");
+    let message = unknown.json()["error"].as_str().unwrap().to_owned();
+    assert!(
+        message.starts_with("trace 0123456789abcdef0123456789abcdef"),
+        "{message}"
+    );
+}
+
+#[test]
+fn pprof_export_is_read_by_go_tool_pprof() {
+    let fx = fixture();
+    let data = &fx.data;
+    let s = data
+        .heaviest_per_name()
+        .into_iter()
+        .find(|s| s.hot_cum_ns > 0)
+        .unwrap();
+    let path = format!(
+        "/api/v1/pprof?service={SERVICE}&span_id={}",
+        hex(&s.span_id)
+    );
+    let r = fx.server.get(&path).ok();
+    assert_eq!(r.content_type, "application/octet-stream");
+    assert_eq!(&r.body[..2], &[0x1f, 0x8b], "gzip");
+    let profile = spanprof_format::pprof::decode(&r.body, 64 << 20).unwrap();
+    let sum: i64 = profile.sample.iter().map(|x| x.value[0]).sum();
+    assert_eq!(sum, s.cpu_ns);
+
+    let scratch = tempfile::tempdir().unwrap();
+    let args = ["-top", "-unit=ns", "-nodefraction=0", "-nodecount=100000"];
+    let url = format!("http://{}{path}", fx.server.addr);
+    let out = common::go_tool_pprof(&[&args[..], &[url.as_str()]].concat(), scratch.path());
+    let (_, cum, total) = common::pprof_top(&out, HOT_FUNCTION);
+    assert_eq!((cum, total), (s.hot_cum_ns, s.cpu_ns), "{out}");
+
+    let url = format!("http://{}/api/v1/pprof?service={SERVICE}", fx.server.addr);
+    let out = common::go_tool_pprof(&[&args[..], &[url.as_str()]].concat(), scratch.path());
+    assert_eq!(
+        common::pprof_top(&out, HOT_FUNCTION),
+        (data.hot_self_ns, data.hot_cum_ns, data.cpu_total_ns),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_parameters_are_400_naming_the_parameter() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "/api/v1/flamegraph?span_id=xyz",
+            r#"span_id "xyz": expected 16 hex characters"#,
+        ),
+        (
+            "/api/v1/flamegraph?span_id=0123456789abcdef&span_id=12",
+            r#"span_id "12": expected 16 hex characters"#,
+        ),
+        (
+            "/api/v1/flamegraph?trace_id=abc",
+            r#"trace_id "abc": expected 32 hex characters"#,
+        ),
+        (
+            "/api/v1/flamegraph?from=yesterday",
+            r#"from "yesterday": expected RFC 3339"#,
+        ),
+        (
+            "/api/v1/flamegraph?from=now&to=now-1h",
+            r#"from "now" is not before to "now-1h""#,
+        ),
+        (
+            "/api/v1/flamegraph?max_nodes=-1",
+            r#"max_nodes "-1": expected a whole number"#,
+        ),
+        (
+            "/api/v1/flamegraph?include_child_spans=yes",
+            r#"include_child_spans "yes": expected true or false"#,
+        ),
+        (
+            "/api/v1/flamegraph?query=%7Bservice_name%3D",
+            r#"query "{service_name=": "#,
+        ),
+        (
+            "/api/v1/flamegraph?service=goapp&type=heap",
+            r#"type "heap": no such profile type of service "goapp"; available: process_cpu:cpu"#,
+        ),
+        (
+            "/api/v1/flamegraph?spanid=0123456789abcdef",
+            r#"unknown parameter "spanid""#,
+        ),
+        (
+            "/api/v1/flamegraph?above_percentile=90",
+            r#"above_percentile "90": needs span_name"#,
+        ),
+        (
+            "/api/v1/flamegraph?span_name=x&below_percentile=200",
+            r#"below_percentile "200": expected a percentile"#,
+        ),
+        (
+            "/api/v1/flamegraph?min_duration=fast",
+            r#"min_duration "fast": expected a duration"#,
+        ),
+        (
+            "/api/v1/flamegraph?min_duration=2s&max_duration=1s",
+            r#"min_duration "2s": is longer than max_duration"#,
+        ),
+        (
+            "/api/v1/flamegraph?service=a&service=b",
+            r#"parameter "service" is given more than once"#,
+        ),
+        (
+            "/api/v1/flamegraph?service=%FF",
+            r#"service "%FF": not UTF-8"#,
+        ),
+        (
+            "/api/v1/top?order=biggest",
+            r#"order "biggest": expected self or total"#,
+        ),
+        (
+            "/api/v1/top?limit=0",
+            r#"limit "0": expected a whole number from 1"#,
+        ),
+        (
+            "/api/v1/timeseries?step=0s",
+            r#"step "0s": must be longer than 0"#,
+        ),
+        (
+            "/api/v1/timeseries?aggregation=max",
+            r#"aggregation "max": expected sum or average"#,
+        ),
+        ("/api/v1/diff?service=goapp", "a diff needs two selections"),
+        (
+            "/api/v1/diff?baseline=slow",
+            r#"baseline "slow": expected span_name, fast or service"#,
+        ),
+        (
+            "/api/v1/diff?baseline=fast&left.span_name=x",
+            "baseline derives the left side",
+        ),
+        (
+            "/api/v1/diff?service=goapp&baseline=span_name",
+            "baseline compares against a span name",
+        ),
+        (
+            "/api/v1/diff?left.span_id=zz&right.span_id=0123456789abcdef",
+            r#"left.span_id "zz""#,
+        ),
+        (
+            "/api/v1/diff?left.max_nodes=1",
+            r#"unknown parameter "left.max_nodes""#,
+        ),
+        (
+            "/api/v1/spans?limit=0",
+            r#"limit "0": expected a whole number"#,
+        ),
+        (
+            "/api/v1/spans?span_id=0123456789abcdef",
+            r#"unknown parameter "span_id""#,
+        ),
+        (
+            "/api/v1/traces/xyz",
+            r#"trace_id "xyz": expected 32 hex characters"#,
+        ),
+        ("/api/v1/label-values?service=goapp", "name: missing"),
+        (
+            "/api/v1/label-names?span_id=0123456789abcdef",
+            r#"unknown parameter "span_id""#,
+        ),
+        ("/api/v1/pprof?seconds=30", r#"unknown parameter "seconds""#),
+    ];
+    let server = &fixture().server;
+    for (path, want) in cases {
+        let r = server.get(path);
+        assert_eq!(
+            r.status,
+            400,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        assert_eq!(r.content_type, "application/json", "{path}");
+        let body = r.json();
+        let message = body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: {body}"));
+        assert!(
+            message.starts_with(want),
+            "{path}: {message:?} should start with {want:?}"
+        );
+    }
+    let r = server.get("/api/v1/flamegraphs");
+    assert_eq!(r.status, 404);
+    assert!(r.json()["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("no endpoint /api/v1/flamegraphs; /api/v1/ has: services"));
+}
+
+#[test]
+fn a_restarted_server_answers_the_same() {
+    let dir = tempfile::Builder::new()
+        .prefix("api-restart-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap();
+    let data = GoData::load();
+    let span = data.heaviest_per_name()[0].clone();
+    let path = format!("/api/v1/flamegraph?span_id={}", hex(&span.span_id));
+    let server = TestServer::start(dir.path());
+    data.ingest(&server);
+    let before = server.get(&path).ok().json();
+    assert_eq!(before["flamegraph"]["total"].as_i64(), Some(span.cpu_ns));
+    server.stop().expect("a clean shutdown");
+
+    let server = TestServer::start(dir.path());
+    assert_eq!(server.get(&path).ok().json(), before);
+    let trace = server
+        .get(&format!("/api/v1/traces/{}", hex(&span.trace_id)))
+        .ok()
+        .json();
+    assert!(!trace["spans"].as_array().unwrap().is_empty());
+    server.stop().expect("a clean shutdown");
+}
