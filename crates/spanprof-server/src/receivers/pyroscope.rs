@@ -1,10 +1,166 @@
-//! Pyroscope push (`/ingest`, `push.v1`) — being written.
+//! Pyroscope push: the legacy `POST /ingest` (also under `/pyroscope/ingest`) and the
+//! Connect `POST /push.v1.PusherService/Push`, so Pyroscope SDKs (pyroscope-go, pyroscope-io,
+//! Node, Alloy) send to spanprof unchanged.
+//!
+//! Both end the same way: pprof profiles with Pyroscope series labels become one linked OTLP
+//! batch (`span_id` / `profile_id` / `trace_id` sample labels turn into links) handed to the
+//! pipeline; the answer waits until the batch is durable.
 
+mod attime;
+mod folded;
+mod ingest;
+mod labels;
+mod multipart;
+mod push;
+
+use std::collections::{BTreeMap, HashMap};
+
+use axum::http::StatusCode;
+use axum::routing::post;
 use axum::Router;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
+use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 
+use super::body::Rejection;
+use crate::config::Limits;
+use crate::pipeline::Work;
 use crate::AppState;
+
+pub use ingest::PREV_PROFILE_MESSAGE;
 
 /// The Pyroscope push routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/ingest", post(ingest::ingest))
+        .route("/pyroscope/ingest", post(ingest::ingest))
+        .route("/push.v1.PusherService/Push", post(push::push))
+}
+
+/// Where a profile goes: what Pyroscope would make its series labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Series {
+    /// `service_name`.
+    service: String,
+    /// `__name__` (`process_cpu`, `memory`, …); `None` lets the store name it from its types.
+    name: Option<String>,
+    /// The other labels, sanitized.
+    labels: BTreeMap<String, String>,
+}
+
+impl Series {
+    fn resource(&self) -> Resource {
+        let kv = |key: &str, value: &str| KeyValue {
+            key: key.to_owned(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.to_owned())),
+            }),
+            ..Default::default()
+        };
+        let mut attributes = vec![kv("service.name", &self.service)];
+        if let Some(name) = &self.name {
+            attributes.push(kv(PROFILE_NAME_ATTRIBUTE, name));
+        }
+        attributes.extend(self.labels.iter().map(|(k, v)| kv(k, v)));
+        Resource {
+            attributes,
+            ..Default::default()
+        }
+    }
+}
+
+/// A pprof profile from a request, gzip or not.
+fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejection> {
+    pprof::decode(bytes, limits.max_decompressed_bytes).map_err(|e| match e {
+        FormatError::TooLarge { limit } => Rejection {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("the profile is larger than {limit} bytes once decompressed"),
+        },
+        other => Rejection::bad(format!("the profile is not a valid pprof profile: {other}")),
+    })
+}
+
+/// Sample label keys as Pyroscope stores them (they become series labels there): `.` → `_`
+/// (`thread.name` → `thread_name`). Keys that carry span links are left alone.
+fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
+    let mut renamed: HashMap<i64, i64> = HashMap::new();
+    for s in 0..profile.sample.len() {
+        for l in 0..profile.sample[s].label.len() {
+            let key = profile.sample[s].label[l].key;
+            let new = match renamed.get(&key) {
+                Some(&k) => k,
+                None => {
+                    let text = profile.str(key).unwrap_or("");
+                    let is_link_key = link
+                        .span_id_keys
+                        .iter()
+                        .chain(&link.trace_id_keys)
+                        .chain(&link.span_name_keys)
+                        .any(|k| k == text);
+                    let k = match labels::sanitize(text) {
+                        Some(clean) if clean != text && !is_link_key => {
+                            profile.string_table.push(clean);
+                            profile.string_table.len() as i64 - 1
+                        }
+                        _ => key,
+                    };
+                    renamed.insert(key, k);
+                    k
+                }
+            };
+            profile.sample[s].label[l].key = new;
+        }
+    }
+}
+
+/// Counts a refused request under `spanprof_rejected_total` (a full queue is counted by the
+/// pipeline itself).
+fn count_rejection(app: &AppState, receiver: &'static str, status: StatusCode) {
+    let reason = match status {
+        StatusCode::TOO_MANY_REQUESTS => return,
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported",
+        s if s.is_server_error() => "failed",
+        _ => "invalid",
+    };
+    app.metrics.add(
+        "spanprof_rejected_total",
+        &[("receiver", receiver), ("reason", reason)],
+        1.0,
+    );
+}
+
+/// Converts and links `profiles`, hands them to the pipeline as one batch, and returns once
+/// they are durable.
+async fn submit(
+    app: &AppState,
+    profiles: Vec<(pprof::Profile, Series)>,
+    receiver: &'static str,
+) -> Result<(), Rejection> {
+    let mut batch = Batch::new(Some(app.config.link.clone()));
+    for (i, (mut profile, series)) in profiles.into_iter().enumerate() {
+        sanitize_sample_label_keys(&mut profile, &app.config.link);
+        batch
+            .add_pprof(&profile, series.resource())
+            .map_err(|e| Rejection::bad(format!("profile {i}: invalid pprof profile: {e}")))?;
+    }
+    let (data, report) = batch.finish();
+    let labels: [(&'static str, &str); 1] = [("receiver", receiver)];
+    app.metrics.add(
+        "spanprof_received_profiles_total",
+        &labels,
+        report.profiles as f64,
+    );
+    app.metrics.add(
+        "spanprof_received_samples_total",
+        &labels,
+        report.samples as f64,
+    );
+    app.metrics.add(
+        "spanprof_linked_samples_total",
+        &labels,
+        report.linked_samples as f64,
+    );
+    app.pipeline.submit(Work::Profiles(data), receiver).await?;
+    Ok(())
 }

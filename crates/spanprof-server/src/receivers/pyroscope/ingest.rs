@@ -1,0 +1,489 @@
+//! `POST /ingest` (and `/pyroscope/ingest`): Pyroscope's legacy push. The body form follows
+//! from `format` and `Content-Type` in Pyroscope's order; the series from `name`, `spyName`
+//! and the profile's sample types. Success is exactly 200 with an empty body: pyroscope-go
+//! takes anything else for a failure.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use spanprof_format::pprof;
+
+use super::folded::{self, TextFormat};
+use super::labels::{self, LabelSet, SERVICE_NAME};
+use super::multipart;
+use super::{count_rejection, decode_pprof, submit, Series};
+use crate::receivers::body::{decode, Rejection};
+use crate::AppState;
+
+/// What pyroscope-go says when a server refuses its old cumulative uploads; kept word for
+/// word so users find the known fix.
+pub const PREV_PROFILE_MESSAGE: &str =
+    "unsupported client version. Please update github.com/grafana/pyroscope-go to the latest version";
+
+/// The query parameters of an upload.
+#[derive(Debug, Clone)]
+struct Params {
+    name: LabelSet,
+    from_ns: i64,
+    until_ns: i64,
+    /// Hz; Pyroscope's default is 100, and an unreadable value counts as the default.
+    sample_rate: u32,
+    spy_name: String,
+    format: String,
+}
+
+fn now_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+impl Params {
+    /// Reads the parameters; a repeated one counts with its first value, as in Go.
+    fn read(pairs: &[(String, String)]) -> Result<Params, Rejection> {
+        let get = |key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str())
+                .filter(|v| !v.is_empty())
+        };
+        let name = LabelSet::parse(get("name").unwrap_or(""))
+            .map_err(|e| Rejection::bad(format!("name: {e} (expected name=app{{key=value,…}})")))?;
+        let now = now_ns();
+        let time = |key| get(key).map_or(now, |v| super::attime::parse(v, now));
+        Ok(Params {
+            name,
+            from_ns: time("from"),
+            until_ns: time("until"),
+            sample_rate: get("sampleRate")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(100),
+            spy_name: get("spyName").unwrap_or("unknown").to_owned(),
+            format: get("format").unwrap_or("").to_owned(),
+        })
+    }
+}
+
+/// Which body form an upload carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BodyForm {
+    /// The whole body is a pprof profile (`format=pprof`), gzip or not.
+    Pprof,
+    /// `multipart/form-data` with a `profile` part (pyroscope-go, Node).
+    Multipart,
+    /// Folded or one-stack-per-line text.
+    Text(TextFormat),
+}
+
+/// Pyroscope's precedence: `format` first (trie, tree, lines, jfr, pprof, speedscope), then a
+/// multipart content type, then folded text for everything else. `Err` says why a form
+/// spanprof does not read (yet) is refused.
+fn body_form(format: &str, content_type: &str) -> Result<BodyForm, &'static str> {
+    if format == "trie" || content_type == "binary/octet-stream+trie" {
+        return Err("the Pyroscope 0.x binary trie format (format=trie) is not supported; send pprof or folded text");
+    }
+    if format == "tree" || content_type == "binary/octet-stream+tree" {
+        return Err("the Pyroscope 0.x binary tree format (format=tree) is not supported; send pprof or folded text");
+    }
+    Ok(match format {
+        "lines" => BodyForm::Text(TextFormat::Lines),
+        "jfr" => return Err(
+            "JFR profiles (format=jfr) are not supported yet; send pprof, or OTLP profiles to /v1development/profiles (the Java agent's format=otlp)",
+        ),
+        "pprof" => BodyForm::Pprof,
+        "speedscope" => return Err(
+            "speedscope profiles (format=speedscope) are not supported; send pprof or folded text",
+        ),
+        _ if content_type.to_ascii_lowercase().contains("multipart/form-data") => {
+            BodyForm::Multipart
+        }
+        _ => BodyForm::Text(TextFormat::Folded),
+    })
+}
+
+/// The `sample_type_config` entries that matter here: display names by sample type.
+type DisplayNames = HashMap<String, String>;
+
+/// Pyroscope's defaults when an upload has no `sample_type_config`.
+fn default_display_names() -> DisplayNames {
+    [
+        ("samples", "cpu"),
+        ("goroutine", "goroutines"),
+        ("contentions", "mutex_count"),
+        ("delay", "mutex_duration"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect()
+}
+
+fn parse_sample_type_config(json: &[u8]) -> Result<DisplayNames, Rejection> {
+    #[derive(serde::Deserialize)]
+    struct SampleTypeConfig {
+        #[serde(rename = "display-name", default)]
+        display_name: Option<String>,
+    }
+    let config: HashMap<String, Option<SampleTypeConfig>> =
+        serde_json::from_slice(json).map_err(|e| {
+            Rejection::bad(format!(
+                "sample_type_config is not a JSON object of sample types: {e}"
+            ))
+        })?;
+    Ok(config
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?.display_name.filter(|d| !d.is_empty())?)))
+        .collect())
+}
+
+/// The profile's Pyroscope name from its sample types, as Pyroscope derives it: `wall` if any
+/// type is `wall`, else from the first type whose display name mentions cpu, alloc_/inuse_,
+/// mutex_, block_ or goroutines.
+fn metric_name(profile: &pprof::Profile, display: &DisplayNames) -> Option<String> {
+    let types: Vec<&str> = profile
+        .sample_type
+        .iter()
+        .map(|t| profile.str(t.r#type).unwrap_or(""))
+        .collect();
+    if types.contains(&"wall") {
+        return Some("wall".into());
+    }
+    let mut last = "";
+    for t in types {
+        let st = display.get(t).map_or(t, String::as_str);
+        last = st;
+        let name = if st.contains("cpu") {
+            "process_cpu"
+        } else if st.contains("alloc_") || st.contains("inuse_") || st == "space" || st == "objects"
+        {
+            "memory"
+        } else if st.contains("mutex_") {
+            "mutex"
+        } else if st.contains("block_") {
+            "block"
+        } else if st.contains("goroutines") {
+            "goroutines"
+        } else {
+            continue;
+        };
+        return Some(name.into());
+    }
+    (!last.is_empty()).then(|| last.to_owned())
+}
+
+/// Scripting spies (py-spy, rbspy) name functions without their file; Pyroscope shows
+/// `"<file> <function>"` instead (py-spy: only for relative file names).
+fn qualify_script_functions(profile: &mut pprof::Profile, spy_name: &str) {
+    if !matches!(spy_name, "pyspy" | "rbspy" | "scripting") {
+        return;
+    }
+    let mut renamed: HashMap<(i64, i64), i64> = HashMap::new();
+    for i in 0..profile.function.len() {
+        let (name, file) = (profile.function[i].name, profile.function[i].filename);
+        let filename = profile.str(file).unwrap_or("");
+        if spy_name == "pyspy" && filename.starts_with('/') {
+            continue;
+        }
+        let new = match renamed.get(&(file, name)) {
+            Some(&s) => s,
+            None => {
+                let text = format!("{filename} {}", profile.str(name).unwrap_or(""));
+                profile.string_table.push(text);
+                let s = profile.string_table.len() as i64 - 1;
+                renamed.insert((file, name), s);
+                s
+            }
+        };
+        profile.function[i].name = new;
+    }
+}
+
+/// Series labels of the upload: the tags Pyroscope keeps, sanitized.
+fn tag_labels(name: &LabelSet) -> Result<BTreeMap<String, String>, Rejection> {
+    labels::sanitize_all(
+        name.tags
+            .iter()
+            .filter(|(k, _)| labels::allowed(k))
+            .map(|(k, v)| (k.clone(), v.clone())),
+    )
+    .map_err(|e| Rejection::bad(format!("name: {e}")))
+}
+
+/// `POST /ingest`.
+pub async fn ingest(
+    State(app): State<AppState>,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<StatusCode, Rejection> {
+    let answer = ingest_inner(&app, query, &headers, &body).await;
+    if let Err(r) = &answer {
+        count_rejection(&app, "pyroscope_ingest", r.status);
+    }
+    answer
+}
+
+async fn ingest_inner(
+    app: &AppState,
+    query: Result<Query<Vec<(String, String)>>, QueryRejection>,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<StatusCode, Rejection> {
+    let Query(pairs) =
+        query.map_err(|e| Rejection::bad(format!("the query string does not parse: {e}")))?;
+    let params = Params::read(&pairs)?;
+    let content_type = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let form = body_form(&params.format, content_type).map_err(|message| Rejection {
+        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        message: message.to_owned(),
+    })?;
+    let raw = decode(headers, body, &app.config.limits)?;
+    let series = match form {
+        BodyForm::Text(format) => match text_series(&raw, format, &params)? {
+            Some(s) => s,
+            // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
+            None => return Ok(StatusCode::OK),
+        },
+        BodyForm::Pprof => match pprof_series(app, &raw, None, &params)? {
+            Some(s) => s,
+            None => return Ok(StatusCode::OK),
+        },
+        BodyForm::Multipart => {
+            let boundary = multipart::boundary(content_type).ok_or_else(|| {
+                Rejection::bad("the multipart/form-data Content-Type has no boundary")
+            })?;
+            let parts = multipart::parse(&raw, &boundary).map_err(Rejection::bad)?;
+            let part = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.body);
+            if part("prev_profile").is_some() {
+                return Err(Rejection::bad(PREV_PROFILE_MESSAGE));
+            }
+            let profile = part("profile").ok_or_else(|| {
+                let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+                Rejection::bad(format!(
+                    "the multipart body has no `profile` part (parts: {names:?})"
+                ))
+            })?;
+            let display = part("sample_type_config")
+                .map(parse_sample_type_config)
+                .transpose()?;
+            match pprof_series(app, profile, display, &params)? {
+                Some(s) => s,
+                None => return Ok(StatusCode::OK),
+            }
+        }
+    };
+    submit(app, vec![series], "pyroscope_ingest").await?;
+    Ok(StatusCode::OK)
+}
+
+/// A pprof upload's series; `None` for an empty profile (nothing to store, as in Pyroscope).
+fn pprof_series(
+    app: &AppState,
+    bytes: &[u8],
+    display: Option<DisplayNames>,
+    params: &Params,
+) -> Result<Option<(pprof::Profile, Series)>, Rejection> {
+    if bytes.is_empty() {
+        return Ok(None);
+    }
+    let mut profile = decode_pprof(bytes, &app.config.limits)?;
+    // Old py-spy/rbspy/pyroscope-rs leave the time unset (or in µs): the upload's `from` wins.
+    if is_unset_time(profile.time_nanos) {
+        profile.time_nanos = params.from_ns;
+    }
+    if profile.duration_nanos <= 0 {
+        profile.duration_nanos = (params.until_ns - params.from_ns).max(0);
+    }
+    qualify_script_functions(&mut profile, &params.spy_name);
+    let display = display.unwrap_or_else(default_display_names);
+    let mut labels = tag_labels(&params.name)?;
+    let service = labels
+        .remove(SERVICE_NAME)
+        .unwrap_or_else(|| params.name.app.clone());
+    labels.insert("pyroscope_spy".into(), params.spy_name.clone());
+    let series = Series {
+        service,
+        name: metric_name(&profile, &display),
+        labels,
+    };
+    Ok(Some((profile, series)))
+}
+
+/// A text upload's series; `None` when Pyroscope drops it (a `profile_id` tag).
+fn text_series(
+    raw: &[u8],
+    format: TextFormat,
+    params: &Params,
+) -> Result<Option<(pprof::Profile, Series)>, Rejection> {
+    if params
+        .name
+        .tags
+        .get("profile_id")
+        .is_some_and(|v| !v.is_empty())
+    {
+        return Ok(None);
+    }
+    let text = std::str::from_utf8(raw).map_err(|_| {
+        Rejection::bad(
+            "the body is not folded text (the default format); send format=pprof for a raw pprof body or multipart/form-data with a `profile` part",
+        )
+    })?;
+    let t = folded::to_pprof(
+        text,
+        format,
+        &params.name.app,
+        params.sample_rate,
+        params.from_ns,
+        params.until_ns - params.from_ns,
+    )
+    .map_err(Rejection::bad)?;
+    let mut labels = tag_labels(&params.name)?;
+    let service = match labels.remove(SERVICE_NAME) {
+        Some(s) => {
+            labels
+                .entry("app_name".into())
+                .or_insert_with(|| t.kind.app.clone());
+            s
+        }
+        None => t.kind.app.clone(),
+    };
+    labels.insert("pyroscope_spy".into(), params.spy_name.clone());
+    let series = Series {
+        service,
+        name: Some(t.kind.metric.to_owned()),
+        labels,
+    };
+    Ok(Some((t.profile, series)))
+}
+
+/// Whether a pprof time is missing: zero, or in 1970 (a µs value read as ns).
+pub fn is_unset_time(time_nanos: i64) -> bool {
+    const YEAR_1971_NS: i64 = 365 * 86_400 * 1_000_000_000;
+    time_nanos < YEAR_1971_NS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile_with_types(types: &[&str]) -> pprof::Profile {
+        let mut p = pprof::Profile {
+            string_table: vec![String::new()],
+            ..Default::default()
+        };
+        for t in types {
+            p.string_table.push((*t).to_owned());
+            p.sample_type.push(pprof::ValueType {
+                r#type: p.string_table.len() as i64 - 1,
+                unit: 0,
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn forms_follow_pyroscope_precedence() {
+        let mp = "multipart/form-data; boundary=x";
+        assert_eq!(body_form("", mp), Ok(BodyForm::Multipart));
+        assert_eq!(body_form("pprof", mp), Ok(BodyForm::Pprof));
+        assert_eq!(
+            body_form("lines", mp),
+            Ok(BodyForm::Text(TextFormat::Lines))
+        );
+        assert_eq!(body_form("folded", mp), Ok(BodyForm::Multipart));
+        assert_eq!(body_form("", ""), Ok(BodyForm::Text(TextFormat::Folded)));
+        assert!(body_form("jfr", mp).unwrap_err().contains("JFR"));
+        assert!(body_form("", "binary/octet-stream+trie").is_err());
+    }
+
+    #[test]
+    fn metric_names_like_pyroscope() {
+        let d = default_display_names();
+        let name = |types: &[&str], d: &DisplayNames| metric_name(&profile_with_types(types), d);
+        assert_eq!(
+            name(&["samples", "cpu"], &d).as_deref(),
+            Some("process_cpu")
+        );
+        assert_eq!(
+            name(&["alloc_objects", "alloc_space"], &d).as_deref(),
+            Some("memory")
+        );
+        assert_eq!(name(&["goroutine"], &d).as_deref(), Some("goroutines"));
+        assert_eq!(
+            name(&["contentions", "delay"], &d).as_deref(),
+            Some("mutex")
+        );
+        assert_eq!(name(&["cpu", "wall"], &d).as_deref(), Some("wall"));
+        let block = parse_sample_type_config(
+            br#"{"contentions":{"display-name":"block_count","units":"lock_samples","cumulative":true},"delay":{"display-name":"block_duration"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            name(&["contentions", "delay"], &block).as_deref(),
+            Some("block")
+        );
+        assert_eq!(name(&[], &d), None);
+        assert!(parse_sample_type_config(b"[1]").is_err());
+    }
+
+    #[test]
+    fn script_spies_qualify_function_names() {
+        let mut p = pprof::Profile {
+            string_table: vec![
+                "".into(),
+                "handler".into(),
+                "app/views.py".into(),
+                "/usr/lib/x.py".into(),
+            ],
+            function: vec![
+                pprof::Function {
+                    id: 1,
+                    name: 1,
+                    filename: 2,
+                    ..Default::default()
+                },
+                pprof::Function {
+                    id: 2,
+                    name: 1,
+                    filename: 3,
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        qualify_script_functions(&mut p, "pyspy");
+        assert_eq!(p.str(p.function[0].name), Some("app/views.py handler"));
+        assert_eq!(p.str(p.function[1].name), Some("handler"));
+    }
+
+    #[test]
+    fn params_defaults_and_units() {
+        let pairs = |q: &[(&str, &str)]| -> Vec<(String, String)> {
+            q.iter().map(|(a, b)| ((*a).into(), (*b).into())).collect()
+        };
+        let p = Params::read(&pairs(&[
+            ("name", "app{a=1}"),
+            ("from", "1700000000"),
+            ("until", "1700000010000"),
+            ("sampleRate", "oops"),
+        ]))
+        .unwrap();
+        assert_eq!(p.from_ns, 1_700_000_000_000_000_000);
+        assert_eq!(p.until_ns, 1_700_000_010_000_000_000);
+        assert_eq!(p.sample_rate, 100);
+        assert_eq!(p.spy_name, "unknown");
+        let e = Params::read(&pairs(&[("from", "1")])).unwrap_err();
+        assert!(
+            e.message.contains("service name is required"),
+            "{}",
+            e.message
+        );
+    }
+}

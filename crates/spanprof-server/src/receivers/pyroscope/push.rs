@@ -1,0 +1,369 @@
+//! `POST /push.v1.PusherService/Push`: Pyroscope's push API as a Connect unary call, protobuf
+//! (`application/proto`) or JSON (`application/json`), gzip by `Content-Encoding` (or
+//! `Connect-Content-Encoding`). Used by pyroscope-rs ≥ 1.0 (Python pyroscope-io 1.x, Ruby),
+//! Grafana Alloy and the Pyroscope docs' curl examples.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use prost::Message;
+use spanprof_format::pprof;
+
+use super::labels::{self, METRIC_NAME, SERVICE_NAME};
+use super::{count_rejection, decode_pprof, ingest::is_unset_time, submit, Series};
+use crate::receivers::body::{decode, is_json, Rejection};
+use crate::AppState;
+
+/// `push.v1.PushRequest`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PushRequest {
+    /// Profiles, grouped by series.
+    #[prost(message, repeated, tag = "1")]
+    pub series: Vec<RawProfileSeries>,
+}
+
+/// `push.v1.RawProfileSeries` (its `annotations = 3` are not read: Pyroscope drops
+/// client-sent ones too).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RawProfileSeries {
+    /// The series labels: `service_name`, `__name__`, user tags.
+    #[prost(message, repeated, tag = "1")]
+    pub labels: Vec<LabelPair>,
+    /// The profiles of the series.
+    #[prost(message, repeated, tag = "2")]
+    pub samples: Vec<RawSample>,
+}
+
+/// `push.v1.RawSample`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RawSample {
+    /// A pprof profile, gzip or not.
+    #[prost(bytes = "vec", tag = "1")]
+    pub raw_profile: Vec<u8>,
+    /// The client's id for it (a UUID); not used.
+    #[prost(string, tag = "2")]
+    pub id: String,
+}
+
+/// `types.v1.LabelPair`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LabelPair {
+    /// Label name.
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Label value.
+    #[prost(string, tag = "2")]
+    pub value: String,
+}
+
+/// A Connect error: its code, and the HTTP status the Connect protocol gives that code.
+fn connect_error(code: &str, message: &str) -> Response {
+    let status = match code {
+        "invalid_argument" | "failed_precondition" | "out_of_range" => StatusCode::BAD_REQUEST,
+        "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
+        "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+        "unimplemented" => StatusCode::NOT_IMPLEMENTED,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = serde_json::json!({ "code": code, "message": message }).to_string();
+    (status, [("content-type", "application/json")], body).into_response()
+}
+
+/// A [`Rejection`] as the Connect error whose HTTP status matches it best.
+fn connect_rejection(r: Rejection) -> Response {
+    let code = match r.status {
+        StatusCode::BAD_REQUEST => "invalid_argument",
+        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "resource_exhausted",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unimplemented",
+        StatusCode::SERVICE_UNAVAILABLE => "unavailable",
+        _ => "internal",
+    };
+    connect_error(code, &r.message)
+}
+
+/// Standard or URL-safe base64, padded or not (protojson accepts both for `bytes`).
+fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(text.len() / 4 * 3);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    let body = text.trim_end_matches('=');
+    for (i, c) in body.bytes().enumerate() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return Err(format!("invalid base64 character {:?} at {i}", c as char)),
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    if bits >= 6 {
+        return Err("truncated base64".into());
+    }
+    Ok(out)
+}
+
+/// The JSON form of a `PushRequest` (protojson: camelCase or proto field names, unknown fields
+/// ignored, `null` as the default).
+fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
+    use serde_json::Value;
+    let root: Value = serde_json::from_slice(raw).map_err(|e| format!("invalid JSON: {e}"))?;
+    let field = |v: &'_ Value, names: &[&str]| -> Option<Value> {
+        names
+            .iter()
+            .find_map(|n| v.get(*n))
+            .filter(|x| !x.is_null())
+            .cloned()
+    };
+    let array = |v: Option<Value>, what: &str| -> Result<Vec<Value>, String> {
+        match v {
+            None => Ok(Vec::new()),
+            Some(Value::Array(a)) => Ok(a),
+            Some(other) => Err(format!("{what} must be an array, not {other}")),
+        }
+    };
+    let string = |v: Option<Value>, what: &str| -> Result<String, String> {
+        match v {
+            None => Ok(String::new()),
+            Some(Value::String(s)) => Ok(s),
+            Some(other) => Err(format!("{what} must be a string, not {other}")),
+        }
+    };
+    if !root.is_object() {
+        return Err("a PushRequest must be a JSON object".into());
+    }
+    let mut request = PushRequest::default();
+    for (si, s) in array(field(&root, &["series"]), "series")?
+        .into_iter()
+        .enumerate()
+    {
+        let mut series = RawProfileSeries::default();
+        for (li, l) in array(field(&s, &["labels"]), "labels")?.iter().enumerate() {
+            series.labels.push(LabelPair {
+                name: string(
+                    field(l, &["name"]),
+                    &format!("series[{si}].labels[{li}].name"),
+                )?,
+                value: string(
+                    field(l, &["value"]),
+                    &format!("series[{si}].labels[{li}].value"),
+                )?,
+            });
+        }
+        for (pi, p) in array(field(&s, &["samples"]), "samples")?
+            .iter()
+            .enumerate()
+        {
+            let what = format!("series[{si}].samples[{pi}].rawProfile");
+            let b64 = string(field(p, &["rawProfile", "raw_profile"]), &what)?;
+            series.samples.push(RawSample {
+                raw_profile: base64_decode(&b64).map_err(|e| format!("{what}: {e}"))?,
+                id: string(field(p, &["ID", "id"]), "ID")?,
+            });
+        }
+        request.series.push(series);
+    }
+    Ok(request)
+}
+
+/// A series' labels as Pyroscope takes them: names sanitized (`.` → `_`), `service_name`
+/// required (`unknown_service` when absent), `__name__` names the profile, other reserved
+/// labels dropped.
+fn series_of(pairs: &[LabelPair]) -> Result<Series, String> {
+    let mut labels = labels::sanitize_all(pairs.iter().map(|l| (l.name.clone(), l.value.clone())))?;
+    let name = labels.remove(METRIC_NAME).filter(|n| !n.is_empty());
+    let service = labels
+        .remove(SERVICE_NAME)
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown_service".into());
+    labels.retain(|k, _| labels::allowed(k));
+    Ok(Series {
+        service,
+        name,
+        labels,
+    })
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// `POST /push.v1.PusherService/Push`.
+pub async fn push(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let answer = push_inner(&app, &headers, body).await;
+    if let Err(r) = &answer {
+        count_rejection(&app, "pyroscope_push", r.status());
+    }
+    match answer {
+        Ok(true) => ([("content-type", "application/json")], "{}").into_response(),
+        Ok(false) => ([("content-type", "application/proto")], Vec::<u8>::new()).into_response(),
+        Err(r) => r,
+    }
+}
+
+async fn push_inner(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<bool, Response> {
+    let json = is_json(headers);
+    let ct = content_type(headers);
+    if !json && ct != "application/proto" && ct != "application/x-protobuf" {
+        return Err((
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            [("accept-post", "application/proto, application/json")],
+            format!("Content-Type {ct:?} is not supported: send application/proto or application/json\n"),
+        )
+            .into_response());
+    }
+    let body = body.map_err(|e| {
+        connect_error(
+            "resource_exhausted",
+            &format!("reading the request body: {e}"),
+        )
+    })?;
+    let mut raw = decode(headers, &body, &app.config.limits).map_err(connect_rejection)?;
+    // Connect's streaming header; some clients set it on unary calls too.
+    if let Some(enc) = headers
+        .get("connect-content-encoding")
+        .and_then(|v| v.to_str().ok())
+    {
+        match enc.trim().to_ascii_lowercase().as_str() {
+            "gzip" => {
+                if spanprof_format::gzip::is_gzip(&raw) {
+                    let plain = spanprof_format::gzip::gunzip(
+                        &raw,
+                        app.config.limits.max_decompressed_bytes,
+                    )
+                    .map_err(|e| {
+                        connect_error(
+                            "invalid_argument",
+                            &format!("the body is not valid gzip: {e}"),
+                        )
+                    })?;
+                    raw = plain.into();
+                }
+            }
+            "" | "identity" => {}
+            other => {
+                return Err(connect_error(
+                    "unimplemented",
+                    &format!(
+                    "Connect-Content-Encoding {other:?} is not supported (use gzip or identity)"
+                ),
+                ))
+            }
+        }
+    }
+    let request = if json {
+        decode_json(&raw)
+    } else {
+        PushRequest::decode(raw.as_ref()).map_err(|e| format!("invalid protobuf: {e}"))
+    }
+    .map_err(|e| {
+        connect_error(
+            "invalid_argument",
+            &format!("not a push.v1.PushRequest: {e}"),
+        )
+    })?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let mut profiles: Vec<(pprof::Profile, Series)> = Vec::new();
+    for (si, s) in request.series.iter().enumerate() {
+        let series = series_of(&s.labels)
+            .map_err(|e| connect_error("invalid_argument", &format!("series[{si}]: {e}")))?;
+        for (pi, sample) in s.samples.iter().enumerate() {
+            if sample.raw_profile.is_empty() {
+                continue;
+            }
+            let mut profile =
+                decode_pprof(&sample.raw_profile, &app.config.limits).map_err(|r| {
+                    connect_rejection(Rejection {
+                        message: format!("series[{si}].samples[{pi}]: {}", r.message),
+                        ..r
+                    })
+                })?;
+            if is_unset_time(profile.time_nanos) {
+                profile.time_nanos = now;
+            }
+            profiles.push((profile, series.clone()));
+        }
+    }
+    if !profiles.is_empty() {
+        submit(app, profiles, "pyroscope_push")
+            .await
+            .map_err(connect_rejection)?;
+    }
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_forms() {
+        assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(base64_decode("aGVsbG8").unwrap(), b"hello");
+        assert_eq!(base64_decode("-_8").unwrap(), vec![0xfb, 0xff]);
+        assert_eq!(base64_decode("+/8=").unwrap(), vec![0xfb, 0xff]);
+        assert!(base64_decode("a").is_err());
+        assert!(base64_decode("a*b=").is_err());
+    }
+
+    #[test]
+    fn json_request() {
+        let r = decode_json(
+            br#"{"series":[{"labels":[{"name":"__name__","value":"process_cpu"},{"name":"service_name","value":"api"}],
+                 "samples":[{"rawProfile":"aGVsbG8=","ID":"u-1"}], "annotations":[]}], "extra": 1}"#,
+        )
+        .unwrap();
+        assert_eq!(r.series[0].labels.len(), 2);
+        assert_eq!(r.series[0].samples[0].raw_profile, b"hello");
+        assert_eq!(r.series[0].samples[0].id, "u-1");
+        assert!(decode_json(br#"{"series":{}}"#)
+            .unwrap_err()
+            .contains("array"));
+        assert!(decode_json(b"[]").is_err());
+    }
+
+    #[test]
+    fn series_labels_like_pyroscope() {
+        let pair = |n: &str, v: &str| LabelPair {
+            name: n.into(),
+            value: v.into(),
+        };
+        let s = series_of(&[
+            pair("__name__", "process_cpu"),
+            pair("service.name", "api"),
+            pair("__delta__", "false"),
+            pair("otel.scope.name", "pyroscope-rs"),
+        ])
+        .unwrap();
+        assert_eq!(s.service, "api");
+        assert_eq!(s.name.as_deref(), Some("process_cpu"));
+        assert_eq!(
+            s.labels.into_iter().collect::<Vec<_>>(),
+            vec![("otel_scope_name".to_owned(), "pyroscope-rs".to_owned())]
+        );
+        assert_eq!(series_of(&[]).unwrap().service, "unknown_service");
+    }
+}

@@ -1,0 +1,57 @@
+"""Pushes CPU profiles to spanprof with the real Python SDK (pyroscope-io 1.x) while one
+OpenTelemetry span burns CPU; pyroscope-otel's span processor tags the samples with the span.
+
+Usage: span_profile.py http://127.0.0.1:PORT
+Prints {"span_id": "<16 hex>", "trace_id": "<32 hex>"} of the span as the last line.
+"""
+
+import json
+import sys
+import time
+
+import pyroscope
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from pyroscope.otel import PyroscopeSpanProcessor
+
+
+def burn(seconds):
+    """Spins until this thread has used `seconds` of CPU (so a busy machine only stretches it)."""
+    end = time.thread_time() + seconds
+    n = 0
+    while time.thread_time() < end:
+        n += sum(i * i for i in range(200))
+    return n
+
+
+def main():
+    server = sys.argv[1]
+    ok = pyroscope.configure(
+        application_name="py-checkout",
+        server_address=server,
+        sample_rate=100,
+        upload_interval=1,
+        tags={"env": "ci"},
+        enable_logging=True,
+    )
+    if ok is False:
+        sys.exit("pyroscope.configure failed")
+    provider = TracerProvider()
+    provider.add_span_processor(PyroscopeSpanProcessor())
+    trace.set_tracer_provider(provider)
+    tracer = trace.get_tracer("spanprof-test")
+
+    burn(0.3)  # outside any span
+    with tracer.start_as_current_span("checkout") as span:
+        burn(1.5)
+        ctx = span.get_span_context()
+    burn(0.3)
+    # Let the last upload interval pass, then flush and stop the agent.
+    time.sleep(1.5)
+    if not pyroscope.shutdown():
+        sys.exit("pyroscope.shutdown failed")
+    print(json.dumps({"span_id": format(ctx.span_id, "016x"), "trace_id": format(ctx.trace_id, "032x")}))
+
+
+if __name__ == "__main__":
+    main()
