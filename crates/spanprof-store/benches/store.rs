@@ -1,0 +1,153 @@
+//! Store hot paths on real Go CPU profiles (598 samples and 235 spans each, fresh span and
+//! trace ids per run of profiles; see `examples/store_scale.rs`): durable ingest of 20 profiles
+//! per call, and flame graphs of one span and of one service over a store of 2,000 profiles,
+//! answered from its segment files. Throughput is in pprof samples (the store keeps two values
+//! per sample, `samples/count` and `cpu/nanoseconds`, as two blocks). Each hot path has a peer
+//! measured in the same run: ingest without fsync and the pprof → OTLP conversion before it;
+//! the in-memory selector over OTLP for the flame graphs.
+
+// The example holds the profile stream (and declares mimalloc, the binary's allocator, as the
+// global allocator of this bench too).
+#[path = "../examples/store_scale.rs"]
+#[allow(dead_code)]
+mod store_scale;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use spanprof_format::otlp::ProfilesData;
+use spanprof_format::pprof;
+use spanprof_store::spans::SpanRecord;
+use spanprof_store::store::{Selection, Store, StoreConfig};
+use spanprof_store::{FlameTree, SampleSelector};
+use store_scale::synthetic::{Synthetic, SERVICE};
+
+/// Profiles per ingest call.
+const BATCH: u64 = 20;
+/// Batches made up front for the ingest benches, then ingested again round-robin.
+const POOL: u64 = 16;
+/// Profiles in the store the flame graphs are asked of.
+const QUERY_PROFILES: u64 = 2_000;
+/// One distinct span per this many pprof samples (the script's 10 M samples / 1 M spans).
+const SAMPLES_PER_SPAN: u64 = 10;
+
+fn stream(profiles: u64) -> Synthetic {
+    let samples = profiles * Synthetic::new(1, 1, 1).samples_per_profile();
+    Synthetic::new(samples, samples / SAMPLES_PER_SPAN, 6)
+}
+
+/// Profiles `first..first + n` converted as the receiver does, with their new spans.
+fn converted(syn: &Synthetic, first: u64, n: u64) -> (Vec<ProfilesData>, Vec<SpanRecord>) {
+    (first..first + n)
+        .map(|k| (syn.otlp(k, &syn.pprof(k)), syn.new_spans(k)))
+        .fold((Vec::new(), Vec::new()), |(mut d, mut s), (data, spans)| {
+            d.push(data);
+            s.extend(spans);
+            (d, s)
+        })
+}
+
+fn open(dir: &std::path::Path, sync: bool) -> Store {
+    let mut cfg = StoreConfig::new(dir);
+    cfg.sync = sync;
+    Store::open(cfg).expect("store opens").0
+}
+
+fn ingest(c: &mut Criterion) {
+    let syn = stream(POOL * BATCH);
+    let batches: Vec<_> = (0..POOL)
+        .map(|b| converted(&syn, b * BATCH, BATCH))
+        .collect();
+    let pprofs: Vec<pprof::Profile> = (0..BATCH).map(|k| syn.pprof(k)).collect();
+
+    let mut g = c.benchmark_group("store_ingest");
+    g.throughput(Throughput::Elements(BATCH * syn.samples_per_profile()));
+    for (name, sync) in [
+        ("durable_20_profiles", true),
+        ("no_fsync_20_profiles", false),
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = open(dir.path(), sync);
+        let mut next = 0;
+        g.bench_function(name, |b| {
+            b.iter_batched(
+                || {
+                    next += 1;
+                    let (data, spans) = &batches[next % batches.len()];
+                    (data, spans.clone())
+                },
+                |(data, spans)| {
+                    let refs: Vec<&ProfilesData> = data.iter().collect();
+                    store.ingest(&refs, spans).expect("ingest")
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    g.bench_function("peer_pprof_to_otlp_20_profiles", |b| {
+        b.iter(|| {
+            pprofs
+                .iter()
+                .enumerate()
+                .map(|(k, p)| syn.otlp(k as u64, p))
+                .collect::<Vec<_>>()
+        })
+    });
+    g.finish();
+}
+
+fn flame(c: &mut Criterion) {
+    let syn = stream(QUERY_PROFILES);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open(dir.path(), true);
+    for first in (0..QUERY_PROFILES).step_by(BATCH as usize) {
+        let (data, spans) = converted(&syn, first, BATCH);
+        let refs: Vec<&ProfilesData> = data.iter().collect();
+        store.ingest(&refs, spans).expect("ingest");
+    }
+    let span = syn.new_spans(0)[0].span_id;
+    let one_span = Selection {
+        span_ids: vec![span],
+        ..Default::default()
+    };
+    let (first_ns, last_ns) = syn.time_range_ns();
+    let service = Selection {
+        service: Some(SERVICE.to_owned()),
+        from_ns: first_ns,
+        to_ns: last_ns,
+        ..Default::default()
+    };
+    let service_samples = store
+        .flame_graph(&service)
+        .expect("flame")
+        .1
+        .samples_selected;
+    let profile = syn.otlp(0, &syn.pprof(0));
+    let in_memory = |span_ids: Vec<[u8; 8]>| {
+        let selector = SampleSelector {
+            span_ids,
+            ..Default::default()
+        };
+        FlameTree::from_profiles(&profile, &selector).expect("select")
+    };
+    assert!(in_memory(vec![span]).1.samples_selected > 0);
+
+    let mut g = c.benchmark_group("store_flame");
+    g.sample_size(10);
+    g.bench_function("one_span_2000_profiles", |b| {
+        b.iter(|| store.flame_graph(&one_span).expect("flame"))
+    });
+    g.bench_function("peer_one_span_in_memory_one_profile", |b| {
+        b.iter(|| in_memory(vec![span]))
+    });
+    g.throughput(Throughput::Elements(service_samples));
+    g.bench_function("one_service_all_time_2000_profiles", |b| {
+        b.iter(|| store.flame_graph(&service).expect("flame"))
+    });
+    g.throughput(Throughput::Elements(syn.samples_per_profile()));
+    g.bench_function("peer_all_samples_in_memory_one_profile", |b| {
+        b.iter(|| in_memory(Vec::new()))
+    });
+    g.finish();
+}
+
+criterion_group!(name = store; config = Criterion::default().sample_size(20); targets = ingest, flame);
+criterion_main!(store);
