@@ -42,13 +42,13 @@ pub(crate) struct CompactionMarks {
 /// scanning the segments that have none.
 pub(crate) fn read_marks(
     log: &crate::log::Log,
-    indexed: &[(u64, super::segments::SegmentIndex, u64)],
+    indexed: &[(u64, super::segments::SealedSummary)],
     unindexed: &[u64],
 ) -> Result<CompactionMarks, StoreError> {
     let mut marks = CompactionMarks::default();
-    for (id, index, _) in indexed {
-        if index.compaction_complete {
-            marks.replaced.extend(index.replaces.iter().copied());
+    for (id, summary) in indexed {
+        if summary.compaction_complete {
+            marks.replaced.extend(summary.replaces.iter().copied());
             marks.complete.insert(*id);
         }
     }

@@ -124,7 +124,7 @@ impl Store {
                 active.index_block(pos, start, len, b);
             }
             for s in spans {
-                active.spans.insert(s);
+                active.spans_mut().insert(s);
             }
         }
         if self.log.active_bytes() > self.cfg.segment_max_bytes {
@@ -226,7 +226,7 @@ fn dict_str(d: &ProfilesDictionary, i: i32) -> Result<&str, String> {
 /// blocks and spans together). A span in an older segment could be deleted by retention
 /// while the block lives on, taking the trace id with it; such links keep their trace id.
 fn elide_known_trace(st: &State, (trace, span): LinkIds) -> LinkIds {
-    match st.active.spans.get(&span) {
+    match st.active.spans().get(&span) {
         Some(s) if trace != [0; 16] && s.trace_id == trace => ([0; 16], span),
         _ => (trace, span),
     }
@@ -384,5 +384,23 @@ fn profile_blocks(
         block.values.push(value);
         block.links.push(link_ix);
     }
-    Ok(blocks.into_iter().map(|(b, _)| b).collect())
+    Ok(blocks
+        .into_iter()
+        .map(|(mut b, _)| {
+            order_samples(&mut b);
+            b
+        })
+        .collect())
+}
+
+/// Orders a block's samples by stack node, then link. Their order means nothing (every answer
+/// sums them), and in this order the block encodes node differences that are mostly tiny:
+/// measured on 1,000 Go CPU profiles (`tests/store_disk.rs`), 36.1 % → 32.9 % of the gzipped
+/// pprof on disk.
+fn order_samples(b: &mut Block) {
+    let mut order: Vec<usize> = (0..b.nodes.len()).collect();
+    order.sort_by_key(|&i| (b.nodes[i], b.links[i]));
+    b.nodes = order.iter().map(|&i| b.nodes[i]).collect();
+    b.links = order.iter().map(|&i| b.links[i]).collect();
+    b.values = order.iter().map(|&i| b.values[i]).collect();
 }

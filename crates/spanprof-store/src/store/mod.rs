@@ -148,11 +148,11 @@ impl Store {
         let index_dir = cfg.dir.join("index");
         // Sealed segments with a valid index need no replay; the others are read once.
         let active_id = log.active_segment();
-        let mut indexed: Vec<(u64, SegmentIndex, u64)> = Vec::new();
+        let mut indexed: Vec<(u64, segments::SealedSummary)> = Vec::new();
         let mut to_replay = vec![active_id];
         for seg in log.segments().into_iter().filter(|s| !s.active) {
-            match segments::read_index(&index_dir, seg.id) {
-                Ok(Some((index, bytes))) => indexed.push((seg.id, index, bytes)),
+            match segments::read_summary(&index_dir, seg.id) {
+                Ok(Some(summary)) => indexed.push((seg.id, summary)),
                 Ok(None) => to_replay.push(seg.id),
                 Err(problem) => {
                     report.problems.push(problem);
@@ -180,18 +180,18 @@ impl Store {
                 if id == active_id {
                     st.active = Arc::new(into);
                 } else {
-                    let bytes = segments::write_index(&index_dir, &into).map_err(|e| {
+                    let summary = segments::write_index(&index_dir, &into).map_err(|e| {
                         StoreError::Invalid(format!(
                             "writing {}: {e}",
                             segments::index_path(&index_dir, id).display()
                         ))
                     })?;
-                    st.sealed.insert(id, into.summary(bytes));
+                    st.sealed.insert(id, summary);
                 }
             }
-            for (id, index, bytes) in indexed {
+            for (id, summary) in indexed {
                 if !marks.replaced.contains(&id) {
-                    st.sealed.insert(id, index.summary(bytes));
+                    st.sealed.insert(id, summary);
                 }
             }
             // A crash after a compaction completed but before its sources were deleted.

@@ -224,7 +224,7 @@ impl State {
 
     fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Result<Vec<[u8; 8]>, StoreError> {
         let indexes = self.indexes(0, 0, |_| true).map_err(StoreError::Invalid)?;
-        let all = || indexes.iter().flat_map(|i| i.spans.iter());
+        let all = || indexes.iter().flat_map(|i| i.spans().iter());
         let mut min = f.min_duration_ns;
         let mut max = f.max_duration_ns;
         if let Some(name) = &f.name {
@@ -256,13 +256,16 @@ impl State {
 
     /// A stored span, from whichever segment holds it.
     pub(crate) fn span_record(&self, id: &[u8; 8]) -> Result<Option<SpanRecord>, StoreError> {
-        if let Some(s) = self.active.spans.get(id) {
+        if let Some(s) = self.active.spans().get(id) {
             return Ok(Some(s.clone()));
         }
         let indexes = self
             .indexes(0, 0, |summary| summary.span_bloom.may_contain(id))
             .map_err(StoreError::Invalid)?;
-        Ok(indexes.iter().rev().find_map(|i| i.spans.get(id).cloned()))
+        Ok(indexes
+            .iter()
+            .rev()
+            .find_map(|i| i.spans().get(id).cloned()))
     }
 
     /// The stored spans of a trace over all segments, in start order.
@@ -273,7 +276,7 @@ impl State {
         let mut out: Vec<SpanRecord> = Vec::new();
         let mut seen = HashSet::new();
         for i in indexes.iter().rev() {
-            for s in i.spans.trace(t) {
+            for s in i.spans().trace(t) {
                 if seen.insert(s.span_id) {
                     out.push(s.clone());
                 }
@@ -788,7 +791,7 @@ impl Store {
         let indexes = st
             .indexes(from, to, |_| true)
             .map_err(StoreError::Invalid)?;
-        let mut found: Vec<SpanRecord> = search(indexes.iter().flat_map(|i| i.spans.iter()), q)
+        let mut found: Vec<SpanRecord> = search(indexes.iter().flat_map(|i| i.spans().iter()), q)
             .into_iter()
             .cloned()
             .collect();

@@ -5,7 +5,7 @@
 //! sealed indexes they need through a small LRU cache; opening replays only the active segment.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use hashbrown::HashMap;
 
@@ -24,7 +24,10 @@ pub(crate) struct SegmentIndex {
     pub by_span: HashMap<[u8; 8], Vec<u32>>,
     /// Trace id → blocks holding samples linked to that trace.
     pub by_trace: HashMap<[u8; 16], Vec<u32>>,
-    pub spans: SpanIndex,
+    /// The segment's spans, decoded on first use (a sealed index keeps them encoded until a
+    /// query needs span records: a span's flame graph needs only the block maps).
+    spans: OnceLock<SpanIndex>,
+    spans_raw: Vec<u8>,
     /// Segments this one replaces (a completed compaction's sources).
     pub replaces: Vec<u64>,
     /// The compaction writing this segment reached its END record.
@@ -37,6 +40,25 @@ impl SegmentIndex {
             segment,
             ..Default::default()
         }
+    }
+
+    /// The segment's spans.
+    pub fn spans(&self) -> &SpanIndex {
+        self.spans.get_or_init(|| {
+            let mut index = SpanIndex::default();
+            match decode_spans(&self.spans_raw) {
+                Ok(spans) => spans.into_iter().for_each(|s| index.insert(s)),
+                // The index file's checksum passed, so this is a bug, not damage; say so.
+                Err(e) => tracing::error!(segment = self.segment, error = %e, "cannot decode the spans of a segment index"),
+            }
+            index
+        })
+    }
+
+    /// The segment's spans, for adding to.
+    pub fn spans_mut(&mut self) -> &mut SpanIndex {
+        self.spans();
+        self.spans.get_mut().expect("initialised just above")
     }
 
     /// Adds a block to the indexes.
@@ -66,7 +88,7 @@ impl SegmentIndex {
             .iter()
             .map(|b| (b.time_ns, b.time_ns.saturating_add(b.duration_ns)));
         let spans = self
-            .spans
+            .spans()
             .iter()
             .map(|s| (s.start_ns as i64, s.end_ns as i64));
         blocks
@@ -76,15 +98,15 @@ impl SegmentIndex {
 
     /// The summary kept in memory once the segment is sealed.
     pub fn summary(&self, index_bytes: u64) -> SealedSummary {
-        let mut span_bloom = Bloom::with_capacity(self.by_span.len() + self.spans.len());
-        let mut trace_bloom = Bloom::with_capacity(self.by_trace.len() + self.spans.len());
+        let mut span_bloom = Bloom::with_capacity(self.by_span.len() + self.spans().len());
+        let mut trace_bloom = Bloom::with_capacity(self.by_trace.len() + self.spans().len());
         for id in self.by_span.keys() {
             span_bloom.insert(&id[..]);
         }
         for id in self.by_trace.keys() {
             trace_bloom.insert(&id[..]);
         }
-        for s in self.spans.iter() {
+        for s in self.spans().iter() {
             span_bloom.insert(&s.span_id[..]);
             trace_bloom.insert(&s.trace_id[..]);
         }
@@ -102,10 +124,12 @@ impl SegmentIndex {
             series,
             blocks: self.blocks.len() as u64,
             samples: self.blocks.iter().map(|b| u64::from(b.samples)).sum(),
-            spans: self.spans.len() as u64,
+            spans: self.spans().len() as u64,
             span_bloom,
             trace_bloom,
             index_bytes,
+            replaces: self.replaces.clone(),
+            compaction_complete: self.compaction_complete,
         }
     }
 
@@ -149,7 +173,7 @@ impl SegmentIndex {
                 out.uvarint(b.into());
             }
         }
-        let spans: Vec<_> = self.spans.iter().cloned().collect();
+        let spans: Vec<_> = self.spans().iter().cloned().collect();
         let mut sb = Vec::new();
         encode_spans(&spans, &mut sb);
         out.bytes(&sb);
@@ -207,9 +231,7 @@ impl SegmentIndex {
             let id = g.fixed::<16>()?;
             x.by_trace.insert(id, block_ids(&mut g)?);
         }
-        for s in decode_spans(g.bytes()?).map_err(|e| CodecError(e.to_string()))? {
-            x.spans.insert(s);
-        }
+        x.spans_raw = g.bytes()?.to_vec();
         if !g.done() {
             return Err(CodecError("trailing bytes after the segment index".into()));
         }
@@ -237,6 +259,78 @@ pub(crate) struct SealedSummary {
     pub trace_bloom: Bloom,
     /// Size of the index file, in bytes.
     pub index_bytes: u64,
+    /// Segments a completed compaction wrote this one to replace.
+    pub replaces: Vec<u64>,
+    pub compaction_complete: bool,
+}
+
+impl SealedSummary {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.ivarint(self.time_range.0);
+        out.ivarint(self.time_range.1);
+        out.uvarint(self.series.len() as u64);
+        for &(id, a, b) in &self.series {
+            out.uvarint(id.into());
+            out.ivarint(a);
+            out.ivarint(b);
+        }
+        for n in [self.blocks, self.samples, self.spans] {
+            out.uvarint(n);
+        }
+        for bloom in [&self.span_bloom, &self.trace_bloom] {
+            out.uvarint(bloom.bits.len() as u64);
+            for w in &bloom.bits {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        out.uvarint(self.replaces.len() as u64);
+        for &r in &self.replaces {
+            out.uvarint(r);
+        }
+        out.push(u8::from(self.compaction_complete));
+        out
+    }
+
+    fn decode(b: &[u8], index_bytes: u64) -> Result<SealedSummary, CodecError> {
+        let mut g = Get::new(b);
+        let time_range = (g.ivarint()?, g.ivarint()?);
+        let n = g.count()?;
+        let mut series = Vec::with_capacity(n);
+        for _ in 0..n {
+            series.push((g.u32()?, g.ivarint()?, g.ivarint()?));
+        }
+        let (blocks, samples, spans) = (g.uvarint()?, g.uvarint()?, g.uvarint()?);
+        let mut blooms = Vec::new();
+        for _ in 0..2 {
+            let words = g.count()?;
+            let mut bits = Vec::with_capacity(words);
+            for _ in 0..words {
+                bits.push(u64::from_le_bytes(g.fixed::<8>()?));
+            }
+            if bits.is_empty() {
+                return Err(CodecError("empty Bloom filter".into()));
+            }
+            blooms.push(Bloom { bits });
+        }
+        let n = g.count()?;
+        let replaces = (0..n).map(|_| g.uvarint()).collect::<Result<_, _>>()?;
+        let compaction_complete = g.u8()? != 0;
+        let trace_bloom = blooms.pop().expect("two blooms");
+        let span_bloom = blooms.pop().expect("two blooms");
+        Ok(SealedSummary {
+            time_range,
+            series,
+            blocks,
+            samples,
+            spans,
+            span_bloom,
+            trace_bloom,
+            index_bytes,
+            replaces,
+            compaction_complete,
+        })
+    }
 }
 
 /// A Bloom filter over ids: about 10 bits and 4 probes per id (≈1 % false positives).
@@ -289,64 +383,117 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-const INDEX_MAGIC: &[u8; 8] = b"SPANIDX1";
+const INDEX_MAGIC: &[u8; 8] = b"SPANIDX2";
 
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
     dir.join(format!("{segment:016x}.idx"))
 }
 
+fn section(out: &mut Vec<u8>, bytes: &[u8]) {
+    let mut crc = flate2::Crc::new();
+    crc.update(bytes);
+    out.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(&crc.sum().to_le_bytes());
+}
+
 /// Writes a sealed segment's index durably (temporary file, fsync, rename, fsync the
-/// directory); returns its size in bytes.
-pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<u64> {
+/// directory) and returns its summary. The file holds the summary first, then the body, each
+/// with its own checksum, so opening the store reads only summaries.
+pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<SealedSummary> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let body = index.encode();
-    let mut crc = flate2::Crc::new();
-    crc.update(&body);
+    let mut summary = index.summary(0);
+    let summary_bytes = summary.encode();
+    let mut file = Vec::with_capacity(8 + 2 * 12 + summary_bytes.len() + body.len());
+    file.extend_from_slice(INDEX_MAGIC);
+    section(&mut file, &summary_bytes);
+    section(&mut file, &body);
     let path = index_path(dir, index.segment);
     let tmp = path.with_extension("idx.tmp");
     {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(INDEX_MAGIC)?;
-        f.write_all(&(body.len() as u64).to_le_bytes())?;
-        f.write_all(&body)?;
-        f.write_all(&crc.sum().to_le_bytes())?;
+        f.write_all(&file)?;
         f.sync_all()?;
     }
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(dir)?.sync_all()?;
-    Ok((INDEX_MAGIC.len() + 8 + body.len() + 4) as u64)
+    summary.index_bytes = file.len() as u64;
+    Ok(summary)
 }
 
-/// Reads a segment's index; `Ok(None)` when there is none, an error naming the file when it
-/// is damaged (the caller rebuilds it from the segment).
-pub(crate) fn read_index(dir: &Path, segment: u64) -> Result<Option<(SegmentIndex, u64)>, String> {
+/// Reads one checksummed section at `pos` of an index file.
+fn read_section(f: &mut std::fs::File, what: &str) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(|e| format!("{what}: {e}"))?;
+    let len = u64::from_le_bytes(len);
+    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    if len > size {
+        return Err(format!("{what}: length {len} is past the end of the file"));
+    }
+    let mut bytes = vec![0u8; len as usize];
+    f.read_exact(&mut bytes)
+        .map_err(|e| format!("{what}: {e}"))?;
+    let mut sum = [0u8; 4];
+    f.read_exact(&mut sum).map_err(|e| format!("{what}: {e}"))?;
+    let mut crc = flate2::Crc::new();
+    crc.update(&bytes);
+    if crc.sum().to_le_bytes() != sum {
+        return Err(format!("{what}: checksum mismatch"));
+    }
+    Ok(bytes)
+}
+
+/// Opens an index file and checks its magic; `Ok(None)` when there is none.
+fn open_index(dir: &Path, segment: u64) -> Result<Option<(std::fs::File, PathBuf)>, String> {
+    use std::io::Read;
     let path = index_path(dir, segment);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
+    let mut f = match std::fs::File::open(&path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    let damaged = |why: &str| format!("{}: {why}; rebuilding it from the segment", path.display());
-    if bytes.len() < 20 || &bytes[..8] != INDEX_MAGIC {
-        return Err(damaged("not a segment index"));
+    let mut magic = [0u8; 8];
+    if f.read_exact(&mut magic).is_err() || &magic != INDEX_MAGIC {
+        return Err(format!(
+            "{}: not a segment index (or an older format); rebuilding it from the segment",
+            path.display()
+        ));
     }
-    let len = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes")) as usize;
-    if bytes.len() != 16 + len + 4 {
-        return Err(damaged("truncated"));
-    }
-    let body = &bytes[16..16 + len];
-    let mut crc = flate2::Crc::new();
-    crc.update(body);
-    if crc.sum().to_le_bytes() != bytes[16 + len..] {
-        return Err(damaged("checksum mismatch"));
-    }
-    let index = SegmentIndex::decode(body).map_err(|e| damaged(&e.to_string()))?;
+    Ok(Some((f, path)))
+}
+
+/// Reads only a segment index's summary (what opening the store needs).
+pub(crate) fn read_summary(dir: &Path, segment: u64) -> Result<Option<SealedSummary>, String> {
+    let Some((mut f, path)) = open_index(dir, segment)? else {
+        return Ok(None);
+    };
+    let damaged =
+        |why: String| format!("{}: {why}; rebuilding it from the segment", path.display());
+    let bytes = read_section(&mut f, "summary").map_err(damaged)?;
+    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    SealedSummary::decode(&bytes, size)
+        .map(Some)
+        .map_err(|e| damaged(e.to_string()))
+}
+
+/// Reads a segment's whole index; an error names the file when it is missing or damaged.
+pub(crate) fn read_index(dir: &Path, segment: u64) -> Result<Option<(SegmentIndex, u64)>, String> {
+    let Some((mut f, path)) = open_index(dir, segment)? else {
+        return Ok(None);
+    };
+    let damaged = |why: String| format!("{}: {why}", path.display());
+    read_section(&mut f, "summary").map_err(damaged)?;
+    let body = read_section(&mut f, "body").map_err(damaged)?;
+    let index = SegmentIndex::decode(&body).map_err(|e| damaged(e.to_string()))?;
     if index.segment != segment {
-        return Err(damaged("it belongs to another segment"));
+        return Err(damaged("it belongs to another segment".into()));
     }
-    Ok(Some((index, bytes.len() as u64)))
+    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    Ok(Some((index, size)))
 }
 
 /// Recently used sealed indexes, at most `capacity`.
@@ -434,7 +581,18 @@ mod tests {
         );
         x.replaces = vec![3, 4];
         x.compaction_complete = true;
-        write_index(dir.path(), &x).unwrap();
+        let summary = write_index(dir.path(), &x).unwrap();
+        let read = read_summary(dir.path(), 7).unwrap().unwrap();
+        assert_eq!(
+            (
+                read.blocks,
+                read.replaces.clone(),
+                read.compaction_complete,
+                read.index_bytes
+            ),
+            (1, vec![3, 4], true, summary.index_bytes)
+        );
+        assert!(read.span_bloom.may_contain(&[2; 8]) && read.trace_bloom.may_contain(&[1; 16]));
         let (y, _) = read_index(dir.path(), 7).unwrap().unwrap();
         assert_eq!(
             (
@@ -450,7 +608,8 @@ mod tests {
         let p = index_path(dir.path(), 7);
         let mut bytes = std::fs::read(&p).unwrap();
         let n = bytes.len();
-        bytes[n / 2] ^= 0xff;
+        // Inside the body's data, just before its checksum.
+        bytes[n - 6] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
         assert!(read_index(dir.path(), 7)
             .unwrap_err()

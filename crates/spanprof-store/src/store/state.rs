@@ -162,7 +162,7 @@ impl State {
                     into.index_block(pos, start, bytes.len() as u32, &block);
                 }
                 for span in decode_spans(g.bytes()?).map_err(|e| CodecError(e.to_string()))? {
-                    into.spans.insert(span);
+                    into.spans_mut().insert(span);
                 }
             }
             _ => unreachable!("record_kind checks the kind"),
@@ -233,8 +233,7 @@ impl State {
     /// Seals the active segment: writes its index next to it, keeps only its summary, and
     /// starts an empty index for `next` (the new active segment).
     pub fn seal_active(&mut self, next: u64) -> std::io::Result<()> {
-        let bytes = write_index(&self.index_dir, &self.active)?;
-        let summary = self.active.summary(bytes);
+        let summary = write_index(&self.index_dir, &self.active)?;
         self.sealed.insert(self.active.segment, summary);
         self.active = Arc::new(SegmentIndex::new(next));
         Ok(())
@@ -292,7 +291,7 @@ impl State {
                     .sum::<usize>(),
             samples: a.blocks.iter().map(|b| u64::from(b.samples)).sum::<u64>()
                 + self.sealed.values().map(|s| s.samples).sum::<u64>(),
-            spans: a.spans.len()
+            spans: a.spans().len()
                 + self
                     .sealed
                     .values()

@@ -50,7 +50,9 @@ pub struct Args {
 fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
     match s {
         "off" | "none" | "" => Ok(None),
-        a => Ok(Some(a.parse().with_context(|| format!("{flag} {a:?} is not an address like 0.0.0.0:4317 (or off)"))?)),
+        a => Ok(Some(a.parse().with_context(|| {
+            format!("{flag} {a:?} is not an address like 0.0.0.0:4317 (or off)")
+        })?)),
     }
 }
 

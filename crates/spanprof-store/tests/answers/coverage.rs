@@ -1,0 +1,129 @@
+//! `span_coverage`: what a span got (samples, value) against what its duration allows
+//! (duration / period), for a busy span, spans without samples and one shorter than a period.
+
+use spanprof_store::store::{Coverage, Store};
+
+use super::fixture::*;
+
+fn store_with(c: &Copy) -> (tempfile::TempDir, Store) {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    c.ingest(&store);
+    (dir, store)
+}
+
+/// The `GET /cpu-heavy` span with the most CPU (lowest id among equals).
+fn busiest(c: &Copy) -> &spanprof_store::spans::SpanRecord {
+    c.named(HEAVY)
+        .into_iter()
+        .max_by_key(|s| (c.sampled(&s.span_id).cpu_ns, std::cmp::Reverse(s.span_id)))
+        .unwrap()
+}
+
+#[test]
+fn span_coverage_of_a_busy_span() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let span = busiest(&c);
+    let want = c.sampled(&span.span_id);
+    assert_eq!(want.ticks, 9, "the busiest span of cpu-10s.pb.gz");
+    let got = store.span_coverage(span.span_id, None).unwrap();
+    let duration = span.duration_ns();
+    assert_eq!(got.value, want.cpu_ns);
+    assert_eq!(got.duration_ns, Some(duration));
+    assert_eq!(got.period, Some(PERIOD_NS));
+    assert_eq!(
+        got.possible_samples,
+        Some(duration as f64 / PERIOD_NS as f64)
+    );
+    // Same span under the count type: the value is the number of ticks.
+    let counted = store.span_coverage(span.span_id, Some(COUNT_TYPE)).unwrap();
+    assert_eq!(counted.value, want.ticks);
+    assert_eq!(counted.possible_samples, got.possible_samples);
+}
+
+/// `samples` is what `possible_samples` (duration / period, in ticks of one busy thread) is
+/// compared with, so it must count profiler ticks, not how many distinct stacks Go's pprof
+/// writer happened to aggregate the ticks into.
+#[test]
+fn span_coverage_counts_ticks_not_stack_rows() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    for span in [busiest(&c), c.span(SORT)] {
+        let want = c.sampled(&span.span_id);
+        let got = store.span_coverage(span.span_id, None).unwrap();
+        assert_eq!(
+            (got.samples, got.value),
+            (want.ticks as u64, want.ticks * PERIOD_NS),
+            "{} {}: {got:?}",
+            span.name,
+            hex(&span.span_id)
+        );
+    }
+}
+
+#[test]
+fn span_coverage_of_a_span_shorter_than_the_period() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let short = c
+        .named(LIGHT)
+        .into_iter()
+        .find(|s| s.duration_ns() == SHORTEST_LIGHT_NS)
+        .unwrap();
+    let want = c.sampled(&short.span_id);
+    assert_eq!(
+        (want.ticks, want.cpu_ns),
+        (1, PERIOD_NS),
+        "sampled once by luck"
+    );
+    let got = store.span_coverage(short.span_id, None).unwrap();
+    assert_eq!(
+        got,
+        Coverage {
+            samples: 1,
+            value: PERIOD_NS,
+            duration_ns: Some(SHORTEST_LIGHT_NS),
+            period: Some(PERIOD_NS),
+            possible_samples: Some(0.4),
+        }
+    );
+}
+
+/// A span the profiles cover in time but whose thread never got a sample: 0 of 20 possible
+/// (no CPU used), or 0 of 0.3 (too short to tell). Telling those apart is what
+/// `possible_samples` is for, and the profile covering the span says what the period is.
+#[test]
+fn span_coverage_of_spans_without_samples() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    for (name, duration, possible) in [(IDLE, IDLE_NS, 20.0), (SHORT_IDLE, SHORT_IDLE_NS, 0.3)] {
+        let span = c.span(name);
+        assert!(
+            span.start_ns as i64 >= c.time_ns,
+            "inside the profile's window"
+        );
+        assert!(!has_samples(&store, &span.span_id));
+        let got = store.span_coverage(span.span_id, None).unwrap();
+        assert_eq!(
+            got,
+            Coverage {
+                samples: 0,
+                value: 0,
+                duration_ns: Some(duration),
+                period: Some(PERIOD_NS),
+                possible_samples: Some(possible),
+            },
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn span_coverage_of_an_unknown_span() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let got = store.span_coverage([0x5e; 8], None).unwrap();
+    assert_eq!((got.samples, got.value, got.duration_ns), (0, 0, None));
+    assert_eq!(got.possible_samples, None);
+}

@@ -1,0 +1,184 @@
+//! What the store says about its data: profile types, services over time ranges, series and
+//! their labels, and the spans themselves.
+
+use spanprof_store::spans::SpanQuery;
+use spanprof_store::store::Selection;
+
+use super::fixture::*;
+
+fn labels(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn metadata_profile_types_services_series_and_labels() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let c = Copy::new(0, 0, 1);
+    c.ingest(&store);
+    let types: Vec<String> = store
+        .profile_types(None)
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+    assert!(types.contains(&CPU_TYPE.to_owned()), "{types:?}");
+    assert!(types.contains(&COUNT_TYPE.to_owned()), "{types:?}");
+    assert_eq!(types.len(), 2, "{types:?}");
+    assert_eq!(store.profile_types(Some(SERVICE)).len(), 2);
+    assert!(store.profile_types(Some("other")).is_empty());
+
+    // Services over time ranges: the profile covers [t, t + 10.18 s].
+    let t = c.time_ns;
+    let end = t + c.pprof.duration_nanos;
+    assert_eq!(store.services(0, 0), [SERVICE]);
+    assert_eq!(
+        store.services(t - 100 * SEC, t - 50 * SEC),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        store.services(t - SEC, t),
+        Vec::<String>::new(),
+        "to_ns is exclusive"
+    );
+    assert_eq!(store.services(t + 5 * SEC, t + 6 * SEC), [SERVICE]);
+    assert_eq!(
+        store.services(end + SEC, end + 60 * SEC),
+        Vec::<String>::new()
+    );
+
+    // Series: five label sets per type (span names under both conventions, goapp's worker
+    // label, and none); never a span or trace id.
+    let base = [
+        ("__name__", "process_cpu"),
+        ("__profile_type__", CPU_TYPE),
+        (ENVIRONMENT.0, ENVIRONMENT.1),
+        ("service_name", SERVICE),
+    ];
+    let with = |extra: &[(&str, &str)]| {
+        let mut l: Vec<(&str, &str)> = base.to_vec();
+        l.extend_from_slice(extra);
+        labels(&l)
+    };
+    let mut want = vec![
+        with(&[]),
+        with(&[("otel.profile.span_name", HEAVY)]),
+        with(&[("otel.profile.span_name", SORT)]),
+        with(&[("span_name", LIGHT)]),
+        with(&[("worker", "contention-0")]),
+    ];
+    want.sort();
+    let cpu_sel = Selection {
+        profile_type: Some(CPU_TYPE.into()),
+        ..Default::default()
+    };
+    assert_eq!(store.series(&cpu_sel).unwrap(), want);
+    assert_eq!(
+        store.series(&Selection::default()).unwrap().len(),
+        10,
+        "both types"
+    );
+    let before = Selection {
+        from_ns: t - 100 * SEC,
+        to_ns: t - 50 * SEC,
+        ..Default::default()
+    };
+    assert!(store.series(&before).unwrap().is_empty());
+    let sorted = Selection {
+        label_selector: Some(r#"{otel.profile.span_name="sortWork"}"#.into()),
+        ..Default::default()
+    };
+    let mut types_of_sort: Vec<String> = store
+        .series(&sorted)
+        .unwrap()
+        .iter()
+        .map(|l| {
+            l.iter()
+                .find(|(k, _)| k == "__profile_type__")
+                .unwrap()
+                .1
+                .clone()
+        })
+        .collect();
+    types_of_sort.sort();
+    assert_eq!(types_of_sort, [CPU_TYPE, COUNT_TYPE]);
+
+    let all = Selection::default();
+    assert_eq!(
+        store.label_names(&all).unwrap(),
+        [
+            "__name__",
+            "__profile_type__",
+            ENVIRONMENT.0,
+            "otel.profile.span_name",
+            "service_name",
+            "span_name",
+            "worker",
+        ]
+    );
+    assert_eq!(
+        store.label_values(&all, "otel.profile.span_name").unwrap(),
+        [HEAVY, SORT]
+    );
+    assert_eq!(store.label_values(&all, "span_name").unwrap(), [LIGHT]);
+    assert_eq!(store.label_values(&all, "service_name").unwrap(), [SERVICE]);
+    assert_eq!(
+        store.label_values(&all, "__profile_type__").unwrap(),
+        [CPU_TYPE, COUNT_TYPE]
+    );
+    for id_key in [
+        "otel.profile.span_id",
+        "span_id",
+        "trace_id",
+        "otel.profile.trace_id",
+    ] {
+        assert!(
+            store.label_values(&all, id_key).unwrap().is_empty(),
+            "{id_key}"
+        );
+    }
+    assert!(store.label_names(&before).unwrap().is_empty());
+}
+
+#[test]
+fn metadata_spans_and_traces_meet_their_samples() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let c = Copy::new(0, 0, 1);
+    c.ingest(&store);
+    assert_eq!(store.stats().spans, c.spans.len());
+    let heavy = c.span(HEAVY);
+    assert_eq!(stored_span(&store, &heavy.span_id).as_ref(), Some(heavy));
+    let mut trace: Vec<_> = c
+        .spans
+        .iter()
+        .filter(|s| s.trace_id == heavy.trace_id)
+        .collect();
+    trace.sort_by_key(|s| (s.start_ns, s.span_id));
+    assert_eq!(
+        stored_trace(&store, &heavy.trace_id)
+            .iter()
+            .collect::<Vec<_>>(),
+        trace
+    );
+    // Every span id of the samples has samples; the two idle spans have none.
+    for id in c.sums.by_span.keys() {
+        assert!(has_samples(&store, id), "{}", hex(id));
+    }
+    assert!(!has_samples(&store, &c.span(IDLE).span_id));
+    let found = store
+        .search_spans(&SpanQuery {
+            name: Some(LIGHT.into()),
+            service: Some(SERVICE.into()),
+            ..Default::default()
+        })
+        .expect("search spans");
+    assert_eq!(found.len(), c.named(LIGHT).len());
+    assert!(found
+        .windows(2)
+        .all(|w| w[0].duration_ns() >= w[1].duration_ns()));
+}

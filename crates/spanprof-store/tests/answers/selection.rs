@@ -1,0 +1,237 @@
+//! Choosing spans by name and duration: span filters and the slow-against-fast diff select
+//! exactly the samples of the spans a plain reading of the span list picks.
+
+use std::collections::BTreeSet;
+
+use spanprof_store::spans::SpanRecord;
+use spanprof_store::store::{Selection, SpanFilter};
+
+use super::fixture::*;
+
+/// Durations of the spans named `name`, ascending.
+fn durations(c: &Copy, name: &str) -> Vec<u64> {
+    let mut d: Vec<u64> = c.named(name).iter().map(|s| s.duration_ns()).collect();
+    d.sort_unstable();
+    d
+}
+
+/// The nearest-rank percentile: the smallest duration that at least p% of spans do not exceed.
+fn nearest_rank(sorted: &[u64], p: f64) -> u64 {
+    let rank = (p / 100.0 * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn ids<'a>(spans: impl IntoIterator<Item = &'a SpanRecord>) -> BTreeSet<[u8; 8]> {
+    spans.into_iter().map(|s| s.span_id).collect()
+}
+
+fn with_children(c: &Copy, parents: &BTreeSet<[u8; 8]>) -> BTreeSet<[u8; 8]> {
+    let children = c
+        .spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_some_and(|p| parents.contains(&p)));
+    parents.iter().copied().chain(ids(children)).collect()
+}
+
+#[test]
+fn diff_of_slow_and_fast_cpu_heavy_spans() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let c = Copy::new(0, 0, 1);
+    c.ingest(&store);
+    let sorted = durations(&c, HEAVY);
+    assert_eq!(sorted.len(), 81);
+    let (p90, p50) = (nearest_rank(&sorted, 90.0), nearest_rank(&sorted, 50.0));
+    let heavy = c.named(HEAVY);
+    let slow = ids(heavy.iter().copied().filter(|s| s.duration_ns() >= p90));
+    let fast = ids(heavy.iter().copied().filter(|s| s.duration_ns() <= p50));
+    // Rank ⌈72.9⌉ = 73 of 81: the 9 longest; rank ⌈40.5⌉ = 41: the 41 shortest.
+    assert_eq!((slow.len(), fast.len()), (9, 41));
+    let filter = |above: Option<f64>, below: Option<f64>| {
+        of_filter(SpanFilter {
+            name: Some(HEAVY.into()),
+            above_percentile: above,
+            below_percentile: below,
+            ..Default::default()
+        })
+    };
+    let (left, right) = (filter(Some(90.0), None), filter(None, Some(50.0)));
+    let (slow_cpu, fast_cpu) = (c.cpu_of(&slow), c.cpu_of(&fast));
+    assert_eq!(cpu(&store, &left), slow_cpu);
+    assert_eq!(cpu(&store, &right), fast_cpu);
+    let diff = store.diff(&left, &right, 1024).unwrap();
+    assert_eq!((diff.left_ticks, diff.right_ticks), (slow_cpu, fast_cpu));
+    assert_eq!(diff.total, slow_cpu + fast_cpu);
+    assert!(
+        diff.names.iter().any(|n| n == "main.countPrimes"),
+        "{:?}",
+        diff.names
+    );
+    // Slow spans burned more CPU each: that is how their durations were chosen.
+    assert!(
+        slow_cpu / 9 > fast_cpu / 41,
+        "{slow_cpu} / 9 vs {fast_cpu} / 41"
+    );
+
+    // Between two percentiles, and with the slow spans' children (their sortWork).
+    let middle = filter(Some(50.0), Some(90.0));
+    let mid = ids(heavy
+        .iter()
+        .copied()
+        .filter(|s| (p50..=p90).contains(&s.duration_ns())));
+    assert_eq!(cpu(&store, &middle), c.cpu_of(&mid));
+    let family = Selection {
+        include_child_spans: true,
+        ..left
+    };
+    let slow_family = with_children(&c, &slow);
+    assert!(
+        slow_family.len() > slow.len(),
+        "slow spans have sortWork children"
+    );
+    assert_eq!(cpu(&store, &family), c.cpu_of(&slow_family));
+}
+
+#[test]
+fn span_filters_by_name_and_duration_select_exactly_those_spans() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let c = Copy::new(0, 0, 1);
+    c.ingest(&store);
+    let check = |f: SpanFilter, want: BTreeSet<[u8; 8]>| {
+        assert!(
+            !want.is_empty() || f.name.as_deref() == Some("nothing"),
+            "{f:?} picks none"
+        );
+        assert_eq!(cpu(&store, &of_filter(f.clone())), c.cpu_of(&want), "{f:?}");
+    };
+    let named = |n: &str| Some(n.to_owned());
+    for name in [HEAVY, SORT, LIGHT] {
+        let f = SpanFilter {
+            name: named(name),
+            ..Default::default()
+        };
+        assert_eq!(c.cpu_of(&ids(c.named(name))), c.cpu_named(name));
+        check(f, ids(c.named(name)));
+    }
+    // Both bounds inclusive, on sortWork's 11th and 41st shortest durations.
+    let sort = durations(&c, SORT);
+    let (min, max) = (sort[10], sort[40]);
+    let picked = ids(c
+        .named(SORT)
+        .into_iter()
+        .filter(|s| (min..=max).contains(&s.duration_ns())));
+    assert_eq!(picked.len(), 31);
+    check(
+        SpanFilter {
+            name: named(SORT),
+            min_duration_ns: Some(min),
+            max_duration_ns: Some(max),
+            ..Default::default()
+        },
+        picked,
+    );
+    // Durations alone, across names.
+    let (min, max) = (60 * MS as u64, 120 * MS as u64);
+    let picked = ids(c
+        .spans
+        .iter()
+        .filter(|s| (min..=max).contains(&s.duration_ns())));
+    let names: BTreeSet<&str> = c
+        .spans
+        .iter()
+        .filter(|s| picked.contains(&s.span_id))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    check(
+        SpanFilter {
+            min_duration_ns: Some(min),
+            max_duration_ns: Some(max),
+            ..Default::default()
+        },
+        picked,
+    );
+    // Only a maximum: the one GET /cpu-light span shorter than a period.
+    let shortest = ids(c
+        .named(LIGHT)
+        .into_iter()
+        .filter(|s| s.duration_ns() <= 5 * MS as u64));
+    assert_eq!(shortest.len(), 1);
+    check(
+        SpanFilter {
+            name: named(LIGHT),
+            max_duration_ns: Some(5 * MS as u64),
+            ..Default::default()
+        },
+        shortest,
+    );
+    check(
+        SpanFilter {
+            name: named("nothing"),
+            ..Default::default()
+        },
+        BTreeSet::new(),
+    );
+    // A filter narrows explicit span ids too.
+    let two_heavy: Vec<[u8; 8]> = c.named(HEAVY).iter().take(2).map(|s| s.span_id).collect();
+    let sel = Selection {
+        span_ids: vec![two_heavy[0], c.span(SORT).span_id],
+        span_filter: Some(SpanFilter {
+            name: named(HEAVY),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &sel), c.sampled(&two_heavy[0]).cpu_ns);
+}
+
+#[test]
+fn selections_by_trace_and_label_match_the_label_sums() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let c = Copy::new(0, 0, 1);
+    c.ingest(&store);
+    let heavy = c.span(HEAVY);
+    let of_trace = ids(c.spans.iter().filter(|s| s.trace_id == heavy.trace_id));
+    assert!(of_trace.len() >= 2, "a heavy span and its sortWork");
+    let sel = Selection {
+        trace_id: Some(heavy.trace_id),
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &sel), c.cpu_of(&of_trace));
+    // The parent alone, then with its children.
+    let one = of_spans([&heavy.span_id]);
+    assert_eq!(cpu(&store, &one), c.sampled(&heavy.span_id).cpu_ns);
+    let family = Selection {
+        include_child_spans: true,
+        ..one
+    };
+    let want = with_children(&c, &BTreeSet::from([heavy.span_id]));
+    assert_eq!(cpu(&store, &family), c.cpu_of(&want));
+    // Series labels from sample labels.
+    let by_label = |selector: &str| Selection {
+        label_selector: Some(selector.into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        cpu(&store, &by_label(r#"{worker="contention-0"}"#)),
+        10 * MS
+    );
+    assert_eq!(
+        cpu(&store, &by_label(r#"{otel.profile.span_name="sortWork"}"#)),
+        c.cpu_named(SORT)
+    );
+    assert_eq!(
+        cpu(&store, &by_label(r#"{span_name=~"GET .*"}"#)),
+        c.cpu_named(LIGHT)
+    );
+    let sum = c.cpu_named(HEAVY) + c.cpu_named(SORT) + c.cpu_named(LIGHT) + c.sums.unlinked_cpu;
+    assert_eq!(sum, c.sums.cpu_total);
+    assert_eq!(cpu(&store, &Selection::default()), c.sums.cpu_total);
+    let count = Selection {
+        profile_type: Some(COUNT_TYPE.into()),
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &count), c.sums.ticks_total);
+}
