@@ -28,6 +28,79 @@ pub struct ServerConfig {
     pub queue: QueueConfig,
     /// Targets to pull profiles from.
     pub scrape: Vec<ScrapeTarget>,
+    /// Write what arrives to the embedded store (default `true`); `false` runs a pure
+    /// collector that only forwards (the query API then answers from an empty store).
+    pub store: bool,
+    /// Downstream OTLP endpoints that get a copy of everything stored.
+    pub forward: Vec<ForwarderConfig>,
+}
+
+/// The wire protocol of a forwarder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardProtocol {
+    /// OTLP gRPC (unary calls over HTTP/2 without TLS).
+    Grpc,
+    /// OTLP/HTTP with protobuf bodies (`/v1development/profiles`, `/v1/traces`).
+    Http,
+}
+
+/// One downstream OTLP endpoint: what is sent, how it is batched and retried, and how much
+/// may wait on disk while it is unreachable.
+#[derive(Debug, Clone)]
+pub struct ForwarderConfig {
+    /// Name in logs, metrics and the queue directory `DATA/forward/{name}/`.
+    pub name: String,
+    /// gRPC or HTTP.
+    pub protocol: ForwardProtocol,
+    /// Base URL, e.g. `http://collector:4317`; only `http://` (no TLS).
+    pub endpoint: String,
+    /// Extra request headers (e.g. authorization), sent with every export.
+    pub headers: Vec<(String, String)>,
+    /// Gzip request bodies (`content-encoding` / `grpc-encoding: gzip`).
+    pub gzip: bool,
+    /// Send profiles.
+    pub profiles: bool,
+    /// Send traces.
+    pub traces: bool,
+    /// Queued records combined into one export at most.
+    pub batch_max: usize,
+    /// Bytes of queued records combined into one export at most (a single larger record is
+    /// still sent alone).
+    pub batch_max_bytes: usize,
+    /// How long a queued record may wait for more before an export is sent.
+    pub batch_age: Duration,
+    /// First retry delay; doubled per failed attempt up to `retry_max` (with jitter).
+    pub retry_initial: Duration,
+    /// Longest delay between retries.
+    pub retry_max: Duration,
+    /// One export's deadline (connect, send, answer).
+    pub timeout: Duration,
+    /// Bytes the on-disk queue may hold; beyond, the oldest records are dropped (counted in
+    /// `spanprof_forward_dropped_records_total{reason="queue_full"}`).
+    pub queue_max_bytes: u64,
+}
+
+impl ForwarderConfig {
+    /// A forwarder of profiles and traces with the default batching (256 records or 1 s),
+    /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue.
+    pub fn new(name: impl Into<String>, protocol: ForwardProtocol, endpoint: &str) -> Self {
+        ForwarderConfig {
+            name: name.into(),
+            protocol,
+            endpoint: endpoint.trim_end_matches('/').to_owned(),
+            headers: Vec::new(),
+            gzip: false,
+            profiles: true,
+            traces: true,
+            batch_max: 256,
+            batch_max_bytes: 8 << 20,
+            batch_age: Duration::from_secs(1),
+            retry_initial: Duration::from_millis(500),
+            retry_max: Duration::from_secs(30),
+            timeout: Duration::from_secs(30),
+            queue_max_bytes: 1 << 30,
+        }
+    }
 }
 
 /// Request size limits, in bytes.
@@ -83,6 +156,8 @@ impl Default for ServerConfig {
                 batch_age: Duration::from_millis(20),
             },
             scrape: Vec::new(),
+            store: true,
+            forward: Vec::new(),
         }
     }
 }

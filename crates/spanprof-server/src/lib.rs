@@ -1,11 +1,12 @@
 //! `spanprof serve`: receivers, the linking pipeline, the embedded store and the query API.
 //!
 //! Data flows one way: receivers decode and link what arrives, hand it to the [`pipeline`]
-//! (a bounded queue and a batcher), which writes it durably to the store before the receiver
-//! answers; the API reads from the store.
+//! (a bounded queue and a batcher), which writes it durably to the store and to every
+//! [`forward`]er's on-disk queue before the receiver answers; the API reads from the store.
 
 pub mod api;
 pub mod config;
+pub mod forward;
 pub mod metrics;
 pub mod pipeline;
 pub mod receivers;
@@ -18,8 +19,9 @@ use spanprof_store::store::Store;
 use tokio::sync::watch;
 
 pub use config::ServerConfig;
+use forward::Forwarders;
 use metrics::Metrics;
-use pipeline::Pipeline;
+use pipeline::{Pipeline, Sinks};
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -55,6 +57,9 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    /// A forwarder could not start.
+    #[error("{0}")]
+    Forward(#[from] forward::ForwardError),
     /// Serving failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
@@ -95,11 +100,27 @@ pub async fn serve(
     tracing::info!(dir = %dir, services = stats.services, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::default());
-    let (pipeline, batcher) = Pipeline::start(
-        Arc::clone(&store),
-        config.queue.clone(),
-        Arc::clone(&metrics),
-    );
+    let forwarders = {
+        let (forward, dir, metrics) = (
+            config.forward.clone(),
+            config.data_dir.clone(),
+            Arc::clone(&metrics),
+        );
+        tokio::task::spawn_blocking(move || Forwarders::open(&forward, &dir, metrics))
+            .await
+            .expect("opening the forward queues panicked")?
+    };
+    let forwarders = Arc::new(forwarders);
+    if !config.store {
+        tracing::info!("the store is off: data is only forwarded");
+    }
+    let (forward_stop_tx, forward_stop_rx) = watch::channel(false);
+    let senders = forwarders.start(forward_stop_rx);
+    let sinks = Sinks {
+        store: config.store.then(|| Arc::clone(&store)),
+        forward: forwarders,
+    };
+    let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
     let state = AppState {
         store,
         pipeline,
@@ -164,6 +185,12 @@ pub async fn serve(
     }
     // Every sender is gone once the listeners and scrapers are: the batcher drains and stops.
     batcher.await.expect("pipeline task panicked");
+    // Queued exports stay on disk; each sender finishes the export in flight so its answer
+    // is recorded (no resend after the restart).
+    let _ = forward_stop_tx.send(true);
+    for s in senders {
+        let _ = s.await;
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -1,6 +1,7 @@
-//! The pipeline between receivers and the store: a bounded queue and a batcher that writes
-//! many receivers' items in one durable store write, then answers each receiver. Receivers
-//! answer their clients only after that: nothing acknowledged is lost.
+//! The pipeline between receivers and the sinks: a bounded queue and a batcher that writes
+//! many receivers' items in one durable write to each sink (the embedded store, and every
+//! forwarder's on-disk queue), then answers each receiver. Receivers answer their clients
+//! only after that: nothing acknowledged is lost.
 
 use std::sync::Arc;
 
@@ -10,7 +11,17 @@ use spanprof_store::store::Store;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::QueueConfig;
+use crate::forward::Forwarders;
 use crate::metrics::Metrics;
+
+/// Where accepted work goes; both may be on.
+#[derive(Clone)]
+pub struct Sinks {
+    /// The embedded store, unless the server runs as a pure collector.
+    pub store: Option<Arc<Store>>,
+    /// The forwarders (possibly none).
+    pub forward: Arc<Forwarders>,
+}
 
 /// What a receiver hands over: linked profiles, or spans.
 #[derive(Debug)]
@@ -51,12 +62,12 @@ impl Pipeline {
     /// Starts the batcher; it stops once every [`Pipeline`] handle is dropped and the queue is
     /// drained.
     pub fn start(
-        store: Arc<Store>,
+        sinks: Sinks,
         cfg: QueueConfig,
         metrics: Arc<Metrics>,
     ) -> (Pipeline, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
-        let task = tokio::spawn(batcher(store, cfg, rx, Arc::clone(&metrics)));
+        let task = tokio::spawn(batcher(sinks, cfg, rx, Arc::clone(&metrics)));
         (Pipeline { tx, metrics }, task)
     }
 
@@ -90,7 +101,7 @@ impl Pipeline {
 }
 
 async fn batcher(
-    store: Arc<Store>,
+    sinks: Sinks,
     cfg: QueueConfig,
     mut rx: mpsc::Receiver<Item>,
     metrics: Arc<Metrics>,
@@ -114,41 +125,60 @@ async fn batcher(
             }
             done.push(item.done);
         }
-        let store = Arc::clone(&store);
-        let written = tokio::task::spawn_blocking(move || {
-            let refs: Vec<&ProfilesData> = profiles.iter().collect();
-            store.ingest(&refs, spans)
-        })
-        .await;
+        let sinks = sinks.clone();
+        let metrics_w = Arc::clone(&metrics);
+        let written =
+            tokio::task::spawn_blocking(move || write(&sinks, profiles, spans, &metrics_w)).await;
         let result = match written {
-            Ok(Ok(report)) => {
-                metrics.add(
-                    "spanprof_stored_profiles_total",
-                    &[],
-                    report.profiles as f64,
-                );
-                metrics.add("spanprof_stored_samples_total", &[], report.samples as f64);
-                metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
-                if report.rejected_profiles > 0 {
-                    metrics.add(
-                        "spanprof_rejected_total",
-                        &[("receiver", "store"), ("reason", "invalid")],
-                        report.rejected_profiles as f64,
-                    );
-                    tracing::warn!(problems = ?report.problems, "profiles refused by the store");
-                }
-                Ok(())
-            }
-            Ok(Err(e)) => {
-                tracing::error!(error = %e, "store write failed");
-                metrics.add("spanprof_store_errors_total", &[], 1.0);
-                Err(e.to_string())
-            }
-            Err(e) => Err(format!("store write panicked: {e}")),
+            Ok(r) => r,
+            Err(e) => Err(format!("writing a batch panicked: {e}")),
         };
         for d in done {
             let _ = d.send(result.clone());
         }
         metrics.set("spanprof_queue_depth", &[], rx.len() as f64);
+    }
+}
+
+/// Writes one batch durably to every sink: the forwarders' queues first, then the store.
+fn write(
+    sinks: &Sinks,
+    profiles: Vec<ProfilesData>,
+    spans: Vec<SpanRecord>,
+    metrics: &Metrics,
+) -> Result<(), String> {
+    if let Err(e) = sinks.forward.enqueue(&profiles, &spans) {
+        tracing::error!(error = %e, "forward queue write failed");
+        metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
+        return Err(e.to_string());
+    }
+    let Some(store) = &sinks.store else {
+        return Ok(());
+    };
+    let refs: Vec<&ProfilesData> = profiles.iter().collect();
+    match store.ingest(&refs, spans) {
+        Ok(report) => {
+            metrics.add(
+                "spanprof_stored_profiles_total",
+                &[],
+                report.profiles as f64,
+            );
+            metrics.add("spanprof_stored_samples_total", &[], report.samples as f64);
+            metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
+            if report.rejected_profiles > 0 {
+                metrics.add(
+                    "spanprof_rejected_total",
+                    &[("receiver", "store"), ("reason", "invalid")],
+                    report.rejected_profiles as f64,
+                );
+                tracing::warn!(problems = ?report.problems, "profiles refused by the store");
+            }
+            Ok(())
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "store write failed");
+            metrics.add("spanprof_store_errors_total", &[], 1.0);
+            Err(e.to_string())
+        }
     }
 }

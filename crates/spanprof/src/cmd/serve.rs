@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use spanprof_server::config::{ScrapeTarget, ServerConfig};
+use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
 
 /// Run spanprof: receive profiles and spans, link and store them, serve the query API.
 ///
@@ -16,6 +16,11 @@ use spanprof_server::config::{ScrapeTarget, ServerConfig};
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr; set the level with RUST_LOG
 /// (e.g. RUST_LOG=debug). SIGTERM or Ctrl-C finishes requests in flight, flushes and exits.
+///
+/// Forwarding (`--forward-otlp-grpc`, `--forward-otlp-http`) sends a copy of everything
+/// accepted to other OTLP receivers (Pyroscope, Tempo, Jaeger, a collector, another
+/// spanprof). Each forwarder queues on disk under DIR/forward/NAME/ before the sender is
+/// answered, and retries with backoff, so restarts and downstream outages lose nothing.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Data directory of the embedded store.
@@ -45,6 +50,39 @@ pub struct Args {
     /// Time between scrapes, and the length of each CPU window (e.g. 15s, 10s).
     #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
     scrape_interval: Duration,
+    /// Do not write to the embedded store: only forward (the API answers from an empty store).
+    #[arg(long)]
+    no_store: bool,
+    /// Forward profiles and traces over OTLP gRPC: NAME=URL, e.g.
+    /// tempo=http://tempo:4317. Repeat for several downstreams.
+    #[arg(long = "forward-otlp-grpc", value_name = "NAME=URL")]
+    forward_otlp_grpc: Vec<String>,
+    /// Forward profiles and traces over OTLP/HTTP (protobuf): NAME=URL, e.g.
+    /// pyroscope=http://pyroscope:4040 (/v1development/profiles and /v1/traces are appended).
+    #[arg(long = "forward-otlp-http", value_name = "NAME=URL")]
+    forward_otlp_http: Vec<String>,
+    /// A header sent with every export: K=V for all forwarders, or NAME:K=V for one
+    /// (e.g. "tempo:authorization=Bearer xyz"). Repeat for several.
+    #[arg(long = "forward-header", value_name = "[NAME:]K=V")]
+    forward_header: Vec<String>,
+    /// Send only one signal to a forwarder: NAME=profiles or NAME=traces (default: both).
+    #[arg(long = "forward-only", value_name = "NAME=SIGNAL")]
+    forward_only: Vec<String>,
+    /// Gzip forwarded exports.
+    #[arg(long)]
+    forward_gzip: bool,
+    /// Queued records combined into one export at most.
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    forward_batch_size: usize,
+    /// How long a record may wait for others before an export is sent.
+    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_duration)]
+    forward_batch_age: Duration,
+    /// Longest delay between retries of a failed export (the first is 0.5 s, doubling).
+    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
+    forward_retry_max: Duration,
+    /// Disk each forwarder's queue may use; beyond, the oldest records are dropped (counted).
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = crate::units::parse_size)]
+    forward_queue_size: usize,
 }
 
 fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
@@ -62,7 +100,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut config = ServerConfig {
-        data_dir: args.data,
+        data_dir: args.data.clone(),
         http_addr: args.http_addr,
         ..Default::default()
     };
@@ -80,6 +118,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         target.interval = args.scrape_interval;
         config.scrape.push(target);
     }
+    config.store = !args.no_store;
+    config.forward = forwarders(&args)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -92,6 +132,69 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The forwarders the flags describe, validated.
+fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
+    let mut out: Vec<ForwarderConfig> = Vec::new();
+    let specs = args
+        .forward_otlp_grpc
+        .iter()
+        .map(|s| (ForwardProtocol::Grpc, "--forward-otlp-grpc", s))
+        .chain(
+            args.forward_otlp_http
+                .iter()
+                .map(|s| (ForwardProtocol::Http, "--forward-otlp-http", s)),
+        );
+    for (protocol, flag, spec) in specs {
+        let (name, url) = spec.split_once('=').with_context(|| {
+            format!("{flag} {spec:?}: expected NAME=URL, e.g. downstream=http://127.0.0.1:4317")
+        })?;
+        if out.iter().any(|f| f.name == name) {
+            anyhow::bail!("{flag} {spec:?}: the name {name:?} is used twice");
+        }
+        let mut f = ForwarderConfig::new(name, protocol, url);
+        f.gzip = args.forward_gzip;
+        f.batch_max = args.forward_batch_size.max(1);
+        f.batch_age = args.forward_batch_age;
+        f.retry_max = args.forward_retry_max;
+        f.retry_initial = f.retry_initial.min(f.retry_max);
+        f.queue_max_bytes = args.forward_queue_size as u64;
+        out.push(f);
+    }
+    for spec in &args.forward_header {
+        let (key, value) = spec
+            .split_once('=')
+            .with_context(|| format!("--forward-header {spec:?}: expected [NAME:]K=V"))?;
+        let (only, key) = match key.split_once(':') {
+            Some((name, key)) => (Some(name), key),
+            None => (None, key),
+        };
+        if let Some(name) = only {
+            if !out.iter().any(|f| f.name == name) {
+                anyhow::bail!("--forward-header {spec:?}: no forwarder is named {name:?}");
+            }
+        }
+        for f in out.iter_mut().filter(|f| only.is_none_or(|n| n == f.name)) {
+            f.headers
+                .push((key.trim().to_owned(), value.trim().to_owned()));
+        }
+    }
+    for spec in &args.forward_only {
+        let (name, signal) = spec.split_once('=').with_context(|| {
+            format!("--forward-only {spec:?}: expected NAME=profiles or NAME=traces")
+        })?;
+        let f = out
+            .iter_mut()
+            .find(|f| f.name == name)
+            .with_context(|| format!("--forward-only {spec:?}: no forwarder is named {name:?}"))?;
+        match signal {
+            "profiles" => f.traces = false,
+            "traces" => f.profiles = false,
+            _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
+        }
+    }
+    Ok(out)
 }
 
 async fn shutdown_signal() {

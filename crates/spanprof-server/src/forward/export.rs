@@ -1,0 +1,250 @@
+//! Sending one export to the downstream: OTLP/HTTP (`POST {endpoint}/v1development/profiles`
+//! or `/v1/traces`, protobuf) or OTLP gRPC (a unary call over HTTP/2 with prior knowledge:
+//! one length-prefixed message, the status in `grpc-status`), and what the answer means for
+//! retrying, per the OTLP specification.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{HeaderName, HeaderValue};
+use hyper::{HeaderMap, Request, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::queue::Signal;
+use crate::config::{ForwardProtocol, ForwarderConfig};
+
+/// gRPC method of profile export.
+const GRPC_PROFILES: &str =
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+/// gRPC method of trace export.
+const GRPC_TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// What an export attempt came to.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The downstream acknowledged it.
+    Delivered,
+    /// Try again later: unreachable, overloaded or timed out; `after` is the server's
+    /// `Retry-After` when it gave one.
+    Retry {
+        /// The server's requested delay.
+        after: Option<Duration>,
+        /// What happened.
+        reason: String,
+    },
+    /// The downstream refused it for good (bad request, unknown path): sending it again would
+    /// fail the same way.
+    Rejected(String),
+}
+
+/// A client for one downstream endpoint.
+pub struct Exporter {
+    client: Client<HttpConnector, Full<Bytes>>,
+    protocol: ForwardProtocol,
+    endpoint: String,
+    headers: HeaderMap,
+    gzip: bool,
+    timeout: Duration,
+}
+
+impl Exporter {
+    /// A client for `cfg`; an error names what is wrong with the endpoint or headers.
+    pub fn new(cfg: &ForwarderConfig) -> Result<Exporter, String> {
+        if !cfg.endpoint.starts_with("http://") {
+            return Err(format!(
+                "endpoint {:?} must start with http:// (TLS is not supported)",
+                cfg.endpoint
+            ));
+        }
+        cfg.endpoint
+            .parse::<hyper::Uri>()
+            .map_err(|e| format!("endpoint {:?}: {e}", cfg.endpoint))?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let name =
+                HeaderName::try_from(k.as_str()).map_err(|e| format!("header {k:?}: {e}"))?;
+            let value =
+                HeaderValue::try_from(v.as_str()).map_err(|e| format!("header {k:?}: {e}"))?;
+            headers.append(name, value);
+        }
+        let mut builder = Client::builder(TokioExecutor::new());
+        builder.pool_idle_timeout(Duration::from_secs(60));
+        if cfg.protocol == ForwardProtocol::Grpc {
+            builder.http2_only(true);
+        }
+        Ok(Exporter {
+            client: builder.build_http(),
+            protocol: cfg.protocol,
+            endpoint: cfg.endpoint.clone(),
+            headers,
+            gzip: cfg.gzip,
+            timeout: cfg.timeout,
+        })
+    }
+
+    /// Sends one OTLP export request (protobuf `message`) of `signal`.
+    pub async fn export(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+        let attempt = async {
+            match self.protocol {
+                ForwardProtocol::Http => self.http(signal, message).await,
+                ForwardProtocol::Grpc => self.grpc(signal, message).await,
+            }
+        };
+        match tokio::time::timeout(self.timeout, attempt).await {
+            Ok(outcome) => outcome,
+            Err(_) => Outcome::Retry {
+                after: None,
+                reason: format!("no answer within {:?}", self.timeout),
+            },
+        }
+    }
+
+    fn request(
+        &self,
+        path: &str,
+        content_type: &'static str,
+        body: Vec<u8>,
+    ) -> Request<Full<Bytes>> {
+        let mut req = Request::post(format!("{}{path}", self.endpoint))
+            .header("content-type", content_type)
+            .body(Full::new(Bytes::from(body)))
+            .expect("the endpoint was checked to be a valid URI");
+        req.headers_mut().extend(self.headers.clone());
+        req
+    }
+
+    async fn http(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+        let path = match signal {
+            Signal::Profiles => "/v1development/profiles",
+            Signal::Traces => "/v1/traces",
+        };
+        let body = if self.gzip {
+            spanprof_format::gzip::gzip(&message)
+        } else {
+            message
+        };
+        let mut req = self.request(path, "application/x-protobuf", body);
+        if self.gzip {
+            req.headers_mut()
+                .insert("content-encoding", HeaderValue::from_static("gzip"));
+        }
+        let response = match self.client.request(req).await {
+            Ok(r) => r,
+            Err(e) => return unreachable(e),
+        };
+        let status = response.status();
+        let after = retry_after(response.headers());
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        if status.is_success() {
+            return Outcome::Delivered;
+        }
+        let reason = format!("HTTP {status}: {}", snippet(&body));
+        match status {
+            StatusCode::TOO_MANY_REQUESTS
+            | StatusCode::BAD_GATEWAY
+            | StatusCode::SERVICE_UNAVAILABLE
+            | StatusCode::GATEWAY_TIMEOUT => Outcome::Retry { after, reason },
+            _ => Outcome::Rejected(reason),
+        }
+    }
+
+    async fn grpc(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+        let path = match signal {
+            Signal::Profiles => GRPC_PROFILES,
+            Signal::Traces => GRPC_TRACES,
+        };
+        let (flag, payload) = if self.gzip {
+            (1u8, spanprof_format::gzip::gzip(&message))
+        } else {
+            (0u8, message)
+        };
+        let mut framed = Vec::with_capacity(5 + payload.len());
+        framed.push(flag);
+        framed.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&payload);
+        let mut req = self.request(path, "application/grpc", framed);
+        req.headers_mut()
+            .insert("te", HeaderValue::from_static("trailers"));
+        if self.gzip {
+            req.headers_mut()
+                .insert("grpc-encoding", HeaderValue::from_static("gzip"));
+        }
+        let response = match self.client.request(req).await {
+            Ok(r) => r,
+            Err(e) => return unreachable(e),
+        };
+        let status = response.status();
+        let after = retry_after(response.headers());
+        let head = response.headers().clone();
+        if status != StatusCode::OK {
+            let reason = format!("HTTP {status} to a gRPC call");
+            return match status {
+                StatusCode::TOO_MANY_REQUESTS
+                | StatusCode::BAD_GATEWAY
+                | StatusCode::SERVICE_UNAVAILABLE
+                | StatusCode::GATEWAY_TIMEOUT => Outcome::Retry { after, reason },
+                _ => Outcome::Rejected(reason),
+            };
+        }
+        let trailers = match response.into_body().collect().await {
+            Ok(c) => c.trailers().cloned(),
+            Err(e) => return unreachable(e),
+        };
+        // A Trailers-Only answer carries the status in the headers.
+        let field = |name: &str| {
+            trailers
+                .as_ref()
+                .and_then(|t| t.get(name))
+                .or_else(|| head.get(name))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let Some(code) = field("grpc-status").and_then(|c| c.parse::<u32>().ok()) else {
+            return Outcome::Retry {
+                after,
+                reason: "the gRPC answer has no grpc-status".into(),
+            };
+        };
+        let reason = format!(
+            "gRPC status {code}: {}",
+            field("grpc-message").unwrap_or_default()
+        );
+        match code {
+            0 => Outcome::Delivered,
+            // CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE,
+            // UNAVAILABLE, DATA_LOSS: retryable per OTLP.
+            1 | 4 | 8 | 10 | 11 | 14 | 15 => Outcome::Retry { after, reason },
+            _ => Outcome::Rejected(reason),
+        }
+    }
+}
+
+fn unreachable(e: impl std::fmt::Display) -> Outcome {
+    Outcome::Retry {
+        after: None,
+        reason: format!("unreachable: {e}"),
+    }
+}
+
+/// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let v = headers.get("retry-after")?.to_str().ok()?;
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}
+
+fn snippet(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(200) {
+        Some((i, _)) => format!("{}…", &text[..i]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,422 @@
+//! Forwarders: the second sink. Each is a downstream OTLP endpoint (gRPC or HTTP) that gets a
+//! copy of the profiles and spans the pipeline accepts.
+//!
+//! The pipeline appends each batch durably to every forwarder's [`queue::DiskQueue`] before it
+//! acknowledges the receivers; a task per forwarder then reads the queue, combines records
+//! into exports (count, bytes, age), sends them, retries with exponential backoff and jitter
+//! (honouring `Retry-After`), and moves the queue's cursor only after the downstream
+//! acknowledged. So a restart, or a downstream outage shorter than the queue's size allows,
+//! loses nothing.
+
+pub mod export;
+pub mod queue;
+pub mod traces;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use prost::Message;
+use spanprof_format::otlp::ProfilesData;
+use spanprof_store::log::LogError;
+use spanprof_store::spans::SpanRecord;
+use tokio::sync::{watch, Notify};
+
+use crate::config::ForwarderConfig;
+use crate::metrics::Metrics;
+use export::{Exporter, Outcome};
+use queue::{DiskQueue, Pending, Signal};
+
+/// Why forwarding could not start or a batch could not be queued.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    /// A forwarder's settings are unusable.
+    #[error("forwarder {name}: {message}")]
+    Config {
+        /// The forwarder.
+        name: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A forwarder's on-disk queue failed.
+    #[error("forwarder {name}: queue: {source}")]
+    Queue {
+        /// The forwarder.
+        name: String,
+        /// What failed.
+        #[source]
+        source: LogError,
+    },
+}
+
+/// One downstream endpoint: its settings, queue and client.
+struct Forwarder {
+    cfg: ForwarderConfig,
+    queue: DiskQueue,
+    exporter: Exporter,
+    wake: Notify,
+}
+
+/// Every configured forwarder; empty when none is. `Send + Sync`.
+pub struct Forwarders {
+    list: Vec<Arc<Forwarder>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Forwarders {
+    /// Opens each forwarder's queue under `data_dir/forward/{name}/` (records left by an
+    /// earlier run are sent first).
+    pub fn open(
+        configs: &[ForwarderConfig],
+        data_dir: &Path,
+        metrics: Arc<Metrics>,
+    ) -> Result<Forwarders, ForwardError> {
+        let mut list: Vec<Arc<Forwarder>> = Vec::new();
+        for cfg in configs {
+            let config_error = |message: String| ForwardError::Config {
+                name: cfg.name.clone(),
+                message,
+            };
+            let valid_name = !cfg.name.is_empty()
+                && cfg
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !valid_name {
+                return Err(config_error(
+                    "a name is letters, digits, '_' and '-'".into(),
+                ));
+            }
+            if list.iter().any(|f| f.cfg.name == cfg.name) {
+                return Err(config_error("the name is used twice".into()));
+            }
+            let exporter = Exporter::new(cfg).map_err(config_error)?;
+            let dir = data_dir.join("forward").join(&cfg.name);
+            let queue_error = |source| ForwardError::Queue {
+                name: cfg.name.clone(),
+                source,
+            };
+            std::fs::create_dir_all(&dir).map_err(|source| {
+                queue_error(LogError::Io {
+                    path: dir.clone(),
+                    source,
+                })
+            })?;
+            let (queue, problems) =
+                DiskQueue::open(&dir, cfg.queue_max_bytes).map_err(queue_error)?;
+            for p in problems {
+                tracing::warn!(forwarder = %cfg.name, problem = %p, "forward queue damage skipped");
+            }
+            tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = ?cfg.protocol, queued = queue.pending_records(), "forwarding");
+            let f = Forwarder {
+                cfg: cfg.clone(),
+                queue,
+                exporter,
+                wake: Notify::new(),
+            };
+            f.gauges(&metrics);
+            list.push(Arc::new(f));
+        }
+        Ok(Forwarders { list, metrics })
+    }
+
+    /// True when no forwarder is configured.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Appends a pipeline batch durably to every forwarder's queue (blocking: call it off the
+    /// async threads). When it returns `Ok`, the batch will reach every downstream.
+    pub fn enqueue(
+        &self,
+        profiles: &[ProfilesData],
+        spans: &[SpanRecord],
+    ) -> Result<(), ForwardError> {
+        if self.list.is_empty() {
+            return Ok(());
+        }
+        let profiles: Vec<Vec<u8>> = profiles.iter().map(Message::encode_to_vec).collect();
+        let traces = (!spans.is_empty()).then(|| traces::export_request(spans).encode_to_vec());
+        for f in &self.list {
+            let mut records: Vec<(Signal, &[u8])> = Vec::new();
+            if f.cfg.profiles {
+                records.extend(profiles.iter().map(|p| (Signal::Profiles, p.as_slice())));
+            }
+            if let (true, Some(t)) = (f.cfg.traces, &traces) {
+                records.push((Signal::Traces, t.as_slice()));
+            }
+            if records.is_empty() {
+                continue;
+            }
+            let dropped = f
+                .queue
+                .append(&records)
+                .map_err(|source| ForwardError::Queue {
+                    name: f.cfg.name.clone(),
+                    source,
+                })?;
+            if dropped > 0 {
+                tracing::warn!(forwarder = %f.cfg.name, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
+                self.metrics.add(
+                    "spanprof_forward_dropped_records_total",
+                    &[("forwarder", &f.cfg.name), ("reason", "queue_full")],
+                    dropped as f64,
+                );
+            }
+            f.gauges(&self.metrics);
+            f.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Starts one sending task per forwarder; each stops, after the export in flight, once
+    /// `stop` turns true. What is still queued stays on disk for the next start.
+    pub fn start(&self, stop: watch::Receiver<bool>) -> Vec<tokio::task::JoinHandle<()>> {
+        self.list
+            .iter()
+            .map(|f| {
+                tokio::spawn(send_loop(
+                    Arc::clone(f),
+                    Arc::clone(&self.metrics),
+                    stop.clone(),
+                ))
+            })
+            .collect()
+    }
+}
+
+impl Forwarder {
+    fn gauges(&self, metrics: &Metrics) {
+        let labels = [("forwarder", self.cfg.name.as_str())];
+        metrics.set(
+            "spanprof_forward_queued_records",
+            &labels,
+            self.queue.pending_records() as f64,
+        );
+        metrics.set(
+            "spanprof_forward_queue_bytes",
+            &labels,
+            self.queue.disk_bytes() as f64,
+        );
+    }
+
+    /// The records to send now, or how long to wait before a batch is due.
+    fn due(&self) -> Result<Vec<Pending>, Option<Duration>> {
+        let Some(front) = self.queue.front() else {
+            return Err(None);
+        };
+        let age = front.since.elapsed();
+        let full = self.queue.pending_records() >= self.cfg.batch_max;
+        if full || age >= self.cfg.batch_age {
+            Ok(self
+                .queue
+                .peek(self.cfg.batch_max, self.cfg.batch_max_bytes))
+        } else {
+            Err(Some(self.cfg.batch_age - age))
+        }
+    }
+}
+
+async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) {
+    let name = f.cfg.name.clone();
+    let mut failures = 0u32;
+    let mut jitter = Jitter::new();
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        let batch = match f.due() {
+            Ok(batch) => batch,
+            Err(wait) => {
+                let sleep = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600)));
+                tokio::select! {
+                    _ = f.wake.notified() => {}
+                    _ = sleep => {}
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+        };
+        let reader = Arc::clone(&f);
+        let read = tokio::task::spawn_blocking(move || combine(&reader.queue, batch))
+            .await
+            .expect("reading the forward queue panicked");
+        let Some(export) = read else { continue };
+        let labels = [
+            ("forwarder", name.as_str()),
+            ("signal", export.signal.name()),
+        ];
+        let outcome = f.exporter.export(export.signal, export.message).await;
+        let delay = match outcome {
+            Outcome::Delivered => {
+                metrics.add(
+                    "spanprof_forwarded_records_total",
+                    &labels,
+                    export.records as f64,
+                );
+                if failures > 0 {
+                    tracing::info!(forwarder = %name, after_failures = failures, "forwarding resumed");
+                }
+                failures = 0;
+                ack(&f, export.last, &metrics);
+                continue;
+            }
+            Outcome::Rejected(reason) => {
+                tracing::error!(forwarder = %name, signal = export.signal.name(), records = export.records, %reason, "downstream refused an export; dropped");
+                metrics.add(
+                    "spanprof_forward_dropped_records_total",
+                    &[("forwarder", &name), ("reason", "rejected")],
+                    export.records as f64,
+                );
+                failures = 0;
+                ack(&f, export.last, &metrics);
+                continue;
+            }
+            Outcome::Retry { after, reason } => {
+                metrics.add("spanprof_forward_failed_total", &labels, 1.0);
+                failures = failures.saturating_add(1);
+                let delay = after
+                    .unwrap_or_else(|| backoff(&f.cfg, failures, &mut jitter))
+                    .min(f.cfg.retry_max.max(after.unwrap_or_default()));
+                if failures == 1 || failures % 10 == 0 {
+                    tracing::warn!(forwarder = %name, signal = export.signal.name(), attempt = failures, retry_in = ?delay, queued = f.queue.pending_records(), %reason, "export failed; will retry");
+                }
+                delay
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = stop.changed() => {}
+        }
+    }
+    f.gauges(&metrics);
+}
+
+fn ack(f: &Forwarder, last: spanprof_store::log::RecordPos, metrics: &Metrics) {
+    if let Err(e) = f.queue.ack(last) {
+        // The records stay pending in memory order anyway; a restart may send them again.
+        tracing::error!(forwarder = %f.cfg.name, error = %e, "writing the forward cursor failed");
+    }
+    f.gauges(metrics);
+}
+
+/// One export: its message, what it holds, and the last queue record it covers.
+struct Combined {
+    signal: Signal,
+    message: Vec<u8>,
+    records: usize,
+    last: spanprof_store::log::RecordPos,
+}
+
+/// Reads `batch` and makes one export message of it: traces by concatenation (the request's
+/// only field is repeated, so concatenated messages decode as one), profiles by merging
+/// dictionaries. `None` when nothing could be read (records dropped meanwhile).
+fn combine(queue: &DiskQueue, batch: Vec<Pending>) -> Option<Combined> {
+    let signal = batch.first()?.signal;
+    let mut bodies = Vec::with_capacity(batch.len());
+    let mut last = batch[0].pos;
+    for p in &batch {
+        match queue.read(p) {
+            Ok(b) => bodies.push(b),
+            Err(e) => {
+                tracing::warn!(error = %e, "a queued record is gone (dropped from a full queue?)")
+            }
+        }
+        last = p.pos;
+    }
+    if bodies.is_empty() {
+        if let Err(e) = queue.ack(last) {
+            tracing::error!(error = %e, "writing the forward cursor failed");
+        }
+        return None;
+    }
+    let records = bodies.len();
+    let message = match signal {
+        Signal::Traces => bodies.concat(),
+        Signal::Profiles if bodies.len() == 1 => bodies.pop().expect("one body"),
+        Signal::Profiles => match merge_profiles(&bodies) {
+            Ok(m) => m,
+            Err(e) => {
+                // Send the first alone; the rest follow in later exports.
+                tracing::warn!(error = %e, "queued profiles do not merge; sending one at a time");
+                return Some(Combined {
+                    signal,
+                    message: bodies.swap_remove(0),
+                    records: 1,
+                    last: batch[0].pos,
+                });
+            }
+        },
+    };
+    Some(Combined {
+        signal,
+        message,
+        records,
+        last,
+    })
+}
+
+fn merge_profiles(bodies: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+    let decoded: Vec<ProfilesData> = bodies
+        .iter()
+        .map(|b| ProfilesData::decode(b.as_slice()).map_err(|e| e.to_string()))
+        .collect::<Result<_, _>>()?;
+    let (merged, _) =
+        spanprof_format::merge::merge(decoded.iter(), None).map_err(|e| e.to_string())?;
+    Ok(merged.encode_to_vec())
+}
+
+/// `retry_initial · 2^(failures-1)`, capped at `retry_max`, times a jitter in [0.5, 1.5).
+fn backoff(cfg: &ForwarderConfig, failures: u32, jitter: &mut Jitter) -> Duration {
+    let exp = cfg
+        .retry_initial
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(20));
+    exp.min(cfg.retry_max).mul_f64(0.5 + jitter.next_unit())
+}
+
+/// A xorshift generator: jitter only needs to keep forwarders from retrying in lockstep.
+struct Jitter(u64);
+
+impl Jitter {
+    fn new() -> Jitter {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let addr = &nanos as *const u64 as u64;
+        Jitter((nanos ^ addr.rotate_left(32) ^ Instant::now().elapsed().as_nanos() as u64) | 1)
+    }
+
+    /// A number in [0, 1).
+    fn next_unit(&mut self) -> f64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ForwardProtocol;
+
+    #[test]
+    fn backoff_doubles_up_to_the_cap_with_jitter() {
+        let mut cfg = ForwarderConfig::new("b", ForwardProtocol::Http, "http://127.0.0.1:1");
+        cfg.retry_initial = Duration::from_millis(100);
+        cfg.retry_max = Duration::from_secs(1);
+        let mut j = Jitter::new();
+        for (failures, base_ms) in [
+            (1, 100),
+            (2, 200),
+            (3, 400),
+            (4, 800),
+            (5, 1000),
+            (30, 1000),
+        ] {
+            let d = backoff(&cfg, failures, &mut j).as_secs_f64() * 1000.0;
+            let base = base_ms as f64;
+            assert!(d >= base * 0.5 && d < base * 1.5, "{failures}: {d} ms");
+        }
+    }
+}

@@ -1,0 +1,322 @@
+//! Forwarding and faults, with real processes: spanprof A takes the real Go CPU profile and
+//! spans over OTLP/HTTP and forwards them over OTLP gRPC to spanprof B. B is stopped while
+//! more arrives at A, A is restarted with the backlog on disk, B comes back: B ends up with
+//! exactly what A stored, so both answer the same flame graphs (whole service, single spans,
+//! a parent span with its children).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use support::{process_dir, spanprof, spanprof_bin, workspace_root};
+
+/// A `spanprof serve` process; killed if the test fails before stopping it.
+struct Server {
+    child: Child,
+    /// The main listener, `host:port` (API, /metrics, OTLP/HTTP).
+    addr: String,
+    log: String,
+    drain: Option<JoinHandle<String>>,
+}
+
+impl Server {
+    fn start(data: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(spanprof_bin())
+            .args(["serve", "--data", data.to_str().unwrap()])
+            .args(["--http-addr", "127.0.0.1:0", "--otlp-http-addr", "off"])
+            .args(extra)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut log = String::new();
+        let addr = loop {
+            assert!(Instant::now() < deadline, "no start within 60 s:\n{log}");
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("spanprof serve exited:\n{log}");
+            }
+            log.push_str(&line);
+            if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
+                break rest.to_string();
+            }
+        };
+        let drain = std::thread::spawn(move || drain(stderr));
+        Server {
+            child,
+            addr,
+            log,
+            drain: Some(drain),
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the whole log.
+    fn stop(mut self) -> String {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        let rest = self.drain.take().unwrap().join().unwrap();
+        let log = format!("{}{rest}", self.log);
+        assert!(exit.success(), "exit {exit:?}:\n{log}");
+        assert!(log.contains("stopped"), "{log}");
+        log
+    }
+
+    /// The value of `metric` (name with labels, as in /metrics), 0 when absent.
+    fn metric(&self, metric: &str) -> f64 {
+        let r = support::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
+        String::from_utf8_lossy(&r.body)
+            .lines()
+            .find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// `POST path` with `body`; the HTTP status code.
+    fn post(&self, path: &str, content_type: &str, body: &[u8]) -> u16 {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            self.addr,
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let status = answer
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("0")
+            .parse()
+            .unwrap();
+        assert_eq!(status, 200, "POST {path}: {answer}");
+        status
+    }
+
+    fn wait_for(&self, what: &str, deadline: Duration, ok: impl Fn(&Server) -> bool) {
+        let end = Instant::now() + deadline;
+        while !ok(self) {
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drain(mut r: BufReader<ChildStderr>) -> String {
+    let mut rest = String::new();
+    let _ = r.read_to_string(&mut rest);
+    rest
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// OTLP/JSON traces for service `goapp`: (trace id, span id, parent span id, name).
+fn spans_json(spans: &[(&str, &str, &str, &str)]) -> Vec<u8> {
+    let spans: Vec<serde_json::Value> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, (trace, span, parent, name))| {
+            let start = 1_700_000_000_000_000_000u64 + i as u64 * 1_000_000;
+            serde_json::json!({
+                "traceId": trace, "spanId": span, "parentSpanId": parent, "name": name,
+                "kind": 2,
+                "startTimeUnixNano": start.to_string(),
+                "endTimeUnixNano": (start + 250_000_000).to_string(),
+                "attributes": [{"key": "http.route", "value": {"stringValue": *name}}],
+            })
+        })
+        .collect();
+    serde_json::to_vec(&serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "goapp"}}]},
+        "scopeSpans": [{"spans": spans}],
+    }]}))
+    .unwrap()
+}
+
+/// `spanprof flame --data DATA --type cpu ARGS` as stack → value.
+fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
+    let mut all = vec!["flame", "--data", data.to_str().unwrap(), "--type", "cpu"];
+    all.extend_from_slice(args);
+    let run = spanprof(&all);
+    run.assert_no_panic().assert_success();
+    run.stdout
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (stack, v) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+const FORWARDED: &str = "spanprof_forwarded_records_total{forwarder=\"b\",signal=";
+const QUEUED: &str = "spanprof_forward_queued_records{forwarder=\"b\"}";
+
+#[test]
+fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
+    let dir = process_dir("forward");
+    let (a_data, b_data) = (dir.join("a"), dir.join("b"));
+    let otlp: PathBuf = dir.join("cpu.otlp");
+    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+        "-o".as_ref(),
+        otlp.as_os_str(),
+    ])
+    .assert_success();
+    let profile = std::fs::read(&otlp).unwrap();
+
+    let b_grpc = format!("127.0.0.1:{}", free_port());
+    let b_args = ["--otlp-grpc-addr", b_grpc.as_str()];
+    let forward = format!("b=http://{b_grpc}");
+    let a_args = [
+        "--otlp-grpc-addr",
+        "off",
+        "--forward-otlp-grpc",
+        forward.as_str(),
+        "--forward-batch-age",
+        "100ms",
+        "--forward-retry-max",
+        "1s",
+    ];
+    let b = Server::start(&b_data, &b_args);
+    let a = Server::start(&a_data, &a_args);
+
+    // Spans whose ids label samples of the real profile (see `spanprof inspect`), and a
+    // parent (sent later) of the first.
+    let trace = "8d436a4758e64f45f8cc086da251209b";
+    let (child, parent) = ("1991fb31dff3b9ba", "a1a1a1a1a1a1a1a1");
+    let linked = [
+        (trace, child, parent, "GET /primes"),
+        (
+            "d9ce5df850408f22878fd00e65d55cbf",
+            "613d07d76201bee5",
+            "",
+            "GET /sort",
+        ),
+        (
+            "4d227a46239b460d99b9a1a57594e544",
+            "6f76fbc364543787",
+            "",
+            "GET /hash",
+        ),
+    ];
+    a.post(
+        "/v1development/profiles",
+        "application/x-protobuf",
+        &profile,
+    );
+    a.post("/v1/traces", "application/json", &spans_json(&linked));
+    a.wait_for("live forwarding to B", Duration::from_secs(60), |a| {
+        a.metric(&format!("{FORWARDED}\"profiles\"}}")) >= 1.0
+            && a.metric(&format!("{FORWARDED}\"traces\"}}")) >= 1.0
+            && a.metric(QUEUED) == 0.0
+    });
+
+    // B goes away; A keeps accepting, queues and retries.
+    b.stop();
+    // Two profiles in a row: the backlog sends them merged into one export.
+    for _ in 0..2 {
+        a.post(
+            "/v1development/profiles",
+            "application/x-protobuf",
+            &profile,
+        );
+    }
+    a.post(
+        "/v1/traces",
+        "application/json",
+        &spans_json(&[(trace, parent, "", "GET /outer")]),
+    );
+    a.wait_for(
+        "failed exports while B is down",
+        Duration::from_secs(60),
+        |a| {
+            a.metric("spanprof_forward_failed_total{forwarder=\"b\",signal=\"profiles\"}") >= 1.0
+                && a.metric(QUEUED) >= 3.0
+        },
+    );
+
+    // A restarts with its backlog on disk, then B comes back on the same port and data.
+    let a_first_log = a.stop();
+    let a = Server::start(&a_data, &a_args);
+    assert!(
+        a.metric(QUEUED) >= 3.0,
+        "the backlog survived A's restart:\n{a_first_log}"
+    );
+    let b = Server::start(&b_data, &b_args);
+    a.wait_for(
+        "the backlog to drain into B",
+        Duration::from_secs(90),
+        |a| a.metric(QUEUED) == 0.0 && a.metric(&format!("{FORWARDED}\"profiles\"}}")) >= 1.0,
+    );
+    let a_log = a.stop();
+    let b_log = b.stop();
+    // Nothing was dropped, refused or sent unmerged on the way (retries are expected).
+    let a_logs = format!("{a_first_log}{a_log}");
+    let forward_lines = a_logs
+        .lines()
+        .filter(|l| l.contains("spanprof_server::forward"));
+    assert!(
+        a_logs.contains("export failed; will retry"),
+        "A retried while B was down"
+    );
+    for line in forward_lines {
+        let bad = ["ERROR", "dropped", "do not merge", "is gone", "damage"];
+        assert!(!bad.iter().any(|b| line.contains(b)), "A: {line}\n{a_logs}");
+    }
+
+    // Both stores answer the same: the whole service, single spans, a parent with children.
+    let whole_a = flame(&a_data, &["--service", "goapp"]);
+    let whole_b = flame(&b_data, &["--service", "goapp"]);
+    assert_eq!(
+        whole_a.values().sum::<i64>(),
+        3 * 8_530_000_000,
+        "A stored the three pushes"
+    );
+    assert_eq!(whole_a, whole_b, "whole service\nA:\n{a_log}\nB:\n{b_log}");
+    for (_, span, _, _) in &linked {
+        let on_a = flame(&a_data, &["--span-id", span]);
+        assert!(!on_a.is_empty(), "span {span} has samples");
+        assert_eq!(on_a, flame(&b_data, &["--span-id", span]), "span {span}");
+    }
+    let family = ["--span-id", parent, "--include-child-spans"];
+    let on_a = flame(&a_data, &family);
+    assert!(!on_a.is_empty(), "the parent's children have samples");
+    assert_eq!(on_a, flame(&a_data, &["--span-id", child]));
+    assert_eq!(
+        on_a,
+        flame(&b_data, &family),
+        "parent {parent} with children"
+    );
+}
