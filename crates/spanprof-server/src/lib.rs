@@ -10,6 +10,7 @@ pub mod forward;
 pub mod metrics;
 pub mod pipeline;
 pub mod receivers;
+pub mod ui;
 
 use std::future::Future;
 use std::net::SocketAddr;

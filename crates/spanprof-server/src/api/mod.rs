@@ -16,6 +16,7 @@ pub fn router(state: AppState) -> Router {
         .merge(receivers::otlp::routes())
         .merge(receivers::pyroscope::routes())
         .merge(query::routes())
+        .merge(crate::ui::routes())
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
         .layer(DefaultBodyLimit::max(limit))

@@ -1,0 +1,51 @@
+// Building DOM nodes without HTML strings: every piece of data (function names, file names,
+// labels, span names) comes from profiled programs and is untrusted, so it only ever becomes
+// a text node or a property, never markup.
+
+/** `el("a", {href: "#", class: "x", onclick: f}, "text", child)` */
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (k === "class") node.className = v;
+    else if (k === "dataset") Object.assign(node.dataset, v);
+    // Through CSSOM: the page's CSP forbids style attributes.
+    else if (k === "style") Object.assign(node.style, v);
+    else if (k in node && typeof v !== "string") node[k] = v;
+    else node.setAttribute(k, v === true ? "" : String(v));
+  }
+  append(node, children);
+  return node;
+}
+
+function append(node, children) {
+  for (const c of children) {
+    if (c === undefined || c === null || c === false) continue;
+    if (Array.isArray(c)) append(node, c);
+    else if (c instanceof Node) node.appendChild(c);
+    else node.appendChild(document.createTextNode(String(c)));
+  }
+}
+
+/** Replaces the children of `node`. */
+export function replace(node, ...children) {
+  node.replaceChildren();
+  append(node, children);
+  return node;
+}
+
+/** A message box: `kind` is "empty", "error" or "info". */
+export function notice(kind, title, ...body) {
+  return el("div", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" },
+    el("strong", {}, title), ...body.map((b) => (b instanceof Node ? b : el("p", {}, b))));
+}
+
+/** How to get data in, for the empty states. */
+export function howToSend() {
+  return el("div", { class: "howto" },
+    el("p", {}, "Send some: scrape a Go service's pprof endpoints,"),
+    el("pre", {}, "spanprof serve --scrape name=http://host:6060"),
+    el("p", {}, "or point an OpenTelemetry exporter (profiles and traces) at OTLP/HTTP on :4318 " +
+      "(gRPC on :4317), or a Pyroscope SDK at this server's /ingest."));
+}

@@ -1,0 +1,57 @@
+// Explore: pick a service, a profile type, a time range and labels; see the flame graph of
+// the selection and download it as pprof.
+
+import * as api from "./api.js";
+import { el, howToSend, notice, replace } from "./dom.js";
+import { ProfilePanel } from "./profile_panel.js";
+import { servicePicker, timeRange } from "./traces.js";
+
+export class ExploreView {
+  constructor(container, nav) {
+    this.nav = nav;
+    this.service = el("select", { name: "service", "aria-label": "service" });
+    this.type = el("select", { name: "type", "aria-label": "profile type" });
+    this.form = el("form", { class: "filters" });
+    this.status = el("div", {});
+    this.panelBox = el("div", {});
+    container.append(el("h1", {}, "Explore"), this.form, this.status, this.panelBox);
+    this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push) });
+    this.panelBox.hidden = true;
+  }
+
+  async update(params) {
+    const range = timeRange(params);
+    const labels = el("input", { name: "query", value: params.query || "", size: 28,
+      placeholder: 'labels: {region="eu", pod=~"api-.*"}', "aria-label": "label filter" });
+    const spanName = el("input", { name: "span_name", value: params.span_name || "", size: 18,
+      placeholder: "span name (optional)", "aria-label": "span name" });
+    replace(this.form, el("label", {}, "Service ", this.service), el("label", {}, "Type ", this.type),
+      ...range.nodes, labels, spanName, el("button", { type: "submit" }, "Show"));
+    const read = () => ({ service: this.service.value, type: this.type.value, query: labels.value.trim(),
+      span_name: spanName.value.trim(), ...range.read() });
+    this.form.onsubmit = (e) => {
+      e.preventDefault();
+      this.nav.go("explore", { ...read(), sort: params.sort });
+    };
+    this.service.onchange = () => this.nav.go("explore", { ...read(), type: "" });
+    let services;
+    try {
+      services = await servicePicker(this.service, params.service);
+      const { profile_types: types } = await api.get("profile-types", { service: params.service });
+      replace(this.type, el("option", { value: "" }, "CPU (default)"),
+        types.map((t) => el("option", { value: t.id, selected: t.id === params.type }, `${t.name} · ${t.sample_type} (${t.sample_unit})`)));
+    } catch (e) {
+      replace(this.status, notice("error", "The pickers could not be filled", e.message));
+      return;
+    }
+    if (!services.length) {
+      this.panelBox.hidden = true;
+      replace(this.status, notice("empty", "No data yet", howToSend()));
+      return;
+    }
+    replace(this.status);
+    this.panelBox.hidden = false;
+    const sel = api.selection(params);
+    this.panel.show(sel, params);
+  }
+}

@@ -1,0 +1,302 @@
+// The canvas flame graph. It draws Pyroscope's flat layout (`{names, levels, total}`, x
+// offsets delta-encoded per level) straight from typed arrays: no DOM node per frame, so
+// tens of thousands of frames stay fluid. Names are drawn with fillText: never markup.
+
+import { el } from "./dom.js";
+import * as units from "./units.js";
+
+const ROW = 18;
+const FONT = "12px ui-monospace, SFMono-Regular, Menlo, Consolas, monospace";
+
+/** Undoes the per-level delta encoding of the x columns (`xCols`, each `step` apart). */
+function decode(levels, step, xCols) {
+  return levels.map((level) => {
+    const a = Float64Array.from(level);
+    for (const c of xCols) {
+      let prev = 0;
+      for (let i = c; i < a.length; i += step) {
+        a[i] += prev;
+        prev = a[i] + a[i + 1];
+      }
+    }
+    return a;
+  });
+}
+
+/** The package of a frame, so that one package keeps one colour across views. */
+export function packageOf(name) {
+  let s = name;
+  const paren = s.indexOf("(");
+  if (paren > 0) s = s.slice(0, paren);
+  const colons = s.lastIndexOf("::");
+  if (colons > 0) return s.slice(0, colons);
+  const slash = s.lastIndexOf("/");
+  const dot = s.indexOf(".", slash + 1);
+  if (dot > 0) return s.slice(0, dot);
+  const colon = s.indexOf(":");
+  if (colon > 0) return s.slice(0, colon);
+  return s;
+}
+
+function hash(s) {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 16777619);
+  }
+  return h >>> 0;
+}
+
+function packageColour(name) {
+  const h = hash(packageOf(name));
+  // Warm hues (reds to yellows) like the classic flame graph, spread by package.
+  const hue = 5 + (h % 50);
+  const light = 55 + ((h >>> 8) % 15);
+  return `hsl(${hue}, 80%, ${light}%)`;
+}
+
+function diffColour(leftShare, rightShare) {
+  const d = rightShare - leftShare;
+  const scale = Math.max(leftShare, rightShare) || 1;
+  const t = Math.min(1, Math.abs(d) / scale);
+  if (t < 0.02) return "hsl(0, 0%, 82%)";
+  const light = 85 - 40 * t;
+  return d > 0 ? `hsl(0, 85%, ${light}%)` : `hsl(130, 60%, ${light}%)`;
+}
+
+export class FlameGraph {
+  /**
+   * `onZoom(zoom)` is called with `{level, index}` (or null on reset) when the user clicks.
+   */
+  constructor(container, { onZoom }) {
+    this.onZoom = onZoom;
+    this.canvas = el("canvas", { class: "flame", "aria-label": "flame graph" });
+    this.tooltip = el("div", { class: "tooltip", hidden: true });
+    this.root = el("div", { class: "flame-wrap" }, this.canvas, this.tooltip);
+    container.appendChild(this.root);
+    this.canvas.flameGraph = this; // lets the browser test find frames on the canvas
+    this.zoom = null;
+    this.matches = null;
+    this.canvas.addEventListener("mousemove", (e) => this.hover(e));
+    this.canvas.addEventListener("mouseleave", () => (this.tooltip.hidden = true));
+    this.canvas.addEventListener("click", (e) => this.click(e));
+    this.resize = new ResizeObserver(() => this.draw());
+    this.resize.observe(this.root);
+  }
+
+  /** `fg` is the API's `flamegraph` object; `diff` when it comes from `/diff`. */
+  setData(fg, unit, diff = false) {
+    this.unit = unit;
+    this.diff = diff;
+    this.names = fg.names;
+    this.total = fg.total;
+    this.step = diff ? 7 : 4;
+    this.levels = decode(fg.levels, this.step, diff ? [0, 3] : [0]);
+    if (diff) {
+      this.leftTicks = fg.leftTicks;
+      this.rightTicks = fg.rightTicks;
+    }
+    this.zoom = null;
+    this.matches = null;
+    this.draw();
+  }
+
+  node(level, index) {
+    const a = this.levels[level];
+    const i = index * this.step;
+    if (!a || i >= a.length) return null;
+    if (this.diff) {
+      return { level, index, x: a[i] + a[i + 3], total: a[i + 1] + a[i + 4], self: a[i + 2] + a[i + 5],
+        name: this.names[a[i + 6]], left: a[i + 1], right: a[i + 4], leftSelf: a[i + 2], rightSelf: a[i + 5] };
+    }
+    return { level, index, x: a[i], total: a[i + 1], self: a[i + 2], name: this.names[a[i + 3]] };
+  }
+
+  count(level) {
+    return this.levels[level].length / this.step;
+  }
+
+  /** Zooms to `{level, index}` (null: the whole graph); returns the frame or null. */
+  setZoom(zoom) {
+    const n = zoom ? this.node(zoom.level, zoom.index) : null;
+    this.zoom = n && n.total > 0 ? n : null;
+    this.draw();
+    return this.zoom;
+  }
+
+  /** Highlights frames whose name contains `text` (case-insensitive); returns their share. */
+  setSearch(text) {
+    this.matches = null;
+    let result = { frames: 0, value: 0 };
+    if (text && this.levels) {
+      const needle = text.toLowerCase();
+      const names = new Set();
+      this.names.forEach((n, i) => n.toLowerCase().includes(needle) && names.add(i));
+      this.matches = names;
+      const spans = [];
+      const nameCol = this.diff ? 6 : 3;
+      for (let l = 0; l < this.levels.length; l++) {
+        for (let k = 0; k < this.count(l); k++) {
+          if (names.has(this.levels[l][k * this.step + nameCol])) {
+            const n = this.node(l, k);
+            spans.push([n.x, n.x + n.total]);
+          }
+        }
+      }
+      // Nested matches (recursion, or a match under a match) count once.
+      spans.sort((a, b) => a[0] - b[0]);
+      let end = -1;
+      for (const [s, e] of spans) {
+        if (s >= end) result.value += e - s;
+        else if (e > end) result.value += e - end;
+        end = Math.max(end, e);
+      }
+      result.frames = spans.length;
+    }
+    this.draw();
+    return result;
+  }
+
+  view() {
+    const z = this.zoom;
+    return z ? { start: z.x, width: z.total, level: z.level } : { start: 0, width: this.total, level: 0 };
+  }
+
+  draw() {
+    if (!this.levels) return;
+    const width = this.root.clientWidth || 800;
+    const height = this.levels.length * ROW + 2;
+    const dpr = window.devicePixelRatio || 1;
+    this.canvas.width = Math.round(width * dpr);
+    this.canvas.height = Math.round(height * dpr);
+    this.canvas.style.width = `${width}px`;
+    this.canvas.style.height = `${height}px`;
+    const ctx = this.canvas.getContext("2d");
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    ctx.font = FONT;
+    ctx.textBaseline = "middle";
+    const charWidth = ctx.measureText("m").width;
+    const v = this.view();
+    const scale = width / v.width;
+    const nameCol = this.diff ? 6 : 3;
+    for (let l = 0; l < this.levels.length; l++) {
+      const a = this.levels[l];
+      const y = l * ROW;
+      for (let k = this.first(l, v.start); k < this.count(l); k++) {
+        const n = this.node(l, k);
+        if (n.x >= v.start + v.width) break;
+        let x0;
+        let w;
+        if (l < v.level) {
+          // Ancestors of the zoomed frame span the whole width.
+          if (!(n.x <= v.start && n.x + n.total >= v.start + v.width)) continue;
+          x0 = 0;
+          w = width;
+        } else {
+          x0 = (n.x - v.start) * scale;
+          w = n.total * scale;
+          if (w < 0.4) continue;
+        }
+        const matched = this.matches && this.matches.has(a[k * this.step + nameCol]);
+        let fill;
+        if (this.matches) fill = matched ? "hsl(290, 70%, 60%)" : "hsl(0, 0%, 86%)";
+        else if (this.diff) fill = diffColour(n.left / (this.leftTicks || 1), n.right / (this.rightTicks || 1));
+        else fill = packageColour(n.name);
+        ctx.globalAlpha = l < v.level ? 0.55 : 1;
+        ctx.fillStyle = fill;
+        ctx.fillRect(x0, y, Math.max(w - 0.5, 0.4), ROW - 1);
+        if (w > charWidth * 3 + 6) {
+          const room = Math.floor((w - 6) / charWidth);
+          const label = n.name.length > room ? `${n.name.slice(0, Math.max(room - 1, 1))}…` : n.name;
+          ctx.fillStyle = "#111";
+          ctx.fillText(label, x0 + 3, y + ROW / 2);
+        }
+      }
+    }
+    ctx.globalAlpha = 1;
+  }
+
+  /** Index of the first frame of level `l` that ends after `start` (frames are in x order). */
+  first(l, start) {
+    let lo = 0;
+    let hi = this.count(l);
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const n = this.node(l, mid);
+      if (n.x + n.total <= start) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** The frame under a mouse event, or null. */
+  at(e) {
+    if (!this.levels) return null;
+    const rect = this.canvas.getBoundingClientRect();
+    const l = Math.floor((e.clientY - rect.top) / ROW);
+    if (l < 0 || l >= this.levels.length) return null;
+    const v = this.view();
+    const width = rect.width;
+    const value = v.start + ((e.clientX - rect.left) / width) * v.width;
+    if (l < v.level) {
+      for (let k = 0; k < this.count(l); k++) {
+        const n = this.node(l, k);
+        if (n.x <= v.start && n.x + n.total >= v.start + v.width) return n;
+      }
+      return null;
+    }
+    const k = this.first(l, value);
+    const n = k < this.count(l) ? this.node(l, k) : null;
+    return n && n.x <= value && value < n.x + n.total ? n : null;
+  }
+
+  hover(e) {
+    const n = this.at(e);
+    if (!n) {
+      this.tooltip.hidden = true;
+      return;
+    }
+    const lines = [el("div", { class: "tt-name" }, n.name)];
+    const v = (x) => units.value(x, this.unit);
+    if (this.diff) {
+      lines.push(el("div", {}, `before: ${v(n.left)} (${units.percent(n.left, this.leftTicks)}), self ${v(n.leftSelf)}`));
+      lines.push(el("div", {}, `after: ${v(n.right)} (${units.percent(n.right, this.rightTicks)}), self ${v(n.rightSelf)}`));
+    } else {
+      lines.push(el("div", {}, `total: ${v(n.total)} (${units.percent(n.total, this.total)})`));
+      lines.push(el("div", {}, `self: ${v(n.self)} (${units.percent(n.self, this.total)})`));
+      if (this.zoom) lines.push(el("div", {}, `of the zoomed frame: ${units.percent(n.total, this.zoom.total)}`));
+    }
+    this.tooltip.replaceChildren(...lines);
+    this.tooltip.hidden = false;
+    const rect = this.root.getBoundingClientRect();
+    const x = e.clientX - rect.left + 12;
+    this.tooltip.style.left = `${Math.min(x, rect.width - 320)}px`;
+    this.tooltip.style.top = `${e.clientY - rect.top + 14}px`;
+  }
+
+  click(e) {
+    const n = this.at(e);
+    if (!n) return;
+    const zoom = n.level === 0 ? null : { level: n.level, index: n.index };
+    this.onZoom(zoom);
+  }
+
+  /** Centre of the widest visible frame called `name`, in viewport pixels (for tests). */
+  frameCenter(name) {
+    const v = this.view();
+    const rect = this.canvas.getBoundingClientRect();
+    const scale = rect.width / v.width;
+    let best = null;
+    for (let l = v.level; l < this.levels.length; l++) {
+      for (let k = 0; k < this.count(l); k++) {
+        const n = this.node(l, k);
+        if (n.name === name && (!best || n.total > best.total)) best = n;
+      }
+    }
+    if (!best) return null;
+    const x0 = Math.max(best.x, v.start);
+    const x1 = Math.min(best.x + best.total, v.start + v.width);
+    return { x: rect.left + ((x0 + x1) / 2 - v.start) * scale, y: rect.top + best.level * ROW + ROW / 2 };
+  }
+}

@@ -1,0 +1,189 @@
+// Traces: search spans (service, name, minimum duration, time range), the results longest
+// first, and one trace's waterfall whose spans open their own flame graph.
+
+import * as api from "./api.js";
+import { el, howToSend, notice, replace } from "./dom.js";
+import { ProfilePanel } from "./profile_panel.js";
+import * as units from "./units.js";
+
+const RANGES = [["", "all time"], ["now-15m", "last 15 minutes"], ["now-1h", "last hour"],
+  ["now-6h", "last 6 hours"], ["now-24h", "last 24 hours"], ["now-7d", "last 7 days"]];
+
+/** A time-range picker: presets, or any `from`/`to` the API reads (RFC 3339, unix, now-1h). */
+export function timeRange(params) {
+  const from = el("input", { name: "from", value: params.from || "", placeholder: "from: now-1h, RFC 3339",
+    "aria-label": "from", size: 18 });
+  const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to", size: 12 });
+  const preset = el("select", { "aria-label": "time range",
+    onchange: () => { from.value = preset.value; to.value = ""; } },
+  RANGES.map(([v, label]) => el("option", { value: v, selected: (params.from || "") === v && !params.to }, label)));
+  return { nodes: [preset, from, to], read: () => ({ from: from.value.trim(), to: to.value.trim() }) };
+}
+
+/** A service picker filled from `/services`; resolves to the list (empty: no data yet). */
+export async function servicePicker(select, chosen) {
+  const { services } = await api.get("services");
+  replace(select, el("option", { value: "" }, "all services"),
+    services.map((s) => el("option", { value: s, selected: s === chosen }, s)));
+  if (chosen && !services.includes(chosen)) select.appendChild(el("option", { value: chosen, selected: true }, chosen));
+  return services;
+}
+
+/** What a span's coverage verdict means, for a span whose flame graph is empty. */
+export function coverageNotice(span) {
+  const verdict = span.coverage;
+  const period = span.period ? units.duration(span.period) : "the sampling period";
+  const lines = {
+    "shorter than the sampling period": `The span lasted ${units.duration(span.duration_ns)}, shorter than ` +
+      `the sampling period (${period}): a profiler takes one sample per period, so a span this short ` +
+      "is usually missed. Look at many such spans together (Explore with the span name).",
+    "no CPU used": `The span lasted ${units.duration(span.duration_ns)} (${span.possible_samples != null
+      ? `${span.possible_samples.toFixed(1)} sampling periods of ${period}` : "several sampling periods"}) ` +
+      "without a CPU sample: it was waiting (I/O, locks, other services), not computing. " +
+      "Its child spans may show where the time went.",
+    "no samples": "This profile type has no sample naming the span.",
+    "no profile covers the span": "No profile was taken while this span ran: the profiler was not running, " +
+      "or its profiles have not arrived yet.",
+  };
+  return notice("empty", `No samples in this span: ${verdict}`, lines[verdict] || "");
+}
+
+export class TracesView {
+  constructor(container, nav) {
+    this.nav = nav;
+    this.service = el("select", { name: "service", "aria-label": "service" });
+    this.form = el("form", { class: "filters" });
+    this.results = el("div", { class: "results" });
+    container.append(el("h1", {}, "Traces"), this.form, this.results);
+  }
+
+  async update(params) {
+    const range = timeRange(params);
+    const name = el("input", { name: "name", value: params.name || "", placeholder: "span name, e.g. GET /users",
+      "aria-label": "span name", size: 24 });
+    const minDuration = el("input", { name: "min_duration", value: params.min_duration || "",
+      placeholder: "min duration: 100ms", "aria-label": "minimum duration", size: 14 });
+    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, ...range.nodes,
+      el("button", { type: "submit" }, "Search"));
+    this.form.onsubmit = (e) => {
+      e.preventDefault();
+      this.nav.go("traces", { service: this.service.value, name: name.value.trim(),
+        min_duration: minDuration.value.trim(), ...range.read() });
+    };
+    replace(this.results, el("p", { class: "muted" }, "Searching…"));
+    let services;
+    let spans;
+    try {
+      services = await servicePicker(this.service, params.service);
+      ({ spans } = await api.get("spans", { service: params.service, name: params.name,
+        min_duration: params.min_duration, from: params.from, to: params.to, limit: 100 }));
+    } catch (e) {
+      replace(this.results, notice("error", "The search failed", e.message));
+      return;
+    }
+    if (!spans.length) {
+      replace(this.results, services.length
+        ? notice("empty", "No span matches", "Remove a filter or widen the time range. Spans arrive over " +
+          "OTLP traces (:4318 /v1/traces, or gRPC on :4317).")
+        : notice("empty", "No data yet", howToSend()));
+      return;
+    }
+    replace(this.results, el("table", { class: "spans" },
+      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", "CPU", "Samples", "Coverage"]
+        .map((h) => el("th", {}, h)))),
+      el("tbody", {}, spans.map((s) => {
+        const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
+        return el("tr", { class: `span-row ${s.total > 0 ? "sampled" : ""}`, dataset: { spanId: s.span_id },
+          onclick: () => this.nav.go("trace", { trace: s.trace_id, span: s.span_id }) },
+        el("td", { class: "num" }, units.duration(s.duration_ns)),
+        el("td", {}, s.service),
+        el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
+        el("td", { class: "muted" }, units.timestamp(s.start_ns)),
+        el("td", { class: "num" }, s.total ? units.duration(s.total) : "–"),
+        el("td", { class: "num", title: "samples taken / sampling periods the span lasted" },
+          `${s.samples}${s.possible_samples != null ? ` / ${Math.round(s.possible_samples)}` : ""}`),
+        el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
+      }))));
+  }
+}
+
+export class TraceView {
+  constructor(container, nav) {
+    this.nav = nav;
+    this.head = el("div", { class: "trace-head" });
+    this.waterfall = el("div", { class: "waterfall" });
+    this.spanHead = el("div", { class: "span-head" });
+    this.panelBox = el("div", {});
+    container.append(this.head, this.waterfall, this.spanHead, this.panelBox);
+    this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push) });
+    this.panelBox.hidden = true;
+    this.traceId = null;
+  }
+
+  async update(params) {
+    if (params.trace !== this.traceId) {
+      this.traceId = params.trace;
+      this.trace = null;
+      replace(this.head, el("p", { class: "muted" }, "Loading the trace…"));
+      replace(this.waterfall);
+      replace(this.spanHead);
+      this.panelBox.hidden = true;
+      try {
+        this.trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
+      } catch (e) {
+        replace(this.head, notice("error", "The trace could not be loaded", e.message));
+        return;
+      }
+      if (params.trace !== this.traceId) return;
+      this.drawTrace();
+    }
+    if (!this.trace) return;
+    this.select(params);
+  }
+
+  drawTrace() {
+    const t = this.trace;
+    replace(this.head, el("h1", {}, "Trace ", el("code", {}, t.trace_id)),
+      el("p", { class: "muted" }, `${units.timestamp(t.start_ns)} · ${units.duration(t.duration_ns)} · ` +
+        `${t.spans.length} spans · ${units.duration(t.total)} of CPU in ${t.samples} samples`),
+      el("a", { href: "#/traces" }, "← back to the search"));
+    this.rows = new Map();
+    const whole = t.duration_ns || 1;
+    replace(this.waterfall, t.spans.map((s) => {
+      const left = (100 * s.offset_ns) / whole;
+      const width = Math.max((100 * s.duration_ns) / whole, 0.2);
+      const row = el("div", { class: "wf-row", dataset: { spanId: s.span_id }, tabindex: 0,
+        onclick: () => this.nav.patch({ span: s.span_id, zoom: "", search: "" }) },
+      el("div", { class: "wf-label", style: { paddingLeft: `${s.depth * 14 + 4}px` } },
+        el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has CPU samples" : s.coverage },
+          s.total > 0 ? "●" : "○"),
+        el("span", { class: "wf-service" }, s.service), " ", el("span", { class: "wf-name" }, s.name)),
+      el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
+      el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
+      el("div", { class: "num wf-cpu" }, s.total ? units.duration(s.total) : "–"));
+      this.rows.set(s.span_id, row);
+      return row;
+    }));
+  }
+
+  select(params) {
+    for (const [id, row] of this.rows) row.classList.toggle("selected", id === params.span);
+    const span = this.trace.spans.find((s) => s.span_id === params.span);
+    if (!span) {
+      this.panelBox.hidden = true;
+      replace(this.spanHead, el("p", { class: "muted" }, "Click a span to open its flame graph (● = has CPU samples)."));
+      return;
+    }
+    const children = params.children === "1";
+    const toggle = el("input", { type: "checkbox", class: "children-toggle", checked: children,
+      onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
+    replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
+      `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
+    el("label", { class: "switch" }, toggle, " include child spans"));
+    this.panelBox.hidden = false;
+    this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
+      include_child_spans: children ? "true" : "" }, params, children
+      ? notice("empty", "No samples in this span or its children", coverageNotice(span).lastChild)
+      : coverageNotice(span));
+  }
+}

@@ -1,0 +1,57 @@
+// Numbers as people read them: CPU in ms/s, memory in KB/MB, counts with separators.
+
+const NS_UNITS = [[3600e9, "h"], [60e9, "min"], [1e9, "s"], [1e6, "ms"], [1e3, "µs"], [1, "ns"]];
+const BYTE_UNITS = [[2 ** 40, "TB"], [2 ** 30, "GB"], [2 ** 20, "MB"], [2 ** 10, "KB"], [1, "B"]];
+
+function scaled(v, table) {
+  const abs = Math.abs(v);
+  for (const [size, name] of table) {
+    if (abs >= size) return `${trim(v / size)} ${name}`;
+  }
+  return `${trim(v)} ${table[table.length - 1][1]}`;
+}
+
+function trim(x) {
+  const a = Math.abs(x);
+  const digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
+  return Number(x.toFixed(digits)).toLocaleString("en-US");
+}
+
+/** A duration given in nanoseconds. */
+export function duration(ns) {
+  return scaled(Number(ns), NS_UNITS);
+}
+
+/** A value in a profile type's unit (`summary.unit`). */
+export function value(v, unit) {
+  v = Number(v);
+  switch (unit) {
+    case "nanoseconds": return duration(v);
+    case "microseconds": return duration(v * 1e3);
+    case "milliseconds": return duration(v * 1e6);
+    case "seconds": return duration(v * 1e9);
+    case "bytes": return scaled(v, BYTE_UNITS);
+    case "count": case "samples": case null: case undefined: case "":
+      return v.toLocaleString("en-US");
+    default: return `${v.toLocaleString("en-US")} ${unit}`;
+  }
+}
+
+/** What a value measures, for headings ("CPU time", "memory"). */
+export function unitNoun(unit) {
+  if (unit === "nanoseconds") return "CPU time";
+  if (unit === "bytes") return "memory";
+  return unit || "samples";
+}
+
+export function percent(part, whole) {
+  if (!whole) return "0%";
+  const p = (100 * part) / whole;
+  return `${p >= 10 ? p.toFixed(1) : p.toFixed(2)}%`;
+}
+
+/** A time given as ns since the epoch in a string (too big for a JS number). */
+export function timestamp(nsString) {
+  const ms = Number(BigInt(nsString) / 1000000n);
+  return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
+}

@@ -1,0 +1,213 @@
+//! The web UI in a real browser (headless Debian chromium driven by Selenium through
+//! `python/ui_check.py`): a Go service's slow `/cpu-heavy` span opens from the traces search
+//! as its flame graph, `main.countPrimes` is found and zoomed into, child spans toggle, the
+//! URL reloads to the same view and back/forward walk it; a span without samples explains
+//! why; a failed request says what failed; a function called `<img src=x onerror=alert(1)>` shows as text and fires nothing; an
+//! empty server says how to send data. Screenshots of every view go to
+//! `target/tmp/ui-screens/` (printed).
+//!
+//! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use support::http::get;
+use support::{process_dir, run, scratch_dir, spanprof_bin, workspace_root, GoApp};
+
+const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
+     chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
+     SPANPROF_CHROMIUM / SPANPROF_CHROMEDRIVER";
+
+/// The whole browser script (it waits for each step itself, 20 s at most each).
+const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn json(addr: &str, path: &str) -> Value {
+    let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert_eq!(
+        r.status,
+        200,
+        "GET {path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("GET {path}: {e}: {}", String::from_utf8_lossy(&r.body)))
+}
+
+/// `spanprof serve` on `addr` with `extra` flags; returns once it listens.
+fn serve(data: &Path, addr: &str, extra: &[&str]) -> KillOnDrop {
+    let child = Command::new(spanprof_bin())
+        .args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--http-addr",
+            addr,
+        ])
+        .args(["--otlp-http-addr", "off", "--otlp-grpc-addr", "off"])
+        .args(extra)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = KillOnDrop(child);
+    let mut stderr = BufReader::new(server.0.stderr.take().unwrap());
+    let mut log = String::new();
+    while !log.contains("spanprof serving on") {
+        let mut line = String::new();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "spanprof serve exited:\n{log}"
+        );
+        log.push_str(&line);
+    }
+    // Keeps the pipe drained so the server never blocks on logging.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    server
+}
+
+fn tool(env: &str, default: &str) -> PathBuf {
+    let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    assert!(path.exists(), "no {}: {INSTALL_BROWSER}", path.display());
+    path
+}
+
+#[test]
+fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
+    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    let python = support::python();
+    let dir = process_dir("ui");
+
+    let empty_addr = format!("127.0.0.1:{}", free_port());
+    let _empty = serve(&dir.join("empty"), &empty_addr, &[]);
+
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let app = GoApp::start(&["-otlp", &format!("http://{addr}")]);
+    let scrape = format!("goapp=http://{}", app.addr());
+    let _server = serve(
+        &dir.join("data"),
+        &addr,
+        &[
+            "--scrape",
+            &scrape,
+            "--scrape-profiles",
+            "cpu",
+            "--scrape-interval",
+            "2s",
+        ],
+    );
+
+    // Heavy requests across a few CPU windows, and light ones (too short to be sampled).
+    let until = Instant::now() + Duration::from_secs(6);
+    while Instant::now() < until {
+        app.get("/cpu-heavy");
+        app.get("/cpu-light");
+    }
+    // The slowest /cpu-heavy span, once the CPU windows covering it are stored.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let slowest = loop {
+        let spans = json(
+            &addr,
+            "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=1",
+        );
+        let first = spans["spans"][0].clone();
+        if first["total"].as_i64().unwrap_or(0) > 0 {
+            break first;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the slowest /cpu-heavy span got no samples within 60 s: {spans}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+
+    // A span the profiler missed though a profile covers it (so the verdict is final): short
+    // spans are most of /cpu-light's and sortWork's.
+    let all = json(&addr, "/api/v1/spans?service=goapp&limit=10000");
+    let unsampled = all["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["total"] == 0
+                && (s["coverage"] == "shorter than the sampling period"
+                    || s["coverage"] == "no CPU used")
+        })
+        .unwrap_or_else(|| panic!("every span got samples: {all}"));
+    let unsampled = format!(
+        "{}/{}",
+        unsampled["trace_id"].as_str().unwrap(),
+        unsampled["span_id"].as_str().unwrap()
+    );
+
+    let screens = scratch_dir().join("ui-screens");
+    let _ = std::fs::remove_dir_all(&screens);
+    std::fs::create_dir_all(&screens).unwrap();
+    println!("screenshots: {}", screens.display());
+    let now_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let script = workspace_root().join("python/ui_check.py");
+    let mut cmd = Command::new(&python);
+    cmd.arg(&script)
+        .args(["--base", &format!("http://{addr}")])
+        .args(["--empty-base", &format!("http://{empty_addr}")])
+        .args(["--span", slowest["span_id"].as_str().unwrap()])
+        .args(["--trace", slowest["trace_id"].as_str().unwrap()])
+        .args(["--unsampled", &unsampled])
+        .args(["--now", &now_s])
+        .arg("--chromium")
+        .arg(&chromium)
+        .arg("--chromedriver")
+        .arg(&chromedriver)
+        .arg("--user-data-dir")
+        .arg(dir.join("chromium-profile"))
+        .arg("--screens")
+        .arg(&screens);
+    let result = run(cmd, BROWSER_TIMEOUT);
+    if result.stderr.contains("ModuleNotFoundError") {
+        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
+    }
+    println!("{}", result.stdout);
+    result.assert_success();
+    assert!(
+        result.stdout.contains("ui_check: all steps passed"),
+        "{result}"
+    );
+    let shots = std::fs::read_dir(&screens)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png"))
+        })
+        .count();
+    assert!(
+        shots >= 8,
+        "only {shots} screenshots in {}",
+        screens.display()
+    );
+}

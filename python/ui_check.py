@@ -1,0 +1,274 @@
+"""Drives the spanprof web UI in headless Debian chromium through chromedriver (Selenium).
+
+Run by crates/spanprof/tests/ui.rs against a live `spanprof serve` that holds a Go service's
+profiles and spans; prints one line per step and `ui_check: all steps passed` at the end,
+saves a screenshot of every view under --screens, and exits non-zero at the first failure.
+"""
+
+import argparse
+import json
+import sys
+import time
+import urllib.parse
+import urllib.request
+
+from selenium import webdriver
+from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+HOSTILE = "<img src=x onerror=alert(1)>"
+STEP_TIMEOUT_S = 20
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--base", required=True, help="http://host:port of the server with data")
+    p.add_argument("--empty-base", required=True, help="a server with no data")
+    p.add_argument("--span", required=True, help="the slowest GET /cpu-heavy span id")
+    p.add_argument("--trace", required=True, help="its trace id")
+    p.add_argument("--unsampled", required=True, help="TRACE/SPAN of a span without samples")
+    p.add_argument("--now", required=True, help="unix seconds, for the hostile profile")
+    p.add_argument("--chromium", required=True)
+    p.add_argument("--chromedriver", required=True)
+    p.add_argument("--user-data-dir", required=True)
+    p.add_argument("--screens", required=True)
+    return p.parse_args()
+
+
+def step(msg):
+    print(f"ui_check: {msg}", flush=True)
+
+
+def ingest_hostile(base, now):
+    """A folded profile whose hottest function's name is markup."""
+    body = f"main.main;{HOSTILE} 70\nmain.main;main.safe 30\n".encode()
+    q = urllib.parse.urlencode({"name": "hostile.cpu", "from": now, "until": int(now) + 10,
+                                "format": "folded", "sampleRate": 100})
+    req = urllib.request.Request(f"{base}/ingest?{q}", data=body, method="POST",
+                                 headers={"Content-Type": "text/plain"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.status
+
+
+def browser(args):
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = args.chromium
+    for flag in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", f"--user-data-dir={args.user_data_dir}", "--window-size=1500,1000"]:
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # Leave alerts open so that a fired one is seen, not dismissed silently.
+    opts.set_capability("unhandledPromptBehavior", "ignore")
+    return webdriver.Chrome(options=opts, service=Service(executable_path=args.chromedriver))
+
+
+class Check:
+    def __init__(self, driver, args):
+        self.d = driver
+        self.args = args
+        self.shots = []
+
+    def wait(self, what, cond):
+        try:
+            return WebDriverWait(self.d, STEP_TIMEOUT_S).until(lambda d: cond())
+        except TimeoutException:
+            self.shot("failed")
+            raise AssertionError(f"timed out waiting for {what}; url {self.d.current_url}; "
+                                 f"page text:\n{self.text()[:3000]}")
+
+    def text(self):
+        return self.d.find_element(By.TAG_NAME, "body").text
+
+    def css(self, sel):
+        return self.d.find_elements(By.CSS_SELECTOR, sel)
+
+    def shown(self, sel):
+        return [e for e in self.css(sel) if e.is_displayed()]
+
+    def shot(self, name):
+        path = f"{self.args.screens}/{len(self.shots):02d}-{name}.png"
+        self.d.save_screenshot(path)
+        self.shots.append(path)
+        step(f"screenshot {path}")
+
+    def no_alert(self):
+        try:
+            a = self.d.switch_to.alert
+        except NoAlertPresentException:
+            return
+        raise AssertionError(f"an alert fired: {a.text!r}")
+
+    def open(self, base, hash_):
+        self.d.get(f"{base}/{hash_}")
+
+    def flame_loaded(self):
+        return self.d.execute_script(
+            "const c = document.querySelector('canvas.flame');"
+            "return !!(c && c.flameGraph && c.flameGraph.levels && c.offsetParent);")
+
+    def click_frame(self, name):
+        pos = self.d.execute_script(
+            "return document.querySelector('canvas.flame').flameGraph.frameCenter(arguments[0]);", name)
+        assert pos, f"no frame {name} on the canvas"
+        canvas = self.css("canvas.flame")[0]
+        rect = self.d.execute_script("return arguments[0].getBoundingClientRect().toJSON();", canvas)
+        # Offsets from the canvas centre, which is where move_to_element lands.
+        dx = pos["x"] - (rect["left"] + rect["width"] / 2)
+        dy = pos["y"] - (rect["top"] + rect["height"] / 2)
+        ActionChains(self.d).move_to_element_with_offset(canvas, int(dx), int(dy)).click().perform()
+
+    def zoom_label(self):
+        return " ".join(e.text for e in self.shown(".zoom-label"))
+
+    def severe_logs(self):
+        return [e for e in self.d.get_log("browser") if e["level"] == "SEVERE"
+                and "favicon" not in e["message"] and "/api/v1/" not in e["message"]]
+
+
+def run(c, args):
+    d = c.d
+    # 1. Empty server: says there is no data and how to send some.
+    c.open(args.empty_base, "#/traces")
+    c.wait("the no-data notice", lambda: "No data yet" in c.text())
+    assert "spanprof serve --scrape name=http://host:6060" in c.text()
+    assert ":4318" in c.text()
+    c.shot("empty")
+    c.open(args.empty_base, "#/explore")
+    c.wait("explore's no-data notice", lambda: "No data yet" in c.text())
+
+    # 2. Traces search: the slowest GET /cpu-heavy span comes first; open it.
+    c.open(args.base, "#/traces?" + urllib.parse.urlencode({"service": "goapp", "name": "GET /cpu-heavy"}))
+    c.wait("span rows", lambda: c.css("tr.span-row"))
+    first = c.css("tr.span-row")[0]
+    assert first.get_attribute("data-span-id") == args.span, \
+        f"first row {first.get_attribute('data-span-id')} is not the slowest span {args.span}"
+    assert "sampled" in first.text, first.text
+    c.shot("traces-search")
+    first.click()
+
+    # 3. The trace: waterfall with the span selected and its flame graph.
+    c.wait("the trace view", lambda: "#/trace?" in d.current_url and c.css(".wf-row.selected"))
+    assert args.trace in d.current_url and args.span in d.current_url, d.current_url
+    rows = c.css(".wf-row")
+    assert len(rows) >= 2, "the span and its child"
+    assert c.css(".wf-row.selected .mark.on"), "the span is marked as sampled"
+    c.wait("the span's flame graph", c.flame_loaded)
+    c.wait("the top table", lambda: c.css("table.top tbody tr"))
+    c.shot("trace-flame")
+
+    # 4. Search main.countPrimes: highlighted, share shown.
+    box = c.shown(".flame-search")[0]
+    box.send_keys("countPrimes")
+    c.wait("the match share", lambda: "match" in " ".join(e.text for e in c.shown(".match-label")))
+    assert "search=countPrimes" in d.current_url, d.current_url
+    c.shot("search-countPrimes")
+
+    # 5. Zoom into main.countPrimes by clicking its frame on the canvas.
+    c.click_frame("main.countPrimes")
+    c.wait("the zoom", lambda: "main.countPrimes" in c.zoom_label())
+    assert "zoom=" in d.current_url, d.current_url
+    c.shot("zoom-countPrimes")
+
+    # 6. Include child spans: the selection widens (more samples or the same), zoom resets.
+    c.shown(".children-toggle")[0].click()
+    c.wait("children=1 in the URL", lambda: "children=1" in d.current_url)
+    c.wait("the wider flame graph", lambda: c.flame_loaded() and c.shown(".summary")
+           and c.shown(".summary")[0].text != "")
+    names = d.execute_script("return document.querySelector('canvas.flame').flameGraph.names;")
+    assert "main.countPrimes" in names, names[:20]
+    c.click_frame("main.countPrimes")
+    c.wait("the zoom again", lambda: "main.countPrimes" in c.zoom_label())
+    c.shot("children-zoom")
+    state_url = d.current_url
+
+    # 7. Reload: the same view (span, child spans, search, zoom).
+    d.refresh()
+    c.wait("the reloaded flame graph", c.flame_loaded)
+    c.wait("the reloaded zoom", lambda: "main.countPrimes" in c.zoom_label())
+    assert d.current_url == state_url, (d.current_url, state_url)
+    assert c.shown(".children-toggle")[0].is_selected()
+    assert c.shown(".flame-search")[0].get_attribute("value") == "countPrimes"
+    assert c.css(".wf-row.selected")[0].get_attribute("data-span-id") == args.span
+    c.shot("reloaded")
+
+    # 8. Back undoes the zoom, forward redoes it.
+    d.back()
+    c.wait("back: no zoom", lambda: c.zoom_label() == "")
+    d.forward()
+    c.wait("forward: zoomed", lambda: "main.countPrimes" in c.zoom_label())
+
+    # 9. Top functions sorted by total.
+    c.css("table.top th button.sort")[1].click()
+    c.wait("sort=total", lambda: "sort=total" in d.current_url)
+    c.wait("the total-sorted table", lambda: c.css("table.top th button.sort.active")
+           and "Total" in c.css("table.top th button.sort.active")[0].text)
+
+    # 10. A span without samples explains why.
+    trace, span = args.unsampled.split("/")
+    c.open(args.base, "#/trace?" + urllib.parse.urlencode({"trace": trace}))
+    c.wait("the unsampled span's trace", lambda: c.css(".wf-row"))
+    c.css(f".wf-row[data-span-id='{span}']")[0].click()
+    c.wait("the coverage notice", lambda: "No samples in this span" in c.text())
+    assert any(v in c.text() for v in ["shorter than the sampling period", "no CPU used",
+                                       "no profile covers the span"]), c.text()
+    c.shot("span-without-samples")
+
+    # 11. A failed request says what failed.
+    c.open(args.base, "#/trace?trace=" + "ab" * 16)
+    c.wait("the error notice", lambda: c.shown(".notice.error"))
+    assert "404" in c.text(), c.text()
+    c.shot("error")
+
+    # 12. Explore: service, type and range pickers; the pprof link carries the selection.
+    c.open(args.base, "#/explore?service=goapp")
+    c.wait("explore's flame graph", c.flame_loaded)
+    link = c.shown("a.download")[0].get_attribute("href")
+    assert "/api/v1/pprof?" in link and "service=goapp" in link, link
+    with urllib.request.urlopen(link, timeout=30) as r:
+        assert r.read(2) == b"\x1f\x8b", "the pprof download is gzip"
+    c.shot("explore")
+
+    # 13. Hostile function name: text, never markup, no alert.
+    ingest_hostile(args.base, args.now)
+    c.open(args.base, "#/explore?service=hostile")
+    # Read through JS: the table is rebuilt while it loads, so element handles go stale.
+    cells = lambda: d.execute_script(
+        "return [...document.querySelectorAll('table.top td.fn')].map(e => e.textContent);")
+    c.wait("the hostile name as text in the top table", lambda: HOSTILE in cells())
+    assert not c.css("img"), "an <img> element was created from a function name"
+    c.no_alert()
+    names = d.execute_script("return document.querySelector('canvas.flame').flameGraph.names;")
+    assert HOSTILE in names, names
+    box = c.shown(".flame-search")[0]
+    box.send_keys("<img")
+    c.wait("the hostile match", lambda: "match" in " ".join(e.text for e in c.shown(".match-label")))
+    c.no_alert()
+    c.shot("hostile-name")
+
+    # 14. Compare: slow against fast spans of GET /cpu-heavy.
+    c.open(args.base, "#/compare?" + urllib.parse.urlencode(
+        {"service": "goapp", "span_name": "GET /cpu-heavy", "baseline": "fast"}))
+    c.wait("the diff flame graph or its error", lambda: c.flame_loaded() or c.shown(".notice.error"))
+    c.shot("compare")
+
+    logs = c.severe_logs()
+    assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"
+
+
+def main():
+    args = parse_args()
+    driver = browser(args)
+    c = Check(driver, args)
+    try:
+        run(c, args)
+    finally:
+        driver.quit()
+    step("all steps passed")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
