@@ -33,6 +33,12 @@ pub struct ServerConfig {
     pub store: bool,
     /// Downstream OTLP endpoints that get a copy of everything stored.
     pub forward: Vec<ForwarderConfig>,
+    /// Data older than this is deleted (whole segments); `None` keeps everything.
+    pub retention_age: Option<Duration>,
+    /// Oldest segments are deleted while the store is larger than this, in bytes.
+    pub retention_bytes: Option<u64>,
+    /// A segment is sealed past this many bytes.
+    pub segment_bytes: u64,
 }
 
 /// The wire protocol of a forwarder.
@@ -158,6 +164,9 @@ impl Default for ServerConfig {
             scrape: Vec::new(),
             store: true,
             forward: Vec::new(),
+            retention_age: None,
+            retention_bytes: None,
+            segment_bytes: 64 << 20,
         }
     }
 }
@@ -178,6 +187,34 @@ impl ScrapeTarget {
 impl ServerConfig {
     /// The store settings for the data directory.
     pub fn store_config(&self) -> StoreConfig {
-        StoreConfig::new(&self.data_dir)
+        let mut c = StoreConfig::new(&self.data_dir);
+        c.retention_age_ns = self.retention_age.map(|d| d.as_nanos() as u64);
+        c.retention_bytes = self.retention_bytes;
+        c.segment_max_bytes = self.segment_bytes;
+        c
     }
+}
+
+/// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (try 64MiB)"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?} in {s:?} (use B, KiB, MiB, GiB, TiB)"
+            ))
+        }
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }

@@ -6,6 +6,7 @@
 
 pub mod api;
 pub mod config;
+pub mod config_file;
 pub mod forward;
 pub mod metrics;
 pub mod pipeline;
@@ -154,6 +155,11 @@ pub async fn serve(
     on_bound(bound);
 
     let scrapes = receivers::scrape::start(state.clone(), stop_rx.clone());
+    let maintenance = tokio::spawn(maintain(
+        Arc::clone(&state.store),
+        Arc::clone(&config),
+        stop_rx.clone(),
+    ));
     let mut servers = Vec::new();
     servers.push(tokio::spawn(run_listener(
         main,
@@ -184,6 +190,7 @@ pub async fn serve(
     for s in scrapes {
         let _ = s.await;
     }
+    let _ = maintenance.await;
     // Every sender is gone once the listeners and scrapers are: the batcher drains and stops.
     batcher.await.expect("pipeline task panicked");
     // Queued exports stay on disk; each sender finishes the export in flight so its answer
@@ -194,6 +201,46 @@ pub async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Retention and compaction, once a minute: whole segments older than the retention age or
+/// past the size limit are deleted, oldest first; small sealed segments are merged.
+async fn maintain(store: Arc<Store>, config: Arc<ServerConfig>, mut stop: watch::Receiver<bool>) {
+    let small = config.segment_bytes / 4;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let store = Arc::clone(&store);
+        let done = tokio::task::spawn_blocking(move || {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            (store.enforce_retention(now), store.compact(small))
+        })
+        .await;
+        match done {
+            Ok((retention, compaction)) => {
+                match retention {
+                    Ok(0) => {}
+                    Ok(n) => tracing::info!(segments = n, "retention deleted old data"),
+                    Err(e) => tracing::error!(error = %e, "retention failed"),
+                }
+                match compaction {
+                    Ok(r) if r.merged_segments > 0 => tracing::info!(
+                        merged = r.merged_segments,
+                        bytes_before = r.bytes_before,
+                        bytes_after = r.bytes_after,
+                        "compacted small segments"
+                    ),
+                    Ok(_) => {}
+                    Err(e) => tracing::error!(error = %e, "compaction failed"),
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "maintenance panicked"),
+        }
+    }
 }
 
 async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> {

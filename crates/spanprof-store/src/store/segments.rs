@@ -46,6 +46,10 @@ impl SegmentIndex {
     pub fn spans(&self) -> &SpanIndex {
         self.spans.get_or_init(|| {
             let mut index = SpanIndex::default();
+            // A new segment (or one with no spans) has nothing encoded.
+            if self.spans_raw.is_empty() {
+                return index;
+            }
             match decode_spans(&self.spans_raw) {
                 Ok(spans) => spans.into_iter().for_each(|s| index.insert(s)),
                 // The index file's checksum passed, so this is a bug, not damage; say so.

@@ -23,18 +23,29 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 /// answered, and retries with backoff, so restarts and downstream outages lose nothing.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Data directory of the embedded store.
-    #[arg(long, default_value = "./spanprof-data", value_name = "DIR")]
-    data: PathBuf,
-    /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP).
-    #[arg(long, default_value = "0.0.0.0:4040", value_name = "ADDR")]
-    http_addr: SocketAddr,
-    /// Address of the OTLP/HTTP listener, or "off".
-    #[arg(long, default_value = "0.0.0.0:4318", value_name = "ADDR")]
-    otlp_http_addr: String,
-    /// Address of the OTLP gRPC listener, or "off".
-    #[arg(long, default_value = "0.0.0.0:4317", value_name = "ADDR")]
-    otlp_grpc_addr: String,
+    /// YAML configuration file (sections server, storage, receivers, processors, exporters;
+    /// see the example in the README). Flags given here override what it sets.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Delete data older than this (e.g. 7d); whole segments go, oldest first.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    retention: Option<Duration>,
+    /// Delete the oldest data while the store is larger than this (e.g. 20GiB).
+    #[arg(long, value_name = "SIZE", value_parser = parse_u64_size)]
+    max_size: Option<u64>,
+    /// Data directory of the embedded store [default: ./spanprof-data].
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
+    /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP)
+    /// [default: 0.0.0.0:4040].
+    #[arg(long, value_name = "ADDR")]
+    http_addr: Option<SocketAddr>,
+    /// Address of the OTLP/HTTP listener, or "off" [default: 0.0.0.0:4318].
+    #[arg(long, value_name = "ADDR")]
+    otlp_http_addr: Option<String>,
+    /// Address of the OTLP gRPC listener, or "off" [default: 0.0.0.0:4317].
+    #[arg(long, value_name = "ADDR")]
+    otlp_grpc_addr: Option<String>,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
     /// appended). Repeat for several services.
     #[arg(long = "scrape", value_name = "NAME=URL")]
@@ -94,18 +105,38 @@ fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
     }
 }
 
+fn parse_u64_size(s: &str) -> Result<u64, String> {
+    spanprof_server::config::parse_size(s)
+}
+
 fn parse_duration(s: &str) -> Result<Duration, String> {
     spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let mut config = ServerConfig {
-        data_dir: args.data.clone(),
-        http_addr: args.http_addr,
+    // Built-in defaults, then the file, then the flags given.
+    let base = ServerConfig {
+        otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
         ..Default::default()
     };
-    config.otlp_http_addr = optional_addr(&args.otlp_http_addr, "--otlp-http-addr")?;
-    config.otlp_grpc_addr = optional_addr(&args.otlp_grpc_addr, "--otlp-grpc-addr")?;
+    let mut config = match &args.config {
+        Some(path) => spanprof_server::config_file::load(path, base)?,
+        None => base,
+    };
+    if let Some(d) = &args.data {
+        config.data_dir = d.clone();
+    }
+    if let Some(a) = args.http_addr {
+        config.http_addr = a;
+    }
+    if let Some(a) = &args.otlp_http_addr {
+        config.otlp_http_addr = optional_addr(a, "--otlp-http-addr")?;
+    }
+    if let Some(a) = &args.otlp_grpc_addr {
+        config.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
+    }
+    config.retention_age = args.retention.or(config.retention_age);
+    config.retention_bytes = args.max_size.or(config.retention_bytes);
     for spec in &args.scrape {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
@@ -118,8 +149,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         target.interval = args.scrape_interval;
         config.scrape.push(target);
     }
-    config.store = !args.no_store;
-    config.forward = forwarders(&args)?;
+    if args.no_store {
+        config.store = false;
+    }
+    config.forward.extend(forwarders(&args)?);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

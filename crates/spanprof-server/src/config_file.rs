@@ -1,0 +1,421 @@
+//! The YAML configuration file of `spanprof serve --config FILE`: sections `server`,
+//! `storage`, `receivers`, `processors`, `exporters`; every key optional (defaults as
+//! without a file), unknown keys an error naming the key and its line, durations and sizes
+//! in human units (`15s`, `512MiB`).
+//!
+//! ```yaml
+//! server:
+//!   http_addr: 0.0.0.0:4040
+//!   otlp_http_addr: 0.0.0.0:4318      # or "off"
+//!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
+//!   max_body_size: 32MiB
+//!   max_decompressed_size: 64MiB
+//! storage:
+//!   enabled: true
+//!   dir: ./spanprof-data
+//!   retention: 7d
+//!   max_size: 20GiB
+//!   segment_size: 64MiB
+//! receivers:
+//!   scrape:
+//!     - service: checkout
+//!       url: http://127.0.0.1:6060
+//!       profiles: [cpu, heap, goroutine]
+//!       interval: 15s
+//!       labels: {env: prod}
+//! processors:
+//!   link:
+//!     span_id_keys: [otel.profile.span_id, span_id, profile_id]
+//!     trace_id_keys: [otel.profile.trace_id, trace_id]
+//!     span_name_keys: [otel.profile.span_name, span_name]
+//!     keep_link_attributes: false
+//!   batch:
+//!     queue_capacity: 1024
+//!     max_items: 256
+//!     max_age: 20ms
+//! exporters:
+//!   - name: tempo
+//!     protocol: grpc                  # or http
+//!     endpoint: http://tempo:4317
+//!     headers: {x-scope-orgid: team-a}
+//!     gzip: true
+//!     signals: [traces]               # default: both
+//!     batch_size: 256
+//!     batch_age: 1s
+//!     retry_max: 30s
+//!     queue_size: 1GiB
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::config::{parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
+
+/// Why a configuration file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML is malformed or has an unknown key or a bad value (the message has the line).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong and where.
+        message: String,
+    },
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    server: Server,
+    #[serde(default)]
+    storage: Storage,
+    #[serde(default)]
+    receivers: Receivers,
+    #[serde(default)]
+    processors: Processors,
+    #[serde(default)]
+    exporters: Vec<Exporter>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Server {
+    http_addr: Option<SocketAddr>,
+    #[serde(default, deserialize_with = "optional_addr")]
+    otlp_http_addr: Option<Option<SocketAddr>>,
+    #[serde(default, deserialize_with = "optional_addr")]
+    otlp_grpc_addr: Option<Option<SocketAddr>>,
+    #[serde(default, deserialize_with = "size")]
+    max_body_size: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    max_decompressed_size: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Storage {
+    enabled: Option<bool>,
+    dir: Option<PathBuf>,
+    #[serde(default, deserialize_with = "duration")]
+    retention: Option<Duration>,
+    #[serde(default, deserialize_with = "size")]
+    max_size: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    segment_size: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Receivers {
+    #[serde(default)]
+    scrape: Vec<Scrape>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Scrape {
+    service: String,
+    url: String,
+    profiles: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "duration")]
+    interval: Option<Duration>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Processors {
+    #[serde(default)]
+    link: Link,
+    #[serde(default)]
+    batch: Batch,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Link {
+    span_id_keys: Option<Vec<String>>,
+    trace_id_keys: Option<Vec<String>>,
+    span_name_keys: Option<Vec<String>>,
+    keep_link_attributes: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Batch {
+    queue_capacity: Option<usize>,
+    max_items: Option<usize>,
+    #[serde(default, deserialize_with = "duration")]
+    max_age: Option<Duration>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Exporter {
+    name: String,
+    protocol: Protocol,
+    endpoint: String,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    gzip: Option<bool>,
+    signals: Option<Vec<Signal>>,
+    batch_size: Option<usize>,
+    #[serde(default, deserialize_with = "duration")]
+    batch_age: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    retry_max: Option<Duration>,
+    #[serde(default, deserialize_with = "size")]
+    queue_size: Option<u64>,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+enum Protocol {
+    Grpc,
+    Http,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum Signal {
+    Profiles,
+    Traces,
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = String::deserialize(d)?;
+    spanprof_store::time::parse_duration(&s)
+        .map(|ns| Some(Duration::from_nanos(ns)))
+        .map_err(serde::de::Error::custom)
+}
+
+fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Size {
+        Bytes(u64),
+        Text(String),
+    }
+    match Size::deserialize(d)? {
+        Size::Bytes(n) => Ok(Some(n)),
+        Size::Text(s) => parse_size(&s).map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+fn optional_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<SocketAddr>>, D::Error> {
+    let s = String::deserialize(d)?;
+    match s.as_str() {
+        "off" | "none" | "" => Ok(Some(None)),
+        a => a.parse().map(|a| Some(Some(a))).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "{a:?} is not an address like 0.0.0.0:4318 (or off)"
+            ))
+        }),
+    }
+}
+
+/// Reads `path` onto `base`: what the file sets replaces the base's value; lists (scrape
+/// targets, exporters) are added.
+pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let file: File = if text.trim().is_empty() {
+        File::default()
+    } else {
+        serde_norway::from_str(&text).map_err(|e| ConfigError::Invalid {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?
+    };
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_owned(),
+        message,
+    };
+    let s = file.server;
+    if let Some(a) = s.http_addr {
+        base.http_addr = a;
+    }
+    if let Some(a) = s.otlp_http_addr {
+        base.otlp_http_addr = a;
+    }
+    if let Some(a) = s.otlp_grpc_addr {
+        base.otlp_grpc_addr = a;
+    }
+    if let Some(n) = s.max_body_size {
+        base.limits.max_body_bytes = n as usize;
+    }
+    if let Some(n) = s.max_decompressed_size {
+        base.limits.max_decompressed_bytes = n as usize;
+    }
+    let st = file.storage;
+    if let Some(e) = st.enabled {
+        base.store = e;
+    }
+    if let Some(d) = st.dir {
+        base.data_dir = d;
+    }
+    base.retention_age = st.retention.or(base.retention_age);
+    base.retention_bytes = st.max_size.or(base.retention_bytes);
+    if let Some(n) = st.segment_size {
+        base.segment_bytes = n;
+    }
+    for t in file.receivers.scrape {
+        if !t.url.starts_with("http://") {
+            return Err(invalid(format!(
+                "receivers.scrape {:?}: the url must start with http://",
+                t.service
+            )));
+        }
+        let mut target = ScrapeTarget::new(t.service, t.url);
+        if let Some(p) = t.profiles {
+            target.profiles = p;
+        }
+        if let Some(i) = t.interval {
+            target.interval = i;
+        }
+        target.labels = t.labels.into_iter().collect();
+        base.scrape.push(target);
+    }
+    let l = file.processors.link;
+    if let Some(k) = l.span_id_keys {
+        base.link.span_id_keys = k;
+    }
+    if let Some(k) = l.trace_id_keys {
+        base.link.trace_id_keys = k;
+    }
+    if let Some(k) = l.span_name_keys {
+        base.link.span_name_keys = k;
+    }
+    if let Some(k) = l.keep_link_attributes {
+        base.link.keep_link_attributes = k;
+    }
+    let b = file.processors.batch;
+    if let Some(n) = b.queue_capacity {
+        base.queue.capacity = n;
+    }
+    if let Some(n) = b.max_items {
+        base.queue.batch_max = n;
+    }
+    if let Some(d) = b.max_age {
+        base.queue.batch_age = d;
+    }
+    for e in file.exporters {
+        if !e.endpoint.starts_with("http://") {
+            return Err(invalid(format!(
+                "exporters {:?}: the endpoint must start with http:// (TLS is not supported yet)",
+                e.name
+            )));
+        }
+        let protocol = match e.protocol {
+            Protocol::Grpc => ForwardProtocol::Grpc,
+            Protocol::Http => ForwardProtocol::Http,
+        };
+        let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
+        f.headers = e.headers.into_iter().collect();
+        f.gzip = e.gzip.unwrap_or(f.gzip);
+        if let Some(signals) = e.signals {
+            f.profiles = signals.contains(&Signal::Profiles);
+            f.traces = signals.contains(&Signal::Traces);
+        }
+        f.batch_max = e.batch_size.unwrap_or(f.batch_max);
+        f.batch_age = e.batch_age.unwrap_or(f.batch_age);
+        f.retry_max = e.retry_max.unwrap_or(f.retry_max);
+        f.queue_max_bytes = e.queue_size.unwrap_or(f.queue_max_bytes);
+        base.forward.push(f);
+    }
+    Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spanprof.yaml");
+        std::fs::write(&path, text).unwrap();
+        load(&path, ServerConfig::default())
+    }
+
+    #[test]
+    fn the_documented_example_loads() {
+        let doc: String = include_str!("config_file.rs")
+            .lines()
+            .skip_while(|l| !l.starts_with("//! ```yaml"))
+            .skip(1)
+            .take_while(|l| !l.starts_with("//! ```"))
+            .map(|l| {
+                l.trim_start_matches("//!")
+                    .strip_prefix(' ')
+                    .unwrap_or("")
+                    .to_owned()
+                    + "\n"
+            })
+            .collect();
+        let c = load_str(&doc).unwrap();
+        assert_eq!(c.scrape.len(), 1);
+        assert_eq!(c.scrape[0].interval, Duration::from_secs(15));
+        assert_eq!(
+            c.scrape[0].labels,
+            vec![("env".to_owned(), "prod".to_owned())]
+        );
+        assert_eq!(c.retention_age, Some(Duration::from_secs(7 * 86400)));
+        assert_eq!(c.retention_bytes, Some(20 << 30));
+        assert_eq!(c.forward.len(), 1);
+        assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
+        assert_eq!(c.queue.batch_age, Duration::from_millis(20));
+        assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key_and_line() {
+        let e = load_str("server:\n  http_adr: 0.0.0.0:1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `http_adr`") && e.contains("line 2"),
+            "{e}"
+        );
+        let e = load_str("storage:\n  retention: 7 parsecs\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a duration") && e.contains("line 2"), "{e}");
+        let e = load_str("storage:\n  max_size: 12 zebibytes\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("size unit") && e.contains("line 2"), "{e}");
+        let e = load_str("server:\n  otlp_http_addr: nowhere\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an address"), "{e}");
+        let e = load_str(
+            "exporters:\n  - name: x\n    protocol: carrier-pigeon\n    endpoint: http://x\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("carrier-pigeon") && e.contains("line 3"), "{e}");
+        assert!(load_str("").is_ok());
+        assert!(load_str("server:\n  otlp_http_addr: off\n")
+            .unwrap()
+            .otlp_http_addr
+            .is_none());
+    }
+}
