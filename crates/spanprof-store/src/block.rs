@@ -1,50 +1,70 @@
 //! A block: the samples of one profile of one series, as columns — stack node, value, link —
-//! plus the block's own link table. Span and trace ids live here, per sample, never in series
-//! labels.
+//! plus the block's link table. Span and trace ids live in blocks (or in the link table of
+//! their record), per sample, never in series labels.
 //!
-//! # Encoding (format version 1)
+//! # Encoding (format version 2)
 //!
 //! Integers are LEB128 varints (`uv`); signed ones are zigzag-encoded first (`iv`).
 //!
+//! The store writes a block into a record (INGEST or COPY, see `crate::store`) together with
+//! the other blocks of that record, and the ids of their links go into the record's link
+//! table, once per record; a block holds only indices into it. A Go CPU profile's two sample
+//! types (`samples/count`, `cpu/nanoseconds`) are blocks of the same links, and one trace is
+//! often split over the blocks of several label sets: both share one copy of the ids.
+//!
 //! ```text
-//! block     = 0x81 0x00                     format version 1, as a two-byte varint (see below)
-//!             series:uv · time_ns:iv · duration_ns:iv · period:iv
-//!             samples:uv · links:uv · traces:uv
+//! links     = links:uv · traces:uv          a record's link table
 //!             trace id [u8; 16] × traces   each distinct non-zero trace id of the links, once
-//!             span id  [u8; 8]  × links    link_table[i].1, in table order
+//!             span id  [u8; 8]  × links    in table order
+//!             flags:u8                     bit 1: the codes are deflated
+//!             codes                        as they are, or raw_len:uv · byte_len:uv · raw
+//!                                          deflate stream of exactly raw_len bytes of them
+//! codes     = link trace uv × links        0 = none (all-zero trace id), 1 = the next trace id
+//!                                          not named yet (they are in first-use order),
+//!                                          1 + i = trace id i (from 1) again
+//!
+//! block v2  = 0x82 0x00                     format version 2, as a two-byte varint (see below)
+//!             series:uv · time_ns:iv · duration_ns:iv · period:iv
+//!             samples:uv · links:uv
 //!             flags:u8                     bit 0: values are stored divided by period
 //!                                          bit 1: the columns are deflated
 //!             columns                      as they are, or raw_len:uv · byte_len:uv · raw
 //!                                          deflate stream of exactly raw_len bytes of them
-//! columns   = link trace uv × links        0 = none (all-zero trace id), 1 = the next trace id
-//!                                          not named yet (they are in first-use order),
-//!                                          1 + i = trace id i (from 1) again
-//!             node       iv × samples      difference from the previous sample's node (first: from 0)
-//!             link       iv × samples      difference from the previous sample's link (first: from 0)
-//!             value      iv × samples      value, or value / period when flag bit 0 is set
+//! columns   = table     iv × links         link_table[i] is entry t_i (from 0) of the record's
+//!                                          table: t_i - t_(i-1), with t_(-1) = -1
+//!             node      iv × samples       difference from the previous sample's node (first: from 0)
+//!             link      iv × samples       difference from the previous sample's link (first: from 0)
+//!             value     iv × samples       value, or value / period when flag bit 0 is set
 //! ```
+//!
+//! Format version 1 ([`Block::encode`]) is the self-contained block: the same header, then
+//! `links:uv · traces:uv · trace ids · span ids` of its own link table (as in `links` above),
+//! flags, and columns whose first column is the `codes` of its links instead of `table`. The
+//! store wrote it before record link tables existed, and still reads it.
 //!
 //! Why this shape, measured on 1,000 consecutive Go CPU profiles of one program (598 samples,
 //! 235 spans each; `tests/store_disk.rs`): the span ids are random and take most of what is
-//! left, so they are stored raw, once per link; a trace id is stored once per block, and not
-//! at all when ingest found the span stored already (the link then carries only the span id,
-//! and queries bind it to the stored span's trace). Ingest orders a block's samples by stack
-//! node, so node differences are small; links are numbered in first-use order, so link
-//! differences are small too. CPU values are whole multiples of the sampling period. Deflate
-//! then roughly halves the columns; it is kept only when it makes the block smaller. Samples
-//! keep the order they are given in: decoding an encoded block gives it back unchanged.
+//! left, so they are stored raw, once per record; a trace id is stored once per record, and
+//! not at all when ingest found the span stored already (the link then carries only the span
+//! id, and queries bind it to the stored span's trace). Ingest orders a block's samples by
+//! stack node, so node differences are small; links are numbered in first-use order, so link
+//! differences are small too, and a block's table indices mostly step by one. CPU values are
+//! whole multiples of the sampling period. Deflate then roughly halves the columns; it is kept
+//! only when it makes them smaller. Samples keep the order they are given in: decoding an
+//! encoded block gives it back unchanged.
 //!
-//! On that stream the profiles take 32.9 % of the gzipped pprof on disk when their spans were
-//! stored first (the unversioned layout: 105 %), 78.1 % when no spans are stored (105 %). Of
-//! the 32.9 %, 22.6 % are the span ids: a profile's two sample types are two blocks, and each
-//! block, read on its own, carries its own ids.
+//! On that stream the profiles take 21.7 % of the gzipped pprof on disk when their spans were
+//! stored first (version 1, a link table per block: 32.9 %; the unversioned layout: 105 %),
+//! 37.4 % when no spans are stored (version 1: 78.1 %; unversioned: 105 %). Of the 21.7 %,
+//! 11.3 % are the span ids, stored once.
 //!
 //! **Versions.** Blocks written before the format was versioned start with their series id as
 //! a canonical varint. A versioned block starts with its version `v` (1–127) written as the
 //! two-byte varint `0x80 | v, 0x00`, which is not canonical (a canonical varint never ends in a
-//! zero byte after the first), so no unversioned block starts that way and both are read.
+//! zero byte after the first), so no unversioned block starts that way and all are read.
 //! Reading is bounds-checked: damaged bytes give a [`CodecError`], never a panic, and never an
-//! allocation larger than what the bytes hold (deflated columns: than what they inflate to).
+//! allocation larger than what the bytes hold (deflated columns: than what they inflate to); a
+//! version 2 block's indices are checked against the table it is read with.
 
 use std::io::{Read, Write};
 
@@ -77,8 +97,11 @@ pub struct Block {
     pub link_table: Vec<LinkIds>,
 }
 
-/// The format version [`Block::encode`] writes.
-pub const BLOCK_FORMAT_VERSION: u8 = 1;
+/// The newest block format version: what ingest and compaction write
+/// ([`Block::encode_linked`], links into the record's link table).
+pub const BLOCK_FORMAT_VERSION: u8 = 2;
+/// The version of a self-contained block ([`Block::encode`], its own link table).
+const SELF_CONTAINED_VERSION: u8 = 1;
 
 /// Flag bit: values are stored divided by the period.
 const IN_PERIODS: u8 = 1;
@@ -92,39 +115,22 @@ const DEFLATE_LEVEL: u32 = 6;
 /// damaged length can make a reader allocate.
 const MAX_INFLATE_RATIO: usize = 1032;
 
+/// Where a block's links come from when it is read.
+enum Links<'a> {
+    /// Version 1: the block holds its span ids (already in its link table) and these trace
+    /// ids; the columns say which link has which trace.
+    Own(&'a [[u8; 16]]),
+    /// Version 2: the columns index into the record's link table.
+    Shared(&'a [LinkIds]),
+}
+
 impl Block {
-    /// Appends the block's encoding (the current format version) to `out`.
+    /// Appends the block's self-contained encoding (format version 1: its own link table) to
+    /// `out`. The store writes [`Block::encode_linked`] instead.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        debug_assert!(
-            self.nodes.len() == self.values.len() && self.nodes.len() == self.links.len()
-        );
-        out.extend_from_slice(&[0x80 | BLOCK_FORMAT_VERSION, 0x00]);
-        out.uvarint(self.series.into());
-        out.ivarint(self.time_ns);
-        out.ivarint(self.duration_ns);
-        out.ivarint(self.period);
-        out.uvarint(self.nodes.len() as u64);
+        self.encode_header(SELF_CONTAINED_VERSION, out);
         out.uvarint(self.link_table.len() as u64);
-        // Distinct trace ids, first use first; per link: 0 = none, 1 = the next trace id not
-        // used yet, 1 + i = trace id i (from 1) again.
-        let mut traces: Vec<[u8; 16]> = Vec::new();
-        let mut trace_of_link = Vec::with_capacity(self.link_table.len());
-        let mut first_use: HashMap<[u8; 16], usize> = HashMap::new();
-        for (trace, _) in &self.link_table {
-            let code = if *trace == [0; 16] {
-                0
-            } else {
-                match first_use.get(trace) {
-                    Some(&i) => 1 + i,
-                    None => {
-                        traces.push(*trace);
-                        first_use.insert(*trace, traces.len());
-                        1
-                    }
-                }
-            };
-            trace_of_link.push(code as u64);
-        }
+        let (traces, codes) = trace_codes(&self.link_table);
         out.uvarint(traces.len() as u64);
         for t in &traces {
             out.extend_from_slice(t);
@@ -132,15 +138,49 @@ impl Block {
         for (_, span) in &self.link_table {
             out.extend_from_slice(span);
         }
+        let mut columns = Vec::with_capacity(codes.len() + 3 * self.nodes.len());
+        columns.extend_from_slice(&codes);
+        let flags = self.sample_columns(&mut columns);
+        write_columns(out, flags, &columns);
+    }
+
+    /// Appends the block's encoding in the newest format version (2) to `out`: its links as
+    /// indices into the link table of the record it is written to, where `link_table[i]` is
+    /// entry `table_index[i]` (from 0).
+    pub(crate) fn encode_linked(&self, table_index: &[u32], out: &mut Vec<u8>) {
+        debug_assert_eq!(table_index.len(), self.link_table.len());
+        self.encode_header(BLOCK_FORMAT_VERSION, out);
+        out.uvarint(table_index.len() as u64);
+        let mut columns = Vec::with_capacity(table_index.len() + 3 * self.nodes.len());
+        let mut previous = -1i64;
+        for &i in table_index {
+            columns.ivarint(i64::from(i) - previous);
+            previous = i64::from(i);
+        }
+        let flags = self.sample_columns(&mut columns);
+        write_columns(out, flags, &columns);
+    }
+
+    /// Version, series, times, period and sample count.
+    fn encode_header(&self, version: u8, out: &mut Vec<u8>) {
+        debug_assert!(
+            self.nodes.len() == self.values.len() && self.nodes.len() == self.links.len()
+        );
+        out.extend_from_slice(&[0x80 | version, 0x00]);
+        out.uvarint(self.series.into());
+        out.ivarint(self.time_ns);
+        out.ivarint(self.duration_ns);
+        out.ivarint(self.period);
+        out.uvarint(self.nodes.len() as u64);
+    }
+
+    /// Appends the node, link and value columns; returns the flags they need.
+    fn sample_columns(&self, columns: &mut Vec<u8>) -> u8 {
         let in_periods = self.period > 0
             && self
                 .values
                 .iter()
                 .all(|v| v.checked_rem(self.period) == Some(0));
-        let mut columns = Vec::with_capacity(self.link_table.len() + 3 * self.nodes.len());
-        for &i in &trace_of_link {
-            columns.uvarint(i);
-        }
         let mut previous = 0i64;
         for &n in &self.nodes {
             columns.ivarint(i64::from(n) - previous);
@@ -154,26 +194,18 @@ impl Block {
         for &v in &self.values {
             columns.ivarint(if in_periods { v / self.period } else { v });
         }
-        let flags = if in_periods { IN_PERIODS } else { 0 };
-        match (columns.len() >= DEFLATE_MIN_BYTES)
-            .then(|| deflate(&columns))
-            .filter(|z| z.len() + 2 * 5 < columns.len())
-        {
-            Some(z) => {
-                out.push(flags | DEFLATED);
-                out.uvarint(columns.len() as u64);
-                out.bytes(&z);
-            }
-            None => {
-                out.push(flags);
-                out.extend_from_slice(&columns);
-            }
+        if in_periods {
+            IN_PERIODS
+        } else {
+            0
         }
     }
 
-    /// Reads a block written by [`Block::encode`], in any format version this build knows
-    /// (including the unversioned one written before versions existed).
-    pub(crate) fn decode(g: &mut Get) -> Result<Block, CodecError> {
+    /// Reads a block written by [`Block::encode`] or [`Block::encode_linked`], in any format
+    /// version this build knows (including the unversioned one written before versions
+    /// existed). `table` is the link table of the block's record (empty when it has none);
+    /// only version 2 blocks use it.
+    pub(crate) fn decode(g: &mut Get, table: &[LinkIds]) -> Result<Block, CodecError> {
         let before = g.remaining();
         let first = g.uvarint()?;
         let canonical_len = varint_len(first);
@@ -183,8 +215,10 @@ impl Block {
                 .map_err(|_| CodecError(format!("{first} does not fit 32 bits")))?;
             return decode_unversioned(series, g);
         }
+        let two_bytes = canonical_len + 1 == before - g.remaining();
         match first {
-            1 if canonical_len + 1 == before - g.remaining() => decode_v1(g),
+            1 if two_bytes => decode_versioned(g, None),
+            2 if two_bytes => decode_versioned(g, Some(table)),
             v => Err(CodecError(format!(
                 "block format version {v} is not one this build reads (it reads up to {BLOCK_FORMAT_VERSION})"
             ))),
@@ -195,6 +229,125 @@ impl Block {
     pub fn total(&self) -> i64 {
         self.values.iter().fold(0i64, |a, v| a.saturating_add(*v))
     }
+}
+
+/// The link table of a record of `blocks`: every distinct link once, in first-use order, and
+/// per block the table index of each entry of its own link table (for [`Block::encode_linked`]).
+pub(crate) fn shared_link_table(blocks: &[Block]) -> (Vec<LinkIds>, Vec<Vec<u32>>) {
+    let mut table = Vec::new();
+    let mut index: HashMap<LinkIds, u32> = HashMap::new();
+    let per_block = blocks
+        .iter()
+        .map(|b| {
+            b.link_table
+                .iter()
+                .map(|ids| {
+                    *index.entry(*ids).or_insert_with(|| {
+                        table.push(*ids);
+                        (table.len() - 1) as u32
+                    })
+                })
+                .collect()
+        })
+        .collect();
+    (table, per_block)
+}
+
+/// Appends a record's link table (see the module docs), which the record's version 2 blocks
+/// index into.
+pub(crate) fn encode_link_table(table: &[LinkIds], out: &mut Vec<u8>) {
+    out.uvarint(table.len() as u64);
+    let (traces, codes) = trace_codes(table);
+    out.uvarint(traces.len() as u64);
+    for t in &traces {
+        out.extend_from_slice(t);
+    }
+    for (_, span) in table {
+        out.extend_from_slice(span);
+    }
+    write_columns(out, 0, &codes);
+}
+
+/// Reads a link table written by [`encode_link_table`].
+pub(crate) fn decode_link_table(g: &mut Get) -> Result<Vec<LinkIds>, CodecError> {
+    // Every link takes 8 bytes here (its span id), every trace 16.
+    let k = g.count()?;
+    let t = g.count()?;
+    let mut traces = Vec::with_capacity(t);
+    for _ in 0..t {
+        traces.push(g.fixed::<16>()?);
+    }
+    let mut table = Vec::with_capacity(k);
+    for _ in 0..k {
+        table.push(([0; 16], g.fixed::<8>()?));
+    }
+    let flags = g.u8()?;
+    if flags & !DEFLATED != 0 {
+        return Err(CodecError(format!("unknown link table flags {flags:#04x}")));
+    }
+    if flags & DEFLATED != 0 {
+        let raw = read_deflated(g)?;
+        let mut c = Get::new(&raw);
+        read_trace_codes(&mut c, &mut table, &traces)?;
+        if !c.done() {
+            return Err(CodecError("bytes after the deflated trace codes".into()));
+        }
+    } else {
+        read_trace_codes(g, &mut table, &traces)?;
+    }
+    Ok(table)
+}
+
+/// The distinct non-zero trace ids of `table` in first-use order, and per link its trace code
+/// as a varint: 0 = none, 1 = the next trace id not used yet, 1 + i = trace id i (from 1)
+/// again.
+fn trace_codes(table: &[LinkIds]) -> (Vec<[u8; 16]>, Vec<u8>) {
+    let mut traces: Vec<[u8; 16]> = Vec::new();
+    let mut codes = Vec::with_capacity(table.len());
+    let mut first_use: HashMap<[u8; 16], usize> = HashMap::new();
+    for (trace, _) in table {
+        let code = if *trace == [0; 16] {
+            0
+        } else {
+            match first_use.get(trace) {
+                Some(&i) => 1 + i,
+                None => {
+                    traces.push(*trace);
+                    first_use.insert(*trace, traces.len());
+                    1
+                }
+            }
+        };
+        codes.uvarint(code as u64);
+    }
+    (traces, codes)
+}
+
+/// Appends `flags` and `columns`, deflated (flag [`DEFLATED`]) when that makes them smaller.
+fn write_columns(out: &mut Vec<u8>, flags: u8, columns: &[u8]) {
+    match (columns.len() >= DEFLATE_MIN_BYTES)
+        .then(|| deflate(columns))
+        .filter(|z| z.len() + 2 * 5 < columns.len())
+    {
+        Some(z) => {
+            out.push(flags | DEFLATED);
+            out.uvarint(columns.len() as u64);
+            out.bytes(&z);
+        }
+        None => {
+            out.push(flags);
+            out.extend_from_slice(columns);
+        }
+    }
+}
+
+/// Reads `raw_len:uv · byte_len:uv · deflate stream` and inflates it.
+fn read_deflated(g: &mut Get) -> Result<Vec<u8>, CodecError> {
+    let raw_len = g.uvarint()?;
+    let stream = g.bytes()?;
+    let raw_len =
+        usize::try_from(raw_len).map_err(|_| CodecError(format!("{raw_len} column bytes")))?;
+    inflate(stream, raw_len)
 }
 
 /// Bytes of the canonical varint of `v`.
@@ -236,17 +389,12 @@ fn inflate(stream: &[u8], raw_len: usize) -> Result<Vec<u8>, CodecError> {
     Ok(raw)
 }
 
-fn decode_v1(g: &mut Get) -> Result<Block, CodecError> {
+/// Format versions 1 (`shared` is `None`: the block's own link table) and 2 (`shared` is the
+/// record's link table).
+fn decode_versioned(g: &mut Get, shared: Option<&[LinkIds]>) -> Result<Block, CodecError> {
     let (series, time_ns, duration_ns, period) =
         (g.u32()?, g.ivarint()?, g.ivarint()?, g.ivarint()?);
     let n = g.uvarint()?;
-    // Every link takes 8 bytes here (its span id), every trace 16.
-    let k = g.count()?;
-    let t = g.count()?;
-    let mut traces = Vec::with_capacity(t);
-    for _ in 0..t {
-        traces.push(g.fixed::<16>()?);
-    }
     let mut b = Block {
         series,
         time_ns,
@@ -254,10 +402,32 @@ fn decode_v1(g: &mut Get) -> Result<Block, CodecError> {
         period,
         ..Default::default()
     };
-    b.link_table.reserve_exact(k);
-    for _ in 0..k {
-        b.link_table.push(([0; 16], g.fixed::<8>()?));
-    }
+    let mut traces = Vec::new();
+    let k = match shared {
+        None => {
+            // Every link takes 8 bytes here (its span id), every trace 16.
+            let k = g.count()?;
+            let t = g.count()?;
+            traces.reserve_exact(t);
+            for _ in 0..t {
+                traces.push(g.fixed::<16>()?);
+            }
+            b.link_table.reserve_exact(k);
+            for _ in 0..k {
+                b.link_table.push(([0; 16], g.fixed::<8>()?));
+            }
+            k
+        }
+        // Checked against the columns before anything is allocated for it.
+        Some(_) => {
+            let k = g.uvarint()?;
+            usize::try_from(k).map_err(|_| CodecError(format!("{k} links")))?
+        }
+    };
+    let links = match shared {
+        None => Links::Own(&traces),
+        Some(table) => Links::Shared(table),
+    };
     let flags = g.u8()?;
     if flags & !(IN_PERIODS | DEFLATED) != 0 {
         return Err(CodecError(format!("unknown block flags {flags:#04x}")));
@@ -268,40 +438,27 @@ fn decode_v1(g: &mut Get) -> Result<Block, CodecError> {
         )));
     }
     if flags & DEFLATED != 0 {
-        let raw_len = g.uvarint()?;
-        let stream = g.bytes()?;
-        let raw_len =
-            usize::try_from(raw_len).map_err(|_| CodecError(format!("{raw_len} column bytes")))?;
-        let raw = inflate(stream, raw_len)?;
+        let raw = read_deflated(g)?;
         let mut c = Get::new(&raw);
-        read_columns(&mut c, &mut b, n, flags, &traces)?;
+        read_columns(&mut c, &mut b, n, k, flags, links)?;
         if !c.done() {
             return Err(CodecError("bytes after the deflated columns".into()));
         }
     } else {
-        read_columns(g, &mut b, n, flags, &traces)?;
+        read_columns(g, &mut b, n, k, flags, links)?;
     }
     Ok(b)
 }
 
-/// Reads the columns of `n` samples into `b`, whose link table holds the span ids already.
-fn read_columns(
+/// Reads the trace code of every link of `table` (whose span ids are there already).
+fn read_trace_codes(
     c: &mut Get,
-    b: &mut Block,
-    n: u64,
-    flags: u8,
+    table: &mut [LinkIds],
     traces: &[[u8; 16]],
 ) -> Result<(), CodecError> {
-    let k = b.link_table.len();
-    // Every sample takes at least 3 column bytes and every link 1: a damaged count cannot
-    // make the reader allocate more than the columns hold.
-    let n = usize::try_from(n)
-        .ok()
-        .filter(|&n| n.saturating_mul(3).saturating_add(k) <= c.remaining())
-        .ok_or_else(|| CodecError(format!("{n} samples exceed the block")))?;
     // Trace ids are in first-use order: `used` of them are named so far.
     let mut used = 0;
-    for (trace, _) in b.link_table.iter_mut() {
+    for (trace, _) in table.iter_mut() {
         let i = match c.index()? {
             0 => continue,
             1 => {
@@ -312,7 +469,7 @@ fn read_columns(
         };
         if i > used || i > traces.len() {
             return Err(CodecError(format!(
-                "a link names trace {i} of the block's {} with {used} named so far",
+                "a link names trace {i} of the {} with {used} named so far",
                 traces.len()
             )));
         }
@@ -323,6 +480,45 @@ fn read_columns(
             "{} trace ids, {used} of them used",
             traces.len()
         )));
+    }
+    Ok(())
+}
+
+/// Reads the columns of `n` samples and `k` links into `b` (whose link table holds the span
+/// ids already when the links are its own).
+fn read_columns(
+    c: &mut Get,
+    b: &mut Block,
+    n: u64,
+    k: usize,
+    flags: u8,
+    links: Links,
+) -> Result<(), CodecError> {
+    // Every sample takes at least 3 column bytes and every link 1: a damaged count cannot
+    // make the reader allocate more than the columns hold.
+    let n = usize::try_from(n)
+        .ok()
+        .filter(|&n| n.saturating_mul(3).saturating_add(k) <= c.remaining())
+        .ok_or_else(|| CodecError(format!("{n} samples and {k} links exceed the block")))?;
+    match links {
+        Links::Own(traces) => read_trace_codes(c, &mut b.link_table, traces)?,
+        Links::Shared(table) => {
+            b.link_table.reserve_exact(k);
+            let mut previous = -1i64;
+            for _ in 0..k {
+                previous = previous.saturating_add(c.ivarint()?);
+                let ids = usize::try_from(previous)
+                    .ok()
+                    .and_then(|i| table.get(i))
+                    .ok_or_else(|| {
+                        CodecError(format!(
+                            "a link names entry {previous} of the record's {} links",
+                            table.len()
+                        ))
+                    })?;
+                b.link_table.push(*ids);
+            }
+        }
     }
     b.nodes.reserve_exact(n);
     let mut previous = 0i64;
@@ -487,7 +683,7 @@ mod tests {
         let mut bytes = Vec::new();
         b.encode(&mut bytes);
         let mut g = Get::new(&bytes);
-        assert_eq!(&Block::decode(&mut g).unwrap(), b);
+        assert_eq!(&Block::decode(&mut g, &[]).unwrap(), b);
         assert!(g.done(), "the decoder reads the whole block");
         bytes
     }
@@ -516,7 +712,7 @@ mod tests {
             assert_eq!(bytes[..2], [0x81, 0x00]);
             for cut in cuts(bytes.len()) {
                 assert!(
-                    Block::decode(&mut Get::new(&bytes[..cut])).is_err(),
+                    Block::decode(&mut Get::new(&bytes[..cut]), &[]).is_err(),
                     "cut at {cut} of {}",
                     bytes.len()
                 );
@@ -536,7 +732,7 @@ mod tests {
                 damaged[i / 2] ^= 1 << (x >> 61);
                 damaged[(x >> 33) as usize % bytes.len()] ^= (x >> 16) as u8;
                 // Either an error or some block: never a panic.
-                let _ = Block::decode(&mut Get::new(&damaged));
+                let _ = Block::decode(&mut Get::new(&damaged), &[]);
             }
         }
     }
@@ -555,7 +751,122 @@ mod tests {
         bytes.push(DEFLATED);
         bytes.uvarint(1 << 62);
         bytes.bytes(&deflate(&[0; 64]));
-        assert!(Block::decode(&mut Get::new(&bytes)).is_err());
+        assert!(Block::decode(&mut Get::new(&bytes), &[]).is_err());
+    }
+
+    /// Encodes `blocks` as a record does: their link table, then each block (version 2).
+    fn encode_record(blocks: &[Block]) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let (table, index) = shared_link_table(blocks);
+        let mut links = Vec::new();
+        encode_link_table(&table, &mut links);
+        let encoded = blocks
+            .iter()
+            .zip(&index)
+            .map(|(b, index)| {
+                let mut bytes = Vec::new();
+                b.encode_linked(index, &mut bytes);
+                bytes
+            })
+            .collect();
+        (links, encoded)
+    }
+
+    #[test]
+    fn linked_blocks_round_trip_and_reject_damage() {
+        let mut other = large(9);
+        other.link_table.reverse();
+        other.link_table.truncate(150);
+        other.links.iter_mut().for_each(|l| *l = (*l).min(150));
+        let blocks = [
+            large(0),
+            large(1),
+            small(),
+            Block::default(),
+            other,
+            large(200_000),
+        ];
+        let (links, encoded) = encode_record(&blocks);
+        let mut g = Get::new(&links);
+        let table = decode_link_table(&mut g).unwrap();
+        assert!(g.done(), "the decoder reads the whole table");
+        for cut in cuts(links.len()) {
+            assert!(decode_link_table(&mut Get::new(&links[..cut])).is_err());
+        }
+        for (b, bytes) in blocks.iter().zip(&encoded) {
+            assert_eq!(bytes[..2], [0x82, 0x00]);
+            let mut g = Get::new(bytes);
+            assert_eq!(&Block::decode(&mut g, &table).unwrap(), b);
+            assert!(g.done(), "the decoder reads the whole block");
+            for cut in cuts(bytes.len()) {
+                assert!(Block::decode(&mut Get::new(&bytes[..cut]), &table).is_err());
+            }
+            // Read with a table that lacks its links: an error, not a panic.
+            if !b.link_table.is_empty() {
+                assert!(Block::decode(&mut Get::new(bytes), &table[..1]).is_err());
+                assert!(Block::decode(&mut Get::new(bytes), &[]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn damaged_link_tables_and_linked_blocks_give_errors_not_panics() {
+        let blocks = [small(), large(5)];
+        let (links, encoded) = encode_record(&blocks);
+        let table = decode_link_table(&mut Get::new(&links)).unwrap();
+        for bytes in std::iter::once(&links).chain(&encoded) {
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for i in 0..bytes.len() * 2 {
+                let mut damaged = bytes.clone();
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                damaged[i / 2] ^= 1 << (x >> 61);
+                damaged[(x >> 33) as usize % bytes.len()] ^= (x >> 16) as u8;
+                // Either an error or something read: never a panic.
+                let _ = decode_link_table(&mut Get::new(&damaged));
+                let _ = Block::decode(&mut Get::new(&damaged), &table);
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_link_count_cannot_make_the_reader_allocate() {
+        // Version 2, one sample, 2^62 links, plain columns of a few bytes.
+        let mut bytes = vec![0x82, 0x00];
+        bytes.uvarint(1);
+        bytes.ivarint(0);
+        bytes.ivarint(0);
+        bytes.ivarint(1);
+        bytes.uvarint(1);
+        bytes.uvarint(1 << 62);
+        bytes.push(0);
+        bytes.extend_from_slice(&[2; 16]);
+        let table = [([1; 16], [2; 8])];
+        assert!(Block::decode(&mut Get::new(&bytes), &table).is_err());
+        // A table claiming 2^62 links.
+        let mut bytes = Vec::new();
+        bytes.uvarint(1 << 62);
+        bytes.uvarint(0);
+        bytes.extend_from_slice(&[0; 64]);
+        assert!(decode_link_table(&mut Get::new(&bytes)).is_err());
+    }
+
+    #[test]
+    fn blocks_of_the_same_links_store_their_ids_once() {
+        // A profile's two sample types: the same samples and links, other values.
+        let count = large(1);
+        let mut cpu = large(2);
+        cpu.values.iter_mut().for_each(|v| *v /= 10_000_000);
+        let (links, encoded) = encode_record(&[count.clone(), cpu]);
+        let mut alone = Vec::new();
+        count.encode(&mut alone);
+        let ids = 8 * count.link_table.len();
+        let linked: usize = links.len() + encoded.iter().map(Vec::len).sum::<usize>();
+        // The second block costs its columns (and table indices, about one byte per link before
+        // deflate), not its ids again.
+        assert!(
+            linked + ids < 2 * alone.len(),
+            "{linked} B linked, {} B as two self-contained blocks, {ids} B of span ids",
+            2 * alone.len()
+        );
     }
 
     #[test]
@@ -564,9 +875,9 @@ mod tests {
             for mut b in [small(), large(0), Block::default()] {
                 b.series = series;
                 let old = encode_unversioned(&b);
-                assert_eq!(Block::decode(&mut Get::new(&old)).unwrap(), b);
+                assert_eq!(Block::decode(&mut Get::new(&old), &[]).unwrap(), b);
                 for cut in cuts(old.len()) {
-                    assert!(Block::decode(&mut Get::new(&old[..cut])).is_err());
+                    assert!(Block::decode(&mut Get::new(&old[..cut]), &[]).is_err());
                 }
             }
         }
@@ -577,7 +888,7 @@ mod tests {
         let mut bytes = Vec::new();
         small().encode(&mut bytes);
         bytes[0] = 0x80 | 9;
-        let e = Block::decode(&mut Get::new(&bytes)).unwrap_err();
+        let e = Block::decode(&mut Get::new(&bytes), &[]).unwrap_err();
         assert!(e.0.contains("version 9"), "{e}");
     }
 

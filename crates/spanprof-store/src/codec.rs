@@ -49,6 +49,16 @@ impl<'a> Get<'a> {
         self.pos >= self.buf.len()
     }
 
+    /// The next `n` bytes, without reading them (`None` when fewer are left).
+    pub(crate) fn peek(&self, n: usize) -> Option<&'a [u8]> {
+        self.buf.get(self.pos..self.pos.checked_add(n)?)
+    }
+
+    /// Skips `n` bytes (at most what is left).
+    pub(crate) fn skip(&mut self, n: usize) {
+        self.pos = self.pos.saturating_add(n).min(self.buf.len());
+    }
+
     /// Bytes not read yet.
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len() - self.pos

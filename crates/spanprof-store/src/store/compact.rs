@@ -2,7 +2,8 @@
 //! copied into one new segment in fewer, larger records, then deleted.
 //!
 //! Crash safety: the new segment holds `BEGIN(sources)`, then `COPY` records (the sources'
-//! blocks and spans, without their symbol deltas — the segment's snapshot has every symbol),
+//! blocks and spans, without their symbol deltas — the segment's snapshot has every symbol;
+//! the blocks re-encoded against one link table per COPY record, merged from their records'),
 //! then `END`. On open, a segment with both BEGIN and END replaces its sources (which are
 //! skipped and deleted); COPY records of a segment without END are ignored, so a crash at any
 //! point neither loses nor doubles data.
@@ -11,7 +12,10 @@ use std::ops::ControlFlow;
 
 use hashbrown::HashSet;
 
-use super::{Store, StoreError, COMPACT_BEGIN, COMPACT_END, COPY, INGEST};
+use super::{
+    get_record_links, put_record_links, Store, StoreError, COMPACT_BEGIN, COMPACT_END, COPY, INGEST,
+};
+use crate::block::{shared_link_table, Block};
 use crate::codec::{CodecError, Get, Put};
 use crate::spans::{decode_spans, encode_spans, SpanRecord};
 
@@ -76,21 +80,26 @@ fn decode_ids(b: &[u8]) -> Result<Vec<u64>, CodecError> {
     (0..n).map(|_| g.uvarint()).collect()
 }
 
-/// The blocks (as encoded) and spans of an INGEST or COPY record.
+/// The blocks (decoded: their links are re-indexed into the link table of the COPY record they
+/// go to) and spans of an INGEST or COPY record; returns the bytes its blocks took.
 fn record_data(
     payload: &[u8],
-    blocks: &mut Vec<Vec<u8>>,
+    blocks: &mut Vec<Block>,
     spans: &mut Vec<SpanRecord>,
-) -> Result<(), CodecError> {
+) -> Result<usize, CodecError> {
     let mut g = Get::new(payload);
     g.u8()?;
+    let links = get_record_links(&mut g)?;
     skip_deltas(&mut g)?;
     let n = g.count()?;
+    let mut bytes = 0;
     for _ in 0..n {
-        blocks.push(g.bytes()?.to_vec());
+        let b = g.bytes()?;
+        bytes += b.len();
+        blocks.push(Block::decode(&mut Get::new(b), &links)?);
     }
     spans.extend(decode_spans(g.bytes()?).map_err(|e| CodecError(e.to_string()))?);
-    Ok(())
+    Ok(bytes)
 }
 
 /// Skips the symbol and series sections of a record.
@@ -151,7 +160,7 @@ impl Store {
             .len();
         let (mut blocks, mut spans) = (Vec::new(), Vec::new());
         let mut pending_bytes = 0usize;
-        let flush = |blocks: &mut Vec<Vec<u8>>,
+        let flush = |blocks: &mut Vec<Block>,
                      spans: &mut Vec<SpanRecord>,
                      written: &mut Vec<_>|
          -> Result<(), StoreError> {
@@ -159,13 +168,20 @@ impl Store {
                 return Ok(());
             }
             let mut rec = vec![COPY];
+            // The copied blocks' links, each once, merged from their records' tables.
+            let (links, table_index) = shared_link_table(blocks);
+            put_record_links(&mut rec, &links);
             rec.uvarint(0); // no symbol deltas
             rec.uvarint(series_len as u64);
             rec.uvarint(0); // no series deltas
             rec.uvarint(blocks.len() as u64);
-            for b in blocks.drain(..) {
-                rec.bytes(&b);
+            let mut scratch = Vec::new();
+            for (b, table_index) in blocks.iter().zip(&table_index) {
+                scratch.clear();
+                b.encode_linked(table_index, &mut scratch);
+                rec.bytes(&scratch);
             }
+            blocks.clear();
             let mut sb = Vec::new();
             encode_spans(spans, &mut sb);
             spans.clear();
@@ -177,12 +193,13 @@ impl Store {
             let mut problem = None;
             self.log.scan(seg.id, |_, payload| {
                 if matches!(payload.first(), Some(&INGEST) | Some(&COPY)) {
-                    let before = blocks.len();
-                    if let Err(e) = record_data(payload, &mut blocks, &mut spans) {
-                        problem = Some(e);
-                        return ControlFlow::Break(());
+                    match record_data(payload, &mut blocks, &mut spans) {
+                        Ok(bytes) => pending_bytes += bytes,
+                        Err(e) => {
+                            problem = Some(e);
+                            return ControlFlow::Break(());
+                        }
                     }
-                    pending_bytes += blocks[before..].iter().map(Vec::len).sum::<usize>();
                 }
                 ControlFlow::Continue(())
             })?;

@@ -9,6 +9,8 @@
 //! time and total), the span → blocks and trace → blocks indexes, and the spans.
 
 mod compact;
+#[cfg(test)]
+mod compat_tests;
 mod ingest;
 mod query;
 mod segments;
@@ -295,9 +297,47 @@ pub(crate) const INGEST: u8 = 2;
 /// First record of a compaction's output segment: the segments it replaces.
 pub(crate) const COMPACT_BEGIN: u8 = 3;
 /// Blocks and spans copied by compaction (the layout of INGEST).
+///
+/// Both INGEST and COPY: `kind · [0x81 0x00 · link table] · symbol deltas · series deltas ·
+/// blocks · spans`; the link table (absent in records written before it existed, and in
+/// records without links) holds every link of the record's blocks once, and version 2 blocks
+/// index into it (`crate::block`).
 pub(crate) const COPY: u8 = 4;
 /// Last record of a completed compaction.
 pub(crate) const COMPACT_END: u8 = 5;
+
+/// After the kind byte of an INGEST or COPY record: the record has a link table, which its
+/// blocks index into. It is the non-canonical varint of 1 (`0x81 0x00`), so no record written
+/// without a table (whose kind byte is followed by a canonical count) starts that way.
+const RECORD_LINKS: [u8; 2] = [0x81, 0x00];
+
+/// Appends the link table of an INGEST or COPY record (right after its kind byte). A record
+/// without links gets none, and reads as records written before link tables existed.
+pub(crate) fn put_record_links(out: &mut Vec<u8>, table: &[crate::block::LinkIds]) {
+    if !table.is_empty() {
+        out.extend_from_slice(&RECORD_LINKS);
+        crate::block::encode_link_table(table, out);
+    }
+}
+
+/// Reads the link table of an INGEST or COPY record, `g` being just past its kind byte; empty
+/// when it has none.
+pub(crate) fn get_record_links(g: &mut Get) -> Result<Vec<crate::block::LinkIds>, CodecError> {
+    if g.peek(RECORD_LINKS.len()) != Some(&RECORD_LINKS[..]) {
+        return Ok(Vec::new());
+    }
+    g.skip(RECORD_LINKS.len());
+    crate::block::decode_link_table(g)
+}
+
+/// The link table of a whole INGEST or COPY record payload.
+pub(crate) fn record_links(payload: &[u8]) -> Result<Vec<crate::block::LinkIds>, CodecError> {
+    let mut g = Get::new(payload);
+    match record_kind(&mut g)? {
+        INGEST | COPY => get_record_links(&mut g),
+        k => Err(CodecError(format!("record kind {k} holds no blocks"))),
+    }
+}
 
 pub(crate) fn record_kind(g: &mut Get) -> Result<u8, CodecError> {
     match g.u8()? {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::segments::SegmentIndex;
 use super::state::{SeriesKey, State};
 use super::{Store, StoreError};
-use crate::block::Block;
+use crate::block::{Block, LinkIds};
 use crate::codec::Get;
 use crate::flamegraph::FlameTree;
 use crate::matchers::{matches_all, parse_selector, LabelMatcher};
@@ -354,13 +354,17 @@ impl Store {
         r: &Resolved,
         mut f: impl FnMut(&Block, usize),
     ) -> Result<(), StoreError> {
-        let mut record: Option<(crate::log::RecordPos, Vec<u8>)> = None;
+        // The record last read, and its link table (decoded once for all its blocks).
+        let mut record: Option<(crate::log::RecordPos, Vec<u8>, Vec<LinkIds>)> = None;
         let _ = st;
         for (index, b) in &r.blocks {
             let meta = &index.blocks[*b as usize];
-            if record.as_ref().is_none_or(|(p, _)| *p != meta.pos) {
+            if record.as_ref().is_none_or(|(p, _, _)| *p != meta.pos) {
                 match self.log.read(meta.pos) {
-                    Ok(bytes) => record = Some((meta.pos, bytes)),
+                    Ok(bytes) => {
+                        let links = super::record_links(&bytes)?;
+                        record = Some((meta.pos, bytes, links));
+                    }
                     // Damage found after the index was written: answer from the rest.
                     Err(crate::log::LogError::Corrupt {
                         path,
@@ -374,11 +378,11 @@ impl Store {
                     Err(e) => return Err(e.into()),
                 }
             }
-            let bytes = &record.as_ref().expect("just read").1;
+            let (_, bytes, links) = record.as_ref().expect("just read");
             let slice = bytes
                 .get(meta.start as usize..(meta.start + meta.len) as usize)
                 .ok_or_else(|| StoreError::Invalid(format!("block {b} lies outside its record")))?;
-            let block = Block::decode(&mut Get::new(slice))?;
+            let block = Block::decode(&mut Get::new(slice), links)?;
             // Which of the block's links are selected.
             let filtering = r.spans.is_some() || r.trace.is_some();
             let wanted: Option<Vec<bool>> = filtering.then(|| {
@@ -610,7 +614,9 @@ impl Store {
         let slice = bytes
             .get(meta.start as usize..(meta.start + meta.len) as usize)
             .ok_or_else(|| StoreError::Invalid("block lies outside its record".into()))?;
-        Ok(Some(Block::decode(&mut Get::new(slice))?.period))
+        Ok(Some(
+            Block::decode(&mut Get::new(slice), &super::record_links(&bytes)?)?.period,
+        ))
     }
 
     /// Profile types present (for one service, when given).

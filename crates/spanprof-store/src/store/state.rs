@@ -10,7 +10,9 @@ use spanprof_format::profile_type::ProfileTypeId;
 
 use super::segments::{index_path, write_index, IndexCache, SealedSummary, SegmentIndex};
 
-use super::{record_kind, StoreStats, COMPACT_BEGIN, COMPACT_END, COPY, INGEST, SNAPSHOT};
+use super::{
+    get_record_links, record_kind, StoreStats, COMPACT_BEGIN, COMPACT_END, COPY, INGEST, SNAPSHOT,
+};
 use crate::block::Block;
 use crate::codec::{CodecError, Get, Put};
 use crate::log::RecordPos;
@@ -146,13 +148,14 @@ impl State {
             }
             COMPACT_END => into.compaction_complete = true,
             INGEST | COPY => {
+                let links = get_record_links(&mut g)?;
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
                 let n = g.count()?;
                 for _ in 0..n {
                     let bytes = g.bytes()?;
                     let start = (payload.len() - g.remaining() - bytes.len()) as u32;
-                    let block = Block::decode(&mut Get::new(bytes))?;
+                    let block = Block::decode(&mut Get::new(bytes), &links)?;
                     if block.series as usize >= self.series.len() {
                         return Err(CodecError(format!(
                             "block of unknown series {}",
