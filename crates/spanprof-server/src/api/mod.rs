@@ -2,6 +2,7 @@
 
 pub mod ops;
 pub mod query;
+pub mod tempo;
 
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
@@ -16,6 +17,7 @@ pub fn router(state: AppState) -> Router {
         .merge(receivers::otlp::routes())
         .merge(receivers::pyroscope::routes())
         .merge(query::routes())
+        .merge(tempo::routes())
         .merge(crate::ui::routes())
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))

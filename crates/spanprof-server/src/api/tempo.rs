@@ -1,0 +1,882 @@
+//! Tempo's trace query API on the main listener, so Grafana's Tempo data source (and any
+//! Tempo client) reads spans straight from spanprof — and the "Profiles for this span" link
+//! appears exactly where there is something to show.
+//!
+//! # The profile link
+//!
+//! Every span returned by the trace endpoints that has profile samples — its own, or those of
+//! a span below it (child roll-up: a parent span's profile includes its children's work) —
+//! carries the attribute `pyroscope.profile.id` = its own span id (16 hex). Spans with
+//! nothing to show never carry it (a producer's blind `pyroscope.profile.id` on a root span
+//! is dropped). Grafana types a span link as a Profiles link only when the attribute is
+//! present and passes its value as the span selector.
+//!
+//! # Endpoints (paths, parameters and shapes as Tempo's `pkg/api/http.go` and
+//! `pkg/tempopb/tempo.proto`)
+//!
+//! - `GET /api/traces/{traceID}` → Tempo v1 `Trace`: JSON `{"batches": [ResourceSpans…]}`
+//!   (OTLP JSON inside: lowerCamelCase keys, hex ids, 64-bit numbers as strings); with
+//!   `Accept: application/protobuf` the protobuf `tempopb.Trace` (wire-identical to OTLP
+//!   `TracesData`). One `ResourceSpans` per service, spans in start order.
+//! - `GET /api/v2/traces/{traceID}` → `TraceByIDResponse`: JSON
+//!   `{"trace": {"resourceSpans": […]}, "metrics": {}}` (`status` COMPLETE is the proto3
+//!   default and left out, as Tempo does); protobuf `{1: Trace}` when asked.
+//! - `GET /api/search?tags=<logfmt>&minDuration=&maxDuration=&start=&end=&limit=20&spss=3`
+//!   → `{"traces": [{"traceID", "rootServiceName", "rootTraceName", "startTimeUnixNano"
+//!   (string), "durationMs", "spanSet": SpanSet, "spanSets": [SpanSet]}], "metrics":
+//!   {"inspectedTraces", "inspectedBytes": "0", "completedJobs": 1, "totalJobs": 1}}`, most
+//!   recent trace first. SpanSet = `{"spans": [{"spanID", "name", "startTimeUnixNano",
+//!   "durationNanos", "attributes": [KeyValue]}], "matched"}`. `tags` is logfmt
+//!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
+//!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
+//!   name), `status`/`status.code` (`error`, `ok`, `unset`), anything else a span attribute
+//!   (a `span.` prefix is dropped); values compare exactly. Without `tags`, other parameters
+//!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
+//!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
+//!   seconds. A TraceQL `q` other than `{}` is a 400 (not supported).
+//! - `GET /api/search/tags?scope=` → `{"tagNames": […], "metrics": {}}`;
+//!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
+//!   "tags": […]}], "metrics": {}}`.
+//! - `GET /api/search/tag/{name}/values` → `{"tagValues": ["…"], "metrics": {}}`;
+//!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `span.x`, `.x`,
+//!   `name`, `status`, `kind`) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
+//! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
+//!
+//! Errors: 400 for a bad id or parameter with a message naming it, 404 for an unknown trace,
+//! 500 for a store failure, as `{"error": "…"}`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prost::Message;
+use serde_json::{json, Value};
+use spanprof_format::link::to_hex;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::trace::{
+    encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status,
+    TracesData,
+};
+use spanprof_store::spans::{SpanQuery, SpanRecord};
+use spanprof_store::store::Store;
+use spanprof_store::time::parse_duration;
+
+use super::query::ApiError;
+use crate::AppState;
+
+/// The span attribute Grafana reads the profile span selector from.
+pub const PROFILE_ID_ATTRIBUTE: &str = "pyroscope.profile.id";
+
+/// Tempo's default number of traces a search returns.
+const DEFAULT_LIMIT: usize = 20;
+/// Tempo's default number of matched spans shown per trace (`spss`).
+const DEFAULT_SPSS: usize = 3;
+/// Tempo's `rootServiceName` when no root span is stored (`rootTraceName` stays empty).
+const NO_ROOT: &str = "<root span not yet received>";
+/// Intrinsic tag names offered for autocompletion.
+const INTRINSICS: &[&str] = &[
+    "duration",
+    "kind",
+    "name",
+    "rootName",
+    "rootServiceName",
+    "status",
+    "statusMessage",
+    "traceDuration",
+];
+
+/// The Tempo routes.
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/api/traces/{trace_id}", get(trace_v1))
+        .route("/api/v2/traces/{trace_id}", get(trace_v2))
+        .route("/api/search", get(search))
+        .route("/api/search/tags", get(tags_v1))
+        .route("/api/v2/search/tags", get(tags_v2))
+        .route("/api/search/tag/{name}/values", get(tag_values_v1))
+        .route("/api/v2/search/tag/{name}/values", get(tag_values_v2))
+        .route("/api/echo", get(echo))
+}
+
+type Params = Query<Vec<(String, String)>>;
+
+async fn echo() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "echo",
+    )
+        .into_response()
+}
+
+// ---------------------------------------------------------------------------------------
+// Trace by id
+
+async fn trace_v1(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let data = load_trace(&app, &id).await?;
+    if wants_protobuf(&headers) {
+        return Ok(protobuf(data.encode_to_vec()));
+    }
+    let json = otlp_json(data);
+    // Tempo's v1 JSON names the list `batches`.
+    let body = match json.strip_prefix("{\"resourceSpans\":") {
+        Some(rest) => format!("{{\"batches\":{rest}"),
+        None => "{\"batches\":[]}".to_owned(),
+    };
+    Ok(json_text(body))
+}
+
+async fn trace_v2(
+    State(app): State<AppState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let data = load_trace(&app, &id).await?;
+    if wants_protobuf(&headers) {
+        let response = TraceByIdResponse { trace: Some(data) };
+        return Ok(protobuf(response.encode_to_vec()));
+    }
+    Ok(json_text(format!(
+        "{{\"trace\":{},\"metrics\":{{}}}}",
+        otlp_json(data)
+    )))
+}
+
+/// Tempo's `TraceByIDResponse`; its `Trace` is wire-identical to OTLP `TracesData`.
+#[derive(Clone, PartialEq, Message)]
+struct TraceByIdResponse {
+    #[prost(message, optional, tag = "1")]
+    trace: Option<TracesData>,
+}
+
+/// The stored trace with profile links, or 404.
+async fn load_trace(app: &AppState, id: &str) -> Result<TracesData, ApiError> {
+    let trace_id = parse_trace_id(id)?;
+    let (spans, profiled) = blocking(app, move |store| {
+        let spans = store.trace(&trace_id)?;
+        let own = spans
+            .iter()
+            .map(|s| store.has_samples(&s.span_id))
+            .collect::<Result<Vec<bool>, _>>()?;
+        let profiled = roll_up(&spans, &own);
+        Ok((spans, profiled))
+    })
+    .await?;
+    if spans.is_empty() {
+        return Err(ApiError::not_found(format!("trace {id} not found")));
+    }
+    Ok(traces_data(&spans, &profiled))
+}
+
+/// Tempo's `HexStringToTraceID`: up to 32 hex digits, left-padded with zeros.
+fn parse_trace_id(s: &str) -> Result<[u8; 16], ApiError> {
+    let bad = |why: &str| ApiError::bad_param("traceID", s, why);
+    if s.is_empty() || s.len() > 32 {
+        return Err(bad("expected 1 to 32 hex characters"));
+    }
+    let padded = format!("{s:0>32}");
+    let mut out = [0u8; 16];
+    for (i, pair) in padded.as_bytes().chunks_exact(2).enumerate() {
+        let text = std::str::from_utf8(pair).map_err(|_| bad("not hex"))?;
+        out[i] = u8::from_str_radix(text, 16).map_err(|_| bad("not hex"))?;
+    }
+    if out == [0u8; 16] {
+        return Err(bad("a trace id is never all zeros"));
+    }
+    Ok(out)
+}
+
+/// Whether each span has samples itself or below it: every span with samples marks itself
+/// and its ancestors (the parent chain inside the trace; a cycle stops at a marked span).
+fn roll_up(spans: &[SpanRecord], own: &[bool]) -> Vec<bool> {
+    let index: HashMap<[u8; 8], usize> = spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.span_id, i))
+        .collect();
+    let mut marked = vec![false; spans.len()];
+    for (i, _) in own.iter().enumerate().filter(|(_, has)| **has) {
+        let mut at = Some(i);
+        while let Some(j) = at {
+            if marked[j] {
+                break;
+            }
+            marked[j] = true;
+            at = spans[j].parent_span_id.and_then(|p| index.get(&p).copied());
+        }
+    }
+    marked
+}
+
+/// One `ResourceSpans` per service (first-seen order), spans in the store's start order.
+fn traces_data(spans: &[SpanRecord], profiled: &[bool]) -> TracesData {
+    let mut services: Vec<(String, Vec<Span>)> = Vec::new();
+    for (record, has_profile) in spans.iter().zip(profiled) {
+        let span = otlp_span(record, *has_profile);
+        match services.iter_mut().find(|(s, _)| *s == record.service) {
+            Some((_, list)) => list.push(span),
+            None => services.push((record.service.clone(), vec![span])),
+        }
+    }
+    TracesData {
+        resource_spans: services
+            .into_iter()
+            .map(|(service, spans)| ResourceSpans {
+                resource: Some(Resource {
+                    attributes: vec![string_kv("service.name", &service)],
+                    ..Default::default()
+                }),
+                scope_spans: vec![ScopeSpans {
+                    scope: None,
+                    spans,
+                    schema_url: String::new(),
+                }],
+                schema_url: String::new(),
+            })
+            .collect(),
+    }
+}
+
+fn otlp_span(r: &SpanRecord, has_profile: bool) -> Span {
+    let mut attributes: Vec<KeyValue> = r
+        .attributes
+        .iter()
+        .filter(|(k, _)| k != PROFILE_ID_ATTRIBUTE)
+        .map(|(k, v)| string_kv(k, v))
+        .collect();
+    if has_profile {
+        attributes.push(string_kv(PROFILE_ID_ATTRIBUTE, &to_hex(&r.span_id)));
+    }
+    let status = (r.status_code != 0 || !r.status_message.is_empty()).then(|| Status {
+        message: r.status_message.clone(),
+        code: r.status_code,
+    });
+    Span {
+        trace_id: r.trace_id.to_vec(),
+        span_id: r.span_id.to_vec(),
+        parent_span_id: r.parent_span_id.map(|p| p.to_vec()).unwrap_or_default(),
+        name: r.name.clone(),
+        kind: r.kind,
+        start_time_unix_nano: r.start_ns,
+        end_time_unix_nano: r.end_ns,
+        attributes,
+        status,
+        ..Default::default()
+    }
+}
+
+fn string_kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}
+
+/// `TracesData` as OTLP JSON, `{"resourceSpans":[…]}`.
+fn otlp_json(data: TracesData) -> String {
+    encode_request_json(&ExportTraceServiceRequest {
+        resource_spans: data.resource_spans,
+    })
+}
+
+/// Whether the client asked for protobuf (Tempo: `Accept: application/protobuf`).
+fn wants_protobuf(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.split(';').next().unwrap_or("").trim())
+        .any(|t| t.eq_ignore_ascii_case("application/protobuf"))
+}
+
+fn protobuf(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/protobuf")], body).into_response()
+}
+
+fn json_text(body: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+fn json_value(v: Value) -> Response {
+    json_text(v.to_string())
+}
+
+/// Runs `query` on a blocking thread (store calls read from disk).
+async fn blocking<T: Send + 'static>(
+    app: &AppState,
+    query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let store = Arc::clone(&app.store);
+    tokio::task::spawn_blocking(move || query(&store))
+        .await
+        .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
+}
+
+// ---------------------------------------------------------------------------------------
+// Search
+
+/// What one span must match.
+#[derive(Debug, Default, Clone)]
+struct SpanFilter {
+    service: Option<String>,
+    name: Option<String>,
+    status: Option<i32>,
+    attributes: Vec<(String, String)>,
+    /// The tags as given, echoed on matched spans.
+    shown: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone)]
+struct SearchRequest {
+    filter: SpanFilter,
+    min_ns: Option<u64>,
+    max_ns: Option<u64>,
+    from_ns: u64,
+    to_ns: u64,
+    limit: usize,
+    spss: usize,
+}
+
+const SEARCH_PARAMS: &[&str] = &[
+    "tags",
+    "minDuration",
+    "maxDuration",
+    "limit",
+    "start",
+    "end",
+    "spss",
+    "q",
+];
+
+fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> {
+    let get = |name: &str| {
+        params
+            .iter()
+            .rev()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+    };
+    let mut tags: Vec<(String, String)> = Vec::new();
+    match get("tags") {
+        Some(text) => {
+            for (k, v) in parse_logfmt(text).map_err(|e| ApiError::bad_param("tags", text, e))? {
+                if tags.iter().any(|(seen, _)| *seen == k) {
+                    return Err(ApiError::bad_param(
+                        "tags",
+                        text,
+                        format!("tag {k} has been set twice"),
+                    ));
+                }
+                tags.push((k, v));
+            }
+        }
+        // Tempo's legacy form: every other parameter is a tag.
+        None => {
+            for (k, v) in params {
+                if !SEARCH_PARAMS.contains(&k.as_str())
+                    && !v.is_empty()
+                    && !tags.iter().any(|(seen, _)| seen == k)
+                {
+                    tags.push((k.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    if let Some(q) = get("q") {
+        if q.trim() != "{}" {
+            return Err(ApiError::bad_param(
+                "q",
+                q,
+                "TraceQL queries are not supported; search with tags=, minDuration=, maxDuration=",
+            ));
+        }
+    }
+    let filter = span_filter(tags)?;
+    let duration = |name: &str| -> Result<Option<u64>, ApiError> {
+        get(name)
+            .map(|v| parse_duration(v).map_err(|e| ApiError::bad_param(name, v, e)))
+            .transpose()
+    };
+    let (min_ns, max_ns) = (duration("minDuration")?, duration("maxDuration")?);
+    if let (Some(min), Some(max)) = (min_ns, max_ns) {
+        if min > max {
+            return Err(ApiError::bad_request(
+                "maxDuration: must be greater than minDuration",
+            ));
+        }
+    }
+    let count = |name: &str, default: usize| -> Result<usize, ApiError> {
+        match get(name) {
+            None => Ok(default),
+            Some(v) => match v.parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(ApiError::bad_param(name, v, "must be a positive number")),
+            },
+        }
+    };
+    let seconds = |name: &str| -> Result<Option<u64>, ApiError> {
+        get(name)
+            .map(|v| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::bad_param(name, v, "expected unix seconds"))
+            })
+            .transpose()
+    };
+    let (start, end) = (seconds("start")?, seconds("end")?);
+    if let (Some(s), Some(e)) = (start, end) {
+        if e < s {
+            return Err(ApiError::bad_request(format!(
+                "start {s} must not be after end {e}"
+            )));
+        }
+    }
+    Ok(SearchRequest {
+        filter,
+        min_ns,
+        max_ns,
+        from_ns: start.map_or(0, |s| s.saturating_mul(1_000_000_000)),
+        to_ns: end.map_or(u64::MAX, |e| {
+            e.saturating_add(1).saturating_mul(1_000_000_000) - 1
+        }),
+        limit: count("limit", DEFAULT_LIMIT)?,
+        spss: count("spss", DEFAULT_SPSS)?,
+    })
+}
+
+fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
+    let mut f = SpanFilter {
+        shown: tags.clone(),
+        ..Default::default()
+    };
+    for (key, value) in tags {
+        match key.as_str() {
+            "service.name" | "resource.service.name" | ".service.name" => f.service = Some(value),
+            "name" | "span.name" => f.name = Some(value),
+            "status" | "status.code" => {
+                f.status = Some(parse_status(&value).ok_or_else(|| {
+                    ApiError::bad_param(&key, &value, "expected error, ok or unset")
+                })?)
+            }
+            _ => {
+                let k = key
+                    .strip_prefix("span.")
+                    .or_else(|| key.strip_prefix('.'))
+                    .unwrap_or(&key);
+                f.attributes.push((k.to_owned(), value));
+            }
+        }
+    }
+    Ok(f)
+}
+
+fn parse_status(v: &str) -> Option<i32> {
+    match v.to_ascii_lowercase().as_str() {
+        "unset" | "0" | "status_code_unset" => Some(0),
+        "ok" | "1" | "status_code_ok" => Some(1),
+        "error" | "2" | "status_code_error" => Some(2),
+        _ => None,
+    }
+}
+
+/// Decodes logfmt `key=value key2="quoted value"` pairs (a bare key has an empty value).
+fn parse_logfmt(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    let mut chars = s.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        if chars.peek().is_none() {
+            return Ok(out);
+        }
+        let mut key = String::new();
+        while let Some(&c) = chars.peek() {
+            if c == '=' || c.is_whitespace() {
+                break;
+            }
+            if c == '"' {
+                return Err(format!("unexpected '\"' in key {key:?}"));
+            }
+            key.push(c);
+            chars.next();
+        }
+        let mut value = String::new();
+        if chars.peek() == Some(&'=') {
+            chars.next();
+            if chars.peek() == Some(&'"') {
+                chars.next();
+                let mut closed = false;
+                while let Some(c) = chars.next() {
+                    match c {
+                        '"' => {
+                            closed = true;
+                            break;
+                        }
+                        '\\' => match chars.next() {
+                            Some('n') => value.push('\n'),
+                            Some('t') => value.push('\t'),
+                            Some(other) => value.push(other),
+                            None => break,
+                        },
+                        c => value.push(c),
+                    }
+                }
+                if !closed {
+                    return Err(format!("unterminated quoted value of {key}"));
+                }
+            } else {
+                while let Some(&c) = chars.peek() {
+                    if c.is_whitespace() {
+                        break;
+                    }
+                    if c == '"' {
+                        return Err(format!("unexpected '\"' in value of {key}"));
+                    }
+                    value.push(c);
+                    chars.next();
+                }
+            }
+        }
+        if key.is_empty() {
+            return Err("a value without a key".to_owned());
+        }
+        out.push((key, value));
+    }
+}
+
+/// One trace found.
+struct Found {
+    trace_id: [u8; 16],
+    root_service: String,
+    root_name: String,
+    start_ns: u64,
+    duration_ns: u64,
+    matched: Vec<SpanRecord>,
+}
+
+async fn search(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
+    let req = parse_search(&params)?;
+    let r = req.clone();
+    let (found, inspected) = blocking(&app, move |store| run_search(store, &r)).await?;
+    let traces: Vec<Value> = found.iter().map(|t| search_result(t, &req)).collect();
+    Ok(json_value(json!({
+        "traces": traces,
+        "metrics": {
+            "inspectedTraces": inspected,
+            "inspectedBytes": "0",
+            "completedJobs": 1,
+            "totalJobs": 1,
+        },
+    })))
+}
+
+fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize), ApiError> {
+    let query = SpanQuery {
+        service: req.filter.service.clone(),
+        name: req.filter.name.clone(),
+        from_ns: req.from_ns,
+        to_ns: req.to_ns,
+        attributes: req.filter.attributes.clone(),
+        ..Default::default()
+    };
+    let mut by_trace: BTreeMap<[u8; 16], Vec<SpanRecord>> = BTreeMap::new();
+    for span in store.search_spans(&query)? {
+        if req.filter.status.is_none_or(|s| s == span.status_code) {
+            by_trace.entry(span.trace_id).or_default().push(span);
+        }
+    }
+    let inspected = by_trace.len();
+    let mut found = Vec::new();
+    for (trace_id, mut matched) in by_trace {
+        let whole = store.trace(&trace_id)?;
+        let start_ns = whole.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let end_ns = whole.iter().map(|s| s.end_ns).max().unwrap_or(0);
+        let duration_ns = end_ns.saturating_sub(start_ns);
+        if req.min_ns.is_some_and(|min| duration_ns < min)
+            || req.max_ns.is_some_and(|max| duration_ns > max)
+        {
+            continue;
+        }
+        // Like Tempo: the root is the span without a parent.
+        let root = whole.iter().find(|s| s.parent_span_id.is_none());
+        matched.sort_by_key(|s| (s.start_ns, s.span_id));
+        found.push(Found {
+            trace_id,
+            root_service: root.map_or(NO_ROOT.to_owned(), |r| r.service.clone()),
+            root_name: root.map_or(String::new(), |r| r.name.clone()),
+            start_ns,
+            duration_ns,
+            matched,
+        });
+    }
+    // Tempo keeps the most recent traces.
+    found.sort_by(|a, b| {
+        b.start_ns
+            .cmp(&a.start_ns)
+            .then(a.trace_id.cmp(&b.trace_id))
+    });
+    found.truncate(req.limit);
+    Ok((found, inspected))
+}
+
+fn search_result(t: &Found, req: &SearchRequest) -> Value {
+    let spans: Vec<Value> = t
+        .matched
+        .iter()
+        .take(req.spss)
+        .map(|s| {
+            let attributes: Vec<Value> = req
+                .filter
+                .shown
+                .iter()
+                .map(|(k, v)| json!({"key": k, "value": {"stringValue": v}}))
+                .collect();
+            json!({
+                "spanID": to_hex(&s.span_id),
+                "name": s.name,
+                "startTimeUnixNano": s.start_ns.to_string(),
+                "durationNanos": s.duration_ns().to_string(),
+                "attributes": attributes,
+            })
+        })
+        .collect();
+    let span_set = json!({ "spans": spans, "matched": t.matched.len() });
+    json!({
+        "traceID": to_hex(&t.trace_id),
+        "rootServiceName": t.root_service,
+        "rootTraceName": t.root_name,
+        "startTimeUnixNano": t.start_ns.to_string(),
+        "durationMs": t.duration_ns / 1_000_000,
+        "spanSet": span_set,
+        "spanSets": [span_set],
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Tags
+
+/// The spans of the time range given by `start`/`end` (unix seconds).
+async fn spans_in_range(
+    app: &AppState,
+    params: &[(String, String)],
+) -> Result<Vec<SpanRecord>, ApiError> {
+    let seconds = |name: &str| -> Result<Option<u64>, ApiError> {
+        params
+            .iter()
+            .rev()
+            .find(|(k, v)| k == name && !v.is_empty())
+            .map(|(_, v)| {
+                v.parse::<u64>()
+                    .map_err(|_| ApiError::bad_param(name, v, "expected unix seconds"))
+            })
+            .transpose()
+    };
+    let query = SpanQuery {
+        from_ns: seconds("start")?.map_or(0, |s| s.saturating_mul(1_000_000_000)),
+        to_ns: seconds("end")?.map_or(u64::MAX, |e| {
+            e.saturating_add(1).saturating_mul(1_000_000_000) - 1
+        }),
+        ..Default::default()
+    };
+    blocking(app, move |store| Ok(store.search_spans(&query)?)).await
+}
+
+fn span_tag_names(spans: &[SpanRecord]) -> Vec<String> {
+    let names: BTreeSet<&str> = spans
+        .iter()
+        .flat_map(|s| s.attributes.iter().map(|(k, _)| k.as_str()))
+        .filter(|k| *k != PROFILE_ID_ATTRIBUTE)
+        .collect();
+    names.into_iter().map(str::to_owned).collect()
+}
+
+async fn tags_v1(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
+    let scope = params
+        .iter()
+        .find(|(k, _)| k == "scope")
+        .map_or("", |(_, v)| v.as_str())
+        .to_owned();
+    let spans = spans_in_range(&app, &params).await?;
+    let names: Vec<String> = match scope.as_str() {
+        "resource" => vec!["service.name".to_owned()],
+        "span" => span_tag_names(&spans),
+        "intrinsic" => INTRINSICS.iter().map(|s| (*s).to_owned()).collect(),
+        "" | "all" => {
+            let mut all: BTreeSet<String> = span_tag_names(&spans).into_iter().collect();
+            all.insert("service.name".to_owned());
+            all.into_iter().collect()
+        }
+        other => {
+            return Err(ApiError::bad_param(
+                "scope",
+                other,
+                "expected resource, span, intrinsic or all",
+            ))
+        }
+    };
+    Ok(json_value(json!({ "tagNames": names, "metrics": {} })))
+}
+
+async fn tags_v2(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
+    let spans = spans_in_range(&app, &params).await?;
+    Ok(json_value(json!({
+        "scopes": [
+            {"name": "resource", "tags": ["service.name"]},
+            {"name": "span", "tags": span_tag_names(&spans)},
+            {"name": "intrinsic", "tags": INTRINSICS},
+        ],
+        "metrics": {},
+    })))
+}
+
+/// What a tag name refers to.
+enum Tag {
+    Service,
+    Name,
+    Status,
+    Kind,
+    Attribute(String),
+}
+
+fn tag_of(name: &str) -> Tag {
+    match name {
+        "service.name" | "resource.service.name" | ".service.name" => Tag::Service,
+        "name" | "span:name" => Tag::Name,
+        "status" | "span:status" | "status.code" => Tag::Status,
+        "kind" | "span:kind" => Tag::Kind,
+        other => Tag::Attribute(
+            other
+                .strip_prefix("span.")
+                .or_else(|| other.strip_prefix('.'))
+                .unwrap_or(other)
+                .to_owned(),
+        ),
+    }
+}
+
+fn status_name(code: i32) -> &'static str {
+    match code {
+        1 => "ok",
+        2 => "error",
+        _ => "unset",
+    }
+}
+
+fn kind_name(kind: i32) -> &'static str {
+    match kind {
+        1 => "internal",
+        2 => "server",
+        3 => "client",
+        4 => "producer",
+        5 => "consumer",
+        _ => "unspecified",
+    }
+}
+
+/// The distinct values of `tag`, sorted.
+fn tag_values(spans: &[SpanRecord], tag: &Tag) -> Vec<String> {
+    let values: BTreeSet<String> = spans
+        .iter()
+        .filter_map(|s| match tag {
+            Tag::Service => Some(s.service.clone()),
+            Tag::Name => Some(s.name.clone()),
+            Tag::Status => Some(status_name(s.status_code).to_owned()),
+            Tag::Kind => Some(kind_name(s.kind).to_owned()),
+            Tag::Attribute(k) => s.attribute(k).map(str::to_owned),
+        })
+        .collect();
+    values.into_iter().collect()
+}
+
+async fn tag_values_v1(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Params,
+) -> Result<Response, ApiError> {
+    let spans = spans_in_range(&app, &params).await?;
+    let values = tag_values(&spans, &tag_of(&name));
+    Ok(json_value(json!({ "tagValues": values, "metrics": {} })))
+}
+
+async fn tag_values_v2(
+    State(app): State<AppState>,
+    Path(name): Path<String>,
+    Query(params): Params,
+) -> Result<Response, ApiError> {
+    let spans = spans_in_range(&app, &params).await?;
+    let tag = tag_of(&name);
+    let kind = match tag {
+        Tag::Status | Tag::Kind => "keyword",
+        _ => "string",
+    };
+    let values: Vec<Value> = tag_values(&spans, &tag)
+        .into_iter()
+        .map(|v| json!({"type": kind, "value": v}))
+        .collect();
+    Ok(json_value(json!({ "tagValues": values, "metrics": {} })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(id: u8, parent: Option<u8>) -> SpanRecord {
+        SpanRecord {
+            trace_id: [1; 16],
+            span_id: [id; 8],
+            parent_span_id: parent.map(|p| [p; 8]),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tempo_roll_up_marks_ancestors_of_spans_with_samples_only() {
+        // 1 ─ 2 ─ 3 (samples), 1 ─ 4, 5 ↔ 6 a cycle with samples on 6.
+        let spans = [
+            span(1, None),
+            span(2, Some(1)),
+            span(3, Some(2)),
+            span(4, Some(1)),
+            span(5, Some(6)),
+            span(6, Some(5)),
+        ];
+        let own = [false, false, true, false, false, true];
+        assert_eq!(
+            roll_up(&spans, &own),
+            vec![true, true, true, false, true, true]
+        );
+    }
+
+    #[test]
+    fn tempo_logfmt_tags_decode_like_go_logfmt() {
+        assert_eq!(
+            parse_logfmt(r#"service.name=goapp name="GET /x \"y\"" empty="#).unwrap(),
+            vec![
+                ("service.name".into(), "goapp".into()),
+                ("name".into(), "GET /x \"y\"".into()),
+                ("empty".into(), String::new()),
+            ]
+        );
+        assert!(parse_logfmt(r#"a="open"#).is_err());
+        assert!(parse_logfmt("=v").is_err());
+    }
+
+    #[test]
+    fn tempo_trace_ids_are_left_padded_hex() {
+        assert_eq!(parse_trace_id("1").unwrap()[15], 1);
+        assert!(parse_trace_id("xyz").is_err());
+        assert!(parse_trace_id(&"0".repeat(32)).is_err());
+        assert!(parse_trace_id(&"1".repeat(33)).is_err());
+    }
+}

@@ -1,0 +1,640 @@
+//! The Tempo API against the real server: the real Go CPU profile and spans for its span ids
+//! (plus a gateway parent and a database child without samples) go in over OTLP/HTTP; the
+//! trace endpoints must mark exactly the spans with something to show with
+//! `pyroscope.profile.id`, search must find traces like Tempo, and Grafana's
+//! Traces-to-profiles flow must open the slow span's flame graph.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::OnceLock;
+
+use common::goprofile::{GoData, SpanTruth, CACHE_SPAN, DB_SPAN, HOT_FUNCTION, SERVICE};
+use common::server::{enc, TestServer, DEADLINE};
+use prost::Message;
+use serde_json::Value;
+use spanprof_format::link::to_hex;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::trace::{
+    encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, TracesData,
+};
+
+/// A parent without samples above the heaviest request span (gets the link by roll-up).
+const GATEWAY: [u8; 8] = [0x9a; 8];
+/// A child of [`DB_SPAN`] without samples (neither gets the link).
+const DB_CHILD: [u8; 8] = [0xdc; 8];
+const PROFILE_ID: &str = "pyroscope.profile.id";
+
+/// One span as sent.
+#[derive(Debug, Clone)]
+struct Sent {
+    trace_id: [u8; 16],
+    span_id: [u8; 8],
+    parent: Option<[u8; 8]>,
+    name: String,
+    start_ns: u64,
+    end_ns: u64,
+    /// Has samples itself.
+    own_samples: bool,
+}
+
+struct Fixture {
+    server: TestServer,
+    data: GoData,
+    spans: Vec<Sent>,
+}
+
+impl Fixture {
+    fn trace_spans(&self, trace: &[u8; 16]) -> Vec<&Sent> {
+        self.spans.iter().filter(|s| s.trace_id == *trace).collect()
+    }
+
+    /// Spans that have samples themselves or below them.
+    fn expected_profiled(&self) -> BTreeSet<[u8; 8]> {
+        let mut out = BTreeSet::new();
+        for s in self.spans.iter().filter(|s| s.own_samples) {
+            let mut at = Some(s.span_id);
+            while let Some(id) = at {
+                if !out.insert(id) {
+                    break;
+                }
+                at = self.spans.iter().find(|p| p.span_id == id).unwrap().parent;
+            }
+        }
+        out
+    }
+
+    /// (trace id, start, duration) of every trace, most recent first.
+    fn traces_recent_first(&self) -> Vec<([u8; 16], u64, u64)> {
+        let mut by_trace: BTreeMap<[u8; 16], (u64, u64)> = BTreeMap::new();
+        for s in &self.spans {
+            let e = by_trace.entry(s.trace_id).or_insert((u64::MAX, 0));
+            e.0 = e.0.min(s.start_ns);
+            e.1 = e.1.max(s.end_ns);
+        }
+        let mut v: Vec<([u8; 16], u64, u64)> = by_trace
+            .into_iter()
+            .map(|(t, (start, end))| (t, start, end - start))
+            .collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+
+    fn heavy_trace(&self) -> [u8; 16] {
+        self.data.span(&DB_SPAN).trace_id
+    }
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tempo-store");
+        let _ = std::fs::remove_dir_all(&dir);
+        let server = TestServer::start(&dir);
+        let data = GoData::load();
+        let spans = sent_spans(&data);
+        server
+            .post(
+                "/v1development/profiles",
+                "application/x-protobuf",
+                data.otlp_profiles(),
+            )
+            .ok();
+        let r = server
+            .post("/v1/traces", "application/json", traces_json(&spans))
+            .ok();
+        assert_eq!(r.json(), serde_json::json!({}), "every span accepted");
+        Fixture {
+            server,
+            data,
+            spans,
+        }
+    })
+}
+
+/// The Go data's spans, with [`GATEWAY`] above the heaviest request span and [`DB_CHILD`]
+/// below [`DB_SPAN`].
+fn sent_spans(data: &GoData) -> Vec<Sent> {
+    let db = data.span(&DB_SPAN);
+    let root = data
+        .span(&db.parent.expect("the db span has a parent"))
+        .clone();
+    let mut out: Vec<Sent> = data
+        .spans
+        .iter()
+        .map(|s: &SpanTruth| Sent {
+            trace_id: s.trace_id,
+            span_id: s.span_id,
+            parent: if s.span_id == root.span_id {
+                Some(GATEWAY)
+            } else {
+                s.parent
+            },
+            name: s.name.clone(),
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            own_samples: s.cpu_ns > 0,
+        })
+        .collect();
+    out.push(Sent {
+        trace_id: root.trace_id,
+        span_id: GATEWAY,
+        parent: None,
+        name: "gateway".into(),
+        start_ns: root.start_ns - 1_000_000,
+        end_ns: root.end_ns + 1_000_000,
+        own_samples: false,
+    });
+    out.push(Sent {
+        trace_id: root.trace_id,
+        span_id: DB_CHILD,
+        parent: Some(DB_SPAN),
+        name: "fetch rows".into(),
+        start_ns: db.start_ns + 1_000,
+        end_ns: db.end_ns - 1_000,
+        own_samples: false,
+    });
+    out
+}
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.into())),
+        }),
+        ..Default::default()
+    }
+}
+
+fn traces_json(spans: &[Sent]) -> Vec<u8> {
+    let spans = spans
+        .iter()
+        .map(|s| {
+            let mut attributes = Vec::new();
+            if s.name.starts_with("GET ") {
+                attributes.push(kv("http.method", "GET"));
+            }
+            if s.span_id == DB_SPAN {
+                // Set blindly by a producer: there is nothing to show, so it must go.
+                attributes.push(kv(PROFILE_ID, &to_hex(&DB_SPAN)));
+            }
+            Span {
+                trace_id: s.trace_id.to_vec(),
+                span_id: s.span_id.to_vec(),
+                parent_span_id: s.parent.map(|p| p.to_vec()).unwrap_or_default(),
+                name: s.name.clone(),
+                kind: if s.parent.is_none() { 2 } else { 1 },
+                start_time_unix_nano: s.start_ns,
+                end_time_unix_nano: s.end_ns,
+                attributes,
+                ..Default::default()
+            }
+        })
+        .collect();
+    let request = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: vec![kv("service.name", SERVICE)],
+                ..Default::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: None,
+                spans,
+                schema_url: String::new(),
+            }],
+            schema_url: String::new(),
+        }],
+    };
+    encode_request_json(&request).into_bytes()
+}
+
+/// `GET path` with an `Accept` header over a plain HTTP/1.1 connection: (status, content
+/// type, body).
+fn get_accept(path: &str, accept: &str) -> (u16, String, Vec<u8>) {
+    let addr = fixture().server.addr;
+    let mut conn = TcpStream::connect(addr).expect("connect");
+    conn.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    conn.read_to_end(&mut raw).expect("read the answer");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header");
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let body = raw[split + 4..].to_vec();
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_default()
+    };
+    assert!(
+        !header("transfer-encoding").contains("chunked"),
+        "expected a sized body"
+    );
+    (status, header("content-type"), body)
+}
+
+#[track_caller]
+fn get_json(path: &str) -> Value {
+    let r = fixture().server.get(path).ok();
+    assert_eq!(r.content_type, "application/json", "{path}");
+    r.json()
+}
+
+/// Tempo's v2 trace-by-id answer.
+#[derive(Clone, PartialEq, Message)]
+struct TraceByIdResponse {
+    #[prost(message, optional, tag = "1")]
+    trace: Option<TracesData>,
+}
+
+/// A span as read back: (trace id, parent, name, start, end, attributes).
+#[derive(Debug, Clone, PartialEq)]
+struct Got {
+    trace_id: String,
+    parent: String,
+    name: String,
+    start_ns: u64,
+    end_ns: u64,
+    attributes: BTreeMap<String, String>,
+}
+
+/// Spans by hex span id from an OTLP JSON `resourceSpans`/`batches` list; checks the
+/// resource's service name.
+fn spans_of_json(resource_spans: &Value) -> BTreeMap<String, Got> {
+    let mut out = BTreeMap::new();
+    for rs in resource_spans.as_array().expect("a list of resource spans") {
+        let attrs = &rs["resource"]["attributes"];
+        assert_eq!(attrs[0]["key"], "service.name");
+        assert_eq!(attrs[0]["value"]["stringValue"], SERVICE);
+        for ss in rs["scopeSpans"].as_array().unwrap() {
+            for s in ss["spans"].as_array().unwrap() {
+                let attributes = s["attributes"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|kv| {
+                                (
+                                    kv["key"].as_str().unwrap().to_owned(),
+                                    kv["value"]["stringValue"].as_str().unwrap().to_owned(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let num = |k: &str| s[k].as_str().expect("64-bit as string").parse().unwrap();
+                out.insert(
+                    s["spanId"].as_str().unwrap().to_owned(),
+                    Got {
+                        trace_id: s["traceId"].as_str().unwrap().to_owned(),
+                        parent: s["parentSpanId"].as_str().unwrap_or("").to_owned(),
+                        name: s["name"].as_str().unwrap().to_owned(),
+                        start_ns: num("startTimeUnixNano"),
+                        end_ns: num("endTimeUnixNano"),
+                        attributes,
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+fn spans_of_proto(data: &TracesData) -> BTreeMap<String, Got> {
+    let mut out = BTreeMap::new();
+    for rs in &data.resource_spans {
+        let res = rs.resource.as_ref().expect("a resource");
+        assert_eq!(res.attributes[0], kv("service.name", SERVICE));
+        for ss in &rs.scope_spans {
+            for s in &ss.spans {
+                let attributes = s
+                    .attributes
+                    .iter()
+                    .map(|a| match &a.value.as_ref().unwrap().value {
+                        Some(any_value::Value::StringValue(v)) => (a.key.clone(), v.clone()),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                out.insert(
+                    to_hex(&s.span_id),
+                    Got {
+                        trace_id: to_hex(&s.trace_id),
+                        parent: to_hex(&s.parent_span_id),
+                        name: s.name.clone(),
+                        start_ns: s.start_time_unix_nano,
+                        end_ns: s.end_time_unix_nano,
+                        attributes,
+                    },
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Checks a trace read back against what was sent and the profile links.
+fn check_trace(got: &BTreeMap<String, Got>, trace: &[u8; 16]) {
+    let f = fixture();
+    let sent = f.trace_spans(trace);
+    let profiled = f.expected_profiled();
+    assert_eq!(
+        got.keys().cloned().collect::<BTreeSet<_>>(),
+        sent.iter().map(|s| to_hex(&s.span_id)).collect(),
+        "every span of the trace"
+    );
+    for s in sent {
+        let g = &got[&to_hex(&s.span_id)];
+        assert_eq!(g.trace_id, to_hex(&s.trace_id));
+        assert_eq!(g.parent, s.parent.map(|p| to_hex(&p)).unwrap_or_default());
+        assert_eq!(
+            (g.name.as_str(), g.start_ns, g.end_ns),
+            (s.name.as_str(), s.start_ns, s.end_ns)
+        );
+        let link = g.attributes.get(PROFILE_ID);
+        if profiled.contains(&s.span_id) {
+            assert_eq!(link, Some(&to_hex(&s.span_id)), "{} has a profile", s.name);
+        } else {
+            assert_eq!(link, None, "{} has nothing to show", s.name);
+        }
+    }
+}
+
+#[test]
+fn tempo_trace_by_id_in_json_and_protobuf_links_exactly_the_spans_with_samples() {
+    let f = fixture();
+    let heavy = f.heavy_trace();
+    let profiled = f.expected_profiled();
+    // The roll-up case and the empty ones are where the test needs them.
+    assert!(profiled.contains(&GATEWAY));
+    for id in [DB_SPAN, CACHE_SPAN, DB_CHILD] {
+        assert!(!profiled.contains(&id));
+    }
+
+    // v1 JSON: {"batches": [...]}, OTLP JSON inside.
+    let v1 = get_json(&format!("/api/traces/{}", to_hex(&heavy)));
+    assert_eq!(
+        v1.as_object().unwrap().keys().collect::<Vec<_>>(),
+        ["batches"]
+    );
+    check_trace(&spans_of_json(&v1["batches"]), &heavy);
+
+    // v1 protobuf: tempopb.Trace = OTLP TracesData.
+    let (status, ct, body) = get_accept(
+        &format!("/api/traces/{}", to_hex(&heavy)),
+        "application/protobuf",
+    );
+    assert_eq!((status, ct.as_str()), (200, "application/protobuf"));
+    check_trace(
+        &spans_of_proto(&TracesData::decode(&body[..]).unwrap()),
+        &heavy,
+    );
+
+    // v2 JSON and protobuf: TraceByIDResponse.
+    let v2 = get_json(&format!("/api/v2/traces/{}", to_hex(&heavy)));
+    check_trace(&spans_of_json(&v2["trace"]["resourceSpans"]), &heavy);
+    let (status, ct, body) = get_accept(
+        &format!("/api/v2/traces/{}", to_hex(&heavy)),
+        "application/protobuf",
+    );
+    assert_eq!((status, ct.as_str()), (200, "application/protobuf"));
+    let response = TraceByIdResponse::decode(&body[..]).unwrap();
+    check_trace(&spans_of_proto(&response.trace.unwrap()), &heavy);
+
+    // Every other trace too (all of their spans have samples).
+    for (trace, ..) in f.traces_recent_first() {
+        let v1 = get_json(&format!("/api/traces/{}", to_hex(&trace)));
+        check_trace(&spans_of_json(&v1["batches"]), &trace);
+    }
+}
+
+#[test]
+fn tempo_unknown_traces_are_404_and_bad_ids_400() {
+    let s = &fixture().server;
+    for path in ["/api/traces/", "/api/v2/traces/"] {
+        let r = s.get(&format!("{path}{}", "ab".repeat(16)));
+        assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+        for bad in ["xyz", &"1".repeat(33), &"0".repeat(32)] {
+            let r = s.get(&format!("{path}{bad}"));
+            assert_eq!(r.status, 400);
+            assert!(r.json()["error"].as_str().unwrap().contains("traceID"));
+        }
+    }
+}
+
+fn search_ids(v: &Value) -> Vec<String> {
+    v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["traceID"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
+    let f = fixture();
+    let all = f.traces_recent_first();
+    assert!(all.len() > 2, "several traces");
+    let v = get_json(&format!(
+        "/api/search?tags={}&limit=1000",
+        enc("service.name=goapp")
+    ));
+    assert_eq!(
+        search_ids(&v),
+        all.iter().map(|t| to_hex(&t.0)).collect::<Vec<_>>()
+    );
+    assert_eq!(v["metrics"]["inspectedTraces"], all.len());
+    // The shape of one result.
+    let heavy = f.heavy_trace();
+    let t = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["traceID"] == to_hex(&heavy))
+        .unwrap();
+    let (_, start, duration) = all.iter().find(|t| t.0 == heavy).unwrap();
+    assert_eq!(t["rootServiceName"], SERVICE);
+    assert_eq!(t["rootTraceName"], "gateway");
+    assert_eq!(t["startTimeUnixNano"], start.to_string());
+    assert_eq!(t["durationMs"], duration / 1_000_000);
+    assert_eq!(t["spanSets"][0], t["spanSet"]);
+    assert_eq!(t["spanSet"]["matched"], f.trace_spans(&heavy).len());
+    assert_eq!(t["spanSet"]["spans"].as_array().unwrap().len(), 3);
+
+    // Default limit 20.
+    let v = get_json(&format!("/api/search?tags={}", enc("service.name=goapp")));
+    assert_eq!(search_ids(&v).len(), all.len().min(20));
+
+    // minDuration / maxDuration bound the trace duration.
+    let mut durations: Vec<u64> = all.iter().map(|t| t.2).collect();
+    durations.sort_unstable();
+    let median = durations[durations.len() / 2];
+    let v = get_json(&format!("/api/search?minDuration={median}ns&limit=1000"));
+    let want: Vec<String> = all
+        .iter()
+        .filter(|t| t.2 >= median)
+        .map(|t| to_hex(&t.0))
+        .collect();
+    assert!(!want.is_empty() && want.len() < all.len());
+    assert_eq!(search_ids(&v), want);
+    let v = get_json(&format!(
+        "/api/search?maxDuration={}ns&limit=1000",
+        median - 1
+    ));
+    let want: Vec<String> = all
+        .iter()
+        .filter(|t| t.2 < median)
+        .map(|t| to_hex(&t.0))
+        .collect();
+    assert_eq!(search_ids(&v), want);
+
+    // A span tag: only the trace with the database span; the span set shows the match.
+    let v = get_json(&format!(
+        "/api/search?tags={}",
+        enc("name=\"SELECT orders\" service.name=goapp")
+    ));
+    assert_eq!(search_ids(&v), [to_hex(&heavy)]);
+    assert_eq!(
+        v["traces"][0]["spanSet"]["spans"][0]["spanID"],
+        to_hex(&DB_SPAN)
+    );
+    assert_eq!(v["traces"][0]["spanSet"]["matched"], 1);
+    // Span attributes; the legacy form (tags as parameters).
+    let v = get_json(&format!(
+        "/api/search?tags={}&limit=1000",
+        enc("http.method=GET")
+    ));
+    assert_eq!(search_ids(&v).len(), all.len());
+    let v = get_json("/api/search?service.name=nope");
+    assert_eq!(search_ids(&v).len(), 0);
+    // start/end in unix seconds: far past is empty.
+    let v = get_json("/api/search?start=1&end=2");
+    assert_eq!(search_ids(&v).len(), 0);
+
+    // Bad parameters.
+    for bad in [
+        "minDuration=fast",
+        "limit=0",
+        "minDuration=2s&maxDuration=1s",
+        "tags=a%3D%22open",
+        "start=yesterday",
+        "q=%7B.x%3D1%7D",
+    ] {
+        let r = f.server.get(&format!("/api/search?{bad}"));
+        assert_eq!(r.status, 400, "{bad}: {}", String::from_utf8_lossy(&r.body));
+    }
+}
+
+#[test]
+fn tempo_tags_tag_values_and_echo() {
+    let f = fixture();
+    let v = get_json("/api/search/tags");
+    let names: Vec<&str> = v["tagNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["http.method", "service.name"]);
+    let v = get_json("/api/v2/search/tags");
+    assert_eq!(v["scopes"][0]["name"], "resource");
+    assert_eq!(v["scopes"][1]["tags"], serde_json::json!(["http.method"]));
+    assert_eq!(
+        get_json("/api/search/tag/service.name/values")["tagValues"],
+        serde_json::json!([SERVICE])
+    );
+    assert_eq!(
+        get_json("/api/search/tag/http.method/values")["tagValues"],
+        serde_json::json!(["GET"])
+    );
+    let names: BTreeSet<&str> = f.spans.iter().map(|s| s.name.as_str()).collect();
+    let got = get_json("/api/search/tag/name/values");
+    assert_eq!(
+        got["tagValues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect::<BTreeSet<_>>(),
+        names
+    );
+    assert_eq!(
+        get_json("/api/v2/search/tag/resource.service.name/values")["tagValues"],
+        serde_json::json!([{"type": "string", "value": SERVICE}])
+    );
+    let r = f.server.get("/api/echo").ok();
+    assert_eq!(r.body, b"echo");
+}
+
+/// Sum of the totals of nodes named `name` not below another such node.
+fn tree_function_total(node: &Value, name: &str) -> i64 {
+    if node["name"] == name {
+        return node["total"].as_i64().unwrap();
+    }
+    node["children"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| tree_function_total(c, name))
+        .sum()
+}
+
+#[test]
+fn tempo_grafana_traces_to_profiles_opens_the_slow_spans_flame_graph() {
+    let f = fixture();
+    let heavy = f.heavy_trace();
+    // Grafana fetches the trace and picks the slow request span.
+    let v1 = get_json(&format!("/api/traces/{}", to_hex(&heavy)));
+    let spans = spans_of_json(&v1["batches"]);
+    let (_, slow) = spans
+        .iter()
+        .filter(|(_, s)| s.name.starts_with("GET "))
+        .max_by_key(|(_, s)| s.end_ns - s.start_ns)
+        .expect("a request span");
+    let profile_id = slow.attributes[PROFILE_ID].clone();
+    let truth = f
+        .data
+        .spans
+        .iter()
+        .find(|s| to_hex(&s.span_id) == profile_id)
+        .expect("the link is the span id");
+    assert!(truth.hot_cum_ns > 0);
+    // …and opens its profile from 60 s before to 60 s after the span.
+    let (from, to) = (slow.start_ns - 60_000_000_000, slow.end_ns + 60_000_000_000);
+    let fg = get_json(&format!(
+        "/api/v1/flamegraph?service={SERVICE}&span_id={profile_id}&from={from}&to={to}"
+    ));
+    assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(truth.cpu_ns));
+    assert_eq!(
+        tree_function_total(&fg["tree"], HOT_FUNCTION),
+        truth.hot_cum_ns
+    );
+
+    // The gateway's link (roll-up) shows its subtree's samples.
+    let gateway = &spans[&to_hex(&GATEWAY)];
+    assert_eq!(gateway.attributes[PROFILE_ID], to_hex(&GATEWAY));
+    let subtree: i64 = f
+        .data
+        .spans
+        .iter()
+        .filter(|s| s.trace_id == heavy)
+        .map(|s| s.cpu_ns)
+        .sum();
+    let fg = get_json(&format!(
+        "/api/v1/flamegraph?service={SERVICE}&span_id={}&include_child_spans=true",
+        to_hex(&GATEWAY)
+    ));
+    assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(subtree));
+}
