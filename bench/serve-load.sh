@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# End-to-end load bench of `spanprof serve` on one core, with its load generator on another:
+#
+#   bench/serve-load.sh [--seconds N] [--clients C] [--profiles P] [--targets K] [--scrape-seconds T] [--perf FILE]
+#
+# (a) Push: C closed-loop clients (half pyroscope-go multipart to /ingest, half OTLP protobuf to
+#     /v1development/profiles) send P distinct profiles made from testdata/go/cpu-10s.pb.gz
+#     (598 samples, fresh span/trace ids each) for N seconds. Peers in the same run: the same
+#     clients on GET /health, and in-process decode + link of the same profiles.
+# (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
+#     for T seconds; its CPU time per target per second, as % of a core.
+# --perf FILE records the server (perf record -g) during (a).
+# Defaults (20 s, 32 clients, 16384 profiles, 20 targets, 60 s) finish in about 2.5 minutes
+# after the build. Server on core 0 (taskset -c 0), load generator on core 1.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+seconds=20 clients=32 profiles=16384 perf="" targets=20 scrape_seconds=60
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --clients) clients="$2"; shift 2 ;;
+    --profiles) profiles="$2"; shift 2 ;;
+    --targets) targets="$2"; shift 2 ;;
+    --scrape-seconds) scrape_seconds="$2"; shift 2 ;;
+    --perf) perf="$2"; shift 2 ;;
+    *) echo "usage: $0 [--seconds N] [--clients C] [--profiles P] [--targets K] [--scrape-seconds T] [--perf FILE]" >&2; exit 2 ;;
+  esac
+done
+
+echo "bench: building spanprof and the load example (release)"
+# --example alone would skip the binary; name both.
+cargo build --release -q -p spanprof -p spanprof-server --bin spanprof --example load
+bin="$root/target/release/spanprof"
+load="$root/target/release/examples/load"
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ticks="$(getconf CLK_TCK)"
+# utime + stime of a process, seconds.
+cpu_s() { awk -v t="$ticks" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' "/proc/$1/stat"; }
+hwm_mb() { awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# Starts a server pinned to core 0 with extra flags; sets $server_pid and $server_addr.
+start_server() {
+  local name="$1"; shift
+  local port; port="$(free_port)"
+  taskset -c 0 "$bin" serve --data "$tmp/$name-data" --http-addr "127.0.0.1:$port" \
+    --otlp-http-addr off --otlp-grpc-addr off "$@" 2>"$tmp/$name.log" &
+  server_pid=$!
+  pids+=("$server_pid")
+  for _ in $(seq 1 200); do
+    if grep -q "spanprof serving on http://" "$tmp/$name.log"; then
+      server_addr="$(sed -n 's/.*spanprof serving on http:\/\///p' "$tmp/$name.log" | head -1)"
+      return 0
+    fi
+    kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/$name.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "bench: $name server did not start" >&2; cat "$tmp/$name.log" >&2; exit 1
+}
+
+stop_server() {
+  kill -TERM "$1"
+  wait "$1" || true
+}
+
+# (a) push
+start_server push
+if [ -n "$perf" ]; then
+  # Starts recording now; the pool encoding and peers come first, so the push phase dominates.
+  perf record -g -o "$perf" -p "$server_pid" 2>/dev/null &
+  perf_pid=$!
+fi
+taskset -c 1 "$load" push --url "http://$server_addr" --seconds "$seconds" --clients "$clients" \
+  --profiles "$profiles" --server-pid "$server_pid" --summary "$tmp/summary" >"$tmp/push.table"
+if [ -n "$perf" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
+push_hwm="$(hwm_mb "$server_pid")"
+stop_server "$server_pid"
+# shellcheck disable=SC1091
+. "$tmp/summary"
+
+# (b) scrape
+taskset -c 1 "$load" targets --port-file "$tmp/targets.port" &
+targets_pid=$!
+pids+=("$targets_pid")
+for _ in $(seq 1 100); do [ -s "$tmp/targets.port" ] && break; sleep 0.1; done
+tport="$(cat "$tmp/targets.port")"
+scrape_args=()
+for i in $(seq 1 "$targets"); do scrape_args+=(--scrape "t$i=http://127.0.0.1:$tport"); done
+start_server scrape --scrape-interval 15s "${scrape_args[@]}"
+echo "bench: scraping $targets targets every 15 s for $scrape_seconds s ..." >&2
+s0="$(cpu_s "$server_pid")"
+sleep "$scrape_seconds"
+s1="$(cpu_s "$server_pid")"
+scrape_hwm="$(hwm_mb "$server_pid")"
+scrapes="$(curl -s "http://$server_addr/metrics" | awk '/^spanprof_scrapes_total/ { n += $NF } END { print n + 0 }')"
+scrape_errors="$(curl -s "http://$server_addr/metrics" | awk '/^spanprof_scrape_errors_total/ { n += $NF } END { print n + 0 }')"
+stop_server "$server_pid"
+kill "$targets_pid" 2>/dev/null || true
+
+echo
+echo "== push: $clients clients for $seconds s, server on 1 core (taskset -c 0), $profiles distinct profiles"
+cat "$tmp/push.table"
+echo
+awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$server_cpu_s" -v elapsed="$elapsed_s" \
+    -v ok="$ok" -v rej="$rejected_429" -v secs="$seconds" \
+    -v sc0="$s0" -v sc1="$s1" -v k="$targets" -v t="$scrape_seconds" -v shwm="$scrape_hwm" \
+    -v scrapes="$scrapes" -v serr="$scrape_errors" 'BEGIN {
+  printf "%-44s %14s %14s %s\n", "figure", "measured", "target", "met"
+  printf "%-44s %14.0f %14s %s\n", "sustained profiles/s (both routes)", rate, ">= 2000", (rate >= 2000 ? "yes" : "NO")
+  printf "%-44s %14.2f %14s %s\n", "p99 acknowledgement latency, ms", p99, "<= 50", (p99 <= 50 ? "yes" : "NO")
+  printf "%-44s %14.1f %14s %s\n", "server peak RSS (VmHWM), MB", hwm, "<= 300", (hwm <= 300 ? "yes" : "NO")
+  printf "%-44s %14.0f %14s\n", "429 answers (backpressure)", rej, "-"
+  printf "%-44s %14.1f %14s\n", "server CPU during push, % of a core", cpu * 100 / elapsed, "-"
+  if (ok > 0) printf "%-44s %14.3f %14s\n", "server CPU per accepted profile, ms", cpu * 1000 / ok, "<= 0.5 (2000/s)"
+  per = (sc1 - sc0) / (k * t) * 100
+  printf "%-44s %14.4f %14s %s\n", "scrape: server CPU per target, % of a core", per, "<= 0.05", (per <= 0.05 ? "yes" : "NO")
+  printf "%-44s %14s %14s\n", "scrape: scrapes ok / errors in window", scrapes " / " serr, "-"
+  printf "%-44s %14.1f %14s\n", "scrape: server peak RSS, MB", shwm, "-"
+}'

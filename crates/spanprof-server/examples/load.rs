@@ -1,0 +1,648 @@
+//! Load generator for `spanprof serve`, driven by `bench/serve-load.sh`.
+//!
+//! ```text
+//! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H]
+//! load targets --port-file FILE
+//! ```
+//!
+//! `push` makes P distinct profiles from the real Go CPU profile `testdata/go/cpu-10s.pb.gz`
+//! (598 samples; every span and trace id label rewritten to fresh ids), encodes each as
+//! pyroscope-go's multipart upload for `POST /ingest` and as OTLP protobuf for
+//! `POST /v1development/profiles`, then runs C closed-loop clients for S seconds (even
+//! clients /ingest, odd clients OTLP). Peers measured in the same run: the same clients
+//! against `GET /health` (the HTTP floor) and the in-process decode + link of the same
+//! profiles on one core (the work floor). `targets` serves `/debug/pprof/{profile,heap,
+//! goroutine}` like a Go service, for the scrape-cost phase.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use prost::Message;
+use spanprof_format::link::{to_hex, IdRole};
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::pprof;
+use spanprof_format::to_otlp::pprof_to_otlp;
+use spanprof_format::LinkConfig;
+
+/// A 10 s Go CPU profile under load: 598 samples labelled with span and trace ids.
+const GO_CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+
+/// Instances the profiles are spread over (series label / `service.instance.id`).
+const INSTANCES: u64 = 32;
+
+/// Time between two profiles of one instance, s.
+const STEP_S: i64 = 10;
+
+const BOUNDARY: &str = "spanprofloadboundary7d3f0a";
+
+type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let num = |name: &str, default: u64| {
+        flag(name).map_or(default, |v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("{name} {v:?}: not a number"))
+        })
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("starting the runtime");
+    match args.first().map(String::as_str) {
+        Some("push") => {
+            let url = flag("--url").expect("push needs --url http://ADDR");
+            let opts = PushOptions {
+                url,
+                seconds: num("--seconds", 20),
+                clients: num("--clients", 32).max(2),
+                profiles: num("--profiles", 8192).max(1),
+                health_seconds: num("--health-seconds", 3),
+                summary: flag("--summary"),
+                server_pid: flag("--server-pid"),
+            };
+            runtime.block_on(push(opts));
+        }
+        Some("targets") => {
+            let port_file = flag("--port-file").expect("targets needs --port-file FILE");
+            runtime.block_on(targets(&port_file));
+        }
+        _ => {
+            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--summary FILE]\n       load targets --port-file FILE");
+            std::process::exit(2);
+        }
+    }
+}
+
+struct PushOptions {
+    url: String,
+    seconds: u64,
+    clients: u64,
+    profiles: u64,
+    health_seconds: u64,
+    summary: Option<String>,
+    /// The server's pid, to read its CPU time around the push phase.
+    server_pid: Option<String>,
+}
+
+/// utime + stime of process `pid`, s (Linux `/proc/PID/stat`; 100 ticks a second).
+fn cpu_seconds(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// The template profile and where its ids are, to make distinct copies of it.
+struct Template {
+    profile: pprof::Profile,
+    /// String-table indices of span id values.
+    span_strings: Vec<usize>,
+    /// String-table indices of trace id values.
+    trace_strings: Vec<usize>,
+}
+
+impl Template {
+    fn new() -> Template {
+        let profile = pprof::decode(GO_CPU, 64 << 20).expect("testdata profile decodes");
+        let links = LinkConfig::default();
+        let (mut span_strings, mut trace_strings) = (Vec::new(), Vec::new());
+        for s in &profile.sample {
+            for l in &s.label {
+                let key = profile.str(l.key).unwrap_or("");
+                let list = match links.role(key, profile.str(l.str)) {
+                    IdRole::SpanId(_) => &mut span_strings,
+                    IdRole::TraceId(_) => &mut trace_strings,
+                    _ => continue,
+                };
+                if !list.contains(&(l.str as usize)) {
+                    list.push(l.str as usize);
+                }
+            }
+        }
+        Template {
+            profile,
+            span_strings,
+            trace_strings,
+        }
+    }
+
+    fn samples(&self) -> u64 {
+        self.profile.sample.len() as u64
+    }
+
+    /// Profile `k`: fresh span and trace ids, instance `k % INSTANCES`, its time slot.
+    fn copy(&self, k: u64) -> pprof::Profile {
+        let mut p = self.profile.clone();
+        for (j, &s) in self.span_strings.iter().enumerate() {
+            let id = mix(0x5350_414e ^ (k << 16 | j as u64)).max(1);
+            p.string_table[s] = to_hex(&id.to_be_bytes());
+        }
+        for (j, &s) in self.trace_strings.iter().enumerate() {
+            let n = k << 16 | j as u64;
+            let id = (u128::from(mix(0x7472_6163 ^ n)) << 64) | u128::from(mix(!n).max(1));
+            p.string_table[s] = to_hex(&id.to_be_bytes());
+        }
+        p.time_nanos = self.profile.time_nanos + slot_s(k) * 1_000_000_000;
+        p
+    }
+}
+
+/// Seconds after the template's start of profile `k`: instances send back-to-back windows.
+fn slot_s(k: u64) -> i64 {
+    (k / INSTANCES) as i64 * STEP_S
+}
+
+/// splitmix64.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn string_attribute(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}
+
+/// One profile, encoded for both routes.
+struct Encoded {
+    /// Gzipped pprof, as the Go runtime writes it.
+    pprof_gz: Bytes,
+    /// pyroscope-go's `multipart/form-data` body around `pprof_gz`.
+    multipart: Bytes,
+    /// OTLP `ProfilesData` protobuf, ids left as labels for the server to link.
+    otlp: Bytes,
+}
+
+fn encode(template: &Template, k: u64) -> Encoded {
+    let p = template.copy(k);
+    let pprof_gz = pprof::encode_gzip(&p);
+    // What Go's multipart.Writer writes for pyroscope-go's CreateFormFile("profile", ...).
+    let mut multipart = Vec::with_capacity(pprof_gz.len() + 256);
+    multipart.extend_from_slice(
+        format!(
+            "--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    multipart.extend_from_slice(&pprof_gz);
+    multipart.extend_from_slice(format!("\r\n--{BOUNDARY}--\r\n").as_bytes());
+    let resource = Resource {
+        attributes: vec![
+            string_attribute("service.name", "loadtest-otlp"),
+            string_attribute("service.instance.id", &format!("i{}", k % INSTANCES)),
+        ],
+        ..Default::default()
+    };
+    let (data, _) = pprof_to_otlp(&p, resource, None).expect("testdata profile converts");
+    Encoded {
+        pprof_gz: pprof_gz.into(),
+        multipart: multipart.into(),
+        otlp: data.encode_to_vec().into(),
+    }
+}
+
+/// Encodes profiles `0..n` on all cores.
+fn encode_pool(template: &Template, n: u64) -> Vec<Encoded> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let mut parts: Vec<Vec<Encoded>> = Vec::new();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                s.spawn(move || {
+                    (t * n / threads..(t + 1) * n / threads)
+                        .map(|k| encode(template, k))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    });
+    parts.into_iter().flatten().collect()
+}
+
+/// What one phase of closed-loop clients saw.
+#[derive(Default)]
+struct Outcome {
+    /// Latency of every answered request, µs.
+    latencies_us: Vec<u32>,
+    /// Answers by status code.
+    statuses: BTreeMap<u16, u64>,
+    /// Requests that got no answer (connection errors).
+    transport_errors: u64,
+    /// 2xx answers.
+    ok: u64,
+}
+
+impl Outcome {
+    fn merge(&mut self, other: Outcome) {
+        self.latencies_us.extend(other.latencies_us);
+        for (s, n) in other.statuses {
+            *self.statuses.entry(s).or_default() += n;
+        }
+        self.transport_errors += other.transport_errors;
+        self.ok += other.ok;
+    }
+
+    /// Percentile `q` (0..=1) of the latencies of 2xx and non-2xx answers alike, ms.
+    fn percentile_ms(&mut self, q: f64) -> f64 {
+        if self.latencies_us.is_empty() {
+            return f64::NAN;
+        }
+        self.latencies_us.sort_unstable();
+        let i = ((self.latencies_us.len() - 1) as f64 * q).round() as usize;
+        f64::from(self.latencies_us[i]) / 1000.0
+    }
+
+    fn errors(&self) -> String {
+        let mut parts: Vec<String> = self
+            .statuses
+            .iter()
+            .filter(|(s, _)| !(200..300).contains(*s))
+            .map(|(s, n)| format!("{s}: {n}"))
+            .collect();
+        if self.transport_errors > 0 {
+            parts.push(format!("transport: {}", self.transport_errors));
+        }
+        if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// What a client sends.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Health,
+    Ingest,
+    Otlp,
+}
+
+/// The request client `c` sends for global profile number `k`.
+fn request(base: &str, route: Route, pool: &[Encoded], k: u64) -> hyper::Request<Full<Bytes>> {
+    let builder = hyper::Request::builder();
+    let e = &pool[(k % pool.len() as u64) as usize];
+    match route {
+        Route::Health => builder
+            .method("GET")
+            .uri(format!("{base}/health"))
+            .body(Full::new(Bytes::new())),
+        Route::Ingest => {
+            // Past the pool, the same ids come again in later windows.
+            let from = 1_700_000_000 + slot_s(k);
+            builder
+                .method("POST")
+                .uri(format!(
+                    "{base}/ingest?name=loadtest%7Binstance%3Di{}%7D&from={from}&until={}&spyName=gospy&sampleRate=100",
+                    k % INSTANCES,
+                    from + STEP_S
+                ))
+                .header(
+                    "content-type",
+                    format!("multipart/form-data; boundary={BOUNDARY}"),
+                )
+                .body(Full::new(e.multipart.clone()))
+        }
+        Route::Otlp => builder
+            .method("POST")
+            .uri(format!("{base}/v1development/profiles"))
+            .header("content-type", "application/x-protobuf")
+            .body(Full::new(e.otlp.clone())),
+    }
+    .expect("valid request")
+}
+
+/// Runs `clients` closed-loop clients for `seconds`; client `c` uses `routes(c)`.
+async fn run_clients(
+    client: &HttpClient,
+    base: &str,
+    pool: &Arc<Vec<Encoded>>,
+    clients: u64,
+    seconds: u64,
+    routes: fn(u64) -> Route,
+) -> (BTreeMap<&'static str, Outcome>, Duration) {
+    let next = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(seconds);
+    let tasks: Vec<_> = (0..clients)
+        .map(|c| {
+            let (client, base, pool, next) = (
+                client.clone(),
+                base.to_owned(),
+                Arc::clone(pool),
+                Arc::clone(&next),
+            );
+            let route = routes(c);
+            tokio::spawn(async move {
+                let mut out = Outcome::default();
+                while Instant::now() < deadline {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let req = request(&base, route, &pool, k);
+                    let sent = Instant::now();
+                    let answer = match client.request(req).await {
+                        Ok(resp) => {
+                            let status = resp.status().as_u16();
+                            resp.into_body().collect().await.ok().map(|_| status)
+                        }
+                        Err(_) => None,
+                    };
+                    let took = sent.elapsed();
+                    match answer {
+                        Some(status) => {
+                            out.latencies_us
+                                .push(took.as_micros().min(u32::MAX as u128) as u32);
+                            *out.statuses.entry(status).or_default() += 1;
+                            if (200..300).contains(&status) {
+                                out.ok += 1;
+                            } else if status == 429 {
+                                // Backpressure: an agent drops the profile and comes back later.
+                                tokio::time::sleep(Duration::from_millis(10)).await;
+                            }
+                        }
+                        None => {
+                            out.transport_errors += 1;
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    }
+                }
+                (route, out)
+            })
+        })
+        .collect();
+    let mut by_route: BTreeMap<&'static str, Outcome> = BTreeMap::new();
+    for t in tasks {
+        let (route, out) = t.await.expect("client task");
+        let name = match route {
+            Route::Health => "GET /health",
+            Route::Ingest => "POST /ingest",
+            Route::Otlp => "POST /v1development/profiles",
+        };
+        by_route.entry(name).or_default().merge(out);
+    }
+    (by_route, start.elapsed())
+}
+
+/// The in-process floor: decode and link the same gzipped profiles on this one thread, as the
+/// /ingest receiver does before the store, for about `budget`; profiles/s.
+fn conversion_rate(pool: &[Encoded], budget: Duration) -> f64 {
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < budget {
+        let e = &pool[n as usize % pool.len()];
+        let p = pprof::decode(&e.pprof_gz, 64 << 20).expect("decodes");
+        let (data, _) =
+            pprof_to_otlp(&p, Resource::default(), Some(LinkConfig::default())).expect("converts");
+        std::hint::black_box(data);
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+async fn push(opts: PushOptions) {
+    let base = opts.url.trim_end_matches('/').to_owned();
+    let template = Template::new();
+    let samples = template.samples();
+    let started = Instant::now();
+    let pool = Arc::new(encode_pool(&template, opts.profiles));
+    let sizes = |f: fn(&Encoded) -> usize| pool.iter().map(f).sum::<usize>() / pool.len();
+    eprintln!(
+        "load: {} distinct profiles ({} samples, {} spans, {} traces each; multipart {} B, OTLP {} B) encoded in {:.1} s",
+        pool.len(),
+        samples,
+        template.span_strings.len(),
+        template.trace_strings.len(),
+        sizes(|e| e.multipart.len()),
+        sizes(|e| e.otlp.len()),
+        started.elapsed().as_secs_f64()
+    );
+
+    let convert = tokio::task::block_in_place(|| conversion_rate(&pool, Duration::from_secs(2)));
+    eprintln!("load: in-process decode + link: {convert:.0} profiles/s on one core");
+
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    let client: HttpClient = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(opts.clients as usize)
+        .build(connector);
+
+    let (mut health, health_took) = run_clients(
+        &client,
+        &base,
+        &pool,
+        opts.clients,
+        opts.health_seconds,
+        |_| Route::Health,
+    )
+    .await;
+    let mut health = health.remove("GET /health").unwrap_or_default();
+    let health_rate = health.ok as f64 / health_took.as_secs_f64();
+    eprintln!(
+        "load: GET /health floor: {health_rate:.0} req/s, p50 {:.2} ms, p99 {:.2} ms",
+        health.percentile_ms(0.5),
+        health.percentile_ms(0.99)
+    );
+
+    eprintln!(
+        "load: pushing for {} s with {} clients ...",
+        opts.seconds, opts.clients
+    );
+    let cpu_before = opts.server_pid.as_deref().and_then(cpu_seconds);
+    let (by_route, took) = run_clients(&client, &base, &pool, opts.clients, opts.seconds, |c| {
+        if c % 2 == 0 {
+            Route::Ingest
+        } else {
+            Route::Otlp
+        }
+    })
+    .await;
+    let secs = took.as_secs_f64();
+    let server_cpu_s = match (cpu_before, opts.server_pid.as_deref().and_then(cpu_seconds)) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    };
+    let mut all = Outcome::default();
+    println!(
+        "{:<34} {:>10} {:>12} {:>8} {:>8} {:>8}  errors by status",
+        "route (load phase)", "profiles/s", "samples/s", "p50 ms", "p99 ms", "max ms"
+    );
+    for (name, mut out) in by_route {
+        println!(
+            "{:<34} {:>10.0} {:>12.0} {:>8.2} {:>8.2} {:>8.2}  {}",
+            name,
+            out.ok as f64 / secs,
+            (out.ok * samples) as f64 / secs,
+            out.percentile_ms(0.5),
+            out.percentile_ms(0.99),
+            out.percentile_ms(1.0),
+            out.errors()
+        );
+        all.merge(out);
+    }
+    let rate = all.ok as f64 / secs;
+    let (p50, p99, max) = (
+        all.percentile_ms(0.5),
+        all.percentile_ms(0.99),
+        all.percentile_ms(1.0),
+    );
+    println!(
+        "{:<34} {:>10.0} {:>12.0} {:>8.2} {:>8.2} {:>8.2}  {}",
+        "both",
+        rate,
+        rate * samples as f64,
+        p50,
+        p99,
+        max,
+        all.errors()
+    );
+    println!(
+        "{:<34} {:>10.0} {:>12} {:>8.2} {:>8.2} {:>8.2}  {}",
+        "peer: GET /health (req/s)",
+        health_rate,
+        "",
+        health.percentile_ms(0.5),
+        health.percentile_ms(0.99),
+        health.percentile_ms(1.0),
+        health.errors()
+    );
+    println!(
+        "{:<34} {:>10.0} {:>12.0}",
+        "peer: in-process decode+link",
+        convert,
+        convert * samples as f64
+    );
+    let sent = all.latencies_us.len() as u64 + all.transport_errors;
+    println!(
+        "ratios: ingest/health {:.3}; ingest/in-process {:.3}; p99 ingest/health {:.1}x; requests sent {} over {} distinct profiles{}",
+        rate / health_rate,
+        rate / convert,
+        p99 / health.percentile_ms(0.99),
+        sent,
+        pool.len(),
+        if sent > pool.len() as u64 {
+            " (pool wrapped: OTLP repeats ids and times; /ingest repeats ids in later windows)"
+        } else {
+            ""
+        }
+    );
+    let rejected = all.statuses.get(&429).copied().unwrap_or(0);
+    if let Some(path) = opts.summary {
+        let text = format!(
+            "profiles_per_s={rate:.1}\nsamples_per_profile={samples}\nok={}\nelapsed_s={secs:.3}\nserver_cpu_s={server_cpu_s:.2}\np50_ms={p50:.3}\np99_ms={p99:.3}\nmax_ms={max:.3}\nrejected_429={rejected}\nhealth_per_s={health_rate:.1}\nconvert_per_s={convert:.1}\n",
+            all.ok
+        );
+        std::fs::write(&path, text).expect("writing the summary");
+    }
+}
+
+/// Fake Go services for the scrape phase: `/debug/pprof/profile?seconds=N` answers after N
+/// seconds, `heap` and `goroutine` at once; every target may share this one listener.
+async fn targets(port_file: &str) {
+    use axum::extract::Query;
+    use axum::routing::get;
+    use std::collections::HashMap;
+
+    let template = Template::new();
+    let cpu: Arc<Vec<Bytes>> = Arc::new(
+        (0..16)
+            .map(|k| pprof::encode_gzip(&template.copy(k)).into())
+            .collect(),
+    );
+    let heap: Bytes = pprof::encode_gzip(&reshaped(
+        &template.profile,
+        &[
+            ("alloc_objects", "count"),
+            ("alloc_space", "bytes"),
+            ("inuse_objects", "count"),
+            ("inuse_space", "bytes"),
+        ],
+        |v| vec![v, v * 4096, v / 2, v * 2048],
+    ))
+    .into();
+    let goroutine: Bytes = pprof::encode_gzip(&reshaped(
+        &template.profile,
+        &[("goroutine", "count")],
+        |_| vec![1],
+    ))
+    .into();
+    let served = Arc::new(AtomicU64::new(0));
+    let app = axum::Router::new()
+        .route(
+            "/debug/pprof/profile",
+            get(move |Query(q): Query<HashMap<String, String>>| {
+                let (cpu, served) = (Arc::clone(&cpu), Arc::clone(&served));
+                async move {
+                    let secs: u64 = q.get("seconds").and_then(|s| s.parse().ok()).unwrap_or(30);
+                    tokio::time::sleep(Duration::from_secs(secs)).await;
+                    let n = served.fetch_add(1, Ordering::Relaxed);
+                    cpu[n as usize % cpu.len()].clone()
+                }
+            }),
+        )
+        .route("/debug/pprof/heap", get(move || async move { heap }))
+        .route(
+            "/debug/pprof/goroutine",
+            get(move || async move { goroutine }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding the targets listener");
+    let port = listener.local_addr().expect("local address").port();
+    std::fs::write(port_file, format!("{port}\n")).expect("writing the port file");
+    axum::serve(listener, app)
+        .await
+        .expect("serving the targets");
+}
+
+/// `p` with new sample types, values from each sample's first value, and no labels: the shape
+/// of a heap or goroutine profile over the same stacks.
+fn reshaped(
+    p: &pprof::Profile,
+    types: &[(&str, &str)],
+    values: fn(i64) -> Vec<i64>,
+) -> pprof::Profile {
+    let mut out = p.clone();
+    let mut intern = |s: &str| {
+        out.string_table.push(s.to_owned());
+        (out.string_table.len() - 1) as i64
+    };
+    let sample_type: Vec<pprof::ValueType> = types
+        .iter()
+        .map(|(t, u)| pprof::ValueType {
+            r#type: intern(t),
+            unit: intern(u),
+        })
+        .collect();
+    out.sample_type = sample_type;
+    out.period_type = None;
+    out.period = 0;
+    out.duration_nanos = 0;
+    for s in &mut out.sample {
+        s.value = values(s.value.first().copied().unwrap_or(1).max(1));
+        s.label.clear();
+    }
+    out
+}
