@@ -1,6 +1,8 @@
 //! The in-memory span index: spans by id, the spans of each trace, and each span's children.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+use hashbrown::{HashMap, HashSet};
 
 use super::record::SpanRecord;
 
@@ -58,7 +60,8 @@ impl SpanIndex {
     /// breadth first and each level's siblings by start time. Each span appears once even when
     /// the parent links form a cycle.
     pub fn descendants(&self, id: &[u8; 8]) -> Vec<[u8; 8]> {
-        let mut seen = HashSet::from([*id]);
+        let mut seen: HashSet<[u8; 8]> = HashSet::new();
+        seen.insert(*id);
         let mut out = Vec::new();
         let mut queue = VecDeque::from([*id]);
         while let Some(parent) = queue.pop_front() {

@@ -325,29 +325,26 @@ fn profile_blocks(
         label_attrs.clear();
         let (mut span, mut trace) = (None, None);
         for &a in &s.attribute_indices {
-            let role = match attr_roles.get(&a) {
-                Some(r) => r.clone(),
-                None => {
-                    let kv = usize::try_from(a)
-                        .ok()
-                        .and_then(|x| d.attribute_table.get(x))
-                        .ok_or_else(|| format!("samples[{i}]: attribute index {a} out of range"))?;
-                    let key = dict_str(d, kv.key_strindex)?.to_owned();
-                    let r = kv.value.as_ref().and_then(string_of).map(|v| {
-                        let role = link_keys.role(&key, Some(&v));
-                        (key, v, role)
-                    });
-                    attr_roles.insert(a, r.clone());
-                    r
-                }
-            };
-            match role {
-                Some((_, _, IdRole::SpanId(id))) => span = span.or(Some(id)),
-                Some((_, _, IdRole::TraceId(id))) => trace = trace.or(Some(id)),
+            // Classified once per attribute index; samples only look the class up.
+            if !attr_roles.contains_key(&a) {
+                let kv = usize::try_from(a)
+                    .ok()
+                    .and_then(|x| d.attribute_table.get(x))
+                    .ok_or_else(|| format!("samples[{i}]: attribute index {a} out of range"))?;
+                let key = dict_str(d, kv.key_strindex)?.to_owned();
+                let r = kv.value.as_ref().and_then(string_of).map(|v| {
+                    let role = link_keys.role(&key, Some(&v));
+                    (key, v, role)
+                });
+                attr_roles.insert(a, r);
+            }
+            match &attr_roles[&a] {
+                Some((_, _, IdRole::SpanId(id))) => span = span.or(Some(*id)),
+                Some((_, _, IdRole::TraceId(id))) => trace = trace.or(Some(*id)),
                 // Id keys never become series labels, valid or not (cardinality).
                 Some((k, _, IdRole::InvalidId))
-                    if link_keys.span_id_keys.contains(&k)
-                        || link_keys.trace_id_keys.contains(&k) => {}
+                    if link_keys.span_id_keys.contains(k)
+                        || link_keys.trace_id_keys.contains(k) => {}
                 Some(_) => label_attrs.push(a),
                 None => {}
             }
