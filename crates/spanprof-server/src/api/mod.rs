@@ -1,6 +1,7 @@
 //! The main listener's routes: receivers, the query API, and operations endpoints.
 
 pub mod ops;
+pub mod pyroscope_query;
 pub mod query;
 pub mod tempo;
 
@@ -17,6 +18,7 @@ pub fn router(state: AppState) -> Router {
         .merge(receivers::otlp::routes())
         .merge(receivers::pyroscope::routes())
         .merge(query::routes())
+        .merge(pyroscope_query::routes())
         .merge(tempo::routes())
         .merge(crate::ui::routes())
         .route("/health", get(ops::health))

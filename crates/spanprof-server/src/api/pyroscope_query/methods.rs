@@ -1,0 +1,635 @@
+//! The `querier.v1.QuerierService` methods over the store.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use spanprof_format::link::{parse_id, to_hex};
+use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::series::Aggregation;
+use spanprof_store::store::{Selection, Store, StoreError};
+use spanprof_store::{FlameTree, NodeId, DEFAULT_MAX_NODES};
+
+use super::json::ToJson;
+use super::messages::*;
+use super::{Codec, ConnectError};
+use crate::AppState;
+
+/// Largest `max_nodes` accepted (Pyroscope's limit).
+const MAX_NODES_LIMIT: i64 = 1 << 20;
+/// Exemplars per point for `EXEMPLAR_TYPE_SPAN`.
+const EXEMPLARS_PER_POINT: usize = 3;
+
+impl From<StoreError> for ConnectError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Matcher(m) => ConnectError::invalid(format!("label selector: {m}")),
+            StoreError::Select(s) => ConnectError::invalid(s.to_string()),
+            other => {
+                tracing::warn!(error = %other, "querier call failed in the store");
+                ConnectError::internal(format!("store: {other}"))
+            }
+        }
+    }
+}
+
+/// Runs `query` on a blocking thread (every store call may read from disk).
+async fn blocking<T: Send + 'static>(
+    app: &AppState,
+    query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
+) -> Result<T, ConnectError> {
+    let store = Arc::clone(&app.store);
+    tokio::task::spawn_blocking(move || query(&store))
+        .await
+        .map_err(|e| ConnectError::internal(format!("the query failed: {e}")))?
+}
+
+fn ms_to_ns(ms: i64) -> i64 {
+    ms.saturating_mul(1_000_000)
+}
+
+/// A time range of ms (0 = unbounded) as the store's ns range.
+fn range(start: i64, end: i64) -> Result<(i64, i64), ConnectError> {
+    if start < 0 || end < 0 {
+        return Err(ConnectError::invalid("start and end must not be negative"));
+    }
+    if end != 0 && end < start {
+        return Err(ConnectError::invalid(format!(
+            "end ({end}) is before start ({start})"
+        )));
+    }
+    // `end` is inclusive in Pyroscope: keep its whole millisecond.
+    let to_ns = if end == 0 {
+        0
+    } else {
+        ms_to_ns(end.saturating_add(1))
+    };
+    Ok((ms_to_ns(start), to_ns))
+}
+
+/// A label selector checked here (so a bad one is `invalid_argument` naming it).
+fn label_selector(s: &str) -> Result<Option<String>, ConnectError> {
+    if s.trim().is_empty() {
+        return Ok(None);
+    }
+    spanprof_store::matchers::parse_selector(s)
+        .map_err(|e| ConnectError::invalid(format!("label selector {s:?}: {e}")))?;
+    Ok(Some(s.to_owned()))
+}
+
+fn profile_type(id: &str) -> Result<String, ConnectError> {
+    let n = id.split(':').count();
+    if ProfileTypeId::parse(id).is_none() {
+        return Err(ConnectError::invalid(format!(
+            "profile-type selection must be of the form \
+             <name>:<sample-type>:<sample-unit>:<period-type>:<period-unit>(:delta), got({n}): {id:?}"
+        )));
+    }
+    Ok(id.to_owned())
+}
+
+/// The selection of a `Select*` request (no span or trace choice yet).
+fn selection(
+    type_id: &str,
+    selector: &str,
+    start: i64,
+    end: i64,
+) -> Result<Selection, ConnectError> {
+    let (from_ns, to_ns) = range(start, end)?;
+    Ok(Selection {
+        profile_type: Some(profile_type(type_id)?),
+        label_selector: label_selector(selector)?,
+        from_ns,
+        to_ns,
+        ..Default::default()
+    })
+}
+
+/// `max_nodes` as Pyroscope validates it: absent or 0 = the default.
+fn max_nodes(n: Option<i64>) -> Result<usize, ConnectError> {
+    match n.unwrap_or(0) {
+        0 => Ok(DEFAULT_MAX_NODES),
+        n if n < 0 => Err(ConnectError::invalid(format!(
+            "max_nodes must not be negative, got {n}"
+        ))),
+        n if n > MAX_NODES_LIMIT => Err(ConnectError::invalid(format!(
+            "max_nodes {n} is above the limit of {MAX_NODES_LIMIT}"
+        ))),
+        n => Ok(n as usize),
+    }
+}
+
+fn hex_error(s: &str) -> String {
+    match s.chars().find(|c| !c.is_ascii_hexdigit()) {
+        Some(c) => format!("encoding/hex: invalid byte: U+{:04X} {c:?}", c as u32),
+        None => "encoding/hex: invalid hex".to_owned(),
+    }
+}
+
+/// Span ids of a `span_selector`, checked as Pyroscope's `NewSpanSelector` does. All-zero
+/// ids (no span) are dropped: they can match nothing.
+fn span_ids(selector: &[String]) -> Result<Vec<[u8; 8]>, ConnectError> {
+    let mut out = Vec::new();
+    for s in selector {
+        if s.len() != 16 {
+            return Err(ConnectError::invalid(format!(
+                "invalid span id length: {s:?}"
+            )));
+        }
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ConnectError::invalid(hex_error(s)));
+        }
+        out.extend(parse_id::<8>(s));
+    }
+    Ok(out)
+}
+
+/// Trace ids of a `trace_id_selector` (32 hex characters each).
+fn trace_ids(selector: &[String]) -> Result<Vec<[u8; 16]>, ConnectError> {
+    let mut out = Vec::new();
+    for s in selector {
+        if s.len() != 32 {
+            return Err(ConnectError::invalid(format!(
+                "invalid trace id length: {s:?}"
+            )));
+        }
+        if !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(ConnectError::invalid(hex_error(s)));
+        }
+        out.extend(parse_id::<16>(s));
+    }
+    Ok(out)
+}
+
+fn flame_graph(tree: &FlameTree, max_nodes: usize) -> FlameGraph {
+    let layout = tree.to_pyroscope_layout(max_nodes);
+    FlameGraph {
+        names: layout.names,
+        levels: layout
+            .levels
+            .into_iter()
+            .map(|values| Level { values })
+            .collect(),
+        total: layout.total,
+        max_self: layout.max_self,
+    }
+}
+
+/// Adds every stack of `src` to `dst`.
+fn merge_into(dst: &mut FlameTree, src: &FlameTree) {
+    let mut stack: Vec<(NodeId, Vec<String>)> = vec![(src.root(), Vec::new())];
+    while let Some((node, frames)) = stack.pop() {
+        let own = src.node_self(node);
+        if own > 0 && !frames.is_empty() {
+            dst.add(&frames, own);
+        }
+        for &child in src.children(node) {
+            let mut f = frames.clone();
+            f.push(src.node_name(child).to_owned());
+            stack.push((child, f));
+        }
+    }
+}
+
+/// One flame tree for a selection per trace id (or the selection itself without any).
+fn merged_tree(
+    store: &Store,
+    sel: &Selection,
+    traces: &[[u8; 16]],
+) -> Result<FlameTree, ConnectError> {
+    if traces.len() <= 1 {
+        let mut sel = sel.clone();
+        sel.trace_id = traces.first().copied();
+        return Ok(store.flame_graph(&sel)?.0);
+    }
+    let mut out = FlameTree::new();
+    for t in traces {
+        let mut sel = sel.clone();
+        sel.trace_id = Some(*t);
+        merge_into(&mut out, &store.flame_graph(&sel)?.0);
+    }
+    Ok(out)
+}
+
+fn unions(matchers: &[String]) -> Result<Vec<Option<String>>, ConnectError> {
+    if matchers.iter().all(|m| m.trim().is_empty()) {
+        return Ok(vec![None]);
+    }
+    matchers
+        .iter()
+        .filter(|m| !m.trim().is_empty())
+        .map(|m| label_selector(m))
+        .collect()
+}
+
+/// Series labels of the union of `matchers` over a range.
+fn series_of(
+    store: &Store,
+    matchers: &[Option<String>],
+    from_ns: i64,
+    to_ns: i64,
+) -> Result<BTreeSet<Vec<(String, String)>>, ConnectError> {
+    let mut out = BTreeSet::new();
+    for m in matchers {
+        let sel = Selection {
+            label_selector: m.clone(),
+            from_ns,
+            to_ns,
+            ..Default::default()
+        };
+        out.extend(store.series(&sel)?);
+    }
+    Ok(out)
+}
+
+/// `ProfileTypes`: every type stored, whatever the range (see the module docs).
+pub async fn profile_types(
+    app: AppState,
+    _req: ProfileTypesRequest,
+    _codec: Codec,
+) -> Result<ProfileTypesResponse, ConnectError> {
+    blocking(&app, |store| {
+        Ok(ProfileTypesResponse {
+            profile_types: store
+                .profile_types(None)
+                .into_iter()
+                .map(|t| ProfileType {
+                    id: t.to_string(),
+                    name: t.name,
+                    sample_type: t.sample_type,
+                    sample_unit: t.sample_unit,
+                    period_type: t.period_type,
+                    period_unit: t.period_unit,
+                })
+                .collect(),
+        })
+    })
+    .await
+}
+
+/// `LabelNames`.
+pub async fn label_names(
+    app: AppState,
+    req: LabelNamesRequest,
+    _codec: Codec,
+) -> Result<NamesResponse, ConnectError> {
+    let (from_ns, to_ns) = range(req.start, req.end)?;
+    let matchers = unions(&req.matchers)?;
+    blocking(&app, move |store| {
+        let names: BTreeSet<String> = series_of(store, &matchers, from_ns, to_ns)?
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .collect();
+        Ok(NamesResponse {
+            names: names.into_iter().collect(),
+        })
+    })
+    .await
+}
+
+/// `LabelValues`.
+pub async fn label_values(
+    app: AppState,
+    req: LabelValuesRequest,
+    _codec: Codec,
+) -> Result<NamesResponse, ConnectError> {
+    if req.name.is_empty() {
+        return Err(ConnectError::invalid("name is required"));
+    }
+    let (from_ns, to_ns) = range(req.start, req.end)?;
+    let matchers = unions(&req.matchers)?;
+    blocking(&app, move |store| {
+        let values: BTreeSet<String> = series_of(store, &matchers, from_ns, to_ns)?
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k == req.name)
+            .map(|(_, v)| v)
+            .collect();
+        Ok(NamesResponse {
+            names: values.into_iter().collect(),
+        })
+    })
+    .await
+}
+
+/// `Series`: the label sets, cut to `label_names` when given.
+pub async fn series(
+    app: AppState,
+    req: SeriesRequest,
+    _codec: Codec,
+) -> Result<SeriesResponse, ConnectError> {
+    let (from_ns, to_ns) = range(req.start, req.end)?;
+    let matchers = unions(&req.matchers)?;
+    blocking(&app, move |store| {
+        let sets: BTreeSet<Vec<(String, String)>> = series_of(store, &matchers, from_ns, to_ns)?
+            .into_iter()
+            .map(|labels| {
+                labels
+                    .into_iter()
+                    .filter(|(k, _)| req.label_names.is_empty() || req.label_names.contains(k))
+                    .collect()
+            })
+            .collect();
+        Ok(SeriesResponse {
+            labels_set: sets
+                .into_iter()
+                .map(|labels| Labels {
+                    labels: labels
+                        .into_iter()
+                        .map(|(name, value)| LabelPair { name, value })
+                        .collect(),
+                })
+                .collect(),
+        })
+    })
+    .await
+}
+
+fn flamegraph_format(format: i32) -> Result<(), ConnectError> {
+    match format {
+        format::UNSPECIFIED | format::FLAMEGRAPH => Ok(()),
+        format::TREE | format::DOT | format::PPROF => Err(ConnectError::unimplemented(format!(
+            "format {} is not supported here (use PROFILE_FORMAT_FLAMEGRAPH)",
+            format::NAMES[format as usize]
+        ))),
+        other => Err(ConnectError::invalid(format!("unknown format {other}"))),
+    }
+}
+
+/// `SelectMergeSpanProfile`: the spans' samples with their descendants' (module docs).
+pub async fn select_merge_span_profile(
+    app: AppState,
+    req: SelectMergeSpanProfileRequest,
+    _codec: Codec,
+) -> Result<SelectMergeSpanProfileResponse, ConnectError> {
+    flamegraph_format(req.format)?;
+    let mut sel = selection(
+        &req.profile_type_id,
+        &req.label_selector,
+        req.start,
+        req.end,
+    )?;
+    let max_nodes = max_nodes(req.max_nodes)?;
+    sel.span_ids = span_ids(&req.span_selector)?;
+    sel.include_child_spans = true;
+    if sel.span_ids.is_empty() {
+        // No span (or only all-zero ids): nothing, not the whole service.
+        return Ok(SelectMergeSpanProfileResponse {
+            flamegraph: Some(flame_graph(&FlameTree::new(), max_nodes)),
+        });
+    }
+    blocking(&app, move |store| {
+        let (tree, _) = store.flame_graph(&sel)?;
+        Ok(SelectMergeSpanProfileResponse {
+            flamegraph: Some(flame_graph(&tree, max_nodes)),
+        })
+    })
+    .await
+}
+
+fn refuse_unsupported(
+    stack_trace_selector: &Option<Vec<u8>>,
+    profile_id_selector: &[String],
+) -> Result<(), ConnectError> {
+    if stack_trace_selector.is_some() {
+        return Err(ConnectError::unimplemented(
+            "stack_trace_selector is not supported",
+        ));
+    }
+    if !profile_id_selector.is_empty() {
+        return Err(ConnectError::unimplemented(
+            "profile_id_selector is not supported",
+        ));
+    }
+    Ok(())
+}
+
+/// `SelectMergeStacktraces`: a flame graph or a pprof profile, optionally of spans or traces.
+pub async fn select_merge_stacktraces(
+    app: AppState,
+    req: SelectMergeStacktracesRequest,
+    codec: Codec,
+) -> Result<SelectMergeStacktracesResponse, ConnectError> {
+    refuse_unsupported(&req.stack_trace_selector, &req.profile_id_selector)?;
+    if req.r#async.is_some() {
+        return Err(ConnectError::unimplemented(
+            "async queries are not supported",
+        ));
+    }
+    let pprof = match req.format {
+        format::PPROF if codec == Codec::Json => {
+            return Err(ConnectError::unimplemented(
+                "PROFILE_FORMAT_PPROF is answered in application/proto only",
+            ))
+        }
+        format::PPROF => true,
+        f => {
+            flamegraph_format(f)?;
+            false
+        }
+    };
+    if !req.span_selector.is_empty() && !req.trace_id_selector.is_empty() {
+        return Err(ConnectError::invalid(
+            "span_selector and trace_id_selector are mutually exclusive",
+        ));
+    }
+    let mut sel = selection(
+        &req.profile_type_id,
+        &req.label_selector,
+        req.start,
+        req.end,
+    )?;
+    let max_nodes = max_nodes(req.max_nodes)?;
+    sel.span_ids = span_ids(&req.span_selector)?;
+    let traces = trace_ids(&req.trace_id_selector)?;
+    let nothing = (!req.span_selector.is_empty() && sel.span_ids.is_empty())
+        || (!req.trace_id_selector.is_empty() && traces.is_empty());
+    if pprof && traces.len() > 1 {
+        return Err(ConnectError::unimplemented(
+            "PROFILE_FORMAT_PPROF takes at most one trace id",
+        ));
+    }
+    blocking(&app, move |store| {
+        if pprof {
+            sel.trace_id = traces.first().copied();
+            let profile = if nothing {
+                spanprof_format::pprof::Profile::default()
+            } else {
+                store.pprof(&sel)?
+            };
+            return Ok(SelectMergeStacktracesResponse {
+                flamegraph: None,
+                pprof: Some(PprofProfile {
+                    profile: prost::Message::encode_to_vec(&profile),
+                }),
+            });
+        }
+        let tree = if nothing {
+            FlameTree::new()
+        } else {
+            merged_tree(store, &sel, &traces)?
+        };
+        Ok(SelectMergeStacktracesResponse {
+            flamegraph: Some(flame_graph(&tree, max_nodes)),
+            pprof: None,
+        })
+    })
+    .await
+}
+
+/// `SelectMergeProfile`: the selection as `google.v1.Profile` (binary protobuf only).
+pub async fn select_merge_profile(
+    app: AppState,
+    req: SelectMergeProfileRequest,
+    codec: Codec,
+) -> Result<spanprof_format::pprof::Profile, ConnectError> {
+    if codec == Codec::Json {
+        return Err(ConnectError::unimplemented(
+            "SelectMergeProfile is answered in application/proto only",
+        ));
+    }
+    refuse_unsupported(&req.stack_trace_selector, &req.profile_id_selector)?;
+    let mut sel = selection(
+        &req.profile_type_id,
+        &req.label_selector,
+        req.start,
+        req.end,
+    )?;
+    max_nodes(req.max_nodes)?; // checked; not enforced on this RPC (as Pyroscope)
+    let traces = trace_ids(&req.trace_id_selector)?;
+    if traces.len() > 1 {
+        return Err(ConnectError::unimplemented(
+            "SelectMergeProfile takes at most one trace id",
+        ));
+    }
+    let nothing = !req.trace_id_selector.is_empty() && traces.is_empty();
+    sel.trace_id = traces.first().copied();
+    blocking(&app, move |store| {
+        if nothing {
+            return Ok(spanprof_format::pprof::Profile::default());
+        }
+        Ok(store.pprof(&sel)?)
+    })
+    .await
+}
+
+impl ToJson for spanprof_format::pprof::Profile {
+    fn to_json(&self) -> serde_json::Value {
+        // Never called: the handler refuses JSON before building one.
+        serde_json::json!({})
+    }
+}
+
+/// `SelectSeries`.
+pub async fn select_series(
+    app: AppState,
+    req: SelectSeriesRequest,
+    _codec: Codec,
+) -> Result<SelectSeriesResponse, ConnectError> {
+    if req.stack_trace_selector.is_some() {
+        return Err(ConnectError::unimplemented(
+            "stack_trace_selector is not supported",
+        ));
+    }
+    if req.group_by.len() > 1 {
+        return Err(ConnectError::unimplemented(
+            "group_by takes at most one label",
+        ));
+    }
+    if !(req.step.is_finite() && req.step > 0.0) {
+        return Err(ConnectError::invalid(format!(
+            "step must be a positive number of seconds, got {}",
+            req.step
+        )));
+    }
+    let step_ns = (req.step * 1e9).min(i64::MAX as f64) as i64;
+    let aggregation = match req.aggregation.unwrap_or(0) {
+        0 => Aggregation::Sum,
+        1 => Aggregation::Average,
+        other => {
+            return Err(ConnectError::invalid(format!(
+                "unknown aggregation {other}"
+            )))
+        }
+    };
+    let exemplars = match req.exemplar_type {
+        3 => EXEMPLARS_PER_POINT,
+        0..=2 => 0,
+        other => {
+            return Err(ConnectError::invalid(format!(
+                "unknown exemplar type {other}"
+            )))
+        }
+    };
+    let limit = match req.limit {
+        Some(n) if n < 0 => {
+            return Err(ConnectError::invalid(format!(
+                "limit must not be negative, got {n}"
+            )))
+        }
+        Some(n) if n > 0 => Some(n as usize),
+        _ => None,
+    };
+    let sel = selection(
+        &req.profile_type_id,
+        &req.label_selector,
+        req.start,
+        req.end,
+    )?;
+    let group_by = req.group_by.first().cloned();
+    blocking(&app, move |store| {
+        let groups =
+            store.time_series(&sel, step_ns, group_by.as_deref(), aggregation, exemplars)?;
+        let mut series: Vec<(f64, Series)> = groups
+            .into_iter()
+            .map(|(key, points)| {
+                let total: f64 = points.iter().map(|p| p.value).sum();
+                let labels = match &group_by {
+                    Some(name) if !key.is_empty() => vec![LabelPair {
+                        name: name.clone(),
+                        value: key,
+                    }],
+                    _ => Vec::new(),
+                };
+                let points = points
+                    .into_iter()
+                    .map(|p| Point {
+                        value: p.value,
+                        timestamp: p.timestamp_ms,
+                        exemplars: p
+                            .exemplars
+                            .into_iter()
+                            .map(|e| Exemplar {
+                                timestamp: e.timestamp_ms,
+                                profile_id: String::new(),
+                                span_id: to_hex(&e.span_id),
+                                value: e.value,
+                                labels: Vec::new(),
+                                trace_id: if e.trace_id == [0; 16] {
+                                    String::new()
+                                } else {
+                                    to_hex(&e.trace_id)
+                                },
+                            })
+                            .collect(),
+                    })
+                    .collect();
+                (total, Series { labels, points })
+            })
+            .collect();
+        if let Some(limit) = limit {
+            series.sort_by(|a, b| b.0.total_cmp(&a.0));
+            series.truncate(limit);
+            series.sort_by(|a, b| {
+                a.1.labels
+                    .iter()
+                    .map(|l| &l.value)
+                    .cmp(b.1.labels.iter().map(|l| &l.value))
+            });
+        }
+        Ok(SelectSeriesResponse {
+            series: series.into_iter().map(|(_, s)| s).collect(),
+        })
+    })
+    .await
+}

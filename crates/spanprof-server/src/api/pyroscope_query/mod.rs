@@ -1,0 +1,286 @@
+//! Pyroscope's query API, `querier.v1.QuerierService`, as Connect unary calls, so Grafana's
+//! Pyroscope data source (Explore, Traces to profiles, the span flame graph) and the
+//! Pyroscope UI can read spanprof.
+//!
+//! # Transport
+//!
+//! `POST /querier.v1.QuerierService/<Method>` with a `application/proto` (binary protobuf,
+//! what Grafana's backend sends) or `application/json` (protojson: lowerCamelCase or proto
+//! field names, 64-bit integers written as strings and read from numbers or strings, enums
+//! as names or numbers, default values left out, unknown fields ignored) body. The answer has
+//! the request's content type. `Content-Encoding: gzip` bodies are read; the answer is gzip
+//! when `Accept-Encoding` allows it and it is worth it (≥ 1 KiB). Errors are Connect's:
+//! `{"code": "invalid_argument", "message": "…"}` with the HTTP status Connect gives the
+//! code (400 `invalid_argument`, 501 `unimplemented`, 415 for an unknown content type, 500
+//! `internal`, …).
+//!
+//! # Methods
+//!
+//! - `ProfileTypes`: every profile type stored, **whatever the range**: Grafana's health
+//!   check asks with `start=1000, end=4000` (ms) and only needs a non-error answer; the data
+//!   source's type picker must not come out empty because a range is narrow.
+//! - `LabelNames`, `LabelValues`, `Series`: over the series with data in `[start, end]`;
+//!   each entry of `matchers` is a selector and their answers are united (Pyroscope's
+//!   behaviour); `__profile_type__` and `__name__` are labels of every series.
+//! - `SelectMergeSpanProfile`: the flame graph of the samples of the spans in
+//!   `span_selector` (16 hex characters each, else `invalid span id length: "…"`) **and of
+//!   their descendant spans**. Pyroscope matches span ids exactly, but its SDKs label every
+//!   sample of a request with the *local root's* span id (the span carrying
+//!   `pyroscope.profile.id`, the one Grafana links from), so Pyroscope's answer for that id is
+//!   the whole request's work. spanprof links each sample to the span actually running, so
+//!   exact matching would leave a root span's link nearly empty; adding descendants gives the
+//!   answer Pyroscope users expect from that link. An empty `span_selector` selects nothing.
+//! - `SelectMergeStacktraces`: the flame graph (or, with `format: PROFILE_FORMAT_PPROF`, the
+//!   pprof profile in `pprof.profile`, binary protobuf only) of a label selector, optionally
+//!   narrowed to spans (`span_selector`, exact match: this is the newer, non-deprecated form)
+//!   or to traces (`trace_id_selector`, 32 hex characters); the two are mutually exclusive.
+//! - `SelectSeries`: totals per `step` seconds, one series per value of the first `group_by`
+//!   label (more than one is `unimplemented`), `aggregation` sum or average, `limit` keeps
+//!   the series with the largest totals, `exemplar_type: EXEMPLAR_TYPE_SPAN` adds up to 3
+//!   exemplars per point carrying span and trace ids.
+//! - `SelectMergeProfile`: the selection as a pprof profile (`google.v1.Profile`), binary
+//!   protobuf only.
+//!
+//! `profile_typeID` must be a full id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`).
+//! `start`/`end` are ms since the epoch, both inclusive (0 = unbounded). `max_nodes`: absent or 0 = 8192,
+//! negative or above 1,048,576 is `invalid_argument`. `stack_trace_selector`,
+//! `profile_id_selector`, `async` and the `TREE`/`DOT` formats are `unimplemented` (refused
+//! rather than ignored: ignoring a filter would widen the answer).
+
+mod json;
+mod messages;
+mod methods;
+
+use std::future::Future;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::Router;
+use prost::Message;
+
+use crate::receivers::body::decode;
+use crate::AppState;
+use json::{FromJson, Obj, ToJson};
+
+/// A Connect error: a code and a message.
+#[derive(Debug)]
+pub struct ConnectError {
+    /// Connect code, e.g. `invalid_argument`.
+    pub code: &'static str,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConnectError {
+    /// `invalid_argument`.
+    pub fn invalid(message: impl Into<String>) -> Self {
+        ConnectError {
+            code: "invalid_argument",
+            message: message.into(),
+        }
+    }
+
+    /// `unimplemented`.
+    pub fn unimplemented(message: impl Into<String>) -> Self {
+        ConnectError {
+            code: "unimplemented",
+            message: message.into(),
+        }
+    }
+
+    /// `internal`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ConnectError {
+            code: "internal",
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status of the code (connectrpc.com/docs/protocol, "Error Codes").
+    pub fn status(&self) -> StatusCode {
+        match self.code {
+            "canceled" => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+            "invalid_argument" | "failed_precondition" | "out_of_range" => StatusCode::BAD_REQUEST,
+            "deadline_exceeded" => StatusCode::GATEWAY_TIMEOUT,
+            "not_found" => StatusCode::NOT_FOUND,
+            "already_exists" | "aborted" => StatusCode::CONFLICT,
+            "permission_denied" => StatusCode::FORBIDDEN,
+            "unauthenticated" => StatusCode::UNAUTHORIZED,
+            "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
+            "unimplemented" => StatusCode::NOT_IMPLEMENTED,
+            "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ConnectError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "code": self.code, "message": self.message }).to_string();
+        (self.status(), [("content-type", "application/json")], body).into_response()
+    }
+}
+
+/// The two Connect unary codecs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Codec {
+    /// `application/proto`.
+    Proto,
+    /// `application/json`.
+    Json,
+}
+
+fn codec(headers: &HeaderMap) -> Option<Codec> {
+    let ct = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match ct.as_str() {
+        "application/proto" | "application/x-protobuf" | "application/protobuf" => {
+            Some(Codec::Proto)
+        }
+        "application/json" => Some(Codec::Json),
+        _ => None,
+    }
+}
+
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("accept-encoding")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| {
+            let mut parts = e.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            let refused = parts.any(|p| matches!(p.trim(), "q=0" | "q=0.0" | "q=0.00"));
+            (name.eq_ignore_ascii_case("gzip") || name == "*") && !refused
+        })
+}
+
+/// One unary call: decodes the request in its codec, runs `method`, encodes the answer.
+async fn unary<Req, Resp, F, Fut>(
+    app: AppState,
+    headers: HeaderMap,
+    body: Bytes,
+    method: F,
+) -> Response
+where
+    Req: Message + Default + FromJson,
+    Resp: Message + ToJson,
+    F: FnOnce(AppState, Req, Codec) -> Fut,
+    Fut: Future<Output = Result<Resp, ConnectError>>,
+{
+    let Some(codec) = codec(&headers) else {
+        // Connect: an unknown content type is HTTP 415.
+        return (
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            [("accept-post", "application/proto, application/json")],
+            "use Content-Type application/proto or application/json\n",
+        )
+            .into_response();
+    };
+    let raw = match decode(&headers, &body, &app.config.limits) {
+        Ok(raw) => raw,
+        Err(r) => {
+            let code = match r.status {
+                StatusCode::PAYLOAD_TOO_LARGE => "resource_exhausted",
+                StatusCode::UNSUPPORTED_MEDIA_TYPE => "unimplemented",
+                _ => "invalid_argument",
+            };
+            return ConnectError {
+                code,
+                message: r.message,
+            }
+            .into_response();
+        }
+    };
+    let request = match codec {
+        Codec::Proto => Req::decode(raw.as_ref())
+            .map_err(|e| ConnectError::invalid(format!("invalid protobuf request: {e}"))),
+        Codec::Json => {
+            let text: &[u8] = if raw.iter().all(u8::is_ascii_whitespace) {
+                b"{}"
+            } else {
+                raw.as_ref()
+            };
+            serde_json::from_slice::<serde_json::Value>(text)
+                .map_err(|e| format!("invalid JSON request: {e}"))
+                .and_then(|v| Obj::root(&v).and_then(|o| Req::from_json(&o)))
+                .map_err(ConnectError::invalid)
+        }
+    };
+    let answer = match request {
+        Ok(req) => method(app, req, codec).await,
+        Err(e) => Err(e),
+    };
+    let reply = match answer {
+        Ok(reply) => reply,
+        Err(e) => return e.into_response(),
+    };
+    let (content_type, bytes) = match codec {
+        Codec::Proto => ("application/proto", reply.encode_to_vec()),
+        Codec::Json => ("application/json", reply.to_json().to_string().into_bytes()),
+    };
+    if bytes.len() >= 1024 && accepts_gzip(&headers) {
+        (
+            [
+                ("content-type", content_type),
+                ("content-encoding", "gzip"),
+                ("vary", "accept-encoding"),
+            ],
+            spanprof_format::gzip::gzip(&bytes),
+        )
+            .into_response()
+    } else {
+        ([("content-type", content_type)], bytes).into_response()
+    }
+}
+
+macro_rules! rpc {
+    ($name:ident => $method:path) => {
+        async fn $name(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+            unary(app, headers, body, $method).await
+        }
+    };
+}
+
+rpc!(profile_types => methods::profile_types);
+rpc!(label_names => methods::label_names);
+rpc!(label_values => methods::label_values);
+rpc!(series => methods::series);
+rpc!(select_merge_span_profile => methods::select_merge_span_profile);
+rpc!(select_merge_stacktraces => methods::select_merge_stacktraces);
+rpc!(select_merge_profile => methods::select_merge_profile);
+rpc!(select_series => methods::select_series);
+
+/// The `querier.v1.QuerierService` routes.
+pub fn routes() -> Router<AppState> {
+    const P: &str = "/querier.v1.QuerierService/";
+    Router::new()
+        .route(&format!("{P}ProfileTypes"), post(profile_types))
+        .route(&format!("{P}LabelNames"), post(label_names))
+        .route(&format!("{P}LabelValues"), post(label_values))
+        .route(&format!("{P}Series"), post(series))
+        .route(
+            &format!("{P}SelectMergeSpanProfile"),
+            post(select_merge_span_profile),
+        )
+        .route(
+            &format!("{P}SelectMergeStacktraces"),
+            post(select_merge_stacktraces),
+        )
+        .route(
+            &format!("{P}SelectMergeProfile"),
+            post(select_merge_profile),
+        )
+        .route(&format!("{P}SelectSeries"), post(select_series))
+}

@@ -1,0 +1,1108 @@
+//! Pyroscope's query API (`querier.v1.QuerierService`, Connect unary) against the real server,
+//! checked against the wire contract of the research notes (`pyroscope-compat.md` §4): the
+//! messages are declared here again from the field numbers there (not shared with the
+//! server), in both encodings (binary protobuf as Grafana's backend sends, protojson as the
+//! Pyroscope UI sends), with the real Go CPU profile and spans ingested over OTLP.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::OnceLock;
+
+use common::goprofile::{GoData, SpanTruth, CPU_TYPE, HOT_FUNCTION, SERVICE};
+use common::server::{Reply, TestServer, DEADLINE};
+use prost::Message;
+use serde_json::{json, Value};
+use spanprof_format::link::to_hex;
+
+// ---- the messages, from the reference's field numbers -------------------------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProfileTypesRequest {
+    #[prost(int64, tag = "1")]
+    start: i64,
+    #[prost(int64, tag = "2")]
+    end: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProfileTypesResponse {
+    #[prost(message, repeated, tag = "1")]
+    profile_types: Vec<ProfileType>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct ProfileType {
+    #[prost(string, tag = "1")]
+    id: String,
+    #[prost(string, tag = "2")]
+    name: String,
+    #[prost(string, tag = "4")]
+    sample_type: String,
+    #[prost(string, tag = "5")]
+    sample_unit: String,
+    #[prost(string, tag = "6")]
+    period_type: String,
+    #[prost(string, tag = "7")]
+    period_unit: String,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct LabelNamesRequest {
+    #[prost(string, repeated, tag = "1")]
+    matchers: Vec<String>,
+    #[prost(int64, tag = "2")]
+    start: i64,
+    #[prost(int64, tag = "3")]
+    end: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct NamesResponse {
+    #[prost(string, repeated, tag = "1")]
+    names: Vec<String>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct LabelValuesRequest {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, repeated, tag = "2")]
+    matchers: Vec<String>,
+    #[prost(int64, tag = "3")]
+    start: i64,
+    #[prost(int64, tag = "4")]
+    end: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SeriesRequest {
+    #[prost(string, repeated, tag = "1")]
+    matchers: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    label_names: Vec<String>,
+    #[prost(int64, tag = "3")]
+    start: i64,
+    #[prost(int64, tag = "4")]
+    end: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SeriesResponse {
+    #[prost(message, repeated, tag = "2")]
+    labels_set: Vec<Labels>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Labels {
+    #[prost(message, repeated, tag = "1")]
+    labels: Vec<LabelPair>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct LabelPair {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "2")]
+    value: String,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct FlameGraph {
+    #[prost(string, repeated, tag = "1")]
+    names: Vec<String>,
+    #[prost(message, repeated, tag = "2")]
+    levels: Vec<Level>,
+    #[prost(int64, tag = "3")]
+    total: i64,
+    #[prost(int64, tag = "4")]
+    max_self: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Level {
+    #[prost(int64, repeated, tag = "1")]
+    values: Vec<i64>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SelectMergeSpanProfileRequest {
+    #[prost(string, tag = "1")]
+    profile_type_id: String,
+    #[prost(string, tag = "2")]
+    label_selector: String,
+    #[prost(string, repeated, tag = "3")]
+    span_selector: Vec<String>,
+    #[prost(int64, tag = "4")]
+    start: i64,
+    #[prost(int64, tag = "5")]
+    end: i64,
+    #[prost(int64, optional, tag = "6")]
+    max_nodes: Option<i64>,
+    #[prost(int32, tag = "7")]
+    format: i32,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct FlameGraphResponse {
+    #[prost(message, optional, tag = "1")]
+    flamegraph: Option<FlameGraph>,
+    #[prost(bytes = "vec", tag = "2")]
+    tree: Vec<u8>,
+    #[prost(message, optional, tag = "5")]
+    pprof: Option<PprofProfile>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct PprofProfile {
+    #[prost(bytes = "vec", tag = "1")]
+    profile: Vec<u8>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SelectMergeStacktracesRequest {
+    #[prost(string, tag = "1")]
+    profile_type_id: String,
+    #[prost(string, tag = "2")]
+    label_selector: String,
+    #[prost(int64, tag = "3")]
+    start: i64,
+    #[prost(int64, tag = "4")]
+    end: i64,
+    #[prost(int64, optional, tag = "5")]
+    max_nodes: Option<i64>,
+    #[prost(int32, tag = "6")]
+    format: i32,
+    #[prost(string, repeated, tag = "10")]
+    trace_id_selector: Vec<String>,
+    #[prost(string, repeated, tag = "11")]
+    span_selector: Vec<String>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SelectMergeProfileRequest {
+    #[prost(string, tag = "1")]
+    profile_type_id: String,
+    #[prost(string, tag = "2")]
+    label_selector: String,
+    #[prost(int64, tag = "3")]
+    start: i64,
+    #[prost(int64, tag = "4")]
+    end: i64,
+    #[prost(string, repeated, tag = "8")]
+    trace_id_selector: Vec<String>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SelectSeriesRequest {
+    #[prost(string, tag = "1")]
+    profile_type_id: String,
+    #[prost(string, tag = "2")]
+    label_selector: String,
+    #[prost(int64, tag = "3")]
+    start: i64,
+    #[prost(int64, tag = "4")]
+    end: i64,
+    #[prost(string, repeated, tag = "5")]
+    group_by: Vec<String>,
+    #[prost(double, tag = "6")]
+    step: f64,
+    #[prost(int32, optional, tag = "7")]
+    aggregation: Option<i32>,
+    #[prost(int64, optional, tag = "9")]
+    limit: Option<i64>,
+    #[prost(int32, tag = "10")]
+    exemplar_type: i32,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SelectSeriesResponse {
+    #[prost(message, repeated, tag = "1")]
+    series: Vec<Series>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Series {
+    #[prost(message, repeated, tag = "1")]
+    labels: Vec<LabelPair>,
+    #[prost(message, repeated, tag = "2")]
+    points: Vec<Point>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Point {
+    #[prost(double, tag = "1")]
+    value: f64,
+    #[prost(int64, tag = "2")]
+    timestamp: i64,
+    #[prost(message, repeated, tag = "4")]
+    exemplars: Vec<Exemplar>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct Exemplar {
+    #[prost(int64, tag = "1")]
+    timestamp: i64,
+    #[prost(string, tag = "2")]
+    profile_id: String,
+    #[prost(string, tag = "3")]
+    span_id: String,
+    #[prost(int64, tag = "4")]
+    value: i64,
+    #[prost(string, tag = "6")]
+    trace_id: String,
+}
+
+const PPROF: i32 = 4;
+const SPAN_EXEMPLARS: i32 = 3;
+const SELECTOR: &str = "{service_name=\"goapp\"}";
+
+// ---- the server and a client that sets any header ----------------------------------------
+
+struct Fixture {
+    server: TestServer,
+    data: GoData,
+}
+
+fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("querier-store");
+        let _ = std::fs::remove_dir_all(&dir);
+        let server = TestServer::start(&dir);
+        let data = GoData::load();
+        data.ingest(&server);
+        Fixture { server, data }
+    })
+}
+
+struct Answer {
+    reply: Reply,
+    headers: Vec<(String, String)>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// `POST /querier.v1.QuerierService/<method>` over HTTP/1.1 with `headers`.
+fn call(method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut tcp = TcpStream::connect(fixture().server.addr).expect("connect");
+    tcp.set_read_timeout(Some(DEADLINE)).unwrap();
+    let mut head = format!(
+        "POST /querier.v1.QuerierService/{method} HTTP/1.1\r\nhost: test\r\n\
+         connection: close\r\ncontent-length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    tcp.write_all(head.as_bytes()).unwrap();
+    tcp.write_all(body).unwrap();
+    let mut raw = Vec::new();
+    tcp.read_to_end(&mut raw).expect("the answer");
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header block");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let body = raw[split + 4..].to_vec();
+    assert!(
+        !headers
+            .iter()
+            .any(|(k, v)| k == "transfer-encoding" && v.contains("chunked")),
+        "the test client reads whole bodies only"
+    );
+    let content_type = headers
+        .iter()
+        .find(|(k, _)| k == "content-type")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    Answer {
+        reply: Reply {
+            status,
+            content_type,
+            body,
+        },
+        headers,
+    }
+}
+
+/// A binary protobuf call answered 200; the answer decoded.
+#[track_caller]
+fn proto<M: Message + Default>(method: &str, request: &impl Message) -> M {
+    let a = call(
+        method,
+        &[("content-type", "application/proto")],
+        &request.encode_to_vec(),
+    );
+    let r = a.reply.ok();
+    assert_eq!(r.content_type, "application/proto", "{method}");
+    M::decode(r.body.as_slice()).unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+/// A protojson call answered 200; the answer as JSON.
+#[track_caller]
+fn json_call(method: &str, request: Value) -> Value {
+    let a = call(
+        method,
+        &[("content-type", "application/json")],
+        request.to_string().as_bytes(),
+    );
+    let r = a.reply.ok();
+    assert_eq!(r.content_type, "application/json", "{method}");
+    r.json()
+}
+
+/// A call that must fail with a Connect error: (HTTP status, the error JSON).
+#[track_caller]
+fn error(method: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
+    let a = call(method, &[("content-type", content_type)], body);
+    assert_ne!(a.reply.status, 200, "{method} should fail");
+    assert_eq!(a.reply.content_type, "application/json");
+    let v = a.reply.json();
+    assert!(v["code"].is_string() && v["message"].is_string(), "{v}");
+    (a.reply.status, v)
+}
+
+// ---- helpers over the data ---------------------------------------------------------------
+
+fn hex(id: &[u8]) -> String {
+    to_hex(id)
+}
+
+/// The slowest root (`GET …`) span: the one Grafana links from (`pyroscope.profile.id`).
+fn slow_root(data: &GoData) -> &SpanTruth {
+    data.spans
+        .iter()
+        .filter(|s| s.parent.is_none())
+        .max_by_key(|s| (s.duration_ns(), s.span_id))
+        .unwrap()
+}
+
+/// Grafana's Traces-to-profiles range: span start − 60 s … span end + 60 s, in ms.
+fn grafana_range(s: &SpanTruth) -> (i64, i64) {
+    (
+        (s.start_ns / 1_000_000) as i64 - 60_000,
+        (s.end_ns / 1_000_000) as i64 + 60_000,
+    )
+}
+
+fn profile_range(data: &GoData) -> (i64, i64) {
+    let t0 = data.profile.time_nanos / 1_000_000;
+    (t0 - 60_000, t0 + 120_000)
+}
+
+/// Checks the §4.3 layout rules; returns the absolute (start, total, self, name) of every
+/// node per level.
+#[track_caller]
+fn check_layout(fg: &FlameGraph) -> Vec<Vec<(i64, i64, i64, String)>> {
+    assert_eq!(fg.names.first().map(String::as_str), Some("total"));
+    let distinct: std::collections::BTreeSet<&String> = fg.names.iter().collect();
+    assert_eq!(distinct.len(), fg.names.len(), "names are de-duplicated");
+    if fg.total == 0 {
+        return Vec::new();
+    }
+    assert_eq!(fg.levels[0].values, vec![0, fg.total, 0, 0], "the root");
+    let mut abs: Vec<Vec<(i64, i64, i64, String)>> = Vec::new();
+    let mut max_self = 0;
+    for (d, level) in fg.levels.iter().enumerate() {
+        assert_eq!(level.values.len() % 4, 0, "4-tuples at level {d}");
+        let mut end = 0;
+        let mut nodes = Vec::new();
+        for t in level.values.chunks(4) {
+            let start = end + t[0];
+            assert!(
+                t[0] >= 0,
+                "x offsets are deltas from the previous node's end"
+            );
+            end = start + t[1];
+            max_self = max_self.max(t[2]);
+            nodes.push((start, t[1], t[2], fg.names[t[3] as usize].clone()));
+        }
+        if d > 0 {
+            for n in &nodes {
+                let parent = abs[d - 1]
+                    .iter()
+                    .find(|p| p.0 <= n.0 && n.0 + n.1 <= p.0 + p.1);
+                assert!(parent.is_some(), "{n:?} at level {d} lies inside a parent");
+            }
+        }
+        abs.push(nodes);
+    }
+    assert_eq!(fg.max_self, max_self, "max_self");
+    abs
+}
+
+/// Total of the outermost nodes named `name`.
+fn function_total(levels: &[Vec<(i64, i64, i64, String)>], name: &str) -> i64 {
+    let mut covered: Vec<(i64, i64)> = Vec::new();
+    let mut sum = 0;
+    for level in levels {
+        for n in level.iter().filter(|n| n.3 == name) {
+            if !covered.iter().any(|c| c.0 <= n.0 && n.0 < c.1) {
+                covered.push((n.0, n.0 + n.1));
+                sum += n.1;
+            }
+        }
+    }
+    sum
+}
+
+/// A protojson FlameGraph as the protobuf one, checking int64s are strings.
+#[track_caller]
+fn flame_from_json(v: &Value) -> FlameGraph {
+    let int = |x: &Value| -> i64 {
+        x.as_str()
+            .unwrap_or_else(|| panic!("int64 as a string, got {x}"))
+            .parse()
+            .unwrap()
+    };
+    FlameGraph {
+        names: v["names"]
+            .as_array()
+            .map(|a| a.iter().map(|n| n.as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default(),
+        levels: v["levels"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|l| Level {
+                        values: l["values"].as_array().unwrap().iter().map(int).collect(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        total: v.get("total").map_or(0, int),
+        max_self: v.get("maxSelf").map_or(0, int),
+    }
+}
+
+// ---- the tests -----------------------------------------------------------------------------
+
+#[test]
+fn health_check_profile_types_answers_for_a_tiny_range() {
+    let want_cpu = ProfileType {
+        id: CPU_TYPE.into(),
+        name: "process_cpu".into(),
+        sample_type: "cpu".into(),
+        sample_unit: "nanoseconds".into(),
+        period_type: "cpu".into(),
+        period_unit: "nanoseconds".into(),
+    };
+    // Grafana's CheckHealth: start=1000, end=4000 ms.
+    let r: ProfileTypesResponse = proto(
+        "ProfileTypes",
+        &ProfileTypesRequest {
+            start: 1000,
+            end: 4000,
+        },
+    );
+    assert!(r.profile_types.contains(&want_cpu), "{r:?}");
+    assert_eq!(r.profile_types.len(), 2, "cpu and samples: {r:?}");
+
+    let v = json_call("ProfileTypes", json!({"start": "1000", "end": 4000}));
+    let types = v["profileTypes"].as_array().unwrap();
+    assert_eq!(types.len(), 2);
+    assert!(types.contains(&json!({
+        "ID": CPU_TYPE, "name": "process_cpu", "sampleType": "cpu",
+        "sampleUnit": "nanoseconds", "periodType": "cpu", "periodUnit": "nanoseconds"
+    })));
+    // An empty JSON body is a request with every field at its default.
+    let a = call("ProfileTypes", &[("content-type", "application/json")], b"");
+    assert_eq!(
+        a.reply.ok().json()["profileTypes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn label_names_values_and_series_in_both_encodings() {
+    let names: NamesResponse = proto(
+        "LabelNames",
+        &LabelNamesRequest {
+            matchers: vec![SELECTOR.into()],
+            start: 0,
+            end: 0,
+        },
+    );
+    for n in ["service_name", "__profile_type__", "__name__"] {
+        assert!(names.names.iter().any(|x| x == n), "{n}: {names:?}");
+    }
+    let mut sorted = names.names.clone();
+    sorted.sort();
+    assert_eq!(sorted, names.names, "sorted");
+    let v = json_call("LabelNames", json!({"matchers": [SELECTOR]}));
+    assert_eq!(v["names"], json!(names.names));
+    // A selector that matches nothing: no names (the field is left out in protojson).
+    let v = json_call(
+        "LabelNames",
+        json!({"matchers": ["{service_name=\"nope\"}"]}),
+    );
+    assert_eq!(v, json!({}));
+
+    let values: NamesResponse = proto(
+        "LabelValues",
+        &LabelValuesRequest {
+            name: "service_name".into(),
+            matchers: vec![],
+            start: 0,
+            end: 0,
+        },
+    );
+    assert_eq!(values.names, vec![SERVICE.to_owned()]);
+    let v = json_call(
+        "LabelValues",
+        json!({"name": "__profile_type__", "matchers": [SELECTOR], "start": "0"}),
+    );
+    let types = v["names"].as_array().unwrap();
+    assert!(types.contains(&json!(CPU_TYPE)), "{v}");
+
+    // The Pyroscope UI's service list.
+    let series: SeriesResponse = proto(
+        "Series",
+        &SeriesRequest {
+            matchers: vec!["{}".into()],
+            label_names: vec!["service_name".into(), "__profile_type__".into()],
+            start: 0,
+            end: 0,
+        },
+    );
+    assert_eq!(series.labels_set.len(), 2, "{series:?}");
+    for set in &series.labels_set {
+        let keys: Vec<&str> = set.labels.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(keys, ["__profile_type__", "service_name"]);
+        assert_eq!(set.labels[1].value, SERVICE);
+    }
+    let v = json_call(
+        "Series",
+        json!({"matchers": [SELECTOR], "labelNames": ["service_name", "__profile_type__"]}),
+    );
+    assert_eq!(v["labelsSet"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        v["labelsSet"][0]["labels"][1],
+        json!({"name": "service_name", "value": SERVICE})
+    );
+}
+
+#[test]
+fn grafana_span_profile_link_finds_the_hot_function() {
+    let data = &fixture().data;
+    let root = slow_root(data);
+    let (start, end) = grafana_range(root);
+    // Root + descendants (the answer Pyroscope's root-span labelling gives).
+    let want = data.cpu_where(|s| s.span_id == root.span_id || s.parent == Some(root.span_id));
+    let want_hot: i64 = data
+        .spans
+        .iter()
+        .filter(|s| s.span_id == root.span_id || s.parent == Some(root.span_id))
+        .map(|s| s.hot_cum_ns)
+        .sum();
+    assert!(
+        want > root.cpu_ns && want_hot > 0,
+        "the fixture has child CPU"
+    );
+
+    let request = SelectMergeSpanProfileRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        span_selector: vec![hex(&root.span_id)],
+        start,
+        end,
+        max_nodes: Some(16384),
+        format: 0,
+    };
+    let r: FlameGraphResponse = proto("SelectMergeSpanProfile", &request);
+    let fg = r.flamegraph.expect("a flame graph");
+    assert_eq!(fg.total, want);
+    let levels = check_layout(&fg);
+    assert!(fg.names.iter().any(|n| n == HOT_FUNCTION), "{:?}", fg.names);
+    assert_eq!(function_total(&levels, HOT_FUNCTION), want_hot);
+
+    let v = json_call(
+        "SelectMergeSpanProfile",
+        json!({
+            "profileTypeID": CPU_TYPE, "labelSelector": SELECTOR,
+            "spanSelector": [hex(&root.span_id)], "start": start.to_string(), "end": end,
+            "maxNodes": "16384", "format": "PROFILE_FORMAT_FLAMEGRAPH"
+        }),
+    );
+    assert_eq!(
+        flame_from_json(&v["flamegraph"]),
+        fg,
+        "the same in protojson"
+    );
+
+    // A child span: its own samples (it has no descendants).
+    let child = data
+        .spans
+        .iter()
+        .filter(|s| s.parent == Some(root.span_id) && s.cpu_ns > 0)
+        .max_by_key(|s| s.cpu_ns)
+        .unwrap();
+    let r: FlameGraphResponse = proto(
+        "SelectMergeSpanProfile",
+        &SelectMergeSpanProfileRequest {
+            span_selector: vec![hex(&child.span_id)],
+            ..request.clone()
+        },
+    );
+    assert_eq!(r.flamegraph.unwrap().total, child.cpu_ns);
+
+    // Outside the window: nothing (a well-formed empty graph).
+    let r: FlameGraphResponse = proto(
+        "SelectMergeSpanProfile",
+        &SelectMergeSpanProfileRequest {
+            start: 1000,
+            end: 4000,
+            ..request.clone()
+        },
+    );
+    let fg = r.flamegraph.unwrap();
+    assert_eq!(
+        (fg.total, fg.names.as_slice()),
+        (0, &["total".to_owned()][..])
+    );
+    // Another service's selector: nothing.
+    let r: FlameGraphResponse = proto(
+        "SelectMergeSpanProfile",
+        &SelectMergeSpanProfileRequest {
+            label_selector: "{service_name=\"other\"}".into(),
+            ..request.clone()
+        },
+    );
+    assert_eq!(r.flamegraph.unwrap().total, 0);
+    // max_nodes cuts the layout, not the total.
+    let r: FlameGraphResponse = proto(
+        "SelectMergeSpanProfile",
+        &SelectMergeSpanProfileRequest {
+            max_nodes: Some(5),
+            ..request
+        },
+    );
+    let fg = r.flamegraph.unwrap();
+    assert_eq!(fg.total, want);
+    let nodes: usize = fg.levels.iter().map(|l| l.values.len() / 4).sum();
+    assert!(nodes <= 5 + fg.levels.len(), "{nodes} nodes");
+    check_layout(&fg);
+}
+
+#[test]
+fn span_selector_is_validated_as_pyroscope_does() {
+    let data = &fixture().data;
+    let root = slow_root(data);
+    let (start, end) = grafana_range(root);
+    for (bad, message) in [
+        ("abc", "invalid span id length: \"abc\""),
+        (
+            "0123456789abcdefff",
+            "invalid span id length: \"0123456789abcdefff\"",
+        ),
+        ("zz23456789abcdef", "encoding/hex: invalid byte: U+007A 'z'"),
+    ] {
+        let req = SelectMergeSpanProfileRequest {
+            profile_type_id: CPU_TYPE.into(),
+            label_selector: SELECTOR.into(),
+            span_selector: vec![bad.into()],
+            start,
+            end,
+            max_nodes: None,
+            format: 0,
+        };
+        let (status, v) = error(
+            "SelectMergeSpanProfile",
+            "application/proto",
+            &req.encode_to_vec(),
+        );
+        assert_eq!(status, 400);
+        assert_eq!(v, json!({"code": "invalid_argument", "message": message}));
+        let (status, v) = error(
+            "SelectMergeSpanProfile",
+            "application/json",
+            json!({"profileTypeID": CPU_TYPE, "spanSelector": [bad]})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!((status, &v["message"]), (400, &json!(message)));
+        // The same rule on SelectMergeStacktraces' span_selector.
+        let (status, v) = error(
+            "SelectMergeStacktraces",
+            "application/json",
+            json!({"profileTypeID": CPU_TYPE, "spanSelector": [bad]})
+                .to_string()
+                .as_bytes(),
+        );
+        assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+    }
+    // No span at all: an empty graph, not the whole service.
+    let v = json_call(
+        "SelectMergeSpanProfile",
+        json!({"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR, "spanSelector": []}),
+    );
+    assert_eq!(
+        v,
+        json!({"flamegraph": {"names": ["total"], "levels": [{"values": ["0", "0", "0", "0"]}]}})
+    );
+}
+
+#[test]
+fn select_merge_stacktraces_flame_graphs() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let request = SelectMergeStacktracesRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        max_nodes: None,
+        format: 0,
+        trace_id_selector: vec![],
+        span_selector: vec![],
+    };
+    let r: FlameGraphResponse = proto("SelectMergeStacktraces", &request);
+    let fg = r.flamegraph.unwrap();
+    assert_eq!(fg.total, data.cpu_total_ns);
+    let levels = check_layout(&fg);
+    assert_eq!(function_total(&levels, HOT_FUNCTION), data.hot_cum_ns);
+    let v = json_call(
+        "SelectMergeStacktraces",
+        json!({"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR,
+               "start": start, "end": end.to_string(), "format": 1}),
+    );
+    assert_eq!(flame_from_json(&v["flamegraph"]), fg);
+
+    // span_selector here is an exact match (the root alone, not its children).
+    let root = slow_root(data);
+    let r: FlameGraphResponse = proto(
+        "SelectMergeStacktraces",
+        &SelectMergeStacktracesRequest {
+            span_selector: vec![hex(&root.span_id)],
+            ..request.clone()
+        },
+    );
+    assert_eq!(r.flamegraph.unwrap().total, root.cpu_ns);
+
+    // trace_id_selector: every span of the traces.
+    let traces: Vec<[u8; 16]> = {
+        let mut t: Vec<[u8; 16]> = data.spans.iter().map(|s| s.trace_id).collect();
+        t.sort();
+        t.dedup();
+        t.into_iter().take(2).collect()
+    };
+    let want = data.cpu_where(|s| traces.contains(&s.trace_id));
+    let r: FlameGraphResponse = proto(
+        "SelectMergeStacktraces",
+        &SelectMergeStacktracesRequest {
+            trace_id_selector: traces.iter().map(|t| hex(t)).collect(),
+            ..request.clone()
+        },
+    );
+    let fg = r.flamegraph.unwrap();
+    assert_eq!(fg.total, want);
+    check_layout(&fg);
+    let one = data.cpu_where(|s| s.trace_id == traces[0]);
+    let v = json_call(
+        "SelectMergeStacktraces",
+        json!({"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR,
+               "traceIdSelector": [hex(&traces[0])]}),
+    );
+    assert_eq!(v["flamegraph"]["total"], json!(one.to_string()));
+
+    // Mutually exclusive selectors, bad ids, bad max_nodes, bad types: invalid_argument.
+    for (body, what) in [
+        (
+            json!({"profileTypeID": CPU_TYPE, "spanSelector": [hex(&root.span_id)],
+                   "traceIdSelector": [hex(&root.trace_id)]}),
+            "mutually exclusive",
+        ),
+        (
+            json!({"profileTypeID": CPU_TYPE, "traceIdSelector": ["abcd"]}),
+            "invalid trace id length",
+        ),
+        (
+            json!({"profileTypeID": CPU_TYPE, "maxNodes": -1}),
+            "max_nodes",
+        ),
+        (json!({"profileTypeID": "cpu"}), "profile-type selection"),
+        (
+            json!({"profileTypeID": CPU_TYPE, "labelSelector": "{service_name=}"}),
+            "label selector",
+        ),
+        (json!({"profileTypeID": CPU_TYPE, "start": true}), "start"),
+        (
+            json!({"profileTypeID": CPU_TYPE, "format": "NOPE"}),
+            "format",
+        ),
+    ] {
+        let (status, v) = error(
+            "SelectMergeStacktraces",
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+        assert_eq!(
+            (status, &v["code"]),
+            (400, &json!("invalid_argument")),
+            "{body}"
+        );
+        assert!(v["message"].as_str().unwrap().contains(what), "{v}");
+    }
+    // Unsupported options are refused, not ignored.
+    let (status, v) = error(
+        "SelectMergeStacktraces",
+        "application/json",
+        br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_TREE"}"#,
+    );
+    assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
+}
+
+#[test]
+fn select_merge_stacktraces_pprof_is_read_by_go_tool_pprof() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let r: FlameGraphResponse = proto(
+        "SelectMergeStacktraces",
+        &SelectMergeStacktracesRequest {
+            profile_type_id: CPU_TYPE.into(),
+            label_selector: SELECTOR.into(),
+            start,
+            end,
+            max_nodes: None,
+            format: PPROF,
+            trace_id_selector: vec![],
+            span_selector: vec![],
+        },
+    );
+    assert!(r.flamegraph.is_none());
+    let bytes = r.pprof.expect("the pprof field").profile;
+    let profile = spanprof_format::pprof::decode(&bytes, 64 << 20).unwrap();
+    let sum: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(sum, data.cpu_total_ns);
+
+    let scratch = tempfile::tempdir().unwrap();
+    let file = scratch.path().join("merged.pb");
+    std::fs::write(&file, &bytes).unwrap();
+    let out = common::go_tool_pprof(
+        &[
+            "-top",
+            "-unit=ns",
+            "-nodefraction=0",
+            "-nodecount=100000",
+            file.to_str().unwrap(),
+        ],
+        scratch.path(),
+    );
+    assert_eq!(
+        common::pprof_top(&out, HOT_FUNCTION),
+        (data.hot_self_ns, data.hot_cum_ns, data.cpu_total_ns),
+        "{out}"
+    );
+    // JSON clients cannot take it.
+    let (status, v) = error(
+        "SelectMergeStacktraces",
+        "application/json",
+        json!({"profileTypeID": CPU_TYPE, "format": "PROFILE_FORMAT_PPROF"})
+            .to_string()
+            .as_bytes(),
+    );
+    assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
+}
+
+#[test]
+fn select_merge_profile_is_a_pprof_profile() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let root = slow_root(data);
+    let req = SelectMergeProfileRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        trace_id_selector: vec![],
+    };
+    let profile: spanprof_format::pprof::Profile = proto("SelectMergeProfile", &req);
+    let sum: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(sum, data.cpu_total_ns);
+    assert!(profile.period > 0);
+    let profile: spanprof_format::pprof::Profile = proto(
+        "SelectMergeProfile",
+        &SelectMergeProfileRequest {
+            trace_id_selector: vec![hex(&root.trace_id)],
+            ..req
+        },
+    );
+    let sum: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(sum, data.cpu_where(|s| s.trace_id == root.trace_id));
+}
+
+#[test]
+fn select_series_with_span_exemplars() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let req = SelectSeriesRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        group_by: vec![],
+        step: 1.0,
+        aggregation: None,
+        limit: None,
+        exemplar_type: SPAN_EXEMPLARS,
+    };
+    let r: SelectSeriesResponse = proto("SelectSeries", &req);
+    assert_eq!(r.series.len(), 1, "{r:?}");
+    let s = &r.series[0];
+    assert!(s.labels.is_empty());
+    let sum: f64 = s.points.iter().map(|p| p.value).sum();
+    assert_eq!(sum as i64, data.cpu_total_ns);
+    let mut exemplars = 0;
+    for p in &s.points {
+        assert!(p.timestamp >= start && p.timestamp < end, "ms timestamps");
+        assert!(p.exemplars.len() <= 3);
+        for e in &p.exemplars {
+            exemplars += 1;
+            assert_eq!(e.span_id.len(), 16, "{e:?}");
+            assert_eq!(e.trace_id.len(), 32, "{e:?}");
+            let span = data
+                .spans
+                .iter()
+                .find(|x| hex(&x.span_id) == e.span_id)
+                .expect("a known span");
+            assert_eq!(hex(&span.trace_id), e.trace_id);
+            assert!(e.value > 0 && e.value <= span.cpu_ns);
+            assert!(e.profile_id.is_empty());
+        }
+    }
+    assert!(exemplars > 0, "span exemplars");
+
+    let v = json_call(
+        "SelectSeries",
+        json!({"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR, "start": start.to_string(),
+               "end": end, "step": 1, "groupBy": ["service_name"],
+               "aggregation": "TIME_SERIES_AGGREGATION_TYPE_SUM",
+               "exemplarType": "EXEMPLAR_TYPE_SPAN", "limit": "10"}),
+    );
+    let series = v["series"].as_array().unwrap();
+    assert_eq!(series.len(), 1);
+    assert_eq!(
+        series[0]["labels"],
+        json!([{"name": "service_name", "value": SERVICE}])
+    );
+    let points = series[0]["points"].as_array().unwrap();
+    assert_eq!(points.len(), s.points.len());
+    for (jp, pp) in points.iter().zip(&s.points) {
+        assert_eq!(
+            jp["timestamp"],
+            json!(pp.timestamp.to_string()),
+            "int64 as a string"
+        );
+        assert_eq!(jp["value"].as_f64(), Some(pp.value), "double as a number");
+        if let Some(e) = jp["exemplars"].as_array().and_then(|e| e.first()) {
+            assert!(e["spanId"].is_string() && e["traceId"].is_string());
+            assert!(e["value"].is_string() && e["timestamp"].is_string(), "{e}");
+        }
+    }
+    // No exemplars unless asked for SPAN ones.
+    let r: SelectSeriesResponse = proto(
+        "SelectSeries",
+        &SelectSeriesRequest {
+            exemplar_type: 1,
+            ..req.clone()
+        },
+    );
+    assert!(r.series[0].points.iter().all(|p| p.exemplars.is_empty()));
+    // A step must be positive.
+    let (status, v) = error(
+        "SelectSeries",
+        "application/proto",
+        &SelectSeriesRequest { step: 0.0, ..req }.encode_to_vec(),
+    );
+    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+}
+
+#[test]
+fn gzip_bodies_content_types_and_errors() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let req = SelectMergeStacktracesRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        max_nodes: None,
+        format: 0,
+        trace_id_selector: vec![],
+        span_selector: vec![],
+    };
+    let plain: FlameGraphResponse = proto("SelectMergeStacktraces", &req);
+    assert!(plain.encoded_len() > 1024, "big enough to be compressed");
+    // A gzip request, and a gzip answer when accepted.
+    let a = call(
+        "SelectMergeStacktraces",
+        &[
+            ("content-type", "application/proto"),
+            ("content-encoding", "gzip"),
+            ("accept-encoding", "gzip"),
+        ],
+        &spanprof_format::gzip::gzip(&req.encode_to_vec()),
+    );
+    assert_eq!(a.header("content-encoding"), Some("gzip"));
+    let r = a.reply.ok();
+    let body = spanprof_format::gzip::gunzip(&r.body, 64 << 20).unwrap();
+    assert_eq!(FlameGraphResponse::decode(body.as_slice()).unwrap(), plain);
+    // Not accepted: identity.
+    let a = call(
+        "SelectMergeStacktraces",
+        &[
+            ("content-type", "application/proto"),
+            ("accept-encoding", "identity"),
+        ],
+        &req.encode_to_vec(),
+    );
+    assert_eq!(a.header("content-encoding"), None);
+    assert_eq!(
+        FlameGraphResponse::decode(a.reply.ok().body.as_slice()).unwrap(),
+        plain
+    );
+    // JSON with a charset, gzip both ways.
+    let a = call(
+        "LabelValues",
+        &[
+            ("content-type", "application/json; charset=utf-8"),
+            ("content-encoding", "gzip"),
+        ],
+        &spanprof_format::gzip::gzip(br#"{"name":"service_name"}"#),
+    );
+    assert_eq!(a.reply.ok().json(), json!({"names": [SERVICE]}));
+    // Claimed gzip that is not: invalid_argument.
+    let (status, v) = {
+        let a = call(
+            "ProfileTypes",
+            &[
+                ("content-type", "application/proto"),
+                ("content-encoding", "gzip"),
+            ],
+            b"not gzip",
+        );
+        (a.reply.status, a.reply.json())
+    };
+    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+    // A content type Connect does not know: 415.
+    let a = call("ProfileTypes", &[("content-type", "text/plain")], b"");
+    assert_eq!(a.reply.status, 415);
+    // Garbage protobuf and JSON: invalid_argument.
+    let (status, v) = error("LabelNames", "application/proto", &[0xff, 0xff, 0xff]);
+    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+    let (status, v) = error("LabelNames", "application/json", b"[1]");
+    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+    // Unknown JSON fields are ignored; a known one of the wrong type is an error.
+    let v = json_call(
+        "LabelValues",
+        json!({"name": "service_name", "futureField": 1}),
+    );
+    assert_eq!(v, json!({"names": [SERVICE]}));
+    let (status, v) = error("LabelValues", "application/json", br#"{"name": 5}"#);
+    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+}
