@@ -55,6 +55,30 @@ impl Metrics {
             .unwrap_or(0.0)
     }
 
+    /// Counts what a receiver took in: profiles, samples, and samples linked to spans.
+    pub fn record_received(
+        &self,
+        receiver: &'static str,
+        report: &spanprof_format::ConversionReport,
+    ) {
+        let labels = [("receiver", receiver)];
+        self.add(
+            "spanprof_received_profiles_total",
+            &labels,
+            report.profiles as f64,
+        );
+        self.add(
+            "spanprof_received_samples_total",
+            &labels,
+            report.samples as f64,
+        );
+        self.add(
+            "spanprof_linked_samples_total",
+            &labels,
+            report.linked_samples as f64,
+        );
+    }
+
     /// Everything in Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();

@@ -7,135 +7,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, Stdio};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use support::{process_dir, spanprof, spanprof_bin, workspace_root};
-
-/// A `spanprof serve` process; killed if the test fails before stopping it.
-struct Server {
-    child: Child,
-    /// The main listener, `host:port` (API, /metrics, OTLP/HTTP).
-    addr: String,
-    log: String,
-    drain: Option<JoinHandle<String>>,
-}
-
-impl Server {
-    fn start(data: &Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(spanprof_bin())
-            .args(["serve", "--data", data.to_str().unwrap()])
-            .args(["--http-addr", "127.0.0.1:0", "--otlp-http-addr", "off"])
-            .args(extra)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut log = String::new();
-        let addr = loop {
-            assert!(Instant::now() < deadline, "no start within 60 s:\n{log}");
-            let mut line = String::new();
-            if stderr.read_line(&mut line).unwrap() == 0 {
-                let _ = child.kill();
-                panic!("spanprof serve exited:\n{log}");
-            }
-            log.push_str(&line);
-            if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
-                break rest.to_string();
-            }
-        };
-        let drain = std::thread::spawn(move || drain(stderr));
-        Server {
-            child,
-            addr,
-            log,
-            drain: Some(drain),
-        }
-    }
-
-    /// SIGTERM, then waits for a clean exit; returns the whole log.
-    fn stop(mut self) -> String {
-        let status = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let exit = self.child.wait().unwrap();
-        let rest = self.drain.take().unwrap().join().unwrap();
-        let log = format!("{}{rest}", self.log);
-        assert!(exit.success(), "exit {exit:?}:\n{log}");
-        assert!(log.contains("stopped"), "{log}");
-        log
-    }
-
-    /// The value of `metric` (name with labels, as in /metrics), 0 when absent.
-    fn metric(&self, metric: &str) -> f64 {
-        let r = support::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
-        String::from_utf8_lossy(&r.body)
-            .lines()
-            .find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or(0.0)
-    }
-
-    /// `POST path` with `body`; the HTTP status code.
-    fn post(&self, path: &str, content_type: &str, body: &[u8]) -> u16 {
-        let mut s = TcpStream::connect(&self.addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        write!(
-            s,
-            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
-            self.addr,
-            body.len()
-        )
-        .unwrap();
-        s.write_all(body).unwrap();
-        let mut answer = String::new();
-        let _ = s.read_to_string(&mut answer);
-        let status = answer
-            .split_whitespace()
-            .nth(1)
-            .unwrap_or("0")
-            .parse()
-            .unwrap();
-        assert_eq!(status, 200, "POST {path}: {answer}");
-        status
-    }
-
-    fn wait_for(&self, what: &str, deadline: Duration, ok: impl Fn(&Server) -> bool) {
-        let end = Instant::now() + deadline;
-        while !ok(self) {
-            assert!(Instant::now() < end, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn drain(mut r: BufReader<ChildStderr>) -> String {
-    let mut rest = String::new();
-    let _ = r.read_to_string(&mut rest);
-    rest
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::serve::{free_port, Server};
+use support::{process_dir, spanprof, workspace_root};
 
 /// OTLP/JSON traces for service `goapp`: (trace id, span id, parent span id, name).
 fn spans_json(spans: &[(&str, &str, &str, &str)]) -> Vec<u8> {
@@ -209,8 +85,8 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
         "--forward-retry-max",
         "1s",
     ];
-    let b = Server::start(&b_data, &b_args);
-    let a = Server::start(&a_data, &a_args);
+    let b = Server::start(&b_data, "127.0.0.1:0", &b_args);
+    let a = Server::start(&a_data, "127.0.0.1:0", &a_args);
 
     // Spans whose ids label samples of the real profile (see `spanprof inspect`), and a
     // parent (sent later) of the first.
@@ -269,12 +145,12 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
 
     // A restarts with its backlog on disk, then B comes back on the same port and data.
     let a_first_log = a.stop();
-    let a = Server::start(&a_data, &a_args);
+    let a = Server::start(&a_data, "127.0.0.1:0", &a_args);
     assert!(
         a.metric(QUEUED) >= 3.0,
         "the backlog survived A's restart:\n{a_first_log}"
     );
-    let b = Server::start(&b_data, &b_args);
+    let b = Server::start(&b_data, "127.0.0.1:0", &b_args);
     a.wait_for(
         "the backlog to drain into B",
         Duration::from_secs(90),

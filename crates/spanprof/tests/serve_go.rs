@@ -6,30 +6,12 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::http::get;
-use support::{go_tool_pprof, process_dir, spanprof_bin, GoApp};
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::serve::{free_port, Server};
+use support::{go_tool_pprof, process_dir, GoApp};
 
 fn json(addr: &str, path: &str) -> Value {
     let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
@@ -43,45 +25,21 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let app = GoApp::start(&["-otlp", &format!("http://{addr}")]);
-    let server = Command::new(spanprof_bin())
-        .args([
-            "serve",
-            "--data",
-            dir.join("data").to_str().unwrap(),
-            "--http-addr",
-            &addr,
-            "--otlp-http-addr",
-            "off",
-            "--otlp-grpc-addr",
-            "off",
-        ])
-        .args([
+    let data = dir.join("data");
+    let scrape = format!("goapp=http://{}", app.addr());
+    let server = Server::start(
+        &data,
+        &addr,
+        &[
             "--scrape",
-            &format!("goapp=http://{}", app.addr()),
+            &scrape,
             "--scrape-profiles",
             "cpu",
             "--scrape-interval",
             "2s",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = KillOnDrop(server);
-    let mut stderr = BufReader::new(server.0.stderr.take().unwrap());
-    let mut log = String::new();
-    while !log.contains("spanprof serving on") {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "spanprof serve exited:\n{log}"
-        );
-        log.push_str(&line);
-    }
-    let drain = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
-        rest
-    });
+        ],
+    );
+    let log = String::new();
 
     // Requests across a few CPU windows.
     let mut requests = Vec::new();
@@ -159,15 +117,5 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
     );
 
     // SIGTERM: drained and stopped.
-    assert!(Command::new("kill")
-        .args(["-TERM", &server.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    let exit = server.0.wait().unwrap();
-    let rest = drain.join().unwrap();
-    assert!(
-        exit.success() && rest.contains("stopped"),
-        "{exit:?}\n{rest}"
-    );
+    server.stop();
 }

@@ -4,29 +4,10 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use support::{process_dir, python, spanprof, spanprof_bin, workspace_root};
-
-/// Kills the server if the test fails before stopping it.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use support::serve::{free_port, Server};
+use support::{process_dir, python, spanprof, workspace_root};
 
 fn send(args: &[&str]) -> serde_json::Value {
     let script = workspace_root().join("python/otlp_grpc_send.py");
@@ -49,45 +30,7 @@ fn otlp_grpc_from_a_real_client_is_stored() {
     let dir = process_dir("serve-grpc");
     let data = dir.join("data");
     let grpc_addr = format!("127.0.0.1:{}", free_port());
-    let server = Command::new(spanprof_bin())
-        .args([
-            "serve",
-            "--data",
-            data.to_str().unwrap(),
-            "--http-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "off",
-            "--otlp-grpc-addr",
-            &grpc_addr,
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = KillOnDrop(server);
-    // Wait for the ready line (the logs come first).
-    let mut stderr = BufReader::new(server.0.stderr.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut log = String::new();
-    loop {
-        assert!(
-            Instant::now() < deadline,
-            "spanprof serve did not start within 60 s:\n{log}"
-        );
-        let mut line = String::new();
-        if stderr.read_line(&mut line).unwrap() == 0 {
-            panic!("spanprof serve exited:\n{log}");
-        }
-        log.push_str(&line);
-        if line.starts_with("spanprof serving on") {
-            break;
-        }
-    }
-    let drain = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut rest);
-        rest
-    });
+    let server = Server::start(&data, "127.0.0.1:0", &["--otlp-grpc-addr", &grpc_addr]);
 
     // Our OTLP bytes of the real Go profile, sent by the official client, plain and gzip.
     let otlp = dir.join("cpu.otlp");
@@ -126,15 +69,7 @@ fn otlp_grpc_from_a_real_client_is_stored() {
     );
 
     // SIGTERM: finish, flush, exit 0.
-    let status = Command::new("kill")
-        .args(["-TERM", &server.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let exit = server.0.wait().unwrap();
-    let rest = drain.join().unwrap();
-    assert!(exit.success(), "exit {exit:?}:\n{log}{rest}");
-    assert!(rest.contains("stopped"), "{rest}");
+    server.stop();
 
     // Both profile requests and the span are in the store.
     let flame = spanprof([

@@ -10,14 +10,14 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use support::http::get;
-use support::{process_dir, run, scratch_dir, spanprof_bin, workspace_root, GoApp};
+use support::serve::{free_port, Server};
+use support::{process_dir, run, scratch_dir, workspace_root, GoApp};
 
 const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
      chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
@@ -25,23 +25,6 @@ const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get inst
 
 /// The whole browser script (it waits for each step itself, 20 s at most each).
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn json(addr: &str, path: &str) -> Value {
     let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
@@ -56,34 +39,8 @@ fn json(addr: &str, path: &str) -> Value {
 }
 
 /// `spanprof serve` on `addr` with `extra` flags; returns once it listens.
-fn serve(data: &Path, addr: &str, extra: &[&str]) -> KillOnDrop {
-    let child = Command::new(spanprof_bin())
-        .args([
-            "serve",
-            "--data",
-            data.to_str().unwrap(),
-            "--http-addr",
-            addr,
-        ])
-        .args(["--otlp-http-addr", "off", "--otlp-grpc-addr", "off"])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = KillOnDrop(child);
-    let mut stderr = BufReader::new(server.0.stderr.take().unwrap());
-    let mut log = String::new();
-    while !log.contains("spanprof serving on") {
-        let mut line = String::new();
-        assert!(
-            stderr.read_line(&mut line).unwrap() > 0,
-            "spanprof serve exited:\n{log}"
-        );
-        log.push_str(&line);
-    }
-    // Keeps the pipe drained so the server never blocks on logging.
-    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
-    server
+fn serve(data: &Path, addr: &str, extra: &[&str]) -> Server {
+    Server::start(data, addr, extra)
 }
 
 fn tool(env: &str, default: &str) -> PathBuf {

@@ -63,22 +63,7 @@ pub(crate) async fn ingest_profiles(
     })?;
     let (linked, report) = spanprof_format::merge::link(&data, app.config.link.clone())
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
-    let labels = [("receiver", receiver)];
-    app.metrics.add(
-        "spanprof_received_profiles_total",
-        &labels,
-        report.profiles as f64,
-    );
-    app.metrics.add(
-        "spanprof_received_samples_total",
-        &labels,
-        report.samples as f64,
-    );
-    app.metrics.add(
-        "spanprof_linked_samples_total",
-        &labels,
-        report.linked_samples as f64,
-    );
+    app.metrics.record_received(receiver, &report);
     app.pipeline
         .submit(Work::Profiles(linked), receiver)
         .await?;

@@ -145,22 +145,7 @@ async fn submit(
             .map_err(|e| Rejection::bad(format!("profile {i}: invalid pprof profile: {e}")))?;
     }
     let (data, report) = batch.finish();
-    let labels: [(&'static str, &str); 1] = [("receiver", receiver)];
-    app.metrics.add(
-        "spanprof_received_profiles_total",
-        &labels,
-        report.profiles as f64,
-    );
-    app.metrics.add(
-        "spanprof_received_samples_total",
-        &labels,
-        report.samples as f64,
-    );
-    app.metrics.add(
-        "spanprof_linked_samples_total",
-        &labels,
-        report.linked_samples as f64,
-    );
+    app.metrics.record_received(receiver, &report);
     app.pipeline.submit(Work::Profiles(data), receiver).await?;
     Ok(())
 }

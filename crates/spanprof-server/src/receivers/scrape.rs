@@ -170,22 +170,7 @@ async fn ingest(
         .add_pprof(&profile, resource)
         .map_err(|e| format!("converting: {e}"))?;
     let (data, report) = batch.finish();
-    let labels: [(&'static str, &str); 1] = [("receiver", "scrape")];
-    app.metrics.add(
-        "spanprof_received_profiles_total",
-        &labels,
-        report.profiles as f64,
-    );
-    app.metrics.add(
-        "spanprof_received_samples_total",
-        &labels,
-        report.samples as f64,
-    );
-    app.metrics.add(
-        "spanprof_linked_samples_total",
-        &labels,
-        report.linked_samples as f64,
-    );
+    app.metrics.record_received("scrape", &report);
     app.pipeline
         .submit(Work::Profiles(data), "scrape")
         .await

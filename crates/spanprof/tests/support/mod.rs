@@ -12,6 +12,7 @@
 
 pub mod http;
 pub mod raw;
+pub mod serve;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};

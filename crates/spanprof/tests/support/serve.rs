@@ -1,0 +1,140 @@
+//! `spanprof serve` as a child process for end-to-end tests: started on the addresses a test
+//! asks for, ready once it printed its listening line, stopped with SIGTERM (or killed if the
+//! test fails first).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::spanprof_bin;
+
+/// A free TCP port on loopback (for services that must know each other's address up front).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running `spanprof serve`; killed on drop unless [`Server::stop`] ran.
+pub struct Server {
+    child: Child,
+    /// The main listener, `host:port` (API, UI, /metrics, OTLP/HTTP, Pyroscope).
+    pub addr: String,
+    log: String,
+    drain: Option<JoinHandle<String>>,
+}
+
+impl Server {
+    /// `spanprof serve --data DATA --http-addr HTTP_ADDR EXTRA...`; the OTLP listeners are
+    /// off unless `extra` sets them. Returns once the server listens (60 s at most).
+    pub fn start(data: &Path, http_addr: &str, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(spanprof_bin());
+        cmd.args([
+            "serve",
+            "--data",
+            data.to_str().unwrap(),
+            "--http-addr",
+            http_addr,
+        ]);
+        for flag in ["--otlp-http-addr", "--otlp-grpc-addr"] {
+            if !extra.contains(&flag) {
+                cmd.args([flag, "off"]);
+            }
+        }
+        let mut child = cmd.args(extra).stderr(Stdio::piped()).spawn().unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut log = String::new();
+        let addr = loop {
+            assert!(
+                Instant::now() < deadline,
+                "spanprof serve did not start within 60 s:\n{log}"
+            );
+            let mut line = String::new();
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                let _ = child.kill();
+                panic!("spanprof serve exited:\n{log}");
+            }
+            log.push_str(&line);
+            if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
+                break rest.to_string();
+            }
+        };
+        // Keeps the pipe drained so the server never blocks on logging.
+        let drain = std::thread::spawn(move || drain(stderr));
+        Server {
+            child,
+            addr,
+            log,
+            drain: Some(drain),
+        }
+    }
+
+    /// SIGTERM, then waits for a clean exit after "stopped"; returns the whole log.
+    pub fn stop(mut self) -> String {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let exit = self.child.wait().unwrap();
+        let rest = self.drain.take().unwrap().join().unwrap();
+        let log = format!("{}{rest}", self.log);
+        assert!(exit.success(), "exit {exit:?}:\n{log}");
+        assert!(log.contains("stopped"), "{log}");
+        log
+    }
+
+    /// The value of `metric` (name with labels, as in /metrics), 0 when absent.
+    pub fn metric(&self, metric: &str) -> f64 {
+        let r = super::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
+        String::from_utf8_lossy(&r.body)
+            .lines()
+            .find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// `POST path` with `body`, which must be answered 200.
+    pub fn post(&self, path: &str, content_type: &str, body: &[u8]) {
+        let mut s = TcpStream::connect(&self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        write!(s, "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n", self.addr, body.len()).unwrap();
+        s.write_all(body).unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        let status: u16 = answer
+            .split_whitespace()
+            .nth(1)
+            .unwrap_or("0")
+            .parse()
+            .unwrap();
+        assert_eq!(status, 200, "POST {path}: {answer}");
+    }
+
+    /// Polls `ok` until it holds, failing after `deadline`.
+    pub fn wait_for(&self, what: &str, deadline: Duration, ok: impl Fn(&Server) -> bool) {
+        let end = Instant::now() + deadline;
+        while !ok(self) {
+            assert!(Instant::now() < end, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn drain(mut r: BufReader<ChildStderr>) -> String {
+    let mut rest = String::new();
+    let _ = r.read_to_string(&mut rest);
+    rest
+}
