@@ -50,6 +50,7 @@
 mod json;
 mod messages;
 mod methods;
+mod render;
 
 use std::future::Future;
 
@@ -283,4 +284,5 @@ pub fn routes() -> Router<AppState> {
             post(select_merge_profile),
         )
         .route(&format!("{P}SelectSeries"), post(select_series))
+        .merge(render::routes())
 }
