@@ -1106,3 +1106,68 @@ fn gzip_bodies_content_types_and_errors() {
     let (status, v) = error("LabelValues", "application/json", br#"{"name": 5}"#);
     assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
 }
+
+/// The whole Grafana flow, as Grafana runs it against spanprof as both data sources: fetch the
+/// trace from the Tempo API, take `pyroscope.profile.id` from the slow span, build the label
+/// selector from its `service.name` (Grafana's default tag mapping to `service_name`) and the
+/// span ±60 s, call `SelectMergeSpanProfile`, and find the hot function.
+#[test]
+fn grafana_flow_from_tempo_trace_to_span_flame_graph() {
+    let f = fixture();
+    let root = slow_root(&f.data);
+    let trace = f
+        .server
+        .get(&format!("/api/traces/{}", hex(&root.trace_id)))
+        .ok()
+        .json();
+    // Tempo v1 JSON: batches[] of resource spans.
+    let mut found = None;
+    for batch in trace["batches"].as_array().expect("batches") {
+        let service = batch["resource"]["attributes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|kv| kv["key"] == "service.name"))
+            .and_then(|kv| kv["value"]["stringValue"].as_str())
+            .map(str::to_owned);
+        for scope in batch["scopeSpans"].as_array().into_iter().flatten() {
+            for span in scope["spans"].as_array().into_iter().flatten() {
+                if span["spanId"] != hex(&root.span_id).as_str() {
+                    continue;
+                }
+                let id = span["attributes"]
+                    .as_array()
+                    .and_then(|a| a.iter().find(|kv| kv["key"] == "pyroscope.profile.id"))
+                    .and_then(|kv| kv["value"]["stringValue"].as_str())
+                    .map(str::to_owned);
+                let start: i64 = span["startTimeUnixNano"].as_str().unwrap().parse().unwrap();
+                let end: i64 = span["endTimeUnixNano"].as_str().unwrap().parse().unwrap();
+                found = Some((id, service.clone(), start, end));
+            }
+        }
+    }
+    let (profile_id, service, start_ns, end_ns) =
+        found.expect("the slow span is in the Tempo trace");
+    let profile_id =
+        profile_id.expect("the slow span has samples, so it carries pyroscope.profile.id");
+    assert_eq!(profile_id, hex(&root.span_id));
+    let selector = format!(
+        "{{service_name=\"{}\"}}",
+        service.expect("service.name on the resource")
+    );
+    let v = json_call(
+        "SelectMergeSpanProfile",
+        json!({
+            "profileTypeID": CPU_TYPE, "labelSelector": selector, "spanSelector": [profile_id],
+            "start": (start_ns / 1_000_000 - 60_000).to_string(), "end": (end_ns / 1_000_000 + 60_000).to_string(),
+            "maxNodes": "16384", "format": "PROFILE_FORMAT_FLAMEGRAPH"
+        }),
+    );
+    let fg = flame_from_json(&v["flamegraph"]);
+    assert!(fg.names.iter().any(|n| n == HOT_FUNCTION), "{:?}", fg.names);
+    let want = f
+        .data
+        .cpu_where(|s| s.span_id == root.span_id || s.parent == Some(root.span_id));
+    assert_eq!(
+        fg.total, want,
+        "the span and its children, as Grafana's link shows them"
+    );
+}
