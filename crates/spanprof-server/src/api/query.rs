@@ -78,8 +78,10 @@
 //!   "samples", "possible_samples"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
 //!   span's own (children excluded) of `type` (default CPU); `possible_samples` = duration /
-//!   period; `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
-//!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type) or
+//!   period (for a span without samples: the part of it that profile windows cover /
+//!   period); `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
+//!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type),
+//!   `"profiles cover too little of the span"` (it fell between two profile windows) or
 //!   `"no profile covers the span"`; `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
 //!   "samples", "spans": [Span + "offset_ns" (from the trace start), "depth"]}` in start
@@ -101,7 +103,7 @@ use axum::routing::get;
 use axum::Router;
 
 pub use error::ApiError;
-pub use spans::{verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, SAMPLED, TOO_SHORT};
+pub use spans::{verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, PARTLY_PROFILED, SAMPLED, TOO_SHORT};
 
 use crate::AppState;
 

@@ -71,8 +71,14 @@ pub struct Coverage {
     pub period: Option<i64>,
     /// How many samples one fully busy thread would have produced in the span's duration
     /// (duration / period); `samples` near 0 with this ≥ 1 means "no CPU used", this < 1
-    /// means "too short to be sampled".
+    /// means "too short to be sampled". For a span without samples the duration counted is
+    /// only the part that profiles cover ([`Coverage::covered_ns`]).
     pub possible_samples: Option<f64>,
+    /// For a known span without samples: how many of its nanoseconds the windows of its
+    /// service's profiles of the type cover (their union; a profile without a duration counts
+    /// as covering the whole span). A pull profiler leaves gaps between its windows, and a
+    /// span that fell into one was not missed but not watched. `None` otherwise.
+    pub covered_ns: Option<u64>,
 }
 
 /// What a selection resolved to.
@@ -85,6 +91,35 @@ pub(crate) struct Resolved {
     /// When set, only samples whose link names this trace or one of its stored spans.
     pub trace: Option<([u8; 16], HashSet<[u8; 8]>)>,
     pub available: Vec<ProfileTypeId>,
+}
+
+/// How many nanoseconds of `[start, end)` the union of `(time_ns, duration_ns)` windows
+/// covers; a window without a duration covers it all.
+fn covered(start: u64, end: u64, windows: impl Iterator<Item = (i64, i64)>) -> u64 {
+    let mut parts: Vec<(u64, u64)> = Vec::new();
+    for (time, duration) in windows {
+        if duration <= 0 {
+            return end.saturating_sub(start);
+        }
+        let (from, to) = (
+            time.max(0) as u64,
+            time.saturating_add(duration).max(0) as u64,
+        );
+        let (from, to) = (from.max(start), to.min(end));
+        if from < to {
+            parts.push((from, to));
+        }
+    }
+    parts.sort_unstable();
+    let (mut total, mut reached) = (0, start);
+    for (from, to) in parts {
+        let from = from.max(reached);
+        if from < to {
+            total += to - from;
+            reached = to;
+        }
+    }
+    total
 }
 
 fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
@@ -569,9 +604,10 @@ impl Store {
             period.get_or_insert(block.period);
         })?;
         let span = st.span_record(&span_id)?;
+        let mut covered_ns = None;
         if period.is_none() {
-            // No samples: the period of the service's profiles that cover the span tells
-            // "no CPU used" from "too short to be sampled".
+            // No samples: the period of the service's profiles that cover the span, and how
+            // much of it they cover, tell "no CPU used" from "too short to be sampled".
             if let Some(span) = &span {
                 let around = Selection {
                     service: Some(span.service.clone()),
@@ -584,6 +620,11 @@ impl Store {
                 if let Some((index, b)) = covering.blocks.first() {
                     period = self.block_period(index, *b)?;
                 }
+                let windows = covering.blocks.iter().map(|(index, b)| {
+                    let m = &index.blocks[*b as usize];
+                    (m.time_ns, m.duration_ns)
+                });
+                covered_ns = Some(covered(span.start_ns, span.end_ns, windows));
             }
         }
         let t = &r.profile_type;
@@ -596,7 +637,8 @@ impl Store {
         let duration_ns = span.as_ref().map(SpanRecord::duration_ns);
         // Only time periods turn a duration into a number of possible samples.
         let time_period = period.filter(|&p| p > 0 && t.period_unit == "nanoseconds");
-        let possible_samples = duration_ns
+        let possible_samples = covered_ns
+            .or(duration_ns)
             .zip(time_period)
             .map(|(d, p)| d as f64 / p as f64);
         Ok(Coverage {
@@ -605,6 +647,7 @@ impl Store {
             duration_ns,
             period,
             possible_samples,
+            covered_ns,
         })
     }
 

@@ -86,6 +86,7 @@ fn span_coverage_of_a_span_shorter_than_the_period() {
             duration_ns: Some(SHORTEST_LIGHT_NS),
             period: Some(PERIOD_NS),
             possible_samples: Some(0.4),
+            covered_ns: None,
         }
     );
 }
@@ -113,6 +114,7 @@ fn span_coverage_of_spans_without_samples() {
                 duration_ns: Some(duration),
                 period: Some(PERIOD_NS),
                 possible_samples: Some(possible),
+                covered_ns: Some(duration),
             },
             "{name}"
         );
@@ -126,4 +128,40 @@ fn span_coverage_of_an_unknown_span() {
     let got = store.span_coverage([0x5e; 8], None).unwrap();
     assert_eq!((got.samples, got.value, got.duration_ns), (0, 0, None));
     assert_eq!(got.possible_samples, None);
+}
+
+/// A span that started before the profile's window: only the part the window covers could
+/// have been sampled, so that part (not its whole duration) makes `possible_samples`. A pull
+/// profiler leaves gaps between windows; a span mostly in one was not watched, not idle.
+#[test]
+fn span_coverage_counts_only_the_part_a_profile_window_covers() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let start = c.time_ns as u64;
+    let parent = c.span(IDLE);
+    let edge = |tag: u8, before: u64, inside: u64| spanprof_store::spans::SpanRecord {
+        span_id: [tag, 0xed, 0x9e, 0, 0, 0, 0, 1],
+        start_ns: start - before,
+        end_ns: start + inside,
+        ..parent.clone()
+    };
+    let mostly_outside = edge(0xe1, 195 * MS as u64, 5 * MS as u64);
+    let half_inside = edge(0xe2, 150 * MS as u64, 150 * MS as u64);
+    let outside = edge(0xe3, 300 * MS as u64, 0);
+    store
+        .ingest(
+            &[],
+            vec![mostly_outside.clone(), half_inside.clone(), outside.clone()],
+        )
+        .unwrap();
+    for (span, covered_ms) in [(&mostly_outside, 5), (&half_inside, 150), (&outside, 0)] {
+        let got = store.span_coverage(span.span_id, None).unwrap();
+        let covered = covered_ms * MS as u64;
+        assert_eq!(got.samples, 0);
+        assert_eq!(got.duration_ns, Some(span.duration_ns()));
+        assert_eq!(got.covered_ns, Some(covered), "{:?}", span.span_id);
+        // No profile at all around the outside one: no period to count possible samples in.
+        let possible = (covered > 0).then(|| covered as f64 / PERIOD_NS as f64);
+        assert_eq!(got.possible_samples, possible, "{:?}", span.span_id);
+    }
 }

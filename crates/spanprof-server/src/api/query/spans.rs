@@ -29,13 +29,21 @@ pub const NO_SAMPLES: &str = "no samples";
 pub const TOO_SHORT: &str = "shorter than the sampling period";
 /// No profile of the span's service covers its time.
 pub const NOT_PROFILED: &str = "no profile covers the span";
+/// Profiles cover less than one sampling period of the span (it fell between two pulls).
+pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 
 /// What a span's coverage means, in words.
 pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
     if c.value > 0 {
         return SAMPLED;
     }
+    let unwatched = match (c.covered_ns, c.duration_ns) {
+        (Some(covered), Some(duration)) if covered < duration => Some(covered),
+        _ => None,
+    };
     match c.possible_samples {
+        Some(p) if p < 1.0 && unwatched == Some(0) => NOT_PROFILED,
+        Some(p) if p < 1.0 && unwatched.is_some() => PARTLY_PROFILED,
         Some(p) if p < 1.0 => TOO_SHORT,
         Some(_) if cpu_type => NO_CPU,
         Some(_) => NO_SAMPLES,
@@ -214,4 +222,48 @@ fn depth(parents: &HashMap<[u8; 8], Option<[u8; 8]>>, span: &SpanRecord) -> usiz
         }
     }
     depth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coverage(duration_ms: u64, covered_ms: Option<u64>) -> Coverage {
+        const MS: u64 = 1_000_000;
+        let period = 10 * MS;
+        let watched = covered_ms.unwrap_or(duration_ms) * MS;
+        Coverage {
+            samples: 0,
+            value: 0,
+            duration_ns: Some(duration_ms * MS),
+            period: Some(period as i64),
+            possible_samples: Some(watched as f64 / period as f64),
+            covered_ns: covered_ms.map(|c| c * MS),
+        }
+    }
+
+    #[test]
+    fn a_verdict_tells_waiting_from_too_short_from_unwatched() {
+        for (duration, covered, want) in [
+            (200, Some(200), NO_CPU),
+            (200, Some(50), NO_CPU),
+            (3, Some(3), TOO_SHORT),
+            (200, Some(5), PARTLY_PROFILED),
+            (200, Some(0), NOT_PROFILED),
+            (3, Some(0), NOT_PROFILED),
+        ] {
+            let c = coverage(duration, covered);
+            assert_eq!(
+                verdict(&c, true),
+                want,
+                "{duration} ms, {covered:?} ms covered"
+            );
+        }
+        let sampled = Coverage {
+            value: 10,
+            ..coverage(200, None)
+        };
+        assert_eq!(verdict(&sampled, true), SAMPLED);
+        assert_eq!(verdict(&coverage(200, Some(200)), false), NO_SAMPLES);
+    }
 }

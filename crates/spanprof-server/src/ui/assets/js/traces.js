@@ -42,6 +42,9 @@ export function coverageNotice(span) {
       "without a CPU sample: it was waiting (I/O, locks, other services), not computing. " +
       "Its child spans may show where the time went.",
     "no samples": "This profile type has no sample naming the span.",
+    "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
+      "profiler leaves short gaps between its windows, and the profiles cover less than one sampling " +
+      "period of this span. Its neighbours in the trace, or a push profiler, tell more.",
     "no profile covers the span": "No profile was taken while this span ran: the profiler was not running, " +
       "or its profiles have not arrived yet.",
   };
