@@ -27,7 +27,8 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--base", required=True, help="http://host:port of the server with data")
     p.add_argument("--empty-base", required=True, help="a server with no data")
-    p.add_argument("--span", required=True, help="the slowest GET /cpu-heavy span id")
+    p.add_argument("--first", required=True, help="the slowest GET /cpu-heavy span id")
+    p.add_argument("--span", required=True, help="the slowest sampled GET /cpu-heavy span id")
     p.add_argument("--trace", required=True, help="its trace id")
     p.add_argument("--unsampled", required=True, help="TRACE/SPAN of a span without samples")
     p.add_argument("--now", required=True, help="unix seconds, for the hostile profile")
@@ -140,15 +141,17 @@ def run(c, args):
     c.open(args.empty_base, "#/explore")
     c.wait("explore's no-data notice", lambda: "No data yet" in c.text())
 
-    # 2. Traces search: the slowest GET /cpu-heavy span comes first; open it.
+    # 2. Traces search: the slowest GET /cpu-heavy span comes first; open the slowest sampled.
     c.open(args.base, "#/traces?" + urllib.parse.urlencode({"service": "goapp", "name": "GET /cpu-heavy"}))
     c.wait("span rows", lambda: c.css("tr.span-row"))
     first = c.css("tr.span-row")[0]
-    assert first.get_attribute("data-span-id") == args.span, \
-        f"first row {first.get_attribute('data-span-id')} is not the slowest span {args.span}"
-    assert "sampled" in first.text, first.text
+    assert first.get_attribute("data-span-id") == args.first, \
+        f"first row {first.get_attribute('data-span-id')} is not the slowest span {args.first}"
+    chosen = [r for r in c.css("tr.span-row") if r.get_attribute("data-span-id") == args.span]
+    assert chosen, f"no row for the span {args.span}"
+    assert "sampled" in chosen[0].text, chosen[0].text
     c.shot("traces-search")
-    first.click()
+    chosen[0].click()
 
     # 3. The trace: waterfall with the span selected and its flame graph.
     c.wait("the trace view", lambda: "#/trace?" in d.current_url and c.css(".wf-row.selected"))
