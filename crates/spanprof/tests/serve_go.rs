@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::http::get;
 use support::serve::{free_port, Server};
-use support::{go_tool_pprof, process_dir, GoApp};
+use support::{go_tool_pprof, poll, process_dir, GoApp};
 
 fn json(addr: &str, path: &str) -> Value {
     let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
@@ -39,7 +39,6 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
             "2s",
         ],
     );
-    let log = String::new();
 
     // Requests across a few CPU windows.
     let mut requests = Vec::new();
@@ -53,32 +52,31 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
     }
     // Wait (with a deadline) until the windows holding them are stored, then take the span
     // with the most CPU.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (trace, span, flame) = loop {
-        let best = requests
-            .iter()
-            .map(|(t, s)| {
-                (
-                    t,
-                    s,
-                    json(
-                        &addr,
-                        &format!("/api/v1/flamegraph?service=goapp&span_id={s}"),
-                    ),
-                )
-            })
-            .max_by_key(|(_, _, f)| f["flamegraph"]["total"].as_i64().unwrap_or(0));
-        if let Some((t, s, f)) = best {
-            if f["flamegraph"]["total"].as_i64().unwrap_or(0) > 0 {
-                break (t.clone(), s.clone(), f);
+    let (trace, span, flame) = poll(
+        "samples in a /cpu-heavy span",
+        Duration::from_secs(60),
+        || {
+            let best = requests
+                .iter()
+                .map(|(t, s)| {
+                    (
+                        t,
+                        s,
+                        json(
+                            &addr,
+                            &format!("/api/v1/flamegraph?service=goapp&span_id={s}"),
+                        ),
+                    )
+                })
+                .max_by_key(|(_, _, f)| f["flamegraph"]["total"].as_i64().unwrap_or(0));
+            match best {
+                Some((t, s, f)) if f["flamegraph"]["total"].as_i64().unwrap_or(0) > 0 => {
+                    Ok((t.clone(), s.clone(), f))
+                }
+                _ => Err(format!("none of {} spans has samples yet", requests.len())),
             }
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no span got samples within 60 s; server log:\n{log}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+        },
+    );
     let names: Vec<&str> = flame["flamegraph"]["names"]
         .as_array()
         .unwrap()

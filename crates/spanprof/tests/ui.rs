@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use support::http::get;
 use support::serve::{free_port, Server};
-use support::{process_dir, run, scratch_dir, workspace_root, GoApp};
+use support::{poll, process_dir, run, scratch_dir, workspace_root, GoApp};
 
 const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
      chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
@@ -84,24 +84,23 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
     }
     // The slowest sampled /cpu-heavy span, once the CPU windows covering it are stored (the
     // slowest of all may have run in the gap between two pulls, or waited for a core).
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let (first, slowest) = loop {
-        let spans = json(
-            &addr,
-            "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=20",
-        );
-        let sampled = spans["spans"]
-            .as_array()
-            .and_then(|all| all.iter().find(|s| s["total"].as_i64().unwrap_or(0) > 0));
-        if let Some(span) = sampled {
-            break (spans["spans"][0]["span_id"].clone(), span.clone());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "none of the 20 slowest /cpu-heavy spans got samples within 60 s: {spans}"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let (first, slowest) = poll(
+        "samples in one of the 20 slowest /cpu-heavy spans",
+        Duration::from_secs(60),
+        || {
+            let spans = json(
+                &addr,
+                "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=20",
+            );
+            let sampled = spans["spans"]
+                .as_array()
+                .and_then(|all| all.iter().find(|s| s["total"].as_i64().unwrap_or(0) > 0));
+            match sampled {
+                Some(span) => Ok((spans["spans"][0]["span_id"].clone(), span.clone())),
+                None => Err(spans.to_string()),
+            }
+        },
+    );
 
     // A span the profiler missed though a profile covers it (so the verdict is final): short
     // spans are most of /cpu-light's and sortWork's.

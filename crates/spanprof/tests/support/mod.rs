@@ -38,6 +38,26 @@ pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(180);
 pub const CPU_SECONDS: u32 = 3;
 
 /// The workspace root (holds `testprograms/`, `python/`, `target/`).
+/// Retries `attempt` until it gives a value; past `deadline`, fails naming `what` and what the
+/// last attempt said. Tests wait on conditions with this, never with a fixed sleep.
+pub fn poll<T>(
+    what: &str,
+    deadline: Duration,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> T {
+    let end = Instant::now() + deadline;
+    loop {
+        match attempt() {
+            Ok(value) => return value,
+            Err(last) => assert!(
+                Instant::now() < end,
+                "timed out after {deadline:?} waiting for {what}: {last}"
+            ),
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")

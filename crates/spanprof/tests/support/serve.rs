@@ -118,11 +118,9 @@ impl Server {
 
     /// Polls `ok` until it holds, failing after `deadline`.
     pub fn wait_for(&self, what: &str, deadline: Duration, ok: impl Fn(&Server) -> bool) {
-        let end = Instant::now() + deadline;
-        while !ok(self) {
-            assert!(Instant::now() < end, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        super::poll(what, deadline, || {
+            ok(self).then_some(()).ok_or_else(|| "not yet".to_owned())
+        });
     }
 }
 
