@@ -96,14 +96,8 @@ pub struct Labels {
     pub labels: Vec<LabelPair>,
 }
 
-/// `types.v1.LabelPair`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LabelPair {
-    #[prost(string, tag = "1")]
-    pub name: String,
-    #[prost(string, tag = "2")]
-    pub value: String,
-}
+/// `types.v1.LabelPair`, as the push receiver reads it.
+pub use crate::receivers::pyroscope::LabelPair;
 
 /// `querier.v1.FlameGraph`.
 #[derive(Clone, PartialEq, prost::Message)]
