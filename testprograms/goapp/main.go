@@ -41,6 +41,7 @@ import (
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	otlp := flag.String("otlp", "", "OTLP/HTTP base URL; when set, each request's spans are POSTed as JSON to URL/v1/traces")
+	spansFile := flag.String("spans-file", "", "append each request's spans to this file as OTLP JSON, one request per line (spanprof import --spans reads it)")
 	load := flag.Duration("load", 0, "generate load against this server for this long (0 = none)")
 	flag.Parse()
 
@@ -55,7 +56,18 @@ func main() {
 	}
 	base := "http://" + ln.Addr().String()
 
-	app := &app{exporter: newSpanExporter(*otlp)}
+	exporter := newSpanExporter(*otlp)
+	if *spansFile != "" {
+		f, err := os.OpenFile(*spansFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			log.Fatalf("spans file: %v", err)
+		}
+		if exporter == nil {
+			exporter = &spanExporter{}
+		}
+		exporter.file = f
+	}
+	app := &app{exporter: exporter}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", httppprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
@@ -299,10 +311,13 @@ type span struct {
 	start, end                          time.Time
 }
 
-// spanExporter POSTs spans as OTLP/HTTP JSON. Errors are ignored: the collector may not exist.
+// spanExporter POSTs spans as OTLP/HTTP JSON and/or appends them to a file, one request per
+// line. Errors are ignored: the collector may not exist.
 type spanExporter struct {
 	url    string
 	client *http.Client
+	fileMu sync.Mutex
+	file   *os.File
 }
 
 func newSpanExporter(base string) *spanExporter {
@@ -318,6 +333,14 @@ func (e *spanExporter) export(spans ...span) {
 	}
 	body, err := json.Marshal(otlpTraces(spans))
 	if err != nil {
+		return
+	}
+	if e.file != nil {
+		e.fileMu.Lock()
+		e.file.Write(append(body, '\n'))
+		e.fileMu.Unlock()
+	}
+	if e.url == "" {
 		return
 	}
 	go func() {

@@ -39,6 +39,8 @@ pub struct ServerConfig {
     pub retention_bytes: Option<u64>,
     /// A segment is sealed past this many bytes.
     pub segment_bytes: u64,
+    /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
+    pub demo: bool,
 }
 
 /// The wire protocol of a forwarder.
@@ -167,6 +169,7 @@ impl Default for ServerConfig {
             retention_age: None,
             retention_bytes: None,
             segment_bytes: 64 << 20,
+            demo: false,
         }
     }
 }

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod config;
 pub mod config_file;
+pub mod demo;
 pub mod forward;
 pub mod metrics;
 pub mod pipeline;
@@ -62,9 +63,43 @@ pub enum ServerError {
     /// A forwarder could not start.
     #[error("{0}")]
     Forward(#[from] forward::ForwardError),
+    /// The demo recording could not be loaded.
+    #[error("loading the demo data: {0}")]
+    Demo(String),
     /// Serving failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Puts the demo recording into the sinks through the pipeline, as receivers would.
+async fn load_demo(state: &AppState) -> Result<(), ServerError> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i64);
+    let link = state.config.link.clone();
+    let demo = tokio::task::spawn_blocking(move || demo::load(now, &link))
+        .await
+        .expect("decoding the demo recording panicked")
+        .map_err(ServerError::Demo)?;
+    let (profiles, spans, samples) = (demo.profiles.len(), demo.spans.len(), demo.samples);
+    let submit = |work| state.pipeline.submit(work, "demo");
+    submit(pipeline::Work::Spans(demo.spans))
+        .await
+        .map_err(|e| ServerError::Demo(e.to_string()))?;
+    for data in demo.profiles {
+        submit(pipeline::Work::Profiles(data))
+            .await
+            .map_err(|e| ServerError::Demo(e.to_string()))?;
+    }
+    tracing::info!(
+        service = demo::SERVICE,
+        profiles,
+        samples,
+        spans,
+        shifted_s = demo.shift_ns / 1_000_000_000,
+        "demo data loaded, re-stamped to end now"
+    );
+    Ok(())
 }
 
 /// Addresses actually bound (ports resolved when 0 was asked for).
@@ -129,6 +164,10 @@ pub async fn serve(
         metrics,
         config: Arc::clone(&config),
     };
+
+    if config.demo {
+        load_demo(&state).await?;
+    }
 
     let (stop_tx, stop_rx) = watch::channel(false);
     let main = bind(config.http_addr).await?;

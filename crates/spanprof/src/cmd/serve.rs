@@ -36,6 +36,11 @@ pub struct Args {
     /// Data directory of the embedded store [default: ./spanprof-data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Start with a recording of a real Go service (CPU profiles and the spans they sampled,
+    /// re-stamped to end now) in a throwaway store that is deleted at exit, to try the UI
+    /// at once. Receivers work as usual, so live data can be added.
+    #[arg(long, conflicts_with = "data")]
+    demo: bool,
     /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP)
     /// [default: 0.0.0.0:4040].
     #[arg(long, value_name = "ADDR")]
@@ -153,6 +158,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         config.store = false;
     }
     config.forward.extend(forwarders(&args)?);
+    let _demo_dir = if args.demo {
+        let dir = TempDir::new()?;
+        config.data_dir = dir.0.clone();
+        config.demo = true;
+        Some(dir)
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -165,6 +178,26 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .await
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A fresh directory under the system's temporary directory, deleted when dropped.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> anyhow::Result<TempDir> {
+        let dir = std::env::temp_dir().join(format!("spanprof-demo-{}", std::process::id()));
+        // A directory left by an earlier process with the same id holds nothing of ours.
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
+        Ok(TempDir(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The forwarders the flags describe, validated.

@@ -33,14 +33,19 @@ impl Server {
     /// `spanprof serve --data DATA --http-addr HTTP_ADDR EXTRA...`; the OTLP listeners are
     /// off unless `extra` sets them. Returns once the server listens (60 s at most).
     pub fn start(data: &Path, http_addr: &str, extra: &[&str]) -> Server {
+        Server::spawn(&["--data", data.to_str().unwrap()], http_addr, extra)
+    }
+
+    /// `spanprof serve --demo --http-addr HTTP_ADDR EXTRA...` (its own throwaway store).
+    pub fn demo(http_addr: &str, extra: &[&str]) -> Server {
+        Server::spawn(&["--demo"], http_addr, extra)
+    }
+
+    fn spawn(store: &[&str], http_addr: &str, extra: &[&str]) -> Server {
         let mut cmd = Command::new(spanprof_bin());
-        cmd.args([
-            "serve",
-            "--data",
-            data.to_str().unwrap(),
-            "--http-addr",
-            http_addr,
-        ]);
+        cmd.arg("serve")
+            .args(store)
+            .args(["--http-addr", http_addr]);
         for flag in ["--otlp-http-addr", "--otlp-grpc-addr"] {
             if !extra.contains(&flag) {
                 cmd.args([flag, "off"]);

@@ -47,5 +47,7 @@ export function howToSend() {
     el("p", {}, "Send some: scrape a Go service's pprof endpoints,"),
     el("pre", {}, "spanprof serve --scrape name=http://host:6060"),
     el("p", {}, "or point an OpenTelemetry exporter (profiles and traces) at OTLP/HTTP on :4318 " +
-      "(gRPC on :4317), or a Pyroscope SDK at this server's /ingest."));
+      "(gRPC on :4317), or a Pyroscope SDK at this server's /ingest."),
+    el("p", {}, "Or look around first with a recorded Go service:"),
+    el("pre", {}, "spanprof serve --demo"));
 }

@@ -1,0 +1,158 @@
+//! `spanprof serve --demo`: a recording of a real Go service, loaded at start-up and
+//! re-stamped to the present, so a newcomer sees traces and flame graphs at once.
+//!
+//! The recording (`crates/spanprof-server/demo/goapp/`, made by
+//! `testprograms/record-demo.sh`) is the Go test program (`testprograms/goapp`) under its own
+//! load: its CPU profile in back-to-back windows and a heap profile exactly as
+//! `/debug/pprof` served them, and every span it exported as OTLP JSON (one request per
+//! line). Loading goes through the same path as a scrape and an OTLP/HTTP trace export
+//! (decode, link, pipeline, store), after every timestamp is shifted by one offset so the
+//! recording ends now: span and window boundaries keep their relative positions, so spans
+//! still fall inside the CPU windows that sampled them.
+
+use spanprof_format::gzip::maybe_gunzip;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
+use spanprof_format::trace::decode_request_json;
+use spanprof_format::{pprof, Batch, LinkConfig};
+use spanprof_store::spans::{spans_from_otlp, SpanRecord};
+use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
+
+/// The service the recording comes from (the spans' `service.name` too).
+pub const SERVICE: &str = "goapp";
+
+/// The recorded profiles: (profile name, gzip pprof as `/debug/pprof` served it).
+const PROFILES: &[(&str, &[u8])] = &[
+    ("cpu", include_bytes!("../demo/goapp/cpu-1.pb.gz")),
+    ("cpu", include_bytes!("../demo/goapp/cpu-2.pb.gz")),
+    ("cpu", include_bytes!("../demo/goapp/cpu-3.pb.gz")),
+    ("heap", include_bytes!("../demo/goapp/heap.pb.gz")),
+];
+
+/// The recorded spans: gzip JSON Lines, one OTLP/HTTP JSON trace export per line.
+const SPANS: &[u8] = include_bytes!("../demo/goapp/spans.jsonl.gz");
+
+/// The recording's spans limit: far above what it holds, far below anything harmful.
+const MAX_DECOMPRESSED: usize = 64 << 20;
+
+/// The recording, decoded, linked and re-stamped.
+#[derive(Debug)]
+pub struct Demo {
+    /// One linked `ProfilesData` per recorded profile.
+    pub profiles: Vec<ProfilesData>,
+    /// Every recorded span.
+    pub spans: Vec<SpanRecord>,
+    /// Samples in the profiles.
+    pub samples: usize,
+    /// How far every timestamp was moved, in ns.
+    pub shift_ns: i64,
+}
+
+/// Decodes the recording and shifts it so that its last moment (the end of the last profile
+/// window or span) is `now_ns`.
+pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
+    let mut profiles = Vec::with_capacity(PROFILES.len());
+    for (i, (name, bytes)) in PROFILES.iter().enumerate() {
+        let p = pprof::decode(bytes, MAX_DECOMPRESSED)
+            .map_err(|e| format!("recorded profile {} ({name}): {e}", i + 1))?;
+        profiles.push((*name, p));
+    }
+    let raw = maybe_gunzip(SPANS, MAX_DECOMPRESSED).map_err(|e| format!("recorded spans: {e}"))?;
+    let mut spans = Vec::new();
+    for (i, line) in raw.split(|&b| b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let request = decode_request_json(line)
+            .map_err(|e| format!("recorded spans, line {}: {e}", i + 1))?;
+        let (mut batch, report) = spans_from_otlp(&request.resource_spans);
+        if report.rejected > 0 {
+            return Err(format!(
+                "recorded spans, line {}: {:?}",
+                i + 1,
+                report.reasons
+            ));
+        }
+        spans.append(&mut batch);
+    }
+
+    let end = profiles
+        .iter()
+        .map(|(_, p)| p.time_nanos.saturating_add(p.duration_nanos))
+        .chain(spans.iter().map(|s| s.end_ns as i64))
+        .max()
+        .ok_or("the recording is empty")?;
+    let shift_ns = now_ns - end;
+    let shift = |t: u64| (t as i64).saturating_add(shift_ns).max(0) as u64;
+    for s in &mut spans {
+        s.start_ns = shift(s.start_ns);
+        s.end_ns = shift(s.end_ns);
+    }
+
+    let mut out = Vec::with_capacity(profiles.len());
+    let mut samples = 0;
+    for (name, mut p) in profiles {
+        p.time_nanos = p.time_nanos.saturating_add(shift_ns);
+        samples += p.sample.len();
+        let resource = Resource {
+            attributes: vec![
+                kv("service.name", SERVICE),
+                kv(PROFILE_NAME_ATTRIBUTE, name),
+            ],
+            ..Default::default()
+        };
+        let mut batch = Batch::new(Some(link.clone()));
+        batch
+            .add_pprof(&p, resource)
+            .map_err(|e| format!("recorded {name} profile: {e}"))?;
+        out.push(batch.finish().0);
+    }
+    Ok(Demo {
+        profiles: out,
+        spans,
+        samples,
+        shift_ns,
+    })
+}
+
+fn kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recording_loads_linked_and_ends_now() {
+        let now = 1_900_000_000_000_000_000;
+        let demo = load(now, &LinkConfig::default()).unwrap();
+        assert_eq!(demo.profiles.len(), PROFILES.len());
+        assert!(demo.samples > 1000, "{} samples", demo.samples);
+        let heavy: Vec<_> = demo
+            .spans
+            .iter()
+            .filter(|s| s.name == "GET /cpu-heavy")
+            .collect();
+        assert!(heavy.len() >= 20, "{} /cpu-heavy spans", heavy.len());
+        assert!(demo.spans.iter().all(|s| s.service == SERVICE));
+        // Re-stamped: the recording ends now, and its spans lie in the last minutes.
+        let last = demo.spans.iter().map(|s| s.end_ns).max().unwrap() as i64;
+        assert!(last <= now && now - last < 5_000_000_000, "{last} vs {now}");
+        let first = demo.spans.iter().map(|s| s.start_ns).min().unwrap() as i64;
+        assert!(now - first < 120_000_000_000, "{first} vs {now}");
+        // Samples are linked to the recorded spans (the CPU windows covered them).
+        let links: usize = demo
+            .profiles
+            .iter()
+            .filter_map(|d| d.dictionary.as_ref())
+            .map(|d| d.link_table.len().saturating_sub(1))
+            .sum();
+        assert!(links > 20, "{links} links");
+    }
+}
