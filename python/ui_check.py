@@ -30,6 +30,7 @@ def parse_args():
     p.add_argument("--first", required=True, help="the slowest GET /cpu-heavy span id")
     p.add_argument("--span", required=True, help="the slowest sampled GET /cpu-heavy span id")
     p.add_argument("--trace", required=True, help="its trace id")
+    p.add_argument("--other", required=True, help="another sampled GET /cpu-heavy span id")
     p.add_argument("--unsampled", required=True, help="TRACE/SPAN of a span without samples")
     p.add_argument("--now", required=True, help="unix seconds, for the hostile profile")
     p.add_argument("--chromium", required=True)
@@ -132,11 +133,15 @@ class Check:
 
 def run(c, args):
     d = c.d
+    legend = lambda: " ".join(e.text for e in c.shown(".legend"))
+    flame_names = lambda: d.execute_script(
+        "return document.querySelector('canvas.flame').flameGraph.names;")
     # 1. Empty server: says there is no data and how to send some.
     c.open(args.empty_base, "#/traces")
     c.wait("the no-data notice", lambda: "No data yet" in c.text())
     assert "spanprof serve --scrape name=http://host:6060" in c.text()
     assert ":4318" in c.text()
+    assert "spanprof serve --demo" in c.text()
     c.shot("empty")
     c.open(args.empty_base, "#/explore")
     c.wait("explore's no-data notice", lambda: "No data yet" in c.text())
@@ -252,11 +257,26 @@ def run(c, args):
     c.no_alert()
     c.shot("hostile-name")
 
-    # 14. Compare: slow against fast spans of GET /cpu-heavy.
-    c.open(args.base, "#/compare?" + urllib.parse.urlencode(
-        {"service": "goapp", "span_name": "GET /cpu-heavy", "baseline": "fast"}))
-    c.wait("the diff flame graph or its error", lambda: c.flame_loaded() or c.shown(".notice.error"))
-    c.shot("compare")
+    # 14. Compare: slow against fast spans of GET /cpu-heavy, reached from the span's view.
+    c.open(args.base, f"#/trace?trace={args.trace}&span={args.span}")
+    link = c.wait("the slow-vs-fast link", lambda: [
+        a for a in c.shown("a.compare-link") if a.text.startswith("slow vs fast")])[0]
+    link.click()
+    c.wait("the slow-vs-fast diff", lambda: c.flame_loaded() and "slow spans (above p90)" in legend())
+    assert not c.shown(".notice.error"), c.shown(".notice.error")[0].text
+    assert "countPrimes" in " ".join(flame_names()), flame_names()
+    c.shot("compare-slow-fast")
+
+    # 15. Compare two spans: the slowest sampled one against another sampled one.
+    pick = c.d.find_element(By.CSS_SELECTOR, "select[name=mode]")
+    pick.find_element(By.CSS_SELECTOR, "option[value=spans]").click()
+    c.wait("the two-span inputs", lambda: c.shown("input[name=b]"))
+    c.shown("input[name=a]")[0].send_keys(args.span)
+    c.shown("input[name=b]")[0].send_keys(args.other)
+    c.shown("form.filters button[type=submit]")[0].click()
+    c.wait("the two-span diff", lambda: c.flame_loaded() and f"span {args.other}" in legend())
+    assert "mode=spans" in d.current_url and args.other in d.current_url, d.current_url
+    c.shot("compare-two-spans")
 
     logs = c.severe_logs()
     assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"

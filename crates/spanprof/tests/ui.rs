@@ -1,5 +1,6 @@
 //! The web UI in a real browser (headless Debian chromium driven by Selenium through
-//! `python/ui_check.py`): a Go service's slow `/cpu-heavy` span opens from the traces search
+//! `python/ui_check.py`) on `spanprof serve --demo` (the Go test program's recorded CPU
+//! profiles and spans): a Go service's slow `/cpu-heavy` span opens from the traces search
 //! as its flame graph, `main.countPrimes` is found and zoomed into, child spans toggle, the
 //! URL reloads to the same view and back/forward walk it; a span without samples explains
 //! why; a failed request says what failed; a function called `<img src=x onerror=alert(1)>` shows as text and fires nothing; an
@@ -12,12 +13,12 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use support::http::get;
 use support::serve::{free_port, Server};
-use support::{poll, process_dir, run, scratch_dir, workspace_root, GoApp};
+use support::{process_dir, run, scratch_dir, workspace_root};
 
 const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
      chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
@@ -59,48 +60,28 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
     let empty_addr = format!("127.0.0.1:{}", free_port());
     let _empty = serve(&dir.join("empty"), &empty_addr, &[]);
 
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let app = GoApp::start(&["-otlp", &format!("http://{addr}")]);
-    let scrape = format!("goapp=http://{}", app.addr());
-    let _server = serve(
-        &dir.join("data"),
+    // The Go test program's recording (`spanprof serve --demo`): CPU windows and the spans
+    // they sampled, re-stamped to the present.
+    let addr = format!("127.0.0.1:{}", free_port());
+    let server = Server::demo(&addr, &[]);
+    // The slowest /cpu-heavy span, and the slowest that got samples (the slowest of all may
+    // have waited for a core rather than burned one).
+    let spans = json(
         &addr,
-        &[
-            "--scrape",
-            &scrape,
-            "--scrape-profiles",
-            "cpu",
-            "--scrape-interval",
-            "2s",
-        ],
+        "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=20",
     );
-
-    // Heavy requests across a few CPU windows, and light ones (too short to be sampled).
-    let until = Instant::now() + Duration::from_secs(6);
-    while Instant::now() < until {
-        app.get("/cpu-heavy");
-        app.get("/cpu-light");
-    }
-    // The slowest sampled /cpu-heavy span, once the CPU windows covering it are stored (the
-    // slowest of all may have run in the gap between two pulls, or waited for a core).
-    let (first, slowest) = poll(
-        "samples in one of the 20 slowest /cpu-heavy spans",
-        Duration::from_secs(60),
-        || {
-            let spans = json(
-                &addr,
-                "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=20",
-            );
-            let sampled = spans["spans"]
-                .as_array()
-                .and_then(|all| all.iter().find(|s| s["total"].as_i64().unwrap_or(0) > 0));
-            match sampled {
-                Some(span) => Ok((spans["spans"][0]["span_id"].clone(), span.clone())),
-                None => Err(spans.to_string()),
-            }
-        },
+    let first = spans["spans"][0]["span_id"].clone();
+    let sampled: Vec<&Value> = spans["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["total"].as_i64().unwrap_or(0) > 0)
+        .collect();
+    assert!(
+        sampled.len() >= 2,
+        "fewer than 2 of the 20 slowest /cpu-heavy spans have samples: {spans}"
     );
+    let (slowest, other) = (sampled[0].clone(), sampled[1]["span_id"].clone());
 
     // A span the profiler missed though a profile covers it (so the verdict is final): short
     // spans are most of /cpu-light's and sortWork's.
@@ -138,6 +119,7 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
         .args(["--first", first.as_str().unwrap()])
         .args(["--span", slowest["span_id"].as_str().unwrap()])
         .args(["--trace", slowest["trace_id"].as_str().unwrap()])
+        .args(["--other", other.as_str().unwrap()])
         .args(["--unsampled", &unsampled])
         .args(["--now", &now_s])
         .arg("--chromium")
@@ -170,4 +152,13 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
         "only {shots} screenshots in {}",
         screens.display()
     );
+
+    // The demo's store is thrown away at exit.
+    let log = server.stop();
+    let dir = log
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("dir="))
+        .unwrap_or_else(|| panic!("no data directory in the log:\n{log}"));
+    assert!(log.contains("demo data loaded"), "{log}");
+    assert!(!Path::new(dir).exists(), "{dir} is left after exit");
 }

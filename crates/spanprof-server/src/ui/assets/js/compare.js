@@ -1,5 +1,11 @@
-// Compare: the diff flame graph of two selections (red = more on the right/after, green =
-// less). The left side is either given (left.* parameters) or derived by `baseline`.
+// Compare: two selections as one diff flame graph (red = a larger share on the right side,
+// green = a smaller one). Four ways to choose the sides, each with only the inputs it needs:
+//   slow   slow spans vs fast spans of one span name (above / below a duration percentile)
+//   span   one span vs every span of its name
+//   spans  one span vs another
+//   ranges one time range vs another
+// Everything lives in the URL (mode, service, type, span_name, slow, fast, a, b, children,
+// left.from, left.to, right.from, right.to, zoom), so a comparison can be shared.
 
 import * as api from "./api.js";
 import { el, notice, replace } from "./dom.js";
@@ -7,8 +13,60 @@ import { FlameGraph } from "./flame.js";
 import * as units from "./units.js";
 import { servicePicker } from "./traces.js";
 
-const BASELINES = [["", "left and right time ranges below"], ["fast", "slow spans vs fast spans of the span name"],
-  ["span_name", "the span(s) vs every span of the name"], ["service", "the selection vs the whole service"]];
+const MODES = [
+  ["slow", "slow vs fast spans of a span name"],
+  ["span", "one span vs every span of its name"],
+  ["spans", "one span vs another span"],
+  ["ranges", "one time range vs another"],
+];
+const SLOW = "90";
+const FAST = "50";
+
+/** The inputs a mode shows: [param, label, placeholder, size]. */
+function inputsOf(mode) {
+  switch (mode) {
+    case "slow":
+      return [["span_name", "span name", "GET /users/{id}", 20], ["slow", "slow above p", SLOW, 3],
+        ["fast", "fast below p", FAST, 3]];
+    case "span":
+      return [["a", "span", "16 hex digits", 17]];
+    case "spans":
+      return [["a", "left span", "16 hex digits", 17], ["b", "right span", "16 hex digits", 17]];
+    default:
+      return [["left.from", "left from", "now-2h", 12], ["left.to", "to", "now-1h", 12],
+        ["right.from", "right from", "now-1h", 12], ["right.to", "to", "now", 12]];
+  }
+}
+
+/** The /api/v1/diff query and the names of both sides, or a reason it is incomplete. */
+function request(mode, p) {
+  const q = { service: p.service };
+  if (p.type) q.type = p.type;
+  if (p.children && mode !== "ranges") q.include_child_spans = "true";
+  switch (mode) {
+    case "slow": {
+      if (!p.span_name) return { missing: "Give the span name whose slow and fast spans to compare." };
+      const slow = p.slow || SLOW;
+      const fast = p.fast || FAST;
+      Object.assign(q, { span_name: p.span_name, "left.below_percentile": fast, "right.above_percentile": slow });
+      return { q, left: `fast spans (below p${fast})`, right: `slow spans (above p${slow})` };
+    }
+    case "span":
+      if (!p.a) return { missing: "Give a span id: it is compared with every span of its name." };
+      Object.assign(q, { span_id: p.a, baseline: "span_name" });
+      return { q, left: "every span of its name", right: `span ${p.a}` };
+    case "spans":
+      if (!p.a || !p.b) return { missing: "Give two span ids (from the trace view)." };
+      Object.assign(q, { "left.span_id": p.a, "right.span_id": p.b });
+      return { q, left: `span ${p.a}`, right: `span ${p.b}` };
+    default:
+      if (!p["left.from"] || !p["right.from"]) {
+        return { missing: "Give a time range for each side, e.g. left: now-2h … now-1h, right: now-1h … now." };
+      }
+      for (const k of ["left.from", "left.to", "right.from", "right.to"]) if (p[k]) q[k] = p[k];
+      return { q, left: "the left range", right: "the right range" };
+  }
+}
 
 export class CompareView {
   constructor(container, nav) {
@@ -24,60 +82,83 @@ export class CompareView {
   }
 
   async update(params) {
-    const input = (name, placeholder, size = 14) => el("input", { name, value: params[name] || "", placeholder,
-      "aria-label": placeholder, size });
-    const fields = [input("type", "type (default CPU)"), input("span_name", "span name", 18),
-      input("left.from", "before: from"), input("left.to", "before: to"),
-      input("right.from", "after: from"), input("right.to", "after: to")];
-    const baseline = el("select", { name: "baseline", "aria-label": "baseline" },
-      BASELINES.map(([v, l]) => el("option", { value: v, selected: (params.baseline || "") === v }, l)));
-    replace(this.form, el("label", {}, "Service ", this.service), el("label", {}, "Compare ", baseline), ...fields,
-      el("button", { type: "submit" }, "Compare"));
-    this.form.onsubmit = (e) => {
-      e.preventDefault();
-      const next = { service: this.service.value, baseline: baseline.value };
-      for (const f of fields) next[f.name] = f.value.trim();
-      this.nav.go("compare", next);
-    };
+    const mode = MODES.some(([m]) => m === params.mode) ? params.mode : "slow";
+    this.renderForm(mode, params);
     try {
       await servicePicker(this.service, params.service);
     } catch (e) {
       replace(this.status, notice("error", "The services could not be listed", e.message));
       return;
     }
-    const q = {};
-    for (const k of ["service", "type", "span_name", "baseline", "left.from", "left.to", "right.from", "right.to"]) {
-      if (params[k]) q[k] = params[k];
-    }
-    if (!params["left.from"] && !params.baseline) {
-      replace(this.status, notice("info", "Choose what to compare",
-        "Give a time range for each side (before: now-2h … now-1h, after: now-1h), or pick a baseline " +
-        "such as slow against fast spans of a span name."));
+    const r = request(mode, { ...params, service: this.service.value });
+    if (r.missing) {
+      this.key = null;
+      replace(this.status, notice("info", "Choose what to compare", r.missing));
+      replace(this.legend);
       this.flameBox.hidden = true;
       return;
     }
-    const key = api.query(q);
+    const key = api.query(r.q);
     if (key !== this.key) {
       this.key = key;
       replace(this.status, el("p", { class: "muted" }, "Loading the diff…"));
       let d;
       try {
-        d = await api.get("diff", q);
+        d = await api.get("diff", r.q);
       } catch (e) {
         if (key === this.key) replace(this.status, notice("error", "The diff could not be loaded", e.message));
+        replace(this.legend);
         this.flameBox.hidden = true;
         return;
       }
       if (key !== this.key) return;
       this.unit = d.right.unit || d.left.unit;
-      replace(this.status);
-      replace(this.legend, el("span", { class: "swatch more" }), " more in the after side  ",
-        el("span", { class: "swatch less" }), " less  · before: ",
-        units.value(d.flamegraph.leftTicks, this.unit), ", after: ", units.value(d.flamegraph.rightTicks, this.unit));
+      const { leftTicks, rightTicks } = d.flamegraph;
+      if (!leftTicks || !rightTicks) {
+        const empty = !leftTicks && !rightTicks ? "Neither side has" : !leftTicks ? `${cap(r.left)} have` : `${cap(r.right)} have`;
+        replace(this.status, notice("empty", `${empty} samples`,
+          "A diff needs samples on both sides: widen the time range, or choose other spans."));
+      } else {
+        replace(this.status);
+      }
+      replace(this.legend, el("span", { class: "swatch more" }), ` larger share in ${r.right}  `,
+        el("span", { class: "swatch less" }), " smaller  · ",
+        `${r.left}: `, units.value(leftTicks, this.unit), ` · ${r.right}: `, units.value(rightTicks, this.unit));
       this.flameBox.hidden = false;
       this.flame.setData(d.flamegraph, this.unit, true);
     }
     const m = /^(\d+)\.(\d+)$/.exec(params.zoom || "");
     this.flame.setZoom(m ? { level: Number(m[1]), index: Number(m[2]) } : null);
   }
+
+  renderForm(mode, params) {
+    const modeSelect = el("select", { name: "mode", "aria-label": "what to compare" },
+      MODES.map(([v, l]) => el("option", { value: v, selected: v === mode }, l)));
+    const inputs = inputsOf(mode).map(([name, label, placeholder, size]) =>
+      [label, el("input", { name, value: params[name] || "", placeholder, "aria-label": label, size })]);
+    const fields = inputs.map(([, input]) => input);
+    const type = el("input", { name: "type", value: params.type || "", placeholder: "default: CPU",
+      "aria-label": "profile type", size: 12 });
+    const children = mode === "ranges" ? null
+      : el("input", { type: "checkbox", name: "children", checked: params.children === "1" });
+    const collect = () => {
+      const next = { mode: modeSelect.value, service: this.service.value, type: type.value.trim() };
+      // Inputs shared by the old and the new mode are kept when the mode changes.
+      for (const f of fields) next[f.name] = f.value.trim();
+      if (children?.checked) next.children = "1";
+      return next;
+    };
+    modeSelect.onchange = () => this.nav.go("compare", collect());
+    replace(this.form, el("label", {}, "Service ", this.service), el("label", {}, "Compare ", modeSelect),
+      ...inputs.map(([label, input]) => el("label", {}, `${label} `, input)), el("label", {}, "type ", type), children && el("label", { class: "check" }, children, " include child spans"),
+      el("button", { type: "submit" }, "Compare"));
+    this.form.onsubmit = (e) => {
+      e.preventDefault();
+      this.nav.go("compare", collect());
+    };
+  }
+}
+
+function cap(s) {
+  return s.charAt(0).toUpperCase() + s.slice(1);
 }

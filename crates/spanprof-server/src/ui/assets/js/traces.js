@@ -182,7 +182,11 @@ export class TraceView {
       onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
       `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
-    el("label", { class: "switch" }, toggle, " include child spans"));
+    el("label", { class: "switch" }, toggle, " include child spans"), " · ",
+    el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
+      a: span.span_id, ...(children ? { children: "1" } : {}) })}` }, `compare with every ${span.name} span`), " · ",
+    el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "slow", service: span.service,
+      span_name: span.name })}` }, `slow vs fast ${span.name} spans`));
     this.panelBox.hidden = false;
     this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
       include_child_spans: children ? "true" : "" }, params, children
