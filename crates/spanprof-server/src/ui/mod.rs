@@ -86,7 +86,19 @@ pub fn routes() -> Router<AppState> {
 }
 
 async fn index() -> Response {
-    serve("text/html; charset=utf-8", INDEX_HTML)
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    serve("text/html; charset=utf-8", PAGE.get_or_init(page))
+}
+
+/// The page with a `modulepreload` link per module: the browser fetches every module at
+/// once instead of one import level after the other (three round trips fewer on a cold load).
+fn page() -> String {
+    let preload: String = ASSETS
+        .iter()
+        .filter(|a| a.content_type == JS)
+        .map(|a| format!("<link rel=\"modulepreload\" href=\"/ui/{}\">\n", a.path))
+        .collect();
+    INDEX_HTML.replacen("</head>", &format!("{preload}</head>"), 1)
 }
 
 async fn asset(Path(path): Path<String>) -> Response {
@@ -117,4 +129,38 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
         body,
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every module a module imports is embedded, and the page preloads every module.
+    #[test]
+    fn every_imported_module_is_embedded_and_preloaded() {
+        let page = page();
+        for a in ASSETS.iter().filter(|a| a.content_type == JS) {
+            assert!(
+                page.contains(&format!(
+                    "<link rel=\"modulepreload\" href=\"/ui/{}\">",
+                    a.path
+                )),
+                "{} is not preloaded",
+                a.path
+            );
+            for line in a.body.lines().filter(|l| l.starts_with("import ")) {
+                let module = line
+                    .split('"')
+                    .nth(1)
+                    .unwrap_or_else(|| panic!("{}: {line}", a.path));
+                let path = format!("js/{}", module.trim_start_matches("./"));
+                assert!(
+                    ASSETS.iter().any(|b| b.path == path),
+                    "{} imports {module}, which is not in ASSETS",
+                    a.path
+                );
+            }
+        }
+        assert!(page.find("modulepreload") < page.find("</head>"));
+    }
 }

@@ -77,9 +77,10 @@ export class TracesView {
     let services;
     let spans;
     try {
-      services = await servicePicker(this.service, params.service);
-      ({ spans } = await api.get("spans", { service: params.service, name: params.name,
-        min_duration: params.min_duration, from: params.from, to: params.to, limit: 100 }));
+      // Both at once: the search does not wait for the picker.
+      [services, { spans }] = await Promise.all([servicePicker(this.service, params.service),
+        api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
+          from: params.from, to: params.to, limit: 100 })]);
     } catch (e) {
       replace(this.results, notice("error", "The search failed", e.message));
       return;

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Browser-side speed of the web UI, measured with the Performance API in headless chromium
+# (python/ui_perf.py): page load from a cold `spanprof serve --demo` on localhost, render time
+# of a flame graph with >= 10,000 nodes, and frames per second while hovering over it.
+#
+#   bench/ui-perf.sh [--runs N]        (default 3 runs, each on a freshly started server)
+#
+# Targets (issue 5): render <= 100 ms, 60 fps while hovering, page load <= 300 ms.
+# Needs `bash .ci/setup` (chromium, chromedriver, selenium in target/venv). Results go to
+# bench/out/ui-perf-<run>.json and a summary to stdout.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+runs=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    *) echo "usage: $0 [--runs N]" >&2; exit 2 ;;
+  esac
+done
+python="${SPANPROF_PYTHON:-$root/target/venv/bin/python}"
+[ -x "$python" ] || { echo "ui-perf: no $python: run bash .ci/setup" >&2; exit 1; }
+for t in /usr/bin/chromium /usr/bin/chromedriver; do
+  [ -x "$t" ] || { echo "ui-perf: no $t: run bash .ci/setup (apt-get install chromium chromium-driver)" >&2; exit 1; }
+done
+
+echo "ui-perf: building spanprof (release)" >&2
+cargo build --release -q -p spanprof
+bin="$root/target/release/spanprof"
+mkdir -p bench/out
+tmp="$(mktemp -d)"
+trap 'kill "${server:-}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+
+free_port() { "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+for run in $(seq 1 "$runs"); do
+  port="$(free_port)"
+  "$bin" serve --demo --http-addr "127.0.0.1:$port" --otlp-http-addr off --otlp-grpc-addr off \
+    2>"$tmp/serve.log" &
+  server=$!
+  for _ in $(seq 200); do
+    grep -q "spanprof serving on" "$tmp/serve.log" && break
+    sleep 0.05
+  done
+  grep -q "spanprof serving on" "$tmp/serve.log" || { cat "$tmp/serve.log" >&2; exit 1; }
+  echo "ui-perf: run $run: server on :$port" >&2
+  "$python" python/ui_perf.py --base "http://127.0.0.1:$port" \
+    --user-data-dir "$tmp/chromium-$run" >"bench/out/ui-perf-$run.json"
+  kill "$server"
+  wait "$server" 2>/dev/null || true
+  server=""
+done
+
+"$python" - "$runs" <<'PY'
+import json, statistics, sys
+runs = [json.load(open(f"bench/out/ui-perf-{i}.json")) for i in range(1, int(sys.argv[1]) + 1)]
+def med(path):
+    vals = []
+    for r in runs:
+        v = r
+        for k in path:
+            v = v[k]
+        vals.append(v)
+    return statistics.median(vals), vals
+rows = [
+    ("page load: first trace row (ms)", ("page_load", "first_trace_row_ms"), "<= 300"),
+    ("page load: load event (ms)", ("page_load", "load_event_ms"), ""),
+]
+for shape in ("wide", "deep"):
+    rows += [
+        (f"{shape}: render JS (ms, median)", (f"flame_render_{shape}", "sync_ms_median"), "<= 100"),
+        (f"{shape}: render to frame (ms, median)", (f"flame_render_{shape}", "to_frame_ms_median"), "<= 100"),
+        (f"{shape}: render to frame (ms, max)", (f"flame_render_{shape}", "to_frame_ms_max"), ""),
+        (f"{shape}: hover frames per second", (f"hover_{shape}", "fps"), ">= 60 (display rate)"),
+        (f"{shape}: hover frame p95 (ms)", (f"hover_{shape}", "frame_ms_p95"), "<= 16.7"),
+        (f"{shape}: hover handler (ms, max)", (f"hover_{shape}", "handler_ms_max"), ""),
+    ]
+print(f"nodes: wide {runs[0]['flame_render_wide']['nodes']}, deep {runs[0]['flame_render_deep']['nodes']}; "
+      f"runs: {len(runs)} (median, then every run)")
+for name, path, target in rows:
+    m, vals = med(path)
+    print(f"  {name:48s} {m:8.1f}   {vals}   {target}")
+PY
