@@ -66,7 +66,7 @@
 //! allocation larger than what the bytes hold (deflated columns: than what they inflate to); a
 //! version 2 block's indices are checked against the table it is read with.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
 use hashbrown::HashMap;
 
@@ -356,12 +356,27 @@ fn varint_len(v: u64) -> usize {
 }
 
 fn deflate(raw: &[u8]) -> Vec<u8> {
-    let mut z = flate2::write::DeflateEncoder::new(
-        Vec::with_capacity(raw.len() / 2),
-        flate2::Compression::new(DEFLATE_LEVEL),
-    );
-    z.write_all(raw).expect("writing to a Vec cannot fail");
-    z.finish().expect("writing to a Vec cannot fail")
+    thread_local! {
+        /// One compressor per thread, reset between blocks: a new one allocates (and the
+        /// kernel zeroes) its ~300 KiB of window and hash tables for every block.
+        static COMPRESS: std::cell::RefCell<flate2::Compress> = std::cell::RefCell::new(
+            flate2::Compress::new(flate2::Compression::new(DEFLATE_LEVEL), false),
+        );
+    }
+    COMPRESS.with_borrow_mut(|z| {
+        z.reset();
+        // Deflate's worst case is 5 bytes per 16 KiB stored block over the input.
+        let mut out = Vec::with_capacity(raw.len() + raw.len() / 1000 + 64);
+        let status = z
+            .compress_vec(raw, &mut out, flate2::FlushCompress::Finish)
+            .expect("deflating into a buffer that is large enough cannot fail");
+        assert_eq!(
+            status,
+            flate2::Status::StreamEnd,
+            "deflate output fits its bound"
+        );
+        out
+    })
 }
 
 /// Inflates `stream`, which must hold exactly `raw_len` bytes and nothing after them.

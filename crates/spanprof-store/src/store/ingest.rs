@@ -197,6 +197,9 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
     let empty = ProfilesDictionary::default();
     let d = data.dictionary.as_ref().unwrap_or(&empty);
     let link_keys = LinkConfig::default();
+    // Each link's ids, checked and with the trace elided, once per link table entry (the
+    // profiles of one pprof share it; a span index lookup per sample misses the cache).
+    let mut links: Vec<Option<LinkIds>> = vec![None; d.link_table.len()];
     for (ri, rp) in data.resource_profiles.iter().enumerate() {
         let (service_name, name_hint, base_labels) = resource_labels(rp.resource.as_ref());
         let service = st.service_id(&service_name);
@@ -208,6 +211,7 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
                     st,
                     d,
                     &mut remap,
+                    &mut links,
                     service,
                     &base_labels,
                     name_hint.as_deref(),
@@ -263,6 +267,7 @@ fn profile_blocks(
     st: &mut State,
     d: &ProfilesDictionary,
     remap: &mut Remap,
+    link_memo: &mut [Option<LinkIds>],
     service: u32,
     base_labels: &[(String, String)],
     name_hint: Option<&str>,
@@ -295,11 +300,12 @@ fn profile_blocks(
             .symbols
             .stack_of(d, remap, s.stack_index)
             .map_err(|e| format!("samples[{i}]: {e}"))?;
+        // Checked and elided (`elide_known_trace`) when it comes from the link table.
         let mut link: Option<LinkIds> = None;
         if s.link_index != 0 {
-            let l = usize::try_from(s.link_index)
+            let x = usize::try_from(s.link_index)
                 .ok()
-                .and_then(|x| d.link_table.get(x))
+                .filter(|&x| x < d.link_table.len())
                 .ok_or_else(|| {
                     format!(
                         "samples[{i}].link_index {} out of range ({} links)",
@@ -307,20 +313,26 @@ fn profile_blocks(
                         d.link_table.len()
                     )
                 })?;
-            match (
-                <[u8; 16]>::try_from(l.trace_id.as_slice()),
-                <[u8; 8]>::try_from(l.span_id.as_slice()),
-            ) {
-                (Ok(t), Ok(sp)) if sp != [0; 8] => link = Some((t, sp)),
-                _ => {
-                    return Err(format!(
-                        "samples[{i}]: link {} has ids of {} and {} bytes (need 16 and 8)",
-                        s.link_index,
-                        l.trace_id.len(),
-                        l.span_id.len()
-                    ))
+            if link_memo[x].is_none() {
+                let l = &d.link_table[x];
+                match (
+                    <[u8; 16]>::try_from(l.trace_id.as_slice()),
+                    <[u8; 8]>::try_from(l.span_id.as_slice()),
+                ) {
+                    (Ok(t), Ok(sp)) if sp != [0; 8] => {
+                        link_memo[x] = Some(elide_known_trace(st, (t, sp)));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "samples[{i}]: link {} has ids of {} and {} bytes (need 16 and 8)",
+                            s.link_index,
+                            l.trace_id.len(),
+                            l.span_id.len()
+                        ))
+                    }
                 }
             }
+            link = link_memo[x];
         }
         label_attrs.clear();
         let (mut span, mut trace) = (None, None);
@@ -352,10 +364,9 @@ fn profile_blocks(
         if link.is_none() {
             // Only a span id: bound to its trace later, from the stored span.
             if let Some(sp) = span {
-                link = Some((trace.unwrap_or([0; 16]), sp));
+                link = Some(elide_known_trace(st, (trace.unwrap_or([0; 16]), sp)));
             }
         }
-        let link = link.map(|ids| elide_known_trace(st, ids));
         label_attrs.sort_unstable();
         label_attrs.dedup();
         let g = match groups.get(&label_attrs) {
