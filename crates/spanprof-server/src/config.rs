@@ -41,6 +41,13 @@ pub struct ServerConfig {
     pub segment_bytes: u64,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
+    /// What a span's profile is for Grafana. `false` (the default): exactly the samples linked
+    /// to the span, as Pyroscope matches span ids — `SelectMergeSpanProfile` selects only the
+    /// listed spans, and the Tempo API gives `pyroscope.profile.id` only to spans with samples
+    /// of their own. `true`: the span's subtree — `SelectMergeSpanProfile` adds the samples of
+    /// every descendant span, and a span gets the attribute when its subtree has samples. One
+    /// setting for both, so a span is linked exactly when its span profile has something.
+    pub span_profiles_include_children: bool,
 }
 
 /// The wire protocol of a forwarder.
@@ -170,6 +177,7 @@ impl Default for ServerConfig {
             retention_bytes: None,
             segment_bytes: 64 << 20,
             demo: false,
+            span_profiles_include_children: false,
         }
     }
 }

@@ -10,6 +10,10 @@
 //!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
 //!   max_body_size: 32MiB
 //!   max_decompressed_size: 64MiB
+//!   # Grafana's span profiles (SelectMergeSpanProfile, and which spans the Tempo API marks
+//!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
+//!   # Pyroscope); true = the span and its descendant spans.
+//!   span_profiles_include_children: false
 //! storage:
 //!   enabled: true
 //!   dir: ./spanprof-data
@@ -104,6 +108,7 @@ struct Server {
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     max_decompressed_size: Option<u64>,
+    span_profiles_include_children: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -265,6 +270,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = s.max_decompressed_size {
         base.limits.max_decompressed_bytes = n as usize;
     }
+    if let Some(b) = s.span_profiles_include_children {
+        base.span_profiles_include_children = b;
+    }
     let st = file.storage;
     if let Some(e) = st.enabled {
         base.store = e;
@@ -383,6 +391,26 @@ mod tests {
         assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
         assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
+        assert!(!c.span_profiles_include_children);
+    }
+
+    #[test]
+    fn span_profiles_include_children_is_one_server_setting() {
+        assert!(!load_str("").unwrap().span_profiles_include_children);
+        let c = load_str("server:\n  span_profiles_include_children: true\n").unwrap();
+        assert!(c.span_profiles_include_children);
+        let e = load_str("server:\n  span_profiles_include_children: sometimes\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+        // Only under `server`: elsewhere it is an unknown key.
+        let e = load_str("processors:\n  span_profiles_include_children: true\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `span_profiles_include_children`"),
+            "{e}"
+        );
     }
 
     #[test]

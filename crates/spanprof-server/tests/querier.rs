@@ -244,16 +244,27 @@ struct Fixture {
     data: GoData,
 }
 
+/// The server with the default settings.
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("querier-store");
-        let _ = std::fs::remove_dir_all(&dir);
-        let server = TestServer::start(&dir);
-        let data = GoData::load();
-        data.ingest(&server);
-        Fixture { server, data }
-    })
+    FIXTURE.get_or_init(|| start("querier-store", false))
+}
+
+/// The server with `span_profiles_include_children: true`.
+fn roll_up_fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| start("querier-store-roll-up", true))
+}
+
+fn start(store: &str, include_children: bool) -> Fixture {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = TestServer::start_with(&dir, |c| {
+        c.span_profiles_include_children = include_children;
+    });
+    let data = GoData::load();
+    data.ingest(&server);
+    Fixture { server, data }
 }
 
 struct Answer {
@@ -270,9 +281,15 @@ impl Answer {
     }
 }
 
-/// `POST /querier.v1.QuerierService/<method>` over HTTP/1.1 with `headers`.
+/// `POST /querier.v1.QuerierService/<method>` to the default server over HTTP/1.1 with
+/// `headers`.
 fn call(method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
-    let mut tcp = TcpStream::connect(fixture().server.addr).expect("connect");
+    call_at(fixture(), method, headers, body)
+}
+
+/// [`call`] to the server of `f`.
+fn call_at(f: &Fixture, method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
+    let mut tcp = TcpStream::connect(f.server.addr).expect("connect");
     tcp.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut head = format!(
         "POST /querier.v1.QuerierService/{method} HTTP/1.1\r\nhost: test\r\n\
@@ -327,10 +344,17 @@ fn call(method: &str, headers: &[(&str, &str)], body: &[u8]) -> Answer {
     }
 }
 
-/// A binary protobuf call answered 200; the answer decoded.
+/// A binary protobuf call to the default server answered 200; the answer decoded.
 #[track_caller]
 fn proto<M: Message + Default>(method: &str, request: &impl Message) -> M {
-    let a = call(
+    proto_at(fixture(), method, request)
+}
+
+/// [`proto`] to the server of `f`.
+#[track_caller]
+fn proto_at<M: Message + Default>(f: &Fixture, method: &str, request: &impl Message) -> M {
+    let a = call_at(
+        f,
         method,
         &[("content-type", "application/proto")],
         &request.encode_to_vec(),
@@ -592,17 +616,11 @@ fn grafana_span_profile_link_finds_the_hot_function() {
     let data = &fixture().data;
     let root = slow_root(data);
     let (start, end) = grafana_range(root);
-    // Root + descendants (the answer Pyroscope's root-span labelling gives).
-    let want = data.cpu_where(|s| s.span_id == root.span_id || s.parent == Some(root.span_id));
-    let want_hot: i64 = data
-        .spans
-        .iter()
-        .filter(|s| s.span_id == root.span_id || s.parent == Some(root.span_id))
-        .map(|s| s.hot_cum_ns)
-        .sum();
+    // Exactly the root's own samples (Pyroscope's exact match), not its children's.
+    let (want, want_hot) = (root.cpu_ns, root.hot_cum_ns);
     assert!(
-        want > root.cpu_ns && want_hot > 0,
-        "the fixture has child CPU"
+        want_hot > 0 && data.cpu_where(|s| s.parent == Some(root.span_id)) > 0,
+        "the root has the hot function itself and children with samples"
     );
 
     let request = SelectMergeSpanProfileRequest {
@@ -635,7 +653,7 @@ fn grafana_span_profile_link_finds_the_hot_function() {
         "the same in protojson"
     );
 
-    // A child span: its own samples (it has no descendants).
+    // A child span: its own samples.
     let child = data
         .spans
         .iter()
@@ -687,6 +705,53 @@ fn grafana_span_profile_link_finds_the_hot_function() {
     let nodes: usize = fg.levels.iter().map(|l| l.values.len() / 4).sum();
     assert!(nodes <= 5 + fg.levels.len(), "{nodes} nodes");
     check_layout(&fg);
+}
+
+#[test]
+fn span_profiles_include_children_adds_descendant_spans() {
+    let f = roll_up_fixture();
+    let root = slow_root(&f.data);
+    let (start, end) = grafana_range(root);
+    let subtree = |s: &SpanTruth| s.span_id == root.span_id || s.parent == Some(root.span_id);
+    let want = f.data.cpu_where(subtree);
+    let want_hot: i64 = f
+        .data
+        .spans
+        .iter()
+        .filter(|s| subtree(s))
+        .map(|s| s.hot_cum_ns)
+        .sum();
+    assert!(want > root.cpu_ns, "the fixture has child CPU");
+    let request = SelectMergeSpanProfileRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        span_selector: vec![hex(&root.span_id)],
+        start,
+        end,
+        max_nodes: None,
+        format: 0,
+    };
+    let r: FlameGraphResponse = proto_at(f, "SelectMergeSpanProfile", &request);
+    let fg = r.flamegraph.expect("a flame graph");
+    assert_eq!(fg.total, want, "the root and its children");
+    let levels = check_layout(&fg);
+    assert_eq!(function_total(&levels, HOT_FUNCTION), want_hot);
+    // SelectMergeStacktraces' span_selector stays an exact match.
+    let r: FlameGraphResponse = proto_at(
+        f,
+        "SelectMergeStacktraces",
+        &SelectMergeStacktracesRequest {
+            profile_type_id: CPU_TYPE.into(),
+            label_selector: SELECTOR.into(),
+            start,
+            end,
+            max_nodes: None,
+            format: 0,
+            trace_id_selector: vec![],
+            span_selector: vec![hex(&root.span_id)],
+        },
+    );
+    assert_eq!(r.flamegraph.unwrap().total, root.cpu_ns);
 }
 
 #[test]
@@ -1163,11 +1228,8 @@ fn grafana_flow_from_tempo_trace_to_span_flame_graph() {
     );
     let fg = flame_from_json(&v["flamegraph"]);
     assert!(fg.names.iter().any(|n| n == HOT_FUNCTION), "{:?}", fg.names);
-    let want = f
-        .data
-        .cpu_where(|s| s.span_id == root.span_id || s.parent == Some(root.span_id));
     assert_eq!(
-        fg.total, want,
-        "the span and its children, as Grafana's link shows them"
+        fg.total, root.cpu_ns,
+        "the span's own samples (exact match, the default)"
     );
 }

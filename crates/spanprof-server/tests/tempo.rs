@@ -1,8 +1,10 @@
 //! The Tempo API against the real server: the real Go CPU profile and spans for its span ids
 //! (plus a gateway parent and a database child without samples) go in over OTLP/HTTP; the
 //! trace endpoints must mark exactly the spans with something to show with
-//! `pyroscope.profile.id`, search must find traces like Tempo, and Grafana's
-//! Traces-to-profiles flow must open the slow span's flame graph.
+//! `pyroscope.profile.id` — the spans whose `SelectMergeSpanProfile` is not empty, by
+//! default their own samples, with `span_profiles_include_children` their subtree's —,
+//! search must find traces like Tempo, and Grafana's Traces-to-profiles flow must open the
+//! slow span's flame graph.
 
 mod common;
 
@@ -11,7 +13,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::OnceLock;
 
-use common::goprofile::{GoData, SpanTruth, CACHE_SPAN, DB_SPAN, HOT_FUNCTION, SERVICE};
+use common::goprofile::{GoData, SpanTruth, CACHE_SPAN, CPU_TYPE, DB_SPAN, HOT_FUNCTION, SERVICE};
 use common::server::{enc, TestServer, DEADLINE};
 use prost::Message;
 use serde_json::Value;
@@ -21,7 +23,7 @@ use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, TracesData,
 };
 
-/// A parent without samples above the heaviest request span (gets the link by roll-up).
+/// A parent without samples above the heaviest request span (gets the link by roll-up only).
 const GATEWAY: [u8; 8] = [0x9a; 8];
 /// A child of [`DB_SPAN`] without samples (neither gets the link).
 const DB_CHILD: [u8; 8] = [0xdc; 8];
@@ -44,6 +46,8 @@ struct Fixture {
     server: TestServer,
     data: GoData,
     spans: Vec<Sent>,
+    /// The server's `span_profiles_include_children`.
+    include_children: bool,
 }
 
 impl Fixture {
@@ -51,10 +55,15 @@ impl Fixture {
         self.spans.iter().filter(|s| s.trace_id == *trace).collect()
     }
 
-    /// Spans that have samples themselves or below them.
+    /// Spans with something to show: samples of their own, or (with child roll-up) below
+    /// them.
     fn expected_profiled(&self) -> BTreeSet<[u8; 8]> {
         let mut out = BTreeSet::new();
         for s in self.spans.iter().filter(|s| s.own_samples) {
+            if !self.include_children {
+                out.insert(s.span_id);
+                continue;
+            }
             let mut at = Some(s.span_id);
             while let Some(id) = at {
                 if !out.insert(id) {
@@ -87,31 +96,44 @@ impl Fixture {
     }
 }
 
+/// The server with the default settings (exact match).
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tempo-store");
-        let _ = std::fs::remove_dir_all(&dir);
-        let server = TestServer::start(&dir);
-        let data = GoData::load();
-        let spans = sent_spans(&data);
-        server
-            .post(
-                "/v1development/profiles",
-                "application/x-protobuf",
-                data.otlp_profiles(),
-            )
-            .ok();
-        let r = server
-            .post("/v1/traces", "application/json", traces_json(&spans))
-            .ok();
-        assert_eq!(r.json(), serde_json::json!({}), "every span accepted");
-        Fixture {
-            server,
-            data,
-            spans,
-        }
-    })
+    FIXTURE.get_or_init(|| start("tempo-store", false))
+}
+
+/// The server with `span_profiles_include_children: true`.
+fn roll_up_fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| start("tempo-store-roll-up", true))
+}
+
+/// A server storing in `store` (under the test tmpdir) with the Go data and [`sent_spans`].
+fn start(store: &str, include_children: bool) -> Fixture {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(store);
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = TestServer::start_with(&dir, |c| {
+        c.span_profiles_include_children = include_children;
+    });
+    let data = GoData::load();
+    let spans = sent_spans(&data);
+    server
+        .post(
+            "/v1development/profiles",
+            "application/x-protobuf",
+            data.otlp_profiles(),
+        )
+        .ok();
+    let r = server
+        .post("/v1/traces", "application/json", traces_json(&spans))
+        .ok();
+    assert_eq!(r.json(), serde_json::json!({}), "every span accepted");
+    Fixture {
+        server,
+        data,
+        spans,
+        include_children,
+    }
 }
 
 /// The Go data's spans, with [`GATEWAY`] above the heaviest request span and [`DB_CHILD`]
@@ -248,7 +270,12 @@ fn get_accept(path: &str, accept: &str) -> (u16, String, Vec<u8>) {
 
 #[track_caller]
 fn get_json(path: &str) -> Value {
-    let r = fixture().server.get(path).ok();
+    get_json_at(fixture(), path)
+}
+
+#[track_caller]
+fn get_json_at(f: &Fixture, path: &str) -> Value {
+    let r = f.server.get(path).ok();
     assert_eq!(r.content_type, "application/json", "{path}");
     r.json()
 }
@@ -344,9 +371,8 @@ fn spans_of_proto(data: &TracesData) -> BTreeMap<String, Got> {
     out
 }
 
-/// Checks a trace read back against what was sent and the profile links.
-fn check_trace(got: &BTreeMap<String, Got>, trace: &[u8; 16]) {
-    let f = fixture();
+/// Checks a trace read back from `f` against what was sent and the profile links.
+fn check_trace(f: &Fixture, got: &BTreeMap<String, Got>, trace: &[u8; 16]) {
     let sent = f.trace_spans(trace);
     let profiled = f.expected_profiled();
     assert_eq!(
@@ -376,9 +402,11 @@ fn tempo_trace_by_id_in_json_and_protobuf_links_exactly_the_spans_with_samples()
     let f = fixture();
     let heavy = f.heavy_trace();
     let profiled = f.expected_profiled();
-    // The roll-up case and the empty ones are where the test needs them.
-    assert!(profiled.contains(&GATEWAY));
-    for id in [DB_SPAN, CACHE_SPAN, DB_CHILD] {
+    // Exact match by default: the gateway's samples are all below it, so it has no link;
+    // the request span under it has samples of its own.
+    let request = f.data.span(&DB_SPAN).parent.unwrap();
+    assert!(profiled.contains(&request));
+    for id in [GATEWAY, DB_SPAN, CACHE_SPAN, DB_CHILD] {
         assert!(!profiled.contains(&id));
     }
 
@@ -388,7 +416,7 @@ fn tempo_trace_by_id_in_json_and_protobuf_links_exactly_the_spans_with_samples()
         v1.as_object().unwrap().keys().collect::<Vec<_>>(),
         ["batches"]
     );
-    check_trace(&spans_of_json(&v1["batches"]), &heavy);
+    check_trace(f, &spans_of_json(&v1["batches"]), &heavy);
 
     // v1 protobuf: tempopb.Trace = OTLP TracesData.
     let (status, ct, body) = get_accept(
@@ -397,25 +425,26 @@ fn tempo_trace_by_id_in_json_and_protobuf_links_exactly_the_spans_with_samples()
     );
     assert_eq!((status, ct.as_str()), (200, "application/protobuf"));
     check_trace(
+        f,
         &spans_of_proto(&TracesData::decode(&body[..]).unwrap()),
         &heavy,
     );
 
     // v2 JSON and protobuf: TraceByIDResponse.
     let v2 = get_json(&format!("/api/v2/traces/{}", to_hex(&heavy)));
-    check_trace(&spans_of_json(&v2["trace"]["resourceSpans"]), &heavy);
+    check_trace(f, &spans_of_json(&v2["trace"]["resourceSpans"]), &heavy);
     let (status, ct, body) = get_accept(
         &format!("/api/v2/traces/{}", to_hex(&heavy)),
         "application/protobuf",
     );
     assert_eq!((status, ct.as_str()), (200, "application/protobuf"));
     let response = TraceByIdResponse::decode(&body[..]).unwrap();
-    check_trace(&spans_of_proto(&response.trace.unwrap()), &heavy);
+    check_trace(f, &spans_of_proto(&response.trace.unwrap()), &heavy);
 
     // Every other trace too (all of their spans have samples).
     for (trace, ..) in f.traces_recent_first() {
         let v1 = get_json(&format!("/api/traces/{}", to_hex(&trace)));
-        check_trace(&spans_of_json(&v1["batches"]), &trace);
+        check_trace(f, &spans_of_json(&v1["batches"]), &trace);
     }
 }
 
@@ -621,10 +650,94 @@ fn tempo_grafana_traces_to_profiles_opens_the_slow_spans_flame_graph() {
         tree_function_total(&fg["tree"], HOT_FUNCTION),
         truth.hot_cum_ns
     );
+}
 
-    // The gateway's link (roll-up) shows its subtree's samples.
-    let gateway = &spans[&to_hex(&GATEWAY)];
-    assert_eq!(gateway.attributes[PROFILE_ID], to_hex(&GATEWAY));
+/// The total of Grafana's `SelectMergeSpanProfile` for one span as Traces to profiles sends
+/// it (protojson): the CPU type, `{service_name="…"}` from `service.name`, the span ±60 s.
+fn span_profile_total(f: &Fixture, span: &Sent) -> i64 {
+    let request = serde_json::json!({
+        "profileTypeID": CPU_TYPE,
+        "labelSelector": format!("{{service_name=\"{SERVICE}\"}}"),
+        "spanSelector": [to_hex(&span.span_id)],
+        "start": (span.start_ns / 1_000_000 - 60_000).to_string(),
+        "end": (span.end_ns / 1_000_000 + 60_000).to_string(),
+    });
+    let r = f
+        .server
+        .post(
+            "/querier.v1.QuerierService/SelectMergeSpanProfile",
+            "application/json",
+            request.to_string().into_bytes(),
+        )
+        .ok();
+    // protojson: int64 as a string, left out when 0.
+    r.json()["flamegraph"].get("total").map_or(0, |t| {
+        t.as_str().expect("int64 as a string").parse().unwrap()
+    })
+}
+
+/// For every span of every trace: the link is there exactly when Grafana's span profile
+/// for it has samples.
+fn check_links_match_span_profiles(f: &Fixture) {
+    let mut linked = 0;
+    for (trace, ..) in f.traces_recent_first() {
+        let got =
+            spans_of_json(&get_json_at(f, &format!("/api/traces/{}", to_hex(&trace)))["batches"]);
+        for s in f.trace_spans(&trace) {
+            let link = got[&to_hex(&s.span_id)].attributes.get(PROFILE_ID);
+            let total = span_profile_total(f, s);
+            assert_eq!(
+                link.is_some(),
+                total > 0,
+                "{} ({}): link {link:?}, span profile total {total}",
+                s.name,
+                to_hex(&s.span_id)
+            );
+            linked += usize::from(link.is_some());
+        }
+    }
+    assert!(linked > 2, "several spans are linked");
+}
+
+#[test]
+fn tempo_exact_match_by_default_links_only_spans_with_their_own_samples() {
+    let f = fixture();
+    check_links_match_span_profiles(f);
+    // The gateway's samples are all in the request span below it: its span profile is empty
+    // and it has no link; the request span has both.
+    let heavy = f.heavy_trace();
+    let got = spans_of_json(&get_json(&format!("/api/traces/{}", to_hex(&heavy)))["batches"]);
+    let gateway = f.spans.iter().find(|s| s.span_id == GATEWAY).unwrap();
+    assert_eq!(got[&to_hex(&GATEWAY)].attributes.get(PROFILE_ID), None);
+    assert_eq!(span_profile_total(f, gateway), 0);
+    let request = f.data.span(&DB_SPAN).parent.unwrap();
+    let request = f.spans.iter().find(|s| s.span_id == request).unwrap();
+    assert_eq!(request.parent, Some(GATEWAY));
+    assert_eq!(
+        got[&to_hex(&request.span_id)].attributes[PROFILE_ID],
+        to_hex(&request.span_id)
+    );
+    assert_eq!(
+        span_profile_total(f, request),
+        f.data.span(&request.span_id).cpu_ns,
+        "only the request span's own samples, none of its children's"
+    );
+}
+
+#[test]
+fn tempo_with_child_roll_up_links_spans_whose_subtree_has_samples() {
+    let f = roll_up_fixture();
+    let heavy = f.heavy_trace();
+    let profiled = f.expected_profiled();
+    assert!(profiled.contains(&GATEWAY));
+    for id in [DB_SPAN, CACHE_SPAN, DB_CHILD] {
+        assert!(!profiled.contains(&id));
+    }
+    let v1 = get_json_at(f, &format!("/api/traces/{}", to_hex(&heavy)));
+    check_trace(f, &spans_of_json(&v1["batches"]), &heavy);
+    check_links_match_span_profiles(f);
+    // The gateway's link shows its whole subtree: every sample of the trace.
+    let gateway = f.spans.iter().find(|s| s.span_id == GATEWAY).unwrap();
     let subtree: i64 = f
         .data
         .spans
@@ -632,9 +745,6 @@ fn tempo_grafana_traces_to_profiles_opens_the_slow_spans_flame_graph() {
         .filter(|s| s.trace_id == heavy)
         .map(|s| s.cpu_ns)
         .sum();
-    let fg = get_json(&format!(
-        "/api/v1/flamegraph?service={SERVICE}&span_id={}&include_child_spans=true",
-        to_hex(&GATEWAY)
-    ));
-    assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(subtree));
+    assert!(subtree > 0);
+    assert_eq!(span_profile_total(f, gateway), subtree);
 }

@@ -4,11 +4,14 @@
 //!
 //! # The profile link
 //!
-//! Every span returned by the trace endpoints that has profile samples — its own, or those of
-//! a span below it (child roll-up: a parent span's profile includes its children's work) —
-//! carries the attribute `pyroscope.profile.id` = its own span id (16 hex). Spans with
-//! nothing to show never carry it (a producer's blind `pyroscope.profile.id` on a root span
-//! is dropped). Grafana types a span link as a Profiles link only when the attribute is
+//! Every span returned by the trace endpoints that has something to show for Grafana's
+//! `SelectMergeSpanProfile` carries the attribute `pyroscope.profile.id` = its own span id
+//! (16 hex); spans with nothing to show never carry it (a producer's blind
+//! `pyroscope.profile.id` on a root span is dropped). What counts follows the server setting
+//! `span_profiles_include_children`, as `SelectMergeSpanProfile` does (see
+//! [`super::pyroscope_query`]): by default, samples linked to the span itself (exact match,
+//! as Pyroscope); with the setting, samples of the span or of any span below it (child
+//! roll-up). Grafana types a span link as a Profiles link only when the attribute is
 //! present and passes its value as the span selector.
 //!
 //! # Endpoints (paths, parameters and shapes as Tempo's `pkg/api/http.go` and
@@ -156,16 +159,21 @@ struct TraceByIdResponse {
     trace: Option<TracesData>,
 }
 
-/// The stored trace with profile links, or 404.
+/// The stored trace with profile links (module docs), or 404.
 async fn load_trace(app: &AppState, id: &str) -> Result<TracesData, ApiError> {
     let trace_id = parse_trace_id(id)?;
+    let include_children = app.config.span_profiles_include_children;
     let (spans, profiled) = blocking(app, move |store| {
         let spans = store.trace(&trace_id)?;
         let own = spans
             .iter()
             .map(|s| store.has_samples(&s.span_id))
             .collect::<Result<Vec<bool>, _>>()?;
-        let profiled = roll_up(&spans, &own);
+        let profiled = if include_children {
+            roll_up(&spans, &own)
+        } else {
+            own
+        };
         Ok((spans, profiled))
     })
     .await?;

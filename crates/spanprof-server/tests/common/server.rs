@@ -63,17 +63,23 @@ impl Reply {
 impl TestServer {
     /// Starts a server storing in `data_dir` and waits until it answers `/health`.
     pub fn start(data_dir: &Path) -> TestServer {
+        Self::start_with(data_dir, |_| {})
+    }
+
+    /// [`TestServer::start`] with settings changed by `configure`.
+    pub fn start_with(data_dir: &Path, configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let config = ServerConfig {
+        let mut config = ServerConfig {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             otlp_http_addr: None,
             data_dir: data_dir.to_owned(),
             ..Default::default()
         };
+        configure(&mut config);
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
         let served = rt.spawn(spanprof_server::serve(

@@ -69,6 +69,12 @@ pub struct Args {
     /// Do not write to the embedded store: only forward (the API answers from an empty store).
     #[arg(long)]
     no_store: bool,
+    /// Grafana's span profiles include child spans: SelectMergeSpanProfile adds the samples
+    /// of descendant spans, and the Tempo API marks a span with pyroscope.profile.id when its
+    /// subtree has samples. Without it, both use the span's own samples only (exact match,
+    /// as Pyroscope).
+    #[arg(long)]
+    span_profiles_include_children: bool,
     /// Forward profiles and traces over OTLP gRPC: NAME=URL, e.g.
     /// tempo=http://tempo:4317. Repeat for several downstreams.
     #[arg(long = "forward-otlp-grpc", value_name = "NAME=URL")]
@@ -156,6 +162,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if args.no_store {
         config.store = false;
+    }
+    if args.span_profiles_include_children {
+        config.span_profiles_include_children = true;
     }
     config.forward.extend(forwarders(&args)?);
     let _demo_dir = if args.demo {

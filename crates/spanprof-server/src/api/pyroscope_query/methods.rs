@@ -356,7 +356,8 @@ fn flamegraph_format(format: i32) -> Result<(), ConnectError> {
     }
 }
 
-/// `SelectMergeSpanProfile`: the spans' samples with their descendants' (module docs).
+/// `SelectMergeSpanProfile`: the spans' samples, with their descendants' when the server is
+/// configured so (module docs).
 pub async fn select_merge_span_profile(
     app: AppState,
     req: SelectMergeSpanProfileRequest,
@@ -371,7 +372,7 @@ pub async fn select_merge_span_profile(
     )?;
     let max_nodes = max_nodes(req.max_nodes)?;
     sel.span_ids = span_ids(&req.span_selector)?;
-    sel.include_child_spans = true;
+    sel.include_child_spans = app.config.span_profiles_include_children;
     if sel.span_ids.is_empty() {
         // No span (or only all-zero ids): nothing, not the whole service.
         return Ok(SelectMergeSpanProfileResponse {

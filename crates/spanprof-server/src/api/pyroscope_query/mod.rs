@@ -22,14 +22,19 @@
 //! - `LabelNames`, `LabelValues`, `Series`: over the series with data in `[start, end]`;
 //!   each entry of `matchers` is a selector and their answers are united (Pyroscope's
 //!   behaviour); `__profile_type__` and `__name__` are labels of every series.
-//! - `SelectMergeSpanProfile`: the flame graph of the samples of the spans in
-//!   `span_selector` (16 hex characters each, else `invalid span id length: "…"`) **and of
-//!   their descendant spans**. Pyroscope matches span ids exactly, but its SDKs label every
-//!   sample of a request with the *local root's* span id (the span carrying
-//!   `pyroscope.profile.id`, the one Grafana links from), so Pyroscope's answer for that id is
-//!   the whole request's work. spanprof links each sample to the span actually running, so
-//!   exact matching would leave a root span's link nearly empty; adding descendants gives the
-//!   answer Pyroscope users expect from that link. An empty `span_selector` selects nothing.
+//! - `SelectMergeSpanProfile`: the flame graph of the samples linked to the spans in
+//!   `span_selector` (16 hex characters each, else `invalid span id length: "…"`), matched
+//!   **exactly**, as Pyroscope does. With `span_profiles_include_children` set (the
+//!   `server:` YAML key, `spanprof serve --span-profiles-include-children`) the samples of
+//!   their descendant spans are added. Why one would: Pyroscope's SDKs label a whole
+//!   request's samples with the local root's span id by default, so an exact match on the
+//!   root already shows the request; producers that label each sample with the span actually
+//!   running (`otel.profile.span_id`, the all-spans scope) leave a parent few samples of its
+//!   own, and roll-up shows its subtree instead. The same setting decides which spans the
+//!   Tempo API marks with `pyroscope.profile.id` ([`super::tempo`]), so a span carries the
+//!   link exactly when this method has samples for it (of some profile type, at some time:
+//!   the link does not know which type and window Grafana will ask for). An empty
+//!   `span_selector` selects nothing.
 //! - `SelectMergeStacktraces`: the flame graph (or, with `format: PROFILE_FORMAT_PPROF`, the
 //!   pprof profile in `pprof.profile`, binary protobuf only) of a label selector, optionally
 //!   narrowed to spans (`span_selector`, exact match: this is the newer, non-deprecated form)
