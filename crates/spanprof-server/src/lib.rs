@@ -11,6 +11,7 @@ pub mod demo;
 pub mod forward;
 pub mod metrics;
 pub mod pipeline;
+pub mod pyroscope_proto;
 pub mod receivers;
 pub mod ui;
 

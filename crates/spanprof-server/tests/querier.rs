@@ -920,6 +920,33 @@ fn select_merge_stacktraces_flame_graphs() {
         br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_TREE"}"#,
     );
     assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
+    for (field, value, what) in [
+        ("stackTraceSelector", json!({}), "stack_trace_selector"),
+        ("async", json!({"requestId": "x"}), "async"),
+        (
+            "profileIdSelector",
+            json!(["7c9e6679"]),
+            "profile_id_selector",
+        ),
+    ] {
+        let mut body = json!({"profileTypeID": CPU_TYPE});
+        body[field] = value;
+        let (status, v) = error(
+            "SelectMergeStacktraces",
+            "application/json",
+            body.to_string().as_bytes(),
+        );
+        assert_eq!((status, &v["code"]), (501, &json!("unimplemented")), "{v}");
+        assert!(v["message"].as_str().unwrap().contains(what), "{v}");
+    }
+    // In protobuf: an empty stack_trace_selector (field 7) or async (field 9) message is
+    // there all the same.
+    for key in [7u8 << 3 | 2, 9 << 3 | 2] {
+        let mut body = request.encode_to_vec();
+        body.extend([key, 0]);
+        let (status, v) = error("SelectMergeStacktraces", "application/proto", &body);
+        assert_eq!((status, &v["code"]), (501, &json!("unimplemented")), "{v}");
+    }
 }
 
 #[test]

@@ -13,9 +13,6 @@ mod labels;
 mod multipart;
 mod push;
 
-/// `types.v1.LabelPair`, shared with the querier API.
-pub use push::LabelPair;
-
 use std::collections::{BTreeMap, HashMap};
 
 use axum::http::StatusCode;

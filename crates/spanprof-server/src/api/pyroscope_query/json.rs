@@ -96,17 +96,20 @@ impl<'a> Obj<'a> {
         }
     }
 
-    /// An enum field, from its name or its number.
-    pub fn enumeration(&self, names: &[&str], values: &[&str]) -> Result<Option<i32>, String> {
+    /// An enum field, from its name (read by `from_name`, a generated `from_str_name`) or its
+    /// number.
+    pub fn enumeration<E: Into<i32>>(
+        &self,
+        names: &[&str],
+        from_name: fn(&str) -> Option<E>,
+    ) -> Result<Option<i32>, String> {
         let Some((k, v)) = self.get(names) else {
             return Ok(None);
         };
         match v {
-            Value::String(s) => values
-                .iter()
-                .position(|n| n == s)
-                .map(|i| Some(i as i32))
-                .ok_or_else(|| format!("{k}: unknown value {s:?} (expected one of {values:?})")),
+            Value::String(s) => from_name(s)
+                .map(|e| Some(e.into()))
+                .ok_or_else(|| format!("{k}: unknown value {s:?}")),
             Value::Number(n) => n
                 .as_i64()
                 .and_then(|x| i32::try_from(x).ok())
@@ -184,8 +187,9 @@ const TRACE_ID_SELECTOR: &[&str] = &["traceIdSelector", "trace_id_selector"];
 const PROFILE_ID_SELECTOR: &[&str] = &["profileIdSelector", "profile_id_selector"];
 const STACK_TRACE_SELECTOR: &[&str] = &["stackTraceSelector", "stack_trace_selector"];
 
-fn presence(o: &Obj<'_>, names: &[&str]) -> Option<Vec<u8>> {
-    o.has(names).then(Vec::new)
+/// A message field spanprof only refuses: whether it is there (its content is not read).
+fn presence<M: Default>(o: &Obj<'_>, names: &[&str]) -> Option<M> {
+    o.has(names).then(M::default)
 }
 
 impl FromJson for ProfileTypesRequest {
@@ -238,7 +242,9 @@ impl FromJson for SelectMergeSpanProfileRequest {
             start: o.int64(START)?.unwrap_or(0),
             end: o.int64(END)?.unwrap_or(0),
             max_nodes: o.int64(MAX_NODES)?,
-            format: o.enumeration(FORMAT, &format::NAMES)?.unwrap_or(0),
+            format: o
+                .enumeration(FORMAT, ProfileFormat::from_str_name)?
+                .unwrap_or(0),
         })
     }
 }
@@ -251,7 +257,9 @@ impl FromJson for SelectMergeStacktracesRequest {
             start: o.int64(START)?.unwrap_or(0),
             end: o.int64(END)?.unwrap_or(0),
             max_nodes: o.int64(MAX_NODES)?,
-            format: o.enumeration(FORMAT, &format::NAMES)?.unwrap_or(0),
+            format: o
+                .enumeration(FORMAT, ProfileFormat::from_str_name)?
+                .unwrap_or(0),
             stack_trace_selector: presence(o, STACK_TRACE_SELECTOR),
             profile_id_selector: o.strings(PROFILE_ID_SELECTOR)?,
             r#async: presence(o, &["async"]),
@@ -285,11 +293,15 @@ impl FromJson for SelectSeriesRequest {
             end: o.int64(END)?.unwrap_or(0),
             group_by: o.strings(&["groupBy", "group_by"])?,
             step: o.double(&["step"])?,
-            aggregation: o.enumeration(&["aggregation"], &AGGREGATION_NAMES)?,
+            aggregation: o
+                .enumeration(&["aggregation"], TimeSeriesAggregationType::from_str_name)?,
             stack_trace_selector: presence(o, STACK_TRACE_SELECTOR),
             limit: o.int64(&["limit"])?,
             exemplar_type: o
-                .enumeration(&["exemplarType", "exemplar_type"], &EXEMPLAR_TYPE_NAMES)?
+                .enumeration(
+                    &["exemplarType", "exemplar_type"],
+                    ExemplarType::from_str_name,
+                )?
                 .unwrap_or(0),
         })
     }
@@ -324,7 +336,13 @@ impl ToJson for ProfileTypesResponse {
     }
 }
 
-impl ToJson for NamesResponse {
+impl ToJson for LabelNamesResponse {
+    fn to_json(&self) -> Value {
+        object(vec![("names", json!(self.names))])
+    }
+}
+
+impl ToJson for LabelValuesResponse {
     fn to_json(&self) -> Value {
         object(vec![("names", json!(self.names))])
     }

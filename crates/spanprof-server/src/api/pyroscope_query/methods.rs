@@ -271,7 +271,7 @@ pub async fn label_names(
     app: AppState,
     req: LabelNamesRequest,
     _codec: Codec,
-) -> Result<NamesResponse, ConnectError> {
+) -> Result<LabelNamesResponse, ConnectError> {
     let (from_ns, to_ns) = range(req.start, req.end)?;
     let matchers = unions(&req.matchers)?;
     blocking(&app, move |store| {
@@ -280,7 +280,7 @@ pub async fn label_names(
             .flatten()
             .map(|(k, _)| k)
             .collect();
-        Ok(NamesResponse {
+        Ok(LabelNamesResponse {
             names: names.into_iter().collect(),
         })
     })
@@ -292,7 +292,7 @@ pub async fn label_values(
     app: AppState,
     req: LabelValuesRequest,
     _codec: Codec,
-) -> Result<NamesResponse, ConnectError> {
+) -> Result<LabelValuesResponse, ConnectError> {
     if req.name.is_empty() {
         return Err(ConnectError::invalid("name is required"));
     }
@@ -305,7 +305,7 @@ pub async fn label_values(
             .filter(|(k, _)| *k == req.name)
             .map(|(_, v)| v)
             .collect();
-        Ok(NamesResponse {
+        Ok(LabelValuesResponse {
             names: values.into_iter().collect(),
         })
     })
@@ -346,13 +346,13 @@ pub async fn series(
 }
 
 fn flamegraph_format(format: i32) -> Result<(), ConnectError> {
-    match format {
-        format::UNSPECIFIED | format::FLAMEGRAPH => Ok(()),
-        format::TREE | format::DOT | format::PPROF => Err(ConnectError::unimplemented(format!(
+    match ProfileFormat::try_from(format) {
+        Ok(ProfileFormat::Unspecified | ProfileFormat::Flamegraph) => Ok(()),
+        Ok(other) => Err(ConnectError::unimplemented(format!(
             "format {} is not supported here (use PROFILE_FORMAT_FLAMEGRAPH)",
-            format::NAMES[format as usize]
+            other.as_str_name()
         ))),
-        other => Err(ConnectError::invalid(format!("unknown format {other}"))),
+        Err(_) => Err(ConnectError::invalid(format!("unknown format {format}"))),
     }
 }
 
@@ -377,19 +377,21 @@ pub async fn select_merge_span_profile(
         // No span (or only all-zero ids): nothing, not the whole service.
         return Ok(SelectMergeSpanProfileResponse {
             flamegraph: Some(flame_graph(&FlameTree::new(), max_nodes)),
+            ..Default::default()
         });
     }
     blocking(&app, move |store| {
         let (tree, _) = store.flame_graph(&sel)?;
         Ok(SelectMergeSpanProfileResponse {
             flamegraph: Some(flame_graph(&tree, max_nodes)),
+            ..Default::default()
         })
     })
     .await
 }
 
 fn refuse_unsupported(
-    stack_trace_selector: &Option<Vec<u8>>,
+    stack_trace_selector: &Option<StackTraceSelector>,
     profile_id_selector: &[String],
 ) -> Result<(), ConnectError> {
     if stack_trace_selector.is_some() {
@@ -417,15 +419,15 @@ pub async fn select_merge_stacktraces(
             "async queries are not supported",
         ));
     }
-    let pprof = match req.format {
-        format::PPROF if codec == Codec::Json => {
+    let pprof = match ProfileFormat::try_from(req.format) {
+        Ok(ProfileFormat::Pprof) if codec == Codec::Json => {
             return Err(ConnectError::unimplemented(
                 "PROFILE_FORMAT_PPROF is answered in application/proto only",
             ))
         }
-        format::PPROF => true,
-        f => {
-            flamegraph_format(f)?;
+        Ok(ProfileFormat::Pprof) => true,
+        _ => {
+            flamegraph_format(req.format)?;
             false
         }
     };
@@ -459,10 +461,10 @@ pub async fn select_merge_stacktraces(
                 store.pprof(&sel)?
             };
             return Ok(SelectMergeStacktracesResponse {
-                flamegraph: None,
                 pprof: Some(PprofProfile {
-                    profile: prost::Message::encode_to_vec(&profile),
+                    profile: Some(profile),
                 }),
+                ..Default::default()
             });
         }
         let tree = if nothing {
@@ -472,7 +474,7 @@ pub async fn select_merge_stacktraces(
         };
         Ok(SelectMergeStacktracesResponse {
             flamegraph: Some(flame_graph(&tree, max_nodes)),
-            pprof: None,
+            ..Default::default()
         })
     })
     .await
@@ -544,21 +546,23 @@ pub async fn select_series(
         )));
     }
     let step_ns = (req.step * 1e9).min(i64::MAX as f64) as i64;
-    let aggregation = match req.aggregation.unwrap_or(0) {
-        0 => Aggregation::Sum,
-        1 => Aggregation::Average,
-        other => {
+    let aggregation = req.aggregation.unwrap_or(0);
+    let aggregation = match TimeSeriesAggregationType::try_from(aggregation) {
+        Ok(TimeSeriesAggregationType::Sum) => Aggregation::Sum,
+        Ok(TimeSeriesAggregationType::Average) => Aggregation::Average,
+        Err(_) => {
             return Err(ConnectError::invalid(format!(
-                "unknown aggregation {other}"
+                "unknown aggregation {aggregation}"
             )))
         }
     };
-    let exemplars = match req.exemplar_type {
-        3 => EXEMPLARS_PER_POINT,
-        0..=2 => 0,
-        other => {
+    let exemplars = match ExemplarType::try_from(req.exemplar_type) {
+        Ok(ExemplarType::Span) => EXEMPLARS_PER_POINT,
+        Ok(_) => 0,
+        Err(_) => {
             return Err(ConnectError::invalid(format!(
-                "unknown exemplar type {other}"
+                "unknown exemplar type {}",
+                req.exemplar_type
             )))
         }
     };
@@ -597,6 +601,7 @@ pub async fn select_series(
                     .map(|p| Point {
                         value: p.value,
                         timestamp: p.timestamp_ms,
+                        annotations: Vec::new(),
                         exemplars: p
                             .exemplars
                             .into_iter()

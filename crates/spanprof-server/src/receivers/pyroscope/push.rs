@@ -13,6 +13,7 @@ use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
 use super::{count_rejection, decode_pprof, ingest::is_unset_time, submit, Series};
+use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{decode, is_json, Rejection};
 use crate::AppState;
 
@@ -45,17 +46,6 @@ pub struct RawSample {
     /// The client's id for it (a UUID); not used.
     #[prost(string, tag = "2")]
     pub id: String,
-}
-
-/// `types.v1.LabelPair`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct LabelPair {
-    /// Label name.
-    #[prost(string, tag = "1")]
-    pub name: String,
-    /// Label value.
-    #[prost(string, tag = "2")]
-    pub value: String,
 }
 
 /// A Connect error: its code, and the HTTP status the Connect protocol gives that code.
