@@ -5,7 +5,8 @@
 #
 #   bench/ui-perf.sh [--runs N]        (default 3 runs, each on a freshly started server)
 #
-# Targets (issue 5): render <= 100 ms, 60 fps while hovering, page load <= 300 ms.
+# Targets (issue 5): render <= 100 ms, 60 fps while hovering, page load <= 300 ms (the
+# server is cold, freshly started; the browser has shown one blank page first).
 # Needs `bash .ci/setup` (chromium, chromedriver, selenium in target/venv). Results go to
 # bench/out/ui-perf-<run>.json and a summary to stdout.
 set -euo pipefail

@@ -131,7 +131,7 @@ fn sample_type_groups(sp: &ScopeProfiles) -> Vec<Vec<(usize, usize)>> {
         let mut sorted = order.clone();
         sorted.sort_unstable();
         let is_permutation = sorted.iter().enumerate().all(|(i, &x)| i == x);
-        if k > 0 && n % k == 0 && is_permutation {
+        if k > 0 && n.is_multiple_of(k) && is_permutation {
             return (0..n / k)
                 .map(|g| (0..k).map(|i| (g * k + i, order[i])).collect())
                 .collect();

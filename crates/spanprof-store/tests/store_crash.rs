@@ -197,3 +197,34 @@ fn acknowledged_profiles_survive_kill_9() {
         acked.len()
     );
 }
+
+/// One store per directory: a second open is refused with a message naming the directory and
+/// its lock file, and succeeds once the first store is gone. (A SIGKILLed holder releases the
+/// lock with its process: the test above reopens after every kill.)
+#[test]
+fn a_directory_in_use_is_refused_until_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = Store::open(config(dir.path())).unwrap();
+    let one = first.ingest(&[&profile(1)], Vec::new()).unwrap().samples;
+    let err = match Store::open(config(dir.path())) {
+        Ok(_) => panic!("a second store opened a directory in use"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, spanprof_store::store::StoreError::Locked { .. }),
+        "{err:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&dir.path().display().to_string())
+            && message.contains("in use by another spanprof process")
+            && message.contains(spanprof_store::store::LOCK_FILE),
+        "{message}"
+    );
+    // The refused open touched nothing: the first store still works.
+    first.ingest(&[&profile(2)], Vec::new()).unwrap();
+    drop(first);
+    let (again, report) = Store::open(config(dir.path())).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(again.stats().samples, 2 * one);
+}

@@ -117,3 +117,40 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
     // SIGTERM: drained and stopped.
     server.stop();
 }
+
+/// One process per data directory: a second `serve`, or `flame --data`, on the directory a
+/// running server holds is refused with a message that says so (and writes nothing); once the
+/// server stops, the directory opens.
+#[test]
+fn a_data_directory_in_use_is_refused_with_a_clear_error() {
+    let data = process_dir("locked").join("data");
+    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    let data_arg = data.to_str().unwrap();
+    for args in [
+        &[
+            "serve",
+            "--data",
+            data_arg,
+            "--http-addr",
+            "127.0.0.1:0",
+            "--otlp-http-addr",
+            "off",
+            "--otlp-grpc-addr",
+            "off",
+        ][..],
+        &["flame", "--data", data_arg, "--type", "cpu"][..],
+    ] {
+        let run = support::spanprof(args);
+        run.assert_no_panic();
+        assert!(!run.status.success(), "{run}");
+        assert!(
+            run.stderr.contains("in use by another spanprof process")
+                && run.stderr.contains(data_arg),
+            "{run}"
+        );
+    }
+    server.stop();
+    support::spanprof(["flame", "--data", data_arg, "--type", "cpu"])
+        .assert_no_panic()
+        .assert_success();
+}

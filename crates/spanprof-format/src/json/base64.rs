@@ -48,7 +48,7 @@ pub(super) fn decode(text: &str) -> Result<Vec<u8>, String> {
         .strip_suffix(b"==")
         .or_else(|| all.strip_suffix(b"="))
         .unwrap_or(all);
-    if data.len() != all.len() && all.len() % 4 != 0 {
+    if data.len() != all.len() && !all.len().is_multiple_of(4) {
         return Err("invalid base64: padded text must be a multiple of 4 characters".into());
     }
     if data.len() % 4 == 1 {

@@ -278,7 +278,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                 let delay = after
                     .unwrap_or_else(|| backoff(&f.cfg, failures, &mut jitter))
                     .min(f.cfg.retry_max.max(after.unwrap_or_default()));
-                if failures == 1 || failures % 10 == 0 {
+                if failures == 1 || failures.is_multiple_of(10) {
                     tracing::warn!(forwarder = %name, signal = export.signal.name(), attempt = failures, retry_in = ?delay, queued = f.queue.pending_records(), %reason, "export failed; will retry");
                 }
                 delay

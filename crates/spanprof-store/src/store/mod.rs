@@ -78,6 +78,53 @@ pub enum StoreError {
     /// A label selector did not parse.
     #[error(transparent)]
     Matcher(#[from] crate::matchers::MatcherError),
+    /// Another process (or another `Store` in this one) has the directory open.
+    #[error(
+        "{} is in use by another spanprof process (it holds the lock on {}): stop it, or ask \
+         it through its API, or use another directory",
+        dir.display(),
+        dir.join(LOCK_FILE).display()
+    )]
+    Locked {
+        /// The store directory.
+        dir: std::path::PathBuf,
+    },
+    /// The directory or its lock file could not be created or locked.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// What failed.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The file a store holds an exclusive lock on while it is open (`flock`; the kernel drops it
+/// when the process exits, however it exits).
+pub const LOCK_FILE: &str = "LOCK";
+
+/// Locks `dir` for this store (creating it if missing).
+fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, StoreError> {
+    let io = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| StoreError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let path = dir.join(LOCK_FILE);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io(&path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
+            dir: dir.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    }
 }
 
 /// What opening the store found.
@@ -121,11 +168,15 @@ pub struct Store {
     log: Log,
     state: Arc<RwLock<State>>,
     writer: Mutex<()>,
+    /// Held while the store is open: one process per directory.
+    _lock: std::fs::File,
 }
 
 impl Store {
-    /// Opens (or creates) the store in `cfg.dir`, replaying what is on disk.
+    /// Opens (or creates) the store in `cfg.dir`, replaying what is on disk. Fails with
+    /// [`StoreError::Locked`] while another `Store` has the directory open.
     pub fn open(cfg: StoreConfig) -> Result<(Store, OpenReport), StoreError> {
+        let lock = lock_dir(&cfg.dir)?;
         let state = Arc::new(RwLock::new(State::new(
             cfg.dir.join("index"),
             cfg.cache_segments,
@@ -210,6 +261,7 @@ impl Store {
                 log,
                 state,
                 writer: Mutex::new(()),
+                _lock: lock,
             },
             report,
         ))
