@@ -238,7 +238,35 @@ def run(c, args):
     assert "/api/v1/pprof?" in link and "service=goapp" in link, link
     with urllib.request.urlopen(link, timeout=30) as r:
         assert r.read(2) == b"\x1f\x8b", "the pprof download is gzip"
+    svg = c.shown("a.download-svg")[0].get_attribute("href")
+    assert "/api/v1/svg?" in svg and "service=goapp" in svg, svg
+    with urllib.request.urlopen(svg, timeout=30) as r:
+        assert r.headers["Content-Type"].startswith("image/svg+xml"), r.headers["Content-Type"]
+        body = r.read().decode()
+    assert "<svg" in body and "main.countPrimes" in body, body[:300]
+    # The timeline of totals: drag across its middle third to narrow the range.
+    bars = lambda: d.execute_script(
+        "const t = document.querySelector('canvas.timeline');"
+        "return t && t.timeline.domain ? t.timeline.points.length : 0;")
+    c.wait("the timeline's bars", lambda: bars() > 0)
     c.shot("explore")
+    before = d.current_url
+    timeline = c.shown("canvas.timeline")[0]
+    # Around the tallest bar, in pixels from the canvas centre (where move_to_element lands).
+    peak = d.execute_script(
+        "const t = document.querySelector('canvas.timeline').timeline;"
+        "const [t0, t1] = t.domain; const w = t.canvas.getBoundingClientRect().width;"
+        "const [at] = t.points.reduce((a, b) => (b[1] > a[1] ? b : a));"
+        "return ((at - t0) / (t1 - t0)) * w + ((t.stepMs / (t1 - t0)) * w) / 2 - w / 2;")
+    ActionChains(d).move_to_element_with_offset(timeline, int(peak) - 15, 0).click_and_hold() \
+        .move_by_offset(30, 0).release().perform()
+    c.wait("the brushed range in the URL", lambda: d.current_url != before
+           and "from=" in d.current_url and "to=" in d.current_url)
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(d.current_url).fragment.split("?", 1)[1])
+    frm, to = int(q["from"][0]), int(q["to"][0])
+    assert 0 < to - frm, (frm, to)
+    c.wait("the narrowed flame graph", c.flame_loaded)
+    c.shot("explore-brushed")
 
     # 13. Hostile function name: text, never markup, no alert.
     ingest_hostile(args.base, args.now)

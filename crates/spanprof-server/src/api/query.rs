@@ -6,7 +6,7 @@
 //! parameters it does not know (400 naming them): a misspelt `span_id` must not widen a
 //! flame graph to the whole service. An empty value (`from=`) counts as absent.
 //!
-//! **Selection** (`/flamegraph`, `/top`, `/pprof`, `/timeseries`, each side of `/diff`):
+//! **Selection** (`/flamegraph`, `/top`, `/pprof`, `/svg`, `/timeseries`, each side of `/diff`):
 //!
 //! | parameter | meaning |
 //! |---|---|
@@ -88,6 +88,8 @@
 //!   order; 404 when no span of the trace is stored.
 //! - `GET /api/v1/pprof?…` → gzip pprof (`application/octet-stream`) with `span_id` /
 //!   `trace_id` sample labels, for `go tool pprof http://host:4040/api/v1/pprof?service=…`.
+//! - `GET /api/v1/svg?…` → the flame graph as a standalone SVG image (`image/svg+xml`,
+//!   saved as `spanprof-flamegraph.svg`).
 
 mod catalog;
 mod diff;
@@ -109,7 +111,7 @@ use crate::AppState;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
 const ENDPOINTS: &str = "services, profile-types, label-names, label-values, series, \
-     flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof";
+     flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
 pub fn routes() -> Router<AppState> {
@@ -122,6 +124,7 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/flamegraph", get(flame::flamegraph))
         .route("/api/v1/top", get(flame::top))
         .route("/api/v1/pprof", get(flame::pprof))
+        .route("/api/v1/svg", get(flame::svg))
         .route("/api/v1/diff", get(diff::diff))
         .route("/api/v1/timeseries", get(timeseries::timeseries))
         .route("/api/v1/spans", get(spans::search))

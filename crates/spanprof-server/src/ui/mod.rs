@@ -69,6 +69,11 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/js/explore.js"),
     },
     Asset {
+        path: "js/timeline.js",
+        content_type: JS,
+        body: include_str!("assets/js/timeline.js"),
+    },
+    Asset {
         path: "js/compare.js",
         content_type: JS,
         body: include_str!("assets/js/compare.js"),

@@ -132,6 +132,48 @@ pub async fn top(
     Ok(axum::Json(body).into_response())
 }
 
+/// `GET /api/v1/svg`: the selection's flame graph as a standalone SVG image (the same
+/// drawing as `spanprof flame --format svg`), to save or to put in a document. Names are
+/// escaped as XML text and the image has no script.
+pub async fn svg(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    let p = QueryParams::parse(raw.as_deref())?;
+    p.allow("/api/v1/svg", SELECTION_PARAMS)?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let image = blocking(&app, move |store| {
+        q.check_type(store)?;
+        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let used = summary.used_types.first().cloned().unwrap_or_default();
+        Ok(spanprof_store::render_svg(
+            &tree,
+            &spanprof_store::SvgOptions {
+                unit: used.sample_unit.clone(),
+                profile_type: used.to_string(),
+                ..Default::default()
+            },
+        ))
+    })
+    .await?;
+    Ok((
+        [
+            ("content-type", "image/svg+xml; charset=utf-8"),
+            (
+                "content-disposition",
+                "attachment; filename=\"spanprof-flamegraph.svg\"",
+            ),
+            // Opened directly, the image must not run anything (it has no script anyway).
+            (
+                "content-security-policy",
+                "default-src 'none'; style-src 'unsafe-inline'",
+            ),
+        ],
+        image,
+    )
+        .into_response())
+}
+
 /// `GET /api/v1/pprof`: gzip pprof, for `go tool pprof <url>`.
 pub async fn pprof(
     State(app): State<AppState>,

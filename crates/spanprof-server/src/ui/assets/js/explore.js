@@ -1,9 +1,11 @@
-// Explore: pick a service, a profile type, a time range and labels; see the flame graph of
-// the selection and download it as pprof.
+// Explore: pick a service, a profile type, a time range and labels; see the selection's
+// totals over time (drag across them to narrow the range) and its flame graph, and download
+// it as pprof or SVG.
 
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
+import { Timeline } from "./timeline.js";
 import { servicePicker, timeRange } from "./traces.js";
 
 export class ExploreView {
@@ -14,7 +16,11 @@ export class ExploreView {
     this.form = el("form", { class: "filters" });
     this.status = el("div", {});
     this.panelBox = el("div", {});
-    container.append(el("h1", {}, "Explore"), this.form, this.status, this.panelBox);
+    this.timelineBox = el("div", { class: "timeline-box" });
+    container.append(el("h1", {}, "Explore"), this.form, this.status, this.timelineBox, this.panelBox);
+    this.timeline = new Timeline(this.timelineBox, {
+      onRange: (from, to) => this.nav.patch({ from: String(from), to: String(to), zoom: "" }),
+    });
     this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push) });
     this.panelBox.hidden = true;
   }
@@ -46,12 +52,15 @@ export class ExploreView {
     }
     if (!services.length) {
       this.panelBox.hidden = true;
+      this.timelineBox.hidden = true;
       replace(this.status, notice("empty", "No data yet", howToSend()));
       return;
     }
     replace(this.status);
     this.panelBox.hidden = false;
+    this.timelineBox.hidden = false;
     const sel = api.selection(params);
+    this.timeline.show(sel).catch((e) => replace(this.timeline.caption, `The timeline could not be loaded: ${e.message}`));
     this.panel.show(sel, params);
   }
 }

@@ -1,4 +1,4 @@
-// A selection's profile: toolbar (search, reset zoom, pprof download), the canvas flame
+// A selection's profile: toolbar (search, reset zoom, pprof and SVG download), the canvas flame
 // graph and the top-functions table beside it. UI state (search, zoom, sort) lives in the
 // URL; the panel only reports changes through `onState`.
 
@@ -22,13 +22,14 @@ export class ProfilePanel {
     this.matchLabel = el("span", { class: "match-label" });
     this.summary = el("span", { class: "summary" });
     this.download = el("a", { class: "download", download: "profile.pb.gz" }, "Download pprof");
+    this.downloadSvg = el("a", { class: "download download-svg", download: "flamegraph.svg" }, "SVG");
     this.status = el("div", { class: "panel-status" });
     this.flameBox = el("div", { class: "flame-box" });
     this.topBox = el("div", { class: "top-box" });
     this.body = el("div", { class: "panel-body" }, this.flameBox, this.topBox);
     this.root = el("section", { class: "profile-panel" },
       el("div", { class: "toolbar" }, this.search, this.reset, this.zoomLabel, this.matchLabel,
-        el("span", { class: "spacer" }), this.summary, this.download),
+        el("span", { class: "spacer" }), this.summary, this.download, this.downloadSvg),
       this.status, this.body);
     container.appendChild(this.root);
     this.flame = new FlameGraph(this.flameBox, {
@@ -45,6 +46,7 @@ export class ProfilePanel {
   async show(selection, ui, empty) {
     const key = api.query(selection);
     this.download.href = api.url("pprof", selection);
+    this.downloadSvg.href = api.url("svg", selection);
     if (key !== this.key) {
       this.key = key;
       this.topKey = null;
