@@ -565,6 +565,13 @@ fn phase_ingest(p: &Params, root: &Path) {
     emit("convert_s", r.convert.as_secs_f64());
     emit("call_p50_ms", percentile(&calls, 50.0).as_secs_f64() * 1e3);
     emit("call_p99_ms", percentile(&calls, 99.0).as_secs_f64() * 1e3);
+    emit("call_max_ms", percentile(&calls, 100.0).as_secs_f64() * 1e3);
+    let slow: f64 = calls
+        .iter()
+        .filter(|c| c.as_secs_f64() > 0.1)
+        .map(Duration::as_secs_f64)
+        .sum();
+    emit("calls_over_100ms_s", slow);
     emit("disk_bytes", stats.disk_bytes as f64);
     emit(
         "segments_dir_bytes",
@@ -831,12 +838,14 @@ fn print_table(ingest: &Figures, opened: &[Figures], query: &Figures, disk: &Fig
         None,
     );
     row(
-        "    ingest call p50 / p99",
+        "    ingest call p50 / p99 / max",
         format!(
-            "{} / {} ({} calls)",
+            "{} / {} / {} ({} calls; {:.2} s in calls over 100 ms)",
             ms(f(ingest, "call_p50_ms")),
             ms(f(ingest, "call_p99_ms")),
-            f(ingest, "ingest_calls")
+            ms(f(ingest, "call_max_ms")),
+            f(ingest, "ingest_calls"),
+            f(ingest, "calls_over_100ms_s")
         ),
         "",
         None,

@@ -228,3 +228,54 @@ fn a_directory_in_use_is_refused_until_it_is_released() {
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(again.stats().samples, 2 * one);
 }
+
+/// Segments filled by ingest are sealed in the background: every answer stays complete while
+/// their index files are written (each span's flame graph right after its ingest, across many
+/// rotations), and once the store is closed every sealed segment has its index file, so a
+/// reopen replays only the active segment.
+#[test]
+fn segments_sealed_in_the_background_answer_throughout_and_leave_their_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = |dir: &std::path::Path| {
+        let mut cfg = config(dir);
+        cfg.segment_max_bytes = 2048;
+        cfg
+    };
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    let mut samples = 0;
+    for seq in 0..300u64 {
+        samples += store.ingest(&[&profile(seq)], Vec::new()).unwrap().samples;
+        // The newest profile (maybe in a segment being sealed right now) and an old one.
+        for s in [seq, seq / 2] {
+            let sel = Selection {
+                span_ids: vec![span_of(s)],
+                ..Default::default()
+            };
+            assert_eq!(store.flame_graph(&sel).unwrap().0.total(), 6 * (s + 1));
+        }
+        assert_eq!(store.stats().samples, samples, "after profile {seq}");
+    }
+    let segments = store.stats().segments;
+    assert!(
+        segments > 10,
+        "only {segments} segments: no rotation to test"
+    );
+    drop(store);
+    let indexes = std::fs::read_dir(dir.path().join("index"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "idx"))
+        })
+        .count();
+    assert_eq!(indexes, segments - 1, "one index file per sealed segment");
+    let (store, report) = Store::open(config(dir.path())).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(store.stats().samples, samples);
+    let per_segment = 300 / segments as u64 + 2;
+    assert!(
+        report.records <= per_segment + 1,
+        "{} records replayed: sealed segments were replayed, not read from their index",
+        report.records
+    );
+}

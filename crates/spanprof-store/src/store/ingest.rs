@@ -137,7 +137,7 @@ impl Store {
             }
         }
         if self.log.active_bytes() > self.cfg.segment_max_bytes {
-            self.rotate_locked()?;
+            self.rotate_in_background()?;
         }
         Ok(pending.report)
     }

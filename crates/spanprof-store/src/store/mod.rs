@@ -168,8 +168,24 @@ pub struct Store {
     log: Log,
     state: Arc<RwLock<State>>,
     writer: Mutex<()>,
+    /// Threads writing the index files of segments sealed by ingest (joined on drop).
+    sealers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Held while the store is open: one process per directory.
     _lock: std::fs::File,
+}
+
+impl Drop for Store {
+    /// Waits for index files still being written, so a reopen finds them.
+    fn drop(&mut self) {
+        let sealers = std::mem::take(
+            self.sealers
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for s in sealers {
+            let _ = s.join();
+        }
+    }
 }
 
 impl Store {
@@ -261,6 +277,7 @@ impl Store {
                 log,
                 state,
                 writer: Mutex::new(()),
+                sealers: Mutex::new(Vec::new()),
                 _lock: lock,
             },
             report,
@@ -328,8 +345,73 @@ impl Store {
         self.rotate_locked()
     }
 
-    /// Seals the active segment (its index goes to disk) and starts the next. The caller holds
-    /// the writer lock.
+    /// Seals the active segment as ingest does when it is full: appends go to a new segment at
+    /// once, and the old one's index file (encoding its index, Bloom filters, an fsync: seconds
+    /// for a full 64 MiB segment) is written by a thread of its own, while queries read that
+    /// index from memory. Were it written here, the ingest call that filled the segment would
+    /// stall for as long (measured: 2.4 s, in a p99 of 19 ms) and queries with it. A failed
+    /// write leaves the index in memory; the next start rebuilds it from the log, as after a
+    /// crash before the file was written. At most two seals run at once (a third waits), so
+    /// memory stays bounded if the disk is slower than ingest. The caller holds the writer
+    /// lock.
+    pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
+        let next = self.log.rotate()?;
+        let index = self
+            .state
+            .write()
+            .expect("store state lock poisoned")
+            .begin_seal(next);
+        let state = Arc::clone(&self.state);
+        let dir = state
+            .read()
+            .expect("store state lock poisoned")
+            .index_dir
+            .clone();
+        let mut sealers = self.sealers.lock().expect("store sealers lock poisoned");
+        sealers.retain(|s| !s.is_finished());
+        while sealers.len() >= 2 {
+            let _ = sealers.remove(0).join();
+        }
+        let seal = move || {
+            let segment = index.segment;
+            match segments::write_index(&dir, &index) {
+                Ok(summary) => {
+                    drop(index);
+                    let evicted = state
+                        .write()
+                        .expect("store state lock poisoned")
+                        .finish_seal(segment, summary);
+                    match evicted {
+                        // Freed here, with no lock held.
+                        Some(evicted) => drop(evicted),
+                        // Deleted while its index was written (retention, compaction).
+                        None => {
+                            let _ = std::fs::remove_file(segments::index_path(&dir, segment));
+                        }
+                    }
+                }
+                Err(e) => tracing::error!(
+                    segment,
+                    dir = %dir.display(),
+                    error = %e,
+                    "writing a sealed segment's index failed: it stays in memory, and the next \
+                     start rebuilds it from the log"
+                ),
+            }
+        };
+        let handle = std::thread::Builder::new()
+            .name("spanprof-seal".into())
+            .spawn(seal)
+            .map_err(|source| StoreError::Io {
+                path: self.cfg.dir.clone(),
+                source,
+            })?;
+        sealers.push(handle);
+        Ok(())
+    }
+
+    /// Seals the active segment (its index goes to disk before this returns) and starts the
+    /// next. The caller holds the writer lock.
     pub(crate) fn rotate_locked(&self) -> Result<(), StoreError> {
         let next = self.log.rotate()?;
         let mut st = self.state.write().expect("store state lock poisoned");

@@ -341,9 +341,9 @@ impl State {
             .flat_map(|s| s.series.iter().copied())
             .collect();
         out.extend(
-            self.active
-                .blocks
-                .iter()
+            std::iter::once(&self.active)
+                .chain(self.sealing.values())
+                .flat_map(|a| a.blocks.iter())
                 .map(|b| (b.series, b.time_ns, b.time_ns.saturating_add(b.duration_ns))),
         );
         out

@@ -42,6 +42,19 @@ impl SegmentIndex {
         }
     }
 
+    /// An empty index for `segment` with room for as much as `like` holds: a segment
+    /// follows the one before it, and its tables then never grow (moving every entry) while
+    /// an ingest call waits.
+    pub fn sized_like(segment: u64, like: &SegmentIndex) -> Self {
+        let mut index = SegmentIndex::new(segment);
+        index.blocks.reserve(like.blocks.len());
+        index.by_span.reserve(like.by_span.len());
+        index.by_trace.reserve(like.by_trace.len());
+        let spans = like.spans();
+        index.spans_mut().reserve(spans.len(), spans.trace_count());
+        index
+    }
+
     /// The segment's spans.
     pub fn spans(&self) -> &SpanIndex {
         self.spans.get_or_init(|| {
@@ -532,6 +545,18 @@ impl IndexCache {
         e.insert(0, (segment, Arc::clone(&index)));
         e.truncate(self.capacity);
         Ok(index)
+    }
+
+    /// Puts a just-sealed segment's index in the cache (the newest data is the most asked).
+    /// Returns the indexes it pushed out, for the caller to drop once it holds no lock:
+    /// freeing a large index takes a while.
+    #[must_use]
+    pub fn put(&self, segment: u64, index: Arc<SegmentIndex>) -> Vec<(u64, Arc<SegmentIndex>)> {
+        let mut e = self.entries.lock().expect("index cache lock poisoned");
+        e.retain(|(id, _)| *id != segment);
+        e.insert(0, (segment, index));
+        let keep = self.capacity.min(e.len());
+        e.split_off(keep)
     }
 
     pub fn forget(&self, segment: u64) {

@@ -72,6 +72,9 @@ pub(crate) struct State {
     pub active: Arc<SegmentIndex>,
     /// Sealed segments by id: only their summaries stay in memory.
     pub sealed: BTreeMap<u64, SealedSummary>,
+    /// Segments no longer appended to whose index file is being written in the background
+    /// ([`State::begin_seal`]); queries read their index from memory meanwhile.
+    pub sealing: BTreeMap<u64, Arc<SegmentIndex>>,
     /// Where sealed segments' indexes are written.
     pub index_dir: PathBuf,
     pub cache: IndexCache,
@@ -87,6 +90,7 @@ impl State {
             series_flushed: 0,
             active: Arc::new(SegmentIndex::new(0)),
             sealed: BTreeMap::new(),
+            sealing: BTreeMap::new(),
             index_dir,
             cache: IndexCache::new(cache_segments),
         }
@@ -242,9 +246,34 @@ impl State {
         Ok(())
     }
 
+    /// Starts sealing the active segment: it stays queryable from memory (in `sealing`) while
+    /// its index file is written elsewhere, and appends go to `next`. Returns its index, for
+    /// [`write_index`] and then [`State::finish_seal`].
+    pub fn begin_seal(&mut self, next: u64) -> Arc<SegmentIndex> {
+        let fresh = Arc::new(SegmentIndex::sized_like(next, &self.active));
+        let index = std::mem::replace(&mut self.active, fresh);
+        self.sealing.insert(index.segment, Arc::clone(&index));
+        index
+    }
+
+    /// Completes [`State::begin_seal`] once the index file is written: only the summary stays
+    /// (the index goes to the cache). `None` when the segment was deleted meanwhile (retention
+    /// or compaction): the caller removes the index file it wrote. Else the indexes the cache
+    /// let go, to be dropped after the state lock is released.
+    pub fn finish_seal(
+        &mut self,
+        segment: u64,
+        summary: SealedSummary,
+    ) -> Option<Vec<(u64, Arc<SegmentIndex>)>> {
+        let index = self.sealing.remove(&segment)?;
+        self.sealed.insert(segment, summary);
+        Some(self.cache.put(segment, index))
+    }
+
     /// Drops a deleted segment: its summary, cached index and index file.
     pub fn forget_segment(&mut self, segment: u64) {
         self.sealed.remove(&segment);
+        self.sealing.remove(&segment);
         self.cache.forget(segment);
         let _ = std::fs::remove_file(index_path(&self.index_dir, segment));
     }
@@ -264,6 +293,8 @@ impl State {
                 out.push(self.cache.get(&self.index_dir, id)?);
             }
         }
+        // Newer than every sealed segment, older than the active one (at most a couple).
+        out.extend(self.sealing.values().cloned());
         out.push(Arc::clone(&self.active));
         Ok(out)
     }
@@ -278,23 +309,28 @@ impl State {
         self.sealed
             .iter()
             .map(|(&id, s)| (id, s.time_range.1))
+            .chain(self.sealing.iter().map(|(&id, i)| (id, i.time_range().1)))
             .collect()
     }
 
     pub fn stats(&self) -> StoreStats {
-        let a = &self.active;
+        // The active segment and those being sealed are counted from their indexes.
+        let in_memory = || std::iter::once(&self.active).chain(self.sealing.values());
         StoreStats {
             services: self.services.len(),
             series: self.series.len(),
-            blocks: a.blocks.len()
+            blocks: in_memory().map(|a| a.blocks.len()).sum::<usize>()
                 + self
                     .sealed
                     .values()
                     .map(|s| s.blocks as usize)
                     .sum::<usize>(),
-            samples: a.blocks.iter().map(|b| u64::from(b.samples)).sum::<u64>()
+            samples: in_memory()
+                .flat_map(|a| a.blocks.iter())
+                .map(|b| u64::from(b.samples))
+                .sum::<u64>()
                 + self.sealed.values().map(|s| s.samples).sum::<u64>(),
-            spans: a.spans().len()
+            spans: in_memory().map(|a| a.spans().len()).sum::<usize>()
                 + self
                     .sealed
                     .values()
