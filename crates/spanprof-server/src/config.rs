@@ -37,7 +37,9 @@ pub struct ServerConfig {
     pub retention_age: Option<Duration>,
     /// Oldest segments are deleted while the store is larger than this, in bytes.
     pub retention_bytes: Option<u64>,
-    /// A segment is sealed past this many bytes.
+    /// A segment is sealed past this many bytes (default 16 MiB). Memory follows it: the
+    /// open segment's index (its spans decoded) and the one being sealed are in memory, about
+    /// 4 MiB of RSS per MiB of segment at one span per 2.5 samples.
     pub segment_bytes: u64,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
@@ -175,7 +177,7 @@ impl Default for ServerConfig {
             forward: Vec::new(),
             retention_age: None,
             retention_bytes: None,
-            segment_bytes: 64 << 20,
+            segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
         }

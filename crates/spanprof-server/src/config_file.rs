@@ -19,7 +19,7 @@
 //!   dir: ./spanprof-data
 //!   retention: 7d
 //!   max_size: 20GiB
-//!   segment_size: 64MiB
+//!   segment_size: 16MiB
 //! receivers:
 //!   scrape:
 //!     - service: checkout

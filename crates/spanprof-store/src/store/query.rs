@@ -225,13 +225,12 @@ impl State {
             let mut ids: Vec<u32> = if filtering {
                 let mut ids: Vec<u32> = probe
                     .iter()
-                    .filter_map(|s| index.by_span.get(s))
-                    .flatten()
+                    .flat_map(|s| index.span_blocks(s))
                     .copied()
                     .collect();
                 if let Some((t, _)) = &trace {
                     if spans.is_none() {
-                        ids.extend(index.by_trace.get(t).into_iter().flatten());
+                        ids.extend(index.trace_blocks(t));
                     }
                 }
                 ids
@@ -856,7 +855,7 @@ impl Store {
         let indexes = st
             .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
             .map_err(StoreError::Invalid)?;
-        Ok(indexes.iter().any(|i| i.by_span.contains_key(span_id)))
+        Ok(indexes.iter().any(|i| !i.span_blocks(span_id).is_empty()))
     }
 }
 

@@ -28,6 +28,10 @@ pub(crate) struct SegmentIndex {
     /// query needs span records: a span's flame graph needs only the block maps).
     spans: OnceLock<SpanIndex>,
     spans_raw: Vec<u8>,
+    /// `by_span` and `by_trace` of an index read back from its file: flat and sorted, built
+    /// without an allocation per id (a cold query waits for it). Live indexes use the maps.
+    frozen_spans: FrozenIds<8>,
+    frozen_traces: FrozenIds<16>,
     /// Segments this one replaces (a completed compaction's sources).
     pub replaces: Vec<u64>,
     /// The compaction writing this segment reached its END record.
@@ -48,8 +52,8 @@ impl SegmentIndex {
     pub fn sized_like(segment: u64, like: &SegmentIndex) -> Self {
         let mut index = SegmentIndex::new(segment);
         index.blocks.reserve(like.blocks.len());
-        index.by_span.reserve(like.by_span.len());
-        index.by_trace.reserve(like.by_trace.len());
+        index.by_span.reserve(like.span_count());
+        index.by_trace.reserve(like.trace_count());
         let spans = like.spans();
         index.spans_mut().reserve(spans.len(), spans.trace_count());
         index
@@ -76,6 +80,56 @@ impl SegmentIndex {
     pub fn spans_mut(&mut self) -> &mut SpanIndex {
         self.spans();
         self.spans.get_mut().expect("initialised just above")
+    }
+
+    /// The blocks with samples of span `id`.
+    pub fn span_blocks(&self, id: &[u8; 8]) -> &[u32] {
+        match self.by_span.get(id) {
+            Some(b) => b,
+            None => self.frozen_spans.get(id),
+        }
+    }
+
+    /// The blocks with samples linked to trace `id`.
+    pub fn trace_blocks(&self, id: &[u8; 16]) -> &[u32] {
+        match self.by_trace.get(id) {
+            Some(b) => b,
+            None => self.frozen_traces.get(id),
+        }
+    }
+
+    /// Span ids with samples here.
+    pub fn span_count(&self) -> usize {
+        self.by_span.len() + self.frozen_spans.ids.len()
+    }
+
+    /// Trace ids with samples here.
+    pub fn trace_count(&self) -> usize {
+        self.by_trace.len() + self.frozen_traces.ids.len()
+    }
+
+    /// (span id, blocks), sorted by id.
+    fn span_entries(&self) -> Vec<(&[u8; 8], &[u32])> {
+        let mut all: Vec<(&[u8; 8], &[u32])> = self
+            .by_span
+            .iter()
+            .map(|(k, v)| (k, v.as_slice()))
+            .chain(self.frozen_spans.iter())
+            .collect();
+        all.sort_unstable_by_key(|e| e.0);
+        all
+    }
+
+    /// (trace id, blocks), sorted by id.
+    fn trace_entries(&self) -> Vec<(&[u8; 16], &[u32])> {
+        let mut all: Vec<(&[u8; 16], &[u32])> = self
+            .by_trace
+            .iter()
+            .map(|(k, v)| (k, v.as_slice()))
+            .chain(self.frozen_traces.iter())
+            .collect();
+        all.sort_unstable_by_key(|e| e.0);
+        all
     }
 
     /// Adds a block to the indexes.
@@ -115,12 +169,12 @@ impl SegmentIndex {
 
     /// The summary kept in memory once the segment is sealed.
     pub fn summary(&self, index_bytes: u64) -> SealedSummary {
-        let mut span_bloom = Bloom::with_capacity(self.by_span.len() + self.spans().len());
-        let mut trace_bloom = Bloom::with_capacity(self.by_trace.len() + self.spans().len());
-        for id in self.by_span.keys() {
+        let mut span_bloom = Bloom::with_capacity(self.span_count() + self.spans().len());
+        let mut trace_bloom = Bloom::with_capacity(self.trace_count() + self.spans().len());
+        for id in self.by_span.keys().chain(&self.frozen_spans.ids) {
             span_bloom.insert(&id[..]);
         }
-        for id in self.by_trace.keys() {
+        for id in self.by_trace.keys().chain(&self.frozen_traces.ids) {
             trace_bloom.insert(&id[..]);
         }
         for s in self.spans().iter() {
@@ -170,8 +224,7 @@ impl SegmentIndex {
             out.ivarint(b.duration_ns);
             out.uvarint(b.samples.into());
         }
-        let mut spans: Vec<(&[u8; 8], &Vec<u32>)> = self.by_span.iter().collect();
-        spans.sort_unstable();
+        let spans = self.span_entries();
         out.uvarint(spans.len() as u64);
         for (id, blocks) in spans {
             out.extend_from_slice(id);
@@ -180,8 +233,7 @@ impl SegmentIndex {
                 out.uvarint(b.into());
             }
         }
-        let mut traces: Vec<(&[u8; 16], &Vec<u32>)> = self.by_trace.iter().collect();
-        traces.sort_unstable();
+        let traces = self.trace_entries();
         out.uvarint(traces.len() as u64);
         for (id, blocks) in traces {
             out.extend_from_slice(id);
@@ -222,37 +274,73 @@ impl SegmentIndex {
                 samples: g.u32()?,
             });
         }
-        let block_ids = |g: &mut Get| -> Result<Vec<u32>, CodecError> {
-            let k = g.count()?;
-            (0..k)
-                .map(|_| {
-                    g.u32().and_then(|v| {
-                        if (v as usize) < n {
-                            Ok(v)
-                        } else {
-                            Err(CodecError(format!("block {v} out of range")))
-                        }
-                    })
-                })
-                .collect()
-        };
-        let m = g.count()?;
-        x.by_span.reserve(m);
-        for _ in 0..m {
-            let id = g.fixed::<8>()?;
-            x.by_span.insert(id, block_ids(&mut g)?);
-        }
-        let m = g.count()?;
-        x.by_trace.reserve(m);
-        for _ in 0..m {
-            let id = g.fixed::<16>()?;
-            x.by_trace.insert(id, block_ids(&mut g)?);
-        }
+        x.frozen_spans = FrozenIds::decode(&mut g, n)?;
+        x.frozen_traces = FrozenIds::decode(&mut g, n)?;
         x.spans_raw = g.bytes()?.to_vec();
         if !g.done() {
             return Err(CodecError("trailing bytes after the segment index".into()));
         }
         Ok(x)
+    }
+}
+
+/// Ids with their block lists, read-only: ids sorted and unique, the lists one after the
+/// other in `blocks` (`ends[i]` is where the list of `ids[i]` ends).
+#[derive(Debug, Clone, Default)]
+struct FrozenIds<const N: usize> {
+    ids: Vec<[u8; N]>,
+    ends: Vec<u32>,
+    blocks: Vec<u32>,
+}
+
+impl<const N: usize> FrozenIds<N> {
+    /// Reads `count · (id · n · block…)…` as `encode` writes it (ids ascending); block ids
+    /// must be below `blocks`.
+    fn decode(g: &mut Get, blocks: usize) -> Result<Self, CodecError> {
+        let m = g.count()?;
+        let mut x = FrozenIds {
+            ids: Vec::with_capacity(m),
+            ends: Vec::with_capacity(m),
+            blocks: Vec::with_capacity(m * 2),
+        };
+        for _ in 0..m {
+            let id = g.fixed::<N>()?;
+            if x.ids.last().is_some_and(|last| *last >= id) {
+                return Err(CodecError("index ids out of order".into()));
+            }
+            x.ids.push(id);
+            let k = g.count()?;
+            for _ in 0..k {
+                let v = g.u32()?;
+                if v as usize >= blocks {
+                    return Err(CodecError(format!("block {v} out of range")));
+                }
+                x.blocks.push(v);
+            }
+            let end = u32::try_from(x.blocks.len())
+                .map_err(|_| CodecError("too many block ids".into()))?;
+            x.ends.push(end);
+        }
+        Ok(x)
+    }
+
+    fn range(&self, i: usize) -> &[u32] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.blocks[start as usize..self.ends[i] as usize]
+    }
+
+    fn get(&self, id: &[u8; N]) -> &[u32] {
+        match self.ids.binary_search(id) {
+            Ok(i) => self.range(i),
+            Err(_) => &[],
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8; N], &[u32])> {
+        self.ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id, self.range(i)))
     }
 }
 
@@ -547,18 +635,6 @@ impl IndexCache {
         Ok(index)
     }
 
-    /// Puts a just-sealed segment's index in the cache (the newest data is the most asked).
-    /// Returns the indexes it pushed out, for the caller to drop once it holds no lock:
-    /// freeing a large index takes a while.
-    #[must_use]
-    pub fn put(&self, segment: u64, index: Arc<SegmentIndex>) -> Vec<(u64, Arc<SegmentIndex>)> {
-        let mut e = self.entries.lock().expect("index cache lock poisoned");
-        e.retain(|(id, _)| *id != segment);
-        e.insert(0, (segment, index));
-        let keep = self.capacity.min(e.len());
-        e.split_off(keep)
-    }
-
     pub fn forget(&self, segment: u64) {
         self.entries
             .lock()
@@ -626,13 +702,18 @@ mod tests {
         assert_eq!(
             (
                 y.blocks.len(),
-                y.by_span.len(),
-                y.by_trace.len(),
+                y.span_count(),
+                y.trace_count(),
                 y.replaces.clone(),
                 y.compaction_complete
             ),
             (1, 1, 1, vec![3, 4], true)
         );
+        assert_eq!(
+            (y.span_blocks(&[2; 8]), y.trace_blocks(&[1; 16])),
+            (&[0][..], &[0][..])
+        );
+        assert!(y.span_blocks(&[3; 8]).is_empty() && y.trace_blocks(&[0; 16]).is_empty());
         assert!(read_index(dir.path(), 8).unwrap().is_none());
         let p = index_path(dir.path(), 7);
         let mut bytes = std::fs::read(&p).unwrap();
