@@ -11,3 +11,14 @@ pub use opentelemetry_proto::tonic::profiles::v1development::{
     ProfilesDictionary, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
 pub use opentelemetry_proto::tonic::resource::v1::Resource;
+
+/// A `KeyValue` with a string value (resource and span attributes).
+pub fn string_kv(key: &str, value: &str) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(value.to_owned())),
+        }),
+        ..Default::default()
+    }
+}

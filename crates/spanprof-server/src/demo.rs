@@ -11,7 +11,7 @@
 //! still fall inside the CPU windows that sampled them.
 
 use spanprof_format::gzip::maybe_gunzip;
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
+use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
 use spanprof_format::trace::decode_request_json;
 use spanprof_format::{pprof, Batch, LinkConfig};
 use spanprof_store::spans::{spans_from_otlp, SpanRecord};
@@ -95,8 +95,8 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         samples += p.sample.len();
         let resource = Resource {
             attributes: vec![
-                kv("service.name", SERVICE),
-                kv(PROFILE_NAME_ATTRIBUTE, name),
+                string_kv("service.name", SERVICE),
+                string_kv(PROFILE_NAME_ATTRIBUTE, name),
             ],
             ..Default::default()
         };
@@ -112,16 +112,6 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         samples,
         shift_ns,
     })
-}
-
-fn kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
-    }
 }
 
 #[cfg(test)]

@@ -59,7 +59,7 @@ use axum::Router;
 use prost::Message;
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::otlp::{string_kv, KeyValue, Resource};
 use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status,
     TracesData,
@@ -276,16 +276,6 @@ fn otlp_span(r: &SpanRecord, has_profile: bool) -> Span {
         end_time_unix_nano: r.end_ns,
         attributes,
         status,
-        ..Default::default()
-    }
-}
-
-fn string_kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
         ..Default::default()
     }
 }

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::{pprof, Batch};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -157,10 +157,10 @@ async fn ingest(
     let profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
         .map_err(|e| format!("not a pprof profile: {e}"))?;
     let mut attributes = vec![
-        kv("service.name", &target.service),
-        kv(spanprof_store::store::PROFILE_NAME_ATTRIBUTE, name),
+        string_kv("service.name", &target.service),
+        string_kv(spanprof_store::store::PROFILE_NAME_ATTRIBUTE, name),
     ];
-    attributes.extend(target.labels.iter().map(|(k, v)| kv(k, v)));
+    attributes.extend(target.labels.iter().map(|(k, v)| string_kv(k, v)));
     let resource = Resource {
         attributes,
         ..Default::default()
@@ -175,14 +175,4 @@ async fn ingest(
         .submit(Work::Profiles(data), "scrape")
         .await
         .map_err(|e| e.to_string())
-}
-
-fn kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(any_value::Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
-    }
 }
