@@ -121,14 +121,28 @@ fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, StoreError> {
         .write(true)
         .open(&path)
         .map_err(io(&path))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(std::fs::TryLockError::WouldBlock) => Err(StoreError::Locked {
-            dir: dir.to_path_buf(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) => Err(io(&path)(e)),
+    // A lock just released can stay held for a moment: by a process that is exiting, or by
+    // a child that a thread of this process forks and that has not yet exec'd (it shares
+    // every open file until then, and with it the lock). Wait a little before refusing.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(file),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(StoreError::Locked {
+                    dir: dir.to_path_buf(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        }
     }
 }
+
+/// How long opening waits for a directory's lock before it reports the directory in use.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What opening the store found.
 #[derive(Debug, Clone, Default)]
