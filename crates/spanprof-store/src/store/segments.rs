@@ -24,14 +24,16 @@ pub(crate) struct SegmentIndex {
     pub by_span: HashMap<[u8; 8], Vec<u32>>,
     /// Trace id → blocks holding samples linked to that trace.
     pub by_trace: HashMap<[u8; 16], Vec<u32>>,
-    /// The segment's spans, decoded on first use (a sealed index keeps them encoded until a
-    /// query needs span records: a span's flame graph needs only the block maps).
+    /// The segment's spans, read and decoded on first use (a span's flame graph needs only
+    /// the block maps).
     spans: OnceLock<SpanIndex>,
-    spans_raw: Vec<u8>,
     /// `by_span` and `by_trace` of an index read back from its file: flat and sorted, built
     /// without an allocation per id (a cold query waits for it). Live indexes use the maps.
+    /// The trace map is read from the file on first use, as the spans are.
     frozen_spans: FrozenIds<8>,
-    frozen_traces: FrozenIds<16>,
+    frozen_traces: OnceLock<FrozenIds<16>>,
+    /// Where the lazily read sections of an index read back from its file are.
+    lazy: Option<Arc<LazySections>>,
     /// Segments this one replaces (a completed compaction's sources).
     pub replaces: Vec<u64>,
     /// The compaction writing this segment reached its END record.
@@ -63,16 +65,43 @@ impl SegmentIndex {
     pub fn spans(&self) -> &SpanIndex {
         self.spans.get_or_init(|| {
             let mut index = SpanIndex::default();
-            // A new segment (or one with no spans) has nothing encoded.
-            if self.spans_raw.is_empty() {
+            // A live segment's spans are inserted as they come.
+            let Some(lazy) = &self.lazy else {
                 return index;
-            }
-            match decode_spans(&self.spans_raw) {
+            };
+            match lazy
+                .read(lazy.spans_at, "spans")
+                .and_then(|raw| decode_spans(&raw).map_err(|e| e.to_string()))
+            {
                 Ok(spans) => spans.into_iter().for_each(|s| index.insert(s)),
-                // The index file's checksum passed, so this is a bug, not damage; say so.
-                Err(e) => tracing::error!(segment = self.segment, error = %e, "cannot decode the spans of a segment index"),
+                Err(e) => tracing::error!(segment = self.segment, error = %e, "cannot read the spans of a segment index: queries see none of them"),
             }
             index
+        })
+    }
+
+    /// The trace map of an index read back from its file (empty for a live one).
+    fn frozen_traces(&self) -> &FrozenIds<16> {
+        self.frozen_traces.get_or_init(|| {
+            let Some(lazy) = &self.lazy else {
+                return FrozenIds::default();
+            };
+            let blocks = self.blocks.len();
+            match lazy.read(lazy.traces_at, "traces").and_then(|raw| {
+                let mut g = Get::new(&raw);
+                let x = FrozenIds::decode(&mut g, blocks).map_err(|e| e.to_string())?;
+                if g.done() {
+                    Ok(x)
+                } else {
+                    Err("trailing bytes after the trace map".into())
+                }
+            }) {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::error!(segment = self.segment, error = %e, "cannot read the trace map of a segment index: trace queries miss its samples");
+                    FrozenIds::default()
+                }
+            }
         })
     }
 
@@ -94,7 +123,7 @@ impl SegmentIndex {
     pub fn trace_blocks(&self, id: &[u8; 16]) -> &[u32] {
         match self.by_trace.get(id) {
             Some(b) => b,
-            None => self.frozen_traces.get(id),
+            None => self.frozen_traces().get(id),
         }
     }
 
@@ -105,7 +134,7 @@ impl SegmentIndex {
 
     /// Trace ids with samples here.
     pub fn trace_count(&self) -> usize {
-        self.by_trace.len() + self.frozen_traces.ids.len()
+        self.by_trace.len() + self.frozen_traces().ids.len()
     }
 
     /// (span id, blocks), sorted by id.
@@ -126,7 +155,7 @@ impl SegmentIndex {
             .by_trace
             .iter()
             .map(|(k, v)| (k, v.as_slice()))
-            .chain(self.frozen_traces.iter())
+            .chain(self.frozen_traces().iter())
             .collect();
         all.sort_unstable_by_key(|e| e.0);
         all
@@ -174,7 +203,7 @@ impl SegmentIndex {
         for id in self.by_span.keys().chain(&self.frozen_spans.ids) {
             span_bloom.insert(&id[..]);
         }
-        for id in self.by_trace.keys().chain(&self.frozen_traces.ids) {
+        for id in self.by_trace.keys().chain(&self.frozen_traces().ids) {
             trace_bloom.insert(&id[..]);
         }
         for s in self.spans().iter() {
@@ -204,7 +233,9 @@ impl SegmentIndex {
         }
     }
 
-    fn encode(&self) -> Vec<u8> {
+    /// The index file's three body sections: core (what a span's flame graph needs: blocks
+    /// and the span map), the trace map, the spans.
+    fn encode(&self) -> [Vec<u8>; 3] {
         let mut out = Vec::new();
         out.uvarint(self.segment);
         out.uvarint(self.replaces.len() as u64);
@@ -233,20 +264,20 @@ impl SegmentIndex {
                 out.uvarint(b.into());
             }
         }
+        let mut traces_out = Vec::new();
         let traces = self.trace_entries();
-        out.uvarint(traces.len() as u64);
+        traces_out.uvarint(traces.len() as u64);
         for (id, blocks) in traces {
-            out.extend_from_slice(id);
-            out.uvarint(blocks.len() as u64);
+            traces_out.extend_from_slice(id);
+            traces_out.uvarint(blocks.len() as u64);
             for &b in blocks {
-                out.uvarint(b.into());
+                traces_out.uvarint(b.into());
             }
         }
         let spans: Vec<_> = self.spans().iter().cloned().collect();
-        let mut sb = Vec::new();
-        encode_spans(&spans, &mut sb);
-        out.bytes(&sb);
-        out
+        let mut spans_out = Vec::new();
+        encode_spans(&spans, &mut spans_out);
+        [out, traces_out, spans_out]
     }
 
     fn decode(b: &[u8]) -> Result<SegmentIndex, CodecError> {
@@ -275,12 +306,30 @@ impl SegmentIndex {
             });
         }
         x.frozen_spans = FrozenIds::decode(&mut g, n)?;
-        x.frozen_traces = FrozenIds::decode(&mut g, n)?;
-        x.spans_raw = g.bytes()?.to_vec();
         if !g.done() {
             return Err(CodecError("trailing bytes after the segment index".into()));
         }
         Ok(x)
+    }
+}
+
+/// The sections of an index file read on first use: the trace map and the spans.
+#[derive(Debug)]
+struct LazySections {
+    path: PathBuf,
+    traces_at: u64,
+    spans_at: u64,
+}
+
+impl LazySections {
+    /// The checksummed section at byte `at` of the file.
+    fn read(&self, at: u64, what: &str) -> Result<Vec<u8>, String> {
+        use std::io::{Seek, SeekFrom};
+        let damaged = |why: String| format!("{}: {why}", self.path.display());
+        let mut f = std::fs::File::open(&self.path).map_err(|e| damaged(e.to_string()))?;
+        f.seek(SeekFrom::Start(at))
+            .map_err(|e| damaged(e.to_string()))?;
+        read_section(&mut f, what).map_err(damaged)
     }
 }
 
@@ -488,7 +537,9 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-const INDEX_MAGIC: &[u8; 8] = b"SPANIDX2";
+/// Version 3: the body in three sections (core, traces, spans). An index file of an older
+/// version reads as missing-with-a-reason, and the segment is replayed once.
+const INDEX_MAGIC: &[u8; 8] = b"SPANIDX3";
 
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
@@ -504,18 +555,24 @@ fn section(out: &mut Vec<u8>, bytes: &[u8]) {
 }
 
 /// Writes a sealed segment's index durably (temporary file, fsync, rename, fsync the
-/// directory) and returns its summary. The file holds the summary first, then the body, each
-/// with its own checksum, so opening the store reads only summaries.
+/// directory) and returns its summary. The file holds, each with its own checksum: the
+/// summary (all that opening the store reads), the core (blocks and the span map: all that a
+/// span's flame graph needs, so a cold one reads only that), the trace map and the spans
+/// (read when a query first needs them).
 pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<SealedSummary> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let body = index.encode();
     let mut summary = index.summary(0);
     let summary_bytes = summary.encode();
-    let mut file = Vec::with_capacity(8 + 2 * 12 + summary_bytes.len() + body.len());
+    let mut file = Vec::with_capacity(
+        8 + 4 * 12 + summary_bytes.len() + body.iter().map(Vec::len).sum::<usize>(),
+    );
     file.extend_from_slice(INDEX_MAGIC);
     section(&mut file, &summary_bytes);
-    section(&mut file, &body);
+    for part in &body {
+        section(&mut file, part);
+    }
     let path = index_path(dir, index.segment);
     let tmp = path.with_extension("idx.tmp");
     {
@@ -527,6 +584,23 @@ pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<S
     std::fs::File::open(dir)?.sync_all()?;
     summary.index_bytes = file.len() as u64;
     Ok(summary)
+}
+
+/// Moves past one section (length, bytes, checksum) without reading it, checking that it
+/// fits in the file.
+fn skip_section(f: &mut std::fs::File, what: &str) -> Result<(), String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut len = [0u8; 8];
+    f.read_exact(&mut len).map_err(|e| format!("{what}: {e}"))?;
+    let len = u64::from_le_bytes(len);
+    let at = f.stream_position().map_err(|e| e.to_string())?;
+    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    if len.saturating_add(4) > size.saturating_sub(at) {
+        return Err(format!("{what}: length {len} is past the end of the file"));
+    }
+    f.seek(SeekFrom::Current(len as i64 + 4))
+        .map_err(|e| format!("{what}: {e}"))?;
+    Ok(())
 }
 
 /// Reads one checksummed section at `pos` of an index file.
@@ -590,14 +664,32 @@ pub(crate) fn read_index(dir: &Path, segment: u64) -> Result<Option<(SegmentInde
     let Some((mut f, path)) = open_index(dir, segment)? else {
         return Ok(None);
     };
+    use std::io::{Seek, SeekFrom};
     let damaged = |why: String| format!("{}: {why}", path.display());
-    read_section(&mut f, "summary").map_err(damaged)?;
-    let body = read_section(&mut f, "body").map_err(damaged)?;
-    let index = SegmentIndex::decode(&body).map_err(|e| damaged(e.to_string()))?;
+    let io = |e: std::io::Error| damaged(e.to_string());
+    skip_section(&mut f, "summary").map_err(damaged)?;
+    let core = read_section(&mut f, "core").map_err(damaged)?;
+    let mut index = SegmentIndex::decode(&core).map_err(|e| damaged(e.to_string()))?;
     if index.segment != segment {
         return Err(damaged("it belongs to another segment".into()));
     }
-    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    let traces_at = f.stream_position().map_err(io)?;
+    skip_section(&mut f, "traces").map_err(damaged)?;
+    let spans_at = f.stream_position().map_err(io)?;
+    skip_section(&mut f, "spans").map_err(damaged)?;
+    let end = f.stream_position().map_err(io)?;
+    let size = f.seek(SeekFrom::End(0)).map_err(io)?;
+    if end != size {
+        return Err(damaged(format!(
+            "{} bytes after the last section",
+            size - end
+        )));
+    }
+    index.lazy = Some(Arc::new(LazySections {
+        path,
+        traces_at,
+        spans_at,
+    }));
     Ok(Some((index, size)))
 }
 
@@ -686,6 +778,15 @@ mod tests {
         );
         x.replaces = vec![3, 4];
         x.compaction_complete = true;
+        x.spans_mut().insert(crate::spans::SpanRecord {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            name: "GET /".into(),
+            service: "svc".into(),
+            start_ns: 5,
+            end_ns: 9,
+            ..Default::default()
+        });
         let summary = write_index(dir.path(), &x).unwrap();
         let read = read_summary(dir.path(), 7).unwrap().unwrap();
         assert_eq!(
@@ -715,14 +816,35 @@ mod tests {
         );
         assert!(y.span_blocks(&[3; 8]).is_empty() && y.trace_blocks(&[0; 16]).is_empty());
         assert!(read_index(dir.path(), 8).unwrap().is_none());
+        // The lazily read sections: read when first asked for.
+        assert_eq!(
+            y.spans().get(&[2; 8]).map(|s| s.name.as_str()),
+            Some("GET /")
+        );
         let p = index_path(dir.path(), 7);
-        let mut bytes = std::fs::read(&p).unwrap();
-        let n = bytes.len();
-        // Inside the body's data, just before its checksum.
+        let good = std::fs::read(&p).unwrap();
+        let n = good.len();
+        // Inside the spans (the last section), just before its checksum: the core still
+        // reads, and the spans come out empty (logged) instead of wrong.
+        let mut bytes = good.clone();
         bytes[n - 6] ^= 0xff;
+        std::fs::write(&p, &bytes).unwrap();
+        let (z, _) = read_index(dir.path(), 7).unwrap().unwrap();
+        assert_eq!(z.span_blocks(&[2; 8]), &[0]);
+        assert!(z.spans().is_empty());
+        // Inside the core (after the magic and the summary section): the index is refused.
+        let summary_len = u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;
+        let core = 8 + 8 + summary_len + 4;
+        let mut bytes = good.clone();
+        bytes[core + 8] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
         assert!(read_index(dir.path(), 7)
             .unwrap_err()
-            .contains("checksum mismatch"));
+            .contains("core: checksum mismatch"));
+        // Cut short: refused too.
+        std::fs::write(&p, &good[..n - 3]).unwrap();
+        assert!(read_index(dir.path(), 7)
+            .unwrap_err()
+            .contains("past the end of the file"));
     }
 }
