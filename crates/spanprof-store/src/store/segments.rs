@@ -350,7 +350,10 @@ impl<const N: usize> FrozenIds<N> {
         let mut x = FrozenIds {
             ids: Vec::with_capacity(m),
             ends: Vec::with_capacity(m),
-            blocks: Vec::with_capacity(m * 2),
+            // Block ids take a byte or more each: room for all of them that the rest of the
+            // section could hold, so the list never moves while it grows (only the pages
+            // written to are ever touched).
+            blocks: Vec::with_capacity(g.remaining().saturating_sub(m * (N + 1))),
         };
         for _ in 0..m {
             let id = g.fixed::<N>()?;
