@@ -119,6 +119,16 @@ impl<'a> Get<'a> {
         Ok(b)
     }
 
+    /// The next `n` bytes, as they are.
+    pub(crate) fn slice(&mut self, n: usize) -> Result<&'a [u8], CodecError> {
+        let b = self
+            .buf
+            .get(self.pos..self.pos.saturating_add(n))
+            .ok_or_else(|| CodecError(format!("{n} bytes past the end")))?;
+        self.pos += n;
+        Ok(b)
+    }
+
     pub(crate) fn fixed<const N: usize>(&mut self) -> Result<[u8; N], CodecError> {
         let b = self
             .buf

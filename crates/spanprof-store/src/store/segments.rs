@@ -255,15 +255,7 @@ impl SegmentIndex {
             out.ivarint(b.duration_ns);
             out.uvarint(b.samples.into());
         }
-        let spans = self.span_entries();
-        out.uvarint(spans.len() as u64);
-        for (id, blocks) in spans {
-            out.extend_from_slice(id);
-            out.uvarint(blocks.len() as u64);
-            for &b in blocks {
-                out.uvarint(b.into());
-            }
-        }
+        FrozenIds::encode_fixed(&self.span_entries(), &mut out);
         let mut traces_out = Vec::new();
         let traces = self.trace_entries();
         traces_out.uvarint(traces.len() as u64);
@@ -305,7 +297,7 @@ impl SegmentIndex {
                 samples: g.u32()?,
             });
         }
-        x.frozen_spans = FrozenIds::decode(&mut g, n)?;
+        x.frozen_spans = FrozenIds::decode_fixed(&mut g, n)?;
         if !g.done() {
             return Err(CodecError("trailing bytes after the segment index".into()));
         }
@@ -372,6 +364,73 @@ impl<const N: usize> FrozenIds<N> {
             let end = u32::try_from(x.blocks.len())
                 .map_err(|_| CodecError("too many block ids".into()))?;
             x.ends.push(end);
+        }
+        Ok(x)
+    }
+
+    /// Writes `entries` (sorted by id) in fixed-width fields, so that reading them back is
+    /// a few linear copies and checks rather than a varint decode per field (a cold span
+    /// query waits for it): `count:uv · total:uv · (id · end:u32le)×count · block:u32le×total`.
+    fn encode_fixed(entries: &[(&[u8; N], &[u32])], out: &mut Vec<u8>) {
+        let total: usize = entries.iter().map(|e| e.1.len()).sum();
+        out.uvarint(entries.len() as u64);
+        out.uvarint(total as u64);
+        out.reserve(entries.len() * (N + 4) + total * 4);
+        let mut end = 0u32;
+        for (id, blocks) in entries {
+            end += blocks.len() as u32;
+            out.extend_from_slice(&id[..]);
+            out.extend_from_slice(&end.to_le_bytes());
+        }
+        for (_, blocks) in entries {
+            for b in *blocks {
+                out.extend_from_slice(&b.to_le_bytes());
+            }
+        }
+    }
+
+    /// Reads what [`FrozenIds::encode_fixed`] wrote, checking that ids ascend, that the
+    /// lists are in bounds and that every block id is below `blocks`.
+    fn decode_fixed(g: &mut Get, blocks: usize) -> Result<Self, CodecError> {
+        let m = g.count()?;
+        let total = g.uvarint()?;
+        let table = g.slice(
+            m.checked_mul(N + 4)
+                .ok_or_else(|| CodecError("span map too large".into()))?,
+        )?;
+        let total = usize::try_from(total)
+            .ok()
+            .filter(|&t| t <= g.remaining() / 4)
+            .ok_or_else(|| CodecError(format!("{total} block ids exceed the index")))?;
+        let ids_raw = g.slice(total * 4)?;
+        let mut x = FrozenIds {
+            ids: Vec::with_capacity(m),
+            ends: Vec::with_capacity(m),
+            blocks: Vec::with_capacity(total),
+        };
+        let mut previous_end = 0u32;
+        for entry in table.chunks_exact(N + 4) {
+            let id: [u8; N] = entry[..N].try_into().expect("N bytes");
+            if x.ids.last().is_some_and(|last| *last >= id) {
+                return Err(CodecError("index ids out of order".into()));
+            }
+            let end = u32::from_le_bytes(entry[N..].try_into().expect("4 bytes"));
+            if end < previous_end || end as usize > total {
+                return Err(CodecError(format!("block list end {end} out of range")));
+            }
+            previous_end = end;
+            x.ids.push(id);
+            x.ends.push(end);
+        }
+        if previous_end as usize != total {
+            return Err(CodecError("block lists do not cover the block ids".into()));
+        }
+        for v in ids_raw.chunks_exact(4) {
+            let v = u32::from_le_bytes(v.try_into().expect("4 bytes"));
+            if v as usize >= blocks {
+                return Err(CodecError(format!("block {v} out of range")));
+            }
+            x.blocks.push(v);
         }
         Ok(x)
     }
@@ -540,9 +599,10 @@ fn splitmix(mut x: u64) -> u64 {
     x ^ (x >> 31)
 }
 
-/// Version 3: the body in three sections (core, traces, spans). An index file of an older
+/// Version 3: the body in three sections (core, traces, spans); version 4: the core's span
+/// map in fixed-width fields ([`FrozenIds::encode_fixed`]). An index file of an older
 /// version reads as missing-with-a-reason, and the segment is replayed once.
-const INDEX_MAGIC: &[u8; 8] = b"SPANIDX3";
+const INDEX_MAGIC: &[u8; 8] = b"SPANIDX4";
 
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
@@ -741,6 +801,31 @@ impl IndexCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fixed_width_span_maps_round_trip_and_refuse_nonsense() {
+        let (a, b, c) = ([1u8; 8], [2u8; 8], [3u8; 8]);
+        let entries: Vec<(&[u8; 8], &[u32])> = vec![(&a, &[0, 2]), (&b, &[]), (&c, &[1])];
+        let mut out = Vec::new();
+        FrozenIds::encode_fixed(&entries, &mut out);
+        let x = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 3).unwrap();
+        assert_eq!(x.iter().collect::<Vec<_>>(), entries);
+        assert_eq!(
+            (x.get(&a), x.get(&c), x.get(&[9; 8])),
+            (&[0, 2][..], &[1][..], &[][..])
+        );
+        // A block id past the segment's blocks.
+        let err = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 2).unwrap_err();
+        assert!(err.to_string().contains("block 2 out of range"), "{err}");
+        // Ids out of order.
+        let mut out = Vec::new();
+        FrozenIds::encode_fixed(&[(&b, &[0][..]), (&a, &[0][..])], &mut out);
+        let err = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 1).unwrap_err();
+        assert!(err.to_string().contains("out of order"), "{err}");
+        // Cut short.
+        let err = FrozenIds::<8>::decode_fixed(&mut Get::new(&out[..out.len() - 1]), 1);
+        assert!(err.is_err());
+    }
 
     #[test]
     fn bloom_has_no_false_negatives_and_few_false_positives() {
