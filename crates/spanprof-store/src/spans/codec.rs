@@ -17,7 +17,7 @@
 //! Names, services and attribute keys repeat across a batch, and spans of one trace arrive
 //! together, so the tables and the start-time deltas carry most of the saving.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 
 use super::record::SpanRecord;
 
