@@ -110,7 +110,7 @@ impl Batch {
         let resource = match &rp.resource {
             Some(r) => Resource {
                 attributes: resolve_key_values(input.d, &r.attributes)
-                    .map_err(at(format!("resource_profiles[{ri}].resource")))?,
+                    .map_err(|e| at(format!("resource_profiles[{ri}].resource"))(e))?,
                 dropped_attributes_count: r.dropped_attributes_count,
                 entity_refs: r.entity_refs.clone(),
             },
@@ -121,7 +121,7 @@ impl Batch {
             let scope = match &sp.scope {
                 Some(s) => Some(InstrumentationScope {
                     attributes: resolve_key_values(input.d, &s.attributes)
-                        .map_err(at(format!("{path}.scope")))?,
+                        .map_err(|e| at(format!("{path}.scope"))(e))?,
                     ..s.clone()
                 }),
                 None => None,
@@ -158,16 +158,16 @@ impl Batch {
         for (i, s) in p.samples.iter().enumerate() {
             let stack = self
                 .otlp_stack(input, s.stack_index)
-                .map_err(at(format!("samples[{i}].stack_index")))?;
+                .map_err(|e| at(format!("samples[{i}].stack_index"))(e))?;
             let source_link = self
                 .otlp_link(input, s.link_index)
-                .map_err(at(format!("samples[{i}].link_index")))?;
+                .map_err(|e| at(format!("samples[{i}].link_index"))(e))?;
             attrs.clear();
             let mut kept_ids = false;
             for (j, &a) in s.attribute_indices.iter().enumerate() {
                 let (attr, role) = self
                     .otlp_attribute(input, a)
-                    .map_err(at(format!("samples[{i}].attribute_indices[{j}]")))?;
+                    .map_err(|e| at(format!("samples[{i}].attribute_indices[{j}]"))(e))?;
                 let is_id = matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
                 kept_ids |= keep && is_id;
                 let stays = if source_link != 0 {
@@ -203,7 +203,7 @@ impl Batch {
         for (j, &a) in p.attribute_indices.iter().enumerate() {
             attribute_indices.push(
                 self.otlp_attribute(input, a)
-                    .map_err(at(format!("attribute_indices[{j}]")))?
+                    .map_err(|e| at(format!("attribute_indices[{j}]"))(e))?
                     .0,
             );
         }
