@@ -60,10 +60,25 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
     let empty_addr = format!("127.0.0.1:{}", free_port());
     let _empty = serve(&dir.join("empty"), &empty_addr, &[]);
 
+    // The store of a demo that was killed with SIGKILL an hour ago (unlocked): the next demo
+    // removes it.
+    let stale = std::env::temp_dir().join("spanprof-demo-stale-ui-test");
+    std::fs::create_dir_all(stale.join("segments")).unwrap();
+    std::fs::write(stale.join("LOCK"), b"").unwrap();
+    std::fs::File::open(&stale)
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+
     // The Go test program's recording (`spanprof serve --demo`): CPU windows and the spans
     // they sampled, re-stamped to the present.
     let addr = format!("127.0.0.1:{}", free_port());
     let server = Server::demo(&addr, &[]);
+    assert!(
+        !stale.exists(),
+        "the stale demo store {} is left",
+        stale.display()
+    );
     // The slowest /cpu-heavy span, and the slowest that got samples (the slowest of all may
     // have waited for a core rather than burned one).
     let spans = json(

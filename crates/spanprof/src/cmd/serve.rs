@@ -194,12 +194,46 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new() -> anyhow::Result<TempDir> {
+        remove_stale_demo_dirs();
         let dir = std::env::temp_dir().join(format!("spanprof-demo-{}", std::process::id()));
         // A directory left by an earlier process with the same id holds nothing of ours.
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("creating the demo data directory {}", dir.display()))?;
         Ok(TempDir(dir))
+    }
+}
+
+/// Removes the demo stores of `serve --demo` processes that ended without cleaning up (killed
+/// with SIGKILL): those whose store lock nobody holds. A running demo holds its lock, so its
+/// directory stays; so does one younger than a minute (its process may be between creating
+/// the lock file and taking the lock).
+fn remove_stale_demo_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_demo = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("spanprof-demo-"));
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 60));
+        if !is_demo || !old {
+            continue;
+        }
+        let lock = path.join(spanprof_store::store::LOCK_FILE);
+        let free = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&lock)
+            .is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            tracing::info!(dir = %path.display(), "removing the store of a demo that did not clean up");
+            let _ = std::fs::remove_dir_all(&path);
+        }
     }
 }
 
