@@ -257,9 +257,7 @@ fn roll_up_fixture() -> &'static Fixture {
 }
 
 fn start(store: &str, include_children: bool) -> Fixture {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(store);
-    let _ = std::fs::remove_dir_all(&dir);
-    let server = TestServer::start_with(&dir, |c| {
+    let server = TestServer::in_fresh_dir(store, |c| {
         c.span_profiles_include_children = include_children;
     });
     let data = GoData::load();

@@ -20,9 +20,7 @@ struct Fixture {
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("render-store");
-        let _ = std::fs::remove_dir_all(&dir);
-        let server = TestServer::start(&dir);
+        let server = TestServer::in_fresh_dir("render-store", |_| {});
         let data = GoData::load();
         data.ingest(&server);
         Fixture { server, data }

@@ -66,6 +66,14 @@ impl TestServer {
         Self::start_with(data_dir, |_| {})
     }
 
+    /// A server on a store in `CARGO_TARGET_TMPDIR/<name>`, emptied first: fixtures held in
+    /// statics are never dropped, so a temporary directory would be left behind.
+    pub fn in_fresh_dir(name: &str, configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        Self::start_with(&dir, configure)
+    }
+
     /// [`TestServer::start`] with settings changed by `configure`.
     pub fn start_with(data_dir: &Path, configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
         let rt = tokio::runtime::Builder::new_multi_thread()
