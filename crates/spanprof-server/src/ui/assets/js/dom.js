@@ -28,6 +28,22 @@ function append(node, children) {
   }
 }
 
+/**
+ * Sizes `canvas` to `width` × `height` CSS pixels at the screen's pixel density and returns
+ * its 2D context, cleared, drawing in CSS pixels.
+ */
+export function canvasContext(canvas, width, height) {
+  const dpr = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * dpr);
+  canvas.height = Math.round(height * dpr);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, width, height);
+  return ctx;
+}
+
 /** Replaces the children of `node`. */
 export function replace(node, ...children) {
   node.replaceChildren();

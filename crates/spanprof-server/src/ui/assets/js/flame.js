@@ -2,7 +2,7 @@
 // offsets delta-encoded per level) straight from typed arrays: no DOM node per frame, so
 // tens of thousands of frames stay fluid. Names are drawn with fillText: never markup.
 
-import { el } from "./dom.js";
+import { canvasContext, el } from "./dom.js";
 import * as units from "./units.js";
 
 const ROW = 18;
@@ -165,15 +165,7 @@ export class FlameGraph {
   draw() {
     if (!this.levels) return;
     const width = this.root.clientWidth || 800;
-    const height = this.levels.length * ROW + 2;
-    const dpr = window.devicePixelRatio || 1;
-    this.canvas.width = Math.round(width * dpr);
-    this.canvas.height = Math.round(height * dpr);
-    this.canvas.style.width = `${width}px`;
-    this.canvas.style.height = `${height}px`;
-    const ctx = this.canvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
+    const ctx = canvasContext(this.canvas, width, this.levels.length * ROW + 2);
     ctx.font = FONT;
     ctx.textBaseline = "middle";
     const charWidth = ctx.measureText("m").width;

@@ -2,7 +2,7 @@
 // canvas, with a brush: drag across it to narrow the time range to what was dragged over.
 
 import * as api from "./api.js";
-import { el, replace } from "./dom.js";
+import { canvasContext, el, replace } from "./dom.js";
 import * as units from "./units.js";
 
 const HEIGHT = 72;
@@ -120,14 +120,7 @@ export class Timeline {
 
   draw() {
     const width = this.width();
-    const dpr = window.devicePixelRatio || 1;
-    this.canvas.width = Math.round(width * dpr);
-    this.canvas.height = Math.round(HEIGHT * dpr);
-    this.canvas.style.width = `${width}px`;
-    this.canvas.style.height = `${HEIGHT}px`;
-    const ctx = this.canvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, HEIGHT);
+    const ctx = canvasContext(this.canvas, width, HEIGHT);
     if (!this.domain) return;
     const [t0, t1] = this.domain;
     const span = t1 - t0 || 1;
