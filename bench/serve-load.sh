@@ -9,7 +9,9 @@
 #     clients on GET /health, and in-process decode + link of the same profiles.
 # (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
 #     for T seconds; its CPU time per target per second, as % of a core.
-# --perf FILE records the server (perf record -g) during (a).
+# --perf FILE records the server (perf record $PERF_FLAGS, default -g) during (a);
+# KEEP_LOG=FILE keeps the push server's log. Where the server's CPU per profile goes, stage
+# by stage on one thread: target/release/examples/load stages [--only STAGE] [--repeat R].
 # Defaults (20 s, 32 clients, 16384 profiles, 20 targets, 60 s) finish in about 2.5 minutes
 # after the build. Server on core 0 (taskset -c 0), load generator on core 1.
 set -euo pipefail
@@ -40,7 +42,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$tmp"
+  [ -n "${KEEP_LOG:-}" ] && cp "$tmp/push.log" "$KEEP_LOG"; rm -rf "$tmp"
 }
 trap cleanup EXIT
 
@@ -78,7 +80,7 @@ stop_server() {
 start_server push
 if [ -n "$perf" ]; then
   # Starts recording now; the pool encoding and peers come first, so the push phase dominates.
-  perf record -g -o "$perf" -p "$server_pid" 2>/dev/null &
+  perf record ${PERF_FLAGS:--g} -o "$perf" -p "$server_pid" 2>/dev/null &
   perf_pid=$!
 fi
 taskset -c 1 "$load" push --url "http://$server_addr" --seconds "$seconds" --clients "$clients" \

@@ -3,7 +3,12 @@
 //! ```text
 //! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H]
 //! load targets --port-file FILE
+//! load stages [--profiles P] [--repeat R] [--only STAGE]
 //! ```
+//!
+//! `stages` times, on one thread, each stage a profile goes through in the server (decode,
+//! conversion and linking on both routes, durable store ingest): where a server's CPU per
+//! profile goes. `--only` names one stage's label to time alone (for `perf record`).
 //!
 //! `push` makes P distinct profiles from the real Go CPU profile `testdata/go/cpu-10s.pb.gz`
 //! (598 samples; every span and trace id label rewritten to fresh ids), encodes each as
@@ -26,12 +31,18 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
 use spanprof_format::link::{to_hex, IdRole};
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::merge::merge;
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::pprof;
 use spanprof_format::to_otlp::pprof_to_otlp;
 use spanprof_format::LinkConfig;
+use spanprof_store::store::{Store, StoreConfig};
 
 /// A 10 s Go CPU profile under load: 598 samples labelled with span and trace ids.
+// The server runs on mimalloc; so does its load generator's in-process work.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const GO_CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
 
 /// Instances the profiles are spread over (series label / `service.instance.id`).
@@ -77,12 +88,17 @@ fn main() {
             };
             runtime.block_on(push(opts));
         }
+        Some("stages") => stages(
+            num("--profiles", 2048).max(32),
+            flag("--only").as_deref(),
+            num("--repeat", 1).max(1),
+        ),
         Some("targets") => {
             let port_file = flag("--port-file").expect("targets needs --port-file FILE");
             runtime.block_on(targets(&port_file));
         }
         _ => {
-            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--summary FILE]\n       load targets --port-file FILE");
+            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--summary FILE]\n       load targets --port-file FILE\n       load stages [--profiles P] [--repeat R] [--only STAGE]");
             std::process::exit(2);
         }
     }
@@ -404,6 +420,107 @@ async fn run_clients(
         by_route.entry(name).or_default().merge(out);
     }
     (by_route, start.elapsed())
+}
+
+/// Where a server's CPU per profile goes, stage by stage, on this one thread: the /ingest
+/// path (gunzip + pprof decode, then conversion and linking), the OTLP path (protobuf decode,
+/// then merging and linking), and durable store ingest of the linked batches, 32 profiles a
+/// call as the pipeline batches them.
+fn stages(n: u64, only: Option<&str>, repeat: u64) {
+    let template = Template::new();
+    let pool = encode_pool(&template, n);
+    let timed = |name: &str| only.is_none_or(|o| o == name);
+    let mut rows: Vec<(&str, f64)> = Vec::new();
+    let mut time = |name: &'static str, mut f: Box<dyn FnMut() + '_>| {
+        if timed(name) {
+            let t = Instant::now();
+            for _ in 0..repeat {
+                f();
+            }
+            rows.push((name, t.elapsed().as_secs_f64() * 1e6 / (n * repeat) as f64));
+        }
+    };
+    time(
+        "/ingest: gunzip + pprof decode",
+        Box::new(|| {
+            for e in &pool {
+                std::hint::black_box(pprof::decode(&e.pprof_gz, 64 << 20).expect("decodes"));
+            }
+        }),
+    );
+    let decoded: Vec<pprof::Profile> = pool
+        .iter()
+        .map(|e| pprof::decode(&e.pprof_gz, 64 << 20).expect("decodes"))
+        .collect();
+    let link = || Some(LinkConfig::default());
+    time(
+        "/ingest: convert + link",
+        Box::new(|| {
+            for p in &decoded {
+                std::hint::black_box(
+                    pprof_to_otlp(p, Resource::default(), link()).expect("converts"),
+                );
+            }
+        }),
+    );
+    let linked: Vec<ProfilesData> = decoded
+        .iter()
+        .map(|p| {
+            pprof_to_otlp(p, Resource::default(), link())
+                .expect("converts")
+                .0
+        })
+        .collect();
+    drop(decoded);
+    time(
+        "OTLP: protobuf decode",
+        Box::new(|| {
+            for e in &pool {
+                std::hint::black_box(ProfilesData::decode(&e.otlp[..]).expect("decodes"));
+            }
+        }),
+    );
+    if timed("OTLP: merge + link") {
+        let otlp: Vec<ProfilesData> = pool
+            .iter()
+            .map(|e| ProfilesData::decode(&e.otlp[..]).expect("decodes"))
+            .collect();
+        time(
+            "OTLP: merge + link",
+            Box::new(|| {
+                for d in &otlp {
+                    std::hint::black_box(merge([d], link()).expect("merges"));
+                }
+            }),
+        );
+    }
+    for (label, per_call) in [
+        ("store: durable ingest, 1 a call", 1),
+        ("store: durable ingest, 8 a call", 8),
+        ("store: durable ingest, 32 a call", 32),
+    ] {
+        if !timed(label) {
+            continue;
+        }
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let (store, _) = Store::open(StoreConfig::new(dir.path())).expect("store opens");
+        time(
+            label,
+            Box::new(|| {
+                for chunk in linked.chunks(per_call) {
+                    let refs: Vec<&ProfilesData> = chunk.iter().collect();
+                    store.ingest(&refs, Vec::new()).expect("ingests");
+                }
+            }),
+        );
+    }
+    println!(
+        "stage (µs per profile of {} samples; {n} profiles, {repeat} times)",
+        template.samples()
+    );
+    for (name, us) in rows {
+        println!("  {name:<36} {us:8.1}");
+    }
 }
 
 /// The in-process floor: decode and link the same gzipped profiles on this one thread, as the
