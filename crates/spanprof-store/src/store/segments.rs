@@ -21,9 +21,9 @@ pub(crate) struct SegmentIndex {
     pub segment: u64,
     pub blocks: Vec<BlockMeta>,
     /// Span id → blocks holding samples of that span.
-    pub by_span: HashMap<[u8; 8], Vec<u32>>,
+    pub by_span: HashMap<[u8; 8], BlockIds>,
     /// Trace id → blocks holding samples linked to that trace.
-    pub by_trace: HashMap<[u8; 16], Vec<u32>>,
+    pub by_trace: HashMap<[u8; 16], BlockIds>,
     /// The segment's spans, read and decoded on first use (a span's flame graph needs only
     /// the block maps).
     spans: OnceLock<SpanIndex>,
@@ -142,10 +142,12 @@ impl SegmentIndex {
         let mut all: Vec<(&[u8; 8], &[u32])> = self
             .by_span
             .iter()
-            .map(|(k, v)| (k, v.as_slice()))
+            .map(|(k, v)| (k, &v[..]))
             .chain(self.frozen_spans.iter())
             .collect();
-        all.sort_unstable_by_key(|e| e.0);
+        // As big-endian integers ids sort in the same order, with one compare instead of a
+        // byte-wise one: sealing sorts hundreds of thousands of ids.
+        all.sort_unstable_by_key(|e| u64::from_be_bytes(*e.0));
         all
     }
 
@@ -154,10 +156,10 @@ impl SegmentIndex {
         let mut all: Vec<(&[u8; 16], &[u32])> = self
             .by_trace
             .iter()
-            .map(|(k, v)| (k, v.as_slice()))
+            .map(|(k, v)| (k, &v[..]))
             .chain(self.frozen_traces().iter())
             .collect();
-        all.sort_unstable_by_key(|e| e.0);
+        all.sort_unstable_by_key(|e| u128::from_be_bytes(*e.0));
         all
     }
 
@@ -174,9 +176,9 @@ impl SegmentIndex {
             samples: block.nodes.len() as u32,
         });
         for (trace, span) in &block.link_table {
-            push_once(self.by_span.entry(*span).or_default(), id);
+            self.by_span.entry(*span).or_default().push_once(id);
             if *trace != [0; 16] {
-                push_once(self.by_trace.entry(*trace).or_default(), id);
+                self.by_trace.entry(*trace).or_default().push_once(id);
             }
         }
     }
@@ -455,9 +457,56 @@ impl<const N: usize> FrozenIds<N> {
     }
 }
 
-fn push_once(ids: &mut Vec<u32>, id: u32) {
-    if ids.last() != Some(&id) {
-        ids.push(id);
+/// The blocks of one span or trace in a live index, in the order they were added. Most ids
+/// are in one to three blocks (one per sample type of the profile that carried them), kept
+/// inline: an allocation per span id was the largest cost of indexing a block.
+#[derive(Debug, Clone)]
+pub(crate) enum BlockIds {
+    /// Up to three ids (`len` of them).
+    Inline { len: u8, ids: [u32; 3] },
+    /// More.
+    Heap(Vec<u32>),
+}
+
+impl Default for BlockIds {
+    fn default() -> Self {
+        BlockIds::Inline {
+            len: 0,
+            ids: [0; 3],
+        }
+    }
+}
+
+impl BlockIds {
+    /// Adds `id` unless it is the last one already (a block adds each of its ids once, and
+    /// blocks are added in order).
+    fn push_once(&mut self, id: u32) {
+        if self.last() == Some(&id) {
+            return;
+        }
+        match self {
+            BlockIds::Inline { len, ids } if (*len as usize) < ids.len() => {
+                ids[*len as usize] = id;
+                *len += 1;
+            }
+            BlockIds::Inline { ids, .. } => {
+                let mut v = Vec::with_capacity(8);
+                v.extend_from_slice(ids);
+                v.push(id);
+                *self = BlockIds::Heap(v);
+            }
+            BlockIds::Heap(v) => v.push(id),
+        }
+    }
+}
+
+impl std::ops::Deref for BlockIds {
+    type Target = [u32];
+    fn deref(&self) -> &[u32] {
+        match self {
+            BlockIds::Inline { len, ids } => &ids[..*len as usize],
+            BlockIds::Heap(v) => v,
+        }
     }
 }
 
@@ -549,6 +598,9 @@ impl SealedSummary {
     }
 }
 
+/// Bits an id sets in a [`Bloom`] filter.
+const PROBES: usize = 4;
+
 /// A Bloom filter over ids: about 10 bits and 4 probes per id (≈1 % false positives).
 #[derive(Debug, Clone)]
 pub(crate) struct Bloom {
@@ -575,11 +627,14 @@ impl Bloom {
         let a = splitmix(u64::from_le_bytes(h) ^ splitmix(u64::from_le_bytes(h2)));
         let b = splitmix(a ^ 0x2545_f491_4f6c_dd1d) | 1;
         let m = (self.bits.len() * 64) as u64;
-        (0..4u64).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
+        (0..PROBES as u64).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
     }
 
     fn insert(&mut self, id: &[u8]) {
-        let probes: Vec<usize> = self.probes(id).collect();
+        let mut probes = [0usize; PROBES];
+        for (slot, p) in probes.iter_mut().zip(self.probes(id)) {
+            *slot = p;
+        }
         for p in probes {
             self.bits[p / 64] |= 1 << (p % 64);
         }
@@ -801,6 +856,22 @@ impl IndexCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_ids_keep_order_skip_repeats_and_spill_past_three() {
+        let mut ids = BlockIds::default();
+        assert!(ids.is_empty());
+        for id in [4, 4, 7, 9] {
+            ids.push_once(id);
+        }
+        assert_eq!(&ids[..], &[4, 7, 9]);
+        assert!(matches!(ids, BlockIds::Inline { .. }));
+        for id in [9, 12, 12, 15] {
+            ids.push_once(id);
+        }
+        assert_eq!(&ids[..], &[4, 7, 9, 12, 15]);
+        assert!(matches!(ids, BlockIds::Heap(_)));
+    }
 
     #[test]
     fn fixed_width_span_maps_round_trip_and_refuse_nonsense() {
