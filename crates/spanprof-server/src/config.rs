@@ -136,7 +136,9 @@ pub struct QueueConfig {
     pub capacity: usize,
     /// Items written to the store in one durable write at most.
     pub batch_max: usize,
-    /// How long a batch may wait for more items before it is written.
+    /// How long a batch may wait for requests that receivers are still decoding. A batch
+    /// takes what queued up during the previous write and is written as soon as no request
+    /// is being decoded, or when this is up.
     pub batch_age: Duration,
 }
 

@@ -36,7 +36,7 @@
 //!   batch:
 //!     queue_capacity: 1024
 //!     max_items: 256
-//!     max_age: 20ms
+//!     max_age: 20ms                   # longest wait for requests still being decoded
 //! exporters:
 //!   - name: tempo
 //!     protocol: grpc                  # or http

@@ -3,12 +3,13 @@
 //! forwarder's on-disk queue), then answers each receiver. Receivers answer their clients
 //! only after that: nothing acknowledged is lost.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use spanprof_format::otlp::ProfilesData;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Store;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::QueueConfig;
 use crate::forward::Forwarders;
@@ -56,6 +57,71 @@ struct Item {
 pub struct Pipeline {
     tx: mpsc::Sender<Item>,
     metrics: Arc<Metrics>,
+    /// Requests taken by receivers and not yet queued (or refused): work on its way.
+    preparing: Arc<Preparing>,
+}
+
+/// Counts receivers' requests between arrival and queueing; the batcher waits for them
+/// (see [`QueueConfig::batch_age`]) and is woken whenever one is queued or refused.
+#[derive(Default)]
+struct Preparing {
+    count: AtomicUsize,
+    changed: Notify,
+}
+
+/// A request a receiver has taken and will submit: from [`Pipeline::incoming`] until
+/// [`Incoming::submit`] queues it or the value is dropped (the request was refused), the
+/// batcher knows one more item is on its way and waits for it rather than write a small batch.
+pub struct Incoming {
+    pipeline: Pipeline,
+    counted: bool,
+}
+
+impl Incoming {
+    fn release(&mut self) {
+        if std::mem::take(&mut self.counted) {
+            let p = &self.pipeline.preparing;
+            p.count.fetch_sub(1, Ordering::AcqRel);
+            p.changed.notify_one();
+        }
+    }
+
+    /// Queues `work` and waits until it is durable. Never blocks on a full queue: that is
+    /// [`SubmitError::Full`] at once, so receivers can answer 429.
+    pub async fn submit(mut self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
+        let (done, wait) = oneshot::channel();
+        let sent = self.pipeline.tx.try_send(Item { work, done });
+        self.release();
+        let pipeline = &self.pipeline;
+        match sent {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                pipeline.metrics.add(
+                    "spanprof_rejected_total",
+                    &[("receiver", receiver), ("reason", "queue_full")],
+                    1.0,
+                );
+                return Err(SubmitError::Full);
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(SubmitError::Closed),
+        }
+        pipeline.metrics.set(
+            "spanprof_queue_depth",
+            &[],
+            (pipeline.tx.max_capacity() - pipeline.tx.capacity()) as f64,
+        );
+        match wait.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(SubmitError::Failed(e)),
+            Err(_) => Err(SubmitError::Closed),
+        }
+    }
+}
+
+impl Drop for Incoming {
+    fn drop(&mut self) {
+        self.release();
+    }
 }
 
 impl Pipeline {
@@ -67,36 +133,38 @@ impl Pipeline {
         metrics: Arc<Metrics>,
     ) -> (Pipeline, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
-        let task = tokio::spawn(batcher(sinks, cfg, rx, Arc::clone(&metrics)));
-        (Pipeline { tx, metrics }, task)
+        let preparing = Arc::new(Preparing::default());
+        let task = tokio::spawn(batcher(
+            sinks,
+            cfg,
+            rx,
+            Arc::clone(&metrics),
+            Arc::clone(&preparing),
+        ));
+        (
+            Pipeline {
+                tx,
+                metrics,
+                preparing,
+            },
+            task,
+        )
     }
 
-    /// Queues `work` and waits until it is durable. Never blocks on a full queue: that is
-    /// [`SubmitError::Full`] at once, so receivers can answer 429.
+    /// Announces a request that will be submitted: call it as soon as a receiver takes one,
+    /// before decoding it, and submit through the returned value.
+    pub fn incoming(&self) -> Incoming {
+        self.preparing.count.fetch_add(1, Ordering::AcqRel);
+        Incoming {
+            pipeline: self.clone(),
+            counted: true,
+        }
+    }
+
+    /// Queues `work` and waits until it is durable ([`Incoming::submit`] for work that was
+    /// not announced).
     pub async fn submit(&self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
-        let (done, wait) = oneshot::channel();
-        match self.tx.try_send(Item { work, done }) {
-            Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
-                self.metrics.add(
-                    "spanprof_rejected_total",
-                    &[("receiver", receiver), ("reason", "queue_full")],
-                    1.0,
-                );
-                return Err(SubmitError::Full);
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(SubmitError::Closed),
-        }
-        self.metrics.set(
-            "spanprof_queue_depth",
-            &[],
-            (self.tx.max_capacity() - self.tx.capacity()) as f64,
-        );
-        match wait.await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(SubmitError::Failed(e)),
-            Err(_) => Err(SubmitError::Closed),
-        }
+        self.incoming().submit(work, receiver).await
     }
 }
 
@@ -105,16 +173,39 @@ async fn batcher(
     cfg: QueueConfig,
     mut rx: mpsc::Receiver<Item>,
     metrics: Arc<Metrics>,
+    preparing: Arc<Preparing>,
 ) {
     while let Some(first) = rx.recv().await {
+        // Group commit: what queued up during the previous write goes into this batch, and
+        // while receivers are still decoding requests the batch waits for them (up to
+        // `batch_age`): one durable write for all, and no wait when nothing more is coming.
         let mut items = vec![first];
         let deadline = tokio::time::Instant::now() + cfg.batch_age;
-        while items.len() < cfg.batch_max {
-            match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(item)) => items.push(item),
-                Ok(None) | Err(_) => break,
+        loop {
+            while items.len() < cfg.batch_max {
+                match rx.try_recv() {
+                    Ok(item) => items.push(item),
+                    Err(_) => break,
+                }
+            }
+            if items.len() >= cfg.batch_max || preparing.count.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            tokio::select! {
+                item = rx.recv() => match item {
+                    Some(item) => items.push(item),
+                    None => break,
+                },
+                () = preparing.changed.notified() => {}
+                () = tokio::time::sleep_until(deadline) => break,
             }
         }
+        metrics.add("spanprof_pipeline_batches_total", &[], 1.0);
+        metrics.add(
+            "spanprof_pipeline_batch_items_total",
+            &[],
+            items.len() as f64,
+        );
         let mut profiles = Vec::new();
         let mut spans = Vec::new();
         let mut done = Vec::with_capacity(items.len());
@@ -180,5 +271,94 @@ fn write(
             metrics.add("spanprof_store_errors_total", &[], 1.0);
             Err(e.to_string())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use spanprof_store::spans::SpanRecord;
+    use spanprof_store::store::{Store, StoreConfig};
+
+    use super::*;
+
+    fn span(n: u8) -> SpanRecord {
+        SpanRecord {
+            trace_id: [n; 16],
+            span_id: [n; 8],
+            name: format!("span {n}"),
+            service: "svc".into(),
+            start_ns: 1_000,
+            end_ns: 2_000,
+            ..Default::default()
+        }
+    }
+
+    /// A pipeline on a real store in a temporary directory, with no forwarders.
+    fn pipeline(dir: &std::path::Path, batch_age: Duration) -> (Pipeline, Arc<Metrics>) {
+        let metrics = Arc::new(Metrics::default());
+        let (store, _) = Store::open(StoreConfig::new(dir.join("store"))).unwrap();
+        let forward = Forwarders::open(&[], dir, Arc::clone(&metrics)).unwrap();
+        let sinks = Sinks {
+            store: Some(Arc::new(store)),
+            forward: Arc::new(forward),
+        };
+        let cfg = QueueConfig {
+            capacity: 16,
+            batch_max: 256,
+            batch_age,
+        };
+        let (p, _task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
+        (p, metrics)
+    }
+
+    fn batches(m: &Metrics) -> (f64, f64) {
+        (
+            m.get("spanprof_pipeline_batches_total", &[]),
+            m.get("spanprof_pipeline_batch_items_total", &[]),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_batch_waits_for_announced_requests_and_no_longer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (p, metrics) = pipeline(dir.path(), Duration::from_secs(30));
+        // Alone, an item is written at once: nothing else was announced.
+        let t = Instant::now();
+        p.submit(Work::Spans(vec![span(1)]), "test").await.unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(batches(&metrics), (1.0, 1.0));
+
+        // An announced request holds the batch until it is queued: one write for both.
+        let announced = p.incoming();
+        let first = tokio::spawn({
+            let p = p.clone();
+            async move { p.submit(Work::Spans(vec![span(2)]), "test").await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            !first.is_finished(),
+            "written before the announced request came"
+        );
+        announced
+            .submit(Work::Spans(vec![span(3)]), "test")
+            .await
+            .unwrap();
+        first.await.unwrap().unwrap();
+        assert_eq!(batches(&metrics), (2.0, 3.0));
+
+        // A request refused before it was queued releases the batch at once.
+        let refused = p.incoming();
+        let t = Instant::now();
+        let waiting = tokio::spawn({
+            let p = p.clone();
+            async move { p.submit(Work::Spans(vec![span(4)]), "test").await }
+        });
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        drop(refused);
+        waiting.await.unwrap().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(batches(&metrics), (3.0, 4.0));
     }
 }

@@ -48,6 +48,7 @@ pub(crate) async fn ingest_profiles(
     json: bool,
     receiver: &'static str,
 ) -> Result<ExportProfilesServiceResponse, Rejection> {
+    let incoming = app.pipeline.incoming();
     let decoded = if json {
         spanprof_format::json::decode_profiles_data(raw)
     } else {
@@ -64,9 +65,7 @@ pub(crate) async fn ingest_profiles(
     let (linked, report) = spanprof_format::merge::link(&data, app.config.link.clone())
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);
-    app.pipeline
-        .submit(Work::Profiles(linked), receiver)
-        .await?;
+    incoming.submit(Work::Profiles(linked), receiver).await?;
     // Ids that could not become links are a warning, not a rejection.
     let warning = (report.link.invalid_ids > 0).then(|| {
         format!(
@@ -89,6 +88,7 @@ pub(crate) async fn ingest_traces(
     json: bool,
     receiver: &'static str,
 ) -> Result<ExportTraceServiceResponse, Rejection> {
+    let incoming = app.pipeline.incoming();
     let request = if json {
         decode_request_json(raw)
     } else {
@@ -116,7 +116,7 @@ pub(crate) async fn ingest_traces(
         );
     }
     if !spans.is_empty() {
-        app.pipeline.submit(Work::Spans(spans), receiver).await?;
+        incoming.submit(Work::Spans(spans), receiver).await?;
     }
     Ok(ExportTraceServiceResponse {
         partial_success: report.partial_success(),

@@ -24,7 +24,7 @@ use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 
 use super::body::Rejection;
 use crate::config::Limits;
-use crate::pipeline::Work;
+use crate::pipeline::{Incoming, Work};
 use crate::AppState;
 
 pub use ingest::PREV_PROFILE_MESSAGE;
@@ -134,6 +134,7 @@ fn count_rejection(app: &AppState, receiver: &'static str, status: StatusCode) {
 /// they are durable.
 async fn submit(
     app: &AppState,
+    incoming: Incoming,
     profiles: Vec<(pprof::Profile, Series)>,
     receiver: &'static str,
 ) -> Result<(), Rejection> {
@@ -146,6 +147,6 @@ async fn submit(
     }
     let (data, report) = batch.finish();
     app.metrics.record_received(receiver, &report);
-    app.pipeline.submit(Work::Profiles(data), receiver).await?;
+    incoming.submit(Work::Profiles(data), receiver).await?;
     Ok(())
 }

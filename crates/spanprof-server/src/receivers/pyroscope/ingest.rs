@@ -16,6 +16,7 @@ use super::folded::{self, TextFormat};
 use super::labels::{self, LabelSet, SERVICE_NAME};
 use super::multipart;
 use super::{count_rejection, decode_pprof, submit, Series};
+use crate::pipeline::Incoming;
 use crate::receivers::body::{decode, Rejection};
 use crate::AppState;
 
@@ -220,7 +221,8 @@ pub async fn ingest(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<StatusCode, Rejection> {
-    let answer = ingest_inner(&app, query, &headers, &body).await;
+    let incoming = app.pipeline.incoming();
+    let answer = ingest_inner(&app, incoming, query, &headers, &body).await;
     if let Err(r) = &answer {
         count_rejection(&app, "pyroscope_ingest", r.status);
     }
@@ -229,6 +231,7 @@ pub async fn ingest(
 
 async fn ingest_inner(
     app: &AppState,
+    incoming: Incoming,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: &HeaderMap,
     body: &[u8],
@@ -279,7 +282,7 @@ async fn ingest_inner(
             }
         }
     };
-    submit(app, vec![series], "pyroscope_ingest").await?;
+    submit(app, incoming, vec![series], "pyroscope_ingest").await?;
     Ok(StatusCode::OK)
 }
 

@@ -13,6 +13,7 @@ use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
 use super::{count_rejection, decode_pprof, ingest::is_unset_time, submit, Series};
+use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{decode, is_json, Rejection};
 use crate::AppState;
@@ -197,7 +198,8 @@ pub async fn push(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let answer = push_inner(&app, &headers, body).await;
+    let incoming = app.pipeline.incoming();
+    let answer = push_inner(&app, incoming, &headers, body).await;
     if let Err(r) = &answer {
         count_rejection(&app, "pyroscope_push", r.status());
     }
@@ -210,6 +212,7 @@ pub async fn push(
 
 async fn push_inner(
     app: &AppState,
+    incoming: Incoming,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<bool, Response> {
@@ -298,7 +301,7 @@ async fn push_inner(
         }
     }
     if !profiles.is_empty() {
-        submit(app, profiles, "pyroscope_push")
+        submit(app, incoming, profiles, "pyroscope_push")
             .await
             .map_err(connect_rejection)?;
     }
