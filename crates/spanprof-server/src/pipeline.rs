@@ -332,15 +332,13 @@ mod tests {
 
         // An announced request holds the batch until it is queued: one write for both.
         let announced = p.incoming();
-        let first = tokio::spawn({
+        let mut first = tokio::spawn({
             let p = p.clone();
             async move { p.submit(Work::Spans(vec![span(2)]), "test").await }
         });
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        assert!(
-            !first.is_finished(),
-            "written before the announced request came"
-        );
+        // What must not happen: the first item written alone while the other is announced.
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut first).await;
+        assert!(early.is_err(), "written before the announced request came");
         announced
             .submit(Work::Spans(vec![span(3)]), "test")
             .await
@@ -355,6 +353,7 @@ mod tests {
             let p = p.clone();
             async move { p.submit(Work::Spans(vec![span(4)]), "test").await }
         });
+        // Give the batcher time to be waiting on the refused request before it is dropped.
         tokio::time::sleep(Duration::from_millis(200)).await;
         drop(refused);
         waiting.await.unwrap().unwrap();
