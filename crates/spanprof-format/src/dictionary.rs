@@ -1,7 +1,9 @@
 //! Building a deduplicated `ProfilesDictionary`: every table starts with its zero entry and
 //! each distinct value is stored once, so indices can be compared instead of values.
 
-use hashbrown::HashMap;
+use std::hash::BuildHasher;
+
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use prost::Message;
 
 use crate::otlp::{
@@ -14,12 +16,15 @@ use crate::otlp::{
 #[derive(Debug)]
 pub struct DictionaryBuilder {
     dict: ProfilesDictionary,
-    strings: HashMap<Box<str>, i32>,
+    /// Strings, stacks and attributes are looked up by the table entries themselves (no
+    /// copy of each as a key): indices into `dict`'s tables, hashed with `hasher`.
+    hasher: DefaultHashBuilder,
+    strings: HashTable<i32>,
     functions: HashMap<(i32, i32, i32, i64), i32>,
     mappings: HashMap<MappingKey, i32>,
     locations: HashMap<LocationKey, i32>,
-    stacks: HashMap<Box<[i32]>, i32>,
-    attributes: HashMap<AttributeKey, i32>,
+    stacks: HashTable<i32>,
+    attributes: HashTable<i32>,
     links: HashMap<([u8; 16], [u8; 8]), i32>,
 }
 
@@ -40,43 +45,54 @@ struct LocationKey {
     attributes: Box<[i32]>,
 }
 
+/// An attribute as a dedup key: key, unit and the value in hashable form.
 #[derive(Debug, PartialEq, Eq, Hash)]
-struct AttributeKey {
+struct AttributeKey<'a> {
     key: i32,
     unit: i32,
-    value: ValueKey,
+    value: ValueKey<'a>,
 }
 
-/// An attribute value in hashable form; doubles by bit pattern, nested values by encoding.
+impl<'a> AttributeKey<'a> {
+    fn of(a: &'a KeyValueAndUnit) -> Self {
+        AttributeKey {
+            key: a.key_strindex,
+            unit: a.unit_strindex,
+            value: ValueKey::of(&a.value),
+        }
+    }
+}
+
+/// An attribute value in hashable form, borrowed; doubles by bit pattern, nested values by
+/// encoding (the only case that allocates).
 #[derive(Debug, PartialEq, Eq, Hash)]
-enum ValueKey {
+enum ValueKey<'a> {
     Unset,
-    Str(Box<str>),
+    Str(&'a str),
     Bool(bool),
     Int(i64),
     Double(u64),
-    Bytes(Box<[u8]>),
+    Bytes(&'a [u8]),
     StrIndex(i32),
-    Encoded(Box<[u8]>),
+    Encoded(Vec<u8>),
 }
 
-impl ValueKey {
-    fn of(value: &Option<AnyValue>) -> ValueKey {
+impl<'a> ValueKey<'a> {
+    fn of(value: &'a Option<AnyValue>) -> ValueKey<'a> {
         match value.as_ref().and_then(|v| v.value.as_ref()) {
             None => ValueKey::Unset,
-            Some(any_value::Value::StringValue(s)) => ValueKey::Str(s.as_str().into()),
+            Some(any_value::Value::StringValue(s)) => ValueKey::Str(s),
             Some(any_value::Value::BoolValue(b)) => ValueKey::Bool(*b),
             Some(any_value::Value::IntValue(i)) => ValueKey::Int(*i),
             Some(any_value::Value::DoubleValue(d)) => ValueKey::Double(d.to_bits()),
-            Some(any_value::Value::BytesValue(b)) => ValueKey::Bytes(b.as_slice().into()),
+            Some(any_value::Value::BytesValue(b)) => ValueKey::Bytes(b),
             Some(any_value::Value::StringValueStrindex(i)) => ValueKey::StrIndex(*i),
             Some(other @ (any_value::Value::ArrayValue(_) | any_value::Value::KvlistValue(_))) => {
                 ValueKey::Encoded(
                     AnyValue {
                         value: Some(other.clone()),
                     }
-                    .encode_to_vec()
-                    .into(),
+                    .encode_to_vec(),
                 )
             }
         }
@@ -103,28 +119,35 @@ impl DictionaryBuilder {
                 attribute_table: vec![KeyValueAndUnit::default()],
                 stack_table: vec![Stack::default()],
             },
-            strings: HashMap::new(),
+            hasher: DefaultHashBuilder::default(),
+            strings: HashTable::new(),
             functions: HashMap::new(),
             mappings: HashMap::new(),
             locations: HashMap::new(),
-            stacks: HashMap::new(),
-            attributes: HashMap::new(),
+            stacks: HashTable::new(),
+            attributes: HashTable::new(),
             links: HashMap::new(),
         };
-        b.strings.insert("".into(), 0);
+        let empty = b.hasher.hash_one("");
+        b.strings.insert_unique(empty, 0, |_| empty);
         b
     }
 
     /// Makes room for about this many more entries per table, so that building the
     /// dictionary of one input does not rehash as it grows.
     pub fn reserve(&mut self, strings: usize, functions: usize, locations: usize, stacks: usize) {
-        self.strings.reserve(strings);
+        let (hasher, table) = (&self.hasher, &self.dict.string_table);
+        self.strings
+            .reserve(strings, |&i| hasher.hash_one(table[i as usize].as_str()));
         self.dict.string_table.reserve(strings);
         self.functions.reserve(functions);
         self.dict.function_table.reserve(functions);
         self.locations.reserve(locations);
         self.dict.location_table.reserve(locations);
-        self.stacks.reserve(stacks);
+        let table = &self.dict.stack_table;
+        self.stacks.reserve(stacks, |&i| {
+            hasher.hash_one(table[i as usize].location_indices.as_slice())
+        });
         self.dict.stack_table.reserve(stacks);
         self.links.reserve(stacks);
         self.dict.link_table.reserve(stacks);
@@ -132,12 +155,16 @@ impl DictionaryBuilder {
 
     /// The index of `s` in the string table.
     pub fn string(&mut self, s: &str) -> i32 {
-        if let Some(&i) = self.strings.get(s) {
+        let hash = self.hasher.hash_one(s);
+        let table = &self.dict.string_table;
+        if let Some(&i) = self.strings.find(hash, |&i| table[i as usize] == s) {
             return i;
         }
-        let i = next_index(self.dict.string_table.len());
+        let i = next_index(table.len());
         self.dict.string_table.push(s.to_owned());
-        self.strings.insert(s.into(), i);
+        let (hasher, table) = (&self.hasher, &self.dict.string_table);
+        self.strings
+            .insert_unique(hash, i, |&i| hasher.hash_one(table[i as usize].as_str()));
         i
     }
 
@@ -210,14 +237,20 @@ impl DictionaryBuilder {
         if locations.is_empty() {
             return 0;
         }
-        if let Some(&i) = self.stacks.get(locations) {
+        let hash = self.hasher.hash_one(locations);
+        let table = &self.dict.stack_table;
+        let same = |&i: &i32| table[i as usize].location_indices == locations;
+        if let Some(&i) = self.stacks.find(hash, same) {
             return i;
         }
-        let i = next_index(self.dict.stack_table.len());
+        let i = next_index(table.len());
         self.dict.stack_table.push(Stack {
             location_indices: locations.to_vec(),
         });
-        self.stacks.insert(locations.into(), i);
+        let (hasher, table) = (&self.hasher, &self.dict.stack_table);
+        self.stacks.insert_unique(hash, i, |&i| {
+            hasher.hash_one(table[i as usize].location_indices.as_slice())
+        });
         i
     }
 
@@ -231,15 +264,24 @@ impl DictionaryBuilder {
         if k.key == 0 && k.unit == 0 && k.value == ValueKey::Unset {
             return 0;
         }
-        let table = &mut self.dict.attribute_table;
-        *self.attributes.entry(k).or_insert_with(|| {
-            table.push(KeyValueAndUnit {
-                key_strindex: key,
-                value,
-                unit_strindex: unit,
-            });
-            next_index(table.len() - 1)
-        })
+        let hash = self.hasher.hash_one(&k);
+        let table = &self.dict.attribute_table;
+        let same = |&i: &i32| AttributeKey::of(&table[i as usize]) == k;
+        if let Some(&i) = self.attributes.find(hash, same) {
+            return i;
+        }
+        drop(k);
+        let i = next_index(table.len());
+        self.dict.attribute_table.push(KeyValueAndUnit {
+            key_strindex: key,
+            value,
+            unit_strindex: unit,
+        });
+        let (hasher, table) = (&self.hasher, &self.dict.attribute_table);
+        self.attributes.insert_unique(hash, i, |&i| {
+            hasher.hash_one(AttributeKey::of(&table[i as usize]))
+        });
+        i
     }
 
     /// The index of a string attribute `key = value`.

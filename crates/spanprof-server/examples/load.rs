@@ -41,7 +41,30 @@ use spanprof_store::store::{Store, StoreConfig};
 /// A 10 s Go CPU profile under load: 598 samples labelled with span and trace ids.
 // The server runs on mimalloc; so does its load generator's in-process work.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: Counting = Counting;
+
+/// mimalloc, counting allocations (for `stages`).
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl std::alloc::GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: std::alloc::Layout) {
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: std::alloc::Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { mimalloc::MiMalloc.alloc_zeroed(layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: std::alloc::Layout, new: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new) }
+    }
+}
 
 const GO_CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
 
@@ -430,14 +453,20 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
     let template = Template::new();
     let pool = encode_pool(&template, n);
     let timed = |name: &str| only.is_none_or(|o| o == name);
-    let mut rows: Vec<(&str, f64)> = Vec::new();
+    let mut rows: Vec<(&str, f64, f64)> = Vec::new();
     let mut time = |name: &'static str, mut f: Box<dyn FnMut() + '_>| {
         if timed(name) {
+            let allocations = ALLOCATIONS.load(Ordering::Relaxed);
             let t = Instant::now();
             for _ in 0..repeat {
                 f();
             }
-            rows.push((name, t.elapsed().as_secs_f64() * 1e6 / (n * repeat) as f64));
+            let per = (n * repeat) as f64;
+            rows.push((
+                name,
+                t.elapsed().as_secs_f64() * 1e6 / per,
+                (ALLOCATIONS.load(Ordering::Relaxed) - allocations) as f64 / per,
+            ));
         }
     };
     time(
@@ -518,8 +547,9 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         "stage (µs per profile of {} samples; {n} profiles, {repeat} times)",
         template.samples()
     );
-    for (name, us) in rows {
-        println!("  {name:<36} {us:8.1}");
+    println!("  {:<36} {:>8} {:>12}", "", "µs", "allocations");
+    for (name, us, allocations) in rows {
+        println!("  {name:<36} {us:8.1} {allocations:12.0}");
     }
 }
 
