@@ -69,7 +69,16 @@ pub struct SymbolTable {
     functions: Table<FunctionSym>,
     locations: Table<LocationSym>,
     nodes: Table<StackNode>,
+    /// Whole stacks (location ids, leaf first) → their node. A program's stacks recur in
+    /// every profile it sends, and one lookup here replaces one per frame in `nodes`. Not
+    /// persisted; emptied when it holds [`STACK_CACHE_IDS`] location ids.
+    stack_cache: HashMap<Box<[u32]>, u32>,
+    stack_cache_ids: usize,
 }
+
+/// Location ids the stack cache of one service holds at most (4 bytes each, plus about 24
+/// per stack): 16 MiB.
+const STACK_CACHE_IDS: usize = 4 << 20;
 
 /// An append-only table deduplicated by value; entry 0 is the default value.
 #[derive(Debug)]
@@ -132,6 +141,8 @@ pub(crate) struct Remap {
     mappings: Vec<u32>,
     locations: Vec<u32>,
     stacks: Vec<u32>,
+    /// Scratch: one stack's location ids.
+    frames: Vec<u32>,
 }
 
 impl Remap {
@@ -142,6 +153,7 @@ impl Remap {
             mappings: vec![UNSET; d.mapping_table.len()],
             locations: vec![UNSET; d.location_table.len()],
             stacks: vec![UNSET; d.stack_table.len()],
+            frames: Vec::new(),
         }
     }
 }
@@ -162,6 +174,8 @@ impl SymbolTable {
             functions: Table::new(),
             locations: Table::new(),
             nodes: Table::new(),
+            stack_cache: HashMap::new(),
+            stack_cache_ids: 0,
         }
     }
 
@@ -228,15 +242,32 @@ impl SymbolTable {
         if remap.stacks[i] != UNSET {
             return Ok(remap.stacks[i]);
         }
-        // OTLP stacks are leaf first; nodes are built from the root.
-        let mut node = 0;
-        for &l in d.stack_table[i].location_indices.iter().rev() {
-            let location = self.location_of(d, remap, l)?;
-            node = self.nodes.intern(StackNode {
-                parent: node,
-                location,
-            });
+        let mut frames = std::mem::take(&mut remap.frames);
+        frames.clear();
+        for &l in &d.stack_table[i].location_indices {
+            frames.push(self.location_of(d, remap, l)?);
         }
+        let node = match self.stack_cache.get(frames.as_slice()) {
+            Some(&node) => node,
+            None => {
+                // OTLP stacks are leaf first; nodes are built from the root.
+                let mut node = 0;
+                for &location in frames.iter().rev() {
+                    node = self.nodes.intern(StackNode {
+                        parent: node,
+                        location,
+                    });
+                }
+                if self.stack_cache_ids + frames.len() > STACK_CACHE_IDS {
+                    self.stack_cache.clear();
+                    self.stack_cache_ids = 0;
+                }
+                self.stack_cache_ids += frames.len();
+                self.stack_cache.insert(frames.as_slice().into(), node);
+                node
+            }
+        };
+        remap.frames = frames;
         remap.stacks[i] = node;
         Ok(node)
     }
@@ -529,5 +560,78 @@ fn encode_tables(t: &SymbolTable, out: &mut Vec<u8>, from: [usize; 5]) {
     for x in &t.nodes.items[s..] {
         out.uvarint(x.parent.into());
         out.uvarint(x.location.into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use spanprof_format::otlp::{Function, Line, Location, Stack};
+
+    use super::*;
+
+    /// A dictionary whose locations are at addresses `addresses` (in that table order) and
+    /// whose stacks are `stacks` (indices into that table, leaf first).
+    fn dict(addresses: &[u64], stacks: &[&[i32]]) -> ProfilesDictionary {
+        let mut d = ProfilesDictionary {
+            location_table: vec![Location::default()],
+            stack_table: vec![Stack::default()],
+            string_table: vec![String::new()],
+            function_table: vec![Function::default()],
+            ..Default::default()
+        };
+        for &address in addresses {
+            d.location_table.push(Location {
+                address,
+                lines: vec![Line::default()],
+                ..Default::default()
+            });
+        }
+        for s in stacks {
+            d.stack_table.push(Stack {
+                location_indices: s.to_vec(),
+            });
+        }
+        d
+    }
+
+    fn path(t: &SymbolTable, mut node: u32) -> Vec<u64> {
+        let mut out = Vec::new();
+        while node != 0 {
+            let n = t.node(node).unwrap();
+            out.push(t.location(n.location).unwrap().address);
+            node = n.parent;
+        }
+        out
+    }
+
+    #[test]
+    fn stacks_map_to_the_same_nodes_whatever_the_numbering() {
+        let mut t = SymbolTable::new();
+        // Leaf first: 0x30 called by 0x20 called by 0x10.
+        let d1 = dict(&[0x10, 0x20, 0x30], &[&[3, 2, 1], &[2, 1]]);
+        let mut r1 = Remap::new(&d1);
+        let full = t.stack_of(&d1, &mut r1, 1).unwrap();
+        let prefix = t.stack_of(&d1, &mut r1, 2).unwrap();
+        assert_eq!(path(&t, full), [0x30, 0x20, 0x10]);
+        assert_eq!(t.node(full).unwrap().parent, prefix);
+
+        // Another profile numbers the same locations and stacks differently.
+        let d2 = dict(&[0x30, 0x10, 0x20], &[&[3, 2], &[1, 3, 2], &[2]]);
+        let mut r2 = Remap::new(&d2);
+        let nodes = t.node_count();
+        assert_eq!(t.stack_of(&d2, &mut r2, 2).unwrap(), full);
+        assert_eq!(t.stack_of(&d2, &mut r2, 1).unwrap(), prefix);
+        assert_eq!(t.node_count(), nodes, "known stacks add no nodes");
+        let root = t.stack_of(&d2, &mut r2, 3).unwrap();
+        assert_eq!(path(&t, root), [0x10]);
+        assert_eq!(t.node(prefix).unwrap().parent, root);
+
+        // A new stack sharing a prefix adds only its own frame.
+        let d3 = dict(&[0x10, 0x20, 0x40], &[&[3, 2, 1]]);
+        let mut r3 = Remap::new(&d3);
+        let other = t.stack_of(&d3, &mut r3, 1).unwrap();
+        assert_eq!(path(&t, other), [0x40, 0x20, 0x10]);
+        assert_eq!(t.node(other).unwrap().parent, prefix);
+        assert_eq!(t.node_count(), nodes + 1);
     }
 }
