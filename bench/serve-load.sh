@@ -1,33 +1,36 @@
 #!/usr/bin/env bash
 # End-to-end load bench of `spanprof serve` on one core, with its load generator on another:
 #
-#   bench/serve-load.sh [--seconds N] [--clients C] [--profiles P] [--targets K] [--scrape-seconds T] [--perf FILE]
+#   bench/serve-load.sh [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE]
 #
 # (a) Push: C closed-loop clients (half pyroscope-go multipart to /ingest, half OTLP protobuf to
 #     /v1development/profiles) send P distinct profiles made from testdata/go/cpu-10s.pb.gz
 #     (598 samples, fresh span/trace ids each) for N seconds. Peers in the same run: the same
-#     clients on GET /health, and in-process decode + link of the same profiles.
+#     clients on GET /health, and in-process decode + link of the same profiles. Then the
+#     same clients paced (on a schedule, latency counted from when a request was due) at
+#     50 % and 80 % of the rate just measured, for P2 seconds each: latency below saturation.
 # (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
 #     for T seconds; its CPU time per target per second, as % of a core.
 # --perf FILE records the server (perf record $PERF_FLAGS, default -g) during (a);
 # KEEP_LOG=FILE keeps the push server's log. Where the server's CPU per profile goes, stage
 # by stage on one thread: target/release/examples/load stages [--only STAGE] [--repeat R].
-# Defaults (20 s, 32 clients, 16384 profiles, 20 targets, 60 s) finish in about 2.5 minutes
+# Defaults (20 s, 32 clients, 16384 profiles, 2 x 10 s paced, 20 targets, 60 s) finish in about 3 minutes
 # after the build. Server on core 0 (taskset -c 0), load generator on core 1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-seconds=20 clients=32 profiles=16384 perf="" targets=20 scrape_seconds=60
+seconds=20 clients=32 profiles=16384 perf="" targets=20 scrape_seconds=60 paced_seconds=10
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
     --clients) clients="$2"; shift 2 ;;
     --profiles) profiles="$2"; shift 2 ;;
     --targets) targets="$2"; shift 2 ;;
+    --paced-seconds) paced_seconds="$2"; shift 2 ;;
     --scrape-seconds) scrape_seconds="$2"; shift 2 ;;
     --perf) perf="$2"; shift 2 ;;
-    *) echo "usage: $0 [--seconds N] [--clients C] [--profiles P] [--targets K] [--scrape-seconds T] [--perf FILE]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE]" >&2; exit 2 ;;
   esac
 done
 
@@ -77,14 +80,17 @@ stop_server() {
 }
 
 # (a) push
-start_server push
+# PUSH_FLAGS: extra server flags for (a), e.g. "--config FILE".
+# shellcheck disable=SC2086
+start_server push ${PUSH_FLAGS:-}
 if [ -n "$perf" ]; then
   # Starts recording now; the pool encoding and peers come first, so the push phase dominates.
   perf record ${PERF_FLAGS:--g} -o "$perf" -p "$server_pid" 2>/dev/null &
   perf_pid=$!
 fi
 taskset -c 1 "$load" push --url "http://$server_addr" --seconds "$seconds" --clients "$clients" \
-  --profiles "$profiles" --server-pid "$server_pid" --summary "$tmp/summary" >"$tmp/push.table"
+  --profiles "$profiles" --paced-seconds "$paced_seconds" --server-pid "$server_pid" \
+  --summary "$tmp/summary" >"$tmp/push.table"
 if [ -n "$perf" ]; then kill -INT "$perf_pid"; wait "$perf_pid" || true; fi
 push_hwm="$(hwm_mb "$server_pid")"
 stop_server "$server_pid"
@@ -117,7 +123,8 @@ echo
 awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$server_cpu_s" -v elapsed="$elapsed_s" \
     -v ok="$ok" -v rej="$rejected_429" -v secs="$seconds" \
     -v sc0="$s0" -v sc1="$s1" -v k="$targets" -v t="$scrape_seconds" -v shwm="$scrape_hwm" \
-    -v scrapes="$scrapes" -v serr="$scrape_errors" 'BEGIN {
+    -v scrapes="$scrapes" -v serr="$scrape_errors" \
+    -v o50="$paced50_offered_per_s" -v q50="$paced50_p99_ms" -v o80="$paced80_offered_per_s" -v q80="$paced80_p99_ms" 'BEGIN {
   printf "%-44s %14s %14s %s\n", "figure", "measured", "target", "met"
   printf "%-44s %14.0f %14s %s\n", "sustained profiles/s (both routes)", rate, ">= 2000", (rate >= 2000 ? "yes" : "NO")
   printf "%-44s %14.2f %14s %s\n", "p99 acknowledgement latency, ms", p99, "<= 50", (p99 <= 50 ? "yes" : "NO")
@@ -125,6 +132,8 @@ awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$serve
   printf "%-44s %14.0f %14s\n", "429 answers (backpressure)", rej, "-"
   printf "%-44s %14.1f %14s\n", "server CPU during push, % of a core", cpu * 100 / elapsed, "-"
   if (ok > 0) printf "%-44s %14.3f %14s\n", "server CPU per accepted profile, ms", cpu * 1000 / ok, "<= 0.5 (2000/s)"
+  printf "%-44s %14.2f %14s\n", "p99 latency paced at 50 % (" int(o50) "/s), ms", q50, "-"
+  printf "%-44s %14.2f %14s\n", "p99 latency paced at 80 % (" int(o80) "/s), ms", q80, "-"
   per = (sc1 - sc0) / (k * t) * 100
   printf "%-44s %14.4f %14s %s\n", "scrape: server CPU per target, % of a core", per, "<= 0.05", (per <= 0.05 ? "yes" : "NO")
   printf "%-44s %14s %14s\n", "scrape: scrapes ok / errors in window", scrapes " / " serr, "-"

@@ -1,7 +1,7 @@
 //! Load generator for `spanprof serve`, driven by `bench/serve-load.sh`.
 //!
 //! ```text
-//! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H]
+//! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--paced-seconds Q]
 //! load targets --port-file FILE
 //! load stages [--profiles P] [--repeat R] [--only STAGE]
 //! ```
@@ -16,7 +16,8 @@
 //! `POST /v1development/profiles`, then runs C closed-loop clients for S seconds (even
 //! clients /ingest, odd clients OTLP). Peers measured in the same run: the same clients
 //! against `GET /health` (the HTTP floor) and the in-process decode + link of the same
-//! profiles on one core (the work floor). `targets` serves `/debug/pprof/{profile,heap,
+//! profiles on one core (the work floor). Then the same clients paced at 50 % and 80 % of the
+//! measured rate for Q seconds each (latency below saturation). `targets` serves `/debug/pprof/{profile,heap,
 //! goroutine}` like a Go service, for the scrape-cost phase.
 
 use std::collections::BTreeMap;
@@ -106,6 +107,7 @@ fn main() {
                 clients: num("--clients", 32).max(2),
                 profiles: num("--profiles", 8192).max(1),
                 health_seconds: num("--health-seconds", 3),
+                paced_seconds: num("--paced-seconds", 10),
                 summary: flag("--summary"),
                 server_pid: flag("--server-pid"),
             };
@@ -121,7 +123,7 @@ fn main() {
             runtime.block_on(targets(&port_file));
         }
         _ => {
-            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--summary FILE]\n       load targets --port-file FILE\n       load stages [--profiles P] [--repeat R] [--only STAGE]");
+            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--paced-seconds Q] [--summary FILE]\n       load targets --port-file FILE\n       load stages [--profiles P] [--repeat R] [--only STAGE]");
             std::process::exit(2);
         }
     }
@@ -133,6 +135,8 @@ struct PushOptions {
     clients: u64,
     profiles: u64,
     health_seconds: u64,
+    /// Length of each paced phase (at 50 % and 80 % of the closed-loop rate), s.
+    paced_seconds: u64,
     summary: Option<String>,
     /// The server's pid, to read its CPU time around the push phase.
     server_pid: Option<String>,
@@ -376,15 +380,22 @@ fn request(base: &str, route: Route, pool: &[Encoded], k: u64) -> hyper::Request
 }
 
 /// Runs `clients` closed-loop clients for `seconds`; client `c` uses `routes(c)`.
+///
+/// Closed loop when `rate` is `None`; otherwise each client sends on a fixed schedule so that
+/// all of them together offer `rate` requests/s, and a latency counts from when the request
+/// was due (a stalled server is not hidden by clients that wait for it).
+#[allow(clippy::too_many_arguments)]
 async fn run_clients(
     client: &HttpClient,
     base: &str,
     pool: &Arc<Vec<Encoded>>,
+    next: &Arc<AtomicU64>,
     clients: u64,
     seconds: u64,
+    rate: Option<f64>,
     routes: fn(u64) -> Route,
 ) -> (BTreeMap<&'static str, Outcome>, Duration) {
-    let next = Arc::new(AtomicU64::new(0));
+    let interval = rate.map(|r| Duration::from_secs_f64(clients as f64 / r));
     let start = Instant::now();
     let deadline = start + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..clients)
@@ -393,15 +404,26 @@ async fn run_clients(
                 client.clone(),
                 base.to_owned(),
                 Arc::clone(pool),
-                Arc::clone(&next),
+                Arc::clone(next),
             );
             let route = routes(c);
+            // Paced clients start spread over one interval.
+            let mut due =
+                start + interval.map_or(Duration::ZERO, |i| i.mul_f64(c as f64 / clients as f64));
             tokio::spawn(async move {
                 let mut out = Outcome::default();
-                while Instant::now() < deadline {
+                while Instant::now() < deadline && due < deadline {
+                    let sent = match interval {
+                        Some(i) => {
+                            tokio::time::sleep_until(due.into()).await;
+                            let at = due;
+                            due += i;
+                            at
+                        }
+                        None => Instant::now(),
+                    };
                     let k = next.fetch_add(1, Ordering::Relaxed);
                     let req = request(&base, route, &pool, k);
-                    let sent = Instant::now();
                     let answer = match client.request(req).await {
                         Ok(resp) => {
                             let status = resp.status().as_u16();
@@ -596,12 +618,15 @@ async fn push(opts: PushOptions) {
         .pool_max_idle_per_host(opts.clients as usize)
         .build(connector);
 
+    let next = Arc::new(AtomicU64::new(0));
     let (mut health, health_took) = run_clients(
         &client,
         &base,
         &pool,
+        &next,
         opts.clients,
         opts.health_seconds,
+        None,
         |_| Route::Health,
     )
     .await;
@@ -618,13 +643,24 @@ async fn push(opts: PushOptions) {
         opts.seconds, opts.clients
     );
     let cpu_before = opts.server_pid.as_deref().and_then(cpu_seconds);
-    let (by_route, took) = run_clients(&client, &base, &pool, opts.clients, opts.seconds, |c| {
-        if c % 2 == 0 {
+    let both_routes = |c: u64| {
+        if c.is_multiple_of(2) {
             Route::Ingest
         } else {
             Route::Otlp
         }
-    })
+    };
+    next.store(0, Ordering::Relaxed);
+    let (by_route, took) = run_clients(
+        &client,
+        &base,
+        &pool,
+        &next,
+        opts.clients,
+        opts.seconds,
+        None,
+        both_routes,
+    )
     .await;
     let secs = took.as_secs_f64();
     let server_cpu_s = match (cpu_before, opts.server_pid.as_deref().and_then(cpu_seconds)) {
@@ -695,12 +731,52 @@ async fn push(opts: PushOptions) {
             ""
         }
     );
+    // Below saturation: the same clients on a schedule at fractions of the rate just measured.
+    let mut paced = String::new();
+    for share in [0.5, 0.8] {
+        let offered = rate * share;
+        let (by_route, took) = run_clients(
+            &client,
+            &base,
+            &pool,
+            &next,
+            opts.clients,
+            opts.paced_seconds,
+            Some(offered),
+            both_routes,
+        )
+        .await;
+        let mut out = Outcome::default();
+        by_route.into_values().for_each(|o| out.merge(o));
+        let done = out.ok as f64 / took.as_secs_f64();
+        let (p50, p99, max) = (
+            out.percentile_ms(0.5),
+            out.percentile_ms(0.99),
+            out.percentile_ms(1.0),
+        );
+        println!(
+            "{:<34} {:>10.0} {:>12.0} {:>8.2} {:>8.2} {:>8.2}  {}",
+            format!("paced at {:.0} % ({offered:.0}/s)", share * 100.0),
+            done,
+            done * samples as f64,
+            p50,
+            p99,
+            max,
+            out.errors()
+        );
+        paced.push_str(&format!(
+            "paced{:.0}_offered_per_s={offered:.1}\npaced{:.0}_per_s={done:.1}\npaced{:.0}_p99_ms={p99:.3}\n",
+            share * 100.0,
+            share * 100.0,
+            share * 100.0
+        ));
+    }
     let rejected = all.statuses.get(&429).copied().unwrap_or(0);
     if let Some(path) = opts.summary {
         let text = format!(
             "profiles_per_s={rate:.1}\nsamples_per_profile={samples}\nok={}\nelapsed_s={secs:.3}\nserver_cpu_s={server_cpu_s:.2}\np50_ms={p50:.3}\np99_ms={p99:.3}\nmax_ms={max:.3}\nrejected_429={rejected}\nhealth_per_s={health_rate:.1}\nconvert_per_s={convert:.1}\n",
             all.ok
-        );
+        ) + &paced;
         std::fs::write(&path, text).expect("writing the summary");
     }
 }

@@ -437,7 +437,12 @@ fn order_samples(b: &mut Block) {
     // (node, link) packed in one integer: one compare per step, and equal keys may go in any
     // order.
     let mut order: Vec<(u64, u32)> = (0..b.nodes.len())
-        .map(|i| ((u64::from(b.nodes[i]) << 32) | u64::from(b.links[i]), i as u32))
+        .map(|i| {
+            (
+                (u64::from(b.nodes[i]) << 32) | u64::from(b.links[i]),
+                i as u32,
+            )
+        })
         .collect();
     order.sort_unstable_by_key(|&(key, _)| key);
     b.nodes = order.iter().map(|&(key, _)| (key >> 32) as u32).collect();
