@@ -353,8 +353,22 @@ mod tests {
             let p = p.clone();
             async move { p.submit(Work::Spans(vec![span(4)]), "test").await }
         });
-        // Give the batcher time to be waiting on the refused request before it is dropped.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Dropped once the batcher holds the item (it was queued, and the queue is empty
+        // again) and so waits on the announced request.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(metrics.get("spanprof_queue_depth", &[]) == 1.0
+            && p.tx.capacity() == p.tx.max_capacity())
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the item never reached the batcher"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(
+            !waiting.is_finished(),
+            "written while a request was announced"
+        );
         drop(refused);
         waiting.await.unwrap().unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
