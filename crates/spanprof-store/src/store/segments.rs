@@ -702,13 +702,42 @@ pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<S
     let tmp = path.with_extension("idx.tmp");
     {
         let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&file)?;
+        // In 1 MiB pieces, each handed to the disk as it is written: an index is tens of MiB,
+        // and flushed all at once by the final fsync it held up the log's fdatasync (which
+        // acknowledgements wait for) by 15-40 ms on ext4.
+        let mut at = 0;
+        for piece in file.chunks(1 << 20) {
+            f.write_all(piece)?;
+            start_writeback(&f, at, piece.len());
+            at += piece.len();
+        }
         f.sync_all()?;
     }
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(dir)?.sync_all()?;
     summary.index_bytes = file.len() as u64;
     Ok(summary)
+}
+
+/// Starts writing `len` bytes of `f` at `offset` to the disk, without waiting (Linux
+/// `sync_file_range`; elsewhere nothing: the final fsync does it all).
+fn start_writeback(f: &std::fs::File, offset: usize, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is open for the duration of the call; the call only reads
+        // its integer arguments. A failure is harmless: the caller's fsync follows.
+        unsafe {
+            libc::sync_file_range(
+                f.as_raw_fd(),
+                offset as libc::off64_t,
+                len as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (f, offset, len);
 }
 
 /// Moves past one section (length, bytes, checksum) without reading it, checking that it
