@@ -12,7 +12,8 @@
 # (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
 #     for T seconds; its CPU time per target per second, as % of a core.
 # --perf FILE records the server (perf record $PERF_FLAGS, default -g) during (a);
-# KEEP_LOG=FILE keeps the push server's log. Where the server's CPU per profile goes, stage
+# KEEP_LOG=FILE keeps the push server's log; SPANPROF_BIN=FILE runs that server binary instead
+# of this tree's (A/B against another build, with the same load generator). Where the server's CPU per profile goes, stage
 # by stage on one thread: target/release/examples/load stages [--only STAGE] [--repeat R].
 # Defaults (20 s, 32 clients, 16384 profiles, 2 x 10 s paced, 20 targets, 60 s) finish in about 3 minutes
 # after the build. Server on core 0 (taskset -c 0), load generator on core 1.
@@ -37,7 +38,7 @@ done
 echo "bench: building spanprof and the load example (release)"
 # --example alone would skip the binary; name both.
 cargo build --release -q -p spanprof -p spanprof-server --bin spanprof --example load
-bin="$root/target/release/spanprof"
+bin="${SPANPROF_BIN:-$root/target/release/spanprof}"
 load="$root/target/release/examples/load"
 
 tmp="$(mktemp -d)"

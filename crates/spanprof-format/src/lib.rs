@@ -17,6 +17,7 @@ pub mod batch;
 pub mod detect;
 pub mod dictionary;
 pub mod link;
+pub mod link_in_place;
 pub mod merge;
 pub mod to_otlp;
 pub mod to_pprof;

@@ -106,6 +106,25 @@ pub fn to_hex(bytes: &[u8]) -> String {
     s
 }
 
+/// Where [`SampleLinker::finish`] puts the links and attributes it makes: a dictionary being
+/// built, or the dictionary of OTLP input linked where it lies (`link_in_place`).
+pub trait LinkTables {
+    /// The index of the link to (`trace_id`, `span_id`).
+    fn link(&mut self, trace_id: [u8; 16], span_id: [u8; 8]) -> i32;
+    /// The index of a string attribute `key = value`.
+    fn string_attribute(&mut self, key: &str, value: &str) -> i32;
+}
+
+impl LinkTables for DictionaryBuilder {
+    fn link(&mut self, trace_id: [u8; 16], span_id: [u8; 8]) -> i32 {
+        DictionaryBuilder::link(self, trace_id, span_id)
+    }
+
+    fn string_attribute(&mut self, key: &str, value: &str) -> i32 {
+        DictionaryBuilder::string_attribute(self, key, value)
+    }
+}
+
 /// Counts of what linking did, for the conversion report.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LinkReport {
@@ -179,7 +198,7 @@ impl SampleLinker {
     /// `kept` says whether the id attributes were already kept by [`SampleLinker::observe`].
     pub fn finish(
         &mut self,
-        dict: &mut DictionaryBuilder,
+        dict: &mut impl LinkTables,
         attributes: &mut Vec<i32>,
         kept: bool,
     ) -> i32 {

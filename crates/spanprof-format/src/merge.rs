@@ -81,7 +81,7 @@ impl<'a> OtlpInput<'a> {
     }
 }
 
-fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
+pub(crate) fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
     usize::try_from(index)
         .ok()
         .filter(|&i| i < len)
@@ -405,7 +405,10 @@ impl Batch {
 
 /// Resource and scope attributes with `key_strindex` / `string_value_strindex` references
 /// resolved to plain keys and strings, since the dictionary they point into is rebuilt.
-fn resolve_key_values(d: &ProfilesDictionary, kvs: &[KeyValue]) -> Result<Vec<KeyValue>, String> {
+pub(crate) fn resolve_key_values(
+    d: &ProfilesDictionary,
+    kvs: &[KeyValue],
+) -> Result<Vec<KeyValue>, String> {
     kvs.iter().map(|kv| resolve_key_value(d, kv, 0)).collect()
 }
 
@@ -435,7 +438,11 @@ fn resolve_key_value(
     })
 }
 
-fn resolve_value(d: &ProfilesDictionary, v: &AnyValue, depth: usize) -> Result<AnyValue, String> {
+pub(crate) fn resolve_value(
+    d: &ProfilesDictionary,
+    v: &AnyValue,
+    depth: usize,
+) -> Result<AnyValue, String> {
     if depth > MAX_DEPTH {
         return Err(format!(
             "attribute values nested deeper than {MAX_DEPTH} levels"

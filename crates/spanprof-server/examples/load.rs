@@ -32,6 +32,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
 use spanprof_format::link::{to_hex, IdRole};
+use spanprof_format::link_in_place::link_in_place;
 use spanprof_format::merge::merge;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::pprof;
@@ -528,6 +529,15 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         Box::new(|| {
             for e in &pool {
                 std::hint::black_box(ProfilesData::decode(&e.otlp[..]).expect("decodes"));
+            }
+        }),
+    );
+    time(
+        "OTLP: decode + link in place",
+        Box::new(|| {
+            for e in &pool {
+                let data = ProfilesData::decode(&e.otlp[..]).expect("decodes");
+                std::hint::black_box(link_in_place(data, &LinkConfig::default()).expect("links"));
             }
         }),
     );

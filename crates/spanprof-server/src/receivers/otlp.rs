@@ -62,7 +62,7 @@ pub(crate) async fn ingest_profiles(
         );
         Rejection::bad(format!("invalid OTLP profiles payload: {e}"))
     })?;
-    let (linked, report) = spanprof_format::merge::link(&data, app.config.link.clone())
+    let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);
     incoming.submit(Work::Profiles(linked), receiver).await?;

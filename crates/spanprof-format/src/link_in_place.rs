@@ -1,0 +1,389 @@
+//! Linking OTLP input where it lies: the id attributes of each sample become a link in the
+//! request's own dictionary, and nothing is re-interned.
+//!
+//! [`crate::merge::link`] rebuilds the whole dictionary to do the same, and for one request
+//! that costs more than decoding it. Here every index a sample reaches is checked the same way
+//! and in the same order as there, so the same payloads are refused with the same message, and
+//! the samples mean the same: same stacks, same links, same attributes (the property test
+//! below compares the two on random input). What differs:
+//!
+//! - nothing is deduplicated or aggregated: equal samples stay separate samples;
+//! - entries no sample uses any more (the id attributes and their strings) stay in the tables:
+//!   the store never reads them, and a forwarder drops them when it merges queued requests
+//!   into one export (a request forwarded alone carries them, bytes without meaning);
+//! - a profile's own attribute list loses its id attributes (merge points them at entry 0),
+//!   and location and mapping attributes are left as they are.
+
+use hashbrown::HashMap;
+
+use crate::batch::ConversionReport;
+use crate::error::FormatError;
+use crate::link::{IdRole, LinkConfig, LinkTables, SampleLinker};
+use crate::merge::{resolve_key_values, resolve_value, slot};
+use crate::otlp::{
+    any_value, AnyValue, KeyValueAndUnit, Link, ProfilesData, ProfilesDictionary, Sample, ValueType,
+};
+
+/// Links the id attributes of every sample of `data` (the pipeline stage for OTLP input),
+/// checking every index a sample reaches; see the module documentation.
+pub fn link_in_place(
+    mut data: ProfilesData,
+    config: &LinkConfig,
+) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    let mut linking = InPlace::new(data.dictionary.take().unwrap_or_default(), config);
+    let mut report = ConversionReport {
+        inputs: 1,
+        ..Default::default()
+    };
+    let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
+    for (ri, rp) in data.resource_profiles.iter_mut().enumerate() {
+        if let Some(r) = &mut rp.resource {
+            r.attributes = resolve_key_values(&linking.t.d, &r.attributes)
+                .map_err(|e| at(format!("resource_profiles[{ri}].resource"))(e))?;
+        }
+        for (si, sp) in rp.scope_profiles.iter_mut().enumerate() {
+            let path = format!("resource_profiles[{ri}].scope_profiles[{si}]");
+            if let Some(s) = &mut sp.scope {
+                s.attributes = resolve_key_values(&linking.t.d, &s.attributes)
+                    .map_err(|e| at(format!("{path}.scope"))(e))?;
+            }
+            for (pi, p) in sp.profiles.iter_mut().enumerate() {
+                let path = format!("{path}.profiles[{pi}]");
+                let field = |f: String| at(format!("{path}.{f}"));
+                for (i, s) in p.samples.iter_mut().enumerate() {
+                    linking.sample(s, i, &path)?;
+                }
+                let mut kept = Vec::with_capacity(p.attribute_indices.len());
+                for (j, &a) in p.attribute_indices.iter().enumerate() {
+                    let role = linking
+                        .attribute(a)
+                        .map_err(|e| field(format!("attribute_indices[{j}]"))(e))?;
+                    if !linking.drops(role) {
+                        kept.push(a);
+                    }
+                }
+                p.attribute_indices = kept;
+                if let Some(t) = p.sample_type {
+                    linking
+                        .value_type(t)
+                        .map_err(|e| field("sample_type".into())(e))?;
+                }
+                if let Some(t) = p.period_type {
+                    linking
+                        .value_type(t)
+                        .map_err(|e| field("period_type".into())(e))?;
+                }
+                report.profiles += 1;
+                report.samples += p.samples.len() as u64;
+                report.linked_samples +=
+                    p.samples.iter().filter(|s| s.link_index != 0).count() as u64;
+            }
+        }
+    }
+    report.link = linking.linker.report;
+    let d = linking.t.finish();
+    report.links = d.link_table.len().saturating_sub(1) as u64;
+    data.dictionary = Some(d);
+    Ok((data, report))
+}
+
+/// The dictionary as received, and what linking adds to it: kept apart until the end, so
+/// every index in the input is checked against the tables as they were sent.
+struct Tables {
+    d: ProfilesDictionary,
+    links: HashMap<([u8; 16], [u8; 8]), i32>,
+    strings: HashMap<String, i32>,
+    added_links: Vec<Link>,
+    added_strings: Vec<String>,
+    added_attributes: Vec<KeyValueAndUnit>,
+}
+
+/// Index of the next entry added to a table of `len` entries that already has `added` more,
+/// after the zero entry when the table is empty (index 0 means "none" in samples).
+fn next(len: usize, added: usize) -> i32 {
+    // Tables are bounded by the input size limit long before i32::MAX entries.
+    i32::try_from(len.max(1) + added).expect("dictionary table exceeds i32::MAX entries")
+}
+
+/// Appends `added` to `table`, behind a zero entry when the table is empty.
+fn append<T: Default>(table: &mut Vec<T>, added: Vec<T>) {
+    if !added.is_empty() && table.is_empty() {
+        table.push(T::default());
+    }
+    table.extend(added);
+}
+
+impl Tables {
+    fn string(&mut self, s: &str) -> i32 {
+        if let Some(&i) = self.strings.get(s) {
+            return i;
+        }
+        let i = next(self.d.string_table.len(), self.added_strings.len());
+        self.added_strings.push(s.to_owned());
+        self.strings.insert(s.to_owned(), i);
+        i
+    }
+
+    /// The dictionary with what linking added.
+    fn finish(mut self) -> ProfilesDictionary {
+        append(&mut self.d.string_table, self.added_strings);
+        append(&mut self.d.attribute_table, self.added_attributes);
+        append(&mut self.d.link_table, self.added_links);
+        self.d
+    }
+}
+
+impl LinkTables for Tables {
+    fn link(&mut self, trace_id: [u8; 16], span_id: [u8; 8]) -> i32 {
+        let (len, added) = (self.d.link_table.len(), &mut self.added_links);
+        *self.links.entry((trace_id, span_id)).or_insert_with(|| {
+            let i = next(len, added.len());
+            added.push(Link {
+                trace_id: trace_id.to_vec(),
+                span_id: span_id.to_vec(),
+            });
+            i
+        })
+    }
+
+    fn string_attribute(&mut self, key: &str, value: &str) -> i32 {
+        let key_strindex = self.string(key);
+        let i = next(self.d.attribute_table.len(), self.added_attributes.len());
+        self.added_attributes.push(KeyValueAndUnit {
+            key_strindex,
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(value.to_owned())),
+            }),
+            unit_strindex: 0,
+        });
+        i
+    }
+}
+
+/// Checked state of the source entries (indices into the tables as received).
+struct InPlace<'c> {
+    t: Tables,
+    config: &'c LinkConfig,
+    functions: Vec<bool>,
+    mappings: Vec<bool>,
+    locations: Vec<bool>,
+    stacks: Vec<bool>,
+    /// The link a sample's `link_index` stands for: 0 for an all-zero link.
+    links: Vec<Option<i32>>,
+    attributes: Vec<Option<IdRole>>,
+    linker: SampleLinker,
+    /// Scratch: one sample's attributes.
+    attrs: Vec<i32>,
+}
+
+impl<'c> InPlace<'c> {
+    fn new(d: ProfilesDictionary, config: &'c LinkConfig) -> Self {
+        InPlace {
+            functions: vec![false; d.function_table.len()],
+            mappings: vec![false; d.mapping_table.len()],
+            locations: vec![false; d.location_table.len()],
+            stacks: vec![false; d.stack_table.len()],
+            links: vec![None; d.link_table.len()],
+            attributes: vec![None; d.attribute_table.len()],
+            t: Tables {
+                d,
+                links: HashMap::new(),
+                strings: HashMap::new(),
+                added_links: Vec::new(),
+                added_strings: Vec::new(),
+                added_attributes: Vec::new(),
+            },
+            config,
+            linker: SampleLinker::default(),
+            attrs: Vec::new(),
+        }
+    }
+
+    /// Whether an attribute of this role leaves the sample (a linked id, not kept).
+    fn drops(&self, role: IdRole) -> bool {
+        matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_)) && !self.config.keep_link_attributes
+    }
+
+    /// Checks and links one sample (`samples[i]` of the profile at `path`).
+    fn sample(&mut self, s: &mut Sample, i: usize, path: &str) -> Result<(), FormatError> {
+        let at =
+            |field: String| move |e: String| FormatError::Invalid(format!("{path}.{field}: {e}"));
+        self.stack(s.stack_index)
+            .map_err(|e| at(format!("samples[{i}].stack_index"))(e))?;
+        let source_link = self
+            .link(s.link_index)
+            .map_err(|e| at(format!("samples[{i}].link_index"))(e))?;
+        let keep = self.config.keep_link_attributes;
+        let mut attrs = std::mem::take(&mut self.attrs);
+        attrs.clear();
+        let mut kept_ids = false;
+        for (j, &a) in s.attribute_indices.iter().enumerate() {
+            let role = self
+                .attribute(a)
+                .map_err(|e| at(format!("samples[{i}].attribute_indices[{j}]"))(e))?;
+            let is_id = matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
+            kept_ids |= keep && is_id;
+            let stays = if source_link != 0 {
+                !is_id || keep
+            } else {
+                self.linker.observe(role, keep)
+            };
+            if stays && !attrs.contains(&a) {
+                attrs.push(a);
+            }
+        }
+        s.link_index = if source_link != 0 {
+            source_link
+        } else {
+            self.linker.finish(&mut self.t, &mut attrs, kept_ids)
+        };
+        attrs.sort_unstable();
+        s.attribute_indices.clear();
+        s.attribute_indices.extend_from_slice(&attrs);
+        self.attrs = attrs;
+        Ok(())
+    }
+
+    fn string(&self, index: i32) -> Result<(), String> {
+        slot(index, self.t.d.string_table.len(), "string_table").map(|_| ())
+    }
+
+    fn value_type(&self, t: ValueType) -> Result<(), String> {
+        self.string(t.type_strindex)?;
+        self.string(t.unit_strindex)
+    }
+
+    fn function(&mut self, index: i32) -> Result<(), String> {
+        let i = slot(index, self.functions.len(), "function_table")?;
+        if !self.functions[i] {
+            let f = self.t.d.function_table[i];
+            let at = |e: String| format!("function_table[{i}]: {e}");
+            self.string(f.name_strindex).map_err(at)?;
+            self.string(f.system_name_strindex).map_err(at)?;
+            self.string(f.filename_strindex).map_err(at)?;
+            self.functions[i] = true;
+        }
+        Ok(())
+    }
+
+    fn mapping(&mut self, index: i32) -> Result<(), String> {
+        let i = slot(index, self.mappings.len(), "mapping_table")?;
+        if !self.mappings[i] {
+            let at = |e: String| format!("mapping_table[{i}]: {e}");
+            for a in 0..self.t.d.mapping_table[i].attribute_indices.len() {
+                self.attribute(self.t.d.mapping_table[i].attribute_indices[a])
+                    .map_err(at)?;
+            }
+            self.string(self.t.d.mapping_table[i].filename_strindex)
+                .map_err(at)?;
+            self.mappings[i] = true;
+        }
+        Ok(())
+    }
+
+    fn location(&mut self, index: i32) -> Result<(), String> {
+        let i = slot(index, self.locations.len(), "location_table")?;
+        if !self.locations[i] {
+            let at = |e: String| format!("location_table[{i}]: {e}");
+            for l in 0..self.t.d.location_table[i].lines.len() {
+                self.function(self.t.d.location_table[i].lines[l].function_index)
+                    .map_err(at)?;
+            }
+            for a in 0..self.t.d.location_table[i].attribute_indices.len() {
+                self.attribute(self.t.d.location_table[i].attribute_indices[a])
+                    .map_err(at)?;
+            }
+            self.mapping(self.t.d.location_table[i].mapping_index)
+                .map_err(at)?;
+            self.locations[i] = true;
+        }
+        Ok(())
+    }
+
+    fn stack(&mut self, index: i32) -> Result<(), String> {
+        if index == 0 {
+            return Ok(());
+        }
+        let i = slot(index, self.stacks.len(), "stack_table")?;
+        if !self.stacks[i] {
+            for l in 0..self.t.d.stack_table[i].location_indices.len() {
+                self.location(self.t.d.stack_table[i].location_indices[l])
+                    .map_err(|e| format!("stack_table[{i}]: {e}"))?;
+            }
+            self.stacks[i] = true;
+        }
+        Ok(())
+    }
+
+    /// The link `index` stands for: itself, or 0 for an all-zero link.
+    fn link(&mut self, index: i32) -> Result<i32, String> {
+        if index == 0 {
+            return Ok(0);
+        }
+        let i = slot(index, self.links.len(), "link_table")?;
+        if let Some(link) = self.links[i] {
+            return Ok(link);
+        }
+        let l = &self.t.d.link_table[i];
+        let trace: [u8; 16] = l.trace_id.as_slice().try_into().map_err(|_| {
+            format!(
+                "link_table[{i}].trace_id has {} bytes, a trace id has 16",
+                l.trace_id.len()
+            )
+        })?;
+        let span: [u8; 8] = l.span_id.as_slice().try_into().map_err(|_| {
+            format!(
+                "link_table[{i}].span_id has {} bytes, a span id has 8",
+                l.span_id.len()
+            )
+        })?;
+        let link = if trace == [0; 16] && span == [0; 8] {
+            0
+        } else {
+            index
+        };
+        self.links[i] = Some(link);
+        Ok(link)
+    }
+
+    /// Checks attribute `index` (values that point into the string table are resolved to
+    /// strings, as merging does) and classifies it.
+    fn attribute(&mut self, index: i32) -> Result<IdRole, String> {
+        if index == 0 {
+            return Ok(IdRole::Plain);
+        }
+        let i = slot(index, self.attributes.len(), "attribute_table")?;
+        if let Some(role) = self.attributes[i] {
+            return Ok(role);
+        }
+        let at = |e: String| format!("attribute_table[{i}]: {e}");
+        let d = &self.t.d;
+        let kv = &d.attribute_table[i];
+        let key = slot(kv.key_strindex, d.string_table.len(), "string_table").map_err(at)?;
+        use any_value::Value;
+        let indirect = matches!(
+            kv.value.as_ref().and_then(|v| v.value.as_ref()),
+            Some(Value::StringValueStrindex(_) | Value::ArrayValue(_) | Value::KvlistValue(_))
+        );
+        if indirect {
+            let v = kv.value.as_ref().expect("matched a value");
+            let resolved = resolve_value(d, v, 0).map_err(at)?;
+            self.t.d.attribute_table[i].value = Some(resolved);
+        }
+        let d = &self.t.d;
+        let kv = &d.attribute_table[i];
+        let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(Value::StringValue(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        let role = self.config.role(&d.string_table[key], value);
+        if !self.drops(role) {
+            self.string(kv.unit_strindex).map_err(at)?;
+        }
+        self.attributes[i] = Some(role);
+        Ok(role)
+    }
+}
+
+#[cfg(test)]
+mod tests;
