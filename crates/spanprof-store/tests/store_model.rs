@@ -150,7 +150,12 @@ fn hex8(s: &str) -> [u8; 8] {
 }
 
 /// The naive answer: keep the matching profiles in memory and merge their selected samples.
-fn naive(inputs: &[(ProfilesData, usize, i64)], sel: &Selection, region: Option<&str>) -> String {
+fn naive(
+    inputs: &[(ProfilesData, usize, i64)],
+    sel: &Selection,
+    region: Option<&str>,
+    sample_type: &str,
+) -> String {
     let mut tree = FlameTree::new();
     for (data, svc, minute) in inputs {
         if sel
@@ -164,13 +169,14 @@ fn naive(inputs: &[(ProfilesData, usize, i64)], sel: &Selection, region: Option<
         if t + 10_000_000_000 < sel.from_ns || (sel.to_ns != 0 && t >= sel.to_ns) {
             continue;
         }
-        // Keep only the cpu profile and, with a region matcher, the samples of that region.
+        // Keep only the profile of `sample_type` and, with a region matcher, the samples of
+        // that region.
         let mut d = data.clone();
         let dict = d.dictionary.clone().unwrap();
         for rp in &mut d.resource_profiles {
             for sp in &mut rp.scope_profiles {
                 sp.profiles.retain(|p: &Profile| {
-                    dict.string_table[p.sample_type.unwrap().type_strindex as usize] == "cpu"
+                    dict.string_table[p.sample_type.unwrap().type_strindex as usize] == sample_type
                 });
                 for p in &mut sp.profiles {
                     p.samples.retain(|s| {
@@ -191,7 +197,7 @@ fn naive(inputs: &[(ProfilesData, usize, i64)], sel: &Selection, region: Option<
         let selector = SampleSelector {
             span_ids: sel.span_ids.clone(),
             trace_id: sel.trace_id,
-            profile_type: Some("cpu".into()),
+            profile_type: Some(sample_type.into()),
         };
         spanprof_store::for_each_selected_sample(&d, &selector, |frames, v| tree.add(frames, v))
             .unwrap();
@@ -210,6 +216,8 @@ proptest! {
         trace in prop::option::of(0usize..2),
         range in prop::option::of((0i64..5, 1i64..4)),
         region in prop::option::of(0usize..2),
+        // Both sample types: the store builds the second's blocks from the first's.
+        sample_type in prop::sample::select(vec!["cpu", "samples"]),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = StoreConfig::new(dir.path());
@@ -240,7 +248,7 @@ proptest! {
         let region = region.map(|r| ["eu", "us"][r]);
         let sel = Selection {
             service: svc.map(|s| format!("svc{s}")),
-            profile_type: Some("cpu".into()),
+            profile_type: Some(sample_type.into()),
             from_ns,
             to_ns,
             label_selector: region.map(|r| format!("{{region=\"{r}\"}}")),
@@ -252,6 +260,6 @@ proptest! {
         let (store, report) = Store::open(cfg).unwrap();
         prop_assert!(report.problems.is_empty(), "{:?}", report.problems);
         let (tree, _) = store.flame_graph(&sel).unwrap();
-        prop_assert_eq!(tree.to_collapsed(), naive(&converted, &sel, region));
+        prop_assert_eq!(tree.to_collapsed(), naive(&converted, &sel, region, sample_type));
     }
 }
