@@ -92,6 +92,8 @@ pub fn link_in_place(
 struct Tables {
     d: ProfilesDictionary,
     links: HashMap<([u8; 16], [u8; 8]), i32>,
+    /// Whether `links` holds the request's own links yet (read on the first new link).
+    links_seeded: bool,
     strings: HashMap<String, i32>,
     added_links: Vec<Link>,
     added_strings: Vec<String>,
@@ -135,6 +137,18 @@ impl Tables {
 
 impl LinkTables for Tables {
     fn link(&mut self, trace_id: [u8; 16], span_id: [u8; 8]) -> i32 {
+        if !self.links_seeded {
+            // One entry per distinct (trace, span): a pair the request already has is reused.
+            self.links_seeded = true;
+            for (i, l) in self.d.link_table.iter().enumerate().skip(1) {
+                if let (Ok(t), Ok(s)) = (
+                    l.trace_id.as_slice().try_into(),
+                    l.span_id.as_slice().try_into(),
+                ) {
+                    self.links.entry((t, s)).or_insert(i as i32);
+                }
+            }
+        }
         let (len, added) = (self.d.link_table.len(), &mut self.added_links);
         *self.links.entry((trace_id, span_id)).or_insert_with(|| {
             let i = next(len, added.len());
@@ -188,6 +202,7 @@ impl<'c> InPlace<'c> {
             t: Tables {
                 d,
                 links: HashMap::new(),
+                links_seeded: false,
                 strings: HashMap::new(),
                 added_links: Vec::new(),
                 added_strings: Vec::new(),

@@ -416,6 +416,12 @@ proptest! {
             (Err(e), Ok(_)) => prop_assert!(false, "merge refuses ({e}), link_in_place links it\n{data:?}"),
             (Ok((a, ra)), Ok((b, rb))) => {
                 prop_assert_eq!(meaning(&a, &config), meaning(&b, &config), "{:?}", data);
+                // Added links are new pairs, distinct from each other and from the request's.
+                let sent = &data.dictionary.as_ref().unwrap().link_table;
+                let all = &b.dictionary.as_ref().unwrap().link_table;
+                for (i, l) in all.iter().enumerate().skip(sent.len().max(1)) {
+                    prop_assert!(!all[1..i].contains(l), "link {} repeats one before it", i);
+                }
                 prop_assert_eq!(ra.link, rb.link);
                 prop_assert_eq!(ra.profiles, rb.profiles);
             }
