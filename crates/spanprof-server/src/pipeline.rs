@@ -218,15 +218,24 @@ async fn batcher(
         }
         let sinks = sinks.clone();
         let metrics_w = Arc::clone(&metrics);
-        let written =
-            tokio::task::spawn_blocking(move || write(&sinks, profiles, spans, &metrics_w)).await;
-        let result = match written {
+        let written = tokio::task::spawn_blocking(move || {
+            let result = write(&sinks, &profiles, spans, &metrics_w);
+            (result, profiles)
+        })
+        .await;
+        let (result, profiles) = match written {
             Ok(r) => r,
-            Err(e) => Err(format!("writing a batch panicked: {e}")),
+            Err(e) => (Err(format!("writing a batch panicked: {e}")), Vec::new()),
         };
         for d in done {
             let _ = d.send(result.clone());
         }
+        // Freed here, after the answers, on the runtime thread that decoded them rather than
+        // on the blocking thread that wrote them: the allocator frees a block on its own
+        // thread with no atomic and no later collection pass (measured: 23 % of the runtime
+        // thread's CPU was the allocator taking back thousands of blocks per profile that
+        // other threads had freed).
+        drop(profiles);
         metrics.set("spanprof_queue_depth", &[], rx.len() as f64);
     }
 }
@@ -234,11 +243,11 @@ async fn batcher(
 /// Writes one batch durably to every sink: the forwarders' queues first, then the store.
 fn write(
     sinks: &Sinks,
-    profiles: Vec<ProfilesData>,
+    profiles: &[ProfilesData],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
 ) -> Result<(), String> {
-    if let Err(e) = sinks.forward.enqueue(&profiles, &spans) {
+    if let Err(e) = sinks.forward.enqueue(profiles, &spans) {
         tracing::error!(error = %e, "forward queue write failed");
         metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
         return Err(e.to_string());
