@@ -575,6 +575,26 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
             }),
         );
     }
+    if timed("store: seal the segment") {
+        // The sealing thread's work (index file with sorted span and trace maps, Bloom
+        // filters), per profile the segment holds: the profiles in one segment, sealed once.
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let mut cfg = StoreConfig::new(dir.path());
+        cfg.segment_max_bytes = u64::MAX;
+        let (store, _) = Store::open(cfg).expect("store opens");
+        for chunk in linked.chunks(32) {
+            let refs: Vec<&ProfilesData> = chunk.iter().collect();
+            store.ingest(&refs, Vec::new()).expect("ingests");
+        }
+        let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+        let t = Instant::now();
+        store.rotate().expect("seals");
+        rows.push((
+            "store: seal the segment",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64,
+            (ALLOCATIONS.load(Ordering::Relaxed) - allocations) as f64 / n as f64,
+        ));
+    }
     println!(
         "stage (µs per profile of {} samples; {n} profiles, {repeat} times)",
         template.samples()

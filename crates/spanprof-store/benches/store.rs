@@ -1,7 +1,7 @@
 //! Store hot paths on real Go CPU profiles (598 samples and 235 spans each, fresh span and
 //! trace ids per run of profiles; see `examples/store_scale.rs`): durable ingest of 20 profiles
 //! per call, and flame graphs of one span and of one service over a store of 2,000 profiles,
-//! answered from its segment files. Throughput is in pprof samples (the store keeps two values
+//! answered from its segment files; sealing a segment of 2,000 profiles. Throughput is in pprof samples (the store keeps two values
 //! per sample, `samples/count` and `cpu/nanoseconds`, as two blocks). Each hot path has a peer
 //! measured in the same run: ingest without fsync and the pprof → OTLP conversion before it;
 //! the in-memory selector over OTLP for the flame graphs.
@@ -149,5 +149,60 @@ fn flame(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(name = store; config = Criterion::default().sample_size(20); targets = ingest, flame);
+/// Sealing a segment of `QUERY_PROFILES` profiles with many spans each: the index file (sorted
+/// span and trace maps), Bloom filters, fsync. Its maps must outgrow the CPU caches, as a full
+/// segment's do (a few hundred profiles' fit and hide what a real seal pays). Peer: writing and syncing as
+/// many bytes, the floor for any seal.
+fn seal(c: &mut Criterion) {
+    // About 240 spans per profile, as in bench/serve-load.sh's profiles.
+    let samples = QUERY_PROFILES * Synthetic::new(1, 1, 1).samples_per_profile();
+    let syn = Synthetic::new(samples, samples * 2 / 5, 6);
+    let batches: Vec<_> = (0..QUERY_PROFILES / BATCH)
+        .map(|b| converted(&syn, b * BATCH, BATCH))
+        .collect();
+    let filled = || {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut cfg = StoreConfig::new(dir.path());
+        cfg.segment_max_bytes = u64::MAX;
+        let store = Store::open(cfg).expect("store opens").0;
+        for (data, spans) in &batches {
+            let refs: Vec<&ProfilesData> = data.iter().collect();
+            store.ingest(&refs, spans.clone()).expect("ingest");
+        }
+        (dir, store)
+    };
+    let (dir, store) = filled();
+    store.rotate().expect("seal");
+    let index_bytes: u64 = std::fs::read_dir(dir.path().join("index"))
+        .expect("store dir")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum();
+    assert!(index_bytes > 0, "the seal wrote no index file");
+    let bytes = vec![7u8; index_bytes as usize];
+
+    let mut g = c.benchmark_group("store_seal");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(QUERY_PROFILES));
+    g.bench_function("seal_2000_profiles", |b| {
+        b.iter_batched_ref(
+            filled,
+            |(_, store)| store.rotate().expect("seal"),
+            BatchSize::PerIteration,
+        )
+    });
+    g.bench_function("peer_write_and_fsync_the_index_bytes", |b| {
+        let path = dir.path().join("peer");
+        b.iter(|| {
+            std::fs::write(&path, &bytes).expect("write");
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_all())
+                .expect("fsync");
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(name = store; config = Criterion::default().sample_size(20); targets = ingest, flame, seal);
 criterion_main!(store);
