@@ -79,21 +79,29 @@ pub fn parse_id<const N: usize>(s: &str) -> Option<[u8; N]> {
     if b.len() != 2 * N {
         return None;
     }
+    // A table lookup per digit and one check at the end: ids are parsed for every distinct
+    // label of every profile.
     let mut out = [0u8; N];
+    let mut seen = 0u8;
     for (i, pair) in b.chunks_exact(2).enumerate() {
-        out[i] = (hex_digit(pair[0])? << 4) | hex_digit(pair[1])?;
+        let (hi, lo) = (HEX[usize::from(pair[0])], HEX[usize::from(pair[1])]);
+        seen |= hi | lo;
+        out[i] = (hi << 4) | (lo & 0xf);
     }
-    (out != [0u8; N]).then_some(out)
+    (seen < 16 && out != [0u8; N]).then_some(out)
 }
 
-fn hex_digit(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
+/// Each byte's value as a hex digit (either case); `0xff` for any other byte.
+const HEX: [u8; 256] = {
+    let mut t = [0xffu8; 256];
+    let mut i = 0;
+    while i < 16 {
+        t[b"0123456789abcdef"[i] as usize] = i as u8;
+        t[b"0123456789ABCDEF"[i] as usize] = i as u8;
+        i += 1;
     }
-}
+    t
+};
 
 /// Lower-case hex of `bytes`.
 pub fn to_hex(bytes: &[u8]) -> String {
@@ -258,6 +266,17 @@ mod tests {
         assert_eq!(parse_id::<8>("00f067aa0ba902b7a"), None);
         assert_eq!(parse_id::<8>("00f067aa0ba902bg"), None);
         assert_eq!(parse_id::<8>("0000000000000000"), None);
+        // Every byte that is not a hex digit, in either digit of a pair.
+        for c in 0..=255u8 {
+            let hex = c.is_ascii_hexdigit();
+            for at in [0, 1, 15] {
+                let mut s = *b"00f067aa0ba902b7";
+                s[at] = c;
+                if let Ok(s) = std::str::from_utf8(&s) {
+                    assert_eq!(parse_id::<8>(s).is_some(), hex, "{s:?}");
+                }
+            }
+        }
         assert_eq!(
             parse_id::<16>("4bf92f3577b34da6a3ce929d0e0e4736").map(|x| x[0]),
             Some(0x4b)
