@@ -19,7 +19,7 @@ use hashbrown::HashMap;
 use crate::batch::ConversionReport;
 use crate::error::FormatError;
 use crate::link::{IdRole, LinkConfig, LinkTables, SampleLinker};
-use crate::merge::{resolve_key_values, resolve_value, slot};
+use crate::merge::{link_ids, resolve_key_values, resolve_value, slot};
 use crate::otlp::{
     any_value, AnyValue, KeyValueAndUnit, Link, ProfilesData, ProfilesDictionary, Sample, ValueType,
 };
@@ -339,19 +339,7 @@ impl<'c> InPlace<'c> {
         if let Some(link) = self.links[i] {
             return Ok(link);
         }
-        let l = &self.t.d.link_table[i];
-        let trace: [u8; 16] = l.trace_id.as_slice().try_into().map_err(|_| {
-            format!(
-                "link_table[{i}].trace_id has {} bytes, a trace id has 16",
-                l.trace_id.len()
-            )
-        })?;
-        let span: [u8; 8] = l.span_id.as_slice().try_into().map_err(|_| {
-            format!(
-                "link_table[{i}].span_id has {} bytes, a span id has 8",
-                l.span_id.len()
-            )
-        })?;
+        let (trace, span) = link_ids(&self.t.d.link_table[i], i)?;
         let link = if trace == [0; 16] && span == [0; 8] {
             0
         } else {

@@ -7,7 +7,7 @@ use crate::error::FormatError;
 use crate::link::{IdRole, LinkConfig};
 use crate::otlp::{
     any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, KeyValueList, Line,
-    Location, Mapping, Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles,
+    Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles,
     Sample, ScopeProfiles, ValueType,
 };
 
@@ -336,19 +336,7 @@ impl Batch {
         }
         let i = slot(index, input.links.len(), "link_table")?;
         if input.links[i] == UNSET {
-            let l = &input.d.link_table[i];
-            let trace: [u8; 16] = l.trace_id.as_slice().try_into().map_err(|_| {
-                format!(
-                    "link_table[{i}].trace_id has {} bytes, a trace id has 16",
-                    l.trace_id.len()
-                )
-            })?;
-            let span: [u8; 8] = l.span_id.as_slice().try_into().map_err(|_| {
-                format!(
-                    "link_table[{i}].span_id has {} bytes, a span id has 8",
-                    l.span_id.len()
-                )
-            })?;
+            let (trace, span) = link_ids(&input.d.link_table[i], i)?;
             input.links[i] = if trace == [0; 16] && span == [0; 8] {
                 0
             } else {
@@ -401,6 +389,23 @@ impl Batch {
         input.attributes[i] = (attr, Some(role));
         Ok((attr, role))
     }
+}
+
+/// The ids of `link_table[i]`, checked for their lengths.
+pub(crate) fn link_ids(l: &Link, i: usize) -> Result<([u8; 16], [u8; 8]), String> {
+    let trace = l.trace_id.as_slice().try_into().map_err(|_| {
+        format!(
+            "link_table[{i}].trace_id has {} bytes, a trace id has 16",
+            l.trace_id.len()
+        )
+    })?;
+    let span = l.span_id.as_slice().try_into().map_err(|_| {
+        format!(
+            "link_table[{i}].span_id has {} bytes, a span id has 8",
+            l.span_id.len()
+        )
+    })?;
+    Ok((trace, span))
 }
 
 /// Resource and scope attributes with `key_strindex` / `string_value_strindex` references
