@@ -7,8 +7,8 @@
 //! ```
 //!
 //! `stages` times, on one thread, each stage a profile goes through in the server (decode,
-//! conversion and linking on both routes, durable store ingest): where a server's CPU per
-//! profile goes. `--only` names one stage's label to time alone (for `perf record`).
+//! conversion and linking on both routes, durable store ingest, sealing the segment that holds
+//! it): where a server's CPU per profile goes. `--only` names one stage's label to time alone (for `perf record`).
 //!
 //! `push` makes P distinct profiles from the real Go CPU profile `testdata/go/cpu-10s.pb.gz`
 //! (598 samples; every span and trace id label rewritten to fresh ids), encodes each as
