@@ -13,7 +13,7 @@ mod labels;
 mod multipart;
 mod push;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use axum::routing::post;
@@ -83,7 +83,8 @@ fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejecti
 /// Sample label keys as Pyroscope stores them (they become series labels there): `.` → `_`
 /// (`thread.name` → `thread_name`). Keys that carry span links are left alone.
 fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
-    let mut renamed: HashMap<i64, i64> = HashMap::new();
+    // Looked up for every label of every sample: hashbrown's hasher, not std's SipHash.
+    let mut renamed: hashbrown::HashMap<i64, i64> = hashbrown::HashMap::new();
     for s in 0..profile.sample.len() {
         for l in 0..profile.sample[s].label.len() {
             let key = profile.sample[s].label[l].key;
