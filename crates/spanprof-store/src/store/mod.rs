@@ -368,9 +368,9 @@ impl Store {
     /// index from memory until the file is there. Were it written here, the ingest call that filled the segment would
     /// stall for as long (measured: 2.4 s, in a p99 of 19 ms) and queries with it. A failed
     /// write leaves the index in memory; the next start rebuilds it from the log, as after a
-    /// crash before the file was written. At most [`SEALS_IN_FLIGHT`] seals run at once (the
-    /// next waits), so memory stays bounded if sealing falls behind ingest. The caller holds
-    /// the writer lock.
+    /// crash before the file was written. At most two seals run at once (a third waits), so
+    /// memory stays bounded if the disk is slower than ingest. The caller holds the writer
+    /// lock.
     pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
         let next = self.log.rotate()?;
         let index = self
@@ -386,7 +386,7 @@ impl Store {
             .clone();
         let mut sealers = self.sealers.lock().expect("store sealers lock poisoned");
         sealers.retain(|s| !s.is_finished());
-        while sealers.len() >= SEALS_IN_FLIGHT {
+        while sealers.len() >= 2 {
             let _ = sealers.remove(0).join();
         }
         let seal = move || {
@@ -442,13 +442,6 @@ impl Store {
         })
     }
 }
-
-/// Segments being sealed at once. Each holds its whole index in memory (under the serve load
-/// bench's profiles, tens of MB), so this bounds the store's memory: with 2, peak RSS reached
-/// 299 MB in a 60 s run at 1,074 profiles/s. A seal (about 0.3 s of CPU for a full segment,
-/// at nice 5) ends long before the next segment fills, so one in flight seldom makes ingest
-/// wait.
-const SEALS_IN_FLIGHT: usize = 1;
 
 /// Record kinds (the first byte of a record payload).
 pub(crate) const SNAPSHOT: u8 = 1;
