@@ -166,6 +166,8 @@ pub struct SampleLinker {
     span: Option<[u8; 8]>,
     trace: Option<[u8; 16]>,
     conflict: bool,
+    /// Whether the current sample's id attributes stay on it (observed with `keep`).
+    kept: bool,
     span_attrs: HashMap<[u8; 8], i32>,
     trace_attrs: HashMap<[u8; 16], i32>,
     /// What linking did so far.
@@ -188,6 +190,7 @@ impl SampleLinker {
                     Some(_) => {}
                     None => self.span = Some(id),
                 }
+                self.kept |= keep;
                 keep
             }
             IdRole::TraceId(id) => {
@@ -196,21 +199,29 @@ impl SampleLinker {
                     Some(_) => {}
                     None => self.trace = Some(id),
                 }
+                self.kept |= keep;
                 keep
             }
         }
     }
 
+    /// Records one attribute of an OTLP sample that may already carry a link from its source
+    /// (`linked`): then its ids are not collected (the link stands, and
+    /// [`SampleLinker::finish`] is not called) and stay only when `keep` is set. Returns
+    /// whether the attribute stays on the sample.
+    pub fn observe_beside(&mut self, role: IdRole, keep: bool, linked: bool) -> bool {
+        if linked {
+            !matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_)) || keep
+        } else {
+            self.observe(role, keep)
+        }
+    }
+
     /// Ends the current sample: returns its link index (0 when it has none) and pushes onto
     /// `attributes` the id attributes that must stay because no link could be made.
-    /// `kept` says whether the id attributes were already kept by [`SampleLinker::observe`].
-    pub fn finish(
-        &mut self,
-        dict: &mut impl LinkTables,
-        attributes: &mut Vec<i32>,
-        kept: bool,
-    ) -> i32 {
+    pub fn finish(&mut self, dict: &mut impl LinkTables, attributes: &mut Vec<i32>) -> i32 {
         let (span, trace) = (self.span.take(), self.trace.take());
+        let kept = std::mem::take(&mut self.kept);
         if std::mem::take(&mut self.conflict) {
             self.report.conflicting_ids += 1;
         }

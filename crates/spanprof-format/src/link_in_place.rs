@@ -231,18 +231,11 @@ impl<'c> InPlace<'c> {
         let keep = self.config.keep_link_attributes;
         let mut attrs = std::mem::take(&mut self.attrs);
         attrs.clear();
-        let mut kept_ids = false;
         for (j, &a) in s.attribute_indices.iter().enumerate() {
             let role = self
                 .attribute(a)
                 .map_err(|e| at(format!("samples[{i}].attribute_indices[{j}]"))(e))?;
-            let is_id = matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
-            kept_ids |= keep && is_id;
-            let stays = if source_link != 0 {
-                !is_id || keep
-            } else {
-                self.linker.observe(role, keep)
-            };
+            let stays = self.linker.observe_beside(role, keep, source_link != 0);
             if stays && !attrs.contains(&a) {
                 attrs.push(a);
             }
@@ -250,7 +243,7 @@ impl<'c> InPlace<'c> {
         s.link_index = if source_link != 0 {
             source_link
         } else {
-            self.linker.finish(&mut self.t, &mut attrs, kept_ids)
+            self.linker.finish(&mut self.t, &mut attrs)
         };
         attrs.sort_unstable();
         s.attribute_indices.clear();

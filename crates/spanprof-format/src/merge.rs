@@ -163,18 +163,11 @@ impl Batch {
                 .otlp_link(input, s.link_index)
                 .map_err(|e| at(format!("samples[{i}].link_index"))(e))?;
             attrs.clear();
-            let mut kept_ids = false;
             for (j, &a) in s.attribute_indices.iter().enumerate() {
                 let (attr, role) = self
                     .otlp_attribute(input, a)
                     .map_err(|e| at(format!("samples[{i}].attribute_indices[{j}]"))(e))?;
-                let is_id = matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
-                kept_ids |= keep && is_id;
-                let stays = if source_link != 0 {
-                    !is_id || keep
-                } else {
-                    self.linker.observe(role, keep)
-                };
+                let stays = self.linker.observe_beside(role, keep, source_link != 0);
                 if stays && !attrs.contains(&attr) {
                     attrs.push(attr);
                 }
@@ -182,7 +175,7 @@ impl Batch {
             let link = if source_link != 0 {
                 source_link
             } else {
-                self.linker.finish(&mut self.dict, &mut attrs, kept_ids)
+                self.linker.finish(&mut self.dict, &mut attrs)
             };
             attrs.sort_unstable();
             if s.values.len() == 1 && s.timestamps_unix_nano.is_empty() {

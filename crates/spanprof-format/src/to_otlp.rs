@@ -142,7 +142,6 @@ impl Batch {
             let stack_index = self.dict.stack(&stack);
             attrs.clear();
             keys.clear();
-            let mut kept_ids = false;
             for (li, label) in s.label.iter().enumerate() {
                 if keys.contains(&label.key) {
                     self.report.duplicate_label_keys += 1;
@@ -152,13 +151,11 @@ impl Batch {
                 let (role, attr) = self.pprof_label(&mut input, label).map_err(|e| {
                     FormatError::Invalid(format!("pprof sample[{si}].label[{li}]: {e}"))
                 })?;
-                let stays = self.linker.observe(role, keep);
-                kept_ids |= keep && matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_));
-                if stays {
+                if self.linker.observe(role, keep) {
                     attrs.push(attr);
                 }
             }
-            let link = self.linker.finish(&mut self.dict, &mut attrs, kept_ids);
+            let link = self.linker.finish(&mut self.dict, &mut attrs);
             attrs.sort_unstable();
             set.add(stack_index, link, &attrs, &s.value);
         }
