@@ -731,6 +731,11 @@ async fn push(opts: PushOptions) {
         max,
         all.errors()
     );
+    let shape: Vec<String> = [0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.999]
+        .iter()
+        .map(|&q| format!("p{} {:.1}", q * 100.0, all.percentile_ms(q)))
+        .collect();
+    println!("latency shape (both), ms: {}", shape.join(", "));
     println!(
         "{:<34} {:>10.0} {:>12} {:>8.2} {:>8.2} {:>8.2}  {}",
         "peer: GET /health (req/s)",
