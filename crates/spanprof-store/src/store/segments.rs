@@ -582,8 +582,11 @@ impl SealedSummary {
             for _ in 0..words {
                 bits.push(u64::from_le_bytes(g.fixed::<8>()?));
             }
-            if bits.is_empty() {
-                return Err(CodecError("empty Bloom filter".into()));
+            if bits.is_empty() || bits.len() % BLOCK_WORDS != 0 {
+                return Err(CodecError(format!(
+                    "a Bloom filter of {} words, not whole blocks of {BLOCK_WORDS}",
+                    bits.len()
+                )));
             }
             blooms.push(Bloom { bits });
         }
@@ -609,21 +612,29 @@ impl SealedSummary {
 
 /// Bits an id sets in a [`Bloom`] filter.
 const PROBES: usize = 4;
+/// 64-bit words per Bloom block: an id's probes all fall in one 512-bit block, one cache line.
+const BLOCK_WORDS: usize = 8;
 
-/// A Bloom filter over ids: about 10 bits and 4 probes per id (≈1 % false positives).
+/// A blocked Bloom filter over ids: about 10 bits and 4 probes per id (≈1.3 % false
+/// positives). Each id picks one 512-bit block and sets 4 bits in it: one cache miss per id
+/// instead of one per probe, and no division (sealing inserts every id of a segment: with 4
+/// probes over the whole filter, inserting took 29 % of a seal).
 #[derive(Debug, Clone)]
 pub(crate) struct Bloom {
+    /// Whole blocks of [`BLOCK_WORDS`] words.
     bits: Vec<u64>,
 }
 
 impl Bloom {
     fn with_capacity(n: usize) -> Self {
+        let blocks = (n * 10).div_ceil(64 * BLOCK_WORDS).max(1);
         Bloom {
-            bits: vec![0; (n * 10).div_ceil(64).max(1)],
+            bits: vec![0; blocks * BLOCK_WORDS],
         }
     }
 
-    fn probes(&self, id: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    /// The block's first word, and the bit (0..512) of each probe in it.
+    fn probes(&self, id: &[u8]) -> (usize, [usize; PROBES]) {
         let mut h = [0u8; 8];
         let mut h2 = [0u8; 8];
         for (i, b) in id.iter().enumerate() {
@@ -634,25 +645,27 @@ impl Bloom {
             }
         }
         let a = splitmix(u64::from_le_bytes(h) ^ splitmix(u64::from_le_bytes(h2)));
-        let b = splitmix(a ^ 0x2545_f491_4f6c_dd1d) | 1;
-        let m = (self.bits.len() * 64) as u64;
-        (0..PROBES as u64).map(move |i| (a.wrapping_add(i.wrapping_mul(b)) % m) as usize)
+        let b = splitmix(a ^ 0x2545_f491_4f6c_dd1d);
+        let blocks = (self.bits.len() / BLOCK_WORDS) as u64;
+        // `a` scaled to 0..blocks: a multiply instead of a division.
+        let block = ((u128::from(a) * u128::from(blocks)) >> 64) as usize;
+        let bit = |i: usize| ((b >> (9 * i)) & 511) as usize;
+        (block * BLOCK_WORDS, [bit(0), bit(1), bit(2), bit(3)])
     }
 
     fn insert(&mut self, id: &[u8]) {
-        let mut probes = [0usize; PROBES];
-        for (slot, p) in probes.iter_mut().zip(self.probes(id)) {
-            *slot = p;
-        }
-        for p in probes {
-            self.bits[p / 64] |= 1 << (p % 64);
+        let (first, bits) = self.probes(id);
+        let block = &mut self.bits[first..first + BLOCK_WORDS];
+        for p in bits {
+            block[p / 64] |= 1 << (p % 64);
         }
     }
 
     /// False when the id is certainly absent.
     pub fn may_contain(&self, id: &[u8]) -> bool {
-        self.probes(id)
-            .all(|p| self.bits[p / 64] & (1 << (p % 64)) != 0)
+        let (first, bits) = self.probes(id);
+        let block = &self.bits[first..first + BLOCK_WORDS];
+        bits.iter().all(|&p| block[p / 64] & (1 << (p % 64)) != 0)
     }
 }
 
@@ -664,9 +677,10 @@ fn splitmix(mut x: u64) -> u64 {
 }
 
 /// Version 3: the body in three sections (core, traces, spans); version 4: the core's span
-/// map in fixed-width fields ([`FrozenIds::encode_fixed`]). An index file of an older
-/// version reads as missing-with-a-reason, and the segment is replayed once.
-const INDEX_MAGIC: &[u8; 8] = b"SPANIDX4";
+/// map in fixed-width fields ([`FrozenIds::encode_fixed`]); version 5: blocked Bloom filters
+/// ([`Bloom`]). An index file of an older version reads as missing-with-a-reason, and the
+/// segment is replayed once.
+const INDEX_MAGIC: &[u8; 8] = b"SPANIDX5";
 
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
@@ -962,7 +976,7 @@ mod tests {
         let fp = (10_000u64..110_000)
             .filter(|i| b.may_contain(&i.to_be_bytes()))
             .count();
-        assert!(fp < 3_000, "{fp} false positives in 100000");
+        assert!(fp < 2_000, "{fp} false positives in 100000");
     }
 
     #[test]
