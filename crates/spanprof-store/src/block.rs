@@ -955,7 +955,11 @@ mod tests {
     fn remembered_streams_are_the_streams_of_their_own_bytes() {
         // What a fresh compressor makes of each input, on a thread that deflated nothing yet.
         let inputs: Vec<Vec<u8>> = (0..12u8)
-            .map(|k| (0..400u32).map(|i| (i % (7 + u32::from(k))) as u8 ^ k).collect())
+            .map(|k| {
+                (0..400u32)
+                    .map(|i| (i % (7 + u32::from(k))) as u8 ^ k)
+                    .collect()
+            })
             .collect();
         let fresh: Vec<Vec<u8>> = inputs
             .iter()
