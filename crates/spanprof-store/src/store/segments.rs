@@ -4,6 +4,7 @@
 //! trace ids — so resident memory does not grow with the amount stored. Queries load the
 //! sealed indexes they need through a small LRU cache; opening replays only the active segment.
 
+use std::hash::BuildHasher;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -21,9 +22,9 @@ pub(crate) struct SegmentIndex {
     pub segment: u64,
     pub blocks: Vec<BlockMeta>,
     /// Span id → blocks holding samples of that span.
-    pub by_span: HashMap<[u8; 8], BlockIds>,
+    by_span: IdBlocks<8>,
     /// Trace id → blocks holding samples linked to that trace.
-    pub by_trace: HashMap<[u8; 16], BlockIds>,
+    by_trace: IdBlocks<16>,
     /// The segment's spans, read and decoded on first use (a span's flame graph needs only
     /// the block maps).
     spans: OnceLock<SpanIndex>,
@@ -142,7 +143,6 @@ impl SegmentIndex {
         let mut all: Vec<([u8; 8], &[u32])> = self
             .by_span
             .iter()
-            .map(|(k, v)| (*k, &v[..]))
             .chain(self.frozen_spans.iter().map(|(k, v)| (*k, v)))
             .collect();
         // As big-endian integers ids sort in the same order, with one compare instead of a
@@ -158,7 +158,6 @@ impl SegmentIndex {
         let mut all: Vec<([u8; 16], &[u32])> = self
             .by_trace
             .iter()
-            .map(|(k, v)| (*k, &v[..]))
             .chain(self.frozen_traces().iter().map(|(k, v)| (*k, v)))
             .collect();
         all.sort_unstable_by_key(|e| u128::from_be_bytes(e.0));
@@ -178,9 +177,9 @@ impl SegmentIndex {
             samples: block.nodes.len() as u32,
         });
         for (trace, span) in &block.link_table {
-            self.by_span.entry(*span).or_default().push_once(id);
+            self.by_span.push_once(*span, id);
             if *trace != [0; 16] {
-                self.by_trace.entry(*trace).or_default().push_once(id);
+                self.by_trace.push_once(*trace, id);
             }
         }
     }
@@ -204,10 +203,10 @@ impl SegmentIndex {
     pub fn summary(&self, index_bytes: u64) -> SealedSummary {
         let mut span_bloom = Bloom::with_capacity(self.span_count() + self.spans().len());
         let mut trace_bloom = Bloom::with_capacity(self.trace_count() + self.spans().len());
-        for id in self.by_span.keys().chain(&self.frozen_spans.ids) {
+        for id in self.by_span.ids().chain(&self.frozen_spans.ids) {
             span_bloom.insert(&id[..]);
         }
-        for id in self.by_trace.keys().chain(&self.frozen_traces().ids) {
+        for id in self.by_trace.ids().chain(&self.frozen_traces().ids) {
             trace_bloom.insert(&id[..]);
         }
         for s in self.spans().iter() {
@@ -456,6 +455,67 @@ impl<const N: usize> FrozenIds<N> {
             .iter()
             .enumerate()
             .map(|(i, id)| (id, self.range(i)))
+    }
+}
+
+/// Id → the blocks with samples of it, for a live index. Entries are appended in order, and
+/// the hash table holds only each entry's position (4 bytes a slot, not the 40 of an id and
+/// its blocks): a segment's ids are hundreds of thousands of random ones, each first insert
+/// a cache miss, and this table is a few MiB that stay in the caches. It compares ids in
+/// `entries` only when a slot's hash tag matches.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct IdBlocks<const N: usize> {
+    hasher: hashbrown::DefaultHashBuilder,
+    at: hashbrown::HashTable<u32>,
+    entries: Vec<([u8; N], BlockIds)>,
+}
+
+impl<const N: usize> IdBlocks<N> {
+    /// Adds block `block` to `id`'s blocks unless it is the last one already.
+    fn push_once(&mut self, id: [u8; N], block: u32) {
+        let hash = self.hasher.hash_one(id);
+        let entries = &mut self.entries;
+        let hasher = &self.hasher;
+        let at = match self.at.find_entry(hash, |&at| entries[at as usize].0 == id) {
+            Ok(found) => *found.get(),
+            Err(absent) => {
+                let at = entries.len() as u32;
+                absent
+                    .into_table()
+                    .insert_unique(hash, at, |&at| hasher.hash_one(entries[at as usize].0));
+                entries.push((id, BlockIds::default()));
+                at
+            }
+        };
+        entries[at as usize].1.push_once(block);
+    }
+
+    fn get(&self, id: &[u8; N]) -> Option<&[u32]> {
+        let hash = self.hasher.hash_one(id);
+        self.at
+            .find(hash, |&at| self.entries[at as usize].0 == *id)
+            .map(|&at| &self.entries[at as usize].1[..])
+    }
+
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn reserve(&mut self, n: usize) {
+        let (entries, hasher) = (&self.entries, &self.hasher);
+        self.at
+            .reserve(n, |&at| hasher.hash_one(entries[at as usize].0));
+        self.entries.reserve(n);
+    }
+
+    /// The ids, in first-insert order.
+    fn ids(&self) -> impl Iterator<Item = &[u8; N]> {
+        self.entries.iter().map(|(id, _)| id)
+    }
+
+    /// (id, blocks), in first-insert order.
+    fn iter(&self) -> impl Iterator<Item = ([u8; N], &[u32])> {
+        self.entries.iter().map(|(id, blocks)| (*id, &blocks[..]))
     }
 }
 
