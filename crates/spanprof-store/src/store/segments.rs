@@ -982,6 +982,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn id_blocks_find_every_id_through_growth_and_keep_insert_order() {
+        let id = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
+        let mut m = IdBlocks::<8>::default();
+        // No reserve: the table grows (rehashing from the entries) many times.
+        for block in 0..3u32 {
+            for k in 0..20_000u64 {
+                if k % 3 != 2 || block == 0 {
+                    m.push_once(id(k), block);
+                    m.push_once(id(k), block);
+                }
+            }
+        }
+        assert_eq!(m.len(), 20_000);
+        for k in 0..20_000u64 {
+            let want: &[u32] = if k % 3 == 2 { &[0] } else { &[0, 1, 2] };
+            assert_eq!(m.get(&id(k)), Some(want), "id {k}");
+        }
+        assert_eq!(m.get(&id(20_000)), None);
+        let order: Vec<[u8; 8]> = m.ids().copied().collect();
+        assert_eq!(order, (0..20_000u64).map(id).collect::<Vec<_>>());
+        assert!(m.iter().all(|(k, blocks)| m.get(&k) == Some(blocks)));
+        // Reserving keeps what is there findable.
+        m.reserve(100_000);
+        assert_eq!(m.get(&id(19_997)), Some(&[0][..]));
+        assert_eq!(m.get(&id(19_998)), Some(&[0, 1, 2][..]));
+    }
+
+    #[test]
     fn block_ids_keep_order_skip_repeats_and_spill_when_full() {
         let mut ids = BlockIds::default();
         assert!(ids.is_empty());
