@@ -92,6 +92,13 @@ fn config(dir: &std::path::Path) -> StoreConfig {
     cfg
 }
 
+/// [`config`] with 2 KiB segments: a few profiles each, so ingest rotates and seals often.
+fn small_segments(dir: &std::path::Path) -> StoreConfig {
+    let mut cfg = config(dir);
+    cfg.segment_max_bytes = 2048;
+    cfg
+}
+
 /// The writer: ingest forever, announcing each profile only after ingest returned.
 fn child(dir: &str, start: u64) -> ! {
     let (store, _) = Store::open(config(dir.as_ref())).expect("child opens the store");
@@ -236,12 +243,7 @@ fn a_directory_in_use_is_refused_until_it_is_released() {
 #[test]
 fn segments_sealed_in_the_background_answer_throughout_and_leave_their_index() {
     let dir = tempfile::tempdir().unwrap();
-    let config = |dir: &std::path::Path| {
-        let mut cfg = config(dir);
-        cfg.segment_max_bytes = 2048;
-        cfg
-    };
-    let (store, _) = Store::open(config(dir.path())).unwrap();
+    let (store, _) = Store::open(small_segments(dir.path())).unwrap();
     let mut samples = 0;
     for seq in 0..300u64 {
         samples += store.ingest(&[&profile(seq)], Vec::new()).unwrap().samples;
@@ -269,7 +271,7 @@ fn segments_sealed_in_the_background_answer_throughout_and_leave_their_index() {
         })
         .count();
     assert_eq!(indexes, segments - 1, "one index file per sealed segment");
-    let (store, report) = Store::open(config(dir.path())).unwrap();
+    let (store, report) = Store::open(small_segments(dir.path())).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(store.stats().samples, samples);
     let per_segment = 300 / segments as u64 + 2;
@@ -287,12 +289,7 @@ fn segments_sealed_in_the_background_answer_throughout_and_leave_their_index() {
 #[test]
 fn index_files_of_an_older_version_are_rebuilt_from_their_segment() {
     let dir = tempfile::tempdir().unwrap();
-    let config = |dir: &std::path::Path| {
-        let mut cfg = config(dir);
-        cfg.segment_max_bytes = 2048;
-        cfg
-    };
-    let (store, _) = Store::open(config(dir.path())).unwrap();
+    let (store, _) = Store::open(small_segments(dir.path())).unwrap();
     let mut samples = 0;
     for seq in 0..200u64 {
         samples += store.ingest(&[&profile(seq)], Vec::new()).unwrap().samples;
@@ -309,7 +306,7 @@ fn index_files_of_an_older_version_are_rebuilt_from_their_segment() {
         bytes[..8].copy_from_slice(b"SPANIDX4");
         std::fs::write(path, bytes).unwrap();
     }
-    let (store, report) = Store::open(config(dir.path())).unwrap();
+    let (store, report) = Store::open(small_segments(dir.path())).unwrap();
     assert_eq!(
         report.problems.len(),
         indexes.len(),
@@ -330,6 +327,6 @@ fn index_files_of_an_older_version_are_rebuilt_from_their_segment() {
         assert_eq!(store.flame_graph(&sel).unwrap().0.total(), 6 * (s + 1));
     }
     drop(store);
-    let (_, report) = Store::open(config(dir.path())).unwrap();
+    let (_, report) = Store::open(small_segments(dir.path())).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
