@@ -377,6 +377,9 @@ fn deflate(raw: &[u8]) -> Vec<u8> {
     }
     /// Streams remembered: a profile's label sets, that many blocks per sample type.
     const REMEMBERED: usize = 8;
+    /// Larger columns (compaction's merged blocks) are not kept: a thread would hold 8 of
+    /// them for as long as it lives.
+    const REMEMBERED_MAX_BYTES: usize = 64 << 10;
     RECENT.with_borrow_mut(|recent| {
         if let Some((_, out)) = recent.iter().find(|(r, _)| r[..] == *raw) {
             return out.clone();
@@ -395,10 +398,12 @@ fn deflate(raw: &[u8]) -> Vec<u8> {
             );
             out
         });
-        if recent.len() == REMEMBERED {
-            recent.remove(0);
+        if raw.len() <= REMEMBERED_MAX_BYTES {
+            if recent.len() == REMEMBERED {
+                recent.remove(0);
+            }
+            recent.push((raw.to_vec(), out.clone()));
         }
-        recent.push((raw.to_vec(), out.clone()));
         out
     })
 }
