@@ -52,6 +52,29 @@ pub struct LocationSym {
     pub lines: Box<[(u32, i64, i64)]>,
 }
 
+/// A [`LocationSym`] borrowed from what is being interned, to look it up without building one.
+/// Hashes exactly as `LocationSym` does (the same fields in the same order; a boxed slice
+/// hashes as its slice).
+struct LocationKey<'a> {
+    mapping: u32,
+    address: u64,
+    lines: &'a [(u32, i64, i64)],
+}
+
+impl std::hash::Hash for LocationKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.mapping.hash(h);
+        self.address.hash(h);
+        self.lines.hash(h);
+    }
+}
+
+impl hashbrown::Equivalent<LocationSym> for LocationKey<'_> {
+    fn equivalent(&self, l: &LocationSym) -> bool {
+        self.mapping == l.mapping && self.address == l.address && *self.lines == *l.lines
+    }
+}
+
 /// A stack node: its parent node (0 = the root, the empty stack) and one location.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct StackNode {
@@ -143,6 +166,8 @@ pub(crate) struct Remap {
     stacks: Vec<u32>,
     /// Scratch: one stack's location ids.
     frames: Vec<u32>,
+    /// Scratch: one location's lines.
+    lines: Vec<(u32, i64, i64)>,
 }
 
 impl Remap {
@@ -154,6 +179,7 @@ impl Remap {
             locations: vec![UNSET; d.location_table.len()],
             stacks: vec![UNSET; d.stack_table.len()],
             frames: Vec::new(),
+            lines: Vec::new(),
         }
     }
 }
@@ -352,7 +378,8 @@ impl SymbolTable {
         let i = slot(index, d.location_table.len(), "location_table")?;
         if remap.locations[i] == UNSET {
             let l = &d.location_table[i];
-            let mut lines = Vec::with_capacity(l.lines.len());
+            let mut lines = std::mem::take(&mut remap.lines);
+            lines.clear();
             for line in &l.lines {
                 lines.push((
                     self.function_of(d, remap, line.function_index)?,
@@ -360,12 +387,22 @@ impl SymbolTable {
                     line.column,
                 ));
             }
-            let sym = LocationSym {
+            let key = LocationKey {
                 mapping: self.mapping_of(d, remap, l.mapping_index)?,
                 address: l.address,
-                lines: lines.into(),
+                lines: &lines,
             };
-            remap.locations[i] = self.locations.intern(sym);
+            // Looked up by the borrowed key: a location already known (most are, after a
+            // service's first profile) costs no allocation.
+            remap.locations[i] = match self.locations.ids.get(&key) {
+                Some(&id) => id,
+                None => self.locations.intern(LocationSym {
+                    mapping: key.mapping,
+                    address: key.address,
+                    lines: key.lines.into(),
+                }),
+            };
+            remap.lines = lines;
         }
         Ok(remap.locations[i])
     }
@@ -568,6 +605,38 @@ mod tests {
     use spanprof_format::otlp::{Function, Line, Location, Stack};
 
     use super::*;
+
+    #[test]
+    fn a_borrowed_location_key_finds_exactly_its_location() {
+        let mut t = SymbolTable::new();
+        let lines = [(1, 10, 0), (2, 20, 3)];
+        let sym = |mapping, address, lines: &[(u32, i64, i64)]| LocationSym {
+            mapping,
+            address,
+            lines: lines.into(),
+        };
+        let id = t.locations.intern(sym(1, 0x40, &lines));
+        let other = t.locations.intern(sym(1, 0x40, &lines[..1]));
+        let key = |mapping, address, lines| LocationKey {
+            mapping,
+            address,
+            lines,
+        };
+        assert_eq!(t.locations.ids.get(&key(1, 0x40, &lines)), Some(&id));
+        assert_eq!(
+            t.locations.ids.get(&key(1, 0x40, &lines[..1])),
+            Some(&other)
+        );
+        assert_eq!(t.locations.ids.get(&key(2, 0x40, &lines)), None);
+        assert_eq!(t.locations.ids.get(&key(1, 0x41, &lines)), None);
+        assert_eq!(
+            t.locations
+                .ids
+                .get(&key(1, 0x40, &[(1, 10, 0), (2, 20, 4)])),
+            None
+        );
+        assert_eq!(t.locations.ids.get(&key(1, 0x40, &[])), None);
+    }
 
     /// A dictionary whose locations are at addresses `addresses` (in that table order) and
     /// whose stacks are `stacks` (indices into that table, leaf first).
