@@ -388,7 +388,10 @@ fn profile_blocks(
     // Sample attribute set → block; attribute index → (label, or link part).
     let mut groups: HashMap<Vec<i32>, usize> = HashMap::new();
     let mut blocks: Vec<(Block, HashMap<LinkIds, u32>)> = Vec::new();
-    let mut attr_roles: HashMap<i32, Option<(String, String, IdRole)>> = HashMap::new();
+    // Per attribute table entry, once classified: its label (key, value) and role, or
+    // `Some(None)` when it is not a string-like value.
+    let mut attr_roles: Vec<Option<Option<(String, String, IdRole)>>> =
+        vec![None; d.attribute_table.len()];
     let mut label_attrs = Vec::new();
     let mut layout = Layout {
         labels: Vec::new(),
@@ -437,19 +440,20 @@ fn profile_blocks(
         let (mut span, mut trace) = (None, None);
         for &a in &s.attribute_indices {
             // Classified once per attribute index; samples only look the class up.
-            if !attr_roles.contains_key(&a) {
-                let kv = usize::try_from(a)
-                    .ok()
-                    .and_then(|x| d.attribute_table.get(x))
-                    .ok_or_else(|| format!("samples[{i}]: attribute index {a} out of range"))?;
+            let x = usize::try_from(a)
+                .ok()
+                .filter(|&x| x < d.attribute_table.len())
+                .ok_or_else(|| format!("samples[{i}]: attribute index {a} out of range"))?;
+            if attr_roles[x].is_none() {
+                let kv = &d.attribute_table[x];
                 let key = dict_str(d, kv.key_strindex)?.to_owned();
                 let r = kv.value.as_ref().and_then(string_of).map(|v| {
                     let role = link_keys.role(&key, Some(&v));
                     (key, v, role)
                 });
-                attr_roles.insert(a, r);
+                attr_roles[x] = Some(r);
             }
-            match &attr_roles[&a] {
+            match attr_roles[x].as_ref().expect("classified just above") {
                 Some((_, _, IdRole::SpanId(id))) => span = span.or(Some(*id)),
                 Some((_, _, IdRole::TraceId(id))) => trace = trace.or(Some(*id)),
                 // Id keys never become series labels, valid or not (cardinality).
@@ -477,7 +481,7 @@ fn profile_blocks(
                     st.services[service as usize].name.clone(),
                 ));
                 for a in &label_attrs {
-                    if let Some(Some((k, v, _))) = attr_roles.get(a) {
+                    if let Some(Some((k, v, _))) = attr_roles[*a as usize].as_ref() {
                         labels.push((k.clone(), v.clone()));
                     }
                 }

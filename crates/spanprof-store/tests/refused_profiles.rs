@@ -1,0 +1,69 @@
+//! A profile that names what its dictionary does not hold is refused by name; the other
+//! profiles of the same call are stored, and labels from valid attributes become series.
+
+mod common;
+
+use common::{sample, DictionaryBuilder, S1, T1};
+use spanprof_format::otlp::{any_value, AnyValue, KeyValueAndUnit};
+use spanprof_store::store::{Selection, Store, StoreConfig};
+
+#[test]
+fn a_sample_attribute_out_of_range_refuses_only_its_profile() {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let link = b.link(&T1, &S1);
+    let key = b.string("region");
+    // Entry 0 is the builder's default; entry 1 is the only other.
+    b.dict.attribute_table.push(KeyValueAndUnit {
+        key_strindex: key,
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue("eu".into())),
+        }),
+        unit_strindex: 0,
+    });
+    let labelled = |attrs: Vec<i32>, value| {
+        let mut s = sample(stack, link, &[value]);
+        s.attribute_indices = attrs;
+        s
+    };
+    let good = b.profile(
+        ("cpu", "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![labelled(vec![1], 10), labelled(vec![], 5)],
+    );
+    let past_the_end = b.profile(
+        ("alloc_space", "bytes"),
+        ("space", "bytes"),
+        vec![labelled(vec![1], 1), labelled(vec![2], 1)],
+    );
+    let negative = b.profile(
+        ("inuse_space", "bytes"),
+        ("space", "bytes"),
+        vec![labelled(vec![-1], 1)],
+    );
+    let data = b.finish(vec![vec![good, past_the_end, negative]]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let report = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!((report.profiles, report.rejected_profiles), (1, 2));
+    assert_eq!(
+        report.problems,
+        [
+            "resource_profiles[0].scope_profiles[0].profiles[1]: samples[1]: attribute index 2 out of range",
+            "resource_profiles[0].scope_profiles[0].profiles[2]: samples[0]: attribute index -1 out of range",
+        ]
+    );
+    // The stored profile kept its label: one series per attribute set.
+    let total = |selector: Option<&str>| {
+        let sel = Selection {
+            profile_type: Some("cpu".into()),
+            label_selector: selector.map(String::from),
+            ..Default::default()
+        };
+        store.flame_graph(&sel).unwrap().0.total()
+    };
+    assert_eq!(total(None), 15);
+    assert_eq!(total(Some("{region=\"eu\"}")), 10);
+}
