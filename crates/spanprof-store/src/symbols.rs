@@ -124,9 +124,26 @@ impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
     }
 
     fn intern(&mut self, v: T) -> u32 {
-        if let Some(&id) = self.ids.get(&v) {
-            return id;
+        match self.ids.get(&v) {
+            Some(&id) => id,
+            None => self.push_new(v),
         }
+    }
+
+    /// [`Table::intern`] by a borrowed form of the value (hashed as the value is): an entry
+    /// already known costs no allocation; `make` builds the value only for a new one.
+    fn intern_by<Q>(&mut self, key: &Q, make: impl FnOnce() -> T) -> u32
+    where
+        Q: std::hash::Hash + hashbrown::Equivalent<T> + ?Sized,
+    {
+        match self.ids.get(key) {
+            Some(&id) => id,
+            None => self.push_new(make()),
+        }
+    }
+
+    /// Appends `v`, which the table does not hold yet.
+    fn push_new(&mut self, v: T) -> u32 {
         let id = self.items.len() as u32;
         self.items.push(v.clone());
         self.ids.insert(v, id);
@@ -248,10 +265,7 @@ impl SymbolTable {
 
     /// Interns a string.
     pub fn intern_string(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.strings.ids.get(s) {
-            return id;
-        }
-        self.strings.intern(s.into())
+        self.strings.intern_by(s, || s.into())
     }
 
     /// The stack node of OTLP stack `stack_index` of `d`, interning what it needs.
@@ -394,14 +408,11 @@ impl SymbolTable {
             };
             // Looked up by the borrowed key: a location already known (most are, after a
             // service's first profile) costs no allocation.
-            remap.locations[i] = match self.locations.ids.get(&key) {
-                Some(&id) => id,
-                None => self.locations.intern(LocationSym {
-                    mapping: key.mapping,
-                    address: key.address,
-                    lines: key.lines.into(),
-                }),
-            };
+            remap.locations[i] = self.locations.intern_by(&key, || LocationSym {
+                mapping: key.mapping,
+                address: key.address,
+                lines: key.lines.into(),
+            });
             remap.lines = lines;
         }
         Ok(remap.locations[i])
@@ -636,6 +647,16 @@ mod tests {
             None
         );
         assert_eq!(t.locations.ids.get(&key(1, 0x40, &[])), None);
+        // Interning by the key builds nothing for a known location, and a new one once.
+        let known = t
+            .locations
+            .intern_by(&key(1, 0x40, &lines), || unreachable!("known"));
+        assert_eq!(known, id);
+        let new = t
+            .locations
+            .intern_by(&key(3, 0x40, &lines), || sym(3, 0x40, &lines));
+        assert_eq!(t.locations.intern(sym(3, 0x40, &lines)), new);
+        assert_eq!(t.intern_string("x"), t.intern_string("x"));
     }
 
     /// A dictionary whose locations are at addresses `addresses` (in that table order) and
