@@ -1,5 +1,5 @@
 //! Self-metrics in Prometheus text format: counts per receiver and sink, queue depth, store
-//! size, scrape durations and errors.
+//! size, scrape durations and errors, and how long durable writes take (a histogram).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,10 +8,26 @@ use std::sync::Mutex;
 /// A metric's name and label set.
 type Key = (&'static str, Vec<(&'static str, String)>);
 
-/// Counters and gauges, by name and label set.
+/// Counters and gauges, by name and label set; histograms by name.
 #[derive(Debug, Default)]
 pub struct Metrics {
     counters: Mutex<BTreeMap<Key, f64>>,
+    histograms: Mutex<BTreeMap<&'static str, Histogram>>,
+}
+
+/// Upper bounds, in seconds, of the buckets of duration histograms: from a write that only
+/// waits for `fdatasync` on a fast disk to one stalled behind a slow disk.
+pub const DURATION_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+/// Observations counted into buckets, as Prometheus histograms are.
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// Per bucket (not cumulative), then the observations above every bound.
+    counts: Vec<u64>,
+    sum: f64,
 }
 
 impl Metrics {
@@ -53,6 +69,20 @@ impl Metrics {
             .get(&key)
             .copied()
             .unwrap_or(0.0)
+    }
+
+    /// Adds observation `v` to histogram `name`, whose buckets are `bounds` (ascending; fixed
+    /// by the first observation).
+    pub fn observe(&self, name: &'static str, bounds: &'static [f64], v: f64) {
+        let mut map = self.histograms.lock().expect("metrics lock poisoned");
+        let h = map.entry(name).or_insert_with(|| Histogram {
+            bounds,
+            counts: vec![0; bounds.len() + 1],
+            sum: 0.0,
+        });
+        let bucket = h.bounds.partition_point(|&b| b < v);
+        h.counts[bucket] += 1;
+        h.sum += v;
     }
 
     /// Counts what a receiver took in: profiles, samples, and samples linked to spans.
@@ -111,6 +141,48 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{{}}} {v}", labels.join(","));
             }
         }
+        drop(map);
+        for (name, h) in self
+            .histograms
+            .lock()
+            .expect("metrics lock poisoned")
+            .iter()
+        {
+            let _ = writeln!(out, "# TYPE {name} histogram");
+            let mut below = 0;
+            for (bound, n) in h.bounds.iter().zip(&h.counts) {
+                below += n;
+                let _ = writeln!(out, "{name}_bucket{{le=\"{bound}\"}} {below}");
+            }
+            let count = below + h.counts[h.bounds.len()];
+            let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {count}");
+            let _ = writeln!(out, "{name}_sum {}", h.sum);
+            let _ = writeln!(out, "{name}_count {count}");
+        }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_render_cumulative_buckets_sum_and_count() {
+        let m = Metrics::default();
+        m.add("spanprof_x_total", &[], 1.0);
+        for v in [0.0005, 0.001, 0.003, 0.003, 20.0] {
+            m.observe("spanprof_write_seconds", &[0.001, 0.005], v);
+        }
+        let text = m.render();
+        let want = "# TYPE spanprof_x_total counter\n\
+            spanprof_x_total 1\n\
+            # TYPE spanprof_write_seconds histogram\n\
+            spanprof_write_seconds_bucket{le=\"0.001\"} 2\n\
+            spanprof_write_seconds_bucket{le=\"0.005\"} 4\n\
+            spanprof_write_seconds_bucket{le=\"+Inf\"} 5\n\
+            spanprof_write_seconds_sum 20.0075\n\
+            spanprof_write_seconds_count 5\n";
+        assert_eq!(text, want);
     }
 }

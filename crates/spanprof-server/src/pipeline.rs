@@ -1,6 +1,7 @@
 //! The pipeline between receivers and the sinks: a bounded queue and a batcher that writes
 //! many receivers' items in one durable write to each sink (the embedded store, and every
-//! forwarder's on-disk queue), then answers each receiver. Receivers answer their clients
+//! forwarder's on-disk queue), then answers each receiver. How long each batch's write took
+//! is the `spanprof_pipeline_write_seconds` histogram. Receivers answer their clients
 //! only after that: nothing acknowledged is lost.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,7 +14,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::QueueConfig;
 use crate::forward::Forwarders;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, DURATION_BUCKETS};
 
 /// Where accepted work goes; both may be on.
 #[derive(Clone)]
@@ -219,7 +220,13 @@ async fn batcher(
         let sinks = sinks.clone();
         let metrics_w = Arc::clone(&metrics);
         let written = tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
             let result = write(&sinks, &profiles, spans, &metrics_w);
+            metrics_w.observe(
+                "spanprof_pipeline_write_seconds",
+                DURATION_BUCKETS,
+                started.elapsed().as_secs_f64(),
+            );
             (result, profiles)
         })
         .await;
@@ -393,5 +400,12 @@ mod tests {
         waiting.await.unwrap().unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert_eq!(batches(&metrics), (3.0, 4.0));
+        // Every batch's write was timed.
+        let text = metrics.render();
+        assert!(
+            text.lines()
+                .any(|l| l == "spanprof_pipeline_write_seconds_count 3"),
+            "{text}"
+        );
     }
 }
