@@ -264,6 +264,7 @@ impl Store {
                     &mut report.problems,
                 )?;
                 if id == active_id {
+                    into.reserve_for(log.active_bytes(), cfg.segment_max_bytes);
                     st.active = Arc::new(into);
                 } else {
                     let summary = segments::write_index(&index_dir, &into).map_err(|e| {
