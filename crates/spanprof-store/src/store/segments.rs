@@ -55,15 +55,15 @@ impl SegmentIndex {
     /// at the end of each segment were measured when a segment came out a little bigger than
     /// the one before). Room that is never written to costs address space, not memory.
     pub fn sized_like(segment: u64, like: &SegmentIndex) -> Self {
-        let more = |n: usize| n + n / 8;
         let mut index = SegmentIndex::new(segment);
-        index.blocks.reserve(more(like.blocks.len()));
-        index.by_span.reserve(more(like.span_count()));
-        index.by_trace.reserve(more(like.trace_count()));
+        index.blocks.reserve(with_headroom(like.blocks.len()));
+        index.by_span.reserve(with_headroom(like.span_count()));
+        index.by_trace.reserve(with_headroom(like.trace_count()));
         let spans = like.spans();
+        let (n, traces) = (spans.len(), spans.trace_count());
         index
             .spans_mut()
-            .reserve(more(spans.len()), more(spans.trace_count()));
+            .reserve(with_headroom(n), with_headroom(traces));
         index
     }
 
@@ -87,8 +87,7 @@ impl SegmentIndex {
             } else {
                 full_bytes / guess_bytes_each
             };
-            let n = n.min(MOST_IDS) as usize;
-            (n + n / 8).saturating_sub(now)
+            with_headroom(n.min(MOST_IDS) as usize).saturating_sub(now)
         };
         let spans = expected(self.by_span.len(), GUESSED_BYTES_PER_ID);
         let traces = expected(self.by_trace.len(), GUESSED_BYTES_PER_ID);
@@ -342,6 +341,11 @@ impl SegmentIndex {
         }
         Ok(x)
     }
+}
+
+/// `n` and an eighth more: room for a segment a little bigger than the one it is sized from.
+fn with_headroom(n: usize) -> usize {
+    n + n / 8
 }
 
 /// The sections of an index file read on first use: the trace map and the spans.
@@ -1017,38 +1021,36 @@ impl IndexCache {
 mod tests {
     use super::*;
 
+    /// A spread-out span id per `k`.
+    fn id(k: u64) -> [u8; 8] {
+        k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes()
+    }
+
+    /// Whether span ids `from..to` go into `x` without its span map's entries moving or its
+    /// table growing.
+    fn fills_without_growing(x: &mut SegmentIndex, from: u64, to: u64) -> bool {
+        let (entries, table) = (x.by_span.entries.as_ptr(), x.by_span.at.capacity());
+        for k in from..to {
+            x.by_span.push_once(id(k), 0);
+        }
+        (x.by_span.entries.as_ptr(), x.by_span.at.capacity()) == (entries, table)
+    }
+
     /// A segment a little bigger than the one before it fills its tables without moving them.
     #[test]
     fn an_index_sized_like_the_last_takes_an_eighth_more_without_growing() {
-        let id = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
         let mut like = SegmentIndex::new(1);
         for k in 0..8_000u64 {
             like.by_span.push_once(id(k), 0);
         }
         let mut x = SegmentIndex::sized_like(2, &like);
-        let (spans_at, spans_table) = (x.by_span.entries.as_ptr(), x.by_span.at.capacity());
-        for k in 0..9_000u64 {
-            x.by_span.push_once(id(k), 0);
-        }
-        assert_eq!(
-            (x.by_span.entries.as_ptr(), x.by_span.at.capacity()),
-            (spans_at, spans_table),
-            "the span map grew"
-        );
+        assert!(fills_without_growing(&mut x, 0, 9_000), "the span map grew");
     }
 
     /// A store's first segment, and one replay left partly filled, fill up without their maps
     /// growing: from a guess when nothing is written yet, from the counts so far otherwise.
     #[test]
     fn a_segment_reserved_for_its_size_fills_without_growing() {
-        let id = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
-        let fills_without_growing = |x: &mut SegmentIndex, from: u64, to: u64| {
-            let (entries, table) = (x.by_span.entries.as_ptr(), x.by_span.at.capacity());
-            for k in from..to {
-                x.by_span.push_once(id(k), 0);
-            }
-            (x.by_span.entries.as_ptr(), x.by_span.at.capacity()) == (entries, table)
-        };
         // Fresh: the span ids of a 16 MiB segment of the load bench's Go CPU profiles.
         let mut fresh = SegmentIndex::new(1);
         fresh.reserve_for(0, 16 << 20);
@@ -1068,7 +1070,6 @@ mod tests {
 
     #[test]
     fn id_blocks_find_every_id_through_growth_and_keep_insert_order() {
-        let id = |k: u64| k.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_le_bytes();
         let mut m = IdBlocks::<8>::default();
         // No reserve: the table grows (rehashing from the entries) many times.
         for block in 0..3u32 {
