@@ -1,8 +1,10 @@
 //! Hot paths of the format crate on a real Go CPU profile (10 s under load, 598 samples with
-//! span labels): decode, pprof → linked OTLP, OTLP → pprof, and merge. Throughput is in pprof
+//! span labels): pprof and OTLP decode, pprof → linked OTLP, OTLP → pprof, and merge. Throughput is in pprof
 //! samples, so figures read as samples per second.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use prost::Message;
+use spanprof_format::detect::decode_otlp_protobuf;
 use spanprof_format::merge::merge;
 use spanprof_format::otlp::Resource;
 use spanprof_format::to_otlp::pprof_to_otlp;
@@ -34,6 +36,15 @@ fn benches(c: &mut Criterion) {
             batch.add_pprof(&p, Resource::default()).unwrap();
             batch.finish()
         })
+    });
+    // What the OTLP receivers run (with the v1.9 numbering check), and prost's derived
+    // decoder on the same bytes as the peer.
+    let otlp_bytes = otlp.encode_to_vec();
+    g.bench_function("otlp_decode", |b| {
+        b.iter(|| decode_otlp_protobuf(&otlp_bytes).unwrap())
+    });
+    g.bench_function("otlp_decode_prost", |b| {
+        b.iter(|| spanprof_format::otlp::ProfilesData::decode(otlp_bytes.as_slice()).unwrap())
     });
     g.bench_function("otlp_to_pprof", |b| {
         b.iter(|| otlp_to_pprof(&otlp, &PprofOptions::default()).unwrap())

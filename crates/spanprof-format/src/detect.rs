@@ -1,8 +1,6 @@
 //! Recognising and decoding any supported input: pprof (raw or gzip), OTLP protobuf
 //! (`ExportProfilesServiceRequest` / `ProfilesData`, raw or gzip) and OTLP JSON.
 
-use prost::Message;
-
 use crate::error::FormatError;
 use crate::gzip;
 use crate::otlp::ProfilesData;
@@ -95,20 +93,28 @@ pub fn decode_input(bytes: &[u8], max_decompressed: usize) -> Result<Input, Form
 }
 
 /// Decodes OTLP protobuf, refusing payloads written with the v1.9 Sample numbering, which
-/// would otherwise decode silently into the wrong fields.
+/// would otherwise decode silently into the wrong fields. The decoder tallies how each sample
+/// would read under either numbering as it goes; only bytes it refuses are looked at again
+/// ([`crate::check::detect_v1_9_numbering`]), as v1.9 attribute indices do not decode under
+/// v1.10 and deserve a better answer than a wire type error.
 pub fn decode_otlp_protobuf(raw: &[u8]) -> Result<ProfilesData, FormatError> {
-    if let Some(message) = crate::check::detect_v1_9_numbering(raw) {
-        return Err(FormatError::Invalid(message));
+    let mut samples = crate::check::Tally::default();
+    match crate::otlp::decode_tallied(raw, &mut samples) {
+        Ok(data) => match samples.verdict() {
+            Some(message) => Err(FormatError::Invalid(message)),
+            None => Ok(data),
+        },
+        Err(e) => Err(FormatError::Invalid(
+            crate::check::detect_v1_9_numbering(raw)
+                .unwrap_or_else(|| format!("not a valid OTLP ProfilesData: {}", e.0)),
+        )),
     }
-    ProfilesData::decode(raw).map_err(|e| FormatError::Protobuf {
-        what: "OTLP ProfilesData",
-        source: e,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     #[test]
     fn kinds_are_told_apart() {
@@ -137,5 +143,55 @@ mod tests {
             detect_kind(b"\xff\xff\xff"),
             Err(FormatError::UnknownInput(_))
         ));
+    }
+
+    #[test]
+    fn v1_9_numbering_is_refused_whether_or_not_it_decodes() {
+        use crate::otlp::{Profile, ResourceProfiles, Sample, ScopeProfiles};
+        // Decodes under v1.10, misread: v1.9's values (field 2) read as attribute indices,
+        // and no sample has v1.10 values or timestamps.
+        let misread = ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: vec![Profile {
+                        samples: vec![
+                            Sample {
+                                stack_index: 1,
+                                attribute_indices: vec![10],
+                                ..Default::default()
+                            };
+                            2
+                        ],
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            dictionary: None,
+        };
+        let e = decode_otlp_protobuf(&misread.encode_to_vec()).unwrap_err();
+        assert!(e.to_string().contains("2 of 2 samples look v1.9"), "{e}");
+        // Does not decode under v1.10: v1.9's packed attribute indices are field 3, v1.10's
+        // link_index, a varint.
+        let wrap = |sample: &[u8]| {
+            let mut bytes = sample.to_vec();
+            for field in [2u8, 2, 2, 1] {
+                bytes = [&[(field << 3) | 2, bytes.len() as u8][..], &bytes].concat();
+            }
+            bytes
+        };
+        let e = decode_otlp_protobuf(&wrap(&[0x08, 0x01, 0x12, 0x01, 0x05, 0x1a, 0x01, 0x01]))
+            .unwrap_err();
+        assert!(e.to_string().contains("1 of 1 samples look v1.9"), "{e}");
+        // A packed field 3 beside a packed field 4 is not v1.9 either: the wire error, with
+        // the path of its field.
+        let e = decode_otlp_protobuf(&wrap(&[0x08, 0x01, 0x1a, 0x01, 0x01, 0x22, 0x01, 0x05]))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "not a valid OTLP ProfilesData: resource_profiles[0].scope_profiles[0].profiles[0]\
+             .samples[0]: Sample field 3 has wire type 2, which does not fit its type"
+        );
     }
 }

@@ -22,6 +22,7 @@ pub mod merge;
 pub mod to_otlp;
 pub mod to_pprof;
 pub mod trace;
+mod wire;
 
 pub use batch::{Batch, ConversionReport};
 pub use link::LinkConfig;

@@ -31,6 +31,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use prost::Message;
+use spanprof_format::detect::decode_otlp_protobuf;
 use spanprof_format::link::{to_hex, IdRole};
 use spanprof_format::link_in_place::link_in_place;
 use spanprof_format::merge::merge;
@@ -528,6 +529,14 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         "OTLP: protobuf decode",
         Box::new(|| {
             for e in &pool {
+                std::hint::black_box(decode_otlp_protobuf(&e.otlp[..]).expect("decodes"));
+            }
+        }),
+    );
+    time(
+        "OTLP: prost decode (reference)",
+        Box::new(|| {
+            for e in &pool {
                 std::hint::black_box(ProfilesData::decode(&e.otlp[..]).expect("decodes"));
             }
         }),
@@ -536,7 +545,7 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         "OTLP: decode + link in place",
         Box::new(|| {
             for e in &pool {
-                let data = ProfilesData::decode(&e.otlp[..]).expect("decodes");
+                let data = decode_otlp_protobuf(&e.otlp[..]).expect("decodes");
                 std::hint::black_box(link_in_place(data, &LinkConfig::default()).expect("links"));
             }
         }),

@@ -38,19 +38,12 @@ pub fn detect_v1_9_numbering(bytes: &[u8]) -> Option<String> {
                     let (2, Value::Len(sample)) = (field, value?) else {
                         continue;
                     };
-                    tally.add(SampleFields::read(sample)?.classify());
+                    tally.add(&SampleFields::read(sample)?);
                 }
             }
         }
     }
-    let Tally {
-        v1_9,
-        v1_9_certain,
-        v1_10,
-        total,
-    } = tally;
-    (v1_9_certain > 0 && v1_9 > v1_10)
-        .then(|| format!("{NUMBERING}; {v1_9} of {total} samples look v1.9"))
+    tally.verdict()
 }
 
 /// How one sample's fields read.
@@ -66,8 +59,11 @@ enum Verdict {
     Either,
 }
 
+/// The verdicts of a payload's samples, as a decoder meets them: [`SampleFields::note`] each
+/// field of a sample, [`Tally::add`] the sample, and [`Tally::verdict`] at the end (what
+/// [`detect_v1_9_numbering`] answers for the same bytes, without a second pass over them).
 #[derive(Debug, Default)]
-struct Tally {
+pub(crate) struct Tally {
     v1_9: usize,
     v1_9_certain: usize,
     v1_10: usize,
@@ -75,9 +71,9 @@ struct Tally {
 }
 
 impl Tally {
-    fn add(&mut self, verdict: Verdict) {
+    pub(crate) fn add(&mut self, sample: &SampleFields) {
         self.total += 1;
-        match verdict {
+        match sample.classify() {
             Verdict::V1_9Certain => {
                 self.v1_9 += 1;
                 self.v1_9_certain += 1;
@@ -87,11 +83,22 @@ impl Tally {
             Verdict::Either => {}
         }
     }
+
+    /// The refusal of a payload whose samples look v1.9: more of them look v1.9 than v1.10,
+    /// and at least one can only be v1.9.
+    pub(crate) fn verdict(&self) -> Option<String> {
+        (self.v1_9_certain > 0 && self.v1_9 > self.v1_10).then(|| {
+            format!(
+                "{NUMBERING}; {} of {} samples look v1.9",
+                self.v1_9, self.total
+            )
+        })
+    }
 }
 
 /// Which of `Sample`'s fields 2–5 are present, and with which wire types.
 #[derive(Debug, Default)]
-struct SampleFields {
+pub(crate) struct SampleFields {
     f2: bool,
     f3_len: bool,
     f3_varint: bool,
@@ -105,18 +112,28 @@ impl SampleFields {
     fn read(sample: &[u8]) -> Option<SampleFields> {
         let mut s = SampleFields::default();
         for (field, value) in Fields::new(sample) {
-            let value = value?;
-            match (field, value) {
-                (2, _) => s.f2 = true,
-                (3, Value::Len(_)) => s.f3_len = true,
-                (3, Value::Varint) => s.f3_varint = true,
-                (4, Value::Len(_)) => s.f4_len = true,
-                (4, Value::Varint) => s.f4_varint = true,
-                (5, _) => s.f5 = true,
-                _ => {}
-            }
+            let wire = match value? {
+                Value::Varint => 0,
+                Value::Fixed => 1,
+                Value::Len(_) => 2,
+            };
+            s.note(field, wire);
         }
         Some(s)
+    }
+
+    /// A field of the sample, with its wire type (0 varint, 2 length-delimited, else other).
+    #[inline]
+    pub(crate) fn note(&mut self, field: u64, wire: u8) {
+        match (field, wire) {
+            (2, _) => self.f2 = true,
+            (3, 2) => self.f3_len = true,
+            (3, 0) => self.f3_varint = true,
+            (4, 2) => self.f4_len = true,
+            (4, 0) => self.f4_varint = true,
+            (5, _) => self.f5 = true,
+            _ => {}
+        }
     }
 
     fn classify(&self) -> Verdict {

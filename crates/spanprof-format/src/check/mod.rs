@@ -21,6 +21,7 @@ use std::fmt::{self, Display};
 use crate::otlp::{ProfilesData, ProfilesDictionary};
 
 pub use legacy::detect_v1_9_numbering;
+pub(crate) use legacy::{SampleFields, Tally};
 
 /// Which optional rule groups [`check`] runs; the defaults match `profcheck`'s flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,147 +1,18 @@
 //! A pprof decoder written for this one message: every repeated field is sized exactly before
 //! it is filled, and there is no generic merge loop. It accepts what a protobuf decoder must
-//! (packed and unpacked repeated scalars, unknown fields, last value wins) and is checked
-//! against prost's derived decoder in the tests below.
+//! (packed and unpacked repeated scalars, unknown fields, last value wins; see [`crate::wire`])
+//! and is checked against prost's derived decoder in the tests below.
 
 use super::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
 
-/// Why bytes are not a pprof profile.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DecodeError(pub String);
+pub(crate) use crate::wire::DecodeError;
+use crate::wire::{message, repeated, scalar, wrong, Reader, Result, LEN, RECURSION_LIMIT};
 
-type Result<T> = std::result::Result<T, DecodeError>;
-
-const VARINT: u8 = 0;
-const I64: u8 = 1;
-const LEN: u8 = 2;
-const I32: u8 = 5;
-
-struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
-    }
-
-    fn done(&self) -> bool {
-        self.pos >= self.buf.len()
-    }
-
-    #[inline(always)]
-    fn varint(&mut self) -> Result<u64> {
-        // Most varints in a profile (ids, indices, small counts) fit in one byte.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(u64::from(b));
-            }
-        }
-        self.varint_long()
-    }
-
-    #[inline(never)]
-    fn varint_long(&mut self) -> Result<u64> {
-        let mut v = 0u64;
-        for shift in 0..10 {
-            let Some(&b) = self.buf.get(self.pos) else {
-                return Err(DecodeError("truncated varint".into()));
-            };
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << (7 * shift);
-            if b < 0x80 {
-                return Ok(v);
-            }
-        }
-        Err(DecodeError("varint longer than 10 bytes".into()))
-    }
-
-    #[inline]
-    fn key(&mut self) -> Result<(u64, u8)> {
-        let k = self.varint()?;
-        let (field, wire) = (k >> 3, (k & 7) as u8);
-        if field == 0 {
-            return Err(DecodeError("field number 0".into()));
-        }
-        Ok((field, wire))
-    }
-
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let len = self.varint()?;
-        let end = usize::try_from(len)
-            .ok()
-            .and_then(|l| self.pos.checked_add(l))
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| DecodeError(format!("length {len} runs past the end of the message")))?;
-        let b = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(b)
-    }
-
-    fn skip(&mut self, wire: u8) -> Result<()> {
-        let n = match wire {
-            VARINT => return self.varint().map(drop),
-            LEN => return self.bytes().map(drop),
-            I64 => 8,
-            I32 => 4,
-            w => return Err(DecodeError(format!("unsupported wire type {w}"))),
-        };
-        if self.buf.len() - self.pos < n {
-            return Err(DecodeError("truncated fixed-width field".into()));
-        }
-        self.pos += n;
-        Ok(())
-    }
-}
-
-fn wrong(message: &str, field: u64, wire: u8) -> DecodeError {
-    DecodeError(format!(
-        "{message} field {field} has wire type {wire}, which does not fit its type"
-    ))
-}
-
-/// A scalar field: varint only.
-#[inline]
-fn scalar(r: &mut Reader, message: &str, field: u64, wire: u8) -> Result<u64> {
-    if wire != VARINT {
-        return Err(wrong(message, field, wire));
-    }
-    r.varint()
-}
-
-/// A repeated varint field, packed (LEN) or one element per key; sized exactly when packed.
-fn repeated<T>(
-    r: &mut Reader,
-    out: &mut Vec<T>,
-    message: &str,
-    field: u64,
-    wire: u8,
-    f: fn(u64) -> T,
-) -> Result<()> {
-    match wire {
-        VARINT => out.push(f(r.varint()?)),
-        LEN => {
-            let packed = r.bytes()?;
-            // Every varint ends in exactly one byte below 0x80.
-            out.reserve(packed.iter().filter(|&&b| b < 0x80).count());
-            let mut p = Reader::new(packed);
-            while !p.done() {
-                out.push(f(p.varint()?));
-            }
-        }
-        _ => return Err(wrong(message, field, wire)),
-    }
-    Ok(())
-}
-
-fn message<'a>(r: &mut Reader<'a>, name: &str, field: u64, wire: u8) -> Result<Reader<'a>> {
-    if wire != LEN {
-        return Err(wrong(name, field, wire));
-    }
-    Ok(Reader::new(r.bytes()?))
-}
+/// Levels of nesting left to the decoder of a top-level `Profile` field (for skipping unknown
+/// groups), and to that of a message inside one (`Label`, `Line`).
+const TOP: u32 = RECURSION_LIMIT;
+const FIELD: u32 = RECURSION_LIMIT - 1;
+const INNER: u32 = RECURSION_LIMIT - 2;
 
 fn as_i64(v: u64) -> i64 {
     v as i64
@@ -154,22 +25,14 @@ fn id(v: u64) -> u64 {
 /// Decodes an uncompressed pprof `Profile`.
 pub fn decode_profile(buf: &[u8]) -> Result<Profile> {
     // First pass over the top-level keys only: how many of each repeated field.
-    let mut counts = [0usize; 7];
-    let mut r = Reader::new(buf);
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        if (1..=6).contains(&field) {
-            counts[field as usize] += 1;
-        }
-        r.skip(wire)?;
-    }
+    let counts = Reader::new(buf).count_fields::<6>(TOP)?;
     let mut p = Profile {
-        sample_type: Vec::with_capacity(counts[1]),
-        sample: Vec::with_capacity(counts[2]),
-        mapping: Vec::with_capacity(counts[3]),
-        location: Vec::with_capacity(counts[4]),
-        function: Vec::with_capacity(counts[5]),
-        string_table: Vec::with_capacity(counts[6]),
+        sample_type: Vec::with_capacity(counts[0]),
+        sample: Vec::with_capacity(counts[1]),
+        mapping: Vec::with_capacity(counts[2]),
+        location: Vec::with_capacity(counts[3]),
+        function: Vec::with_capacity(counts[4]),
+        string_table: Vec::with_capacity(counts[5]),
         ..Default::default()
     };
     let mut r = Reader::new(buf);
@@ -210,7 +73,7 @@ pub fn decode_profile(buf: &[u8]) -> Result<Profile> {
             13 => repeated(&mut r, &mut p.comment, m, field, wire, as_i64)?,
             14 => p.default_sample_type = scalar(&mut r, m, field, wire)? as i64,
             15 => p.doc_url = scalar(&mut r, m, field, wire)? as i64,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, TOP)?,
         }
     }
     Ok(p)
@@ -226,7 +89,7 @@ fn merge_value_type(mut t: ValueType, mut r: Reader) -> Result<ValueType> {
         match field {
             1 => t.r#type = scalar(&mut r, "ValueType", field, wire)? as i64,
             2 => t.unit = scalar(&mut r, "ValueType", field, wire)? as i64,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, FIELD)?,
         }
     }
     Ok(t)
@@ -241,7 +104,7 @@ fn sample(mut r: Reader) -> Result<Sample> {
             1 => repeated(&mut r, &mut s.location_id, m, field, wire, id)?,
             2 => repeated(&mut r, &mut s.value, m, field, wire, as_i64)?,
             3 => s.label.push(label(message(&mut r, m, field, wire)?)?),
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, FIELD)?,
         }
     }
     Ok(s)
@@ -256,7 +119,7 @@ fn label(mut r: Reader) -> Result<Label> {
             2 => l.str = scalar(&mut r, "Label", field, wire)? as i64,
             3 => l.num = scalar(&mut r, "Label", field, wire)? as i64,
             4 => l.num_unit = scalar(&mut r, "Label", field, wire)? as i64,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, INNER)?,
         }
     }
     Ok(l)
@@ -278,7 +141,7 @@ fn mapping(mut r: Reader) -> Result<Mapping> {
             8 => x.has_filenames = scalar(&mut r, m, field, wire)? != 0,
             9 => x.has_line_numbers = scalar(&mut r, m, field, wire)? != 0,
             10 => x.has_inline_frames = scalar(&mut r, m, field, wire)? != 0,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, FIELD)?,
         }
     }
     Ok(x)
@@ -295,7 +158,7 @@ fn location(mut r: Reader) -> Result<Location> {
             3 => l.address = scalar(&mut r, m, field, wire)?,
             4 => l.line.push(line(message(&mut r, m, field, wire)?)?),
             5 => l.is_folded = scalar(&mut r, m, field, wire)? != 0,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, FIELD)?,
         }
     }
     Ok(l)
@@ -309,7 +172,7 @@ fn line(mut r: Reader) -> Result<Line> {
             1 => l.function_id = scalar(&mut r, "Line", field, wire)?,
             2 => l.line = scalar(&mut r, "Line", field, wire)? as i64,
             3 => l.column = scalar(&mut r, "Line", field, wire)? as i64,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, INNER)?,
         }
     }
     Ok(l)
@@ -326,7 +189,7 @@ fn function(mut r: Reader) -> Result<Function> {
             3 => f.system_name = scalar(&mut r, m, field, wire)? as i64,
             4 => f.filename = scalar(&mut r, m, field, wire)? as i64,
             5 => f.start_line = scalar(&mut r, m, field, wire)? as i64,
-            _ => r.skip(wire)?,
+            _ => r.skip(field, wire, FIELD)?,
         }
     }
     Ok(f)

@@ -1,4 +1,9 @@
-//! The OTLP Profiles model (proto v1.10+ numbering), re-exported from `opentelemetry-proto`.
+//! The OTLP Profiles model (proto v1.10+ numbering), re-exported from `opentelemetry-proto`,
+//! and its protobuf decoder.
+
+mod decode;
+
+pub(crate) use decode::decode_tallied;
 
 pub use opentelemetry_proto::tonic::collector::profiles::v1development::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,
