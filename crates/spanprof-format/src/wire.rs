@@ -183,7 +183,7 @@ pub(crate) fn scalar(r: &mut Reader, message: &str, field: u64, wire: u8) -> Res
 }
 
 /// A repeated varint field, packed (LEN) or one element per key; sized exactly when packed.
-#[inline]
+#[inline(always)]
 pub(crate) fn repeated<T>(
     r: &mut Reader,
     out: &mut Vec<T>,

@@ -79,270 +79,303 @@ fn nest(left: u32) -> Result<u32> {
     left.checked_sub(1).ok_or_else(|| too_deep().into())
 }
 
-/// Appends a default element to `v` and returns its index and itself, to merge into.
-fn push<T: Default>(v: &mut Vec<T>) -> (usize, &mut T) {
-    v.push(T::default());
-    let i = v.len() - 1;
-    (i, &mut v[i])
-}
-
-fn string(r: &mut Reader, m: &str, field: u64, wire: u8) -> Result<String> {
-    let b = bytes(r, m, field, wire)?;
-    String::from_utf8(b).map_err(|_| DecodeError(format!("{m} field {field} is not UTF-8")).into())
-}
-
-fn bytes(r: &mut Reader, m: &str, field: u64, wire: u8) -> Result<Vec<u8>> {
-    if wire != LEN {
-        return Err(wrong(m, field, wire).into());
-    }
-    Ok(r.bytes()?.to_vec())
-}
-
-fn fixed64(r: &mut Reader, m: &str, field: u64, wire: u8) -> Result<u64> {
-    if wire != I64 {
-        return Err(wrong(m, field, wire).into());
-    }
-    Ok(r.fixed64()?)
-}
-
-fn int32(r: &mut Reader, m: &str, field: u64, wire: u8) -> Result<i32> {
-    Ok(scalar(r, m, field, wire)? as i32)
-}
-
-fn uint32(r: &mut Reader, m: &str, field: u64, wire: u8) -> Result<u32> {
-    Ok(scalar(r, m, field, wire)? as u32)
-}
-
-fn int32s(r: &mut Reader, out: &mut Vec<i32>, m: &str, field: u64, wire: u8) -> Result<()> {
-    Ok(repeated(r, out, m, field, wire, |v| v as i32)?)
-}
-
-fn profiles_data(d: &mut ProfilesData, mut r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
-    let m = "ProfilesData";
-    d.resource_profiles.reserve(r.count_fields::<1>(left)?[0]);
+/// Reads the fields of message `m` (which has `left` nesting levels) one by one, handing each
+/// to `f`.
+#[inline(always)]
+fn each_field<'a>(
+    mut r: Reader<'a>,
+    m: &'static str,
+    left: u32,
+    mut f: impl FnMut(At<'_, 'a>) -> Result<()>,
+) -> Result<()> {
     while !r.done() {
         let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, rp) = push(&mut d.resource_profiles);
-                resource_profiles(rp, sub, nest(left)?, tally)
-                    .map_err(|e| e.within(format_args!("resource_profiles[{i}]")))?;
-            }
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let dict = d.dictionary.get_or_insert_with(Default::default);
-                dictionary(dict, sub, nest(left)?).map_err(|e| e.within("dictionary"))?;
-            }
-            _ => r.skip(field, wire, left)?,
-        }
+        f(At {
+            r: &mut r,
+            m,
+            field,
+            wire,
+            left,
+        })?;
     }
     Ok(())
+}
+
+/// The field being read: the reader at its value, the name of its message, its number and
+/// wire type, and the nesting levels left in its message. Each method reads the value into
+/// its place in the message, with prost's semantics.
+struct At<'r, 'a> {
+    r: &'r mut Reader<'a>,
+    m: &'static str,
+    field: u64,
+    wire: u8,
+    left: u32,
+}
+
+impl<'a> At<'_, 'a> {
+    /// One more element of `v` (`name` in errors), decoded by `f`.
+    #[inline(always)]
+    fn push<T: Default>(
+        self,
+        v: &mut Vec<T>,
+        name: &str,
+        f: impl FnOnce(&mut T, Reader<'a>, u32) -> Result<()>,
+    ) -> Result<()> {
+        let sub = message(self.r, self.m, self.field, self.wire)?;
+        let i = v.len();
+        v.push(T::default());
+        f(&mut v[i], sub, nest(self.left)?).map_err(|e| e.within(format_args!("{name}[{i}]")))
+    }
+
+    /// A singular message: a repeated occurrence merges into the first.
+    #[inline(always)]
+    fn merge<T: Default>(
+        self,
+        o: &mut Option<T>,
+        name: &str,
+        f: impl FnOnce(&mut T, Reader<'a>, u32) -> Result<()>,
+    ) -> Result<()> {
+        let sub = message(self.r, self.m, self.field, self.wire)?;
+        f(
+            o.get_or_insert_with(Default::default),
+            sub,
+            nest(self.left)?,
+        )
+        .map_err(|e| e.within(name))
+    }
+
+    #[inline(always)]
+    fn skip(self) -> Result<()> {
+        Ok(self.r.skip(self.field, self.wire, self.left)?)
+    }
+
+    #[inline(always)]
+    fn varint(self) -> Result<u64> {
+        Ok(scalar(self.r, self.m, self.field, self.wire)?)
+    }
+
+    #[inline(always)]
+    fn int32(self, to: &mut i32) -> Result<()> {
+        *to = self.varint()? as i32;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn uint32(self, to: &mut u32) -> Result<()> {
+        *to = self.varint()? as u32;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn int64(self, to: &mut i64) -> Result<()> {
+        *to = self.varint()? as i64;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn uint64(self, to: &mut u64) -> Result<()> {
+        *to = self.varint()?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn fixed64(self, to: &mut u64) -> Result<()> {
+        if self.wire != I64 {
+            return Err(wrong(self.m, self.field, self.wire).into());
+        }
+        *to = self.r.fixed64()?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn bytes(self) -> Result<Vec<u8>> {
+        if self.wire != LEN {
+            return Err(wrong(self.m, self.field, self.wire).into());
+        }
+        Ok(self.r.bytes()?.to_vec())
+    }
+
+    #[inline(always)]
+    fn set_bytes(self, to: &mut Vec<u8>) -> Result<()> {
+        *to = self.bytes()?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn string(self) -> Result<String> {
+        let (m, field) = (self.m, self.field);
+        String::from_utf8(self.bytes()?)
+            .map_err(|_| DecodeError(format!("{m} field {field} is not UTF-8")).into())
+    }
+
+    #[inline(always)]
+    fn set_string(self, to: &mut String) -> Result<()> {
+        *to = self.string()?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn push_string(self, to: &mut Vec<String>) -> Result<()> {
+        to.push(self.string()?);
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn int32s(self, to: &mut Vec<i32>) -> Result<()> {
+        Ok(repeated(self.r, to, self.m, self.field, self.wire, |v| {
+            v as i32
+        })?)
+    }
+
+    #[inline(always)]
+    fn int64s(self, to: &mut Vec<i64>) -> Result<()> {
+        Ok(repeated(self.r, to, self.m, self.field, self.wire, |v| {
+            v as i64
+        })?)
+    }
+
+    fn fixed64s(self, to: &mut Vec<u64>) -> Result<()> {
+        match self.wire {
+            I64 => to.push(self.r.fixed64()?),
+            LEN => {
+                let packed = self.r.bytes()?;
+                if packed.len() % 8 != 0 {
+                    return Err(DecodeError(format!(
+                        "{} field {}: packed fixed64 values of {} bytes",
+                        self.m,
+                        self.field,
+                        packed.len()
+                    ))
+                    .into());
+                }
+                to.extend(
+                    packed
+                        .chunks_exact(8)
+                        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
+                );
+            }
+            _ => return Err(wrong(self.m, self.field, self.wire).into()),
+        }
+        Ok(())
+    }
+}
+
+fn profiles_data(d: &mut ProfilesData, r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
+    d.resource_profiles.reserve(r.count_fields::<1>(left)?[0]);
+    each_field(r, "ProfilesData", left, |at| match at.field {
+        1 => at.push(&mut d.resource_profiles, "resource_profiles", |x, r, l| {
+            resource_profiles(x, r, l, tally)
+        }),
+        2 => at.merge(&mut d.dictionary, "dictionary", dictionary),
+        _ => at.skip(),
+    })
 }
 
 fn resource_profiles(
     rp: &mut ResourceProfiles,
-    mut r: Reader,
+    r: Reader,
     left: u32,
     tally: &mut Tally,
 ) -> Result<()> {
-    let m = "ResourceProfiles";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let res = rp.resource.get_or_insert_with(Default::default);
-                resource(res, sub, nest(left)?).map_err(|e| e.within("resource"))?;
-            }
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, sp) = push(&mut rp.scope_profiles);
-                scope_profiles(sp, sub, nest(left)?, tally)
-                    .map_err(|e| e.within(format_args!("scope_profiles[{i}]")))?;
-            }
-            3 => rp.schema_url = string(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+    each_field(r, "ResourceProfiles", left, |at| match at.field {
+        1 => at.merge(&mut rp.resource, "resource", resource),
+        2 => at.push(&mut rp.scope_profiles, "scope_profiles", |x, r, l| {
+            scope_profiles(x, r, l, tally)
+        }),
+        3 => at.set_string(&mut rp.schema_url),
+        _ => at.skip(),
+    })
 }
 
-fn resource(res: &mut Resource, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Resource";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, kv) = push(&mut res.attributes);
-                key_value(kv, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("attributes[{i}]")))?;
-            }
-            2 => res.dropped_attributes_count = uint32(&mut r, m, field, wire)?,
-            3 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, e) = push(&mut res.entity_refs);
-                entity_ref(e, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("entity_refs[{i}]")))?;
-            }
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn resource(res: &mut Resource, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Resource", left, |at| match at.field {
+        1 => at.push(&mut res.attributes, "attributes", key_value),
+        2 => at.uint32(&mut res.dropped_attributes_count),
+        3 => at.push(&mut res.entity_refs, "entity_refs", entity_ref),
+        _ => at.skip(),
+    })
 }
 
-fn entity_ref(e: &mut EntityRef, mut r: Reader, left: u32) -> Result<()> {
-    let m = "EntityRef";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => e.schema_url = string(&mut r, m, field, wire)?,
-            2 => e.r#type = string(&mut r, m, field, wire)?,
-            3 => e.id_keys.push(string(&mut r, m, field, wire)?),
-            4 => e.description_keys.push(string(&mut r, m, field, wire)?),
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn entity_ref(e: &mut EntityRef, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "EntityRef", left, |at| match at.field {
+        1 => at.set_string(&mut e.schema_url),
+        2 => at.set_string(&mut e.r#type),
+        3 => at.push_string(&mut e.id_keys),
+        4 => at.push_string(&mut e.description_keys),
+        _ => at.skip(),
+    })
 }
 
-fn scope_profiles(
-    sp: &mut ScopeProfiles,
-    mut r: Reader,
-    left: u32,
-    tally: &mut Tally,
-) -> Result<()> {
-    let m = "ScopeProfiles";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let scope = sp.scope.get_or_insert_with(Default::default);
-                instrumentation_scope(scope, sub, nest(left)?).map_err(|e| e.within("scope"))?;
-            }
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, p) = push(&mut sp.profiles);
-                profile(p, sub, nest(left)?, tally)
-                    .map_err(|e| e.within(format_args!("profiles[{i}]")))?;
-            }
-            3 => sp.schema_url = string(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn scope_profiles(sp: &mut ScopeProfiles, r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
+    each_field(r, "ScopeProfiles", left, |at| match at.field {
+        1 => at.merge(&mut sp.scope, "scope", instrumentation_scope),
+        2 => at.push(&mut sp.profiles, "profiles", |x, r, l| {
+            profile(x, r, l, tally)
+        }),
+        3 => at.set_string(&mut sp.schema_url),
+        _ => at.skip(),
+    })
 }
 
-fn instrumentation_scope(s: &mut InstrumentationScope, mut r: Reader, left: u32) -> Result<()> {
-    let m = "InstrumentationScope";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => s.name = string(&mut r, m, field, wire)?,
-            2 => s.version = string(&mut r, m, field, wire)?,
-            3 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, kv) = push(&mut s.attributes);
-                key_value(kv, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("attributes[{i}]")))?;
-            }
-            4 => s.dropped_attributes_count = uint32(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn instrumentation_scope(s: &mut InstrumentationScope, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "InstrumentationScope", left, |at| match at.field {
+        1 => at.set_string(&mut s.name),
+        2 => at.set_string(&mut s.version),
+        3 => at.push(&mut s.attributes, "attributes", key_value),
+        4 => at.uint32(&mut s.dropped_attributes_count),
+        _ => at.skip(),
+    })
 }
 
-fn profile(p: &mut Profile, mut r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
-    let m = "Profile";
+fn profile(p: &mut Profile, r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
     p.samples.reserve(r.count_fields::<2>(left)?[1]);
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let t = p.sample_type.get_or_insert_with(Default::default);
-                value_type(t, sub, nest(left)?).map_err(|e| e.within("sample_type"))?;
-            }
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, s) = push(&mut p.samples);
-                let mut fields = SampleFields::default();
-                sample(s, sub, nest(left)?, &mut fields)
-                    .map_err(|e| e.within(format_args!("samples[{i}]")))?;
-                tally.add(&fields);
-            }
-            3 => p.time_unix_nano = fixed64(&mut r, m, field, wire)?,
-            4 => p.duration_nano = scalar(&mut r, m, field, wire)?,
-            5 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let t = p.period_type.get_or_insert_with(Default::default);
-                value_type(t, sub, nest(left)?).map_err(|e| e.within("period_type"))?;
-            }
-            6 => p.period = scalar(&mut r, m, field, wire)? as i64,
-            7 => p.profile_id = bytes(&mut r, m, field, wire)?,
-            8 => p.dropped_attributes_count = uint32(&mut r, m, field, wire)?,
-            9 => p.original_payload_format = string(&mut r, m, field, wire)?,
-            10 => p.original_payload = bytes(&mut r, m, field, wire)?,
-            11 => int32s(&mut r, &mut p.attribute_indices, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
+    each_field(r, "Profile", left, |at| match at.field {
+        1 => at.merge(&mut p.sample_type, "sample_type", value_type),
+        2 => {
+            // How the sample reads under either numbering, for the v1.9 check.
+            let mut fields = SampleFields::default();
+            at.push(&mut p.samples, "samples", |s, r, l| {
+                sample(s, r, l, &mut fields)
+            })?;
+            tally.add(&fields);
+            Ok(())
         }
-    }
-    Ok(())
+        3 => at.fixed64(&mut p.time_unix_nano),
+        4 => at.uint64(&mut p.duration_nano),
+        5 => at.merge(&mut p.period_type, "period_type", value_type),
+        6 => at.int64(&mut p.period),
+        7 => at.set_bytes(&mut p.profile_id),
+        8 => at.uint32(&mut p.dropped_attributes_count),
+        9 => at.set_string(&mut p.original_payload_format),
+        10 => at.set_bytes(&mut p.original_payload),
+        11 => at.int32s(&mut p.attribute_indices),
+        _ => at.skip(),
+    })
 }
 
-fn value_type(t: &mut ValueType, mut r: Reader, left: u32) -> Result<()> {
-    let m = "ValueType";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => t.type_strindex = int32(&mut r, m, field, wire)?,
-            2 => t.unit_strindex = int32(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn value_type(t: &mut ValueType, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "ValueType", left, |at| match at.field {
+        1 => at.int32(&mut t.type_strindex),
+        2 => at.int32(&mut t.unit_strindex),
+        _ => at.skip(),
+    })
 }
 
-fn sample(s: &mut Sample, mut r: Reader, left: u32, fields: &mut SampleFields) -> Result<()> {
-    let m = "Sample";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        fields.note(field, wire);
-        match field {
-            1 => s.stack_index = int32(&mut r, m, field, wire)?,
-            2 => int32s(&mut r, &mut s.attribute_indices, m, field, wire)?,
-            3 => s.link_index = int32(&mut r, m, field, wire)?,
-            4 => repeated(&mut r, &mut s.values, m, field, wire, |v| v as i64)?,
-            5 => match wire {
-                I64 => s.timestamps_unix_nano.push(r.fixed64()?),
-                LEN => {
-                    let packed = r.bytes()?;
-                    if packed.len() % 8 != 0 {
-                        return Err(DecodeError(format!(
-                            "{m} field {field}: packed fixed64 values of {} bytes",
-                            packed.len()
-                        ))
-                        .into());
-                    }
-                    s.timestamps_unix_nano.extend(
-                        packed
-                            .chunks_exact(8)
-                            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))),
-                    );
-                }
-                _ => return Err(wrong(m, field, wire).into()),
-            },
-            _ => r.skip(field, wire, left)?,
+fn sample(s: &mut Sample, r: Reader, left: u32, fields: &mut SampleFields) -> Result<()> {
+    each_field(r, "Sample", left, |at| {
+        fields.note(at.field, at.wire);
+        match at.field {
+            1 => at.int32(&mut s.stack_index),
+            2 => at.int32s(&mut s.attribute_indices),
+            3 => at.int32(&mut s.link_index),
+            4 => at.int64s(&mut s.values),
+            5 => at.fixed64s(&mut s.timestamps_unix_nano),
+            _ => at.skip(),
         }
-    }
-    Ok(())
+    })
 }
 
-fn dictionary(d: &mut ProfilesDictionary, mut r: Reader, left: u32) -> Result<()> {
-    let m = "ProfilesDictionary";
+fn dictionary(d: &mut ProfilesDictionary, r: Reader, left: u32) -> Result<()> {
     let counts = r.count_fields::<7>(left)?;
     d.mapping_table.reserve(counts[0]);
     d.location_table.reserve(counts[1]);
@@ -351,255 +384,152 @@ fn dictionary(d: &mut ProfilesDictionary, mut r: Reader, left: u32) -> Result<()
     d.string_table.reserve(counts[4]);
     d.attribute_table.reserve(counts[5]);
     d.stack_table.reserve(counts[6]);
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.mapping_table);
-                mapping(x, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("mapping_table[{i}]")))?;
-            }
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.location_table);
-                location(x, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("location_table[{i}]")))?;
-            }
-            3 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.function_table);
-                function(x, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("function_table[{i}]")))?;
-            }
-            4 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.link_table);
-                link(x, sub, nest(left)?).map_err(|e| e.within(format_args!("link_table[{i}]")))?;
-            }
-            5 => {
-                let i = d.string_table.len();
-                let s = string(&mut r, m, field, wire)
-                    .map_err(|e| e.within(format_args!("string_table[{i}]")))?;
-                d.string_table.push(s);
-            }
-            6 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.attribute_table);
-                key_value_and_unit(x, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("attribute_table[{i}]")))?;
-            }
-            7 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, x) = push(&mut d.stack_table);
-                stack(x, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("stack_table[{i}]")))?;
-            }
-            _ => r.skip(field, wire, left)?,
+    each_field(r, "ProfilesDictionary", left, |at| match at.field {
+        1 => at.push(&mut d.mapping_table, "mapping_table", mapping),
+        2 => at.push(&mut d.location_table, "location_table", location),
+        3 => at.push(&mut d.function_table, "function_table", function),
+        4 => at.push(&mut d.link_table, "link_table", link),
+        5 => {
+            let i = d.string_table.len();
+            at.push_string(&mut d.string_table)
+                .map_err(|e| e.within(format_args!("string_table[{i}]")))
         }
-    }
-    Ok(())
+        6 => at.push(
+            &mut d.attribute_table,
+            "attribute_table",
+            key_value_and_unit,
+        ),
+        7 => at.push(&mut d.stack_table, "stack_table", stack),
+        _ => at.skip(),
+    })
 }
 
-fn mapping(x: &mut Mapping, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Mapping";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => x.memory_start = scalar(&mut r, m, field, wire)?,
-            2 => x.memory_limit = scalar(&mut r, m, field, wire)?,
-            3 => x.file_offset = scalar(&mut r, m, field, wire)?,
-            4 => x.filename_strindex = int32(&mut r, m, field, wire)?,
-            5 => int32s(&mut r, &mut x.attribute_indices, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn mapping(x: &mut Mapping, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Mapping", left, |at| match at.field {
+        1 => at.uint64(&mut x.memory_start),
+        2 => at.uint64(&mut x.memory_limit),
+        3 => at.uint64(&mut x.file_offset),
+        4 => at.int32(&mut x.filename_strindex),
+        5 => at.int32s(&mut x.attribute_indices),
+        _ => at.skip(),
+    })
 }
 
-fn location(x: &mut Location, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Location";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => x.mapping_index = int32(&mut r, m, field, wire)?,
-            2 => x.address = scalar(&mut r, m, field, wire)?,
-            3 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let (i, l) = push(&mut x.lines);
-                line(l, sub, nest(left)?).map_err(|e| e.within(format_args!("lines[{i}]")))?;
-            }
-            4 => int32s(&mut r, &mut x.attribute_indices, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn location(x: &mut Location, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Location", left, |at| match at.field {
+        1 => at.int32(&mut x.mapping_index),
+        2 => at.uint64(&mut x.address),
+        3 => at.push(&mut x.lines, "lines", line),
+        4 => at.int32s(&mut x.attribute_indices),
+        _ => at.skip(),
+    })
 }
 
-fn line(l: &mut Line, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Line";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => l.function_index = int32(&mut r, m, field, wire)?,
-            2 => l.line = scalar(&mut r, m, field, wire)? as i64,
-            3 => l.column = scalar(&mut r, m, field, wire)? as i64,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn line(l: &mut Line, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Line", left, |at| match at.field {
+        1 => at.int32(&mut l.function_index),
+        2 => at.int64(&mut l.line),
+        3 => at.int64(&mut l.column),
+        _ => at.skip(),
+    })
 }
 
-fn function(f: &mut Function, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Function";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => f.name_strindex = int32(&mut r, m, field, wire)?,
-            2 => f.system_name_strindex = int32(&mut r, m, field, wire)?,
-            3 => f.filename_strindex = int32(&mut r, m, field, wire)?,
-            4 => f.start_line = scalar(&mut r, m, field, wire)? as i64,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn function(f: &mut Function, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Function", left, |at| match at.field {
+        1 => at.int32(&mut f.name_strindex),
+        2 => at.int32(&mut f.system_name_strindex),
+        3 => at.int32(&mut f.filename_strindex),
+        4 => at.int64(&mut f.start_line),
+        _ => at.skip(),
+    })
 }
 
-fn link(l: &mut Link, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Link";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => l.trace_id = bytes(&mut r, m, field, wire)?,
-            2 => l.span_id = bytes(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn link(l: &mut Link, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Link", left, |at| match at.field {
+        1 => at.set_bytes(&mut l.trace_id),
+        2 => at.set_bytes(&mut l.span_id),
+        _ => at.skip(),
+    })
 }
 
-fn stack(s: &mut Stack, mut r: Reader, left: u32) -> Result<()> {
-    let m = "Stack";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => int32s(&mut r, &mut s.location_indices, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn stack(s: &mut Stack, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "Stack", left, |at| match at.field {
+        1 => at.int32s(&mut s.location_indices),
+        _ => at.skip(),
+    })
 }
 
-fn key_value_and_unit(x: &mut KeyValueAndUnit, mut r: Reader, left: u32) -> Result<()> {
-    let m = "KeyValueAndUnit";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => x.key_strindex = int32(&mut r, m, field, wire)?,
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let v = x.value.get_or_insert_with(Default::default);
-                any(v, sub, nest(left)?).map_err(|e| e.within("value"))?;
-            }
-            3 => x.unit_strindex = int32(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn key_value_and_unit(x: &mut KeyValueAndUnit, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "KeyValueAndUnit", left, |at| match at.field {
+        1 => at.int32(&mut x.key_strindex),
+        2 => at.merge(&mut x.value, "value", any),
+        3 => at.int32(&mut x.unit_strindex),
+        _ => at.skip(),
+    })
 }
 
-fn key_value(kv: &mut KeyValue, mut r: Reader, left: u32) -> Result<()> {
-    let m = "KeyValue";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => kv.key = string(&mut r, m, field, wire)?,
-            2 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let v = kv.value.get_or_insert_with(Default::default);
-                any(v, sub, nest(left)?).map_err(|e| e.within("value"))?;
-            }
-            3 => kv.key_strindex = int32(&mut r, m, field, wire)?,
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn key_value(kv: &mut KeyValue, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "KeyValue", left, |at| match at.field {
+        1 => at.set_string(&mut kv.key),
+        2 => at.merge(&mut kv.value, "value", any),
+        3 => at.int32(&mut kv.key_strindex),
+        _ => at.skip(),
+    })
 }
 
-fn any(v: &mut AnyValue, mut r: Reader, left: u32) -> Result<()> {
+fn any(v: &mut AnyValue, r: Reader, left: u32) -> Result<()> {
     use any_value::Value as V;
-    let m = "AnyValue";
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => v.value = Some(V::StringValue(string(&mut r, m, field, wire)?)),
-            2 => v.value = Some(V::BoolValue(scalar(&mut r, m, field, wire)? != 0)),
-            3 => v.value = Some(V::IntValue(scalar(&mut r, m, field, wire)? as i64)),
+    each_field(r, "AnyValue", left, |at| {
+        v.value = Some(match at.field {
+            1 => V::StringValue(at.string()?),
+            2 => V::BoolValue(at.varint()? != 0),
+            3 => V::IntValue(at.varint()? as i64),
             4 => {
-                v.value = Some(V::DoubleValue(f64::from_bits(fixed64(
-                    &mut r, m, field, wire,
-                )?)))
+                let mut bits = 0;
+                at.fixed64(&mut bits)?;
+                V::DoubleValue(f64::from_bits(bits))
             }
+            // A message variant given again merges into the one there.
             5 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let inner = nest(left)?;
-                // A message variant given again merges into the one there.
-                if !matches!(v.value, Some(V::ArrayValue(_))) {
-                    v.value = Some(V::ArrayValue(ArrayValue::default()));
-                }
-                let Some(V::ArrayValue(a)) = &mut v.value else {
-                    unreachable!("just set")
+                let mut a = match v.value.take() {
+                    Some(V::ArrayValue(a)) => Some(a),
+                    _ => None,
                 };
-                array_value(a, sub, inner).map_err(|e| e.within("array_value"))?;
+                at.merge(&mut a, "array_value", array_value)?;
+                V::ArrayValue(a.unwrap_or_default())
             }
             6 => {
-                let sub = message(&mut r, m, field, wire)?;
-                let inner = nest(left)?;
-                if !matches!(v.value, Some(V::KvlistValue(_))) {
-                    v.value = Some(V::KvlistValue(KeyValueList::default()));
-                }
-                let Some(V::KvlistValue(l)) = &mut v.value else {
-                    unreachable!("just set")
+                let mut l = match v.value.take() {
+                    Some(V::KvlistValue(l)) => Some(l),
+                    _ => None,
                 };
-                key_value_list(l, sub, inner).map_err(|e| e.within("kvlist_value"))?;
+                at.merge(&mut l, "kvlist_value", key_value_list)?;
+                V::KvlistValue(l.unwrap_or_default())
             }
-            7 => v.value = Some(V::BytesValue(bytes(&mut r, m, field, wire)?)),
-            8 => v.value = Some(V::StringValueStrindex(int32(&mut r, m, field, wire)?)),
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+            7 => V::BytesValue(at.bytes()?),
+            8 => {
+                let mut i = 0;
+                at.int32(&mut i)?;
+                V::StringValueStrindex(i)
+            }
+            _ => return at.skip(),
+        });
+        Ok(())
+    })
 }
 
-fn array_value(a: &mut ArrayValue, mut r: Reader, left: u32) -> Result<()> {
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, "ArrayValue", field, wire)?;
-                let (i, v) = push(&mut a.values);
-                any(v, sub, nest(left)?).map_err(|e| e.within(format_args!("values[{i}]")))?;
-            }
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn array_value(a: &mut ArrayValue, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "ArrayValue", left, |at| match at.field {
+        1 => at.push(&mut a.values, "values", any),
+        _ => at.skip(),
+    })
 }
 
-fn key_value_list(l: &mut KeyValueList, mut r: Reader, left: u32) -> Result<()> {
-    while !r.done() {
-        let (field, wire) = r.key()?;
-        match field {
-            1 => {
-                let sub = message(&mut r, "KeyValueList", field, wire)?;
-                let (i, kv) = push(&mut l.values);
-                key_value(kv, sub, nest(left)?)
-                    .map_err(|e| e.within(format_args!("values[{i}]")))?;
-            }
-            _ => r.skip(field, wire, left)?,
-        }
-    }
-    Ok(())
+fn key_value_list(l: &mut KeyValueList, r: Reader, left: u32) -> Result<()> {
+    each_field(r, "KeyValueList", left, |at| match at.field {
+        1 => at.push(&mut l.values, "values", key_value),
+        _ => at.skip(),
+    })
 }
 
 #[cfg(test)]
