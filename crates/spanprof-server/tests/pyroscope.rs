@@ -1146,10 +1146,15 @@ fn python_sdk_pushes_span_profiles() {
         trace_id: Some(trace),
         ..select("py-checkout", CPU_TYPE)
     };
-    assert_eq!(
-        total(&store, &by_trace),
-        tree.total(),
-        "the link carries the trace id"
+    // The link carries the trace id. pyroscope-otel sets the span_id, span_name and trace_id
+    // thread tags one call after another, so a sample taken between the first and the last
+    // names the span alone; this script exports no spans whose records could bind it to the
+    // trace. At 100 Hz that is one sample (10 ms) at most, seen once in a CI run.
+    let by_trace = total(&store, &by_trace);
+    assert!(
+        by_trace <= tree.total() && tree.total() - by_trace <= 10_000_000,
+        "the link carries the trace id: {by_trace} ns by trace, {} ns by span",
+        tree.total()
     );
     let series = series_labels(&store, "py-checkout");
     assert!(series
