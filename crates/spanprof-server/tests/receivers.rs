@@ -55,7 +55,19 @@ impl Server {
         }
     }
 
+    /// Status and body (as text) of `POST path`.
     fn post(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+        let (status, _, body) = self.post_raw(path, headers, body);
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Status, head (status line and headers) and body bytes of `POST path`.
+    fn post_raw(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
         let mut s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut req = format!(
@@ -71,17 +83,18 @@ impl Server {
         let _ = s.write_all(body);
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let status = text
+        let split = out
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .unwrap_or(out.len());
+        let head = String::from_utf8_lossy(&out[..split]).into_owned();
+        let status = head
             .split(' ')
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let body = text
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_owned())
-            .unwrap_or_default();
-        (status, body)
+        let body = out.get(split + 4..).unwrap_or_default().to_vec();
+        (status, head, body)
     }
 
     fn stop(mut self) {
@@ -245,4 +258,93 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
         p.sample.iter().map(|s| s.value[cpu]).sum()
     };
     assert_eq!(tree.total() as i64, 2 * want);
+}
+
+/// `google.rpc.Status`, as OTLP/HTTP failures carry it.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// OTLP/HTTP: the body of every 4xx and 5xx is a `google.rpc.Status` in the request's
+/// encoding, with the content type to match, whichever listener and signal.
+#[test]
+fn otlp_http_failures_answer_a_status_in_the_request_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| c.limits.max_body_bytes = 1 << 20);
+    let proto = [("content-type", "application/x-protobuf")];
+    let json = [("content-type", "application/json")];
+    // (path, headers, body, status, gRPC code, what the message mentions)
+    type Case<'a> = (
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        Vec<u8>,
+        u16,
+        i32,
+        &'a str,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "/v1development/profiles",
+            &proto,
+            b"\x12\x05\x3a\x03\x0d\x01\x00".to_vec(),
+            400,
+            3,
+            "dictionary.stack_table[0]: Stack field 1 has wire type 5",
+        ),
+        (
+            "/v1/traces",
+            &proto,
+            b"\x0a\x05\x12".to_vec(),
+            400,
+            3,
+            "invalid OTLP traces payload",
+        ),
+        (
+            "/v1development/profiles",
+            &proto,
+            vec![7u8; 2 << 20],
+            413,
+            8,
+            "larger than the server's limit",
+        ),
+    ];
+    for (path, headers, body, want, code, mentions) in cases {
+        let (status, head, body) = server.post_raw(path, headers, &body);
+        assert_eq!(status, want, "{path}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/x-protobuf"),
+            "{path}: {head}"
+        );
+        let s = RpcStatus::decode(body.as_slice())
+            .unwrap_or_else(|e| panic!("{path}: the body is not a google.rpc.Status: {e}"));
+        assert_eq!(s.code, code, "{path}: {s:?}");
+        assert!(s.message.contains(mentions), "{path}: {s:?}");
+    }
+    // JSON requests get the Status as JSON.
+    let bad_json = b"{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"zz\"}]}]}]}";
+    for (path, body) in [
+        ("/v1/traces", &bad_json[..]),
+        ("/v1development/profiles", b"{\"resourceProfiles\": 7}"),
+    ] {
+        let (status, head, body) = server.post_raw(path, &json, body);
+        assert_eq!(status, 400, "{path}: {head}");
+        assert!(
+            head.to_ascii_lowercase()
+                .contains("content-type: application/json"),
+            "{path}: {head}"
+        );
+        let s: serde_json::Value = serde_json::from_slice(&body)
+            .unwrap_or_else(|e| panic!("{path}: the body is not JSON: {e}"));
+        assert_eq!(s["code"], 3, "{path}: {s}");
+        assert!(
+            s["message"].as_str().unwrap().starts_with("invalid OTLP"),
+            "{path}: {s}"
+        );
+    }
+    server.stop();
 }

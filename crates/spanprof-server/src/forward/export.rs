@@ -137,6 +137,11 @@ impl Exporter {
         };
         let status = response.status();
         let after = retry_after(response.headers());
+        let protobuf = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("application/x-protobuf"));
         let body = response
             .into_body()
             .collect()
@@ -146,7 +151,7 @@ impl Exporter {
         if status.is_success() {
             return Outcome::Delivered;
         }
-        let reason = format!("HTTP {status}: {}", snippet(&body));
+        let reason = format!("HTTP {status}: {}", failure_text(protobuf, &body));
         match status {
             StatusCode::TOO_MANY_REQUESTS
             | StatusCode::BAD_GATEWAY
@@ -240,11 +245,51 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     v.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
+/// `google.rpc.Status`, the body OTLP/HTTP gives every 4xx and 5xx.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RpcStatus {
+    #[prost(int32, tag = "1")]
+    code: i32,
+    #[prost(string, tag = "2")]
+    message: String,
+}
+
+/// What a failed OTLP/HTTP answer says: its `Status.message` when the body is a protobuf
+/// `Status`, else the start of the body as text.
+fn failure_text(protobuf: bool, body: &[u8]) -> String {
+    use prost::Message;
+    match protobuf.then(|| RpcStatus::decode(body)) {
+        Some(Ok(s)) if !s.message.is_empty() => snippet(s.message.as_bytes()),
+        _ => snippet(body),
+    }
+}
+
 fn snippet(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(body);
     let text = text.trim();
     match text.char_indices().nth(200) {
         Some((i, _)) => format!("{}…", &text[..i]),
         None => text.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn failures_read_the_status_message() {
+        let status = RpcStatus {
+            code: 3,
+            message: "invalid OTLP profiles payload: truncated varint".into(),
+        };
+        assert_eq!(
+            failure_text(true, &status.encode_to_vec()),
+            "invalid OTLP profiles payload: truncated varint"
+        );
+        // A server that answers text (against the spec), or bytes that are not a Status.
+        assert_eq!(failure_text(false, b" queue full \n"), "queue full");
+        assert_eq!(failure_text(true, b"\xff\xff"), "\u{fffd}\u{fffd}");
     }
 }

@@ -27,16 +27,71 @@ impl Rejection {
             message: message.into(),
         }
     }
+
+    /// The gRPC status code OTLP gives this HTTP status.
+    pub fn grpc_code(&self) -> u32 {
+        match self.status {
+            StatusCode::BAD_REQUEST => 3,             // INVALID_ARGUMENT
+            StatusCode::PAYLOAD_TOO_LARGE => 8,       // RESOURCE_EXHAUSTED
+            StatusCode::TOO_MANY_REQUESTS => 8,       // RESOURCE_EXHAUSTED (retryable)
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => 12, // UNIMPLEMENTED
+            StatusCode::SERVICE_UNAVAILABLE => 14,    // UNAVAILABLE (retryable)
+            _ => 13,                                  // INTERNAL
+        }
+    }
+
+    /// The answer of an OTLP/HTTP receiver: the same status, and as the body the
+    /// `google.rpc.Status` (code and message) OTLP/HTTP requires of every 4xx and 5xx, in the
+    /// request's encoding (binary protobuf, or JSON when the request was JSON).
+    pub fn into_otlp_response(self, json: bool) -> Response {
+        let code = self.grpc_code();
+        let (content_type, body) = if json {
+            let status = serde_json::json!({ "code": code, "message": self.message });
+            ("application/json", status.to_string().into_bytes())
+        } else {
+            // google.rpc.Status: 1 code (int32), 2 message (string), 3 details (unused).
+            let mut b = Vec::with_capacity(self.message.len() + 8);
+            prost::encoding::int32::encode(1, &(code as i32), &mut b);
+            prost::encoding::string::encode(2, &self.message, &mut b);
+            ("application/x-protobuf", b)
+        };
+        with_retry_hint(
+            self.status,
+            (self.status, [("content-type", content_type)], body).into_response(),
+        )
+    }
+}
+
+/// Adds `Retry-After` to a 429 answer: the queue drains in well under a second.
+fn with_retry_hint(status: StatusCode, mut r: Response) -> Response {
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        r.headers_mut()
+            .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+    }
+    r
 }
 
 impl IntoResponse for Rejection {
     fn into_response(self) -> Response {
-        let mut r = (self.status, self.message + "\n").into_response();
-        if self.status == StatusCode::TOO_MANY_REQUESTS {
-            r.headers_mut()
-                .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+        with_retry_hint(
+            self.status,
+            (self.status, self.message + "\n").into_response(),
+        )
+    }
+}
+
+impl From<axum::extract::rejection::BytesRejection> for Rejection {
+    /// A body that could not be read: over the size limit (413), or cut short.
+    fn from(e: axum::extract::rejection::BytesRejection) -> Self {
+        let status = e.status();
+        Rejection {
+            status,
+            message: if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "the request body is larger than the server's limit (limits.max_body_bytes)".into()
+            } else {
+                format!("the request body could not be read: {}", e.body_text())
+            },
         }
-        r
     }
 }
 

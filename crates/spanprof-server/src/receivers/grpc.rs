@@ -42,22 +42,22 @@ pub fn router(state: AppState) -> Router {
 async fn profiles(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
         Ok(m) => m,
-        Err(r) => return status(code_of(&r), &r.message),
+        Err(r) => return status(r.grpc_code(), &r.message),
     };
     match ingest_profiles(&app, &message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
-        Err(r) => status(code_of(&r), &r.message),
+        Err(r) => status(r.grpc_code(), &r.message),
     }
 }
 
 async fn traces(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
     let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
         Ok(m) => m,
-        Err(r) => return status(code_of(&r), &r.message),
+        Err(r) => return status(r.grpc_code(), &r.message),
     };
     match ingest_traces(&app, &message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
-        Err(r) => status(code_of(&r), &r.message),
+        Err(r) => status(r.grpc_code(), &r.message),
     }
 }
 
@@ -105,18 +105,6 @@ fn unframe(headers: &HeaderMap, body: &[u8], max: usize) -> Result<Vec<u8>, Reje
             })
         }
         f => Err(Rejection::bad(format!("unknown gRPC compression flag {f}"))),
-    }
-}
-
-/// OTLP's gRPC codes for what HTTP says.
-fn code_of(r: &Rejection) -> u32 {
-    match r.status {
-        StatusCode::BAD_REQUEST => 3,             // INVALID_ARGUMENT
-        StatusCode::PAYLOAD_TOO_LARGE => 8,       // RESOURCE_EXHAUSTED
-        StatusCode::TOO_MANY_REQUESTS => 8,       // RESOURCE_EXHAUSTED (retryable)
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => 12, // UNIMPLEMENTED
-        StatusCode::SERVICE_UNAVAILABLE => 14,    // UNAVAILABLE (retryable)
-        _ => 13,                                  // INTERNAL
     }
 }
 

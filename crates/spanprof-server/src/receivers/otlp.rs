@@ -1,7 +1,9 @@
 //! OTLP/HTTP: `POST /v1development/profiles` and `POST /v1/traces`, protobuf or JSON, gzip.
-//! Answers in the request's content type; partial success as the spec says.
+//! Answers in the request's content type: partial success as the spec says, and failures as a
+//! `google.rpc.Status` with the HTTP status ([`Rejection::into_otlp_response`]).
 
 use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -126,33 +128,41 @@ pub(crate) async fn ingest_traces(
 async fn profiles(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, Rejection> {
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let json = is_json(&headers);
-    let raw = decode(&headers, &body, &app.config.limits)?;
-    let response = ingest_profiles(&app, &raw, json, "otlp_profiles").await?;
-    let json_body = match &response.partial_success {
-        Some(p) => {
-            serde_json::json!({"partialSuccess": {"errorMessage": p.error_message}}).to_string()
-        }
-        None => "{}".to_owned(),
+    let answer = async {
+        let body = body?;
+        let raw = decode(&headers, &body, &app.config.limits)?;
+        let response = ingest_profiles(&app, &raw, json, "otlp_profiles").await?;
+        let json_body = match &response.partial_success {
+            Some(p) => {
+                serde_json::json!({"partialSuccess": {"errorMessage": p.error_message}}).to_string()
+            }
+            None => "{}".to_owned(),
+        };
+        Ok::<_, Rejection>(reply(json, response.encode_to_vec(), json_body))
     };
-    Ok(reply(json, response.encode_to_vec(), json_body))
+    answer.await.unwrap_or_else(|r| r.into_otlp_response(json))
 }
 
 async fn traces(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Bytes,
-) -> Result<Response, Rejection> {
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
     let json = is_json(&headers);
-    let raw = decode(&headers, &body, &app.config.limits)?;
-    let response = ingest_traces(&app, &raw, json, "otlp_traces").await?;
-    Ok(reply(
-        json,
-        response.encode_to_vec(),
-        encode_response_json(&response),
-    ))
+    let answer = async {
+        let body = body?;
+        let raw = decode(&headers, &body, &app.config.limits)?;
+        let response = ingest_traces(&app, &raw, json, "otlp_traces").await?;
+        Ok::<_, Rejection>(reply(
+            json,
+            response.encode_to_vec(),
+            encode_response_json(&response),
+        ))
+    };
+    answer.await.unwrap_or_else(|r| r.into_otlp_response(json))
 }
 
 /// 404 for anything else, naming what exists.
