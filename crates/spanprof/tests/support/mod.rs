@@ -523,8 +523,21 @@ fn take_capture() -> Capture {
             started.elapsed() >= Duration::from_secs(CPU_SECONDS.into()),
             "CPU profile returned early"
         );
-        // While handlers are in flight, so some goroutines carry span labels.
-        app.fetch_profile(ProfileKind::Goroutine, &dir.join("goroutine.pb.gz"));
+        // While handlers are in flight, so some goroutines carry span labels. Two clients
+        // leave moments with no handler running (a CI run once caught one), so the profile is
+        // taken again until a goroutine in it carries a span id.
+        let goroutine = dir.join("goroutine.pb.gz");
+        for attempt in 1.. {
+            app.fetch_profile(ProfileKind::Goroutine, &goroutine);
+            if has_span_labels(&goroutine) {
+                break;
+            }
+            assert!(
+                attempt < 100,
+                "100 goroutine profiles in a row without a goroutine that carries a span id"
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
     });
     for kind in [
         ProfileKind::Heap,
@@ -538,6 +551,17 @@ fn take_capture() -> Capture {
         dir,
         requests: requests.into_inner().unwrap(),
     }
+}
+
+/// Whether a sample of the pprof at `path` has a label whose key names a span id.
+fn has_span_labels(path: &Path) -> bool {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let p = spanprof_format::pprof::decode(&bytes, 64 << 20)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let key = |i: i64| p.string_table.get(i as usize).map_or("", String::as_str);
+    p.sample
+        .iter()
+        .any(|s| s.label.iter().any(|l| key(l.key).ends_with("span_id")))
 }
 
 /// A fresh directory `target/tmp/{purpose}/{test binary}-{pid}` for this test process;
