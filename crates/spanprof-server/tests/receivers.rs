@@ -9,6 +9,7 @@ use prost::Message;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
+use spanprof_server::receivers::body::RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
 const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
@@ -260,15 +261,6 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
     assert_eq!(tree.total() as i64, 2 * want);
 }
 
-/// `google.rpc.Status`, as OTLP/HTTP failures carry it.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
-}
-
 /// OTLP/HTTP: the body of every 4xx and 5xx is a `google.rpc.Status` in the request's
 /// encoding, with the content type to match, whichever listener and signal.
 #[test]
@@ -320,6 +312,8 @@ fn otlp_http_failures_answer_a_status_in_the_request_encoding() {
                 .contains("content-type: application/x-protobuf"),
             "{path}: {head}"
         );
+        // google.rpc.Status on the wire: field 1 (code) a varint, then field 2 (message).
+        assert_eq!(body[..3], [0x08, code as u8, 0x12], "{path}: {body:?}");
         let s = RpcStatus::decode(body.as_slice())
             .unwrap_or_else(|e| panic!("{path}: the body is not a google.rpc.Status: {e}"));
         assert_eq!(s.code, code, "{path}: {s:?}");

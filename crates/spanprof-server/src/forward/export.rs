@@ -15,6 +15,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::queue::Signal;
 use crate::config::{ForwardProtocol, ForwarderConfig};
+use crate::receivers::body::RpcStatus;
 
 /// gRPC method of profile export.
 const GRPC_PROFILES: &str =
@@ -243,15 +244,6 @@ fn unreachable(e: impl std::fmt::Display) -> Outcome {
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get("retry-after")?.to_str().ok()?;
     v.trim().parse::<u64>().ok().map(Duration::from_secs)
-}
-
-/// `google.rpc.Status`, the body OTLP/HTTP gives every 4xx and 5xx.
-#[derive(Clone, PartialEq, prost::Message)]
-struct RpcStatus {
-    #[prost(int32, tag = "1")]
-    code: i32,
-    #[prost(string, tag = "2")]
-    message: String,
 }
 
 /// What a failed OTLP/HTTP answer says: its `Status.message` when the body is a protobuf

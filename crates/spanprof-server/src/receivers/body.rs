@@ -10,6 +10,17 @@ use spanprof_format::FormatError;
 use crate::config::Limits;
 use crate::pipeline::SubmitError;
 
+/// `google.rpc.Status`, the body of every OTLP/HTTP 4xx and 5xx (`details` left out).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RpcStatus {
+    /// gRPC status code ([`Rejection::grpc_code`]).
+    #[prost(int32, tag = "1")]
+    pub code: i32,
+    /// What went wrong, for developers.
+    #[prost(string, tag = "2")]
+    pub message: String,
+}
+
 /// A request that cannot be taken, with the status and message to answer.
 #[derive(Debug)]
 pub struct Rejection {
@@ -49,11 +60,14 @@ impl Rejection {
             let status = serde_json::json!({ "code": code, "message": self.message });
             ("application/json", status.to_string().into_bytes())
         } else {
-            // google.rpc.Status: 1 code (int32), 2 message (string), 3 details (unused).
-            let mut b = Vec::with_capacity(self.message.len() + 8);
-            prost::encoding::int32::encode(1, &(code as i32), &mut b);
-            prost::encoding::string::encode(2, &self.message, &mut b);
-            ("application/x-protobuf", b)
+            let status = RpcStatus {
+                code: code as i32,
+                message: self.message,
+            };
+            (
+                "application/x-protobuf",
+                prost::Message::encode_to_vec(&status),
+            )
         };
         with_retry_hint(
             self.status,
