@@ -97,13 +97,18 @@ pub fn decode_input(bytes: &[u8], max_decompressed: usize) -> Result<Input, Form
 /// would read under either numbering as it goes; only bytes it refuses are looked at again
 /// ([`crate::check::detect_v1_9_numbering`]), as v1.9 attribute indices do not decode under
 /// v1.10 and deserve a better answer than a wire type error.
+///
+/// A message that would decode to more than its [`crate::budget`] allows is
+/// [`FormatError::DecodedTooLarge`].
 pub fn decode_otlp_protobuf(raw: &[u8]) -> Result<ProfilesData, FormatError> {
     let mut samples = crate::check::Tally::default();
-    match crate::otlp::decode_tallied(raw, &mut samples) {
+    let budget = crate::budget::Budget::for_message(raw.len());
+    match crate::otlp::decode_tallied(raw, &budget, &mut samples) {
         Ok(data) => match samples.verdict() {
             Some(message) => Err(FormatError::Invalid(message)),
             None => Ok(data),
         },
+        Err(_) if budget.exceeded() => Err(budget.error("OTLP ProfilesData")),
         Err(e) => Err(FormatError::Invalid(
             crate::check::detect_v1_9_numbering(raw)
                 .unwrap_or_else(|| format!("not a valid OTLP ProfilesData: {}", e.0)),

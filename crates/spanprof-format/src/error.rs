@@ -9,6 +9,18 @@ pub enum FormatError {
     /// Decompression or input size passed the configured limit, in bytes.
     #[error("input exceeds the decompressed size limit of {limit} bytes")]
     TooLarge { limit: usize },
+    /// Decoding the message would take more memory than its size allows (see
+    /// [`crate::budget`]): mostly empty elements, as in a decompression bomb.
+    #[error(
+        "the {what} would take more than {limit} bytes of memory once decoded ({per} times its {encoded} bytes, plus {base}): it is mostly empty elements",
+        per = crate::budget::DECODED_PER_BYTE,
+        base = crate::budget::DECODED_BASE
+    )]
+    DecodedTooLarge {
+        what: &'static str,
+        limit: usize,
+        encoded: usize,
+    },
     /// The bytes are not a valid protobuf message of the expected type.
     #[error("not a valid {what}: {source}")]
     Protobuf {

@@ -4,6 +4,7 @@
 //! Pure functions: no I/O, no async. Inside spanprof a profile is always an OTLP
 //! [`otlp::ProfilesData`]; pprof is converted at the edges.
 
+pub mod budget;
 pub mod check;
 pub mod error;
 pub mod gzip;

@@ -3,6 +3,9 @@
 //! what prost's derived decoders accept (packed and unpacked repeated scalars, unknown fields
 //! and groups, last value wins) and refuses what they refuse (bad keys, overlong varints,
 //! nesting past prost's recursion limit of 100), so prost stays the oracle in the tests.
+//! What the decoders allocate is taken from the message's [`Budget`] first.
+
+use crate::budget::Budget;
 
 /// Why bytes are not the expected message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,11 +26,55 @@ pub(crate) const RECURSION_LIMIT: u32 = 100;
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
+    budget: &'a Budget,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0 }
+    /// A reader of `buf`, whose decoder allocates out of `budget`.
+    pub(crate) fn new(buf: &'a [u8], budget: &'a Budget) -> Self {
+        Reader {
+            buf,
+            pos: 0,
+            budget,
+        }
+    }
+
+    /// Takes the memory of `n` values of `T` from the budget.
+    #[inline(always)]
+    pub(crate) fn take_n<T>(&self, n: usize) -> Result<()> {
+        if self.budget.take_n::<T>(n) {
+            Ok(())
+        } else {
+            Err(DecodeError(
+                "decoding takes more memory than the message's size allows".into(),
+            ))
+        }
+    }
+
+    /// Makes room for `n` more values in `v`, from the budget.
+    #[inline(always)]
+    pub(crate) fn reserve<T>(&self, v: &mut Vec<T>, n: usize) -> Result<()> {
+        self.take_n::<T>(n)?;
+        v.reserve(n);
+        Ok(())
+    }
+
+    /// Makes room for one more value in `v`: when it is full, takes what growing it
+    /// allocates from the budget (it doubles, as `Vec` would).
+    #[inline(always)]
+    pub(crate) fn room<T>(&self, v: &mut Vec<T>) -> Result<()> {
+        if v.len() == v.capacity() {
+            self.reserve(v, v.capacity().max(4))?;
+        }
+        Ok(())
+    }
+
+    /// A length-delimited payload the decoder copies (a string or bytes field).
+    #[inline(always)]
+    pub(crate) fn owned_bytes(&mut self) -> Result<&'a [u8]> {
+        let b = self.bytes()?;
+        self.take_n::<u8>(b.len())?;
+        Ok(b)
     }
 
     pub(crate) fn done(&self) -> bool {
@@ -147,7 +194,7 @@ impl<'a> Reader<'a> {
     /// decoding them), to size repeated fields before filling them.
     pub(crate) fn count_fields<const N: usize>(&self, depth: u32) -> Result<[usize; N]> {
         let mut counts = [0; N];
-        let mut r = Reader::new(&self.buf[self.pos..]);
+        let mut r = Reader::new(&self.buf[self.pos..], self.budget);
         while !r.done() {
             let (field, wire) = r.key()?;
             if let Some(c) = counts.get_mut((field as usize).wrapping_sub(1)) {
@@ -193,12 +240,15 @@ pub(crate) fn repeated<T>(
     f: impl Fn(u64) -> T,
 ) -> Result<()> {
     match wire {
-        VARINT => out.push(f(r.varint()?)),
+        VARINT => {
+            r.room(out)?;
+            out.push(f(r.varint()?));
+        }
         LEN => {
             let packed = r.bytes()?;
             // Every varint ends in exactly one byte below 0x80.
-            out.reserve(packed.iter().filter(|&&b| b < 0x80).count());
-            let mut p = Reader::new(packed);
+            r.reserve(out, packed.iter().filter(|&&b| b < 0x80).count())?;
+            let mut p = Reader::new(packed, r.budget);
             while !p.done() {
                 out.push(f(p.varint()?));
             }
@@ -219,5 +269,6 @@ pub(crate) fn message<'a>(
     if wire != LEN {
         return Err(wrong(name, field, wire));
     }
-    Ok(Reader::new(r.bytes()?))
+    let budget = r.budget;
+    Ok(Reader::new(r.bytes()?, budget))
 }

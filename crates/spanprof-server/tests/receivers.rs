@@ -342,3 +342,122 @@ fn otlp_http_failures_answer_a_status_in_the_request_encoding() {
     }
     server.stop();
 }
+
+/// A length-delimited protobuf field.
+fn field(number: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for mut v in [number << 3 | 2, payload.len() as u64] {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
+    }
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Peak resident memory of this process, in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/self/status");
+    kb * 1024
+}
+
+/// Bodies of empty elements (two bytes each on the wire, a whole struct in memory) gzip to
+/// almost nothing: every receiver refuses them as too large once decoded, before decoding
+/// them, and goes on serving. Before the decoders had a budget, the traces body alone took
+/// the server to 4.6 GB of memory.
+#[test]
+fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    const N: usize = 16 << 20; // elements: 32 MiB of protobuf
+    let empty = |number: u64| field(number, &[]).repeat(N);
+    let objects = vec!["{}"; N / 2].join(",");
+    let gz = |body: &[u8]| gzip::gzip(body);
+    let proto_gz = [
+        ("content-type", "application/x-protobuf"),
+        ("content-encoding", "gzip"),
+    ];
+    let json_gz = [
+        ("content-type", "application/json"),
+        ("content-encoding", "gzip"),
+    ];
+    // (path, headers, gzipped body, expected status)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Vec<u8>, u16);
+    let cases: Vec<Case> = vec![
+        (
+            "/v1development/profiles",
+            &proto_gz,
+            gz(&field(1, &field(2, &field(2, &empty(2))))),
+            413,
+        ),
+        (
+            "/v1development/profiles",
+            &json_gz,
+            gz(format!(
+                r#"{{"resourceProfiles":[{{"scopeProfiles":[{{"profiles":[{{"samples":[{objects}]}}]}}]}}]}}"#
+            )
+            .as_bytes()),
+            413,
+        ),
+        ("/v1/traces", &proto_gz, gz(&field(1, &field(2, &empty(2)))), 413),
+        (
+            "/v1/traces",
+            &json_gz,
+            gz(format!(r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{objects}]}}]}}]}}"#)
+                .as_bytes()),
+            413,
+        ),
+        (
+            "/ingest?name=bomb&format=pprof",
+            &[("content-encoding", "gzip")],
+            gz(&empty(2)),
+            413,
+        ),
+        // Connect gives resource_exhausted HTTP 429.
+        (
+            "/push.v1.PusherService/Push",
+            &[
+                ("content-type", "application/proto"),
+                ("content-encoding", "gzip"),
+            ],
+            gz(&empty(1)),
+            429,
+        ),
+        (
+            "/push.v1.PusherService/Push",
+            &json_gz,
+            gz(format!(r#"{{"series":[{objects}]}}"#).as_bytes()),
+            429,
+        ),
+    ];
+    for (path, headers, body, want) in &cases {
+        assert!(body.len() < 256 << 10, "{path}: a {} byte body", body.len());
+        let (status, text) = server.post(path, headers, body);
+        assert_eq!(status, *want, "{path} {headers:?}: {text}");
+        assert!(
+            text.contains("once decoded") && text.contains("empty elements"),
+            "{path}: {text}"
+        );
+    }
+    let peak = peak_rss();
+    assert!(
+        peak < 1536 << 20,
+        "the bombs took this process to {} MiB",
+        peak >> 20
+    );
+    // Still serving.
+    let (status, text) = server.post(
+        "/v1development/profiles",
+        &[("content-type", "application/x-protobuf")],
+        &otlp_request(),
+    );
+    assert_eq!(status, 200, "{text}");
+    server.stop();
+}

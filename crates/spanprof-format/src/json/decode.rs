@@ -17,11 +17,11 @@ pub(crate) const SPAN_ID_LEN: usize = 8;
 const PROFILE_ID_LEN: usize = 16;
 
 /// Decodes a whole document holding one `ProfilesData` object.
-pub(super) fn document(json: &[u8]) -> Result<ProfilesData, Error> {
+pub(super) fn document(json: &[u8]) -> Result<ProfilesData, crate::FormatError> {
     let mut reader = Reader::new(json);
-    let data = profiles_data(&mut reader)?;
-    reader.finish()?;
-    Ok(data)
+    profiles_data(&mut reader)
+        .and_then(|data| reader.finish().map(|()| data))
+        .map_err(|e| reader.error(e, "OTLP JSON ProfilesData"))
 }
 
 pub(crate) fn string(r: &mut Reader<'_>) -> Result<String, Error> {

@@ -57,5 +57,5 @@ pub fn encode_profiles_data_pretty(data: &ProfilesData) -> String {
 /// `resourceProfiles[0].scopeProfiles[0].profiles[2].samples[3].values[0]: expected an
 /// integer, found an object`. Never panics, whatever the input.
 pub fn decode_profiles_data(json: &[u8]) -> Result<ProfilesData, FormatError> {
-    decode::document(json).map_err(reader::Error::into_format_error)
+    decode::document(json)
 }

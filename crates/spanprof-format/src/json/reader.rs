@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
+use crate::budget::Budget;
 use crate::error::FormatError;
 
 /// Deepest nesting of arrays and objects that the parser skips inside an unknown field.
@@ -113,19 +114,45 @@ impl Integer for u64 {
     const PROTO: &'static str = "uint64";
 }
 
-/// Reads JSON values from `bytes` one at a time.
+/// Reads JSON values from `bytes` one at a time; what its decoder allocates (list elements,
+/// strings) is taken from the document's [`Budget`] first.
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
+    budget: Budget,
 }
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8]) -> Self {
-        Self { bytes, pos: 0 }
+        Self {
+            bytes,
+            pos: 0,
+            budget: Budget::for_message(bytes.len()),
+        }
+    }
+
+    /// The crate's error for `e`, which the decoder of `what` returned: the budget's when it
+    /// ran out, since the decoder then stopped short.
+    pub(crate) fn error(&self, e: Error, what: &'static str) -> FormatError {
+        if self.budget.exceeded() {
+            self.budget.error(what)
+        } else {
+            e.into_format_error()
+        }
+    }
+
+    fn take_n<T>(&self, n: usize) -> Result<(), Error> {
+        if self.budget.take_n::<T>(n) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                "decoding takes more memory than the document's size allows",
+            ))
+        }
     }
 
     /// Fails unless only whitespace is left.
-    pub(crate) fn finish(mut self) -> Result<(), Error> {
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
         self.skip_ws();
         if self.pos < self.bytes.len() {
             return Err(self.syntax("unexpected data after the top-level value"));
@@ -180,6 +207,12 @@ impl<'a> Reader<'a> {
             return Ok(items);
         }
         loop {
+            if items.len() == items.capacity() {
+                // What growing it allocates, as `Vec` would (doubling).
+                let grow = items.capacity().max(4);
+                self.take_n::<T>(grow)?;
+                items.reserve(grow);
+            }
             let index = items.len();
             let value = item(self).map_err(|mut e| {
                 e.path.push(Segment::Index(index));
@@ -219,10 +252,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Reads a string.
+    /// Reads a string (taking its length from the budget: decoders keep most of them).
     pub(crate) fn string(&mut self) -> Result<Cow<'a, str>, Error> {
         self.expect(Kind::String)?;
-        self.string_token()
+        let s = self.string_token()?;
+        self.take_n::<u8>(s.len())?;
+        Ok(s)
     }
 
     /// Reads `true` or `false`.

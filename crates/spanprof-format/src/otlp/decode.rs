@@ -17,6 +17,7 @@ use super::{
     KeyValueList, Line, Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary,
     Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
+use crate::budget::Budget;
 use crate::check::{SampleFields, Tally};
 use crate::wire::{
     message, repeated, scalar, too_deep, wrong, DecodeError, Reader, I64, LEN, RECURSION_LIMIT,
@@ -54,17 +55,25 @@ type Result<T> = std::result::Result<T, Error>;
 /// Decodes an uncompressed OTLP `ProfilesData` (or `ExportProfilesServiceRequest`).
 #[cfg(test)]
 pub(crate) fn decode_profiles_data(buf: &[u8]) -> std::result::Result<ProfilesData, DecodeError> {
-    decode_tallied(buf, &mut Tally::default())
+    decode_tallied(buf, &Budget::for_message(buf.len()), &mut Tally::default())
 }
 
 /// Decodes an uncompressed OTLP `ProfilesData` (or `ExportProfilesServiceRequest`), adding
-/// each sample to `samples` (how its fields would read under the v1.9 numbering).
+/// each sample to `samples` (how its fields would read under the v1.9 numbering), and
+/// allocating out of `budget`.
 pub(crate) fn decode_tallied(
     buf: &[u8],
+    budget: &Budget,
     samples: &mut Tally,
 ) -> std::result::Result<ProfilesData, DecodeError> {
     let mut data = ProfilesData::default();
-    profiles_data(&mut data, Reader::new(buf), RECURSION_LIMIT, samples).map_err(|e| {
+    profiles_data(
+        &mut data,
+        Reader::new(buf, budget),
+        RECURSION_LIMIT,
+        samples,
+    )
+    .map_err(|e| {
         DecodeError(if e.path.is_empty() {
             e.msg
         } else {
@@ -122,6 +131,7 @@ impl<'a> At<'_, 'a> {
         f: impl FnOnce(&mut T, Reader<'a>, u32) -> Result<()>,
     ) -> Result<()> {
         let sub = message(self.r, self.m, self.field, self.wire)?;
+        self.r.room(v)?;
         let i = v.len();
         v.push(T::default());
         f(&mut v[i], sub, nest(self.left)?).map_err(|e| e.within(format_args!("{name}[{i}]")))
@@ -192,7 +202,7 @@ impl<'a> At<'_, 'a> {
         if self.wire != LEN {
             return Err(wrong(self.m, self.field, self.wire).into());
         }
-        Ok(self.r.bytes()?.to_vec())
+        Ok(self.r.owned_bytes()?.to_vec())
     }
 
     #[inline(always)]
@@ -216,6 +226,7 @@ impl<'a> At<'_, 'a> {
 
     #[inline(always)]
     fn push_string(self, to: &mut Vec<String>) -> Result<()> {
+        self.r.room(to)?;
         to.push(self.string()?);
         Ok(())
     }
@@ -236,7 +247,10 @@ impl<'a> At<'_, 'a> {
 
     fn fixed64s(self, to: &mut Vec<u64>) -> Result<()> {
         match self.wire {
-            I64 => to.push(self.r.fixed64()?),
+            I64 => {
+                self.r.room(to)?;
+                to.push(self.r.fixed64()?);
+            }
             LEN => {
                 let packed = self.r.bytes()?;
                 if packed.len() % 8 != 0 {
@@ -248,6 +262,7 @@ impl<'a> At<'_, 'a> {
                     ))
                     .into());
                 }
+                self.r.reserve(to, packed.len() / 8)?;
                 to.extend(
                     packed
                         .chunks_exact(8)
@@ -261,7 +276,8 @@ impl<'a> At<'_, 'a> {
 }
 
 fn profiles_data(d: &mut ProfilesData, r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
-    d.resource_profiles.reserve(r.count_fields::<1>(left)?[0]);
+    let n = r.count_fields::<1>(left)?[0];
+    r.reserve(&mut d.resource_profiles, n)?;
     each_field(r, "ProfilesData", left, |at| match at.field {
         1 => at.push(&mut d.resource_profiles, "resource_profiles", |x, r, l| {
             resource_profiles(x, r, l, tally)
@@ -328,7 +344,8 @@ fn instrumentation_scope(s: &mut InstrumentationScope, r: Reader, left: u32) -> 
 }
 
 fn profile(p: &mut Profile, r: Reader, left: u32, tally: &mut Tally) -> Result<()> {
-    p.samples.reserve(r.count_fields::<2>(left)?[1]);
+    let n = r.count_fields::<2>(left)?[1];
+    r.reserve(&mut p.samples, n)?;
     each_field(r, "Profile", left, |at| match at.field {
         1 => at.merge(&mut p.sample_type, "sample_type", value_type),
         2 => {
@@ -377,13 +394,13 @@ fn sample(s: &mut Sample, r: Reader, left: u32, fields: &mut SampleFields) -> Re
 
 fn dictionary(d: &mut ProfilesDictionary, r: Reader, left: u32) -> Result<()> {
     let counts = r.count_fields::<7>(left)?;
-    d.mapping_table.reserve(counts[0]);
-    d.location_table.reserve(counts[1]);
-    d.function_table.reserve(counts[2]);
-    d.link_table.reserve(counts[3]);
-    d.string_table.reserve(counts[4]);
-    d.attribute_table.reserve(counts[5]);
-    d.stack_table.reserve(counts[6]);
+    r.reserve(&mut d.mapping_table, counts[0])?;
+    r.reserve(&mut d.location_table, counts[1])?;
+    r.reserve(&mut d.function_table, counts[2])?;
+    r.reserve(&mut d.link_table, counts[3])?;
+    r.reserve(&mut d.string_table, counts[4])?;
+    r.reserve(&mut d.attribute_table, counts[5])?;
+    r.reserve(&mut d.stack_table, counts[6])?;
     each_field(r, "ProfilesDictionary", left, |at| match at.field {
         1 => at.push(&mut d.mapping_table, "mapping_table", mapping),
         2 => at.push(&mut d.location_table, "location_table", location),

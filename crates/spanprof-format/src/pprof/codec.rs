@@ -1,16 +1,24 @@
 use prost::Message;
 
 use super::Profile;
+use crate::budget::Budget;
 use crate::error::FormatError;
 use crate::gzip;
 
 /// Decodes a pprof profile from raw or gzip-compressed bytes (detected from the gzip magic).
 ///
-/// Decompression stops with [`FormatError::TooLarge`] past `max_decompressed` bytes.
+/// Decompression stops with [`FormatError::TooLarge`] past `max_decompressed` bytes, and
+/// decoding with [`FormatError::DecodedTooLarge`] past its [`crate::budget`].
 pub fn decode(bytes: &[u8], max_decompressed: usize) -> Result<Profile, FormatError> {
     let raw = gzip::maybe_gunzip(bytes, max_decompressed)?;
-    let profile = super::decode::decode_profile(raw.as_ref())
-        .map_err(|e| FormatError::Invalid(format!("not a valid pprof Profile: {}", e.0)))?;
+    let budget = Budget::for_message(raw.len());
+    let profile = super::decode::decode_within(raw.as_ref(), &budget).map_err(|e| {
+        if budget.exceeded() {
+            budget.error("pprof profile")
+        } else {
+            FormatError::Invalid(format!("not a valid pprof Profile: {}", e.0))
+        }
+    })?;
     if profile.string_table.first().is_some_and(|s| !s.is_empty()) {
         return Err(FormatError::Invalid(
             "pprof string_table[0] must be the empty string".into(),

@@ -4,6 +4,7 @@
 //! and is checked against prost's derived decoder in the tests below.
 
 use super::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
+use crate::budget::Budget;
 
 pub(crate) use crate::wire::DecodeError;
 use crate::wire::{message, repeated, scalar, wrong, Reader, Result, LEN, RECURSION_LIMIT};
@@ -23,19 +24,23 @@ fn id(v: u64) -> u64 {
 }
 
 /// Decodes an uncompressed pprof `Profile`.
-pub fn decode_profile(buf: &[u8]) -> Result<Profile> {
+#[cfg(test)]
+pub(crate) fn decode_profile(buf: &[u8]) -> Result<Profile> {
+    decode_within(buf, &Budget::for_message(buf.len()))
+}
+
+/// Decodes an uncompressed pprof `Profile`, allocating out of `budget`.
+pub(crate) fn decode_within(buf: &[u8], budget: &Budget) -> Result<Profile> {
+    let mut r = Reader::new(buf, budget);
     // First pass over the top-level keys only: how many of each repeated field.
-    let counts = Reader::new(buf).count_fields::<6>(TOP)?;
-    let mut p = Profile {
-        sample_type: Vec::with_capacity(counts[0]),
-        sample: Vec::with_capacity(counts[1]),
-        mapping: Vec::with_capacity(counts[2]),
-        location: Vec::with_capacity(counts[3]),
-        function: Vec::with_capacity(counts[4]),
-        string_table: Vec::with_capacity(counts[5]),
-        ..Default::default()
-    };
-    let mut r = Reader::new(buf);
+    let counts = r.count_fields::<6>(TOP)?;
+    let mut p = Profile::default();
+    r.reserve(&mut p.sample_type, counts[0])?;
+    r.reserve(&mut p.sample, counts[1])?;
+    r.reserve(&mut p.mapping, counts[2])?;
+    r.reserve(&mut p.location, counts[3])?;
+    r.reserve(&mut p.function, counts[4])?;
+    r.reserve(&mut p.string_table, counts[5])?;
     let m = "Profile";
     while !r.done() {
         let (field, wire) = r.key()?;
@@ -51,7 +56,7 @@ pub fn decode_profile(buf: &[u8]) -> Result<Profile> {
                 if wire != LEN {
                     return Err(wrong(m, field, wire));
                 }
-                let b = r.bytes()?;
+                let b = r.owned_bytes()?;
                 let s = std::str::from_utf8(b).map_err(|_| {
                     DecodeError(format!(
                         "string_table[{}] is not UTF-8",
@@ -103,7 +108,10 @@ fn sample(mut r: Reader) -> Result<Sample> {
         match field {
             1 => repeated(&mut r, &mut s.location_id, m, field, wire, id)?,
             2 => repeated(&mut r, &mut s.value, m, field, wire, as_i64)?,
-            3 => s.label.push(label(message(&mut r, m, field, wire)?)?),
+            3 => {
+                r.room(&mut s.label)?;
+                s.label.push(label(message(&mut r, m, field, wire)?)?);
+            }
             _ => r.skip(field, wire, FIELD)?,
         }
     }
@@ -156,7 +164,10 @@ fn location(mut r: Reader) -> Result<Location> {
             1 => l.id = scalar(&mut r, m, field, wire)?,
             2 => l.mapping_id = scalar(&mut r, m, field, wire)?,
             3 => l.address = scalar(&mut r, m, field, wire)?,
-            4 => l.line.push(line(message(&mut r, m, field, wire)?)?),
+            4 => {
+                r.room(&mut l.line)?;
+                l.line.push(line(message(&mut r, m, field, wire)?)?);
+            }
             5 => l.is_folded = scalar(&mut r, m, field, wire)? != 0,
             _ => r.skip(field, wire, FIELD)?,
         }

@@ -5,7 +5,7 @@
 //! non-zero numbers; string fields are indices into `string_table`, whose entry 0 is `""`.
 
 mod codec;
-mod decode;
+pub(crate) mod decode;
 
 pub use codec::{decode, encode, encode_gzip};
 

@@ -11,9 +11,9 @@ use crate::json::decode::{
 use crate::json::reader::{Error, InField, Kind, Reader};
 
 /// Decodes a whole document holding one `ExportTraceServiceRequest` object.
-pub(super) fn document(json: &[u8]) -> Result<ExportTraceServiceRequest, Error> {
+pub(super) fn document(json: &[u8]) -> Result<ExportTraceServiceRequest, crate::FormatError> {
     let mut reader = Reader::new(json);
-    let request = message(&mut reader, |m: &mut ExportTraceServiceRequest, r, key| {
+    message(&mut reader, |m: &mut ExportTraceServiceRequest, r, key| {
         match key {
             "resourceSpans" | "resource_spans" => {
                 m.resource_spans = r.list(resource_spans).in_field("resourceSpans")?;
@@ -21,9 +21,9 @@ pub(super) fn document(json: &[u8]) -> Result<ExportTraceServiceRequest, Error> 
             _ => r.skip()?,
         }
         Ok(())
-    })?;
-    reader.finish()?;
-    Ok(request)
+    })
+    .and_then(|request| reader.finish().map(|()| request))
+    .map_err(|e| reader.error(e, "OTLP JSON ExportTraceServiceRequest"))
 }
 
 /// An enum given as its number (or numeric string), or as its proto value name.

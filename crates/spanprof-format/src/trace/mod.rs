@@ -32,6 +32,11 @@ mod python_tests;
 
 use prost::Message;
 
+use std::mem::size_of;
+
+use opentelemetry_proto::tonic::common::v1::EntityRef;
+
+use crate::budget::{check_decoded_size, Cost, Shape, KEY_VALUE};
 use crate::error::FormatError;
 use crate::otlp::{InstrumentationScope, KeyValue, Resource};
 
@@ -291,9 +296,64 @@ pub mod status {
     }
 }
 
+/// What prost allocates for an `ExportTraceServiceRequest`, for its [`crate::budget`].
+pub(crate) static REQUEST: Shape = Shape(&[(
+    1,
+    Cost::Messages(size_of::<ResourceSpans>(), &RESOURCE_SPANS),
+)]);
+static RESOURCE_SPANS: Shape = Shape(&[
+    (1, Cost::Message(&RESOURCE)),
+    (2, Cost::Messages(size_of::<ScopeSpans>(), &SCOPE_SPANS)),
+    (3, Cost::Bytes),
+]);
+static RESOURCE: Shape = Shape(&[
+    (1, Cost::Messages(size_of::<KeyValue>(), &KEY_VALUE)),
+    (3, Cost::Messages(size_of::<EntityRef>(), &ENTITY_REF)),
+]);
+static ENTITY_REF: Shape = Shape(&[
+    (1, Cost::Bytes),
+    (2, Cost::Bytes),
+    (3, Cost::Strings),
+    (4, Cost::Strings),
+]);
+static SCOPE_SPANS: Shape = Shape(&[
+    (1, Cost::Message(&SCOPE)),
+    (2, Cost::Messages(size_of::<Span>(), &SPAN)),
+    (3, Cost::Bytes),
+]);
+static SCOPE: Shape = Shape(&[
+    (1, Cost::Bytes),
+    (2, Cost::Bytes),
+    (3, Cost::Messages(size_of::<KeyValue>(), &KEY_VALUE)),
+]);
+static SPAN: Shape = Shape(&[
+    (1, Cost::Bytes),
+    (2, Cost::Bytes),
+    (3, Cost::Bytes),
+    (4, Cost::Bytes),
+    (5, Cost::Bytes),
+    (9, Cost::Messages(size_of::<KeyValue>(), &KEY_VALUE)),
+    (11, Cost::Messages(size_of::<span::Event>(), &EVENT)),
+    (13, Cost::Messages(size_of::<span::Link>(), &LINK)),
+    (15, Cost::Message(&STATUS)),
+]);
+static EVENT: Shape = Shape(&[
+    (2, Cost::Bytes),
+    (3, Cost::Messages(size_of::<KeyValue>(), &KEY_VALUE)),
+]);
+static LINK: Shape = Shape(&[
+    (1, Cost::Bytes),
+    (2, Cost::Bytes),
+    (3, Cost::Bytes),
+    (4, Cost::Messages(size_of::<KeyValue>(), &KEY_VALUE)),
+]);
+static STATUS: Shape = Shape(&[(2, Cost::Bytes)]);
+
 /// Decodes a protobuf `ExportTraceServiceRequest` (or `TracesData`, which has the same
-/// fields). Fails with [`FormatError::Protobuf`]; never panics.
+/// fields). Fails with [`FormatError::Protobuf`], or [`FormatError::DecodedTooLarge`] before
+/// decoding when it would take more memory than its [`crate::budget`]; never panics.
 pub fn decode_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
+    check_decoded_size(bytes, &REQUEST, "OTLP ExportTraceServiceRequest")?;
     ExportTraceServiceRequest::decode(bytes).map_err(|source| FormatError::Protobuf {
         what: "OTLP ExportTraceServiceRequest",
         source,
@@ -309,7 +369,7 @@ pub fn decode_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, FormatE
 /// e.g. `resourceSpans[0].scopeSpans[0].spans[2].spanId: expected 16 hex digits (8 bytes),
 /// found 14 characters`. Never panics, whatever the input.
 pub fn decode_request_json(json: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
-    json_decode::document(json).map_err(|e| e.into_format_error())
+    json_decode::document(json)
 }
 
 /// Encodes `request` as compact OTLP JSON: lowerCamelCase keys, hex ids, 64-bit integers as

@@ -99,6 +99,62 @@ fn request() -> impl Strategy<Value = ExportTraceServiceRequest> {
         .prop_map(|resource_spans| ExportTraceServiceRequest { resource_spans })
 }
 
+/// The bytes a decoded request holds on the heap: element structs and string or bytes
+/// contents (allocator rounding and spare `Vec` capacity aside).
+fn held_bytes(request: &ExportTraceServiceRequest) -> usize {
+    use crate::otlp::{any_value::Value, AnyValue};
+    use std::mem::size_of;
+    fn any(v: &AnyValue) -> usize {
+        match &v.value {
+            Some(Value::StringValue(s)) => s.len(),
+            Some(Value::BytesValue(b)) => b.len(),
+            Some(Value::ArrayValue(a)) => {
+                a.values.len() * size_of::<AnyValue>() + a.values.iter().map(any).sum::<usize>()
+            }
+            Some(Value::KvlistValue(l)) => attributes(&l.values),
+            _ => 0,
+        }
+    }
+    fn attributes(kvs: &[KeyValue]) -> usize {
+        kvs.iter()
+            .map(|kv| size_of::<KeyValue>() + kv.key.len() + kv.value.as_ref().map_or(0, any))
+            .sum()
+    }
+    let mut n = 0;
+    for rs in &request.resource_spans {
+        n += size_of::<ResourceSpans>() + rs.schema_url.len();
+        if let Some(r) = &rs.resource {
+            n += attributes(&r.attributes);
+            for e in &r.entity_refs {
+                n += size_of_val(e) + e.schema_url.len() + e.r#type.len();
+                for k in e.id_keys.iter().chain(&e.description_keys) {
+                    n += size_of::<String>() + k.len();
+                }
+            }
+        }
+        for ss in &rs.scope_spans {
+            n += size_of::<ScopeSpans>() + ss.schema_url.len();
+            if let Some(s) = &ss.scope {
+                n += s.name.len() + s.version.len() + attributes(&s.attributes);
+            }
+            for sp in &ss.spans {
+                n += size_of::<Span>() + sp.trace_id.len() + sp.span_id.len();
+                n += sp.trace_state.len() + sp.parent_span_id.len() + sp.name.len();
+                n += attributes(&sp.attributes);
+                n += sp.status.as_ref().map_or(0, |s| s.message.len());
+                for e in &sp.events {
+                    n += size_of::<Event>() + e.name.len() + attributes(&e.attributes);
+                }
+                for l in &sp.links {
+                    n += size_of::<Link>() + l.trace_id.len() + l.span_id.len();
+                    n += l.trace_state.len() + attributes(&l.attributes);
+                }
+            }
+        }
+    }
+    n
+}
+
 /// Compares encoded bytes, not messages: a NaN attribute never equals itself.
 fn assert_json_round_trips(request: &ExportTraceServiceRequest) -> Result<(), TestCaseError> {
     let json = encode_request_json(request);
@@ -122,6 +178,16 @@ proptest! {
     #[test]
     fn trace_json_random_requests_round_trip(request in request()) {
         assert_json_round_trips(&request)?;
+    }
+
+    /// The budget's estimate of what prost allocates counts every field that allocates: it
+    /// is at least what the decoded request holds.
+    #[test]
+    fn trace_budget_estimate_covers_the_decoded_request(request in request()) {
+        let bytes = request.encode_to_vec();
+        let estimate = crate::budget::estimate(&bytes, &REQUEST);
+        let decoded = decode_request(&bytes).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert!(estimate >= held_bytes(&decoded), "{} < {}", estimate, held_bytes(&decoded));
     }
 
     #[test]

@@ -30,6 +30,16 @@ pub struct Rejection {
     pub message: String,
 }
 
+/// The `reason` label of `spanprof_rejected_total` for a refusal with `status`.
+pub fn rejection_reason(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported",
+        s if s.is_server_error() => "failed",
+        _ => "invalid",
+    }
+}
+
 impl Rejection {
     /// 400 with `message`.
     pub fn bad(message: impl Into<String>) -> Self {
@@ -37,6 +47,28 @@ impl Rejection {
             status: StatusCode::BAD_REQUEST,
             message: message.into(),
         }
+    }
+
+    /// A decoder's refusal of a request, as `context: error`: 413 when decoding would take
+    /// more memory than the message's size allows (a decompression bomb of empty elements),
+    /// 400 when the message is not valid.
+    pub fn undecodable(context: &str, e: &FormatError) -> Self {
+        let status = match e {
+            FormatError::DecodedTooLarge { .. } | FormatError::TooLarge { .. } => {
+                StatusCode::PAYLOAD_TOO_LARGE
+            }
+            _ => StatusCode::BAD_REQUEST,
+        };
+        let message = match status {
+            StatusCode::BAD_REQUEST => format!("{context}: {e}"),
+            _ => e.to_string(),
+        };
+        Rejection { status, message }
+    }
+
+    /// The `reason` label of `spanprof_rejected_total` for this rejection.
+    pub fn reason(&self) -> &'static str {
+        rejection_reason(self.status)
     }
 
     /// The gRPC status code OTLP gives this HTTP status.

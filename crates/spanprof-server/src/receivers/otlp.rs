@@ -43,6 +43,22 @@ fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
     }
 }
 
+/// The rejection of a request the decoder refused, counted under `spanprof_rejected_total`.
+fn refuse(
+    app: &AppState,
+    receiver: &'static str,
+    context: &str,
+    e: &spanprof_format::FormatError,
+) -> Rejection {
+    let rejection = Rejection::undecodable(context, e);
+    app.metrics.add(
+        "spanprof_rejected_total",
+        &[("receiver", receiver), ("reason", rejection.reason())],
+        1.0,
+    );
+    rejection
+}
+
 /// Decodes, links and stores an OTLP profiles request (protobuf or JSON); the answer to give.
 pub(crate) async fn ingest_profiles(
     app: &AppState,
@@ -56,14 +72,7 @@ pub(crate) async fn ingest_profiles(
     } else {
         spanprof_format::detect::decode_otlp_protobuf(raw)
     };
-    let data = decoded.map_err(|e| {
-        app.metrics.add(
-            "spanprof_rejected_total",
-            &[("receiver", receiver), ("reason", "invalid")],
-            1.0,
-        );
-        Rejection::bad(format!("invalid OTLP profiles payload: {e}"))
-    })?;
+    let data = decoded.map_err(|e| refuse(app, receiver, "invalid OTLP profiles payload", &e))?;
     let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);
@@ -96,14 +105,7 @@ pub(crate) async fn ingest_traces(
     } else {
         decode_request(raw)
     }
-    .map_err(|e| {
-        app.metrics.add(
-            "spanprof_rejected_total",
-            &[("receiver", receiver), ("reason", "invalid")],
-            1.0,
-        );
-        Rejection::bad(format!("invalid OTLP traces payload: {e}"))
-    })?;
+    .map_err(|e| refuse(app, receiver, "invalid OTLP traces payload", &e))?;
     let (spans, report) = spans_from_otlp(&request.resource_spans);
     app.metrics.add(
         "spanprof_received_spans_total",

@@ -76,7 +76,7 @@ fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejecti
             status: StatusCode::PAYLOAD_TOO_LARGE,
             message: format!("the profile is larger than {limit} bytes once decompressed"),
         },
-        other => Rejection::bad(format!("the profile is not a valid pprof profile: {other}")),
+        other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
     })
 }
 
@@ -117,16 +117,15 @@ fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
 /// Counts a refused request under `spanprof_rejected_total` (a full queue is counted by the
 /// pipeline itself).
 fn count_rejection(app: &AppState, receiver: &'static str, status: StatusCode) {
-    let reason = match status {
-        StatusCode::TOO_MANY_REQUESTS => return,
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported",
-        s if s.is_server_error() => "failed",
-        _ => "invalid",
-    };
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        return;
+    }
     app.metrics.add(
         "spanprof_rejected_total",
-        &[("receiver", receiver), ("reason", reason)],
+        &[
+            ("receiver", receiver),
+            ("reason", super::body::rejection_reason(status)),
+        ],
         1.0,
     );
 }

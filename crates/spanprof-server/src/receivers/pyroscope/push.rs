@@ -9,6 +9,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
+use spanprof_format::budget::{check_decoded_size, check_json_values, Cost, Shape};
 use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
@@ -48,6 +49,22 @@ pub struct RawSample {
     #[prost(string, tag = "2")]
     pub id: String,
 }
+
+/// What prost allocates for a `PushRequest`, for its budget ([`spanprof_format::budget`]).
+static PUSH_REQUEST: Shape = Shape(&[(
+    1,
+    Cost::Messages(size_of::<RawProfileSeries>(), &RAW_PROFILE_SERIES),
+)]);
+static RAW_PROFILE_SERIES: Shape = Shape(&[
+    (1, Cost::Messages(size_of::<LabelPair>(), &STRINGS)),
+    (2, Cost::Messages(size_of::<RawSample>(), &STRINGS)),
+]);
+/// `LabelPair` and `RawSample`: two string or bytes fields.
+static STRINGS: Shape = Shape(&[(1, Cost::Bytes), (2, Cost::Bytes)]);
+
+/// What `serde_json` holds for each value of a JSON `PushRequest`: a `Value`, and for an
+/// object member its key and its share of the map.
+const JSON_VALUE_BYTES: usize = 2 * size_of::<serde_json::Value>();
 
 /// A Connect error: its code, and the HTTP status the Connect protocol gives that code.
 fn connect_error(code: &str, message: &str) -> Response {
@@ -265,6 +282,12 @@ async fn push_inner(
             }
         }
     }
+    if json {
+        check_json_values(&raw, JSON_VALUE_BYTES, "push.v1.PushRequest")
+    } else {
+        check_decoded_size(&raw, &PUSH_REQUEST, "push.v1.PushRequest")
+    }
+    .map_err(|e| connect_rejection(Rejection::undecodable("", &e)))?;
     let request = if json {
         decode_json(&raw)
     } else {

@@ -1,0 +1,231 @@
+//! How much memory a decoder may allocate for the message it builds.
+//!
+//! A size limit on the bytes of a message does not bound its decoded size: an element of a
+//! repeated message field costs two bytes on the wire (its key and a zero length) and a whole
+//! struct in memory. 60 MiB of empty spans (61 KB gzipped) decoded to 8.7 GB; of empty
+//! samples, to 2.5 GB. Each decoder therefore takes what it allocates (element structs,
+//! strings, packed values) from a [`Budget`] of [`DECODED_PER_BYTE`] times the bytes it reads,
+//! plus [`DECODED_BASE`], and stops with [`FormatError::DecodedTooLarge`] when it runs out,
+//! before allocating more. Real messages stay well inside: measured in the tests below, the
+//! decoders' real inputs take 1.0–7.1 times their size (a Go CPU profile's packed location
+//! ids, one byte each on the wire and eight in memory, are the most).
+
+use std::cell::Cell;
+
+use crate::error::FormatError;
+
+/// Bytes a message may take once decoded, per byte of its encoding (plus [`DECODED_BASE`]).
+pub const DECODED_PER_BYTE: usize = 16;
+/// Bytes any message may take once decoded, whatever its size.
+pub const DECODED_BASE: usize = 1 << 20;
+
+/// What a decoder may still allocate for one message.
+#[derive(Debug)]
+pub(crate) struct Budget {
+    left: Cell<usize>,
+    limit: usize,
+    encoded: usize,
+    exceeded: Cell<bool>,
+}
+
+impl Budget {
+    /// The budget of a message of `encoded` bytes.
+    pub(crate) fn for_message(encoded: usize) -> Self {
+        let limit = encoded
+            .saturating_mul(DECODED_PER_BYTE)
+            .saturating_add(DECODED_BASE);
+        Budget {
+            left: Cell::new(limit),
+            limit,
+            encoded,
+            exceeded: Cell::new(false),
+        }
+    }
+
+    /// Takes `bytes`; false (and from then on [`Budget::exceeded`]) when fewer are left.
+    #[inline(always)]
+    pub(crate) fn take(&self, bytes: usize) -> bool {
+        match self.left.get().checked_sub(bytes) {
+            Some(left) => {
+                self.left.set(left);
+                true
+            }
+            None => {
+                self.exceeded.set(true);
+                false
+            }
+        }
+    }
+
+    /// Takes the memory of `n` values of `T`.
+    #[inline(always)]
+    pub(crate) fn take_n<T>(&self, n: usize) -> bool {
+        self.take(n.saturating_mul(std::mem::size_of::<T>()))
+    }
+
+    /// Whether a [`Budget::take`] failed: the decoder's error is then this budget's.
+    pub(crate) fn exceeded(&self) -> bool {
+        self.exceeded.get()
+    }
+
+    /// What the decoder took so far.
+    #[cfg(test)]
+    pub(crate) fn used(&self) -> usize {
+        self.limit - self.left.get()
+    }
+
+    /// The error of a decoder that ran out, naming `what` it was decoding.
+    pub(crate) fn error(&self, what: &'static str) -> FormatError {
+        FormatError::DecodedTooLarge {
+            what,
+            limit: self.limit,
+            encoded: self.encoded,
+        }
+    }
+}
+
+/// What a field of a message costs a derived (prost) decoder, for [`check_decoded_size`].
+#[derive(Debug, Clone, Copy)]
+pub enum Cost {
+    /// A repeated message field: each element a struct of this many bytes, of this shape.
+    Messages(usize, &'static Shape),
+    /// A singular message field: held inline, but what it holds allocates.
+    Message(&'static Shape),
+    /// A string or bytes field: its length.
+    Bytes,
+    /// A repeated string or bytes field: each element a `Vec` or `String` and its length.
+    Strings,
+    /// A repeated varint field (packed or not) of values of this many bytes.
+    Varints(usize),
+}
+
+/// The fields of a message that allocate when a derived decoder decodes it; the others
+/// (scalars, unknown fields) are held inline or dropped.
+#[derive(Debug)]
+pub struct Shape(pub &'static [(u64, Cost)]);
+
+/// The shape of an OTLP `AnyValue`, for the shapes of messages that hold attributes.
+pub static ANY_VALUE: Shape = Shape(&[
+    (1, Cost::Bytes),
+    (5, Cost::Message(&ARRAY_VALUE)),
+    (6, Cost::Message(&KEY_VALUE_LIST)),
+    (7, Cost::Bytes),
+]);
+static ARRAY_VALUE: Shape = Shape(&[(
+    1,
+    Cost::Messages(std::mem::size_of::<crate::otlp::AnyValue>(), &ANY_VALUE),
+)]);
+static KEY_VALUE_LIST: Shape = Shape(&[(
+    1,
+    Cost::Messages(std::mem::size_of::<crate::otlp::KeyValue>(), &KEY_VALUE),
+)]);
+/// The shape of an OTLP `KeyValue`.
+pub static KEY_VALUE: Shape = Shape(&[(1, Cost::Bytes), (2, Cost::Message(&ANY_VALUE))]);
+
+/// Refuses a protobuf message of shape `shape` (a `what`) that a derived decoder would
+/// decode into more than its [`Budget`], without decoding it: for the messages decoded by
+/// prost (traces, Pyroscope's push requests), which allocates as it goes and cannot be
+/// stopped. Damaged bytes pass: the decoder that follows names what is wrong with them.
+pub fn check_decoded_size(
+    buf: &[u8],
+    shape: &'static Shape,
+    what: &'static str,
+) -> Result<(), FormatError> {
+    let (budget, walked) = walked(buf, shape);
+    match walked {
+        Err(_) if budget.exceeded() => Err(budget.error(what)),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses a JSON document that a parser building a tree of it (`serde_json::Value`) would
+/// hold in more than its [`Budget`], without parsing it: `per_value` bytes for each value, and
+/// its bytes for the strings. Values are counted from the `[`, `,` and `:` outside strings
+/// (one value follows each), so damaged documents pass, for the parser to name the problem.
+pub fn check_json_values(
+    json: &[u8],
+    per_value: usize,
+    what: &'static str,
+) -> Result<(), FormatError> {
+    let budget = Budget::for_message(json.len());
+    let (mut values, mut in_string, mut escaped) = (1usize, false, false);
+    for &b in json {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b',' | b':' => values += 1,
+            _ => {}
+        }
+    }
+    if budget.take(json.len()) && budget.take(values.saturating_mul(per_value)) {
+        Ok(())
+    } else {
+        Err(budget.error(what))
+    }
+}
+
+/// The budget of `buf` after walking it as a `shape` (as far as it could).
+fn walked(buf: &[u8], shape: &'static Shape) -> (Budget, crate::wire::Result<()>) {
+    let budget = Budget::for_message(buf.len());
+    let result = walk(
+        crate::wire::Reader::new(buf, &budget),
+        shape,
+        crate::wire::RECURSION_LIMIT,
+    );
+    (budget, result)
+}
+
+/// What [`check_decoded_size`] estimates a derived decoder allocates for `buf`.
+#[cfg(test)]
+pub(crate) fn estimate(buf: &[u8], shape: &'static Shape) -> usize {
+    walked(buf, shape).0.used()
+}
+
+fn walk(mut r: crate::wire::Reader, shape: &'static Shape, left: u32) -> crate::wire::Result<()> {
+    use crate::wire::{message, LEN};
+    let left = left.checked_sub(1).ok_or_else(crate::wire::too_deep)?;
+    while !r.done() {
+        let (field, wire) = r.key()?;
+        let cost = shape.0.iter().find(|(f, _)| *f == field).map(|(_, c)| *c);
+        match (cost, wire) {
+            (Some(Cost::Messages(size, inner)), LEN) => {
+                r.take_n::<u8>(size)?;
+                walk(message(&mut r, "", field, wire)?, inner, left)?;
+            }
+            (Some(Cost::Message(inner)), LEN) => {
+                walk(message(&mut r, "", field, wire)?, inner, left)?;
+            }
+            (Some(Cost::Bytes), LEN) => {
+                r.owned_bytes()?;
+            }
+            (Some(Cost::Strings), LEN) => {
+                r.take_n::<Vec<u8>>(1)?;
+                r.owned_bytes()?;
+            }
+            (Some(Cost::Varints(size)), LEN) => {
+                let packed = r.bytes()?;
+                // Each varint ends in exactly one byte below 0x80.
+                let n = packed.iter().filter(|&&b| b < 0x80).count();
+                r.take_n::<u8>(n.saturating_mul(size))?;
+            }
+            (Some(Cost::Varints(size)), _) => {
+                r.take_n::<u8>(size)?;
+                r.skip(field, wire, left)?;
+            }
+            _ => r.skip(field, wire, left)?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
