@@ -77,7 +77,8 @@ fn ratio(used: usize, len: usize) -> f64 {
 fn real_messages_take_a_few_times_their_size() {
     let raw = crate::gzip::gunzip(GO_CPU, 64 << 20).unwrap();
     let budget = Budget::for_message(raw.len());
-    let profile = crate::pprof::decode::decode_within(&raw, &budget).unwrap();
+    let mut profile = crate::pprof::Profile::default();
+    crate::pprof::decode::decode_into(&mut profile, &raw, &budget).unwrap();
     let pprof = ratio(budget.used(), raw.len());
 
     let (data, _) = crate::to_otlp::pprof_to_otlp(

@@ -10,9 +10,21 @@ use crate::gzip;
 /// Decompression stops with [`FormatError::TooLarge`] past `max_decompressed` bytes, and
 /// decoding with [`FormatError::DecodedTooLarge`] past its [`crate::budget`].
 pub fn decode(bytes: &[u8], max_decompressed: usize) -> Result<Profile, FormatError> {
+    let mut profile = Profile::default();
+    decode_into(bytes, max_decompressed, &mut profile)?;
+    Ok(profile)
+}
+
+/// [`decode`] into `profile`, whose samples', locations' and strings' memory is reused (see
+/// [`super::decode::decode_into`]): for a caller that decodes one profile after another.
+pub fn decode_into(
+    bytes: &[u8],
+    max_decompressed: usize,
+    profile: &mut Profile,
+) -> Result<(), FormatError> {
     let raw = gzip::maybe_gunzip(bytes, max_decompressed)?;
     let budget = Budget::for_message(raw.len());
-    let profile = super::decode::decode_within(raw.as_ref(), &budget).map_err(|e| {
+    super::decode::decode_into(profile, raw.as_ref(), &budget).map_err(|e| {
         if budget.exceeded() {
             budget.error("pprof profile")
         } else {
@@ -24,7 +36,7 @@ pub fn decode(bytes: &[u8], max_decompressed: usize) -> Result<Profile, FormatEr
             "pprof string_table[0] must be the empty string".into(),
         ));
     }
-    Ok(profile)
+    Ok(())
 }
 
 /// Encodes a pprof profile without compression.

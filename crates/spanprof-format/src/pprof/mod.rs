@@ -7,7 +7,7 @@
 mod codec;
 pub(crate) mod decode;
 
-pub use codec::{decode, encode, encode_gzip};
+pub use codec::{decode, decode_into, encode, encode_gzip};
 
 /// A whole pprof profile.
 #[derive(Clone, PartialEq, prost::Message)]
