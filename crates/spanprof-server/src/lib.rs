@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
+mod spare;
 pub mod ui;
 
 use std::future::Future;

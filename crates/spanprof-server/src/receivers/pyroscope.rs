@@ -69,35 +69,9 @@ impl Series {
     }
 }
 
-thread_local! {
-    /// Profiles decoded and converted already, kept to decode the next uploads on this thread
-    /// into ([`pprof::decode_into`]): their samples' vectors are filled again instead of
-    /// allocated and freed for every upload, thousands a profile, each a cache miss.
-    static SPARE: std::cell::RefCell<Vec<pprof::Profile>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Profiles [`SPARE`] keeps per thread.
-const SPARE_PROFILES: usize = 4;
-/// Samples of the largest profile [`SPARE`] keeps: a huge upload's memory is given back.
-const SPARE_MAX_SAMPLES: usize = 1 << 14;
-
-/// Keeps `profile`, converted already, for the next upload decoded on this thread.
-fn recycle(profile: pprof::Profile) {
-    if profile.sample.capacity() <= SPARE_MAX_SAMPLES {
-        SPARE.with(|spare| {
-            let mut spare = spare.borrow_mut();
-            if spare.len() < SPARE_PROFILES {
-                spare.push(profile);
-            }
-        });
-    }
-}
-
 /// A pprof profile from a request, gzip or not.
 fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejection> {
-    let mut profile = SPARE
-        .with(|spare| spare.borrow_mut().pop())
-        .unwrap_or_default();
+    let mut profile = crate::spare::pprof_profile();
     pprof::decode_into(bytes, limits.max_decompressed_bytes, &mut profile).map_err(
         |e| match e {
             FormatError::TooLarge { limit } => Rejection {
@@ -174,7 +148,7 @@ async fn submit(
         batch
             .add_pprof(&profile, series.resource())
             .map_err(|e| Rejection::bad(format!("profile {i}: invalid pprof profile: {e}")))?;
-        recycle(profile);
+        crate::spare::keep_pprof(profile);
     }
     let (data, report) = batch.finish();
     app.metrics.record_received(receiver, &report);
