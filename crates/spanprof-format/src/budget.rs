@@ -6,9 +6,9 @@
 //! samples, to 2.5 GB. Each decoder therefore takes what it allocates (element structs,
 //! strings, packed values) from a [`Budget`] of [`DECODED_PER_BYTE`] times the bytes it reads,
 //! plus [`DECODED_BASE`], and stops with [`FormatError::DecodedTooLarge`] when it runs out,
-//! before allocating more. Real messages stay well inside: measured in the tests below, the
-//! decoders' real inputs take 1.0–7.1 times their size (a Go CPU profile's packed location
-//! ids, one byte each on the wire and eight in memory, are the most).
+//! before allocating more. Real messages stay well inside: measured in the tests below, a Go
+//! CPU profile takes 5.8 times its size as pprof (its packed location ids are one byte each
+//! on the wire and eight in memory) and 5.4 as OTLP, an HTTP server's spans 3.4.
 
 use std::cell::Cell;
 

@@ -12,7 +12,7 @@ pub enum FormatError {
     /// Decoding the message would take more memory than its size allows (see
     /// [`crate::budget`]): mostly empty elements, as in a decompression bomb.
     #[error(
-        "the {what} would take more than {limit} bytes of memory once decoded ({per} times its {encoded} bytes, plus {base}): it is mostly empty elements",
+        "the {what} would take more than {limit} bytes of memory once decoded ({per} times its {encoded} bytes, plus {base}): too many empty elements for its size, as in a decompression bomb",
         per = crate::budget::DECODED_PER_BYTE,
         base = crate::budget::DECODED_BASE
     )]
