@@ -1148,8 +1148,10 @@ fn python_sdk_pushes_span_profiles() {
     };
     // The link carries the trace id. pyroscope-otel sets the span_id, span_name and trace_id
     // thread tags one call after another, so a sample taken between the first and the last
-    // names the span alone; this script exports no spans whose records could bind it to the
-    // trace. At 100 Hz that is one sample (10 ms) at most, seen once in a CI run.
+    // names the span alone. The store gives it the trace its upload names for that span
+    // elsewhere; only when that sample is the span's first in an upload of its own (this
+    // script exports no span records to bind it) does it stay without: at 100 Hz one
+    // sample (10 ms) at most.
     let by_trace = total(&store, &by_trace);
     assert!(
         by_trace <= tree.total() && tree.total() - by_trace <= 10_000_000,

@@ -200,6 +200,7 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
     // Each link's ids, checked and with the trace elided, once per link table entry (the
     // profiles of one pprof share it; a span index lookup per sample misses the cache).
     let mut links: Vec<Option<LinkIds>> = vec![None; d.link_table.len()];
+    let mut span_traces = SpanTraces::default();
     for (ri, rp) in data.resource_profiles.iter().enumerate() {
         let (service_name, name_hint, base_labels) = resource_labels(rp.resource.as_ref());
         let service = st.service_id(&service_name);
@@ -231,6 +232,7 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
                         d,
                         &mut remap,
                         &mut links,
+                        &mut span_traces,
                         service,
                         &base_labels,
                         name_hint.as_deref(),
@@ -281,6 +283,32 @@ fn elide_known_trace(st: &State, (trace, span): LinkIds) -> LinkIds {
     match st.active.spans().get(&span) {
         Some(s) if trace != [0; 16] && s.trace_id == trace => ([0; 16], span),
         _ => (trace, span),
+    }
+}
+
+/// The trace of each span that a dictionary's links name with one, gathered on first need.
+///
+/// A sample that names its span but not its trace belongs to the trace the same profile
+/// gives that span elsewhere: a span has one trace. SDKs that set a thread's span and trace
+/// labels one call at a time (pyroscope-otel's span processor) leave such samples when the
+/// profiler samples the thread between the calls; with this, trace queries find them even
+/// when no span record arrives to bind them to their trace.
+#[derive(Default)]
+struct SpanTraces(Option<HashMap<[u8; 8], [u8; 16]>>);
+
+impl SpanTraces {
+    fn get(&mut self, d: &ProfilesDictionary, span: &[u8; 8]) -> Option<[u8; 16]> {
+        let traces = self.0.get_or_insert_with(|| {
+            d.link_table
+                .iter()
+                .filter_map(|l| {
+                    let span = <[u8; 8]>::try_from(l.span_id.as_slice()).ok()?;
+                    let trace = <[u8; 16]>::try_from(l.trace_id.as_slice()).ok()?;
+                    (trace != [0; 16]).then_some((span, trace))
+                })
+                .collect()
+        });
+        traces.get(span).copied()
     }
 }
 
@@ -378,6 +406,7 @@ fn profile_blocks(
     d: &ProfilesDictionary,
     remap: &mut Remap,
     link_memo: &mut [Option<LinkIds>],
+    span_traces: &mut SpanTraces,
     service: u32,
     base_labels: &[(String, String)],
     name_hint: Option<&str>,
@@ -465,8 +494,10 @@ fn profile_blocks(
             }
         }
         if link.is_none() {
-            // Only a span id: bound to its trace later, from the stored span.
+            // Only a span id: the trace the profile's links give that span, or bound to its
+            // trace later, from the stored span.
             if let Some(sp) = span {
+                let trace = trace.or_else(|| span_traces.get(d, &sp));
                 link = Some(elide_known_trace(st, (trace.unwrap_or([0; 16]), sp)));
             }
         }

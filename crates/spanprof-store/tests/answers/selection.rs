@@ -235,3 +235,56 @@ fn selections_by_trace_and_label_match_the_label_sums() {
     };
     assert_eq!(cpu(&store, &count), c.sums.ticks_total);
 }
+
+/// A sample that names its span but not its trace (an SDK sampled between setting the two
+/// labels) belongs to the trace its profile gives that span elsewhere, with no span record
+/// stored to tell.
+#[test]
+fn a_sample_without_its_trace_label_is_in_its_spans_trace() {
+    let c = Copy::new(0, 0, 1);
+    let heavy = c.span(HEAVY);
+    let mut p = c.pprof.clone();
+    let is_trace_key = |k: i64| {
+        matches!(
+            p.string_table[k as usize].as_str(),
+            "otel.profile.trace_id" | "trace_id"
+        )
+    };
+    let span_hex = spanprof_format::link::to_hex(&heavy.span_id);
+    let of_heavy = p
+        .sample
+        .iter()
+        .position(|s| {
+            s.label
+                .iter()
+                .any(|l| p.string_table[l.str as usize] == span_hex)
+        })
+        .expect("a sample of the heavy span");
+    let trace_keys: Vec<bool> = p.sample[of_heavy]
+        .label
+        .iter()
+        .map(|l| is_trace_key(l.key))
+        .collect();
+    assert!(trace_keys.contains(&true), "the sample names its trace");
+    let mut keep = trace_keys.iter().map(|t| !t);
+    p.sample[of_heavy].label.retain(|_| keep.next().unwrap());
+    let mut batch = spanprof_format::Batch::new(Some(spanprof_format::LinkConfig::default()));
+    batch.add_pprof(&p, resource()).unwrap();
+    let (data, _) = batch.finish();
+
+    let dir = temp_dir();
+    let store = open(dir.path());
+    // No spans: nothing but the profile itself tells the sample's trace.
+    let r = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(r.rejected_profiles, 0, "{:?}", r.problems);
+    let of_trace = ids(c.spans.iter().filter(|s| s.trace_id == heavy.trace_id));
+    let sel = Selection {
+        trace_id: Some(heavy.trace_id),
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &sel), c.cpu_of(&of_trace));
+    assert_eq!(
+        cpu(&store, &of_spans([&heavy.span_id])),
+        c.sampled(&heavy.span_id).cpu_ns
+    );
+}
