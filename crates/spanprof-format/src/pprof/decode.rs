@@ -40,7 +40,6 @@ pub(crate) fn decode_into(p: &mut Profile, buf: &[u8], budget: &Budget) -> Resul
     let mut r = Reader::new(buf, budget);
     // First pass over the top-level keys only: how many of each repeated field.
     let counts = r.count_fields::<6>(TOP)?;
-    let reused = (p.sample.len(), p.location.len(), p.string_table.len());
     *p = Profile {
         sample_type: std::mem::take(&mut p.sample_type),
         sample: std::mem::take(&mut p.sample),
@@ -107,9 +106,7 @@ pub(crate) fn decode_into(p: &mut Profile, buf: &[u8], budget: &Budget) -> Resul
             _ => r.skip(field, wire, TOP)?,
         }
     }
-    debug_assert!(samples <= reused.0.max(counts[1]));
-    debug_assert!(locations <= reused.1.max(counts[3]));
-    debug_assert!(strings <= reused.2.max(counts[5]));
+    debug_assert!(samples <= counts[1] && locations <= counts[3] && strings <= counts[5]);
     p.sample.truncate(samples);
     p.location.truncate(locations);
     p.string_table.truncate(strings);
