@@ -1,14 +1,14 @@
 //! Building a deduplicated `ProfilesDictionary`: every table starts with its zero entry and
 //! each distinct value is stored once, so indices can be compared instead of values.
 
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash, Hasher};
 
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use prost::Message;
 
 use crate::otlp::{
-    any_value, AnyValue, Function, KeyValueAndUnit, Line, Link, Location, Mapping,
-    ProfilesDictionary, Stack,
+    any_value, AnyValue, Function, KeyValueAndUnit, Link, Location, Mapping, ProfilesDictionary,
+    Stack,
 };
 
 /// Interns strings, functions, mappings, locations, stacks, attributes and links into one
@@ -22,7 +22,8 @@ pub struct DictionaryBuilder {
     strings: HashTable<i32>,
     functions: HashMap<(i32, i32, i32, i64), i32>,
     mappings: HashMap<MappingKey, i32>,
-    locations: HashMap<LocationKey, i32>,
+    /// Indices into `dict.location_table`, hashed with [`location_hash`].
+    locations: HashTable<i32>,
     stacks: HashTable<i32>,
     attributes: HashTable<i32>,
     links: HashMap<([u8; 16], [u8; 8]), i32>,
@@ -37,12 +38,32 @@ struct MappingKey {
     attributes: Box<[i32]>,
 }
 
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct LocationKey {
-    mapping: i32,
-    address: u64,
-    lines: Box<[(i32, i64, i64)]>,
-    attributes: Box<[i32]>,
+/// A location's identity, hashed: its mapping, address and lines in order, and its
+/// attributes as a set (order-free, so no sorted copy is made).
+fn location_hash(hasher: &DefaultHashBuilder, l: &Location) -> u64 {
+    let mut h = hasher.build_hasher();
+    (l.mapping_index, l.address, l.lines.len()).hash(&mut h);
+    for x in &l.lines {
+        (x.function_index, x.line, x.column).hash(&mut h);
+    }
+    let attrs = &l.attribute_indices;
+    let (sum, xor) = attrs
+        .iter()
+        .fold((0i32, 0i32), |(s, x), &a| (s.wrapping_add(a), x ^ a));
+    (attrs.len(), sum, xor).hash(&mut h);
+    h.finish()
+}
+
+/// Whether two locations are the same location: what [`location_hash`] hashes, equal.
+fn same_location(a: &Location, b: &Location) -> bool {
+    let count = |v: &[i32], x: i32| v.iter().filter(|&&y| y == x).count();
+    a.mapping_index == b.mapping_index
+        && a.address == b.address
+        && a.lines == b.lines
+        && a.attribute_indices.len() == b.attribute_indices.len()
+        && a.attribute_indices
+            .iter()
+            .all(|&x| count(&a.attribute_indices, x) == count(&b.attribute_indices, x))
 }
 
 /// An attribute as a dedup key: key, unit and the value in hashable form.
@@ -123,7 +144,7 @@ impl DictionaryBuilder {
             strings: HashTable::new(),
             functions: HashMap::new(),
             mappings: HashMap::new(),
-            locations: HashMap::new(),
+            locations: HashTable::new(),
             stacks: HashTable::new(),
             attributes: HashTable::new(),
             links: HashMap::new(),
@@ -142,7 +163,9 @@ impl DictionaryBuilder {
         self.dict.string_table.reserve(strings);
         self.functions.reserve(functions);
         self.dict.function_table.reserve(functions);
-        self.locations.reserve(locations);
+        let table = &self.dict.location_table;
+        self.locations
+            .reserve(locations, |&i| location_hash(hasher, &table[i as usize]));
         self.dict.location_table.reserve(locations);
         let table = &self.dict.stack_table;
         self.stacks.reserve(stacks, |&i| {
@@ -210,26 +233,23 @@ impl DictionaryBuilder {
     /// The index of a location whose mapping, function and attribute fields are indices of
     /// this dictionary. Line order is kept: it is the inlining order.
     pub fn location(&mut self, l: Location) -> i32 {
-        let mut attributes: Box<[i32]> = l.attribute_indices.as_slice().into();
-        attributes.sort_unstable();
-        let key = LocationKey {
-            mapping: l.mapping_index,
-            address: l.address,
-            lines: l
-                .lines
-                .iter()
-                .map(|x: &Line| (x.function_index, x.line, x.column))
-                .collect(),
-            attributes,
-        };
         if l == Location::default() {
             return 0;
         }
-        let table = &mut self.dict.location_table;
-        *self.locations.entry(key).or_insert_with(|| {
-            table.push(l);
-            next_index(table.len() - 1)
-        })
+        let hash = location_hash(&self.hasher, &l);
+        let table = &self.dict.location_table;
+        if let Some(&i) = self
+            .locations
+            .find(hash, |&i| same_location(&table[i as usize], &l))
+        {
+            return i;
+        }
+        let i = next_index(table.len());
+        self.dict.location_table.push(l);
+        let (hasher, table) = (&self.hasher, &self.dict.location_table);
+        self.locations
+            .insert_unique(hash, i, |&i| location_hash(hasher, &table[i as usize]));
+        i
     }
 
     /// The index of the stack of `locations` (leaf first).
@@ -328,4 +348,54 @@ pub fn string_value(s: &str) -> AnyValue {
 fn next_index(len: usize) -> i32 {
     // Tables are bounded by the 64 MiB input limit long before i32::MAX entries.
     i32::try_from(len).expect("dictionary table exceeds i32::MAX entries")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::Line;
+
+    fn loc(address: u64, functions: &[i32], attributes: &[i32]) -> Location {
+        Location {
+            mapping_index: 1,
+            address,
+            lines: functions
+                .iter()
+                .map(|&f| Line {
+                    function_index: f,
+                    line: 10,
+                    column: 0,
+                })
+                .collect(),
+            attribute_indices: attributes.to_vec(),
+        }
+    }
+
+    #[test]
+    fn locations_are_one_entry_per_identity_with_attributes_as_a_set() {
+        let mut b = DictionaryBuilder::new();
+        assert_eq!(b.location(Location::default()), 0);
+        let first = b.location(loc(0x10, &[1, 2], &[3, 4]));
+        assert_eq!(first, 1);
+        // Attributes in another order: the same location, kept as first given.
+        assert_eq!(b.location(loc(0x10, &[1, 2], &[4, 3])), first);
+        // Line order is inlining order; other attributes, a repeated one, another address:
+        // other locations.
+        let others = [
+            loc(0x10, &[2, 1], &[3, 4]),
+            loc(0x10, &[1, 2], &[3, 5]),
+            loc(0x10, &[1, 2], &[3, 3]),
+            loc(0x10, &[1, 2], &[3]),
+            loc(0x11, &[1, 2], &[3, 4]),
+        ];
+        for (n, l) in others.iter().enumerate() {
+            assert_eq!(b.location(l.clone()), n as i32 + 2, "{l:?}");
+        }
+        for (n, l) in others.iter().enumerate() {
+            assert_eq!(b.location(l.clone()), n as i32 + 2, "{l:?} again");
+        }
+        let d = b.finish();
+        assert_eq!(d.location_table.len(), 7);
+        assert_eq!(d.location_table[1].attribute_indices, [3, 4]);
+    }
 }
