@@ -287,7 +287,7 @@ async fn push_inner(
     } else {
         check_decoded_size(&raw, &PUSH_REQUEST, "push.v1.PushRequest")
     }
-    .map_err(|e| connect_rejection(Rejection::undecodable("", &e)))?;
+    .map_err(|e| connect_rejection(Rejection::undecodable("not a push.v1.PushRequest", &e)))?;
     let request = if json {
         decode_json(&raw)
     } else {
