@@ -21,6 +21,14 @@ pub enum FormatError {
         limit: usize,
         encoded: usize,
     },
+    /// A profile holds more than a [`crate::limits::ProfileLimits`] allows.
+    #[error("the profile has {count} {what}, more than the limit of {limit} ({key})")]
+    ProfileTooBig {
+        what: &'static str,
+        count: usize,
+        limit: usize,
+        key: &'static str,
+    },
     /// The bytes are not a valid protobuf message of the expected type.
     #[error("not a valid {what}: {source}")]
     Protobuf {

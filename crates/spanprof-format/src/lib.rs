@@ -9,6 +9,7 @@ pub mod check;
 pub mod error;
 pub mod gzip;
 pub mod json;
+pub mod limits;
 pub mod otlp;
 pub mod pprof;
 pub mod profile_type;

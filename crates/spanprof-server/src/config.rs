@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use spanprof_format::limits::ProfileLimits;
 use spanprof_format::LinkConfig;
 use spanprof_store::store::StoreConfig;
 
@@ -120,13 +121,15 @@ impl ForwarderConfig {
     }
 }
 
-/// Request size limits, in bytes.
+/// Request size limits, in bytes, and what one profile may hold.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest request body as sent (compressed).
     pub max_body_bytes: usize,
     /// Largest request body after decompression (OTLP recommends 64 MiB).
     pub max_decompressed_bytes: usize,
+    /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
+    pub profile: ProfileLimits,
 }
 
 /// The pipeline's bounded queue and batching.
@@ -168,6 +171,7 @@ impl Default for ServerConfig {
             limits: Limits {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
+                profile: ProfileLimits::default(),
             },
             queue: QueueConfig {
                 capacity: 1024,

@@ -10,6 +10,12 @@
 //!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
 //!   max_body_size: 32MiB
 //!   max_decompressed_size: 64MiB
+//!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
+//!   # naming it. Its symbols and stacks are kept for good, so these bound what one request
+//!   # can add to the server's memory.
+//!   max_profile_samples: 100000
+//!   max_profile_locations: 100000
+//!   max_profile_frames: 4000000     # stack depths summed
 //!   # Grafana's span profiles (SelectMergeSpanProfile, and which spans the Tempo API marks
 //!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
 //!   # Pyroscope); true = the span and its descendant spans.
@@ -108,6 +114,9 @@ struct Server {
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     max_decompressed_size: Option<u64>,
+    max_profile_samples: Option<usize>,
+    max_profile_locations: Option<usize>,
+    max_profile_frames: Option<usize>,
     span_profiles_include_children: Option<bool>,
 }
 
@@ -270,6 +279,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = s.max_decompressed_size {
         base.limits.max_decompressed_bytes = n as usize;
     }
+    let profile = &mut base.limits.profile;
+    profile.max_samples = s.max_profile_samples.unwrap_or(profile.max_samples);
+    profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
+    profile.max_frames = s.max_profile_frames.unwrap_or(profile.max_frames);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
@@ -355,6 +368,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
 #[cfg(test)]
 mod tests {
     use super::*;
+    use spanprof_format::limits::ProfileLimits;
 
     fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -411,6 +425,24 @@ mod tests {
             e.contains("unknown field `span_profiles_include_children`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn profile_limits_default_and_are_set_one_by_one() {
+        let d = load_str("").unwrap().limits.profile;
+        assert_eq!(d, ProfileLimits::default());
+        let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n")
+            .unwrap()
+            .limits
+            .profile;
+        assert_eq!(
+            (c.max_samples, c.max_locations, c.max_frames),
+            (500, d.max_locations, 0)
+        );
+        let e = load_str("server:\n  max_profile_locations: lots\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
     }
 
     #[test]

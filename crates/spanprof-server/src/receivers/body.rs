@@ -54,9 +54,9 @@ impl Rejection {
     /// 400 when the message is not valid.
     pub fn undecodable(context: &str, e: &FormatError) -> Self {
         let status = match e {
-            FormatError::DecodedTooLarge { .. } | FormatError::TooLarge { .. } => {
-                StatusCode::PAYLOAD_TOO_LARGE
-            }
+            FormatError::DecodedTooLarge { .. }
+            | FormatError::TooLarge { .. }
+            | FormatError::ProfileTooBig { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             _ => StatusCode::BAD_REQUEST,
         };
         let message = match status {

@@ -72,7 +72,9 @@ pub(crate) async fn ingest_profiles(
     } else {
         spanprof_format::detect::decode_otlp_protobuf(raw)
     };
-    let data = decoded.map_err(|e| refuse(app, receiver, "invalid OTLP profiles payload", &e))?;
+    let data = decoded
+        .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
+        .map_err(|e| refuse(app, receiver, "invalid OTLP profiles payload", &e))?;
     let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);

@@ -81,6 +81,10 @@ fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejecti
             other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
         },
     )?;
+    limits
+        .profile
+        .check_pprof(&profile)
+        .map_err(|e| Rejection::undecodable("the profile", &e))?;
     Ok(profile)
 }
 

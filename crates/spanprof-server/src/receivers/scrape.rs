@@ -156,6 +156,11 @@ async fn ingest(
 ) -> Result<(), String> {
     let profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
         .map_err(|e| format!("not a pprof profile: {e}"))?;
+    app.config
+        .limits
+        .profile
+        .check_pprof(&profile)
+        .map_err(|e| e.to_string())?;
     let mut attributes = vec![
         string_kv("service.name", &target.service),
         string_kv(spanprof_store::store::PROFILE_NAME_ATTRIBUTE, name),

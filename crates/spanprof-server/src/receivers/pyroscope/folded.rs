@@ -3,7 +3,8 @@
 //! sample type comes from the app name's legacy suffix (`myapp.cpu`, `myapp.alloc_space`, …)
 //! and `sampleRate`, as Pyroscope reads them.
 
-use spanprof_format::pprof;
+use spanprof_format::limits::{Measure, ProfileLimits};
+use spanprof_format::{pprof, FormatError};
 use std::collections::HashMap;
 
 /// Which text format a body is in.
@@ -68,10 +69,16 @@ pub fn legacy_type(name: &str) -> Result<LegacyType, String> {
     })
 }
 
-/// Stacks (root first) with their summed counts, in order of first appearance.
-fn parse_stacks(text: &str, format: TextFormat) -> Result<Vec<(Vec<&str>, i64)>, String> {
+/// Stacks (root first) with their summed counts, in order of first appearance. Stops as soon
+/// as the distinct stacks (the samples) or their frames pass `limits`.
+fn parse_stacks<'a>(
+    text: &'a str,
+    format: TextFormat,
+    limits: &ProfileLimits,
+) -> Result<Vec<(Vec<&'a str>, i64)>, FormatError> {
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut stacks: Vec<(Vec<&str>, i64)> = Vec::new();
+    let mut frames_seen = 0usize;
     for (n, line) in text.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let (stack, count) = match format {
@@ -82,13 +89,16 @@ fn parse_stacks(text: &str, format: TextFormat) -> Result<Vec<(Vec<&str>, i64)>,
                     continue;
                 };
                 let count: i64 = count.parse().map_err(|_| {
-                    format!(
+                    FormatError::Invalid(format!(
                         "line {}: {count:?} is not a sample count (expected `frame;frame;leaf <count>`)",
                         n + 1
-                    )
+                    ))
                 })?;
                 if count < 0 {
-                    return Err(format!("line {}: negative sample count {count}", n + 1));
+                    return Err(FormatError::Invalid(format!(
+                        "line {}: negative sample count {count}",
+                        n + 1
+                    )));
                 }
                 (stack, count)
             }
@@ -99,7 +109,10 @@ fn parse_stacks(text: &str, format: TextFormat) -> Result<Vec<(Vec<&str>, i64)>,
         match index.get(stack) {
             Some(&i) => {
                 stacks[i].1 = stacks[i].1.checked_add(count).ok_or_else(|| {
-                    format!("line {}: the sample counts of {stack:?} overflow", n + 1)
+                    FormatError::Invalid(format!(
+                        "line {}: the sample counts of {stack:?} overflow",
+                        n + 1
+                    ))
                 })?;
             }
             None => {
@@ -107,6 +120,9 @@ fn parse_stacks(text: &str, format: TextFormat) -> Result<Vec<(Vec<&str>, i64)>,
                 if frames.is_empty() {
                     continue;
                 }
+                frames_seen += frames.len();
+                limits.allow(Measure::Samples, stacks.len() + 1)?;
+                limits.allow(Measure::Frames, frames_seen)?;
                 index.insert(stack, stacks.len());
                 stacks.push((frames, count));
             }
@@ -126,7 +142,7 @@ pub struct TextProfile {
 
 /// Builds the pprof profile of a text upload. `sample_rate` (Hz) turns CPU and wall counts
 /// into nanoseconds (count × 1e9/rate) with a `cpu/nanoseconds` period, as Pyroscope does;
-/// 0 keeps plain counts.
+/// 0 keeps plain counts. A text over `limits` is refused as soon as that shows.
 pub fn to_pprof(
     text: &str,
     format: TextFormat,
@@ -134,9 +150,10 @@ pub fn to_pprof(
     sample_rate: u32,
     time_ns: i64,
     duration_ns: i64,
-) -> Result<TextProfile, String> {
-    let mut kind = legacy_type(app_name)?;
-    let stacks = parse_stacks(text, format)?;
+    limits: &ProfileLimits,
+) -> Result<TextProfile, FormatError> {
+    let mut kind = legacy_type(app_name).map_err(FormatError::Invalid)?;
+    let stacks = parse_stacks(text, format, limits)?;
     let mut strings: Vec<String> = vec![String::new()];
     let mut string_ix: HashMap<String, i64> = HashMap::new();
     let mut intern = |s: &str, strings: &mut Vec<String>| -> i64 {
@@ -167,9 +184,11 @@ pub fn to_pprof(
     }];
     let mut location_of: HashMap<&str, u64> = HashMap::new();
     for (frames, count) in &stacks {
-        let value = count
-            .checked_mul(scale)
-            .ok_or_else(|| format!("the sample count {count} overflows once scaled to ns"))?;
+        let value = count.checked_mul(scale).ok_or_else(|| {
+            FormatError::Invalid(format!(
+                "the sample count {count} overflows once scaled to ns"
+            ))
+        })?;
         let mut location_id = Vec::with_capacity(frames.len());
         // pprof lists the leaf first.
         for &frame in frames.iter().rev() {
@@ -193,6 +212,7 @@ pub fn to_pprof(
                         ..Default::default()
                     });
                     location_of.insert(frame, id);
+                    limits.allow(Measure::Locations, profile.location.len())?;
                     id
                 }
             };
@@ -223,6 +243,7 @@ mod tests {
             100,
             7,
             0,
+            &ProfileLimits::default(),
         )
         .unwrap();
         assert_eq!(t.kind.app, "shop");
@@ -250,13 +271,23 @@ mod tests {
             100,
             0,
             0,
+            &ProfileLimits::default(),
         )
         .unwrap();
         assert_eq!(t.kind.metric, "memory");
         assert_eq!(t.profile.period, 0);
         let values: Vec<i64> = t.profile.sample.iter().map(|s| s.value[0]).collect();
         assert_eq!(values, vec![2, 1]);
-        let t = to_pprof("a 4", TextFormat::Folded, "x", 0, 0, 0).unwrap();
+        let t = to_pprof(
+            "a 4",
+            TextFormat::Folded,
+            "x",
+            0,
+            0,
+            0,
+            &ProfileLimits::NONE,
+        )
+        .unwrap();
         assert_eq!(t.profile.sample[0].value, vec![4]);
         assert_eq!(t.kind.sample_type, "samples");
     }
@@ -266,11 +297,61 @@ mod tests {
         assert!(legacy_type("my.app")
             .unwrap_err()
             .contains("unknown profile type: app"));
-        let e = to_pprof("a;b x", TextFormat::Folded, "x", 100, 0, 0).unwrap_err();
+        let e = to_pprof(
+            "a;b x",
+            TextFormat::Folded,
+            "x",
+            100,
+            0,
+            0,
+            &ProfileLimits::NONE,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("line 1") && e.contains("not a sample count"),
             "{e}"
         );
-        assert!(to_pprof("a -1", TextFormat::Folded, "x", 100, 0, 0).is_err());
+        assert!(to_pprof(
+            "a -1",
+            TextFormat::Folded,
+            "x",
+            100,
+            0,
+            0,
+            &ProfileLimits::NONE
+        )
+        .is_err());
+    }
+
+    /// Samples (distinct stacks), frames and locations each stop the parse at their limit,
+    /// and the error says which.
+    #[test]
+    fn a_text_over_a_limit_is_refused_naming_it() {
+        let limits = ProfileLimits {
+            max_samples: 3,
+            max_locations: 4,
+            max_frames: 7,
+        };
+        let parse = |text: &str| {
+            to_pprof(text, TextFormat::Folded, "x", 0, 0, 0, &limits).map_err(|e| e.to_string())
+        };
+        // Repeats merge: 3 distinct stacks, 6 frames, 4 functions.
+        assert!(parse("a;b 1\na;c 1\na;b 5\nd;b 1\n").is_ok());
+        let samples = parse("a 1\nb 1\nc 1\na 1\nd 1\n").unwrap_err();
+        assert!(
+            samples.contains("4 samples") && samples.contains("max_profile_samples"),
+            "{samples}"
+        );
+        let frames = parse("a;a;a;a 1\na;a;a;b 1\n").unwrap_err();
+        assert!(
+            frames.contains("8 stack frames") && frames.contains("max_profile_frames"),
+            "{frames}"
+        );
+        let locations = parse("a;b 1\nc;d;e 1\n").unwrap_err();
+        assert!(
+            locations.contains("5 locations") && locations.contains("max_profile_locations"),
+            "{locations}"
+        );
     }
 }

@@ -10,7 +10,8 @@ use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use spanprof_format::pprof;
+use spanprof_format::limits::ProfileLimits;
+use spanprof_format::{pprof, FormatError};
 
 use super::folded::{self, TextFormat};
 use super::labels::{self, LabelSet, SERVICE_NAME};
@@ -249,11 +250,13 @@ async fn ingest_inner(
     })?;
     let raw = decode(headers, body, &app.config.limits)?;
     let series = match form {
-        BodyForm::Text(format) => match text_series(&raw, format, &params)? {
-            Some(s) => s,
-            // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
-            None => return Ok(StatusCode::OK),
-        },
+        BodyForm::Text(format) => {
+            match text_series(&raw, format, &params, &app.config.limits.profile)? {
+                Some(s) => s,
+                // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
+                None => return Ok(StatusCode::OK),
+            }
+        }
         BodyForm::Pprof => match pprof_series(app, &raw, None, &params)? {
             Some(s) => s,
             None => return Ok(StatusCode::OK),
@@ -324,6 +327,7 @@ fn text_series(
     raw: &[u8],
     format: TextFormat,
     params: &Params,
+    limits: &ProfileLimits,
 ) -> Result<Option<(pprof::Profile, Series)>, Rejection> {
     if params
         .name
@@ -345,8 +349,12 @@ fn text_series(
         params.sample_rate,
         params.from_ns,
         params.until_ns - params.from_ns,
+        limits,
     )
-    .map_err(Rejection::bad)?;
+    .map_err(|e| match e {
+        FormatError::Invalid(message) => Rejection::bad(message),
+        e => Rejection::undecodable("the folded text", &e),
+    })?;
     let mut labels = tag_labels(&params.name)?;
     let service = match labels.remove(SERVICE_NAME) {
         Some(s) => {
