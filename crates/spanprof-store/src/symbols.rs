@@ -7,6 +7,8 @@
 //! segment starts with a snapshot, so applying snapshots and deltas in log order rebuilds the
 //! same ids (entries already known are skipped, gaps are an error).
 
+use std::hash::BuildHasher;
+
 use hashbrown::HashMap;
 
 use spanprof_format::otlp::{any_value, ProfilesDictionary};
@@ -103,11 +105,14 @@ pub struct SymbolTable {
 /// per stack): 16 MiB.
 const STACK_CACHE_IDS: usize = 4 << 20;
 
-/// An append-only table deduplicated by value; entry 0 is the default value.
+/// An append-only table deduplicated by value; entry 0 is the default value. The index holds
+/// ids, not copies of the values: a value is kept once (a service's symbols live as long as
+/// the process, and the copies were half of their memory).
 #[derive(Debug)]
 struct Table<T> {
     items: Vec<T>,
-    ids: HashMap<T, u32>,
+    hasher: hashbrown::DefaultHashBuilder,
+    ids: hashbrown::HashTable<u32>,
     flushed: usize,
 }
 
@@ -115,19 +120,30 @@ impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
     fn new() -> Self {
         let mut t = Table {
             items: Vec::new(),
-            ids: HashMap::new(),
+            hasher: Default::default(),
+            ids: hashbrown::HashTable::new(),
             flushed: 1,
         };
-        t.items.push(T::default());
-        t.ids.insert(T::default(), 0);
+        t.push_new(T::default());
         t
     }
 
     fn intern(&mut self, v: T) -> u32 {
-        match self.ids.get(&v) {
-            Some(&id) => id,
+        match self.get(&v) {
+            Some(id) => id,
             None => self.push_new(v),
         }
+    }
+
+    /// The id of the value `key` stands for (hashed as the value is), if the table has it.
+    fn get<Q>(&self, key: &Q) -> Option<u32>
+    where
+        Q: std::hash::Hash + hashbrown::Equivalent<T> + ?Sized,
+    {
+        let hash = self.hasher.hash_one(key);
+        self.ids
+            .find(hash, |&id| key.equivalent(&self.items[id as usize]))
+            .copied()
     }
 
     /// [`Table::intern`] by a borrowed form of the value (hashed as the value is): an entry
@@ -136,8 +152,8 @@ impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
     where
         Q: std::hash::Hash + hashbrown::Equivalent<T> + ?Sized,
     {
-        match self.ids.get(key) {
-            Some(&id) => id,
+        match self.get(key) {
+            Some(id) => id,
             None => self.push_new(make()),
         }
     }
@@ -145,8 +161,11 @@ impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
     /// Appends `v`, which the table does not hold yet.
     fn push_new(&mut self, v: T) -> u32 {
         let id = self.items.len() as u32;
-        self.items.push(v.clone());
-        self.ids.insert(v, id);
+        let (items, hasher) = (&self.items, &self.hasher);
+        self.ids.insert_unique(hasher.hash_one(&v), id, |&id| {
+            hasher.hash_one(&items[id as usize])
+        });
+        self.items.push(v);
         id
     }
 
@@ -633,20 +652,15 @@ mod tests {
             address,
             lines,
         };
-        assert_eq!(t.locations.ids.get(&key(1, 0x40, &lines)), Some(&id));
+        assert_eq!(t.locations.get(&key(1, 0x40, &lines)), Some(id));
+        assert_eq!(t.locations.get(&key(1, 0x40, &lines[..1])), Some(other));
+        assert_eq!(t.locations.get(&key(2, 0x40, &lines)), None);
+        assert_eq!(t.locations.get(&key(1, 0x41, &lines)), None);
         assert_eq!(
-            t.locations.ids.get(&key(1, 0x40, &lines[..1])),
-            Some(&other)
-        );
-        assert_eq!(t.locations.ids.get(&key(2, 0x40, &lines)), None);
-        assert_eq!(t.locations.ids.get(&key(1, 0x41, &lines)), None);
-        assert_eq!(
-            t.locations
-                .ids
-                .get(&key(1, 0x40, &[(1, 10, 0), (2, 20, 4)])),
+            t.locations.get(&key(1, 0x40, &[(1, 10, 0), (2, 20, 4)])),
             None
         );
-        assert_eq!(t.locations.ids.get(&key(1, 0x40, &[])), None);
+        assert_eq!(t.locations.get(&key(1, 0x40, &[])), None);
         // Interning by the key builds nothing for a known location, and a new one once.
         let known = t
             .locations
