@@ -2,6 +2,7 @@
 //! indexes, and the spans. Rebuilt from the log on open.
 
 use std::collections::BTreeMap;
+use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -65,7 +66,9 @@ pub(crate) struct State {
     pub services: Vec<Service>,
     pub service_ids: HashMap<String, u32>,
     pub series: Vec<SeriesKey>,
-    pub series_ids: HashMap<SeriesKey, u32>,
+    /// Series ids by key: ids into `series`, hashed through it, so each key is held once.
+    series_ids: hashbrown::HashTable<u32>,
+    series_hasher: hashbrown::DefaultHashBuilder,
     /// Series up to here are in the log.
     pub series_flushed: usize,
     /// The index of the segment appends go to.
@@ -86,7 +89,8 @@ impl State {
             services: Vec::new(),
             service_ids: HashMap::new(),
             series: Vec::new(),
-            series_ids: HashMap::new(),
+            series_ids: hashbrown::HashTable::new(),
+            series_hasher: Default::default(),
             series_flushed: 0,
             active: Arc::new(SegmentIndex::new(0)),
             sealed: BTreeMap::new(),
@@ -110,13 +114,22 @@ impl State {
     }
 
     pub fn series_id(&mut self, key: SeriesKey) -> u32 {
-        if let Some(&id) = self.series_ids.get(&key) {
-            return id;
+        let (series, hasher) = (&self.series, &self.series_hasher);
+        let hash = hasher.hash_one(&key);
+        match self
+            .series_ids
+            .find_entry(hash, |&id| series[id as usize] == key)
+        {
+            Ok(found) => *found.get(),
+            Err(absent) => {
+                let id = series.len() as u32;
+                absent
+                    .into_table()
+                    .insert_unique(hash, id, |&id| hasher.hash_one(&series[id as usize]));
+                self.series.push(key);
+                id
+            }
         }
-        let id = self.series.len() as u32;
-        self.series.push(key.clone());
-        self.series_ids.insert(key, id);
-        id
     }
 
     /// A snapshot record: every service's symbols and every series.
