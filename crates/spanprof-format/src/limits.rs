@@ -27,6 +27,9 @@ pub enum Measure {
     /// Frames: the number of locations of every stack, summed (of every sample for pprof,
     /// of every distinct stack for OTLP).
     Frames,
+    /// Series: the distinct label sets of a profile's samples (span and trace ids are links,
+    /// not labels). Checked by the store, which tells labels from ids.
+    Series,
 }
 
 impl Measure {
@@ -36,6 +39,7 @@ impl Measure {
             Measure::Samples => "samples",
             Measure::Locations => "locations",
             Measure::Frames => "stack frames",
+            Measure::Series => "series (distinct sample label sets)",
         }
     }
 
@@ -45,6 +49,7 @@ impl Measure {
             Measure::Samples => "server.max_profile_samples",
             Measure::Locations => "server.max_profile_locations",
             Measure::Frames => "server.max_profile_frames",
+            Measure::Series => "server.max_profile_series",
         }
     }
 }
@@ -58,18 +63,22 @@ pub struct ProfileLimits {
     pub max_locations: usize,
     /// Frames of one profile (of one OTLP request's dictionary): stack depths summed.
     pub max_frames: usize,
+    /// Series one profile may make: distinct label sets of its samples. A series is kept
+    /// for good, and a label with a value per request (a request id) makes one per sample.
+    pub max_series: usize,
 }
 
 impl Default for ProfileLimits {
-    /// 100,000 samples and locations and 4,000,000 frames: beyond any real profile we know
-    /// of (the load bench's Go CPU profile has 598 samples, 284 locations and 14,000 frames;
-    /// a 15 s window of 32 busy cores, 48,000 samples), and at most about 200 MB for a
-    /// profile made to cost the most.
+    /// 100,000 samples and locations, 4,000,000 frames and 1,000 series: beyond any real
+    /// profile we know of (the load bench's Go CPU profile has 598 samples, 284 locations,
+    /// 14,000 frames and 5 label sets; a 15 s window of 32 busy cores, 48,000 samples), and
+    /// at most about 200 MB for a profile made to cost the most.
     fn default() -> Self {
         ProfileLimits {
             max_samples: 100_000,
             max_locations: 100_000,
             max_frames: 4_000_000,
+            max_series: 1_000,
         }
     }
 }
@@ -80,6 +89,7 @@ impl ProfileLimits {
         max_samples: 0,
         max_locations: 0,
         max_frames: 0,
+        max_series: 0,
     };
 
     /// The limit on `m` (0 = none).
@@ -88,6 +98,7 @@ impl ProfileLimits {
             Measure::Samples => self.max_samples,
             Measure::Locations => self.max_locations,
             Measure::Frames => self.max_frames,
+            Measure::Series => self.max_series,
         }
     }
 
@@ -158,6 +169,7 @@ mod tests {
             max_samples: 10,
             max_locations: 2,
             max_frames: 50,
+            max_series: 0,
         };
         let within = ProfileLimits {
             max_locations: 3,
@@ -211,6 +223,7 @@ mod tests {
             max_samples: 9,
             max_locations: 4,
             max_frames: 15,
+            max_series: 0,
         };
         assert!(limits.check_otlp(&data).is_ok());
         for (tighter, says) in [

@@ -210,6 +210,7 @@ impl ServerConfig {
         c.retention_age_ns = self.retention_age.map(|d| d.as_nanos() as u64);
         c.retention_bytes = self.retention_bytes;
         c.segment_max_bytes = self.segment_bytes;
+        c.max_profile_series = self.limits.profile.max_series;
         c
     }
 }

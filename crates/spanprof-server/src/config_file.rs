@@ -16,6 +16,7 @@
 //!   max_profile_samples: 100000
 //!   max_profile_locations: 100000
 //!   max_profile_frames: 4000000     # stack depths summed
+//!   max_profile_series: 1000        # distinct sample label sets (span/trace ids are links)
 //!   # Grafana's span profiles (SelectMergeSpanProfile, and which spans the Tempo API marks
 //!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
 //!   # Pyroscope); true = the span and its descendant spans.
@@ -117,6 +118,7 @@ struct Server {
     max_profile_samples: Option<usize>,
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
+    max_profile_series: Option<usize>,
     span_profiles_include_children: Option<bool>,
 }
 
@@ -283,6 +285,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     profile.max_samples = s.max_profile_samples.unwrap_or(profile.max_samples);
     profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
     profile.max_frames = s.max_profile_frames.unwrap_or(profile.max_frames);
+    profile.max_series = s.max_profile_series.unwrap_or(profile.max_series);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
@@ -431,13 +434,13 @@ mod tests {
     fn profile_limits_default_and_are_set_one_by_one() {
         let d = load_str("").unwrap().limits.profile;
         assert_eq!(d, ProfileLimits::default());
-        let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n")
-            .unwrap()
-            .limits
-            .profile;
+        let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n")
+            .unwrap();
+        assert_eq!(c.store_config().max_profile_series, 7);
+        let c = c.limits.profile;
         assert_eq!(
-            (c.max_samples, c.max_locations, c.max_frames),
-            (500, d.max_locations, 0)
+            (c.max_samples, c.max_locations, c.max_frames, c.max_series),
+            (500, d.max_locations, 0, 7)
         );
         let e = load_str("server:\n  max_profile_locations: lots\n")
             .unwrap_err()

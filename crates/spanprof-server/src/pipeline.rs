@@ -46,11 +46,26 @@ pub enum SubmitError {
     /// The server is shutting down.
     #[error("the server is shutting down")]
     Closed,
+    /// The store refused profiles of it (each message names the profile and why); the rest
+    /// of it is stored.
+    #[error("{} refused by the store: {}", plural(.0.len(), "profile was", "profiles were"), .0.join("; "))]
+    Refused(Vec<String>),
 }
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
+}
+
+/// What a batch's write says of one item: the profiles of it the store refused.
+type Written = Result<Vec<String>, String>;
 
 struct Item {
     work: Work,
-    done: oneshot::Sender<Result<(), String>>,
+    done: oneshot::Sender<Written>,
 }
 
 /// A handle to submit work; cheap to clone.
@@ -112,7 +127,8 @@ impl Incoming {
             (pipeline.tx.max_capacity() - pipeline.tx.capacity()) as f64,
         );
         match wait.await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(refused)) if refused.is_empty() => Ok(()),
+            Ok(Ok(refused)) => Err(SubmitError::Refused(refused)),
             Ok(Err(e)) => Err(SubmitError::Failed(e)),
             Err(_) => Err(SubmitError::Closed),
         }
@@ -209,13 +225,20 @@ async fn batcher(
         );
         let mut profiles = Vec::new();
         let mut spans = Vec::new();
+        // Each item's answer, and the index in `profiles` of its profiles (if it has some).
         let mut done = Vec::with_capacity(items.len());
         for item in items {
-            match item.work {
-                Work::Profiles(p) => profiles.push(p),
-                Work::Spans(s) => spans.extend(s),
-            }
-            done.push(item.done);
+            let source = match item.work {
+                Work::Profiles(p) => {
+                    profiles.push(p);
+                    Some(profiles.len() - 1)
+                }
+                Work::Spans(s) => {
+                    spans.extend(s);
+                    None
+                }
+            };
+            done.push((item.done, source));
         }
         let sinks = sinks.clone();
         let metrics_w = Arc::clone(&metrics);
@@ -234,8 +257,15 @@ async fn batcher(
             Ok(r) => r,
             Err(e) => (Err(format!("writing a batch panicked: {e}")), Vec::new()),
         };
-        for d in done {
-            let _ = d.send(result.clone());
+        for (d, source) in done {
+            let answer = result.as_ref().map_err(Clone::clone).map(|refused| {
+                refused
+                    .iter()
+                    .filter(|(s, _)| Some(*s) == source)
+                    .map(|(_, problem)| problem.clone())
+                    .collect()
+            });
+            let _ = d.send(answer);
         }
         // Freed here, after the answers, on the runtime thread that decoded them rather than
         // on the blocking thread that wrote them: the allocator frees a block on its own
@@ -248,19 +278,21 @@ async fn batcher(
 }
 
 /// Writes one batch durably to every sink: the forwarders' queues first, then the store.
+/// Returns the profiles the store refused: the index in `profiles` of the request each is
+/// in, and why.
 fn write(
     sinks: &Sinks,
     profiles: &[ProfilesData],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
-) -> Result<(), String> {
+) -> Result<Vec<(usize, String)>, String> {
     if let Err(e) = sinks.forward.enqueue(profiles, &spans) {
         tracing::error!(error = %e, "forward queue write failed");
         metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
         return Err(e.to_string());
     }
     let Some(store) = &sinks.store else {
-        return Ok(());
+        return Ok(Vec::new());
     };
     let refs: Vec<&ProfilesData> = profiles.iter().collect();
     match store.ingest(&refs, spans) {
@@ -280,7 +312,11 @@ fn write(
                 );
                 tracing::warn!(problems = ?report.problems, "profiles refused by the store");
             }
-            Ok(())
+            Ok(report
+                .problem_sources
+                .into_iter()
+                .zip(report.problems)
+                .collect())
         }
         Err(e) => {
             tracing::error!(error = %e, "store write failed");
@@ -313,8 +349,16 @@ mod tests {
 
     /// A pipeline on a real store in a temporary directory, with no forwarders.
     fn pipeline(dir: &std::path::Path, batch_age: Duration) -> (Pipeline, Arc<Metrics>) {
+        pipeline_on(StoreConfig::new(dir.join("store")), dir, batch_age)
+    }
+
+    fn pipeline_on(
+        store: StoreConfig,
+        dir: &std::path::Path,
+        batch_age: Duration,
+    ) -> (Pipeline, Arc<Metrics>) {
         let metrics = Arc::new(Metrics::default());
-        let (store, _) = Store::open(StoreConfig::new(dir.join("store"))).unwrap();
+        let (store, _) = Store::open(store).unwrap();
         let forward = Forwarders::open(&[], dir, Arc::clone(&metrics)).unwrap();
         let sinks = Sinks {
             store: Some(Arc::new(store)),
@@ -407,5 +451,44 @@ mod tests {
                 .any(|l| l == "spanprof_pipeline_write_seconds_count 3"),
             "{text}"
         );
+    }
+
+    /// In one batch, the profiles the store refuses are answered to the item they came in,
+    /// and only to it.
+    #[tokio::test]
+    async fn refused_profiles_are_answered_to_their_own_item() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = StoreConfig {
+            max_profile_series: 1,
+            ..StoreConfig::new(dir.path().join("store"))
+        };
+        let (p, metrics) = pipeline_on(cfg, dir.path(), Duration::from_secs(30));
+        let cpu = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+        let labelled = spanprof_format::pprof::decode(cpu, 64 << 20).unwrap();
+        let mut plain = labelled.clone();
+        plain.sample.iter_mut().for_each(|s| s.label.clear());
+        let otlp = |p: &spanprof_format::pprof::Profile| {
+            spanprof_format::to_otlp::pprof_to_otlp(p, Default::default(), None)
+                .unwrap()
+                .0
+        };
+        let announced = p.incoming();
+        let first = tokio::spawn({
+            let (p, data) = (p.clone(), otlp(&labelled));
+            async move { p.submit(Work::Profiles(data), "test").await }
+        });
+        until_the_batcher_holds_it(&p, &metrics).await;
+        announced
+            .submit(Work::Profiles(otlp(&plain)), "test")
+            .await
+            .unwrap();
+        match first.await.unwrap() {
+            Err(SubmitError::Refused(problems)) => {
+                assert_eq!(problems.len(), 2, "{problems:?}");
+                assert!(problems[0].contains("server.max_profile_series"), "{problems:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(batches(&metrics), (1.0, 2.0));
     }
 }

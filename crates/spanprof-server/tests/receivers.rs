@@ -582,3 +582,43 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
     assert_eq!(status, 200, "{text}");
     server.stop();
 }
+
+/// A profile the store refuses is not acknowledged as stored: OTLP answers 200 with the
+/// refused profiles counted and named in `partial_success` (the spec's partial success),
+/// `/ingest` a 400 naming the problem. Here the store's limit on the series one profile may
+/// make (distinct sample label sets) is set below the real Go profile's.
+#[test]
+fn profiles_the_store_refuses_are_reported_not_acknowledged() {
+    use spanprof_format::otlp::ExportProfilesServiceResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| c.limits.profile.max_series = 1);
+    let (status, _, body) = server.post_raw(
+        "/v1development/profiles",
+        &[("content-type", "application/x-protobuf")],
+        &otlp_request(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let partial = ExportProfilesServiceResponse::decode(&body[..])
+        .unwrap()
+        .partial_success
+        .expect("a partial success");
+    // Both sample types of the CPU profile.
+    assert_eq!(partial.rejected_profiles, 2, "{}", partial.error_message);
+    assert!(
+        partial
+            .error_message
+            .contains("more than the limit of 1 (server.max_profile_series)"),
+        "{}",
+        partial.error_message
+    );
+    let (status, text) = server.post("/ingest?name=refused&format=pprof", &[], CPU);
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("refused by the store") && text.contains("server.max_profile_series"),
+        "{text}"
+    );
+    server.stop();
+    // Nothing of them was stored.
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(store.stats().samples, 0);
+}

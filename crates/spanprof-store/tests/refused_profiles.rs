@@ -67,3 +67,52 @@ fn a_sample_attribute_out_of_range_refuses_only_its_profile() {
     assert_eq!(total(None), 15);
     assert_eq!(total(Some("{region=\"eu\"}")), 10);
 }
+
+/// A profile whose samples split into more series than the limit is refused before any
+/// series past it is made, and the report says which request of the call it came from; the
+/// other requests of the call are stored. Span ids are links, not labels: a span per sample
+/// makes no series.
+#[test]
+fn a_profile_past_the_series_limit_is_refused_naming_its_request() {
+    let request = |regions: usize| {
+        let mut b = DictionaryBuilder::new();
+        let main = b.location(&["main.main"]);
+        let stack = b.stack(&[main]);
+        let key = b.string("region");
+        let samples = (0..regions)
+            .map(|r| {
+                b.dict.attribute_table.push(KeyValueAndUnit {
+                    key_strindex: key,
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue(format!("r{r}"))),
+                    }),
+                    unit_strindex: 0,
+                });
+                let span = [r as u8 + 1; 8];
+                let link = b.link(&T1, &span);
+                let mut s = sample(stack, link, &[1]);
+                s.attribute_indices = vec![b.dict.attribute_table.len() as i32 - 1];
+                s
+            })
+            .collect();
+        let p = b.profile(("cpu", "nanoseconds"), ("cpu", "nanoseconds"), samples);
+        b.finish(vec![vec![p]])
+    };
+    let (within, past) = (request(3), request(4));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        max_profile_series: 3,
+        ..StoreConfig::new(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    let report = store.ingest(&[&within, &past], Vec::new()).unwrap();
+    assert_eq!((report.profiles, report.rejected_profiles), (1, 1));
+    assert_eq!(
+        report.problems,
+        ["resource_profiles[0].scope_profiles[0].profiles[0]: the profile has 4 series (distinct sample label sets), more than the limit of 3 (server.max_profile_series)"]
+    );
+    assert_eq!(report.problem_sources, [1]);
+    // The refused request's first three label sets are the stored one's, and it made none
+    // past the limit.
+    assert_eq!(store.stats().series, 3);
+}

@@ -147,6 +147,8 @@ impl From<SubmitError> for Rejection {
             SubmitError::Full => StatusCode::TOO_MANY_REQUESTS,
             SubmitError::Closed => StatusCode::SERVICE_UNAVAILABLE,
             SubmitError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // What the store cannot keep: sending it again would not help.
+            SubmitError::Refused(_) => StatusCode::BAD_REQUEST,
         };
         Rejection {
             status,

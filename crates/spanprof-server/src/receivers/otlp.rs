@@ -17,7 +17,7 @@ use spanprof_format::trace::{
 use spanprof_store::spans::spans_from_otlp;
 
 use super::body::{decode, is_json, Rejection};
-use crate::pipeline::Work;
+use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
 
 /// The OTLP/HTTP routes, for the OTLP listener and the main one.
@@ -78,7 +78,12 @@ pub(crate) async fn ingest_profiles(
     let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);
-    incoming.submit(Work::Profiles(linked), receiver).await?;
+    // Profiles the store refused are the request's rejected part; the rest is stored.
+    let refused = match incoming.submit(Work::Profiles(linked), receiver).await {
+        Ok(()) => Vec::new(),
+        Err(SubmitError::Refused(problems)) => problems,
+        Err(e) => return Err(e.into()),
+    };
     // Ids that could not become links are a warning, not a rejection.
     let warning = (report.link.invalid_ids > 0).then(|| {
         format!(
@@ -86,10 +91,11 @@ pub(crate) async fn ingest_profiles(
             report.link.invalid_ids
         )
     });
+    let messages: Vec<String> = refused.iter().cloned().chain(warning).collect();
     Ok(ExportProfilesServiceResponse {
-        partial_success: warning.map(|m| ExportProfilesPartialSuccess {
-            rejected_profiles: 0,
-            error_message: m,
+        partial_success: (!messages.is_empty()).then(|| ExportProfilesPartialSuccess {
+            rejected_profiles: refused.len() as i64,
+            error_message: messages.join("; "),
         }),
     })
 }

@@ -2,6 +2,7 @@
 //! sample blocks, spans), appended durably, then published to the in-memory indexes.
 
 use hashbrown::HashMap;
+use spanprof_format::limits::{Measure, ProfileLimits};
 use spanprof_format::link::{IdRole, LinkConfig};
 use spanprof_format::otlp::{any_value, AnyValue, ProfilesData, ProfilesDictionary, Resource};
 use spanprof_format::profile_type::ProfileTypeId;
@@ -35,6 +36,8 @@ pub struct IngestReport {
     pub spans: u64,
     /// Why profiles were refused, each naming the profile.
     pub problems: Vec<String>,
+    /// For each of `problems`, the index in the call's `profiles` of the request it is in.
+    pub problem_sources: Vec<usize>,
 }
 
 struct Pending {
@@ -65,8 +68,14 @@ impl Store {
                 ranges: Vec::new(),
                 report: IngestReport::default(),
             };
-            for data in profiles {
-                add_profiles(&mut st, data, &mut pending);
+            for (source, data) in profiles.iter().enumerate() {
+                add_profiles(
+                    &mut st,
+                    data,
+                    source,
+                    self.cfg.max_profile_series,
+                    &mut pending,
+                );
             }
             pending.report.new_series = (st.series.len() - series_before) as u64;
             pending.report.spans = spans.len() as u64;
@@ -192,8 +201,15 @@ fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<
 }
 
 /// Splits every profile of `data` into blocks per series (sample attribute sets become labels;
-/// ids become links) and interns their symbols.
-fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
+/// ids become links) and interns their symbols. A profile that cannot be stored is named in
+/// the report's problems, as coming from `source`.
+fn add_profiles(
+    st: &mut State,
+    data: &ProfilesData,
+    source: usize,
+    max_series: usize,
+    pending: &mut Pending,
+) {
     let empty = ProfilesDictionary::default();
     let d = data.dictionary.as_ref().unwrap_or(&empty);
     let link_keys = LinkConfig::default();
@@ -237,6 +253,7 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
                         &base_labels,
                         name_hint.as_deref(),
                         &link_keys,
+                        max_series,
                         p,
                     ),
                 };
@@ -251,6 +268,7 @@ fn add_profiles(st: &mut State, data: &ProfilesData, pending: &mut Pending) {
                     Err(e) => {
                         pending.report.rejected_profiles += 1;
                         pending.report.problems.push(format!("{path}: {e}"));
+                        pending.report.problem_sources.push(source);
                     }
                 }
             }
@@ -411,6 +429,7 @@ fn profile_blocks(
     base_labels: &[(String, String)],
     name_hint: Option<&str>,
     link_keys: &LinkConfig,
+    max_series: usize,
     p: &spanprof_format::otlp::Profile,
 ) -> Result<(Vec<Block>, Layout), String> {
     let profile_type = profile_type_of(d, p, name_hint)?;
@@ -506,6 +525,13 @@ fn profile_blocks(
         let g = match groups.get(&label_attrs) {
             Some(&g) => g,
             None => {
+                // Checked before the series is made: a profile over the limit adds none past it.
+                ProfileLimits {
+                    max_series,
+                    ..ProfileLimits::NONE
+                }
+                .allow(Measure::Series, blocks.len() + 1)
+                .map_err(|e| e.to_string())?;
                 let mut labels = base_labels.to_vec();
                 labels.push((
                     crate::store::ingest::SERVICE_LABEL.to_owned(),

@@ -44,6 +44,9 @@ pub struct StoreConfig {
     pub sync: bool,
     /// Sealed segments' indexes kept loaded (each is a few MiB for a 16 MiB segment).
     pub cache_segments: usize,
+    /// Series one profile may make (distinct label sets of its samples; 0 = no limit): a
+    /// profile past it is refused, as series are kept for good.
+    pub max_profile_series: usize,
 }
 
 impl StoreConfig {
@@ -59,6 +62,7 @@ impl StoreConfig {
             retention_bytes: None,
             sync: true,
             cache_segments: 8,
+            max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
         }
     }
 }

@@ -332,6 +332,7 @@ mod tests {
             max_samples: 3,
             max_locations: 4,
             max_frames: 7,
+            max_series: 0,
         };
         let parse = |text: &str| {
             to_pprof(text, TextFormat::Folded, "x", 0, 0, 0, &limits).map_err(|e| e.to_string())
