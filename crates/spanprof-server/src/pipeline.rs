@@ -485,7 +485,10 @@ mod tests {
         match first.await.unwrap() {
             Err(SubmitError::Refused(problems)) => {
                 assert_eq!(problems.len(), 2, "{problems:?}");
-                assert!(problems[0].contains("server.max_profile_series"), "{problems:?}");
+                assert!(
+                    problems[0].contains("server.max_profile_series"),
+                    "{problems:?}"
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -1065,6 +1065,27 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
             "{line} not in\n{metrics}"
         );
     }
+    // The store's gauges: one service, holding the functions the Go profile's samples
+    // name (and the zero entry).
+    let gauge = |name: &str| -> f64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+    };
+    assert_eq!(gauge("spanprof_store_services"), 1.0);
+    let go = pprof::decode(CPU, 64 << 20).unwrap();
+    let named: std::collections::HashSet<u64> = go
+        .sample
+        .iter()
+        .flat_map(|s| &s.location_id)
+        .flat_map(|&id| &go.location[go.location.iter().position(|l| l.id == id).unwrap()].line)
+        .map(|line| line.function_id)
+        .collect();
+    assert_eq!(
+        gauge(r#"spanprof_store_symbols{table="functions"}"#),
+        (named.len() + 1) as f64
+    );
     let (store, _dir) = server.stop_and_open_store();
     let profile = pprof::decode(CPU, 64 << 20).unwrap();
     assert_eq!(

@@ -26,6 +26,21 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         .set("spanprof_store_samples", &[], stats.samples as f64);
     app.metrics
         .set("spanprof_store_spans", &[], stats.spans as f64);
+    app.metrics
+        .set("spanprof_store_services", &[], stats.services as f64);
+    // Symbols are kept in memory for good: these show a program's symbols, or cardinality
+    // growing where it should not.
+    let tables = [
+        "strings",
+        "mappings",
+        "functions",
+        "locations",
+        "stack_nodes",
+    ];
+    for (table, n) in tables.iter().zip(stats.symbols) {
+        app.metrics
+            .set("spanprof_store_symbols", &[("table", table)], n as f64);
+    }
     (
         [("content-type", "text/plain; version=0.0.4")],
         app.metrics.render(),

@@ -180,6 +180,9 @@ pub struct StoreStats {
     pub spans: usize,
     /// Stack nodes over all services' symbol tables.
     pub stack_nodes: usize,
+    /// Entries of all services' symbol tables, per table: strings, mappings, functions,
+    /// locations, stack nodes (the zero entries included). They stay in memory for good.
+    pub symbols: [usize; 5],
 }
 
 /// The embedded store. Cheap to share (`Arc<Store>`); ingest calls are serialized, queries run

@@ -355,6 +355,12 @@ impl State {
                     .map(|s| s.spans as usize)
                     .sum::<usize>(),
             stack_nodes: self.services.iter().map(|s| s.symbols.node_count()).sum(),
+            symbols: self.services.iter().fold([0; 5], |mut all, s| {
+                for (a, n) in all.iter_mut().zip(s.symbols.sizes()) {
+                    *a += n;
+                }
+                all
+            }),
             ..Default::default()
         }
     }
