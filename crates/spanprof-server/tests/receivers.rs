@@ -98,6 +98,16 @@ impl Server {
         (status, head, body)
     }
 
+    /// Asserts that an OTLP request of the real Go profile is stored (200).
+    fn stores_a_real_profile(&self) {
+        let (status, text) = self.post(
+            "/v1development/profiles",
+            &[("content-type", "application/x-protobuf")],
+            &otlp_request(),
+        );
+        assert_eq!(status, 200, "{text}");
+    }
+
     fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.thread.take().unwrap().join().unwrap();
@@ -453,12 +463,7 @@ fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
         peak >> 20
     );
     // Still serving.
-    let (status, text) = server.post(
-        "/v1development/profiles",
-        &[("content-type", "application/x-protobuf")],
-        &otlp_request(),
-    );
-    assert_eq!(status, 200, "{text}");
+    server.stores_a_real_profile();
     server.stop();
 }
 
@@ -574,12 +579,7 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
         &pprof::encode_gzip(&real),
     );
     assert_eq!(status, 200, "{text}");
-    let (status, text) = server.post(
-        "/v1development/profiles",
-        &[("content-type", "application/x-protobuf")],
-        &otlp_request(),
-    );
-    assert_eq!(status, 200, "{text}");
+    server.stores_a_real_profile();
     server.stop();
 }
 
