@@ -2,7 +2,9 @@
 //! many receivers' items in one durable write to each sink (the embedded store, and every
 //! forwarder's on-disk queue), then answers each receiver. How long each batch's write took
 //! is the `spanprof_pipeline_write_seconds` histogram. Receivers answer their clients
-//! only after that: nothing acknowledged is lost.
+//! only after that: nothing acknowledged is lost. A profile the store refuses (see
+//! `IngestReport::problems`) is answered to the item it came in as refused
+//! ([`SubmitError::Refused`]), not acknowledged.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
