@@ -116,7 +116,7 @@ struct Table<T> {
     flushed: usize,
 }
 
-impl<T: Clone + Eq + std::hash::Hash + Default> Table<T> {
+impl<T: Eq + std::hash::Hash + Default> Table<T> {
     fn new() -> Self {
         let mut t = Table {
             items: Vec::new(),
