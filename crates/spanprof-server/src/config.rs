@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use spanprof_format::limits::ProfileLimits;
 use spanprof_format::LinkConfig;
-use spanprof_store::store::StoreConfig;
+use spanprof_store::store::{SeriesLimits, StoreConfig};
 
 /// Everything `spanprof serve` runs with.
 #[derive(Debug, Clone)]
@@ -130,6 +130,8 @@ pub struct Limits {
     pub max_decompressed_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
     pub profile: ProfileLimits,
+    /// Series in the store, and labels of one series (see [`SeriesLimits`]).
+    pub series: SeriesLimits,
 }
 
 /// The pipeline's bounded queue and batching.
@@ -172,6 +174,7 @@ impl Default for ServerConfig {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
                 profile: ProfileLimits::default(),
+                series: SeriesLimits::default(),
             },
             queue: QueueConfig {
                 capacity: 1024,
@@ -211,6 +214,7 @@ impl ServerConfig {
         c.retention_bytes = self.retention_bytes;
         c.segment_max_bytes = self.segment_bytes;
         c.max_profile_series = self.limits.profile.max_series;
+        c.series = self.limits.series;
         c
     }
 }

@@ -17,6 +17,11 @@
 //!   max_profile_locations: 100000
 //!   max_profile_frames: 4000000     # stack depths summed
 //!   max_profile_series: 1000        # distinct sample label sets (span/trace ids are links)
+//!   # What one series' labels may be (0 = no limit); a profile that would make a series
+//!   # past one is refused, naming the label.
+//!   max_label_names_per_series: 64  # service_name and resource attributes included
+//!   max_label_name_length: 1024     # bytes
+//!   max_label_value_length: 2048    # bytes; the profile type too
 //!   # Grafana's span profiles (SelectMergeSpanProfile, and which spans the Tempo API marks
 //!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
 //!   # Pyroscope); true = the span and its descendant spans.
@@ -27,6 +32,8 @@
 //!   retention: 7d
 //!   max_size: 20GiB
 //!   segment_size: 16MiB
+//!   max_series: 100000              # series (service, profile type, labels) kept in memory for
+//!                                   # good, ~750 bytes each; a profile making one more is refused
 //! receivers:
 //!   scrape:
 //!     - service: checkout
@@ -119,6 +126,9 @@ struct Server {
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
     max_profile_series: Option<usize>,
+    max_label_names_per_series: Option<usize>,
+    max_label_name_length: Option<usize>,
+    max_label_value_length: Option<usize>,
     span_profiles_include_children: Option<bool>,
 }
 
@@ -133,6 +143,7 @@ struct Storage {
     max_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     segment_size: Option<u64>,
+    max_series: Option<usize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -286,6 +297,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
     profile.max_frames = s.max_profile_frames.unwrap_or(profile.max_frames);
     profile.max_series = s.max_profile_series.unwrap_or(profile.max_series);
+    let series = &mut base.limits.series;
+    series.max_labels = s.max_label_names_per_series.unwrap_or(series.max_labels);
+    series.max_name_bytes = s.max_label_name_length.unwrap_or(series.max_name_bytes);
+    series.max_value_bytes = s.max_label_value_length.unwrap_or(series.max_value_bytes);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
@@ -300,6 +315,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     base.retention_bytes = st.max_size.or(base.retention_bytes);
     if let Some(n) = st.segment_size {
         base.segment_bytes = n;
+    }
+    if let Some(n) = st.max_series {
+        base.limits.series.max_series = n;
     }
     for t in file.receivers.scrape {
         if !t.url.starts_with("http://") {
@@ -372,6 +390,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
 mod tests {
     use super::*;
     use spanprof_format::limits::ProfileLimits;
+    use spanprof_store::store::SeriesLimits;
 
     fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
@@ -443,6 +462,37 @@ mod tests {
             (500, d.max_locations, 0, 7)
         );
         let e = load_str("server:\n  max_profile_locations: lots\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn series_limits_default_and_are_set_one_by_one() {
+        let d = load_str("").unwrap().store_config().series;
+        assert_eq!(d, SeriesLimits::default());
+        let c = load_str(
+            "server:\n  max_label_names_per_series: 9\n  max_label_value_length: 0\n\
+             storage:\n  max_series: 12\n",
+        )
+        .unwrap()
+        .store_config()
+        .series;
+        assert_eq!(
+            c,
+            SeriesLimits {
+                max_series: 12,
+                max_labels: 9,
+                max_value_bytes: 0,
+                ..d
+            }
+        );
+        let c = load_str("server:\n  max_label_name_length: 5\n")
+            .unwrap()
+            .store_config()
+            .series;
+        assert_eq!(c.max_name_bytes, 5);
+        let e = load_str("storage:\n  max_series: -1\n")
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2"), "{e}");

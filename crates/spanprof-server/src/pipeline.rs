@@ -307,11 +307,16 @@ fn write(
             metrics.add("spanprof_stored_samples_total", &[], report.samples as f64);
             metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
             if report.rejected_profiles > 0 {
-                metrics.add(
-                    "spanprof_rejected_total",
-                    &[("receiver", "store"), ("reason", "invalid")],
-                    report.rejected_profiles as f64,
-                );
+                let invalid = report.rejected_profiles - report.limited_profiles;
+                for (reason, n) in [("invalid", invalid), ("limit", report.limited_profiles)] {
+                    if n > 0 {
+                        metrics.add(
+                            "spanprof_rejected_total",
+                            &[("receiver", "store"), ("reason", reason)],
+                            n as f64,
+                        );
+                    }
+                }
                 tracing::warn!(problems = ?report.problems, "profiles refused by the store");
             }
             Ok(report

@@ -62,6 +62,12 @@ impl Server {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// Status and body (as text) of `GET path`.
+    fn get(&self, path: &str) -> (u16, String) {
+        let (status, _, body) = self.send("GET", path, &[], b"");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
     /// Status, head (status line and headers) and body bytes of `POST path`.
     fn post_raw(
         &self,
@@ -69,10 +75,21 @@ impl Server {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> (u16, String, Vec<u8>) {
+        self.send("POST", path, headers, body)
+    }
+
+    /// Status, head (status line and headers) and body bytes of a request.
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> (u16, String, Vec<u8>) {
         let mut s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut req = format!(
-            "POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
         for (k, v) in headers {
@@ -621,4 +638,102 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
     // Nothing of them was stored.
     let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
     assert_eq!(store.stats().samples, 0);
+}
+
+/// The store's series limits, end to end: past `storage.max_series` a profile that would
+/// make a new series is refused naming the setting and the series, while profiles of the
+/// series already there are still stored; a label value past its limit is refused on
+/// `/ingest` (a tag in `name`) and on OTLP (a long resource attribute, as a process's command
+/// line can be), naming the label; `/metrics` counts them as refused for a limit.
+#[test]
+fn series_limits_refuse_new_series_and_keep_the_rest() {
+    use spanprof_format::otlp::ExportProfilesServiceResponse;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| c.limits.series.max_series = 3);
+    let folded = |pod: &str| {
+        server.post(
+            &format!(
+                "/ingest?name=app%7Bpod%3D{pod}%7D&format=folded&from=1700000000&until=1700000010"
+            ),
+            &[],
+            b"main;work 10\n",
+        )
+    };
+    for pod in ["p1", "p2", "p3", "p1"] {
+        let (status, text) = folded(pod);
+        assert_eq!(status, 200, "{pod}: {text}");
+    }
+    let (status, text) = folded("p4");
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("the store holds 3 series, its limit (storage.max_series)")
+            && text.contains("pod=\"p4\""),
+        "{text}"
+    );
+    let long = "x".repeat(3000);
+    let (status, text) = folded(&long);
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains(
+            "the value of label \"pod\" is 3000 bytes, more than the limit of 2048 \
+             (server.max_label_value_length)"
+        ),
+        "{text}"
+    );
+
+    // OTLP: the real Go profile, its resource with a long command line.
+    let mut request =
+        spanprof_format::otlp::ExportProfilesServiceRequest::decode(&otlp_request()[..]).unwrap();
+    let resource = request.resource_profiles[0]
+        .resource
+        .get_or_insert_default();
+    resource.attributes.push(KeyValue {
+        key: "process.command_line".into(),
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(format!(
+                "/usr/bin/java -cp {long}"
+            ))),
+        }),
+        ..Default::default()
+    });
+    let (status, _, body) = server.post_raw(
+        "/v1development/profiles",
+        &[("content-type", "application/x-protobuf")],
+        &request.encode_to_vec(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let partial = ExportProfilesServiceResponse::decode(&body[..])
+        .unwrap()
+        .partial_success
+        .expect("a partial success");
+    assert_eq!(partial.rejected_profiles, 2, "{}", partial.error_message);
+    assert!(
+        partial.error_message.contains(
+            "the value of label \"process.command_line\" is 3018 bytes, more than the limit \
+             of 2048 (server.max_label_value_length)"
+        ),
+        "{}",
+        partial.error_message
+    );
+
+    let (status, metrics) = server.get("/metrics");
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains(r#"spanprof_rejected_total{receiver="store",reason="limit"} 4"#),
+        "{metrics}"
+    );
+    server.stop();
+    // What was acknowledged is there: three series, p1 twice.
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(store.stats().series, 3);
+    let total = |selector: &str| {
+        let sel = Selection {
+            label_selector: Some(selector.into()),
+            ..Default::default()
+        };
+        store.flame_graph(&sel).unwrap().0.total()
+    };
+    // 10 samples an upload, at the default 100 Hz: 10 ms of CPU each.
+    assert_eq!(total(r#"{pod="p1"}"#), 2 * 10 * 10_000_000);
+    assert_eq!(total(r#"{pod=~"p.*"}"#), 4 * 10 * 10_000_000);
 }

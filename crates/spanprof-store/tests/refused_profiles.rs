@@ -4,8 +4,10 @@
 mod common;
 
 use common::{sample, DictionaryBuilder, S1, T1};
-use spanprof_format::otlp::{any_value, AnyValue, KeyValueAndUnit};
-use spanprof_store::store::{Selection, Store, StoreConfig};
+use spanprof_format::otlp::{
+    any_value, string_kv, AnyValue, KeyValueAndUnit, ProfilesData, Resource,
+};
+use spanprof_store::store::{Selection, SeriesLimits, Store, StoreConfig};
 
 #[test]
 fn a_sample_attribute_out_of_range_refuses_only_its_profile() {
@@ -115,4 +117,138 @@ fn a_profile_past_the_series_limit_is_refused_naming_its_request() {
     // The refused request's first three label sets are the stored one's, and it made none
     // past the limit.
     assert_eq!(store.stats().series, 3);
+}
+
+/// A one-sample profile of `sample_type` whose resource carries `labels`.
+fn labelled(labels: &[(&str, &str)], sample_type: &str) -> ProfilesData {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let link = b.link(&T1, &S1);
+    let p = b.profile(
+        (sample_type, "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![sample(stack, link, &[10])],
+    );
+    let mut data = b.finish(vec![vec![p]]);
+    data.resource_profiles[0].resource = Some(Resource {
+        attributes: labels.iter().map(|(k, v)| string_kv(k, v)).collect(),
+        ..Default::default()
+    });
+    data
+}
+
+/// A series' labels past a limit refuse the profile, as over a limit, naming the label and
+/// the setting; nothing of it is stored, and no series is made for it.
+#[test]
+fn series_label_limits_refuse_the_profile_naming_the_label() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        series: SeriesLimits {
+            max_series: 0,
+            max_labels: 3,
+            max_name_bytes: 12,
+            max_value_bytes: 48,
+        },
+        ..StoreConfig::new(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    let within = labelled(&[("env", "prod"), ("zone", "a")], "cpu");
+    let report = store.ingest(&[&within], Vec::new()).unwrap();
+    assert_eq!(
+        (report.profiles, report.rejected_profiles),
+        (1, 0),
+        "{:?}",
+        report.problems
+    );
+    let long_value = "v".repeat(49);
+    let long_type = "t".repeat(48);
+    let cases: [(ProfilesData, &str); 4] = [
+        (
+            labelled(&[("env", "prod"), ("zone", "a"), ("rack", "r1")], "cpu"),
+            "a series of the profile has 4 labels, more than the limit of 3 \
+             (server.max_label_names_per_series): env, rack, service_name, zone",
+        ),
+        (
+            labelled(&[("hostname_long", "h")], "cpu"),
+            "label name \"hostname_long\" is 13 bytes, more than the limit of 12 \
+             (server.max_label_name_length)",
+        ),
+        (
+            labelled(&[("env", &long_value)], "cpu"),
+            "the value of label \"env\" is 49 bytes, more than the limit of 48 \
+             (server.max_label_value_length)",
+        ),
+        (
+            labelled(&[], &long_type),
+            "bytes, more than the limit of 48 (server.max_label_value_length)",
+        ),
+    ];
+    for (data, want) in &cases {
+        let report = store.ingest(&[data], Vec::new()).unwrap();
+        assert_eq!(
+            (
+                report.profiles,
+                report.rejected_profiles,
+                report.limited_profiles
+            ),
+            (0, 1, 1),
+            "{want}"
+        );
+        assert!(report.problems[0].contains(want), "{:?}", report.problems);
+    }
+    let problems = store.ingest(&[&cases[3].0], Vec::new()).unwrap().problems;
+    assert!(
+        problems[0].contains("the profile type is 88 bytes"),
+        "{problems:?}"
+    );
+    assert_eq!(store.stats().series, 1);
+}
+
+/// Past `storage.max_series`, a profile that would make a new series is refused naming the
+/// setting and the series; profiles of series already there are stored. The count is the
+/// store's, so it holds after reopening too.
+#[test]
+fn past_the_series_limit_only_known_series_are_stored_also_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || StoreConfig {
+        series: SeriesLimits {
+            max_series: 2,
+            ..SeriesLimits::default()
+        },
+        ..StoreConfig::new(dir.path())
+    };
+    let env = |e: &str| labelled(&[("env", e)], "cpu");
+    let stored = |store: &Store, e: &str| {
+        let r = store.ingest(&[&env(e)], Vec::new()).unwrap();
+        assert_eq!(r.rejected_profiles, r.limited_profiles);
+        (r.profiles, r.problems)
+    };
+    let refused = |e: &str| {
+        (
+            0,
+            vec![format!(
+                "resource_profiles[0].scope_profiles[0].profiles[0]: the store holds 2 series, \
+                 its limit (storage.max_series), and the profile would make another: \
+                 {{env={e:?}, service_name=\"unknown_service\"}}"
+            )],
+        )
+    };
+    {
+        let (store, _) = Store::open(cfg()).unwrap();
+        assert_eq!(stored(&store, "a"), (1, vec![]));
+        assert_eq!(stored(&store, "b"), (1, vec![]));
+        assert_eq!(stored(&store, "c"), refused("c"));
+        assert_eq!(stored(&store, "a"), (1, vec![]));
+    }
+    let (store, _) = Store::open(cfg()).unwrap();
+    assert_eq!(stored(&store, "d"), refused("d"));
+    assert_eq!(stored(&store, "b"), (1, vec![]));
+    assert_eq!(store.stats().series, 2);
+    let sel = Selection {
+        profile_type: Some("cpu".into()),
+        label_selector: Some(r#"{env="a"}"#.into()),
+        ..Default::default()
+    };
+    assert_eq!(store.flame_graph(&sel).unwrap().0.total(), 20);
 }

@@ -8,7 +8,7 @@ use spanprof_format::otlp::{any_value, AnyValue, ProfilesData, ProfilesDictionar
 use spanprof_format::profile_type::ProfileTypeId;
 
 use super::state::{encode_series, SeriesKey, State};
-use super::{put_record_links, Store, StoreError, INGEST};
+use super::{put_record_links, SeriesLimits, Store, StoreConfig, StoreError, INGEST};
 use crate::block::{shared_link_table, Block, LinkIds};
 use crate::codec::Put;
 use crate::spans::{encode_spans, SpanRecord};
@@ -28,6 +28,9 @@ pub struct IngestReport {
     pub profiles: u64,
     /// Profiles refused (see `problems`).
     pub rejected_profiles: u64,
+    /// Of `rejected_profiles`, those refused for being over a limit (the store's or a
+    /// series'); the others were not valid.
+    pub limited_profiles: u64,
     /// Samples stored.
     pub samples: u64,
     /// Series created by this call.
@@ -69,13 +72,7 @@ impl Store {
                 report: IngestReport::default(),
             };
             for (source, data) in profiles.iter().enumerate() {
-                add_profiles(
-                    &mut st,
-                    data,
-                    source,
-                    self.cfg.max_profile_series,
-                    &mut pending,
-                );
+                add_profiles(&mut st, data, source, &self.cfg, &mut pending);
             }
             pending.report.new_series = (st.series.len() - series_before) as u64;
             pending.report.spans = spans.len() as u64;
@@ -207,7 +204,7 @@ fn add_profiles(
     st: &mut State,
     data: &ProfilesData,
     source: usize,
-    max_series: usize,
+    cfg: &StoreConfig,
     pending: &mut Pending,
 ) {
     let empty = ProfilesDictionary::default();
@@ -237,6 +234,7 @@ fn add_profiles(
                             d,
                             service,
                             name_hint.as_deref(),
+                            &cfg.series,
                             p,
                             &layout,
                             before_blocks,
@@ -253,7 +251,7 @@ fn add_profiles(
                         &base_labels,
                         name_hint.as_deref(),
                         &link_keys,
-                        max_series,
+                        cfg,
                         p,
                     ),
                 };
@@ -267,7 +265,11 @@ fn add_profiles(
                     }
                     Err(e) => {
                         pending.report.rejected_profiles += 1;
-                        pending.report.problems.push(format!("{path}: {e}"));
+                        pending.report.limited_profiles += u64::from(e.limit);
+                        pending
+                            .report
+                            .problems
+                            .push(format!("{path}: {}", e.message));
                         pending.report.problem_sources.push(source);
                     }
                 }
@@ -360,37 +362,43 @@ fn sample_value(s: &spanprof_format::otlp::Sample) -> i64 {
 
 /// The blocks of `p`, whose samples are those of the profile stored just before as `before`
 /// (laid out as `layout`): the same stacks, links and order, with `p`'s values.
+#[allow(clippy::too_many_arguments)]
 fn reuse_blocks(
     st: &mut State,
     d: &ProfilesDictionary,
     service: u32,
     name_hint: Option<&str>,
+    series_limits: &SeriesLimits,
     p: &spanprof_format::otlp::Profile,
     layout: &Layout,
     before: &[Block],
-) -> Result<Vec<Block>, String> {
+) -> Result<Vec<Block>, Refusal> {
     let profile_type = profile_type_of(d, p, name_hint)?;
-    Ok(before
+    check_profile_type(&profile_type, series_limits)?;
+    before
         .iter()
         .zip(layout.labels.iter().zip(&layout.members))
-        .map(|(b, (labels, members))| Block {
-            series: st.series_id(SeriesKey {
+        .map(|(b, (labels, members))| {
+            let key = SeriesKey {
                 service,
                 profile_type: profile_type.clone(),
                 labels: labels.clone(),
-            }),
-            time_ns: p.time_unix_nano as i64,
-            duration_ns: p.duration_nano as i64,
-            period: p.period,
-            nodes: b.nodes.clone(),
-            values: members
-                .iter()
-                .map(|&i| sample_value(&p.samples[i as usize]))
-                .collect(),
-            links: b.links.clone(),
-            link_table: b.link_table.clone(),
+            };
+            Ok(Block {
+                series: new_series(st, key, series_limits.max_series)?,
+                time_ns: p.time_unix_nano as i64,
+                duration_ns: p.duration_nano as i64,
+                period: p.period,
+                nodes: b.nodes.clone(),
+                values: members
+                    .iter()
+                    .map(|&i| sample_value(&p.samples[i as usize]))
+                    .collect(),
+                links: b.links.clone(),
+                link_table: b.link_table.clone(),
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// The profile type of `p`, checked.
@@ -418,6 +426,126 @@ fn profile_type_of(
     Ok(profile_type)
 }
 
+/// Why a profile is refused.
+struct Refusal {
+    message: String,
+    /// It is over a limit (it may be valid).
+    limit: bool,
+}
+
+impl Refusal {
+    fn limit(message: String) -> Self {
+        Refusal {
+            message,
+            limit: true,
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    /// The profile is not valid.
+    fn from(message: String) -> Self {
+        Refusal {
+            message,
+            limit: false,
+        }
+    }
+}
+
+/// At most this many characters of a label name or value in a message.
+const SHOWN_CHARS: usize = 64;
+
+/// `s`, cut to [`SHOWN_CHARS`] characters with a mark when longer.
+fn shown(s: &str) -> String {
+    match s.char_indices().nth(SHOWN_CHARS) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
+}
+
+/// Checks a new series' labels against the label limits.
+fn check_labels(labels: &[(String, String)], lim: &SeriesLimits) -> Result<(), Refusal> {
+    let over = |n: usize, limit: usize| limit != 0 && n > limit;
+    if over(labels.len(), lim.max_labels) {
+        let names: Vec<&str> = labels.iter().map(|(k, _)| k.as_str()).collect();
+        return Err(Refusal::limit(format!(
+            "a series of the profile has {} labels, more than the limit of {} \
+             (server.max_label_names_per_series): {}",
+            labels.len(),
+            lim.max_labels,
+            shown(&names.join(", "))
+        )));
+    }
+    for (k, v) in labels {
+        if over(k.len(), lim.max_name_bytes) {
+            return Err(Refusal::limit(format!(
+                "label name {:?} is {} bytes, more than the limit of {} \
+                 (server.max_label_name_length)",
+                shown(k),
+                k.len(),
+                lim.max_name_bytes
+            )));
+        }
+        if over(v.len(), lim.max_value_bytes) {
+            return Err(Refusal::limit(format!(
+                "the value of label {:?} is {} bytes, more than the limit of {} \
+                 (server.max_label_value_length): {:?}",
+                shown(k),
+                v.len(),
+                lim.max_value_bytes,
+                shown(v)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a profile type, which its series carry as a label (`__profile_type__` in
+/// Pyroscope's answers), against the label value limit.
+fn check_profile_type(t: &ProfileTypeId, lim: &SeriesLimits) -> Result<(), Refusal> {
+    let len = [
+        &t.name,
+        &t.sample_type,
+        &t.sample_unit,
+        &t.period_type,
+        &t.period_unit,
+    ]
+    .iter()
+    .map(|s| s.len() + 1)
+    .sum::<usize>()
+        - 1;
+    if lim.max_value_bytes != 0 && len > lim.max_value_bytes {
+        return Err(Refusal::limit(format!(
+            "the profile type is {len} bytes, more than the limit of {} \
+             (server.max_label_value_length): {:?}",
+            lim.max_value_bytes,
+            shown(&t.to_string())
+        )));
+    }
+    Ok(())
+}
+
+/// The id of series `key`, unless it is new and the store already holds `max` series.
+fn new_series(st: &mut State, key: SeriesKey, max: usize) -> Result<u32, Refusal> {
+    st.series_id_within(key, max).map_err(|key| {
+        Refusal::limit(format!(
+            "the store holds {} series, its limit (storage.max_series), and the profile \
+             would make another: {}",
+            st.series.len(),
+            render_labels(&key.labels)
+        ))
+    })
+}
+
+/// `{k="v", …}`, each name and value cut to [`SHOWN_CHARS`].
+fn render_labels(labels: &[(String, String)]) -> String {
+    let parts: Vec<String> = labels
+        .iter()
+        .map(|(k, v)| format!("{}={:?}", shown(k), shown(v)))
+        .collect();
+    format!("{{{}}}", parts.join(", "))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn profile_blocks(
     st: &mut State,
@@ -429,10 +557,12 @@ fn profile_blocks(
     base_labels: &[(String, String)],
     name_hint: Option<&str>,
     link_keys: &LinkConfig,
-    max_series: usize,
+    cfg: &StoreConfig,
     p: &spanprof_format::otlp::Profile,
-) -> Result<(Vec<Block>, Layout), String> {
+) -> Result<(Vec<Block>, Layout), Refusal> {
+    let series_limits = &cfg.series;
     let profile_type = profile_type_of(d, p, name_hint)?;
+    check_profile_type(&profile_type, series_limits)?;
     // Sample attribute set → block; attribute index → (label, or link part).
     let mut groups: HashMap<Vec<i32>, usize> = HashMap::new();
     let mut blocks: Vec<(Block, HashMap<LinkIds, u32>)> = Vec::new();
@@ -478,7 +608,8 @@ fn profile_blocks(
                             s.link_index,
                             l.trace_id.len(),
                             l.span_id.len()
-                        ))
+                        )
+                        .into())
                     }
                 }
             }
@@ -527,11 +658,11 @@ fn profile_blocks(
             None => {
                 // Checked before the series is made: a profile over the limit adds none past it.
                 ProfileLimits {
-                    max_series,
+                    max_series: cfg.max_profile_series,
                     ..ProfileLimits::NONE
                 }
                 .allow(Measure::Series, blocks.len() + 1)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Refusal::limit(e.to_string()))?;
                 let mut labels = base_labels.to_vec();
                 labels.push((
                     crate::store::ingest::SERVICE_LABEL.to_owned(),
@@ -544,13 +675,15 @@ fn profile_blocks(
                 }
                 labels.sort();
                 labels.dedup_by(|a, b| a.0 == b.0);
+                check_labels(&labels, &cfg.series)?;
                 layout.labels.push(labels.clone());
                 layout.members.push(Vec::new());
-                let series = st.series_id(SeriesKey {
+                let key = SeriesKey {
                     service,
                     profile_type: profile_type.clone(),
                     labels,
-                });
+                };
+                let series = new_series(st, key, cfg.series.max_series)?;
                 let block = Block {
                     series,
                     time_ns: p.time_unix_nano as i64,

@@ -47,6 +47,53 @@ pub struct StoreConfig {
     /// Series one profile may make (distinct label sets of its samples; 0 = no limit): a
     /// profile past it is refused, as series are kept for good.
     pub max_profile_series: usize,
+    /// What the store's series may be: how many in all, and how big their labels.
+    pub series: SeriesLimits,
+}
+
+/// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
+///
+/// A series (service, profile type, label set) is kept in memory for good, about 750 bytes
+/// each with short labels (measured: 99,000 series, 74 MB). [`StoreConfig::max_profile_series`]
+/// bounds what one profile adds; these bound what all of them add together, and what one
+/// series costs: a label whose value changes with every request, or a few long ones, would
+/// otherwise grow the server without end. A profile that would make a series past one of
+/// them is refused by name, with the setting that raises it. The label limits are
+/// Pyroscope's (`validation.max-length-label-name` 1024, `…-label-value` 2048), except the
+/// count: OpenTelemetry resources bring their attributes as labels (process, host,
+/// container, Kubernetes), more than Pyroscope's 30 tags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeriesLimits {
+    /// Series in the store (`storage.max_series`).
+    pub max_series: usize,
+    /// Labels of one series, `service_name` included (`server.max_label_names_per_series`).
+    pub max_labels: usize,
+    /// Bytes of a label name (`server.max_label_name_length`).
+    pub max_name_bytes: usize,
+    /// Bytes of a label value (`server.max_label_value_length`).
+    pub max_value_bytes: usize,
+}
+
+impl Default for SeriesLimits {
+    /// 100,000 series (about 75 MB), 64 labels, names of 1 KiB and values of 2 KiB.
+    fn default() -> Self {
+        SeriesLimits {
+            max_series: 100_000,
+            max_labels: 64,
+            max_name_bytes: 1024,
+            max_value_bytes: 2048,
+        }
+    }
+}
+
+impl SeriesLimits {
+    /// No limits.
+    pub const NONE: SeriesLimits = SeriesLimits {
+        max_series: 0,
+        max_labels: 0,
+        max_name_bytes: 0,
+        max_value_bytes: 0,
+    };
 }
 
 impl StoreConfig {
@@ -63,6 +110,7 @@ impl StoreConfig {
             sync: true,
             cache_segments: 8,
             max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
+            series: SeriesLimits::default(),
         }
     }
 }

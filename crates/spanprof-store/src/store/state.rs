@@ -114,20 +114,28 @@ impl State {
     }
 
     pub fn series_id(&mut self, key: SeriesKey) -> u32 {
+        self.series_id_within(key, 0)
+            .expect("no limit on the number of series")
+    }
+
+    /// The id of series `key`, made if it is new, unless the store already holds `max`
+    /// series (0 = no limit): then nothing is made, and the key is handed back.
+    pub fn series_id_within(&mut self, key: SeriesKey, max: usize) -> Result<u32, Box<SeriesKey>> {
         let (series, hasher) = (&self.series, &self.series_hasher);
         let hash = hasher.hash_one(&key);
         match self
             .series_ids
             .find_entry(hash, |&id| series[id as usize] == key)
         {
-            Ok(found) => *found.get(),
+            Ok(found) => Ok(*found.get()),
+            Err(_) if max != 0 && series.len() >= max => Err(Box::new(key)),
             Err(absent) => {
                 let id = series.len() as u32;
                 absent
                     .into_table()
                     .insert_unique(hash, id, |&id| hasher.hash_one(&series[id as usize]));
                 self.series.push(key);
-                id
+                Ok(id)
             }
         }
     }
