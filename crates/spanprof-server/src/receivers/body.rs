@@ -133,7 +133,7 @@ impl From<axum::extract::rejection::BytesRejection> for Rejection {
         Rejection {
             status,
             message: if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "the request body is larger than the server's limit (limits.max_body_bytes)".into()
+                "the request body is larger than the server's limit (server.max_body_size)".into()
             } else {
                 format!("the request body could not be read: {}", e.body_text())
             },

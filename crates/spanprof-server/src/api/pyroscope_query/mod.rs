@@ -9,7 +9,8 @@
 //! field names, 64-bit integers written as strings and read from numbers or strings, enums
 //! as names or numbers, default values left out, unknown fields ignored) body. The answer has
 //! the request's content type. `Content-Encoding: gzip` bodies are read; the answer is gzip
-//! when `Accept-Encoding` allows it and it is worth it (≥ 1 KiB). Errors are Connect's:
+//! when `Accept-Encoding` allows it and it is worth it (≥ 1 KiB). A request body may be
+//! [`MAX_QUERY_BODY`] bytes, sent and decompressed, else `resource_exhausted`. Errors are Connect's:
 //! `{"code": "invalid_argument", "message": "…"}` with the HTTP status Connect gives the
 //! code (400 `invalid_argument`, 501 `unimplemented`, 415 for an unknown content type, 500
 //! `internal`, …).
@@ -60,16 +61,24 @@ mod render;
 use std::future::Future;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use prost::Message;
 
+use crate::config::Limits;
 use crate::receivers::body::decode;
 use crate::AppState;
 use json::{FromJson, Obj, ToJson};
+
+/// The largest query request body, as sent and once decompressed: 1 MiB. A real one is a
+/// selector and a few names, under 1 KiB. Ingest's limits (32 MiB sent, 64 MiB decompressed)
+/// would let a 30 KB gzip body of empty repeated strings be decoded into 900 MB (measured on
+/// `Series`: protobuf's two bytes each become a 24-byte `String`), held by the server after.
+pub const MAX_QUERY_BODY: usize = 1 << 20;
 
 /// A Connect error: a code and a message.
 #[derive(Debug)]
@@ -176,7 +185,7 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 async fn unary<Req, Resp, F, Fut>(
     app: AppState,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
     method: F,
 ) -> Response
 where
@@ -194,7 +203,31 @@ where
         )
             .into_response();
     };
-    let raw = match decode(&headers, &body, &app.config.limits) {
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => {
+            let too_large = e.status() == StatusCode::PAYLOAD_TOO_LARGE;
+            return ConnectError {
+                code: if too_large {
+                    "resource_exhausted"
+                } else {
+                    "invalid_argument"
+                },
+                message: if too_large {
+                    format!("the query request is larger than {MAX_QUERY_BODY} bytes")
+                } else {
+                    format!("the request body could not be read: {}", e.body_text())
+                },
+            }
+            .into_response();
+        }
+    };
+    let limits = Limits {
+        max_body_bytes: MAX_QUERY_BODY,
+        max_decompressed_bytes: MAX_QUERY_BODY,
+        ..app.config.limits.clone()
+    };
+    let raw = match decode(&headers, &body, &limits) {
         Ok(raw) => raw,
         Err(r) => {
             let code = match r.status {
@@ -253,7 +286,11 @@ where
 
 macro_rules! rpc {
     ($name:ident => $method:path) => {
-        async fn $name(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+        async fn $name(
+            State(app): State<AppState>,
+            headers: HeaderMap,
+            body: Result<Bytes, BytesRejection>,
+        ) -> Response {
             unary(app, headers, body, $method).await
         }
     };
@@ -289,5 +326,6 @@ pub fn routes() -> Router<AppState> {
             post(select_merge_profile),
         )
         .route(&format!("{P}SelectSeries"), post(select_series))
+        .layer(DefaultBodyLimit::max(MAX_QUERY_BODY))
         .merge(render::routes())
 }
