@@ -92,7 +92,7 @@ fn main() {
     let num = |name: &str, default: u64| {
         flag(name).map_or(default, |v| {
             v.parse()
-                .unwrap_or_else(|_| panic!("{name} {v:?}: not a number"))
+                .unwrap_or_else(|_| usage(&format!("{name} {v:?}: not a number")))
         })
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -102,7 +102,7 @@ fn main() {
         .expect("starting the runtime");
     match args.first().map(String::as_str) {
         Some("push") => {
-            let url = flag("--url").expect("push needs --url http://ADDR");
+            let url = flag("--url").unwrap_or_else(|| usage("push needs --url http://ADDR"));
             let opts = PushOptions {
                 url,
                 seconds: num("--seconds", 20),
@@ -121,13 +121,11 @@ fn main() {
             num("--repeat", 1).max(1),
         ),
         Some("targets") => {
-            let port_file = flag("--port-file").expect("targets needs --port-file FILE");
+            let port_file =
+                flag("--port-file").unwrap_or_else(|| usage("targets needs --port-file FILE"));
             runtime.block_on(targets(&port_file));
         }
-        _ => {
-            eprintln!("usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--paced-seconds Q] [--summary FILE]\n       load targets --port-file FILE\n       load stages [--profiles P] [--repeat R] [--only STAGE]");
-            std::process::exit(2);
-        }
+        _ => usage("a command is needed"),
     }
 }
 
@@ -916,4 +914,17 @@ fn reshaped(
         s.label.clear();
     }
     out
+}
+
+/// Says what is wrong and how to call this, and exits with status 2.
+fn usage(problem: &str) -> ! {
+    eprintln!(
+        "load: {problem}\n\
+         usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] \
+         [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--server-pid PID]\n       \
+         load targets --port-file FILE\n       \
+         load stages [--profiles P] [--repeat R] [--only STAGE]\n\
+         (bench/serve-load.sh runs these; see its header)"
+    );
+    std::process::exit(2);
 }
