@@ -115,6 +115,23 @@ impl Server {
         (status, head, body)
     }
 
+    /// The partial success of an OTLP/HTTP protobuf request answered 200 with one.
+    fn otlp_partial_success(
+        &self,
+        request: &[u8],
+    ) -> spanprof_format::otlp::ExportProfilesPartialSuccess {
+        let (status, _, body) = self.post_raw(
+            "/v1development/profiles",
+            &[("content-type", "application/x-protobuf")],
+            request,
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        spanprof_format::otlp::ExportProfilesServiceResponse::decode(&body[..])
+            .unwrap()
+            .partial_success
+            .expect("a partial success")
+    }
+
     /// Asserts that an OTLP request of the real Go profile is stored (200).
     fn stores_a_real_profile(&self) {
         let (status, text) = self.post(
@@ -606,19 +623,9 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
 /// make (distinct sample label sets) is set below the real Go profile's.
 #[test]
 fn profiles_the_store_refuses_are_reported_not_acknowledged() {
-    use spanprof_format::otlp::ExportProfilesServiceResponse;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), |c| c.limits.profile.max_series = 1);
-    let (status, _, body) = server.post_raw(
-        "/v1development/profiles",
-        &[("content-type", "application/x-protobuf")],
-        &otlp_request(),
-    );
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let partial = ExportProfilesServiceResponse::decode(&body[..])
-        .unwrap()
-        .partial_success
-        .expect("a partial success");
+    let partial = server.otlp_partial_success(&otlp_request());
     // Both sample types of the CPU profile.
     assert_eq!(partial.rejected_profiles, 2, "{}", partial.error_message);
     assert!(
@@ -647,7 +654,6 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
 /// line can be), naming the label; `/metrics` counts them as refused for a limit.
 #[test]
 fn series_limits_refuse_new_series_and_keep_the_rest() {
-    use spanprof_format::otlp::ExportProfilesServiceResponse;
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), |c| c.limits.series.max_series = 3);
     let folded = |pod: &str| {
@@ -696,16 +702,7 @@ fn series_limits_refuse_new_series_and_keep_the_rest() {
         }),
         ..Default::default()
     });
-    let (status, _, body) = server.post_raw(
-        "/v1development/profiles",
-        &[("content-type", "application/x-protobuf")],
-        &request.encode_to_vec(),
-    );
-    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
-    let partial = ExportProfilesServiceResponse::decode(&body[..])
-        .unwrap()
-        .partial_success
-        .expect("a partial success");
+    let partial = server.otlp_partial_success(&request.encode_to_vec());
     assert_eq!(partial.rejected_profiles, 2, "{}", partial.error_message);
     assert!(
         partial.error_message.contains(
