@@ -375,30 +375,28 @@ fn reuse_blocks(
 ) -> Result<Vec<Block>, Refusal> {
     let profile_type = profile_type_of(d, p, name_hint)?;
     check_profile_type(&profile_type, series_limits)?;
-    before
-        .iter()
-        .zip(layout.labels.iter().zip(&layout.members))
-        .map(|(b, (labels, members))| {
-            let key = SeriesKey {
-                service,
-                profile_type: profile_type.clone(),
-                labels: labels.clone(),
-            };
-            Ok(Block {
-                series: new_series(st, key, series_limits.max_series)?,
-                time_ns: p.time_unix_nano as i64,
-                duration_ns: p.duration_nano as i64,
-                period: p.period,
-                nodes: b.nodes.clone(),
-                values: members
-                    .iter()
-                    .map(|&i| sample_value(&p.samples[i as usize]))
-                    .collect(),
-                links: b.links.clone(),
-                link_table: b.link_table.clone(),
-            })
-        })
-        .collect()
+    let mut blocks = Vec::with_capacity(before.len());
+    for (b, (labels, members)) in before.iter().zip(layout.labels.iter().zip(&layout.members)) {
+        let key = SeriesKey {
+            service,
+            profile_type: profile_type.clone(),
+            labels: labels.clone(),
+        };
+        blocks.push(Block {
+            series: new_series(st, key, series_limits.max_series)?,
+            time_ns: p.time_unix_nano as i64,
+            duration_ns: p.duration_nano as i64,
+            period: p.period,
+            nodes: b.nodes.clone(),
+            values: members
+                .iter()
+                .map(|&i| sample_value(&p.samples[i as usize]))
+                .collect(),
+            links: b.links.clone(),
+            link_table: b.link_table.clone(),
+        });
+    }
+    Ok(blocks)
 }
 
 /// The profile type of `p`, checked.
