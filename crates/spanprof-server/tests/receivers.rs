@@ -716,7 +716,9 @@ fn series_limits_refuse_new_series_and_keep_the_rest() {
     let (status, metrics) = server.get("/metrics");
     assert_eq!(status, 200);
     assert!(
-        metrics.contains(r#"spanprof_rejected_total{receiver="store",reason="limit"} 4"#),
+        metrics.contains(r#"spanprof_rejected_total{receiver="store",reason="limit"} 4"#)
+            && metrics.contains("spanprof_store_series 3\n")
+            && metrics.contains("spanprof_store_max_series 3\n"),
         "{metrics}"
     );
     server.stop();

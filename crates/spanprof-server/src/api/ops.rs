@@ -22,6 +22,12 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         .set("spanprof_store_segments", &[], stats.segments as f64);
     app.metrics
         .set("spanprof_store_series", &[], stats.series as f64);
+    // Its limit (storage.max_series; 0 = none), for an alert on the ratio.
+    app.metrics.set(
+        "spanprof_store_max_series",
+        &[],
+        app.config.limits.series.max_series as f64,
+    );
     app.metrics
         .set("spanprof_store_samples", &[], stats.samples as f64);
     app.metrics
