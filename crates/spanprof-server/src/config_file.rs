@@ -32,8 +32,9 @@
 //!   retention: 7d
 //!   max_size: 20GiB
 //!   segment_size: 16MiB
-//!   max_series: 100000              # series (service, profile type, labels) kept in memory for
-//!                                   # good, ~750 bytes each; a profile making one more is refused
+//!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
+//!                                   # bytes each, until retention deletes their data; past it
+//!                                   # a profile making one more is refused
 //! receivers:
 //!   scrape:
 //!     - service: checkout

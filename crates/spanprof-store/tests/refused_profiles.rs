@@ -252,3 +252,82 @@ fn past_the_series_limit_only_known_series_are_stored_also_after_reopening() {
     };
     assert_eq!(store.flame_graph(&sel).unwrap().0.total(), 20);
 }
+
+/// Series whose data retention deleted are forgotten: they no longer count against
+/// `storage.max_series`, nor list as profile types, and a profile with their labels makes a
+/// new series. That holds after reopening, from a snapshot written after they were forgotten
+/// (they keep their ids in it, without labels) and from one written before.
+#[test]
+fn series_whose_data_retention_deleted_are_forgotten_and_free_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || StoreConfig {
+        // Every sealed segment goes: only the active one's data is kept.
+        retention_bytes: Some(1),
+        series: SeriesLimits {
+            max_series: 2,
+            ..SeriesLimits::default()
+        },
+        ..StoreConfig::new(dir.path())
+    };
+    let ingest = |store: &Store, env: &str, sample_type: &str| {
+        let r = store
+            .ingest(&[&labelled(&[("env", env)], sample_type)], Vec::new())
+            .unwrap();
+        (r.profiles, r.new_series)
+    };
+    let types = |store: &Store| -> Vec<String> {
+        store
+            .profile_types(None)
+            .iter()
+            .map(|t| t.sample_type.clone())
+            .collect()
+    };
+    {
+        let (store, _) = Store::open(cfg()).unwrap();
+        assert_eq!(ingest(&store, "a", "old_type"), (1, 1));
+        store.rotate().unwrap();
+        assert_eq!(ingest(&store, "b", "cpu"), (1, 1));
+        assert_eq!(ingest(&store, "c", "cpu"), (0, 0), "the limit is reached");
+        assert_eq!(types(&store), ["cpu", "old_type"]);
+        // Deletes the sealed segment, and with it every block of series a.
+        assert_eq!(store.enforce_retention(0).unwrap(), 1);
+        assert_eq!(store.stats().series, 1);
+        assert_eq!(types(&store), ["cpu"]);
+        assert_eq!(ingest(&store, "c", "cpu"), (1, 1), "room again");
+        // The same labels as a forgotten series: a new one (and the store is full now).
+        assert_eq!(ingest(&store, "a", "old_type"), (0, 0));
+        assert_eq!(
+            ingest(&store, "b", "cpu"),
+            (1, 0),
+            "b and c are still known"
+        );
+        // The next segment's snapshot holds series a without its labels.
+        store.rotate().unwrap();
+        assert_eq!(ingest(&store, "b", "cpu"), (1, 0));
+    }
+    let (store, _) = Store::open(cfg()).unwrap();
+    assert_eq!(store.stats().series, 2);
+    assert_eq!(types(&store), ["cpu"]);
+    assert_eq!(
+        ingest(&store, "a", "old_type"),
+        (0, 0),
+        "still full: b and c"
+    );
+    // A new segment (its snapshot has b and c), only c in it; then retention deletes the
+    // segment of b's last block. Reopened from that snapshot, written before b was
+    // forgotten, b is forgotten on opening.
+    store.rotate().unwrap();
+    assert_eq!(ingest(&store, "c", "cpu"), (1, 0));
+    assert!(store.enforce_retention(0).unwrap() >= 1);
+    assert_eq!(store.stats().series, 1);
+    drop(store);
+    let (store, _) = Store::open(cfg()).unwrap();
+    let sel = |env: &str| Selection {
+        label_selector: Some(format!("{{env=\"{env}\"}}")),
+        ..Default::default()
+    };
+    assert_eq!(store.flame_graph(&sel("c")).unwrap().0.total(), 10);
+    assert_eq!(store.flame_graph(&sel("b")).unwrap().0.total(), 0);
+    assert_eq!(store.stats().series, 1, "only c has data");
+    assert_eq!(ingest(&store, "a", "old_type"), (1, 1));
+}

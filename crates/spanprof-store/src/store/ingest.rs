@@ -64,6 +64,7 @@ impl Store {
         let (record, pending, marks) = {
             let mut st = self.state.write().expect("store state lock poisoned");
             let series_before = st.series.len();
+            let live_before = st.live_series();
             let touched_before: Vec<[usize; 5]> =
                 st.services.iter().map(|s| s.symbols.sizes()).collect();
             let mut pending = Pending {
@@ -75,7 +76,7 @@ impl Store {
                 add_profiles(&mut st, data, source, &self.cfg, &mut pending);
             }
             pending.report.new_series = (st.series.len() - series_before) as u64;
-            warn_near_series_limit(series_before, st.series.len(), self.cfg.series.max_series);
+            warn_near_series_limit(live_before, st.live_series(), self.cfg.series.max_series);
             pending.report.spans = spans.len() as u64;
             let mut record = vec![INGEST];
             // Each link once per record: a profile's sample types are blocks of the same links.
@@ -550,7 +551,7 @@ fn new_series(st: &mut State, key: SeriesKey, max: usize) -> Result<u32, Refusal
         Refusal::limit(format!(
             "the store holds {} series, its limit (storage.max_series), and the profile \
              would make another: {}",
-            st.series.len(),
+            st.live_series(),
             render_labels(&key.labels)
         ))
     })

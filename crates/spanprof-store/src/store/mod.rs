@@ -45,7 +45,8 @@ pub struct StoreConfig {
     /// Sealed segments' indexes kept loaded (each is a few MiB for a 16 MiB segment).
     pub cache_segments: usize,
     /// Series one profile may make (distinct label sets of its samples; 0 = no limit): a
-    /// profile past it is refused, as series are kept for good.
+    /// profile past it is refused, as series are kept in memory until retention deletes
+    /// their data.
     pub max_profile_series: usize,
     /// What the store's series may be: how many in all, and how big their labels.
     pub series: SeriesLimits,
@@ -53,8 +54,9 @@ pub struct StoreConfig {
 
 /// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
 ///
-/// A series (service, profile type, label set) is kept in memory for good, about 750 bytes
-/// each with short labels (measured: 99,000 series, 74 MB). [`StoreConfig::max_profile_series`]
+/// A series (service, profile type, label set) is kept in memory until retention deletes the
+/// last of its data (then it is forgotten, and no longer counts), about 750 bytes each with
+/// short labels (measured: 99,000 series, 74 MB). [`StoreConfig::max_profile_series`]
 /// bounds what one profile adds; these bound what all of them add together, and what one
 /// series costs: a label whose value changes with every request, or a few long ones, would
 /// otherwise grow the server without end. A profile that would make a series past one of
@@ -343,6 +345,9 @@ impl Store {
                 }
                 st.forget_segment(*id);
             }
+            // The snapshot has every series of its time; retention may have deleted the data
+            // of some since.
+            st.forget_unused_series();
         }
         Ok((
             Store {
@@ -408,6 +413,20 @@ impl Store {
                 .expect("store state lock poisoned")
                 .forget_segment(seg.id);
             deleted += 1;
+        }
+        if deleted > 0 {
+            let forgotten = self
+                .state
+                .write()
+                .expect("store state lock poisoned")
+                .forget_unused_series();
+            if forgotten > 0 {
+                tracing::info!(
+                    segments = deleted,
+                    series = forgotten,
+                    "retention: series with no data left are forgotten"
+                );
+            }
         }
         Ok(deleted)
     }

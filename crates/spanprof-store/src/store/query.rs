@@ -333,7 +333,7 @@ impl State {
     }
 
     /// (series, first ns, last ns) of every segment overlapping the range.
-    fn series_ranges(&self) -> Vec<(u32, i64, i64)> {
+    pub(crate) fn series_ranges(&self) -> Vec<(u32, i64, i64)> {
         let mut out: Vec<(u32, i64, i64)> = self
             .sealed
             .values()
@@ -667,6 +667,7 @@ impl Store {
         let set: BTreeSet<ProfileTypeId> = st
             .series
             .iter()
+            .filter(|k| !super::state::is_forgotten(k))
             .filter(|k| service.is_none_or(|s| st.services[k.service as usize].name == s))
             .map(|k| k.profile_type.clone())
             .collect();

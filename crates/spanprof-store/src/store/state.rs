@@ -65,7 +65,12 @@ pub(crate) struct BlockMeta {
 pub(crate) struct State {
     pub services: Vec<Service>,
     pub service_ids: HashMap<String, u32>,
+    /// Every series by id. A series whose data retention deleted is forgotten
+    /// ([`State::forget_unused_series`]): its labels are emptied (a real series always has
+    /// `service_name`) and its key is out of `series_ids`; its id is never reused.
     pub series: Vec<SeriesKey>,
+    /// How many of `series` are forgotten.
+    forgotten: usize,
     /// Series ids by key: ids into `series`, hashed through it, so each key is held once.
     series_ids: hashbrown::HashTable<u32>,
     series_hasher: hashbrown::DefaultHashBuilder,
@@ -89,6 +94,7 @@ impl State {
             services: Vec::new(),
             service_ids: HashMap::new(),
             series: Vec::new(),
+            forgotten: 0,
             series_ids: hashbrown::HashTable::new(),
             series_hasher: Default::default(),
             series_flushed: 0,
@@ -128,7 +134,7 @@ impl State {
             .find_entry(hash, |&id| series[id as usize] == key)
         {
             Ok(found) => Ok(*found.get()),
-            Err(_) if max != 0 && series.len() >= max => Err(Box::new(key)),
+            Err(_) if max != 0 && series.len() - self.forgotten >= max => Err(Box::new(key)),
             Err(absent) => {
                 let id = series.len() as u32;
                 absent
@@ -140,7 +146,42 @@ impl State {
         }
     }
 
-    /// A snapshot record: every service's symbols and every series.
+    /// Series that are not forgotten.
+    pub fn live_series(&self) -> usize {
+        self.series.len() - self.forgotten
+    }
+
+    /// Forgets every series no stored block belongs to any more (retention deleted their
+    /// segments, or a refused profile made them and stored nothing): their labels go, and a
+    /// profile with the same labels later makes a new series. Series are kept in memory for
+    /// good otherwise, and counted against `storage.max_series`: labels whose values change
+    /// (pods, process instance ids) would fill it even with retention on. Returns how many
+    /// were forgotten. The caller holds the writer lock (no ingest makes series meanwhile).
+    pub fn forget_unused_series(&mut self) -> usize {
+        let mut used = vec![false; self.series.len()];
+        for (id, _, _) in self.series_ranges() {
+            if let Some(u) = used.get_mut(id as usize) {
+                *u = true;
+            }
+        }
+        let mut n = 0;
+        for (id, used) in used.into_iter().enumerate() {
+            if used || is_forgotten(&self.series[id]) {
+                continue;
+            }
+            let hash = self.series_hasher.hash_one(&self.series[id]);
+            if let Ok(entry) = self.series_ids.find_entry(hash, |&at| at as usize == id) {
+                entry.remove();
+            }
+            self.series[id].labels = Vec::new();
+            n += 1;
+        }
+        self.forgotten += n;
+        n
+    }
+
+    /// A snapshot record: every service's symbols and every series (forgotten ones without
+    /// labels, so that ids stay in place).
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let mut out = vec![SNAPSHOT];
         out.uvarint(self.services.len() as u64);
@@ -242,6 +283,15 @@ impl State {
             }
             match id.cmp(&self.series.len()) {
                 std::cmp::Ordering::Less => {}
+                // Forgotten before the snapshot was written: it keeps its id, nothing else.
+                std::cmp::Ordering::Equal if labels.is_empty() => {
+                    self.series.push(SeriesKey {
+                        service,
+                        profile_type,
+                        labels,
+                    });
+                    self.forgotten += 1;
+                }
                 std::cmp::Ordering::Equal => {
                     self.series_id(SeriesKey {
                         service,
@@ -344,7 +394,7 @@ impl State {
         let in_memory = || std::iter::once(&self.active).chain(self.sealing.values());
         StoreStats {
             services: self.services.len(),
-            series: self.series.len(),
+            series: self.live_series(),
             blocks: in_memory().map(|a| a.blocks.len()).sum::<usize>()
                 + self
                     .sealed
@@ -387,4 +437,9 @@ pub(crate) fn encode_series(out: &mut Vec<u8>, series: &[SeriesKey], from: usize
             out.str(v);
         }
     }
+}
+
+/// Whether series `key` was forgotten (a stored series always has labels: `service_name`).
+pub(crate) fn is_forgotten(key: &SeriesKey) -> bool {
+    key.labels.is_empty()
 }
