@@ -180,8 +180,8 @@ impl State {
         n
     }
 
-    /// A snapshot record: every service's symbols and every series (forgotten ones without
-    /// labels, so that ids stay in place).
+    /// A snapshot record: every service's symbols and every series (forgotten ones with only
+    /// their id, so that ids stay in place).
     pub fn encode_snapshot(&self) -> Vec<u8> {
         let mut out = vec![SNAPSHOT];
         out.uvarint(self.services.len() as u64);
@@ -284,11 +284,14 @@ impl State {
             match id.cmp(&self.series.len()) {
                 std::cmp::Ordering::Less => {}
                 // Forgotten before the snapshot was written: it keeps its id, nothing else.
-                std::cmp::Ordering::Equal if labels.is_empty() => {
+                std::cmp::Ordering::Equal
+                    if labels.is_empty()
+                        || (labels.len() == 1 && labels[0].0 == FORGOTTEN_LABEL) =>
+                {
                     self.series.push(SeriesKey {
                         service,
                         profile_type,
-                        labels,
+                        labels: Vec::new(),
                     });
                     self.forgotten += 1;
                 }
@@ -428,9 +431,18 @@ impl State {
 pub(crate) fn encode_series(out: &mut Vec<u8>, series: &[SeriesKey], from: usize) {
     out.uvarint(from as u64);
     out.uvarint((series.len() - from) as u64);
-    for s in &series[from..] {
+    for (id, s) in series.iter().enumerate().skip(from) {
         out.uvarint(s.service.into());
         out.str(&s.profile_type.to_string());
+        if is_forgotten(s) {
+            // Only a label naming the id (a stored series also has `service_name`, so none
+            // looks like this): a distinct key, so that a binary from before series
+            // were forgotten reads it as a series of its own (with no data) and ids stay put.
+            out.uvarint(1);
+            out.str(FORGOTTEN_LABEL);
+            out.str(&id.to_string());
+            continue;
+        }
         out.uvarint(s.labels.len() as u64);
         for (k, v) in &s.labels {
             out.str(k);
@@ -438,6 +450,9 @@ pub(crate) fn encode_series(out: &mut Vec<u8>, series: &[SeriesKey], from: usize
         }
     }
 }
+
+/// The one label a forgotten series is written with.
+const FORGOTTEN_LABEL: &str = "__forgotten_series__";
 
 /// Whether series `key` was forgotten (a stored series always has labels: `service_name`).
 pub(crate) fn is_forgotten(key: &SeriesKey) -> bool {
