@@ -144,7 +144,7 @@ impl Store {
                 active.spans_mut().insert(s);
             }
         }
-        if self.log.active_bytes() > self.cfg.segment_max_bytes {
+        if self.segment_is_full() {
             self.rotate_in_background()?;
         }
         Ok(pending.report)

@@ -244,6 +244,12 @@ pub struct Store {
     writer: Mutex<()>,
     /// Threads writing the index files of segments sealed by ingest (joined on drop).
     sealers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Bytes of the snapshot that starts the active segment (every symbol and series). A
+    /// segment is sealed once it holds `segment_max_bytes` past it: counted in, a snapshot
+    /// larger than a segment (many series, a large program's symbols) sealed the segment at
+    /// every ingest, each new one starting with the whole snapshot again (measured: 3,000
+    /// one-line profiles with 256 KiB segments made 1,784 segments, 608 MB).
+    snapshot_bytes: Arc<std::sync::atomic::AtomicU64>,
     /// Held while the store is open: one process per directory.
     _lock: std::fs::File,
 }
@@ -272,15 +278,19 @@ impl Store {
             cfg.cache_segments,
         )));
         let snapshot_of = Arc::clone(&state);
+        let snapshot_bytes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let snapshot_len = Arc::clone(&snapshot_bytes);
         let log_cfg = LogConfig {
             dir: cfg.dir.join("segments"),
             sync: cfg.sync,
         };
         let (log, recovery) = Log::open(log_cfg, move |_segment| {
-            snapshot_of
+            let snapshot = snapshot_of
                 .read()
                 .expect("store state lock poisoned")
-                .encode_snapshot()
+                .encode_snapshot();
+            snapshot_len.store(snapshot.len() as u64, std::sync::atomic::Ordering::Relaxed);
+            snapshot
         })?;
         let mut report = OpenReport {
             segments: recovery.segments,
@@ -348,6 +358,11 @@ impl Store {
             // The snapshot has every series of its time; retention may have deleted the data
             // of some since.
             st.forget_unused_series();
+            // The active segment's snapshot, at most what one would take now.
+            snapshot_bytes.fetch_max(
+                st.encode_snapshot().len() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
         }
         Ok((
             Store {
@@ -356,6 +371,7 @@ impl Store {
                 state,
                 writer: Mutex::new(()),
                 sealers: Mutex::new(Vec::new()),
+                snapshot_bytes,
                 _lock: lock,
             },
             report,
@@ -429,6 +445,14 @@ impl Store {
             }
         }
         Ok(deleted)
+    }
+
+    /// Whether the active segment holds `segment_max_bytes` past its snapshot.
+    pub(crate) fn segment_is_full(&self) -> bool {
+        let snapshot = self
+            .snapshot_bytes
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.log.active_bytes().saturating_sub(snapshot) > self.cfg.segment_max_bytes
     }
 
     /// Seals the active segment now (normally done when it passes `segment_max_bytes`).
