@@ -136,7 +136,16 @@ pub async fn serve(
         tracing::warn!(problem = %p, "store damage skipped");
     }
     let stats = store.stats();
-    tracing::info!(dir = %dir, services = stats.services, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
+    tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
+    let max_series = config.limits.series.max_series;
+    if max_series != 0 && stats.series >= max_series - max_series / 10 {
+        tracing::warn!(
+            series = stats.series,
+            limit = max_series,
+            "the store holds 90 % or more of its series limit (storage.max_series): profiles \
+             that would make a new series are refused past it"
+        );
+    }
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::default());
     let forwarders = {
