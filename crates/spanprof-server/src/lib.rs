@@ -137,11 +137,10 @@ pub async fn serve(
     }
     let stats = store.stats();
     tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
-    let max_series = config.limits.series.max_series;
-    if max_series != 0 && stats.series >= max_series - max_series / 10 {
+    if config.limits.series.near_max_series(stats.series) {
         tracing::warn!(
             series = stats.series,
-            limit = max_series,
+            limit = config.limits.series.max_series,
             "the store holds 90 % or more of its series limit (storage.max_series): profiles \
              that would make a new series are refused past it"
         );

@@ -76,7 +76,7 @@ impl Store {
                 add_profiles(&mut st, data, source, &self.cfg, &mut pending);
             }
             pending.report.new_series = (st.series.len() - series_before) as u64;
-            warn_near_series_limit(live_before, st.live_series(), self.cfg.series.max_series);
+            warn_near_series_limit(live_before, st.live_series(), &self.cfg.series);
             pending.report.spans = spans.len() as u64;
             let mut record = vec![INGEST];
             // Each link once per record: a profile's sample types are blocks of the same links.
@@ -426,24 +426,18 @@ fn profile_type_of(
     Ok(profile_type)
 }
 
-/// Logs a warning when the store's series go past 90 % of `storage.max_series`, before
-/// profiles are refused for it (once per crossing).
-fn warn_near_series_limit(before: usize, after: usize, max: usize) {
-    if crosses_nine_tenths(before, after, max) {
+/// Logs a warning when ingest takes the store's series past 90 % of `storage.max_series`,
+/// before profiles are refused for it (once per crossing).
+fn warn_near_series_limit(before: usize, after: usize, limits: &SeriesLimits) {
+    if !limits.near_max_series(before) && limits.near_max_series(after) {
         tracing::warn!(
             series = after,
-            limit = max,
+            limit = limits.max_series,
             "the store holds 90 % of its series limit (storage.max_series): past it, profiles \
              that would make a new series are refused; raise the limit or find the label whose \
              values keep changing (GET /api/v1/label-names, /api/v1/label-values)"
         );
     }
-}
-
-/// Whether going from `before` to `after` passes 90 % of `max` (0 = no limit).
-fn crosses_nine_tenths(before: usize, after: usize, max: usize) -> bool {
-    let near = max - max / 10;
-    max != 0 && before < near && after >= near
 }
 
 /// Why a profile is refused.
@@ -770,16 +764,20 @@ fn order_samples(b: &mut Block) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::crosses_nine_tenths;
+    use super::SeriesLimits;
 
     #[test]
-    fn the_series_warning_is_given_once_when_nine_tenths_are_passed() {
-        assert!(crosses_nine_tenths(89, 90, 100));
-        assert!(crosses_nine_tenths(0, 100, 100));
-        assert!(!crosses_nine_tenths(90, 95, 100));
-        assert!(!crosses_nine_tenths(10, 89, 100));
-        assert!(!crosses_nine_tenths(0, 1_000, 0));
-        // Small limits: 90 % of 3 rounds to 3.
-        assert!(crosses_nine_tenths(2, 3, 3));
+    fn near_the_series_limit_is_nine_tenths_of_it() {
+        let at = |max_series| SeriesLimits {
+            max_series,
+            ..SeriesLimits::default()
+        };
+        assert!(!at(100).near_max_series(89));
+        assert!(at(100).near_max_series(90));
+        assert!(at(100).near_max_series(150));
+        assert!(!at(0).near_max_series(1_000_000));
+        // Small limits: 90 % of 3 rounds up to 3.
+        assert!(!at(3).near_max_series(2));
+        assert!(at(3).near_max_series(3));
     }
 }

@@ -89,6 +89,11 @@ impl Default for SeriesLimits {
 }
 
 impl SeriesLimits {
+    /// Whether `series` is 90 % of `max_series` or more (the point to warn at).
+    pub fn near_max_series(&self, series: usize) -> bool {
+        self.max_series != 0 && series >= self.max_series - self.max_series / 10
+    }
+
     /// No limits.
     pub const NONE: SeriesLimits = SeriesLimits {
         max_series: 0,
