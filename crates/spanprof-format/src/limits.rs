@@ -30,6 +30,11 @@ pub enum Measure {
     /// Series: the distinct label sets of a profile's samples (span and trace ids are links,
     /// not labels). Checked by the store, which tells labels from ids.
     Series,
+    /// Bytes of the longest string (a function or file name, a label): symbols are kept,
+    /// and a few names of a megabyte each made the store's symbols grow past what it can
+    /// write. Pyroscope's limit is the same length (`max_profile_symbol_value_length`,
+    /// 65,535), by which it truncates.
+    StringBytes,
 }
 
 impl Measure {
@@ -40,6 +45,7 @@ impl Measure {
             Measure::Locations => "locations",
             Measure::Frames => "stack frames",
             Measure::Series => "series (distinct sample label sets)",
+            Measure::StringBytes => "bytes in its longest string (a function, file or label name)",
         }
     }
 
@@ -50,6 +56,7 @@ impl Measure {
             Measure::Locations => "server.max_profile_locations",
             Measure::Frames => "server.max_profile_frames",
             Measure::Series => "server.max_profile_series",
+            Measure::StringBytes => "server.max_profile_string_length",
         }
     }
 }
@@ -66,6 +73,8 @@ pub struct ProfileLimits {
     /// Series one profile may make: distinct label sets of its samples. A series is kept
     /// for good, and a label with a value per request (a request id) makes one per sample.
     pub max_series: usize,
+    /// Bytes of one string of the profile (function, file and label names).
+    pub max_string_bytes: usize,
 }
 
 impl Default for ProfileLimits {
@@ -79,6 +88,7 @@ impl Default for ProfileLimits {
             max_locations: 100_000,
             max_frames: 4_000_000,
             max_series: 1_000,
+            max_string_bytes: 65_536,
         }
     }
 }
@@ -90,6 +100,7 @@ impl ProfileLimits {
         max_locations: 0,
         max_frames: 0,
         max_series: 0,
+        max_string_bytes: 0,
     };
 
     /// The limit on `m` (0 = none).
@@ -99,6 +110,7 @@ impl ProfileLimits {
             Measure::Locations => self.max_locations,
             Measure::Frames => self.max_frames,
             Measure::Series => self.max_series,
+            Measure::StringBytes => self.max_string_bytes,
         }
     }
 
@@ -121,7 +133,9 @@ impl ProfileLimits {
         self.allow(Measure::Samples, p.sample.len())?;
         self.allow(Measure::Locations, p.location.len())?;
         let frames = p.sample.iter().map(|s| s.location_id.len()).sum();
-        self.allow(Measure::Frames, frames)
+        self.allow(Measure::Frames, frames)?;
+        let longest = p.string_table.iter().map(String::len).max().unwrap_or(0);
+        self.allow(Measure::StringBytes, longest)
     }
 
     /// Checks an OTLP request: each profile's samples, and its dictionary's locations and
@@ -141,7 +155,9 @@ impl ProfileLimits {
         };
         self.allow(Measure::Locations, d.location_table.len())?;
         let frames = d.stack_table.iter().map(|s| s.location_indices.len()).sum();
-        self.allow(Measure::Frames, frames)
+        self.allow(Measure::Frames, frames)?;
+        let longest = d.string_table.iter().map(String::len).max().unwrap_or(0);
+        self.allow(Measure::StringBytes, longest)
     }
 }
 
@@ -170,6 +186,7 @@ mod tests {
             max_locations: 2,
             max_frames: 50,
             max_series: 0,
+            max_string_bytes: 0,
         };
         let within = ProfileLimits {
             max_locations: 3,
@@ -192,6 +209,25 @@ mod tests {
         assert!(ProfileLimits::NONE
             .check_pprof(&pprof_with(1000, 100))
             .is_ok());
+        // The longest string, whichever it is.
+        let mut named = pprof_with(1, 1);
+        named.string_table = vec![String::new(), "x".repeat(10), "main".into()];
+        let short = ProfileLimits {
+            max_string_bytes: 9,
+            ..within
+        };
+        let e = short.check_pprof(&named).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the profile has 10 bytes in its longest string (a function, file or label name), \
+             more than the limit of 9 (server.max_profile_string_length)"
+        );
+        assert!(ProfileLimits {
+            max_string_bytes: 10,
+            ..within
+        }
+        .check_pprof(&named)
+        .is_ok());
     }
 
     #[test]
@@ -224,6 +260,7 @@ mod tests {
             max_locations: 4,
             max_frames: 15,
             max_series: 0,
+            max_string_bytes: 0,
         };
         assert!(limits.check_otlp(&data).is_ok());
         for (tighter, says) in [

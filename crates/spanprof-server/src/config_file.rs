@@ -17,6 +17,7 @@
 //!   max_profile_locations: 100000
 //!   max_profile_frames: 4000000     # stack depths summed
 //!   max_profile_series: 1000        # distinct sample label sets (span/trace ids are links)
+//!   max_profile_string_length: 65536  # bytes of one function, file or label name
 //!   # What one series' labels may be (0 = no limit); a profile that would make a series
 //!   # past one is refused, naming the label.
 //!   max_label_names_per_series: 64  # service_name and resource attributes included
@@ -127,6 +128,7 @@ struct Server {
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
     max_profile_series: Option<usize>,
+    max_profile_string_length: Option<usize>,
     max_label_names_per_series: Option<usize>,
     max_label_name_length: Option<usize>,
     max_label_value_length: Option<usize>,
@@ -298,6 +300,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
     profile.max_frames = s.max_profile_frames.unwrap_or(profile.max_frames);
     profile.max_series = s.max_profile_series.unwrap_or(profile.max_series);
+    profile.max_string_bytes = s
+        .max_profile_string_length
+        .unwrap_or(profile.max_string_bytes);
     let series = &mut base.limits.series;
     series.max_labels = s.max_label_names_per_series.unwrap_or(series.max_labels);
     series.max_name_bytes = s.max_label_name_length.unwrap_or(series.max_name_bytes);
@@ -454,8 +459,9 @@ mod tests {
     fn profile_limits_default_and_are_set_one_by_one() {
         let d = load_str("").unwrap().limits.profile;
         assert_eq!(d, ProfileLimits::default());
-        let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n")
+        let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n  max_profile_string_length: 9\n")
             .unwrap();
+        assert_eq!(c.limits.profile.max_string_bytes, 9);
         assert_eq!(c.store_config().max_profile_series, 7);
         let c = c.limits.profile;
         assert_eq!(

@@ -553,7 +553,39 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
     ];
     // (path, headers, body, expected status, what the message names)
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Vec<u8>, u16, &'a str);
+    // One frame of a megabyte: a function name past the string length limit.
+    let long_name = format!("main;{} 1\n", "f".repeat(1 << 20));
+    let mut long_pprof = pprof::decode(CPU, 64 << 20).unwrap();
+    long_pprof
+        .string_table
+        .push("g".repeat(limits.max_string_bytes + 1));
+    long_pprof.function[0].name = long_pprof.string_table.len() as i64 - 1;
+    let long_otlp = spanprof_format::to_otlp::pprof_to_otlp(&long_pprof, Resource::default(), None)
+        .unwrap()
+        .0
+        .encode_to_vec();
     let cases: Vec<Case> = vec![
+        (
+            "/ingest?name=limits&format=folded",
+            &gz,
+            gzip::gzip(long_name.as_bytes()),
+            413,
+            "max_profile_string_length",
+        ),
+        (
+            "/ingest?name=limits&format=pprof",
+            &[],
+            pprof::encode_gzip(&long_pprof),
+            413,
+            "max_profile_string_length",
+        ),
+        (
+            "/v1development/profiles",
+            &proto_gz,
+            gzip::gzip(&long_otlp),
+            413,
+            "max_profile_string_length",
+        ),
         (
             "/ingest?name=limits&format=folded",
             &gz,

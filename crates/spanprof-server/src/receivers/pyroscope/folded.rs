@@ -123,6 +123,8 @@ fn parse_stacks<'a>(
                 frames_seen += frames.len();
                 limits.allow(Measure::Samples, stacks.len() + 1)?;
                 limits.allow(Measure::Frames, frames_seen)?;
+                let longest = frames.iter().map(|f| f.len()).max().unwrap_or(0);
+                limits.allow(Measure::StringBytes, longest)?;
                 index.insert(stack, stacks.len());
                 stacks.push((frames, count));
             }
@@ -333,6 +335,7 @@ mod tests {
             max_locations: 4,
             max_frames: 7,
             max_series: 0,
+            max_string_bytes: 0,
         };
         let parse = |text: &str| {
             to_pprof(text, TextFormat::Folded, "x", 0, 0, 0, &limits).map_err(|e| e.to_string())
