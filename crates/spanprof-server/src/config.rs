@@ -132,6 +132,8 @@ pub struct Limits {
     pub profile: ProfileLimits,
     /// Series in the store, and labels of one series (see [`SeriesLimits`]).
     pub series: SeriesLimits,
+    /// Bytes the store's symbols may take (see `StoreConfig::max_symbol_bytes`).
+    pub max_symbol_bytes: u64,
 }
 
 /// The pipeline's bounded queue and batching.
@@ -175,6 +177,7 @@ impl Default for ServerConfig {
                 max_decompressed_bytes: 64 << 20,
                 profile: ProfileLimits::default(),
                 series: SeriesLimits::default(),
+                max_symbol_bytes: 128 << 20,
             },
             queue: QueueConfig {
                 capacity: 1024,
@@ -215,6 +218,7 @@ impl ServerConfig {
         c.segment_max_bytes = self.segment_bytes;
         c.max_profile_series = self.limits.profile.max_series;
         c.series = self.limits.series;
+        c.max_symbol_bytes = self.limits.max_symbol_bytes;
         c
     }
 }

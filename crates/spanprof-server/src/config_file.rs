@@ -36,6 +36,8 @@
 //!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
 //!                                   # bytes each, until retention deletes their data; past it
 //!                                   # a profile making one more is refused
+//!   max_symbols_size: 128MiB        # every service's function, file and frame symbols, kept
+//!                                   # for good; past it a profile adding more is refused
 //! receivers:
 //!   scrape:
 //!     - service: checkout
@@ -147,6 +149,8 @@ struct Storage {
     #[serde(default, deserialize_with = "size")]
     segment_size: Option<u64>,
     max_series: Option<usize>,
+    #[serde(default, deserialize_with = "size")]
+    max_symbols_size: Option<u64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -325,6 +329,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = st.max_series {
         base.limits.series.max_series = n;
     }
+    if let Some(n) = st.max_symbols_size {
+        base.limits.max_symbol_bytes = n;
+    }
     for t in file.receivers.scrape {
         if !t.url.starts_with("http://") {
             return Err(invalid(format!(
@@ -499,6 +506,12 @@ mod tests {
             .store_config()
             .series;
         assert_eq!(c.max_name_bytes, 5);
+        let c = load_str("storage:\n  max_symbols_size: 1GiB\n").unwrap();
+        assert_eq!(c.store_config().max_symbol_bytes, 1 << 30);
+        assert_eq!(
+            load_str("").unwrap().store_config().max_symbol_bytes,
+            128 << 20
+        );
         let e = load_str("storage:\n  max_series: -1\n")
             .unwrap_err()
             .to_string();

@@ -125,6 +125,9 @@ pub async fn serve(
     let config = Arc::new(config);
     let store_cfg = config.store_config();
     let dir = store_cfg.dir.display().to_string();
+    // Opening replays the newest segment (seconds for a store with millions of symbols).
+    tracing::info!(dir = %dir, "opening the store");
+    let opening = std::time::Instant::now();
     let (store, report) = tokio::task::spawn_blocking(move || Store::open(store_cfg))
         .await
         .expect("opening the store panicked")
@@ -136,7 +139,7 @@ pub async fn serve(
         tracing::warn!(problem = %p, "store damage skipped");
     }
     let stats = store.stats();
-    tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, "store opened");
+    tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, seconds = format!("{:.2}", opening.elapsed().as_secs_f64()), "store opened");
     if config.limits.series.near_max_series(stats.series) {
         tracing::warn!(
             series = stats.series,

@@ -169,6 +169,19 @@ impl<T: Eq + std::hash::Hash + Default> Table<T> {
         id
     }
 
+    /// Drops the entries from `len` on, which must not be in the log yet (a refused profile
+    /// added them).
+    fn truncate(&mut self, len: usize) {
+        debug_assert!(len >= self.flushed, "entries in the log are never dropped");
+        for id in (len..self.items.len()).rev() {
+            let hash = self.hasher.hash_one(&self.items[id]);
+            if let Ok(entry) = self.ids.find_entry(hash, |&x| x as usize == id) {
+                entry.remove();
+            }
+        }
+        self.items.truncate(len);
+    }
+
     /// Adds entry `id` read from the log: known ids are skipped, the next id is appended.
     fn apply(&mut self, id: usize, v: T) -> Result<(), CodecError> {
         if id < self.items.len() {
@@ -280,6 +293,38 @@ impl SymbolTable {
             self.locations.items.len(),
             self.nodes.items.len(),
         ]
+    }
+
+    /// Drops the entries added since the tables had `sizes` ([`SymbolTable::sizes`]), none
+    /// of them written yet: what a profile that is then refused interned.
+    pub fn truncate(&mut self, sizes: [usize; 5]) {
+        self.strings.truncate(sizes[0]);
+        self.mappings.truncate(sizes[1]);
+        self.functions.truncate(sizes[2]);
+        self.locations.truncate(sizes[3]);
+        self.nodes.truncate(sizes[4]);
+        // It may name the nodes just dropped.
+        self.stack_cache.clear();
+        self.stack_cache_ids = 0;
+    }
+
+    /// About the bytes the entries added since the tables had `sizes` take in a snapshot
+    /// (`[1; 5]`: every entry but the zero ones). An estimate: varints counted at typical
+    /// lengths.
+    pub fn bytes_since(&self, sizes: [usize; 5]) -> u64 {
+        let from = |t: usize, len: usize| sizes[t].min(len);
+        let strings: usize = self.strings.items[from(0, self.strings.items.len())..]
+            .iter()
+            .map(|s| s.len() + 3)
+            .sum();
+        let mappings = (self.mappings.items.len() - from(1, self.mappings.items.len())) * 30;
+        let functions = (self.functions.items.len() - from(2, self.functions.items.len())) * 12;
+        let locations: usize = self.locations.items[from(3, self.locations.items.len())..]
+            .iter()
+            .map(|l| 14 + 8 * l.lines.len())
+            .sum();
+        let nodes = (self.nodes.items.len() - from(4, self.nodes.items.len())) * 8;
+        (strings + mappings + functions + locations + nodes) as u64
     }
 
     /// Interns a string.

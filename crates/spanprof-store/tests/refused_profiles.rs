@@ -331,3 +331,76 @@ fn series_whose_data_retention_deleted_are_forgotten_and_free_the_limit() {
     assert_eq!(store.stats().series, 1, "only c has data");
     assert_eq!(ingest(&store, "a", "old_type"), (1, 1));
 }
+
+/// A one-sample profile whose only frame is function `name`.
+fn profile_in(name: &str) -> ProfilesData {
+    let mut b = DictionaryBuilder::new();
+    let f = b.location(&[name]);
+    let stack = b.stack(&[f]);
+    let link = b.link(&T1, &S1);
+    let p = b.profile(
+        ("cpu", "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![sample(stack, link, &[10])],
+    );
+    b.finish(vec![vec![p]])
+}
+
+/// Past `storage.max_symbols_size`, a profile that would add symbols is refused as over a
+/// limit, and nothing it interned stays; profiles of known symbols are still stored. The
+/// count is rebuilt on opening.
+#[test]
+fn past_the_symbols_limit_profiles_adding_symbols_are_refused_and_leave_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || StoreConfig {
+        max_symbol_bytes: 20_000,
+        ..StoreConfig::new(dir.path())
+    };
+    let name = |i: usize| format!("pkg.f{i}_{}", "x".repeat(1_000));
+    let (store, _) = Store::open(cfg()).unwrap();
+    let mut stored = 0;
+    let refused = loop {
+        let r = store
+            .ingest(&[&profile_in(&name(stored))], Vec::new())
+            .unwrap();
+        if r.rejected_profiles > 0 {
+            assert_eq!(r.limited_profiles, 1);
+            break r.problems;
+        }
+        stored += 1;
+    };
+    // About 1 KB each: the twentieth or so is past 20 KB.
+    assert!((15..20).contains(&stored), "{stored}");
+    assert!(
+        refused[0].contains("more than the limit of 20000 (storage.max_symbols_size)"),
+        "{refused:?}"
+    );
+    let symbols = store.stats().symbols;
+    // Nothing of it stayed, and the next one is refused the same way.
+    assert_eq!(
+        store
+            .ingest(&[&profile_in(&name(stored + 1))], Vec::new())
+            .unwrap()
+            .limited_profiles,
+        1
+    );
+    assert_eq!(store.stats().symbols, symbols);
+    // Known symbols: stored.
+    let r = store.ingest(&[&profile_in(&name(0))], Vec::new()).unwrap();
+    assert_eq!((r.profiles, r.rejected_profiles), (1, 0));
+    drop(store);
+    let (store, _) = Store::open(cfg()).unwrap();
+    assert_eq!(store.stats().symbols, symbols);
+    let r = store
+        .ingest(&[&profile_in(&name(stored))], Vec::new())
+        .unwrap();
+    assert_eq!(r.limited_profiles, 1, "{:?}", r.problems);
+    let sel = Selection {
+        profile_type: Some("cpu".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        store.flame_graph(&sel).unwrap().0.total(),
+        10 * (stored as u64 + 1)
+    );
+}

@@ -227,6 +227,7 @@ fn add_profiles(
             for (pi, p) in sp.profiles.iter().enumerate() {
                 let path = format!("resource_profiles[{ri}].scope_profiles[{si}].profiles[{pi}]");
                 let first = pending.blocks.len();
+                let sizes_before = st.services[service as usize].symbols.sizes();
                 let stored = match prev.take() {
                     // The next sample type of the same pprof: only the values differ.
                     Some((before, at, layout)) if same_samples(before, p) => {
@@ -257,6 +258,14 @@ fn add_profiles(
                         p,
                     ),
                 };
+                let stored = stored
+                    .and_then(|x| within_symbol_limit(st, service, sizes_before, cfg).map(|()| x));
+                if stored.is_err() {
+                    // Nothing of a refused profile stays: what it interned goes (the remap
+                    // may name it).
+                    st.services[service as usize].symbols.truncate(sizes_before);
+                    remap = Remap::new(d);
+                }
                 match stored {
                     Ok((blocks, layout)) => {
                         pending.report.profiles += 1;
@@ -438,6 +447,29 @@ fn warn_near_series_limit(before: usize, after: usize, limits: &SeriesLimits) {
              values keep changing (GET /api/v1/label-names, /api/v1/label-values)"
         );
     }
+}
+
+/// Counts what the profile just added to `service`'s symbols (since `sizes_before`) against
+/// `StoreConfig::max_symbol_bytes`: past it, the profile is refused.
+fn within_symbol_limit(
+    st: &mut State,
+    service: u32,
+    sizes_before: [usize; 5],
+    cfg: &StoreConfig,
+) -> Result<(), Refusal> {
+    let added = st.services[service as usize]
+        .symbols
+        .bytes_since(sizes_before);
+    if added > 0 && cfg.max_symbol_bytes != 0 && st.symbol_bytes + added > cfg.max_symbol_bytes {
+        return Err(Refusal::limit(format!(
+            "the store's symbols take {} bytes and the profile would add {added}, more than \
+             the limit of {} (storage.max_symbols_size): symbols are kept for good, and each \
+             segment starts with all of them",
+            st.symbol_bytes, cfg.max_symbol_bytes
+        )));
+    }
+    st.symbol_bytes += added;
+    Ok(())
 }
 
 /// Why a profile is refused.

@@ -50,6 +50,12 @@ pub struct StoreConfig {
     pub max_profile_series: usize,
     /// What the store's series may be: how many in all, and how big their labels.
     pub series: SeriesLimits,
+    /// Bytes the store's symbols (every service's strings, functions, locations and stack
+    /// nodes) may take in a snapshot, about their size in memory (0 = no limit): a profile
+    /// that would add symbols past it is refused, and what it interned is dropped. Symbols
+    /// are kept for good, and each segment starts with all of them in one record, which may
+    /// be at most 256 MiB: past that, every write failed (`storage.max_symbols_size`).
+    pub max_symbol_bytes: u64,
 }
 
 /// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
@@ -118,6 +124,7 @@ impl StoreConfig {
             cache_segments: 8,
             max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
             series: SeriesLimits::default(),
+            max_symbol_bytes: 128 << 20,
         }
     }
 }
@@ -363,9 +370,12 @@ impl Store {
             // The snapshot has every series of its time; retention may have deleted the data
             // of some since.
             st.forget_unused_series();
-            // The active segment's snapshot, at most what one would take now.
+            st.count_symbol_bytes();
+            // The active segment's snapshot: at most about what one would take now (its
+            // symbols, and some 100 bytes a series), without encoding one (seconds for a
+            // large store).
             snapshot_bytes.fetch_max(
-                st.encode_snapshot().len() as u64,
+                st.symbol_bytes + 100 * st.series.len() as u64,
                 std::sync::atomic::Ordering::Relaxed,
             );
         }

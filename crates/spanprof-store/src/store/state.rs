@@ -71,6 +71,9 @@ pub(crate) struct State {
     pub series: Vec<SeriesKey>,
     /// How many of `series` are forgotten.
     forgotten: usize,
+    /// About the bytes every service's symbols take ([`SymbolTable::bytes_since`]), kept up
+    /// by ingest against `StoreConfig::max_symbol_bytes`; set on open.
+    pub symbol_bytes: u64,
     /// Series ids by key: ids into `series`, hashed through it, so each key is held once.
     series_ids: hashbrown::HashTable<u32>,
     series_hasher: hashbrown::DefaultHashBuilder,
@@ -95,6 +98,7 @@ impl State {
             service_ids: HashMap::new(),
             series: Vec::new(),
             forgotten: 0,
+            symbol_bytes: 0,
             series_ids: hashbrown::HashTable::new(),
             series_hasher: Default::default(),
             series_flushed: 0,
@@ -144,6 +148,15 @@ impl State {
                 Ok(id)
             }
         }
+    }
+
+    /// Sets [`State::symbol_bytes`] from the tables (after replay).
+    pub fn count_symbol_bytes(&mut self) {
+        self.symbol_bytes = self
+            .services
+            .iter()
+            .map(|s| s.symbols.bytes_since([1; 5]))
+            .sum();
     }
 
     /// Series that are not forgotten.
