@@ -768,3 +768,45 @@ fn series_limits_refuse_new_series_and_keep_the_rest() {
     assert_eq!(total(r#"{pod="p1"}"#), 2 * 10 * 10_000_000);
     assert_eq!(total(r#"{pod=~"p.*"}"#), 4 * 10 * 10_000_000);
 }
+
+/// A push's profiles share one decompression limit (the request's, `max_decompressed_size`):
+/// many small gzip bombs in one push were each within it, and together took gigabytes.
+#[test]
+fn a_push_decompresses_at_most_the_limit_in_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let raw = spanprof_format::gzip::gunzip(CPU, 64 << 20).unwrap();
+    // Room for three copies of the real profile, decompressed.
+    let server = Server::start(dir.path(), |c| {
+        c.limits.max_decompressed_bytes = 3 * raw.len() + raw.len() / 2;
+    });
+    let label = |name: &str, value: &str| {
+        field(
+            1,
+            &[field(1, name.as_bytes()), field(2, value.as_bytes())].concat(),
+        )
+    };
+    let push = |copies: usize| {
+        let mut series = [
+            label("__name__", "process_cpu"),
+            label("service_name", "pushed"),
+        ]
+        .concat();
+        for _ in 0..copies {
+            series.extend(field(2, &field(1, CPU)));
+        }
+        field(1, &series)
+    };
+    let headers = [("content-type", "application/proto")];
+    let (status, text) = server.post("/push.v1.PusherService/Push", &headers, &push(3));
+    assert_eq!(status, 200, "{text}");
+    let (status, text) = server.post("/push.v1.PusherService/Push", &headers, &push(4));
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("resource_exhausted")
+            && text.contains("series[0].samples[3]: the request's profiles are larger than")
+            && text.contains("once decompressed, together (server.max_decompressed_size)"),
+        "{text}"
+    );
+    server.stores_a_real_profile();
+    server.stop();
+}

@@ -303,6 +303,11 @@ async fn push_inner(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
     let mut profiles: Vec<(pprof::Profile, Series)> = Vec::new();
+    // The decompression limit is the request's, not each profile's: a push of many small
+    // gzip bombs (60 MB each from 60 KB) took the server to 4 GB, and a 32 MiB push of them
+    // would have taken 34 GB.
+    let max = app.config.limits.max_decompressed_bytes;
+    let mut decompressed = 0usize;
     for (si, s) in request.series.iter().enumerate() {
         let series = series_of(&s.labels)
             .map_err(|e| connect_error("invalid_argument", &format!("series[{si}]: {e}")))?;
@@ -310,13 +315,30 @@ async fn push_inner(
             if sample.raw_profile.is_empty() {
                 continue;
             }
-            let mut profile =
-                decode_pprof(&sample.raw_profile, &app.config.limits).map_err(|r| {
-                    connect_rejection(Rejection {
-                        message: format!("series[{si}].samples[{pi}]: {}", r.message),
-                        ..r
+            let raw = spanprof_format::gzip::maybe_gunzip(&sample.raw_profile, max - decompressed)
+                .map_err(|e| {
+                    connect_rejection(match e {
+                        spanprof_format::FormatError::TooLarge { .. } => Rejection {
+                            status: StatusCode::PAYLOAD_TOO_LARGE,
+                            message: format!(
+                                "series[{si}].samples[{pi}]: the request's profiles are larger \
+                                 than {max} bytes once decompressed, together \
+                                 (server.max_decompressed_size)"
+                            ),
+                        },
+                        other => Rejection::undecodable(
+                            &format!("series[{si}].samples[{pi}]: the profile is not valid gzip"),
+                            &other,
+                        ),
                     })
                 })?;
+            decompressed += raw.len();
+            let mut profile = decode_pprof(&raw, &app.config.limits).map_err(|r| {
+                connect_rejection(Rejection {
+                    message: format!("series[{si}].samples[{pi}]: {}", r.message),
+                    ..r
+                })
+            })?;
             if is_unset_time(profile.time_nanos) {
                 profile.time_nanos = now;
             }
