@@ -75,6 +75,9 @@ pub struct Batch {
     pub(crate) linker: SampleLinker,
     pub(crate) report: ConversionReport,
     resources: Vec<ResourceProfiles>,
+    /// Each resource of `resources` (encoded, with its schema URL) → its index: a push of
+    /// many series (each its own resource) searched the list for each, 92 s for 50,000.
+    resource_at: hashbrown::HashMap<Vec<u8>, usize>,
 }
 
 impl Batch {
@@ -86,6 +89,7 @@ impl Batch {
             linker: SampleLinker::default(),
             report: ConversionReport::default(),
             resources: Vec::new(),
+            resource_at: hashbrown::HashMap::new(),
         }
     }
 
@@ -108,17 +112,20 @@ impl Batch {
             .flat_map(|p| &p.samples)
             .filter(|x| x.link_index != 0)
             .count() as u64;
-        let found = self
-            .resources
-            .iter_mut()
-            .find(|r| r.resource.as_ref() == Some(&resource) && r.schema_url == schema_url);
-        match found {
-            Some(r) => r.scope_profiles.push(scope),
-            None => self.resources.push(ResourceProfiles {
-                resource: Some(resource),
-                scope_profiles: vec![scope],
-                schema_url: schema_url.to_owned(),
-            }),
+        // Equal resources encode the same: the encoding is the key.
+        let mut key = prost::Message::encode_to_vec(&resource);
+        key.push(0xff); // not a protobuf tag of `Resource`'s: ends the message
+        key.extend_from_slice(schema_url.as_bytes());
+        match self.resource_at.get(&key) {
+            Some(&at) => self.resources[at].scope_profiles.push(scope),
+            None => {
+                self.resource_at.insert(key, self.resources.len());
+                self.resources.push(ResourceProfiles {
+                    resource: Some(resource),
+                    scope_profiles: vec![scope],
+                    schema_url: schema_url.to_owned(),
+                });
+            }
         }
     }
 
@@ -225,5 +232,38 @@ impl SampleSet {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::otlp::string_kv;
+
+    /// Scopes under equal resources (and schema URLs) share one `ResourceProfiles`, in the
+    /// order resources first came; a different attribute or schema URL is another.
+    #[test]
+    fn equal_resources_share_one_entry() {
+        let resource = |pod: &str| Resource {
+            attributes: vec![string_kv("service.name", "a"), string_kv("pod", pod)],
+            ..Default::default()
+        };
+        let mut b = Batch::new(None);
+        for (pod, schema) in [("p1", ""), ("p2", ""), ("p1", ""), ("p1", "s"), ("p2", "")] {
+            b.push_scope(resource(pod), schema, ScopeProfiles::default());
+        }
+        let (data, _) = b.finish();
+        let shape: Vec<(String, &str, usize)> = data
+            .resource_profiles
+            .iter()
+            .map(|r| {
+                let pod = format!("{:?}", r.resource.as_ref().unwrap().attributes[1].value);
+                (pod, r.schema_url.as_str(), r.scope_profiles.len())
+            })
+            .collect();
+        assert_eq!(shape.len(), 3);
+        assert!(shape[0].0.contains("p1") && shape[0].1.is_empty() && shape[0].2 == 2);
+        assert!(shape[1].0.contains("p2") && shape[1].2 == 2);
+        assert!(shape[2].0.contains("p1") && shape[2].1 == "s" && shape[2].2 == 1);
     }
 }
