@@ -180,13 +180,35 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .build()
         .context("starting the runtime")?;
     runtime.block_on(async {
-        spanprof_server::serve(config, shutdown_signal(), |bound| {
+        spanprof_server::serve(config, stop_on_signal(), |bound| {
             // One line a script can wait for.
             eprintln!("spanprof serving on http://{}", bound.http);
         })
         .await
     })?;
+    // Queries whose clients left may still be computing on blocking threads; what was
+    // acknowledged is on disk by now, so they are not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(200));
     Ok(ExitCode::SUCCESS)
+}
+
+/// How long the server may take to stop after SIGTERM or Ctrl-C before the process exits
+/// anyway: in-flight requests finish and the store flushes well within it, but a slow query
+/// (a huge flame graph) would otherwise hold the process for as long as it computes. Exiting
+/// then is safe: acknowledged data is on disk, and the store recovers as after a crash.
+const STOP_GRACE: Duration = Duration::from_secs(20);
+
+/// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog.
+async fn stop_on_signal() {
+    shutdown_signal().await;
+    std::thread::spawn(|| {
+        std::thread::sleep(STOP_GRACE);
+        tracing::warn!(
+            grace_s = STOP_GRACE.as_secs(),
+            "still stopping (a slow request in flight): exiting now; acknowledged data is on disk"
+        );
+        std::process::exit(1);
+    });
 }
 
 /// A fresh directory under the system's temporary directory, deleted when dropped.
