@@ -94,6 +94,21 @@ impl SpanIndex {
         out
     }
 
+    /// The ids of every span below any of `roots` (in no order): one walk for them all, so
+    /// that many roots of one deep trace cost one pass over it.
+    pub fn below_any(&self, roots: &[[u8; 8]]) -> HashSet<[u8; 8]> {
+        let mut below: HashSet<[u8; 8]> = HashSet::new();
+        let mut stack: Vec<[u8; 8]> = roots.to_vec();
+        while let Some(parent) = stack.pop() {
+            for &child in self.children.get(&parent).into_iter().flatten() {
+                if below.insert(child) {
+                    stack.push(child);
+                }
+            }
+        }
+        below
+    }
+
     /// Number of spans held.
     pub fn len(&self) -> usize {
         self.by_id.len()

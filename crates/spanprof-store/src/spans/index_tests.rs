@@ -58,6 +58,21 @@ fn spans_index_finds_descendants_on_a_multi_level_tree() {
 }
 
 #[test]
+fn spans_index_finds_what_is_below_any_of_several_spans_in_one_walk() {
+    let index = tree();
+    let set = |ids: &[u8]| {
+        ids.iter()
+            .map(|&i| id(i))
+            .collect::<hashbrown::HashSet<_>>()
+    };
+    assert_eq!(index.below_any(&[id(2), id(3)]), set(&[4, 5, 6, 7]));
+    // A root below another is found below it, as it is.
+    assert_eq!(index.below_any(&[id(4), id(2)]), set(&[4, 5, 7]));
+    assert_eq!(index.below_any(&[id(7), id(99)]), set(&[]));
+    assert_eq!(index.below_any(&[id(1)]).len(), 6);
+}
+
+#[test]
 fn spans_index_descendants_survive_cycles() {
     let mut index = SpanIndex::new();
     // 1 → 2 → 3 → 1, and 4 is its own parent.

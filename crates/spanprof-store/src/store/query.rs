@@ -187,9 +187,8 @@ impl State {
             }
             if sel.include_child_spans {
                 let roots: Vec<[u8; 8]> = set.iter().copied().collect();
-                for r in roots {
-                    set.extend(self.descendants(&r)?);
-                }
+                let found = self.descendants_of_all(&roots)?;
+                set.extend(found);
             }
             spans = Some(set);
         }
@@ -320,16 +319,28 @@ impl State {
         Ok(out)
     }
 
-    /// The descendants of a span: its trace's spans, whichever segments they are in.
-    pub(crate) fn descendants(&self, id: &[u8; 8]) -> Result<Vec<[u8; 8]>, StoreError> {
-        let Some(span) = self.span_record(id)? else {
-            return Ok(Vec::new());
-        };
-        let mut trace = crate::spans::SpanIndex::default();
-        for s in self.trace_records(&span.trace_id)? {
-            trace.insert(s);
+    /// The descendants of every span of `roots` (their traces' spans, whichever segments
+    /// they are in): each trace's spans are gathered once and walked once for all its roots
+    /// (2,500 spans of one 30,000-span trace rebuilt and walked the trace 2,500 times: 58 s).
+    pub(crate) fn descendants_of_all(
+        &self,
+        roots: &[[u8; 8]],
+    ) -> Result<HashSet<[u8; 8]>, StoreError> {
+        let mut by_trace: HashMap<[u8; 16], Vec<[u8; 8]>> = HashMap::new();
+        for root in roots {
+            if let Some(span) = self.span_record(root)? {
+                by_trace.entry(span.trace_id).or_default().push(*root);
+            }
         }
-        Ok(trace.descendants(id))
+        let mut found: HashSet<[u8; 8]> = HashSet::new();
+        for (trace_id, roots) in by_trace {
+            let mut trace = crate::spans::SpanIndex::default();
+            for s in self.trace_records(&trace_id)? {
+                trace.insert(s);
+            }
+            found.extend(trace.below_any(&roots));
+        }
+        Ok(found)
     }
 
     /// (series, first ns, last ns) of every segment overlapping the range.
