@@ -248,32 +248,75 @@ impl FlameGraphDiffLayout {
 /// Returned as text, built without recursion like [`FlameTree::to_nested_json`]: a
 /// `serde_json::Value` of a hostile stack depth would overflow the call stack when dropped.
 pub fn diff_tree_json(left: &FlameTree, right: &FlameTree) -> String {
+    diff_tree_json_within(left, right, 0)
+}
+
+/// [`diff_tree_json`] with about `max_nodes` nodes of each side at most (0 = all): a path
+/// is kept when it is among the largest of either side (as the flame graph layouts keep
+/// them); each parent's others are merged into one child named `other` (last).
+pub fn diff_tree_json_within(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> String {
     enum Step {
         Open(Pair),
+        Other((u64, u64), (u64, u64)),
         Comma,
         Close,
     }
     let sides = Sides { left, right };
+    let (keep_left, keep_right) = (
+        left.min_total_to_keep(max_nodes),
+        right.min_total_to_keep(max_nodes),
+    );
+    let kept = |(l, r): (u64, u64)| {
+        max_nodes == 0 || (l > 0 && l >= keep_left) || (r > 0 && r >= keep_right)
+    };
+    let node = |out: &mut String,
+                name: &str,
+                (l_total, r_total): (u64, u64),
+                (l_self, r_self): (u64, u64)| {
+        out.push_str("{\"name\":");
+        out.push_str(&Value::from(name).to_string());
+        out.push_str(&format!(
+            ",\"left\":{{\"total\":{l_total},\"self\":{l_self}}}\
+             ,\"right\":{{\"total\":{r_total},\"self\":{r_self}}},\"children\":["
+        ));
+    };
     let mut out = String::new();
     let mut steps = vec![Step::Open(sides.root())];
     while let Some(step) = steps.pop() {
         match step {
             Step::Open(pair) => {
-                let (l_total, r_total) = sides.totals(pair);
-                let (l_self, r_self) = sides.selfs(pair);
-                out.push_str("{\"name\":");
-                out.push_str(&Value::from(sides.name(pair)).to_string());
-                out.push_str(&format!(
-                    ",\"left\":{{\"total\":{l_total},\"self\":{l_self}}}\
-                     ,\"right\":{{\"total\":{r_total},\"self\":{r_self}}},\"children\":["
-                ));
+                node(
+                    &mut out,
+                    sides.name(pair),
+                    sides.totals(pair),
+                    sides.selfs(pair),
+                );
                 steps.push(Step::Close);
-                for (i, child) in sides.children(pair).into_iter().enumerate().rev() {
+                let (mut children, mut others) = (Vec::new(), (0u64, 0u64));
+                for child in sides.children(pair) {
+                    let totals = sides.totals(child);
+                    if kept(totals) {
+                        children.push(child);
+                    } else {
+                        others = (others.0 + totals.0, others.1 + totals.1);
+                    }
+                }
+                if others != (0, 0) {
+                    steps.push(Step::Other(others, others));
+                    if !children.is_empty() {
+                        steps.push(Step::Comma);
+                    }
+                }
+                for (i, child) in children.into_iter().enumerate().rev() {
                     steps.push(Step::Open(child));
                     if i > 0 {
                         steps.push(Step::Comma);
                     }
                 }
+            }
+            Step::Other(totals, selfs) => {
+                node(&mut out, crate::flamegraph::OTHER_NAME, totals, selfs);
+                out.push_str("]}");
             }
             Step::Comma => out.push(','),
             Step::Close => out.push_str("]}"),
@@ -285,6 +328,27 @@ pub fn diff_tree_json(left: &FlameTree, right: &FlameTree) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_diff_tree_keeps_paths_large_on_either_side_and_merges_the_rest() {
+        let left = tree(&[(&["a", "b"], 10), (&["c"], 1), (&["d"], 1)]);
+        let right = tree(&[(&["a"], 1), (&["c"], 9), (&["d"], 1)]);
+        // One node a side: a (left 10) and c (right 9); d is small on both.
+        let v: Value = serde_json::from_str(&diff_tree_json_within(&left, &right, 1)).unwrap();
+        let names: Vec<&str> = v["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "c", "other"]);
+        assert_eq!(v["children"][2]["left"]["total"], 1);
+        assert_eq!(v["children"][2]["right"]["total"], 1);
+        assert_eq!(
+            diff_tree_json_within(&left, &right, 0),
+            diff_tree_json(&left, &right)
+        );
+    }
 
     fn tree(stacks: &[(&[&str], u64)]) -> FlameTree {
         let mut t = FlameTree::new();

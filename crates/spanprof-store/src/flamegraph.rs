@@ -234,30 +234,69 @@ impl FlameTree {
     ///
     /// Written without recursion; a reader's recursion limit may still refuse very deep trees.
     pub fn to_nested_json(&self) -> String {
+        self.to_nested_json_within(0)
+    }
+
+    /// [`FlameTree::to_nested_json`] with at most about `max_nodes` nodes (0 = all): the
+    /// largest, as the flame graph layout keeps them, each parent's others merged into one
+    /// child named `other` (last). A whole tree of millions of nodes was a gigabyte of JSON.
+    pub fn to_nested_json_within(&self, max_nodes: usize) -> String {
         enum Step {
             Open(NodeId),
+            Other(u64),
             Comma,
             Close,
         }
+        let threshold = self.min_total_to_keep(max_nodes);
         let mut out = String::new();
         let mut steps = vec![Step::Open(self.root())];
+        let node = |out: &mut String, name: &str, total: u64, self_value: u64| {
+            out.push_str("{\"name\":");
+            out.push_str(&serde_json::Value::from(name).to_string());
+            out.push_str(",\"total\":");
+            out.push_str(&total.to_string());
+            out.push_str(",\"self\":");
+            out.push_str(&self_value.to_string());
+            out.push_str(",\"children\":[");
+        };
         while let Some(step) = steps.pop() {
             match step {
-                Step::Open(node) => {
-                    out.push_str("{\"name\":");
-                    out.push_str(&serde_json::Value::from(self.node_name(node)).to_string());
-                    out.push_str(",\"total\":");
-                    out.push_str(&self.node_total(node).to_string());
-                    out.push_str(",\"self\":");
-                    out.push_str(&self.node_self(node).to_string());
-                    out.push_str(",\"children\":[");
+                Step::Open(n) => {
+                    node(
+                        &mut out,
+                        self.node_name(n),
+                        self.node_total(n),
+                        self.node_self(n),
+                    );
                     steps.push(Step::Close);
-                    for (i, child) in self.children(node).iter().enumerate().rev() {
-                        steps.push(Step::Open(*child));
+                    let kept: Vec<NodeId> = self
+                        .children(n)
+                        .iter()
+                        .copied()
+                        .filter(|&c| self.node_total(c) >= threshold)
+                        .collect();
+                    let others: u64 = self
+                        .children(n)
+                        .iter()
+                        .map(|&c| self.node_total(c))
+                        .filter(|&t| t < threshold)
+                        .sum();
+                    if others > 0 {
+                        steps.push(Step::Other(others));
+                        if !kept.is_empty() {
+                            steps.push(Step::Comma);
+                        }
+                    }
+                    for (i, child) in kept.into_iter().enumerate().rev() {
+                        steps.push(Step::Open(child));
                         if i > 0 {
                             steps.push(Step::Comma);
                         }
                     }
+                }
+                Step::Other(total) => {
+                    node(&mut out, OTHER_NAME, total, total);
+                    out.push_str("]}");
                 }
                 Step::Comma => out.push(','),
                 Step::Close => out.push_str("]}"),
@@ -277,6 +316,35 @@ fn push_folded_name(out: &mut String, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_nested_json_keeps_the_largest_nodes_and_merges_the_rest_into_other() {
+        let t = tree(&[("a;b", 10), ("a;c", 1), ("a;d", 1), ("e", 5)]);
+        let shape = |v: &serde_json::Value| -> Vec<(String, u64)> {
+            v["children"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap().to_owned(),
+                        c["total"].as_u64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let v: serde_json::Value = serde_json::from_str(&t.to_nested_json_within(2)).unwrap();
+        assert_eq!(v["total"], 17);
+        assert_eq!(shape(&v), [("a".to_owned(), 12), ("other".to_owned(), 5)]);
+        assert_eq!(
+            shape(&v["children"][0]),
+            [("b".to_owned(), 10), ("other".to_owned(), 2)]
+        );
+        assert_eq!(v["children"][1]["self"], 5);
+        // 0 and a limit above the node count: the whole tree.
+        assert_eq!(t.to_nested_json_within(0), t.to_nested_json());
+        assert_eq!(t.to_nested_json_within(5), t.to_nested_json());
+    }
 
     fn tree(stacks: &[(&str, u64)]) -> FlameTree {
         let mut t = FlameTree::new();

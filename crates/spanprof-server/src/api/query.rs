@@ -45,15 +45,18 @@
 //!   `{"flamegraph": {"names": [..], "levels": [[x, total, self, name_index, …], …],
 //!   "total", "maxSelf"}, "tree": {"name": "total", "total", "self", "children": [..]},
 //!   "summary": Summary}` where `flamegraph` is Pyroscope's `FlameGraph` layout with numbers
-//!   (x offsets delta-encoded per level), `tree` the whole nested tree (not cut by
-//!   `max_nodes`), and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
+//!   (x offsets delta-encoded per level), `tree` the nested tree, cut like `flamegraph` by
+//!   `max_nodes` (each parent's smaller children merged into a last child `other`;
+//!   `max_nodes=0` for the whole tree, which can be millions of nodes, a gigabyte of JSON),
+//!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
 //!   "types_available": [id, …], "samples_selected", "value_selected"}`.
 //! - `GET /api/v1/top?…&order=self|total&limit=100` → `{"functions": [{"name", "self",
 //!   "total"}], "total", "summary": Summary}`
 //! - `GET /api/v1/diff?…` → `{"flamegraph": {"names", "levels": [[xl, totall, selfl, xr,
 //!   totalr, selfr, name_index, …], …], "total", "maxSelf", "leftTicks", "rightTicks"},
 //!   "tree": {"name", "left": {"total", "self"}, "right": {"total", "self"}, "children"},
-//!   "left": Summary, "right": Summary}`. Two forms:
+//!   "left": Summary, "right": Summary}` (`tree` cut by `max_nodes` as for `/flamegraph`, a
+//!   path kept when it is among the largest of either side). Two forms:
 //!   - *side by side*: unprefixed selection parameters are shared; `left.<param>` /
 //!     `right.<param>` replace a shared one on that side (all values of a repeatable one).
 //!     Slow against fast spans of an endpoint:

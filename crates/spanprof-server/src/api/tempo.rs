@@ -315,8 +315,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let store = Arc::clone(&app.store);
-    tokio::task::spawn_blocking(move || query(&store))
+    crate::api::run_query(Arc::clone(&app.store), query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }

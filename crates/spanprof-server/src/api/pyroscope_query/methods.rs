@@ -37,8 +37,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
-    let store = Arc::clone(&app.store);
-    tokio::task::spawn_blocking(move || query(&store))
+    crate::api::run_query(Arc::clone(&app.store), query)
         .await
         .map_err(|e| ConnectError::internal(format!("the query failed: {e}")))?
 }

@@ -293,8 +293,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    let store = Arc::clone(&app.store);
-    tokio::task::spawn_blocking(move || query(&store))
+    crate::api::run_query(Arc::clone(&app.store), query)
         .await
         .map_err(|e| {
             HttpError(

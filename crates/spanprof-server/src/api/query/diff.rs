@@ -5,7 +5,7 @@
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
 use serde_json::{json, Value};
-use spanprof_store::diff::{diff_layout, diff_tree_json};
+use spanprof_store::diff::{diff_layout, diff_tree_json_within};
 use spanprof_store::store::{Selection, SpanFilter, Store};
 use spanprof_store::FlameTree;
 
@@ -100,7 +100,7 @@ pub async fn diff(
         Ok(format!(
             "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
             diff_layout_json(&lt, &rt, max_nodes),
-            diff_tree_json(&lt, &rt),
+            diff_tree_json_within(&lt, &rt, max_nodes),
             summary_json(&ls, &left_types),
             summary_json(&rs, &right_types),
         ))

@@ -85,7 +85,7 @@ pub async fn flamegraph(
         Ok(format!(
             "{{\"flamegraph\":{},\"tree\":{},\"summary\":{}}}",
             layout_json(&tree, max_nodes),
-            tree.to_nested_json(),
+            tree.to_nested_json_within(max_nodes),
             summary_json(&summary, &types),
         ))
     })
