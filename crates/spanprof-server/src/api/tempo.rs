@@ -28,7 +28,8 @@
 //!   → `{"traces": [{"traceID", "rootServiceName", "rootTraceName", "startTimeUnixNano"
 //!   (string), "durationMs", "spanSet": SpanSet, "spanSets": [SpanSet]}], "metrics":
 //!   {"inspectedTraces", "inspectedBytes": "0", "completedJobs": 1, "totalJobs": 1}}`, most
-//!   recent trace first. SpanSet = `{"spans": [{"spanID", "name", "startTimeUnixNano",
+//!   recent trace first (traces are taken newest first by their first matching span, until
+//!   `limit` pass the duration bounds; `inspectedTraces` counts those read). SpanSet = `{"spans": [{"spanID", "name", "startTimeUnixNano",
 //!   "durationNanos", "attributes": [KeyValue]}], "matched"}`. `tags` is logfmt
 //!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
 //!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
@@ -593,9 +594,20 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
             by_trace.entry(span.trace_id).or_default().push(span);
         }
     }
-    let inspected = by_trace.len();
+    // Newest first by their first matching span (a trace's start when its root matches; a
+    // trace never starts after its spans), and only until `limit` pass: each trace read
+    // whole costs a lookup, and reading every trace of a large store before cutting to
+    // `limit` took seconds to minutes and gigabytes (800,000 spans: 6.5 s, 1.5 GB).
+    let mut candidates: Vec<([u8; 16], Vec<SpanRecord>)> = by_trace.into_iter().collect();
+    let first_start = |m: &[SpanRecord]| m.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    candidates.sort_by(|(ta, a), (tb, b)| first_start(b).cmp(&first_start(a)).then(ta.cmp(tb)));
     let mut found = Vec::new();
-    for (trace_id, mut matched) in by_trace {
+    let mut inspected = 0;
+    for (trace_id, mut matched) in candidates {
+        if found.len() >= req.limit {
+            break;
+        }
+        inspected += 1;
         let whole = store.trace(&trace_id)?;
         let start_ns = whole.iter().map(|s| s.start_ns).min().unwrap_or(0);
         let end_ns = whole.iter().map(|s| s.end_ns).max().unwrap_or(0);
