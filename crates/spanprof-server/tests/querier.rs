@@ -1105,13 +1105,27 @@ fn select_series_with_span_exemplars() {
         },
     );
     assert!(r.series[0].points.iter().all(|p| p.exemplars.is_empty()));
-    // A step must be positive.
-    let (status, v) = error(
-        "SelectSeries",
-        "application/proto",
-        &SelectSeriesRequest { step: 0.0, ..req }.encode_to_vec(),
-    );
-    assert_eq!((status, &v["code"]), (400, &json!("invalid_argument")));
+    // A step must be positive, and at least a nanosecond (less rounded to 0: a 500).
+    for step in [0.0, 1e-12, 5e-324] {
+        let (status, v) = error(
+            "SelectSeries",
+            "application/proto",
+            &SelectSeriesRequest {
+                step,
+                ..req.clone()
+            }
+            .encode_to_vec(),
+        );
+        assert_eq!(
+            (status, &v["code"]),
+            (400, &json!("invalid_argument")),
+            "{step}"
+        );
+        assert!(
+            v["message"].as_str().unwrap().contains("at least 1e-9"),
+            "{v}"
+        );
+    }
 }
 
 #[test]

@@ -538,13 +538,14 @@ pub async fn select_series(
             "group_by takes at most one label",
         ));
     }
-    if !(req.step.is_finite() && req.step > 0.0) {
+    // At least a nanosecond: a smaller step rounded to 0 and failed as an internal error.
+    if !(req.step.is_finite() && req.step >= 1e-9) {
         return Err(ConnectError::invalid(format!(
-            "step must be a positive number of seconds, got {}",
+            "step must be a positive number of seconds, at least 1e-9 (a nanosecond), got {}",
             req.step
         )));
     }
-    let step_ns = (req.step * 1e9).min(i64::MAX as f64) as i64;
+    let step_ns = (req.step * 1e9).min(i64::MAX as f64).max(1.0) as i64;
     let aggregation = req.aggregation.unwrap_or(0);
     let aggregation = match TimeSeriesAggregationType::try_from(aggregation) {
         Ok(TimeSeriesAggregationType::Sum) => Aggregation::Sum,
