@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -39,8 +40,15 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn profiles(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
+async fn profiles(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let message = match body
+        .map_err(Rejection::from)
+        .and_then(|body| unframe(&headers, &body, app.config.limits.max_decompressed_bytes))
+    {
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
@@ -50,8 +58,17 @@ async fn profiles(State(app): State<AppState>, headers: HeaderMap, body: Bytes) 
     }
 }
 
-async fn traces(State(app): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    let message = match unframe(&headers, &body, app.config.limits.max_decompressed_bytes) {
+async fn traces(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    // A body past the size limit is a gRPC status too (RESOURCE_EXHAUSTED), not a plain HTTP
+    // 413, which gRPC clients report as UNKNOWN.
+    let message = match body
+        .map_err(Rejection::from)
+        .and_then(|body| unframe(&headers, &body, app.config.limits.max_decompressed_bytes))
+    {
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
