@@ -3,7 +3,9 @@
 use spanprof_format::otlp::{any_value::Value, Resource};
 use spanprof_format::trace::{ExportTracePartialSuccess, ResourceSpans, Span};
 
-use super::record::{bounded_attributes, stringify, SpanRecord, UNKNOWN_SERVICE};
+use super::record::{
+    bounded_attributes, bounded_to, stringify, SpanRecord, MAX_NAME_BYTES, UNKNOWN_SERVICE,
+};
 
 /// Most reasons a [`SpanIngestReport`] keeps; the counts cover everything.
 pub const MAX_REASONS: usize = 8;
@@ -117,13 +119,15 @@ fn record(span: &Span, service: &str) -> Result<(SpanRecord, bool), String> {
         trace_id,
         span_id,
         parent_span_id,
-        name: span.name.clone(),
-        service: service.to_owned(),
+        name: bounded_to(&span.name, MAX_NAME_BYTES),
+        service: bounded_to(service, MAX_NAME_BYTES),
         start_ns,
         end_ns: span.end_time_unix_nano.max(start_ns),
         kind: span.kind,
         status_code: status.map_or(0, |s| s.code),
-        status_message: status.map(|s| s.message.clone()).unwrap_or_default(),
+        status_message: status
+            .map(|s| bounded_to(&s.message, MAX_NAME_BYTES))
+            .unwrap_or_default(),
         attributes: bounded_attributes(&span.attributes),
     };
     Ok((record, clamped))
@@ -205,6 +209,29 @@ mod tests {
             child.span_id,
             [0xa1, 0x00, 0xdd, 0x79, 0x58, 0x01, 0x1a, 0xe3]
         );
+    }
+
+    #[test]
+    fn long_names_service_names_and_status_messages_are_cut() {
+        let long = format!("{}é", "n".repeat(MAX_NAME_BYTES - 1)); // é straddles the cut
+        let span = Span {
+            trace_id: vec![1; 16],
+            span_id: vec![2; 8],
+            name: "x".repeat(1 << 20),
+            status: Some(Status {
+                message: long.clone(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let (records, _) = spans_from_otlp(&[one_scope(
+            service(Some(Value::StringValue(long.clone()))),
+            vec![span],
+        )]);
+        let r = &records[0];
+        assert_eq!(r.name.len(), MAX_NAME_BYTES);
+        assert_eq!(r.service, "n".repeat(MAX_NAME_BYTES - 1));
+        assert_eq!(r.status_message, r.service);
     }
 
     #[test]

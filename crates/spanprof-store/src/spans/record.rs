@@ -11,6 +11,11 @@ pub const MAX_ATTRIBUTES: usize = 32;
 /// last char boundary at or below it.
 pub const MAX_ATTRIBUTE_BYTES: usize = 256;
 
+/// Longest span name, service name or status message a [`SpanRecord`] keeps, in bytes;
+/// longer text is cut at the last char boundary at or below it. Unbounded, spans named with
+/// a megabyte each made 660 KB of gzipped OTLP into 1.3 GB on disk.
+pub const MAX_NAME_BYTES: usize = 1024;
+
 /// The service of spans whose resource has no `service.name` (the OpenTelemetry default).
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
 
@@ -74,7 +79,12 @@ pub(super) fn bounded_attributes(attributes: &[KeyValue]) -> Vec<(String, String
 
 /// `text` cut to at most [`MAX_ATTRIBUTE_BYTES`] bytes at a char boundary.
 pub(super) fn bounded(text: &str) -> String {
-    let mut end = text.len().min(MAX_ATTRIBUTE_BYTES);
+    bounded_to(text, MAX_ATTRIBUTE_BYTES)
+}
+
+/// `text` cut to at most `max` bytes at a char boundary.
+pub(super) fn bounded_to(text: &str, max: usize) -> String {
+    let mut end = text.len().min(max);
     while !text.is_char_boundary(end) {
         end -= 1;
     }
