@@ -506,6 +506,8 @@ fn trace_view_lists_every_span_with_its_own_cpu() {
     assert_eq!(view["trace_id"], hex(&trace));
     let spans = view["spans"].as_array().unwrap();
     assert_eq!(spans.len(), want.len());
+    assert_eq!(view["spans_total"].as_u64(), Some(want.len() as u64));
+    assert_eq!(view["truncated"], false);
     let start = want[0].start_ns;
     let end = want.iter().map(|s| s.end_ns).max().unwrap();
     assert_eq!(view["start_ns"], start.to_string());

@@ -554,6 +554,9 @@ fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
     for bad in [
         "minDuration=fast",
         "limit=0",
+        "limit=1e23",
+        "limit=10001",
+        "spss=1001",
         "minDuration=2s&maxDuration=1s",
         "tags=a%3D%22open",
         "start=yesterday",

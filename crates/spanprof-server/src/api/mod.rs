@@ -15,6 +15,11 @@ use tokio::sync::Semaphore;
 
 use crate::{receivers, AppState};
 
+/// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
+/// 389 MB answer built in 5.3 GB. Tempo refuses traces past 5 MB at ingest
+/// (`max_bytes_per_trace`), some 20,000 spans.
+pub const MAX_TRACE_SPANS: usize = 20_000;
+
 /// Queries computing at once, at most: one over a large selection holds its whole tree in
 /// memory (a flame graph over 15 M distinct stack nodes peaked at 1.4 GB), so more wait their
 /// turn instead of taking the server out of memory together (two at once peaked at 9 GB).

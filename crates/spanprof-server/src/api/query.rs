@@ -87,8 +87,10 @@
 //!   `"profiles cover too little of the span"` (it fell between two profile windows) or
 //!   `"no profile covers the span"`; `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
-//!   "samples", "spans": [Span + "offset_ns" (from the trace start), "depth"]}` in start
-//!   order; 404 when no span of the trace is stored.
+//!   "samples", "spans_total", "truncated", "spans": [Span + "offset_ns" (from the trace
+//!   start), "depth"]}` in start order, at most the first 20,000 spans (`truncated` says
+//!   when there were more; `total` and `samples` are of those shown); 404 when no span of
+//!   the trace is stored.
 //! - `GET /api/v1/pprof?…` → gzip pprof (`application/octet-stream`) with `span_id` /
 //!   `trace_id` sample labels, for `go tool pprof http://host:4040/api/v1/pprof?service=…`.
 //! - `GET /api/v1/svg?…` → the flame graph as a standalone SVG image (`image/svg+xml`,

@@ -20,11 +20,13 @@
 //! - `GET /api/traces/{traceID}` → Tempo v1 `Trace`: JSON `{"batches": [ResourceSpans…]}`
 //!   (OTLP JSON inside: lowerCamelCase keys, hex ids, 64-bit numbers as strings); with
 //!   `Accept: application/protobuf` the protobuf `tempopb.Trace` (wire-identical to OTLP
-//!   `TracesData`). One `ResourceSpans` per service, spans in start order.
+//!   `TracesData`). One `ResourceSpans` per service, spans in start order (the first
+//!   20,000 of a larger trace, as Tempo refuses traces past 5 MB).
 //! - `GET /api/v2/traces/{traceID}` → `TraceByIDResponse`: JSON
 //!   `{"trace": {"resourceSpans": […]}, "metrics": {}}` (`status` COMPLETE is the proto3
 //!   default and left out, as Tempo does); protobuf `{1: Trace}` when asked.
 //! - `GET /api/search?tags=<logfmt>&minDuration=&maxDuration=&start=&end=&limit=20&spss=3`
+//!   (`limit` at most 10,000, `spss` at most 1,000)
 //!   → `{"traces": [{"traceID", "rootServiceName", "rootTraceName", "startTimeUnixNano"
 //!   (string), "durationMs", "spanSet": SpanSet, "spanSets": [SpanSet]}], "metrics":
 //!   {"inspectedTraces", "inspectedBytes": "0", "completedJobs": 1, "totalJobs": 1}}`, most
@@ -77,6 +79,11 @@ pub const PROFILE_ID_ATTRIBUTE: &str = "pyroscope.profile.id";
 
 /// Tempo's default number of traces a search returns.
 const DEFAULT_LIMIT: usize = 20;
+/// Most traces (`limit`) and matched spans per trace (`spss`) a search may ask for: a
+/// search of a million-span trace with `spss=1000000` was a 294 MB answer built in 4.4 GB.
+const MAX_LIMIT: usize = 10_000;
+const MAX_SPSS: usize = 1_000;
+
 /// Tempo's default number of matched spans shown per trace (`spss`).
 const DEFAULT_SPSS: usize = 3;
 /// Tempo's `rootServiceName` when no root span is stored (`rootTraceName` stays empty).
@@ -165,7 +172,9 @@ async fn load_trace(app: &AppState, id: &str) -> Result<TracesData, ApiError> {
     let trace_id = parse_trace_id(id)?;
     let include_children = app.config.span_profiles_include_children;
     let (spans, profiled) = blocking(app, move |store| {
-        let spans = store.trace(&trace_id)?;
+        let mut spans = store.trace(&trace_id)?;
+        // The earliest ones only (see MAX_TRACE_SPANS).
+        spans.truncate(crate::api::MAX_TRACE_SPANS);
         let own = spans
             .iter()
             .map(|s| store.has_samples(&s.span_id))
@@ -414,12 +423,16 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
             ));
         }
     }
-    let count = |name: &str, default: usize| -> Result<usize, ApiError> {
+    let count = |name: &str, default: usize, max: usize| -> Result<usize, ApiError> {
         match get(name) {
             None => Ok(default),
             Some(v) => match v.parse::<usize>() {
-                Ok(n) if n > 0 => Ok(n),
-                _ => Err(ApiError::bad_param(name, v, "must be a positive number")),
+                Ok(n) if (1..=max).contains(&n) => Ok(n),
+                _ => Err(ApiError::bad_param(
+                    name,
+                    v,
+                    format!("must be a whole number from 1 to {max}"),
+                )),
             },
         }
     };
@@ -447,8 +460,8 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
         to_ns: end.map_or(u64::MAX, |e| {
             e.saturating_add(1).saturating_mul(1_000_000_000) - 1
         }),
-        limit: count("limit", DEFAULT_LIMIT)?,
-        spss: count("spss", DEFAULT_SPSS)?,
+        limit: count("limit", DEFAULT_LIMIT, MAX_LIMIT)?,
+        spss: count("spss", DEFAULT_SPSS, MAX_SPSS)?,
     })
 }
 

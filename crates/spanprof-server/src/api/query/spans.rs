@@ -183,8 +183,9 @@ pub async fn trace(
         let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
         let depths = depths(&records);
         let (mut total, mut samples) = (0i64, 0u64);
-        let mut spans = Vec::with_capacity(records.len());
-        for s in &records {
+        let shown = records.len().min(crate::api::MAX_TRACE_SPANS);
+        let mut spans = Vec::with_capacity(shown);
+        for s in &records[..shown] {
             let mut span = coverage.span_json(store, s)?;
             total += span["total"].as_i64().unwrap_or(0);
             samples += span["samples"].as_u64().unwrap_or(0);
@@ -198,6 +199,8 @@ pub async fn trace(
             "duration_ns": end.saturating_sub(start),
             "total": total,
             "samples": samples,
+            "spans_total": records.len(),
+            "truncated": shown < records.len(),
             "spans": spans,
         }))
     })
