@@ -217,8 +217,34 @@ proptest! {
         if let Ok(decoded) = decode_request_json(&json) {
             assert_json_round_trips(&decoded)?;
         }
+        // Only what OTLP JSON can carry: its ids are exactly 16 or 8 bytes (or unset), while
+        // protobuf bytes fields take any length (the span ingest refuses those spans then).
+        // And through JSON once, then stable: a double NaN's payload bits (an edited byte
+        // makes one) have no JSON form, so the first pass writes the plain NaN.
         if let Ok(decoded) = decode_request(&proto) {
-            assert_json_round_trips(&decoded)?;
+            if ids_json_can_carry(&decoded) {
+                let once = decode_request_json(encode_request_json(&decoded).as_bytes())
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                assert_json_round_trips(&once)?;
+            }
         }
     }
+}
+
+/// Whether every id of `request` is unset or of its length (16 bytes a trace, 8 a span).
+fn ids_json_can_carry(request: &ExportTraceServiceRequest) -> bool {
+    let ok = |id: &[u8], len: usize| id.is_empty() || id.len() == len;
+    request
+        .resource_spans
+        .iter()
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
+        .all(|s| {
+            ok(&s.trace_id, 16)
+                && ok(&s.span_id, 8)
+                && ok(&s.parent_span_id, 8)
+                && s.links
+                    .iter()
+                    .all(|l| ok(&l.trace_id, 16) && ok(&l.span_id, 8))
+        })
 }
