@@ -329,19 +329,23 @@ pub fn diff_tree_json_within(left: &FlameTree, right: &FlameTree, max_nodes: usi
 mod tests {
     use super::*;
 
+    /// The names of a nested JSON node's children, in order.
+    fn child_names(v: &Value) -> Vec<&str> {
+        v["children"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect()
+    }
+
     #[test]
     fn the_diff_tree_keeps_paths_large_on_either_side_and_merges_the_rest() {
         let left = tree(&[(&["a", "b"], 10), (&["c"], 1), (&["d"], 1)]);
         let right = tree(&[(&["a"], 1), (&["c"], 9), (&["d"], 1)]);
         // One node a side: a (left 10) and c (right 9); d is small on both.
         let v: Value = serde_json::from_str(&diff_tree_json_within(&left, &right, 1)).unwrap();
-        let names: Vec<&str> = v["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["a", "c", "other"]);
+        assert_eq!(child_names(&v), ["a", "c", "other"]);
         assert_eq!(v["children"][2]["left"]["total"], 1);
         assert_eq!(v["children"][2]["right"]["total"], 1);
         assert_eq!(
@@ -456,13 +460,7 @@ mod tests {
             (v["left"]["total"].as_u64(), v["right"]["total"].as_u64()),
             (Some(4), Some(7))
         );
-        let names: Vec<&str> = v["children"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|c| c["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(names, ["\"q\"", "a", "c"]);
+        assert_eq!(child_names(&v), ["\"q\"", "a", "c"]);
         let a = &v["children"][1];
         assert_eq!(a["left"], json!({"total": 3, "self": 0}));
         assert_eq!(a["right"], json!({"total": 2, "self": 2}));

@@ -45,10 +45,7 @@ async fn profiles(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let message = match body
-        .map_err(Rejection::from)
-        .and_then(|body| unframe(&headers, &body, app.config.limits.max_decompressed_bytes))
-    {
+    let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
@@ -63,12 +60,7 @@ async fn traces(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    // A body past the size limit is a gRPC status too (RESOURCE_EXHAUSTED), not a plain HTTP
-    // 413, which gRPC clients report as UNKNOWN.
-    let message = match body
-        .map_err(Rejection::from)
-        .and_then(|body| unframe(&headers, &body, app.config.limits.max_decompressed_bytes))
-    {
+    let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
@@ -76,6 +68,16 @@ async fn traces(
         Ok(response) => ok(response.encode_to_vec()),
         Err(r) => status(r.grpc_code(), &r.message),
     }
+}
+
+/// The request's message, or why not: a body past the size limit is a gRPC status too
+/// (RESOURCE_EXHAUSTED), not a plain HTTP 413, which gRPC clients report as UNKNOWN.
+fn message_of(
+    app: &AppState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Vec<u8>, Rejection> {
+    unframe(headers, &body?, app.config.limits.max_decompressed_bytes)
 }
 
 /// The one message of a unary request, decompressed per `grpc-encoding`.
