@@ -179,13 +179,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the runtime")?;
+    // Dropped once the server has stopped: the watchdog ends then.
+    let (stopped, stopped_rx) = std::sync::mpsc::channel::<()>();
     runtime.block_on(async {
-        spanprof_server::serve(config, stop_on_signal(), |bound| {
+        spanprof_server::serve(config, stop_on_signal(stopped_rx), |bound| {
             // One line a script can wait for.
             eprintln!("spanprof serving on http://{}", bound.http);
         })
         .await
     })?;
+    drop(stopped);
     // Queries whose clients left may still be computing on blocking threads; what was
     // acknowledged is on disk by now, so they are not waited for.
     runtime.shutdown_timeout(Duration::from_millis(200));
@@ -198,11 +201,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// then is safe: acknowledged data is on disk, and the store recovers as after a crash.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
-/// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog.
-async fn stop_on_signal() {
+/// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog: it exits the
+/// process unless `stopped` is closed (the server stopped) within the grace.
+async fn stop_on_signal(stopped: std::sync::mpsc::Receiver<()>) {
     shutdown_signal().await;
-    std::thread::spawn(|| {
-        std::thread::sleep(STOP_GRACE);
+    std::thread::spawn(move || {
+        if stopped.recv_timeout(STOP_GRACE) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            return;
+        }
         tracing::warn!(
             grace_s = STOP_GRACE.as_secs(),
             "still stopping (a slow request in flight): exiting now; acknowledged data is on disk"
