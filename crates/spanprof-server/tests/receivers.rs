@@ -807,6 +807,19 @@ fn a_push_decompresses_at_most_the_limit_in_all() {
             && text.contains("once decompressed, together (server.max_decompressed_size)"),
         "{text}"
     );
+    // A second gzip layer would be decompressed outside the limit: refused.
+    let twice = field(
+        1,
+        &[
+            label("__name__", "process_cpu"),
+            label("service_name", "pushed"),
+            field(2, &field(1, &spanprof_format::gzip::gzip(CPU))),
+        ]
+        .concat(),
+    );
+    let (status, text) = server.post("/push.v1.PusherService/Push", &headers, &twice);
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("gzip inside gzip"), "{text}");
     server.stores_a_real_profile();
     server.stop();
 }

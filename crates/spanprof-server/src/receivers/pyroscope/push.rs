@@ -333,6 +333,12 @@ async fn push_inner(
                     })
                 })?;
             decompressed += raw.len();
+            // The decoder would gunzip a second layer outside the request's limit.
+            if spanprof_format::gzip::is_gzip(&raw) {
+                return Err(connect_rejection(Rejection::bad(format!(
+                    "series[{si}].samples[{pi}]: the profile is gzip inside gzip; gzip it once"
+                ))));
+            }
             let mut profile = decode_pprof(&raw, &app.config.limits).map_err(|r| {
                 connect_rejection(Rejection {
                     message: format!("series[{si}].samples[{pi}]: {}", r.message),
