@@ -721,7 +721,7 @@ fn profile_blocks(
                 }
                 labels.sort();
                 labels.dedup_by(|a, b| a.0 == b.0);
-                check_labels(&labels, &cfg.series)?;
+                check_labels(&labels, series_limits)?;
                 layout.labels.push(labels.clone());
                 layout.members.push(Vec::new());
                 let key = SeriesKey {
@@ -729,7 +729,7 @@ fn profile_blocks(
                     profile_type: profile_type.clone(),
                     labels,
                 };
-                let series = new_series(st, key, cfg.series.max_series)?;
+                let series = new_series(st, key, series_limits.max_series)?;
                 let block = Block {
                     series,
                     time_ns: p.time_unix_nano as i64,

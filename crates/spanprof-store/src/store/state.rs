@@ -131,6 +131,7 @@ impl State {
     /// The id of series `key`, made if it is new, unless the store already holds `max`
     /// series (0 = no limit): then nothing is made, and the key is handed back.
     pub fn series_id_within(&mut self, key: SeriesKey, max: usize) -> Result<u32, Box<SeriesKey>> {
+        let full = max != 0 && self.live_series() >= max;
         let (series, hasher) = (&self.series, &self.series_hasher);
         let hash = hasher.hash_one(&key);
         match self
@@ -138,7 +139,7 @@ impl State {
             .find_entry(hash, |&id| series[id as usize] == key)
         {
             Ok(found) => Ok(*found.get()),
-            Err(_) if max != 0 && series.len() - self.forgotten >= max => Err(Box::new(key)),
+            Err(_) if full => Err(Box::new(key)),
             Err(absent) => {
                 let id = series.len() as u32;
                 absent

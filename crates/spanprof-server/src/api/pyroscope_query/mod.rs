@@ -70,7 +70,7 @@ use axum::Router;
 use prost::Message;
 
 use crate::config::Limits;
-use crate::receivers::body::decode;
+use crate::receivers::body::{decode, Rejection};
 use crate::AppState;
 use json::{FromJson, Obj, ToJson};
 
@@ -203,31 +203,23 @@ where
         )
             .into_response();
     };
-    let body = match body {
-        Ok(body) => body,
-        Err(e) => {
-            let too_large = e.status() == StatusCode::PAYLOAD_TOO_LARGE;
-            return ConnectError {
-                code: if too_large {
-                    "resource_exhausted"
-                } else {
-                    "invalid_argument"
-                },
-                message: if too_large {
-                    format!("the query request is larger than {MAX_QUERY_BODY} bytes")
-                } else {
-                    format!("the request body could not be read: {}", e.body_text())
-                },
-            }
-            .into_response();
-        }
-    };
     let limits = Limits {
         max_body_bytes: MAX_QUERY_BODY,
         max_decompressed_bytes: MAX_QUERY_BODY,
         ..app.config.limits.clone()
     };
-    let raw = match decode(&headers, &body, &limits) {
+    let raw = match &body {
+        Ok(body) => decode(&headers, body, &limits),
+        Err(e) => Err(Rejection {
+            status: e.status(),
+            message: if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                format!("the query request is larger than {MAX_QUERY_BODY} bytes")
+            } else {
+                format!("the request body could not be read: {}", e.body_text())
+            },
+        }),
+    };
+    let raw = match raw {
         Ok(raw) => raw,
         Err(r) => {
             let code = match r.status {
