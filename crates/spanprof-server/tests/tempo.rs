@@ -749,3 +749,41 @@ fn tempo_with_child_roll_up_links_spans_whose_subtree_has_samples() {
     assert!(subtree > 0);
     assert_eq!(span_profile_total(f, gateway), subtree);
 }
+
+#[test]
+fn tempo_tag_values_stop_at_tempos_byte_limit() {
+    // 6,000 spans named with 1,000 distinct bytes each: 6 MB of values, past Tempo's 5 MB.
+    let server = TestServer::in_fresh_dir("tempo-many-values", |_| {});
+    let spans: Vec<Sent> = (0..6_000u32)
+        .map(|i| {
+            let mut span_id = [1u8; 8];
+            span_id[..4].copy_from_slice(&i.to_be_bytes());
+            Sent {
+                trace_id: [7; 16],
+                span_id,
+                parent: None,
+                name: format!("{i:0>1000}"),
+                start_ns: 1_700_000_000_000_000_000,
+                end_ns: 1_700_000_000_001_000_000,
+                own_samples: false,
+            }
+        })
+        .collect();
+    server
+        .post("/v1/traces", "application/json", traces_json(&spans))
+        .ok();
+    let values = server.get("/api/search/tag/name/values").ok().json();
+    let values = values["tagValues"].as_array().unwrap();
+    let bytes: usize = values.iter().map(|v| v.as_str().unwrap().len()).sum();
+    assert_eq!(bytes, 5_000_000, "values up to the limit, none past it");
+    assert_eq!(values.len(), 5_000);
+    // Values that fit are all there.
+    let services = server
+        .get("/api/v2/search/tag/service.name/values")
+        .ok()
+        .json();
+    assert_eq!(
+        services["tagValues"],
+        serde_json::json!([{"type": "string", "value": SERVICE}])
+    );
+}

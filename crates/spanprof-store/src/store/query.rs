@@ -1,6 +1,7 @@
 //! Answers: which blocks and samples a selection covers, and what is built from them.
 
 use std::collections::BTreeSet;
+use std::ops::ControlFlow;
 
 use hashbrown::{HashMap, HashSet};
 use spanprof_format::pprof;
@@ -840,17 +841,7 @@ impl Store {
     /// Spans matching `q` over the segments that overlap its time range, longest first.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
-        let (from, to) = (
-            q.from_ns.min(i64::MAX as u64) as i64,
-            if q.to_ns >= i64::MAX as u64 {
-                0
-            } else {
-                q.to_ns as i64
-            },
-        );
-        let indexes = st
-            .indexes(from, to, |_| true)
-            .map_err(StoreError::Invalid)?;
+        let indexes = span_indexes(&st, q)?;
         let mut found: Vec<SpanRecord> = search(indexes.iter().flat_map(|i| i.spans().iter()), q)
             .into_iter()
             .cloned()
@@ -861,6 +852,28 @@ impl Store {
         Ok(found)
     }
 
+    /// Calls `f` with each distinct span matching `q`'s filters (its `limit` is ignored), in
+    /// no particular order, without copying them, until `f` breaks: for answers that keep a
+    /// little of each span (tag names, traces found), where collecting every matching span of
+    /// a large store first took gigabytes. `f` runs with the store's state read-locked: keep
+    /// it short.
+    pub fn for_each_span(
+        &self,
+        q: &SpanQuery,
+        mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let indexes = span_indexes(&st, q)?;
+        // The same span in two segments (sent twice) is one span.
+        let mut seen = HashSet::new();
+        for span in indexes.iter().flat_map(|i| i.spans().iter()) {
+            if q.matches(span) && seen.insert(span.span_id) && f(span).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether any stored sample is linked to this span (directly).
     pub fn has_samples(&self, span_id: &[u8; 8]) -> Result<bool, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
@@ -869,6 +882,18 @@ impl Store {
             .map_err(StoreError::Invalid)?;
         Ok(indexes.iter().any(|i| !i.span_blocks(span_id).is_empty()))
     }
+}
+
+/// The segment indexes whose time range overlaps `q`'s.
+fn span_indexes(st: &State, q: &SpanQuery) -> Result<Vec<Arc<SegmentIndex>>, StoreError> {
+    let from = q.from_ns.min(i64::MAX as u64) as i64;
+    // 0: no end.
+    let to = if q.to_ns >= i64::MAX as u64 {
+        0
+    } else {
+        q.to_ns as i64
+    };
+    st.indexes(from, to, |_| true).map_err(StoreError::Invalid)
 }
 
 /// A block's value without a span, and its value per link (trace id, span id).
