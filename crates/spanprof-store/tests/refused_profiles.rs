@@ -404,3 +404,53 @@ fn past_the_symbols_limit_profiles_adding_symbols_are_refused_and_leave_none() {
         10 * (stored as u64 + 1)
     );
 }
+
+/// A refused profile leaves no series and, when its service is new, no service: both are
+/// kept for good (series until retention), and refused profiles must not grow the store.
+#[test]
+fn a_refused_profile_makes_no_series_and_no_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || StoreConfig {
+        max_symbol_bytes: 5_000,
+        ..StoreConfig::new(dir.path())
+    };
+    let in_service = |service: &str, function: &str| {
+        let mut data = profile_in(function);
+        data.resource_profiles[0].resource = Some(Resource {
+            attributes: vec![string_kv("service.name", service)],
+            ..Default::default()
+        });
+        data
+    };
+    let (store, _) = Store::open(cfg()).unwrap();
+    let r = store
+        .ingest(&[&in_service("known", "main.main")], Vec::new())
+        .unwrap();
+    assert_eq!((r.profiles, r.rejected_profiles), (1, 0));
+    let before = store.stats();
+    assert_eq!((before.services, before.series), (1, 1));
+    // Its series is made before the symbols are counted against the limit.
+    let big = format!("pkg.{}", "x".repeat(6_000));
+    for service in ["known", "new"] {
+        let r = store
+            .ingest(&[&in_service(service, &big)], Vec::new())
+            .unwrap();
+        assert_eq!(r.limited_profiles, 1, "{service}: {:?}", r.problems);
+        let after = store.stats();
+        assert_eq!(
+            (after.services, after.series, after.symbols),
+            (before.services, before.series, before.symbols),
+            "{service}"
+        );
+    }
+    drop(store);
+    let (store, _) = Store::open(cfg()).unwrap();
+    let after = store.stats();
+    assert_eq!((after.services, after.series), (1, 1));
+    // The service can come later, its series too.
+    let r = store
+        .ingest(&[&in_service("new", "main.main")], Vec::new())
+        .unwrap();
+    assert_eq!((r.profiles, r.rejected_profiles), (1, 0));
+    assert_eq!(store.services(0, 0), ["known", "new"]);
+}

@@ -218,7 +218,9 @@ fn add_profiles(
     let mut span_traces = SpanTraces::default();
     for (ri, rp) in data.resource_profiles.iter().enumerate() {
         let (service_name, name_hint, base_labels) = resource_labels(rp.resource.as_ref());
+        let services_before = st.services.len();
         let service = st.service_id(&service_name);
+        let stored_before = pending.report.profiles;
         let mut remap = Remap::new(d);
         for (si, sp) in rp.scope_profiles.iter().enumerate() {
             // The profile before, when stored: where its blocks start in `pending.blocks`, and
@@ -228,6 +230,7 @@ fn add_profiles(
                 let path = format!("resource_profiles[{ri}].scope_profiles[{si}].profiles[{pi}]");
                 let first = pending.blocks.len();
                 let sizes_before = st.services[service as usize].symbols.sizes();
+                let series_before = st.series.len();
                 let stored = match prev.take() {
                     // The next sample type of the same pprof: only the values differ.
                     Some((before, at, layout)) if same_samples(before, p) => {
@@ -262,8 +265,9 @@ fn add_profiles(
                     .and_then(|x| within_symbol_limit(st, service, sizes_before, cfg).map(|()| x));
                 if stored.is_err() {
                     // Nothing of a refused profile stays: what it interned goes (the remap
-                    // may name it).
+                    // may name it), and so do the series it made.
                     st.services[service as usize].symbols.truncate(sizes_before);
+                    st.truncate_series(series_before);
                     remap = Remap::new(d);
                 }
                 match stored {
@@ -285,6 +289,11 @@ fn add_profiles(
                     }
                 }
             }
+        }
+        // A service that only refused profiles named is not made: the names of services are
+        // kept for good, and refused profiles must not grow the store.
+        if st.services.len() > services_before && pending.report.profiles == stored_before {
+            st.forget_new_service(service);
         }
     }
 }

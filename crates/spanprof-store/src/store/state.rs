@@ -123,6 +123,19 @@ impl State {
         id
     }
 
+    /// Takes back service `id`, just made by [`State::service_id`] (the last one) and given
+    /// nothing since.
+    pub fn forget_new_service(&mut self, id: u32) {
+        debug_assert_eq!(id as usize + 1, self.services.len(), "the newest service");
+        debug_assert_eq!(
+            self.services[id as usize].symbols.sizes(),
+            SymbolTable::new().sizes()
+        );
+        if let Some(s) = self.services.pop() {
+            self.service_ids.remove(&s.name);
+        }
+    }
+
     pub fn series_id(&mut self, key: SeriesKey) -> u32 {
         self.series_id_within(key, 0)
             .expect("no limit on the number of series")
@@ -149,6 +162,20 @@ impl State {
                 Ok(id)
             }
         }
+    }
+
+    /// Takes back the series from id `len` on, just made and not yet in the log (those of a
+    /// refused profile).
+    pub fn truncate_series(&mut self, len: usize) {
+        debug_assert!(self.series_flushed <= len, "series already in the log");
+        let len = len.max(self.series_flushed);
+        for id in (len..self.series.len()).rev() {
+            let hash = self.series_hasher.hash_one(&self.series[id]);
+            if let Ok(entry) = self.series_ids.find_entry(hash, |&at| at as usize == id) {
+                entry.remove();
+            }
+        }
+        self.series.truncate(len);
     }
 
     /// Sets [`State::symbol_bytes`] from the tables (after replay).

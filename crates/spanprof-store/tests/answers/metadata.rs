@@ -183,7 +183,9 @@ fn metadata_spans_and_traces_meet_their_samples() {
         .all(|w| w[0].duration_ns() >= w[1].duration_ns()));
     // The same spans visited in place, each once although the spans are sent again (the
     // second copy in the live segment), and no further once the visitor stops.
-    store.ingest(&[], c.spans.clone()).expect("spans sent again");
+    store
+        .ingest(&[], c.spans.clone())
+        .expect("spans sent again");
     let query = SpanQuery {
         name: Some(LIGHT.into()),
         ..Default::default()
