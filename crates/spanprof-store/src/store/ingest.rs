@@ -11,6 +11,7 @@ use super::state::{encode_series, SeriesKey, State};
 use super::{put_record_links, SeriesLimits, Store, StoreConfig, StoreError, INGEST};
 use crate::block::{shared_link_table, Block, LinkIds};
 use crate::codec::Put;
+use crate::log::MAX_RECORD_LEN;
 use crate::spans::{encode_spans, SpanRecord};
 use crate::symbols::Remap;
 
@@ -54,11 +55,71 @@ impl Store {
     /// Stores profiles (already linked by the pipeline) and spans. Returns once they are
     /// durable. A profile that cannot be stored (out-of-range indices) is refused and named in
     /// the report; the rest are stored.
+    ///
+    /// One call is one log record, unless its record would be larger than a record may be
+    /// ([`MAX_RECORD_LEN`]): then its requests are split in halves, each written on its own
+    /// (many large profiles in one pipeline batch failed the whole batch).
     pub fn ingest(
         &self,
         profiles: &[&ProfilesData],
         spans: Vec<SpanRecord>,
     ) -> Result<IngestReport, StoreError> {
+        let series_before = self
+            .state
+            .read()
+            .expect("store state lock poisoned")
+            .series
+            .len();
+        let mut report = self.ingest_split(profiles, spans)?;
+        // Counted over the halves: series made by a half that was then split are not new to
+        // its halves.
+        let series_after = self
+            .state
+            .read()
+            .expect("store state lock poisoned")
+            .series
+            .len();
+        report.new_series = series_after.saturating_sub(series_before) as u64;
+        Ok(report)
+    }
+
+    fn ingest_split(
+        &self,
+        profiles: &[&ProfilesData],
+        spans: Vec<SpanRecord>,
+    ) -> Result<IngestReport, StoreError> {
+        let spans = match self.ingest_record(profiles, spans, max_record_len())? {
+            Ok(report) => return Ok(report),
+            Err(spans) => spans,
+        };
+        let (a, b) = profiles.split_at(profiles.len() / 2);
+        tracing::info!(
+            requests = profiles.len(),
+            "a store record would be larger than {MAX_RECORD_LEN} bytes: written in two"
+        );
+        let mut report = self.ingest_split(a, spans)?;
+        let second = self.ingest_split(b, Vec::new())?;
+        report.profiles += second.profiles;
+        report.rejected_profiles += second.rejected_profiles;
+        report.limited_profiles += second.limited_profiles;
+        report.samples += second.samples;
+        report.spans += second.spans;
+        report.problems.extend(second.problems);
+        report
+            .problem_sources
+            .extend(second.problem_sources.into_iter().map(|i| i + a.len()));
+        Ok(report)
+    }
+
+    /// Writes `profiles` and `spans` as one record, unless it would be larger than `max` bytes
+    /// and there are two requests or more to split: then nothing is written (what was
+    /// interned stays, to be written with the next record) and the spans are handed back.
+    fn ingest_record(
+        &self,
+        profiles: &[&ProfilesData],
+        spans: Vec<SpanRecord>,
+        max: usize,
+    ) -> Result<Result<IngestReport, Vec<SpanRecord>>, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         // 1. Intern symbols and series, build blocks and the record (state write-locked briefly).
         let (record, pending, marks) = {
@@ -118,6 +179,9 @@ impl Store {
             scratch.clear();
             encode_spans(&spans, &mut scratch);
             record.bytes(&scratch);
+            if record.len() > max && profiles.len() > 1 {
+                return Ok(Err(spans));
+            }
             (record, pending, marks)
         };
         // 2. Make it durable (no state lock held: queries go on meanwhile).
@@ -147,7 +211,7 @@ impl Store {
         if self.segment_is_full() {
             self.rotate_in_background()?;
         }
-        Ok(pending.report)
+        Ok(Ok(pending.report))
     }
 }
 
@@ -156,6 +220,22 @@ thread_local! {
     /// Tests: this thread's ingests write records as before record link tables existed (no
     /// table, self-contained version 1 blocks).
     pub(crate) static WRITE_SELF_CONTAINED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: the largest record this thread's ingests write before splitting their requests.
+    pub(crate) static MAX_RECORD: std::cell::Cell<usize> = const { std::cell::Cell::new(MAX_RECORD_LEN as usize) };
+}
+
+#[cfg(test)]
+fn max_record_len() -> usize {
+    MAX_RECORD.with(std::cell::Cell::get)
+}
+
+#[cfg(not(test))]
+fn max_record_len() -> usize {
+    MAX_RECORD_LEN as usize
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ mod compat_tests;
 mod ingest;
 mod query;
 mod segments;
+#[cfg(test)]
+mod split_tests;
 mod state;
 
 use std::path::PathBuf;
