@@ -247,3 +247,54 @@ fn span_totals_rank_spans_and_keep_unlinked_apart() {
     let s4 = counts.spans.iter().find(|s| s.span_id == S4).unwrap();
     assert_eq!((s4.trace_id, s4.total), (None, 4));
 }
+
+/// A stack deeper than the store's answers show keeps its leaf-most frames under one root
+/// frame that says so, in the flame graph and in the pprof export; the values are whole.
+#[test]
+fn stacks_past_the_depth_limit_are_cut_at_the_root_visibly() {
+    use spanprof_store::store::{Selection, Store, StoreConfig, CUT_STACK_FRAME, MAX_STACK_DEPTH};
+    let mut b = DictionaryBuilder::new();
+    let depth = MAX_STACK_DEPTH + 10;
+    // Leaf first: f0 is the leaf, f{depth-1} the root.
+    let names: Vec<String> = (0..depth).map(|i| format!("f{i}")).collect();
+    let locations: Vec<i32> = names.iter().map(|n| b.location(&[n])).collect();
+    let deep = b.stack(&locations);
+    let shallow = b.stack(&locations[..2]);
+    let link = b.link(&T1, &S1);
+    let p = b.profile(
+        ("cpu", "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![sample(deep, link, &[30]), sample(shallow, link, &[5])],
+    );
+    let data = b.finish(vec![vec![p]]);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let r = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(r.profiles, 1, "{:?}", r.problems);
+    let sel = Selection::default();
+    let collapsed = store.flame_graph(&sel).unwrap().0.to_collapsed();
+    let kept: Vec<&str> = names[..MAX_STACK_DEPTH]
+        .iter()
+        .rev()
+        .map(String::as_str)
+        .collect();
+    let want_deep = format!("{CUT_STACK_FRAME};{} 30", kept.join(";"));
+    let lines: Vec<&str> = collapsed.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", &collapsed[..200.min(collapsed.len())]);
+    assert!(lines.contains(&want_deep.as_str()), "the cut stack");
+    assert!(
+        lines.contains(&"f1;f0 5"),
+        "a stack within the limit is whole"
+    );
+    let pprof = store.pprof(&sel).unwrap();
+    let deep_sample = pprof
+        .sample
+        .iter()
+        .find(|s| s.value == [30])
+        .expect("the deep sample");
+    assert_eq!(deep_sample.location_id.len(), MAX_STACK_DEPTH + 1);
+    let root = deep_sample.location_id.last().unwrap();
+    let location = &pprof.location[*root as usize - 1];
+    let function = &pprof.function[location.line[0].function_id as usize - 1];
+    assert_eq!(pprof.string_table[function.name as usize], CUT_STACK_FRAME);
+}

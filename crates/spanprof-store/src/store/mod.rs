@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 pub use compact::CompactReport;
 pub use ingest::{IngestReport, PROFILE_NAME_ATTRIBUTE, SERVICE_LABEL};
-pub use query::{Coverage, Selection, SpanFilter};
+pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
 use segments::SegmentIndex;
 pub use state::SeriesKey;
 use state::State;

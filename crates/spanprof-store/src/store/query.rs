@@ -499,12 +499,15 @@ impl Store {
             let symbols = &st.services[service as usize].symbols;
             locations.clear();
             let mut n = node;
-            while n != 0 && locations.len() < 4096 {
+            while n != 0 && locations.len() < MAX_STACK_DEPTH {
                 let Some(x) = symbols.node(n) else { break };
                 locations.push(x.location);
                 n = x.parent;
             }
             frames.clear();
+            if n != 0 {
+                frames.push(CUT_STACK_FRAME.to_owned());
+            }
             for &l in locations.iter().rev() {
                 symbols.frame_names(l, &mut frames);
             }
@@ -556,10 +559,13 @@ impl Store {
             let symbols = &st.services[service as usize].symbols;
             let mut location_id = Vec::new();
             let mut n = node;
-            while n != 0 && location_id.len() < 4096 {
+            while n != 0 && location_id.len() < MAX_STACK_DEPTH {
                 let Some(x) = symbols.node(n) else { break };
                 location_id.push(b.location(service, symbols, x.location));
                 n = x.parent;
+            }
+            if n != 0 {
+                location_id.push(b.cut_location());
             }
             let mut label = Vec::new();
             if span != [0; 8] {
@@ -896,6 +902,13 @@ fn span_indexes(st: &State, q: &SpanQuery) -> Result<Vec<Arc<SegmentIndex>>, Sto
     st.indexes(from, to, |_| true).map_err(StoreError::Invalid)
 }
 
+/// Most frames (locations) of one stack an answer shows: a deeper stack keeps its leaf-most
+/// ones, below one root frame named [`CUT_STACK_FRAME`] so that the cut shows.
+pub const MAX_STACK_DEPTH: usize = 4096;
+
+/// The root frame of a stack cut at [`MAX_STACK_DEPTH`] frames.
+pub const CUT_STACK_FRAME: &str = "[stack cut: deeper than 4096 frames]";
+
 /// A block's value without a span, and its value per link (trace id, span id).
 type BlockTotals = (i64, HashMap<crate::block::LinkIds, i64>);
 
@@ -907,9 +920,37 @@ struct PprofWriter {
     locations: HashMap<(u32, u32), u64>,
     functions: HashMap<(u32, u32), u64>,
     mappings: HashMap<(u32, u32), u64>,
+    /// The location of [`CUT_STACK_FRAME`], once made.
+    cut: Option<u64>,
 }
 
 impl PprofWriter {
+    /// The location standing for the frames of a stack past [`MAX_STACK_DEPTH`].
+    fn cut_location(&mut self) -> u64 {
+        if let Some(id) = self.cut {
+            return id;
+        }
+        let function_id = self.p.function.len() as u64 + 1;
+        let name = self.s(CUT_STACK_FRAME);
+        self.p.function.push(pprof::Function {
+            id: function_id,
+            name,
+            system_name: name,
+            ..Default::default()
+        });
+        let id = self.p.location.len() as u64 + 1;
+        self.p.location.push(pprof::Location {
+            id,
+            line: vec![pprof::Line {
+                function_id,
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        self.cut = Some(id);
+        id
+    }
+
     fn s(&mut self, v: &str) -> i64 {
         if self.p.string_table.is_empty() {
             self.p.string_table.push(String::new());
