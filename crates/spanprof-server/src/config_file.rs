@@ -38,6 +38,7 @@
 //!                                   # a profile making one more is refused
 //!   max_symbols_size: 128MiB        # every service's function, file and frame symbols, kept
 //!                                   # for good; past it a profile adding more is refused
+//!                                   # (warned at 90 %; /metrics: spanprof_store_symbols_bytes)
 //! receivers:
 //!   scrape:
 //!     - service: checkout

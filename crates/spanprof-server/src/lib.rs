@@ -148,6 +148,17 @@ pub async fn serve(
              that would make a new series are refused past it"
         );
     }
+    if spanprof_store::store::near_max_symbol_bytes(
+        stats.symbol_bytes,
+        config.limits.max_symbol_bytes,
+    ) {
+        tracing::warn!(
+            bytes = stats.symbol_bytes,
+            limit = config.limits.max_symbol_bytes,
+            "the store's symbols take 90 % or more of their limit (storage.max_symbols_size): \
+             profiles that add symbols (a new build or service) are refused past it"
+        );
+    }
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::default());
     let forwarders = {

@@ -750,8 +750,21 @@ fn series_limits_refuse_new_series_and_keep_the_rest() {
     assert!(
         metrics.contains(r#"spanprof_rejected_total{receiver="store",reason="limit"} 4"#)
             && metrics.contains("spanprof_store_series 3\n")
-            && metrics.contains("spanprof_store_max_series 3\n"),
+            && metrics.contains("spanprof_store_max_series 3\n")
+            && metrics.contains("spanprof_store_max_symbols_bytes 134217728\n"),
         "{metrics}"
+    );
+    let symbol_bytes: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("spanprof_store_symbols_bytes "))
+        .expect("spanprof_store_symbols_bytes")
+        .parse()
+        .unwrap();
+    // The folded stacks' two frames only: the refused Go profile's symbols (kilobytes) went
+    // with it.
+    assert!(
+        symbol_bytes > 0.0 && symbol_bytes < 1_000.0,
+        "{symbol_bytes}"
     );
     server.stop();
     // What was acknowledged is there: three series, p1 twice.

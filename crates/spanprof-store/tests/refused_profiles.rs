@@ -376,6 +376,8 @@ fn past_the_symbols_limit_profiles_adding_symbols_are_refused_and_leave_none() {
         "{refused:?}"
     );
     let symbols = store.stats().symbols;
+    let bytes = store.stats().symbol_bytes;
+    assert!((19_000..=20_000).contains(&bytes), "{bytes}");
     // Nothing of it stayed, and the next one is refused the same way.
     assert_eq!(
         store
@@ -391,6 +393,7 @@ fn past_the_symbols_limit_profiles_adding_symbols_are_refused_and_leave_none() {
     drop(store);
     let (store, _) = Store::open(cfg()).unwrap();
     assert_eq!(store.stats().symbols, symbols);
+    assert_eq!(store.stats().symbol_bytes, bytes);
     let r = store
         .ingest(&[&profile_in(&name(stored))], Vec::new())
         .unwrap();

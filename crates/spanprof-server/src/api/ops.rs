@@ -47,6 +47,18 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         app.metrics
             .set("spanprof_store_symbols", &[("table", table)], n as f64);
     }
+    // Their bytes as counted against storage.max_symbols_size (0 = none), for an alert on the
+    // ratio: past the limit, profiles that add symbols are refused.
+    app.metrics.set(
+        "spanprof_store_symbols_bytes",
+        &[],
+        stats.symbol_bytes as f64,
+    );
+    app.metrics.set(
+        "spanprof_store_max_symbols_bytes",
+        &[],
+        app.config.limits.max_symbol_bytes as f64,
+    );
     (
         [("content-type", "text/plain; version=0.0.4")],
         app.metrics.render(),

@@ -8,7 +8,9 @@ use spanprof_format::otlp::{any_value, AnyValue, ProfilesData, ProfilesDictionar
 use spanprof_format::profile_type::ProfileTypeId;
 
 use super::state::{encode_series, SeriesKey, State};
-use super::{put_record_links, SeriesLimits, Store, StoreConfig, StoreError, INGEST};
+use super::{
+    near_max_symbol_bytes, put_record_links, SeriesLimits, Store, StoreConfig, StoreError, INGEST,
+};
 use crate::block::{shared_link_table, Block, LinkIds};
 use crate::codec::Put;
 use crate::log::MAX_RECORD_LEN;
@@ -557,6 +559,17 @@ fn within_symbol_limit(
             st.symbol_bytes, cfg.max_symbol_bytes
         )));
     }
+    if !near_max_symbol_bytes(st.symbol_bytes, cfg.max_symbol_bytes)
+        && near_max_symbol_bytes(st.symbol_bytes + added, cfg.max_symbol_bytes)
+    {
+        tracing::warn!(
+            bytes = st.symbol_bytes + added,
+            limit = cfg.max_symbol_bytes,
+            "the store's symbols take 90 % of their limit (storage.max_symbols_size): past it, \
+             profiles that add symbols (a new build or service) are refused; symbols are kept \
+             for good, so raise the limit or start a new store"
+        );
+    }
     st.symbol_bytes += added;
     Ok(())
 }
@@ -885,10 +898,10 @@ fn order_samples(b: &mut Block) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::SeriesLimits;
+    use super::{near_max_symbol_bytes, SeriesLimits};
 
     #[test]
-    fn near_the_series_limit_is_nine_tenths_of_it() {
+    fn near_the_series_and_symbol_limits_is_nine_tenths_of_them() {
         let at = |max_series| SeriesLimits {
             max_series,
             ..SeriesLimits::default()
@@ -897,6 +910,8 @@ mod tests {
         assert!(at(100).near_max_series(90));
         assert!(at(100).near_max_series(150));
         assert!(!at(0).near_max_series(1_000_000));
+        assert!(!near_max_symbol_bytes(89, 100) && near_max_symbol_bytes(90, 100));
+        assert!(!near_max_symbol_bytes(u64::MAX, 0));
         // Small limits: 90 % of 3 rounds up to 3.
         assert!(!at(3).near_max_series(2));
         assert!(at(3).near_max_series(3));

@@ -96,6 +96,11 @@ impl Default for SeriesLimits {
     }
 }
 
+/// Whether `bytes` of symbols are 90 % of `max` or more (0 = no limit): the point to warn at.
+pub fn near_max_symbol_bytes(bytes: u64, max: u64) -> bool {
+    max != 0 && bytes >= max - max / 10
+}
+
 impl SeriesLimits {
     /// Whether `series` is 90 % of `max_series` or more (the point to warn at).
     pub fn near_max_series(&self, series: usize) -> bool {
@@ -247,6 +252,9 @@ pub struct StoreStats {
     /// Entries of all services' symbol tables, per table: strings, mappings, functions,
     /// locations, stack nodes (the zero entries included). They stay in memory for good.
     pub symbols: [usize; 5],
+    /// About the bytes of all services' symbols, as counted against
+    /// [`StoreConfig::max_symbol_bytes`].
+    pub symbol_bytes: u64,
 }
 
 /// The embedded store. Cheap to share (`Arc<Store>`); ingest calls are serialized, queries run

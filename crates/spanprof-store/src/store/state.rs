@@ -463,6 +463,7 @@ impl State {
                 }
                 all
             }),
+            symbol_bytes: self.symbol_bytes,
             ..Default::default()
         }
     }
