@@ -30,7 +30,7 @@ pub enum FormatError {
         key: &'static str,
     },
     /// The bytes are not a valid protobuf message of the expected type.
-    #[error("not a valid {what}: {source}")]
+    #[error("not a valid {what}: {}", collapse_repeats(&.source.to_string(), ": "))]
     Protobuf {
         what: &'static str,
         #[source]
@@ -45,4 +45,59 @@ pub enum FormatError {
     /// The input kind could not be recognised.
     #[error("unrecognised input: {0}")]
     UnknownInput(String),
+}
+
+/// `s` with every run of three or more repeats of the same one to four `sep`-separated parts
+/// written once, with the count: the path of an error inside a message nested a hundred deep
+/// (`a.values[0].a.values[0]…`) would otherwise take kilobytes to say where it is.
+pub(crate) fn collapse_repeats(s: &str, sep: &str) -> String {
+    let parts: Vec<&str> = s.split(sep).collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < parts.len() {
+        let run = (1..=4)
+            .filter(|&p| i + p <= parts.len())
+            .map(|p| {
+                let unit = &parts[i..i + p];
+                let n = parts[i..]
+                    .chunks_exact(p)
+                    .take_while(|c| c == &unit)
+                    .count();
+                (p, n)
+            })
+            .find(|&(_, n)| n >= 3);
+        match run {
+            Some((p, n)) => {
+                out.push(format!("({}) x{n}", parts[i..i + p].join(sep)));
+                i += p * n;
+            }
+            None => {
+                out.push(parts[i].to_owned());
+                i += 1;
+            }
+        }
+    }
+    out.join(sep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::collapse_repeats;
+
+    #[test]
+    fn repeated_parts_of_a_path_are_said_once_with_their_count() {
+        let deep = format!("{}x: too deep", "a.v[0].".repeat(50));
+        assert_eq!(collapse_repeats(&deep, "."), "(a.v[0]) x50.x: too deep");
+        assert_eq!(
+            collapse_repeats("m.b[1].b[2].b[3].c", "."),
+            "m.b[1].b[2].b[3].c",
+            "different indices are different parts"
+        );
+        assert_eq!(
+            collapse_repeats("A: B: A: B: A: B: C", ": "),
+            "(A: B) x3: C"
+        );
+        assert_eq!(collapse_repeats("a.a.b", "."), "a.a.b");
+        assert_eq!(collapse_repeats("", "."), "");
+    }
 }

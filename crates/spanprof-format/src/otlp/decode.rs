@@ -77,7 +77,8 @@ pub(crate) fn decode_tallied(
         DecodeError(if e.path.is_empty() {
             e.msg
         } else {
-            format!("{}: {}", e.path, e.msg)
+            let path = crate::error::collapse_repeats(&e.path, ".");
+            format!("{path}: {}", e.msg)
         })
     })?;
     Ok(data)

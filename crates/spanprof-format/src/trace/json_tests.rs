@@ -302,4 +302,27 @@ fn trace_protobuf_decode_errors_say_what_was_expected() {
         decode_request(&[]).unwrap(),
         ExportTraceServiceRequest::default()
     );
+    // A resource attribute nested 200 arrays deep: prost names every level; said once.
+    let len = |field: u8, payload: &[u8]| {
+        let mut out = vec![(field << 3) | 2];
+        let mut n = payload.len();
+        while n >= 0x80 {
+            out.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(payload);
+        out
+    };
+    let mut value = len(1, b"x");
+    for _ in 0..200 {
+        value = len(5, &len(1, &value));
+    }
+    let attribute = [len(1, b"k"), len(2, &value)].concat();
+    let request = len(1, &len(1, &len(1, &attribute)));
+    let message = decode_request(&request).unwrap_err().to_string();
+    assert!(
+        message.contains("(AnyValue.value: ArrayValue.values) x") && message.len() < 400,
+        "{message}"
+    );
 }
