@@ -9,9 +9,10 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use hashbrown::HashMap;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_store::spans::SpanRecord;
-use spanprof_store::store::Store;
+use spanprof_store::store::{IngestReport, Store};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::QueueConfig;
@@ -279,23 +280,93 @@ async fn batcher(
     }
 }
 
-/// Writes one batch durably to every sink: the forwarders' queues first, then the store.
-/// Returns the profiles the store refused: the index in `profiles` of the request each is
-/// in, and why.
+/// Writes one batch durably to every sink: the store first, then the forwarders' queues with
+/// what the store took (what is acknowledged is what goes on: a profile the store refused is
+/// not sent downstream either, where an invalid one could fail a whole export). Returns the
+/// profiles the store refused: the index in `profiles` of the request each is in, and why.
 fn write(
     sinks: &Sinks,
     profiles: &[ProfilesData],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
 ) -> Result<Vec<(usize, String)>, String> {
-    if let Err(e) = sinks.forward.enqueue(profiles, &spans) {
-        tracing::error!(error = %e, "forward queue write failed");
-        metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
-        return Err(e.to_string());
-    }
-    let Some(store) = &sinks.store else {
-        return Ok(Vec::new());
+    let forwarding = !sinks.forward.is_empty();
+    let (report, spans) = match &sinks.store {
+        None => (IngestReport::default(), spans),
+        Some(store) => {
+            let forwarded_spans = if forwarding {
+                spans.clone()
+            } else {
+                Vec::new()
+            };
+            (
+                store_write(store, profiles, spans, metrics)?,
+                forwarded_spans,
+            )
+        }
     };
+    if forwarding {
+        let forwarded = without_refused(profiles, &report);
+        let refs: Vec<&ProfilesData> = forwarded.iter().map(|p| p.as_ref()).collect();
+        if let Err(e) = sinks.forward.enqueue(&refs, &spans) {
+            tracing::error!(error = %e, "forward queue write failed");
+            metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
+            return Err(e.to_string());
+        }
+    }
+    Ok(report
+        .problem_sources
+        .into_iter()
+        .zip(report.problems)
+        .collect())
+}
+
+/// Each request of `profiles` without the profiles the store refused (and without the scopes
+/// and resources left empty); a request with nothing refused is not copied, one with nothing
+/// left is left out.
+fn without_refused<'a>(
+    profiles: &'a [ProfilesData],
+    report: &IngestReport,
+) -> Vec<std::borrow::Cow<'a, ProfilesData>> {
+    use std::borrow::Cow;
+    let mut refused: HashMap<usize, Vec<[usize; 3]>> = HashMap::new();
+    for (&source, &place) in report.problem_sources.iter().zip(&report.problem_places) {
+        refused.entry(source).or_default().push(place);
+    }
+    let mut out = Vec::with_capacity(profiles.len());
+    for (i, data) in profiles.iter().enumerate() {
+        let Some(places) = refused.get(&i) else {
+            out.push(Cow::Borrowed(data));
+            continue;
+        };
+        let mut kept = data.clone();
+        for (ri, rp) in kept.resource_profiles.iter_mut().enumerate() {
+            for (si, sp) in rp.scope_profiles.iter_mut().enumerate() {
+                let mut pi = 0;
+                sp.profiles.retain(|_| {
+                    let keep = !places.contains(&[ri, si, pi]);
+                    pi += 1;
+                    keep
+                });
+            }
+            rp.scope_profiles.retain(|sp| !sp.profiles.is_empty());
+        }
+        kept.resource_profiles
+            .retain(|rp| !rp.scope_profiles.is_empty());
+        if !kept.resource_profiles.is_empty() {
+            out.push(Cow::Owned(kept));
+        }
+    }
+    out
+}
+
+/// Ingests into the store, counting what it stored and refused.
+fn store_write(
+    store: &Store,
+    profiles: &[ProfilesData],
+    spans: Vec<SpanRecord>,
+    metrics: &Metrics,
+) -> Result<IngestReport, String> {
     let refs: Vec<&ProfilesData> = profiles.iter().collect();
     match store.ingest(&refs, spans) {
         Ok(report) => {
@@ -319,11 +390,7 @@ fn write(
                 }
                 tracing::warn!(problems = ?report.problems, "profiles refused by the store");
             }
-            Ok(report
-                .problem_sources
-                .into_iter()
-                .zip(report.problems)
-                .collect())
+            Ok(report)
         }
         Err(e) => {
             tracing::error!(error = %e, "store write failed");
@@ -500,5 +567,80 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(batches(&metrics), (1.0, 2.0));
+    }
+}
+
+#[cfg(test)]
+mod forward_tests {
+    use std::time::Duration;
+
+    use prost::Message;
+    use spanprof_format::otlp::string_kv;
+    use spanprof_store::store::{Store, StoreConfig};
+
+    use super::*;
+    use crate::config::{ForwardProtocol, ForwarderConfig};
+    use crate::forward::queue::{DiskQueue, Signal};
+
+    /// The real Go profile in one request of two resources, each with its two sample types;
+    /// the second resource's first profile names a stack its dictionary does not hold.
+    fn request() -> ProfilesData {
+        let cpu = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+        let p = spanprof_format::pprof::decode(cpu, 64 << 20).unwrap();
+        let mut data = spanprof_format::to_otlp::pprof_to_otlp(&p, Default::default(), None)
+            .unwrap()
+            .0;
+        let mut bad = data.resource_profiles[0].clone();
+        bad.resource.get_or_insert_default().attributes = vec![string_kv("service.name", "bad")];
+        bad.scope_profiles[0].profiles[0].samples[0].stack_index = 1 << 30;
+        data.resource_profiles.push(bad);
+        data
+    }
+
+    /// What the store refuses is not forwarded either: the forwarder's queue holds the request
+    /// without that profile.
+    #[tokio::test]
+    async fn forwarders_get_what_the_store_took() {
+        let dir = tempfile::tempdir().unwrap();
+        let metrics = Arc::new(Metrics::default());
+        let (store, _) = Store::open(StoreConfig::new(dir.path().join("store"))).unwrap();
+        // Never started: what is queued stays in the queue.
+        let down = ForwarderConfig::new("down", ForwardProtocol::Grpc, "http://127.0.0.1:9");
+        let forward = Forwarders::open(&[down], dir.path(), Arc::clone(&metrics)).unwrap();
+        let sinks = Sinks {
+            store: Some(Arc::new(store)),
+            forward: Arc::new(forward),
+        };
+        let cfg = QueueConfig {
+            capacity: 16,
+            batch_max: 256,
+            batch_age: Duration::from_secs(1),
+        };
+        let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
+        let sent = request();
+        match p.submit(Work::Profiles(sent.clone()), "test").await {
+            Err(SubmitError::Refused(problems)) => {
+                assert_eq!(problems.len(), 1, "{problems:?}");
+                assert!(
+                    problems[0].starts_with("resource_profiles[1].scope_profiles[0].profiles[0]"),
+                    "{problems:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        drop(p);
+        task.await.unwrap();
+
+        let (queue, _) =
+            DiskQueue::open(&dir.path().join("forward").join("down"), 1 << 30).unwrap();
+        let pending = queue.peek(10, 64 << 20);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].signal, Signal::Profiles);
+        let forwarded = ProfilesData::decode(&queue.read(&pending[0]).unwrap()[..]).unwrap();
+        let mut want = sent;
+        want.resource_profiles[1].scope_profiles[0]
+            .profiles
+            .remove(0);
+        assert!(forwarded == want, "the request without the refused profile");
     }
 }

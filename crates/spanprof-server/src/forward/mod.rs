@@ -129,13 +129,13 @@ impl Forwarders {
     /// async threads). When it returns `Ok`, the batch will reach every downstream.
     pub fn enqueue(
         &self,
-        profiles: &[ProfilesData],
+        profiles: &[&ProfilesData],
         spans: &[SpanRecord],
     ) -> Result<(), ForwardError> {
         if self.list.is_empty() {
             return Ok(());
         }
-        let profiles: Vec<Vec<u8>> = profiles.iter().map(Message::encode_to_vec).collect();
+        let profiles: Vec<Vec<u8>> = profiles.iter().map(|p| p.encode_to_vec()).collect();
         let traces = (!spans.is_empty()).then(|| traces::export_request(spans).encode_to_vec());
         for f in &self.list {
             let mut records: Vec<(Signal, &[u8])> = Vec::new();

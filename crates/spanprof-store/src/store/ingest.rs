@@ -44,6 +44,9 @@ pub struct IngestReport {
     pub problems: Vec<String>,
     /// For each of `problems`, the index in the call's `profiles` of the request it is in.
     pub problem_sources: Vec<usize>,
+    /// For each of `problems`, the refused profile's place in its request: its indices in
+    /// `resource_profiles`, `scope_profiles` and `profiles`.
+    pub problem_places: Vec<[usize; 3]>,
 }
 
 struct Pending {
@@ -110,6 +113,7 @@ impl Store {
         report
             .problem_sources
             .extend(second.problem_sources.into_iter().map(|i| i + a.len()));
+        report.problem_places.extend(second.problem_places);
         Ok(report)
     }
 
@@ -368,6 +372,7 @@ fn add_profiles(
                             .problems
                             .push(format!("{path}: {}", e.message));
                         pending.report.problem_sources.push(source);
+                        pending.report.problem_places.push([ri, si, pi]);
                     }
                 }
             }
