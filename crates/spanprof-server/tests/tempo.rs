@@ -11,6 +11,7 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::sync::OnceLock;
 
 use common::goprofile::{GoData, SpanTruth, CACHE_SPAN, CPU_TYPE, DB_SPAN, HOT_FUNCTION, SERVICE};
@@ -22,6 +23,7 @@ use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, TracesData,
 };
+use spanprof_store::store::{Store, StoreConfig};
 
 /// A parent without samples above the heaviest request span (gets the link by roll-up only).
 const GATEWAY: [u8; 8] = [0x9a; 8];
@@ -786,4 +788,56 @@ fn tempo_tag_values_stop_at_tempos_byte_limit() {
         services["tagValues"],
         serde_json::json!([{"type": "string", "value": SERVICE}])
     );
+}
+
+/// A trace with spans in a segment before the searched time range (its root, which would
+/// span both, not received yet): its duration is still the whole trace's.
+#[test]
+fn tempo_search_sees_the_whole_trace_past_the_time_range() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tempo-outside");
+    let _ = std::fs::remove_dir_all(&dir);
+    let second = 1_000_000_000u64;
+    let (t0, t1) = (1_700_000_000 * second, 1_700_003_600 * second);
+    let sent = |id: u8, name: &str, start_ns: u64| Sent {
+        trace_id: [0x5a; 16],
+        span_id: [id; 8],
+        parent: Some([9; 8]),
+        name: name.into(),
+        start_ns,
+        end_ns: start_ns + second,
+        own_samples: false,
+    };
+    // The first step, then sealed away in a segment of its own.
+    let server = TestServer::start(&dir);
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            traces_json(&[sent(1, "first step", t0)]),
+        )
+        .ok();
+    server.stop().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(&dir)).unwrap();
+    store.rotate().unwrap();
+    drop(store);
+    let server = TestServer::start(&dir);
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            traces_json(&[sent(2, "GET /step", t1)]),
+        )
+        .ok();
+    // Only the second step's minutes are searched; the trace lasts an hour and a second.
+    let (start, end) = (t1 / second - 60, t1 / second + 60);
+    let found = server
+        .get(&format!(
+            "/api/search?tags=name%3D%22GET%20%2Fstep%22&minDuration=1h&start={start}&end={end}"
+        ))
+        .ok()
+        .json();
+    let traces = found["traces"].as_array().unwrap();
+    assert_eq!(traces.len(), 1, "{found}");
+    assert_eq!(traces[0]["durationMs"], 3_601_000);
+    assert_eq!(traces[0]["spanSet"]["spans"][0]["name"], "GET /step");
 }

@@ -577,6 +577,29 @@ struct Found {
     matched: Vec<SpanRecord>,
 }
 
+/// A trace as its spans seen so far make it.
+#[derive(Clone)]
+struct Seen {
+    start_ns: u64,
+    end_ns: u64,
+    /// Like Tempo, the root is the span without a parent: the first to start if several have
+    /// none. (start, span id).
+    root: Option<(u64, [u8; 8])>,
+    /// The start of its first span that matches the search, if one does.
+    first_match: Option<u64>,
+}
+
+impl Seen {
+    fn add(&mut self, s: &SpanRecord) {
+        self.start_ns = self.start_ns.min(s.start_ns);
+        self.end_ns = self.end_ns.max(s.end_ns);
+        let key = (s.start_ns, s.span_id);
+        if s.parent_span_id.is_none() && self.root.is_none_or(|r| key < r) {
+            self.root = Some(key);
+        }
+    }
+}
+
 async fn search(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
     let req = parse_search(&params)?;
     let r = req.clone();
@@ -604,22 +627,30 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
     };
     let wanted =
         |s: &SpanRecord| query.matches(s) && req.filter.status.is_none_or(|c| c == s.status_code);
-    // Per trace, only the start of its first matching span: the matching spans themselves are
-    // read again from the traces shown (keeping every matching span of a large store took
-    // 1.35 GB for 800,000 traces).
-    let mut first_start: HashMap<[u8; 16], u64> = HashMap::new();
-    store.for_each_span(&query, |span| {
-        if wanted(span) {
-            let start = first_start.entry(span.trace_id).or_insert(span.start_ns);
-            *start = (*start).min(span.start_ns);
+    // One pass over the spans of the segments in the time range: each trace's extent and root
+    // as those segments hold it, and the start of its first matching span. Only the traces
+    // shown are read again. Keeping every matching span took 1.35 GB for 800,000 traces, and
+    // reading each candidate trace to check a duration bound 4.9 s.
+    let mut traces: HashMap<[u8; 16], Seen> = HashMap::new();
+    store.for_each_segment_span(&query, |s| {
+        let t = traces.entry(s.trace_id).or_insert(Seen {
+            start_ns: s.start_ns,
+            end_ns: s.end_ns,
+            root: None,
+            first_match: None,
+        });
+        t.add(s);
+        if wanted(s) {
+            t.first_match = Some(t.first_match.map_or(s.start_ns, |m| m.min(s.start_ns)));
         }
         ControlFlow::Continue(())
     })?;
     // Newest first by their first matching span (a trace's start when its root matches; a
-    // trace never starts after its spans), and only until `limit` pass: each trace read
-    // whole costs a lookup, and reading every trace of a large store before cutting to
-    // `limit` took seconds to minutes and gigabytes (800,000 spans: 6.5 s, 1.5 GB).
-    let mut candidates: Vec<([u8; 16], u64)> = first_start.into_iter().collect();
+    // trace never starts after its spans), and only until `limit` pass.
+    let mut candidates: Vec<([u8; 16], u64)> = traces
+        .iter()
+        .filter_map(|(t, seen)| seen.first_match.map(|m| (*t, m)))
+        .collect();
     candidates.sort_unstable_by(|(ta, a), (tb, b)| b.cmp(a).then(ta.cmp(tb)));
     let mut found = Vec::new();
     let mut inspected = 0;
@@ -628,24 +659,28 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
             break;
         }
         inspected += 1;
-        let whole = store.trace(&trace_id)?;
-        let start_ns = whole.iter().map(|s| s.start_ns).min().unwrap_or(0);
-        let end_ns = whole.iter().map(|s| s.end_ns).max().unwrap_or(0);
-        let duration_ns = end_ns.saturating_sub(start_ns);
+        let mut seen = traces[&trace_id].clone();
+        // Spans in segments outside the time range: the whole trace decides.
+        if store.trace_may_be_outside(&trace_id, &query) {
+            store.for_each_trace_span(&trace_id, |s| seen.add(s))?;
+        }
+        let duration_ns = seen.end_ns.saturating_sub(seen.start_ns);
         if req.min_ns.is_some_and(|min| duration_ns < min)
             || req.max_ns.is_some_and(|max| duration_ns > max)
         {
             continue;
         }
+        let whole = store.trace(&trace_id)?;
+        let root = seen
+            .root
+            .and_then(|(_, id)| whole.iter().find(|s| s.span_id == id));
         let mut matched: Vec<SpanRecord> = whole.iter().filter(|s| wanted(s)).cloned().collect();
-        // Like Tempo: the root is the span without a parent.
-        let root = whole.iter().find(|s| s.parent_span_id.is_none());
         matched.sort_by_key(|s| (s.start_ns, s.span_id));
         found.push(Found {
             trace_id,
             root_service: root.map_or(NO_ROOT.to_owned(), |r| r.service.clone()),
             root_name: root.map_or(String::new(), |r| r.name.clone()),
-            start_ns,
+            start_ns: seen.start_ns,
             duration_ns,
             matched,
         });

@@ -10,7 +10,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 use std::sync::Arc;
 
 use super::segments::SegmentIndex;
-use super::state::{SeriesKey, State};
+use super::state::{segment_overlaps, SeriesKey, State};
 use super::{Store, StoreError};
 use crate::block::{Block, LinkIds};
 use crate::codec::Get;
@@ -844,6 +844,26 @@ impl Store {
             .trace_records(trace_id)
     }
 
+    /// Calls `f` with every stored span of trace `trace_id`, in no particular order, without
+    /// copying them; a span sent twice (into two segments) is visited twice. For answers that
+    /// need little of each span (a trace's extent and root): copying every span of every
+    /// candidate trace was most of a Tempo search's time. `f` runs with the store's state
+    /// read-locked.
+    pub fn for_each_trace_span(
+        &self,
+        trace_id: &[u8; 16],
+        mut f: impl FnMut(&SpanRecord),
+    ) -> Result<(), StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let indexes = st
+            .indexes(0, 0, |summary| summary.trace_bloom.may_contain(trace_id))
+            .map_err(StoreError::Invalid)?;
+        for i in &indexes {
+            i.spans().trace_unordered(trace_id).for_each(&mut f);
+        }
+        Ok(())
+    }
+
     /// Spans matching `q` over the segments that overlap its time range, longest first.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
@@ -868,16 +888,50 @@ impl Store {
         q: &SpanQuery,
         mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let indexes = span_indexes(&st, q)?;
         // The same span in two segments (sent twice) is one span.
         let mut seen = HashSet::new();
+        self.for_each_segment_span(q, |span| {
+            if q.matches(span) && seen.insert(span.span_id) {
+                f(span)
+            } else {
+                ControlFlow::Continue(())
+            }
+        })
+    }
+
+    /// Calls `f` with every span of the segments whose time range overlaps `q`'s, whatever
+    /// its filters (and its own times), until `f` breaks; a span sent twice (into two
+    /// segments) is visited twice. Every span of a trace is there unless
+    /// [`Store::trace_may_be_outside`] says otherwise. `f` runs with the store's state
+    /// read-locked.
+    pub fn for_each_segment_span(
+        &self,
+        q: &SpanQuery,
+        mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let (from, to) = span_range(q);
+        let indexes = st
+            .indexes(from, to, |_| true)
+            .map_err(StoreError::Invalid)?;
         for span in indexes.iter().flat_map(|i| i.spans().iter()) {
-            if q.matches(span) && seen.insert(span.span_id) && f(span).is_break() {
+            if f(span).is_break() {
                 break;
             }
         }
         Ok(())
+    }
+
+    /// Whether trace `trace_id` may have spans in a segment outside `q`'s time range (one
+    /// that [`Store::for_each_segment_span`] does not visit): a filter of the segments'
+    /// trace ids, so false means certainly not.
+    pub fn trace_may_be_outside(&self, trace_id: &[u8; 16], q: &SpanQuery) -> bool {
+        let st = self.state.read().expect("store state lock poisoned");
+        let (from, to) = span_range(q);
+        st.sealed.values().any(|summary| {
+            !segment_overlaps(summary.time_range, from, to)
+                && summary.trace_bloom.may_contain(trace_id)
+        })
     }
 
     /// Whether any stored sample is linked to this span (directly).
@@ -890,15 +944,21 @@ impl Store {
     }
 }
 
-/// The segment indexes whose time range overlaps `q`'s.
-fn span_indexes(st: &State, q: &SpanQuery) -> Result<Vec<Arc<SegmentIndex>>, StoreError> {
+/// `q`'s time range as segment time ranges are compared with it: from, and
+/// to (0 for no end).
+fn span_range(q: &SpanQuery) -> (i64, i64) {
     let from = q.from_ns.min(i64::MAX as u64) as i64;
-    // 0: no end.
     let to = if q.to_ns >= i64::MAX as u64 {
         0
     } else {
         q.to_ns as i64
     };
+    (from, to)
+}
+
+/// The segment indexes whose time range overlaps `q`'s.
+fn span_indexes(st: &State, q: &SpanQuery) -> Result<Vec<Arc<SegmentIndex>>, StoreError> {
+    let (from, to) = span_range(q);
     st.indexes(from, to, |_| true).map_err(StoreError::Invalid)
 }
 

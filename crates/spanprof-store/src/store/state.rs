@@ -406,10 +406,9 @@ impl State {
         to_ns: i64,
         keep: impl Fn(&SealedSummary) -> bool,
     ) -> Result<Vec<Arc<SegmentIndex>>, String> {
-        let overlaps = |(a, b): (i64, i64)| a <= b && (to_ns == 0 || a < to_ns) && b >= from_ns;
         let mut out = Vec::new();
         for (&id, summary) in &self.sealed {
-            if overlaps(summary.time_range) && keep(summary) {
+            if segment_overlaps(summary.time_range, from_ns, to_ns) && keep(summary) {
                 out.push(self.cache.get(&self.index_dir, id)?);
             }
         }
@@ -467,6 +466,12 @@ impl State {
             ..Default::default()
         }
     }
+}
+
+/// Whether a segment's data time range `(a, b)` (ns; empty when `a > b`) overlaps
+/// `[from_ns, to_ns)` (`to_ns` 0: no end).
+pub(crate) fn segment_overlaps((a, b): (i64, i64), from_ns: i64, to_ns: i64) -> bool {
+    a <= b && (to_ns == 0 || a < to_ns) && b >= from_ns
 }
 
 /// Writes series `from..` as (start, count, entries).

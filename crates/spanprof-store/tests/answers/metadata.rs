@@ -1,7 +1,7 @@
 //! What the store says about its data: profile types, services over time ranges, series and
 //! their labels, and the spans themselves.
 
-use spanprof_store::spans::SpanQuery;
+use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::Selection;
 
 use super::fixture::*;
@@ -209,4 +209,50 @@ fn metadata_spans_and_traces_meet_their_samples() {
         })
         .expect("visit one span");
     assert_eq!(seen, 1);
+}
+
+#[test]
+fn metadata_segment_spans_and_traces_outside_a_time_range() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let span = |trace: u8, id: u8, start_s: u64| SpanRecord {
+        trace_id: [trace; 16],
+        span_id: [id; 8],
+        name: format!("s{id}"),
+        service: SERVICE.into(),
+        start_ns: start_s * 1_000_000_000,
+        end_ns: start_s * 1_000_000_000 + 1_000,
+        ..Default::default()
+    };
+    // Trace 1 starts in an old segment and goes on in the next; trace 2 is only in the next.
+    store.ingest(&[], vec![span(1, 1, 100)]).unwrap();
+    store.rotate().unwrap();
+    store
+        .ingest(&[], vec![span(1, 2, 5_000), span(2, 3, 5_000)])
+        .unwrap();
+    store.rotate().unwrap();
+    let recent = SpanQuery {
+        from_ns: 4_000 * 1_000_000_000,
+        to_ns: 6_000 * 1_000_000_000,
+        ..Default::default()
+    };
+    let mut visited = Vec::new();
+    store
+        .for_each_segment_span(&recent, |s| {
+            visited.push(s.span_id[0]);
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    visited.sort_unstable();
+    assert_eq!(visited, [2, 3], "only the segment of the time range");
+    assert!(store.trace_may_be_outside(&[1; 16], &recent));
+    assert!(!store.trace_may_be_outside(&[2; 16], &recent));
+    assert!(!store.trace_may_be_outside(&[1; 16], &SpanQuery::default()));
+    let mut extent = (u64::MAX, 0);
+    store
+        .for_each_trace_span(&[1; 16], |s| {
+            extent = (extent.0.min(s.start_ns), extent.1.max(s.end_ns));
+        })
+        .unwrap();
+    assert_eq!(extent, (100_000_000_000, 5_000_000_001_000));
 }
