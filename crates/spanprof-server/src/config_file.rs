@@ -32,7 +32,8 @@
 //!   dir: ./spanprof-data
 //!   retention: 7d
 //!   max_size: 20GiB
-//!   segment_size: 16MiB
+//!   segment_size: 16MiB             # data per segment file (more when the snapshot of all
+//!                                   # symbols and series each one starts with is larger)
 //!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
 //!                                   # bytes each, until retention deletes their data; past it
 //!                                   # a profile making one more is refused

@@ -472,12 +472,16 @@ impl Store {
         Ok(deleted)
     }
 
-    /// Whether the active segment holds `segment_max_bytes` past its snapshot.
+    /// Whether the active segment holds `segment_max_bytes` past its snapshot, and at least
+    /// as much as the snapshot itself: every segment starts with all symbols and series, and
+    /// with a snapshot larger than the data after it (many services and builds, 16 MiB
+    /// segments), most of the disk and of every rotation's writing was snapshots. So the
+    /// snapshots take at most half of the store.
     pub(crate) fn segment_is_full(&self) -> bool {
         let snapshot = self
             .snapshot_bytes
             .load(std::sync::atomic::Ordering::Relaxed);
-        self.log.active_bytes().saturating_sub(snapshot) > self.cfg.segment_max_bytes
+        self.log.active_bytes().saturating_sub(snapshot) > self.cfg.segment_max_bytes.max(snapshot)
     }
 
     /// Seals the active segment now (normally done when it passes `segment_max_bytes`).
