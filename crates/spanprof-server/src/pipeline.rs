@@ -404,10 +404,14 @@ fn store_write(
 mod tests {
     use std::time::{Duration, Instant};
 
+    use prost::Message;
+    use spanprof_format::otlp::string_kv;
     use spanprof_store::spans::SpanRecord;
     use spanprof_store::store::{Store, StoreConfig};
 
     use super::*;
+    use crate::config::{ForwardProtocol, ForwarderConfig};
+    use crate::forward::queue::{DiskQueue, Signal};
 
     fn span(n: u8) -> SpanRecord {
         SpanRecord {
@@ -431,9 +435,21 @@ mod tests {
         dir: &std::path::Path,
         batch_age: Duration,
     ) -> (Pipeline, Arc<Metrics>) {
+        let (p, metrics, _task) = pipeline_with(store, &[], dir, batch_age);
+        (p, metrics)
+    }
+
+    /// A pipeline on a real store and forwarders (never started: what is queued for them
+    /// stays in their queues under `dir`), and its batcher's task.
+    fn pipeline_with(
+        store: StoreConfig,
+        forward: &[ForwarderConfig],
+        dir: &std::path::Path,
+        batch_age: Duration,
+    ) -> (Pipeline, Arc<Metrics>, tokio::task::JoinHandle<()>) {
         let metrics = Arc::new(Metrics::default());
         let (store, _) = Store::open(store).unwrap();
-        let forward = Forwarders::open(&[], dir, Arc::clone(&metrics)).unwrap();
+        let forward = Forwarders::open(forward, dir, Arc::clone(&metrics)).unwrap();
         let sinks = Sinks {
             store: Some(Arc::new(store)),
             forward: Arc::new(forward),
@@ -443,8 +459,8 @@ mod tests {
             batch_max: 256,
             batch_age,
         };
-        let (p, _task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
-        (p, metrics)
+        let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
+        (p, metrics, task)
     }
 
     fn batches(m: &Metrics) -> (f64, f64) {
@@ -568,19 +584,6 @@ mod tests {
         }
         assert_eq!(batches(&metrics), (1.0, 2.0));
     }
-}
-
-#[cfg(test)]
-mod forward_tests {
-    use std::time::Duration;
-
-    use prost::Message;
-    use spanprof_format::otlp::string_kv;
-    use spanprof_store::store::{Store, StoreConfig};
-
-    use super::*;
-    use crate::config::{ForwardProtocol, ForwarderConfig};
-    use crate::forward::queue::{DiskQueue, Signal};
 
     /// The real Go profile in one request of two resources, each with its two sample types;
     /// the second resource's first profile names a stack its dictionary does not hold.
@@ -602,21 +605,13 @@ mod forward_tests {
     #[tokio::test]
     async fn forwarders_get_what_the_store_took() {
         let dir = tempfile::tempdir().unwrap();
-        let metrics = Arc::new(Metrics::default());
-        let (store, _) = Store::open(StoreConfig::new(dir.path().join("store"))).unwrap();
-        // Never started: what is queued stays in the queue.
         let down = ForwarderConfig::new("down", ForwardProtocol::Grpc, "http://127.0.0.1:9");
-        let forward = Forwarders::open(&[down], dir.path(), Arc::clone(&metrics)).unwrap();
-        let sinks = Sinks {
-            store: Some(Arc::new(store)),
-            forward: Arc::new(forward),
-        };
-        let cfg = QueueConfig {
-            capacity: 16,
-            batch_max: 256,
-            batch_age: Duration::from_secs(1),
-        };
-        let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
+        let (p, _, task) = pipeline_with(
+            StoreConfig::new(dir.path().join("store")),
+            &[down],
+            dir.path(),
+            Duration::from_secs(1),
+        );
         let sent = request();
         match p.submit(Work::Profiles(sent.clone()), "test").await {
             Err(SubmitError::Refused(problems)) => {
