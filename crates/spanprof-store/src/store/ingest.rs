@@ -62,8 +62,9 @@ impl Store {
     /// the report; the rest are stored.
     ///
     /// One call is one log record, unless its record would be larger than a record may be
-    /// ([`MAX_RECORD_LEN`]): then its requests are split in halves, each written on its own
-    /// (many large profiles in one pipeline batch failed the whole batch).
+    /// ([`MAX_RECORD_LEN`]): then its requests, or its spans, are split in halves, each
+    /// written on its own (many large profile or trace requests in one pipeline batch failed
+    /// the whole batch, and again at every retry).
     pub fn ingest(
         &self,
         profiles: &[&ProfilesData],
@@ -93,17 +94,25 @@ impl Store {
         profiles: &[&ProfilesData],
         spans: Vec<SpanRecord>,
     ) -> Result<IngestReport, StoreError> {
-        let spans = match self.ingest_record(profiles, spans, max_record_len())? {
+        let mut spans = match self.ingest_record(profiles, spans, max_record_len())? {
             Ok(report) => return Ok(report),
             Err(spans) => spans,
         };
-        let (a, b) = profiles.split_at(profiles.len() / 2);
         tracing::info!(
             requests = profiles.len(),
+            spans = spans.len(),
             "a store record would be larger than {MAX_RECORD_LEN} bytes: written in two"
         );
+        // The requests in halves (the spans go with the first), else the spans.
+        let (a, b, later_spans) = if profiles.len() > 1 {
+            let (a, b) = profiles.split_at(profiles.len() / 2);
+            (a, b, Vec::new())
+        } else {
+            let later = spans.split_off(spans.len() / 2);
+            (profiles, &[][..], later)
+        };
         let mut report = self.ingest_split(a, spans)?;
-        let second = self.ingest_split(b, Vec::new())?;
+        let second = self.ingest_split(b, later_spans)?;
         report.profiles += second.profiles;
         report.rejected_profiles += second.rejected_profiles;
         report.limited_profiles += second.limited_profiles;
@@ -118,8 +127,9 @@ impl Store {
     }
 
     /// Writes `profiles` and `spans` as one record, unless it would be larger than `max` bytes
-    /// and there are two requests or more to split: then nothing is written (what was
-    /// interned stays, to be written with the next record) and the spans are handed back.
+    /// and there is something to split (two requests or more, or two spans): then nothing is
+    /// written (what was interned stays, to be written with the next record) and the spans
+    /// are handed back.
     fn ingest_record(
         &self,
         profiles: &[&ProfilesData],
@@ -185,7 +195,7 @@ impl Store {
             scratch.clear();
             encode_spans(&spans, &mut scratch);
             record.bytes(&scratch);
-            if record.len() > max && profiles.len() > 1 {
+            if record.len() > max && (profiles.len() > 1 || spans.len() > 1) {
                 return Ok(Err(spans));
             }
             (record, pending, marks)

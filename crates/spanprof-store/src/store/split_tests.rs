@@ -67,6 +67,21 @@ fn ingest(dir: &Path, max_record: usize) -> (IngestReport, u64) {
     (report.unwrap(), store.log.active_bytes() - before)
 }
 
+/// The ingest records in the log.
+fn ingest_records(store: &Store) -> usize {
+    let mut n = 0;
+    for segment in store.log.segments() {
+        store
+            .log
+            .scan(segment.id, |_, payload| {
+                n += usize::from(payload.first() == Some(&super::INGEST));
+                std::ops::ControlFlow::Continue(())
+            })
+            .unwrap();
+    }
+    n
+}
+
 /// Per service, the collapsed flame graph; and the spans.
 fn answers(store: &Store) -> (Vec<String>, Vec<Option<SpanRecord>>) {
     let flames = (0..5)
@@ -117,4 +132,38 @@ fn a_record_too_large_is_written_in_halves_with_the_same_answers() {
     let (store, report) = Store::open(config(split.path())).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert!(answers(&store) == want, "answers of the split call differ");
+}
+
+#[test]
+fn spans_too_many_for_one_record_are_written_in_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    let data = requests(usize::MAX);
+    // One request and 1,000 spans of about 100 bytes each in 2 KB records: the spans are
+    // split until each record fits (or holds the request and one span): 67 records.
+    let spans: Vec<SpanRecord> = (0..1_000u32)
+        .map(|i| SpanRecord {
+            trace_id: [7; 16],
+            span_id: [&i.to_be_bytes()[..], &[1; 4]].concat().try_into().unwrap(),
+            name: format!("span {i:060}"),
+            start_ns: 1,
+            end_ns: 2,
+            ..Default::default()
+        })
+        .collect();
+    MAX_RECORD.with(|m| m.set(2_000));
+    let report = store.ingest(&[&data[0]], spans.clone());
+    MAX_RECORD.with(|m| m.set(crate::log::MAX_RECORD_LEN as usize));
+    let report = report.unwrap();
+    assert_eq!((report.profiles, report.spans), (2, 1_000));
+    let records = ingest_records(&store);
+    assert!((32..=128).contains(&records), "{records} records");
+    drop(store);
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    assert_eq!(store.stats().spans, 1_000);
+    assert_eq!(store.trace(&[7; 16]).unwrap().len(), 1_000);
+    assert_eq!(
+        store.span(&spans[999].span_id).unwrap().as_ref(),
+        Some(&spans[999])
+    );
 }
