@@ -158,6 +158,42 @@ impl From<SubmitError> for Rejection {
 }
 
 /// The body, decompressed when it is gzip, within the limits.
+/// A request body as it is decoded: the body itself, or its decompressed bytes. Owned, so a
+/// receiver can let it go once the request is decoded, before waiting for the store: a waiting
+/// request otherwise held its body and its decompressed copy (100 concurrent uploads of 7 MB:
+/// gigabytes).
+pub enum Payload {
+    /// The body was not compressed.
+    Body(axum::body::Bytes),
+    /// The body, decompressed.
+    Decompressed(Vec<u8>),
+}
+
+impl AsRef<[u8]> for Payload {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Payload::Body(b) => b,
+            Payload::Decompressed(v) => v,
+        }
+    }
+}
+
+/// [`decode`], keeping what it gives instead of the body when that is a decompressed copy.
+pub fn payload(
+    headers: &HeaderMap,
+    body: axum::body::Bytes,
+    limits: &Limits,
+) -> Result<Payload, Rejection> {
+    let decompressed = match decode(headers, &body, limits)? {
+        Cow::Owned(v) => Some(v),
+        Cow::Borrowed(_) => None,
+    };
+    Ok(match decompressed {
+        Some(v) => Payload::Decompressed(v),
+        None => Payload::Body(body),
+    })
+}
+
 pub fn decode<'a>(
     headers: &HeaderMap,
     body: &'a [u8],

@@ -49,7 +49,7 @@ async fn profiles(
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
-    match ingest_profiles(&app, &message, false, "otlp_grpc").await {
+    match ingest_profiles(&app, message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
         Err(r) => status(r.grpc_code(), &r.message),
     }
@@ -64,7 +64,7 @@ async fn traces(
         Ok(m) => m,
         Err(r) => return status(r.grpc_code(), &r.message),
     };
-    match ingest_traces(&app, &message, false, "otlp_grpc").await {
+    match ingest_traces(&app, message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
         Err(r) => status(r.grpc_code(), &r.message),
     }

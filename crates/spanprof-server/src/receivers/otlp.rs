@@ -16,7 +16,7 @@ use spanprof_format::trace::{
 };
 use spanprof_store::spans::spans_from_otlp;
 
-use super::body::{decode, is_json, Rejection};
+use super::body::{is_json, payload, Rejection};
 use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
 
@@ -60,18 +60,20 @@ fn refuse(
 }
 
 /// Decodes, links and stores an OTLP profiles request (protobuf or JSON); the answer to give.
+/// `raw` is let go once decoded.
 pub(crate) async fn ingest_profiles(
     app: &AppState,
-    raw: &[u8],
+    raw: impl AsRef<[u8]>,
     json: bool,
     receiver: &'static str,
 ) -> Result<ExportProfilesServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
     let decoded = if json {
-        spanprof_format::json::decode_profiles_data(raw)
+        spanprof_format::json::decode_profiles_data(raw.as_ref())
     } else {
-        spanprof_format::detect::decode_otlp_protobuf(raw)
+        spanprof_format::detect::decode_otlp_protobuf(raw.as_ref())
     };
+    drop(raw);
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
         .map_err(|e| refuse(app, receiver, "invalid OTLP profiles payload", &e))?;
@@ -100,21 +102,24 @@ pub(crate) async fn ingest_profiles(
     })
 }
 
-/// Decodes and stores an OTLP traces request (protobuf or JSON); the answer to give.
+/// Decodes and stores an OTLP traces request (protobuf or JSON); the answer to give. `raw`
+/// is let go once decoded.
 pub(crate) async fn ingest_traces(
     app: &AppState,
-    raw: &[u8],
+    raw: impl AsRef<[u8]>,
     json: bool,
     receiver: &'static str,
 ) -> Result<ExportTraceServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
     let request = if json {
-        decode_request_json(raw)
+        decode_request_json(raw.as_ref())
     } else {
-        decode_request(raw)
+        decode_request(raw.as_ref())
     }
     .map_err(|e| refuse(app, receiver, "invalid OTLP traces payload", &e))?;
+    drop(raw);
     let (spans, report) = spans_from_otlp(&request.resource_spans);
+    drop(request);
     app.metrics.add(
         "spanprof_received_spans_total",
         &[("receiver", receiver)],
@@ -142,9 +147,8 @@ async fn profiles(
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {
-        let body = body?;
-        let raw = decode(&headers, &body, &app.config.limits)?;
-        let response = ingest_profiles(&app, &raw, json, "otlp_profiles").await?;
+        let raw = payload(&headers, body?, &app.config.limits)?;
+        let response = ingest_profiles(&app, raw, json, "otlp_profiles").await?;
         let json_body = match &response.partial_success {
             Some(p) => {
                 serde_json::json!({"partialSuccess": {"errorMessage": p.error_message}}).to_string()
@@ -163,9 +167,8 @@ async fn traces(
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {
-        let body = body?;
-        let raw = decode(&headers, &body, &app.config.limits)?;
-        let response = ingest_traces(&app, &raw, json, "otlp_traces").await?;
+        let raw = payload(&headers, body?, &app.config.limits)?;
+        let response = ingest_traces(&app, raw, json, "otlp_traces").await?;
         Ok::<_, Rejection>(reply(
             json,
             response.encode_to_vec(),

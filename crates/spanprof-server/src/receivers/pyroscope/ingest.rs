@@ -223,7 +223,7 @@ pub async fn ingest(
     body: Bytes,
 ) -> Result<StatusCode, Rejection> {
     let incoming = app.pipeline.incoming();
-    let answer = ingest_inner(&app, incoming, query, &headers, &body).await;
+    let answer = ingest_inner(&app, incoming, query, &headers, body).await;
     if let Err(r) = &answer {
         count_rejection(&app, "pyroscope_ingest", r.status);
     }
@@ -235,7 +235,7 @@ async fn ingest_inner(
     incoming: Incoming,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: &HeaderMap,
-    body: &[u8],
+    body: Bytes,
 ) -> Result<StatusCode, Rejection> {
     let Query(pairs) =
         query.map_err(|e| Rejection::bad(format!("the query string does not parse: {e}")))?;
@@ -248,7 +248,7 @@ async fn ingest_inner(
         status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
         message: message.to_owned(),
     })?;
-    let raw = decode(headers, body, &app.config.limits)?;
+    let raw = decode(headers, &body, &app.config.limits)?;
     let series = match form {
         BodyForm::Text(format) => {
             match text_series(&raw, format, &params, &app.config.limits.profile)? {
@@ -285,6 +285,9 @@ async fn ingest_inner(
             }
         }
     };
+    // Let go of the body (and its decompressed copy) before waiting for the store.
+    drop(raw);
+    drop(body);
     submit(app, incoming, vec![series], "pyroscope_ingest").await?;
     Ok(StatusCode::OK)
 }

@@ -351,6 +351,10 @@ async fn push_inner(
             profiles.push((profile, series.clone()));
         }
     }
+    // Let go of the request before waiting for the store.
+    drop(request);
+    drop(raw);
+    drop(body);
     if !profiles.is_empty() {
         submit(app, incoming, profiles, "pyroscope_push")
             .await
