@@ -141,6 +141,10 @@ pub struct Limits {
 pub struct QueueConfig {
     /// Items waiting at most; beyond, receivers answer 429 / RESOURCE_EXHAUSTED.
     pub capacity: usize,
+    /// About the memory that decoded requests waiting in the queue or being written may take,
+    /// in bytes (0 = no limit); beyond, receivers answer 429 / RESOURCE_EXHAUSTED too. One
+    /// request is always taken when none is waiting, whatever its size.
+    pub max_bytes: usize,
     /// Items written to the store in one durable write at most.
     pub batch_max: usize,
     /// How long a batch may wait for requests that receivers are still decoding. A batch
@@ -181,6 +185,7 @@ impl Default for ServerConfig {
             },
             queue: QueueConfig {
                 capacity: 1024,
+                max_bytes: 512 << 20,
                 batch_max: 256,
                 batch_age: Duration::from_millis(20),
             },

@@ -55,6 +55,8 @@
 //!     keep_link_attributes: false
 //!   batch:
 //!     queue_capacity: 1024
+//!     queue_size: 512MiB              # decoded requests waiting or being written, about; past
+//!                                     # it (or the capacity) receivers answer 429
 //!     max_items: 256
 //!     max_age: 20ms                   # longest wait for requests still being decoded
 //! exporters:
@@ -196,6 +198,8 @@ struct Link {
 #[serde(deny_unknown_fields)]
 struct Batch {
     queue_capacity: Option<usize>,
+    #[serde(default, deserialize_with = "size")]
+    queue_size: Option<u64>,
     max_items: Option<usize>,
     #[serde(default, deserialize_with = "duration")]
     max_age: Option<Duration>,
@@ -367,6 +371,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     let b = file.processors.batch;
     if let Some(n) = b.queue_capacity {
         base.queue.capacity = n;
+    }
+    if let Some(n) = b.queue_size {
+        base.queue.max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     if let Some(n) = b.max_items {
         base.queue.batch_max = n;

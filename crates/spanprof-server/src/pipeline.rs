@@ -37,6 +37,64 @@ pub enum Work {
     Spans(Vec<SpanRecord>),
 }
 
+impl Work {
+    /// About the bytes it takes in memory (its vectors and strings, not the allocator's
+    /// rounding): what [`QueueConfig::max_bytes`] counts.
+    pub fn approx_bytes(&self) -> usize {
+        use spanprof_format::otlp as o;
+        use std::mem::size_of;
+        match self {
+            Work::Profiles(data) => {
+                let d = data.dictionary.as_ref();
+                let dictionary = d.map_or(0, |d| {
+                    d.string_table.iter().map(|s| s.len() + 24).sum::<usize>()
+                        + d.mapping_table.len() * size_of::<o::Mapping>()
+                        + d.function_table.len() * size_of::<o::Function>()
+                        + d.link_table.len() * (size_of::<o::Link>() + 24)
+                        + d.attribute_table.len() * (size_of::<o::KeyValueAndUnit>() + 32)
+                        + d.location_table
+                            .iter()
+                            .map(|l| {
+                                size_of::<o::Location>() + l.lines.len() * size_of::<o::Line>()
+                            })
+                            .sum::<usize>()
+                        + d.stack_table
+                            .iter()
+                            .map(|st| size_of::<o::Stack>() + st.location_indices.len() * 4)
+                            .sum::<usize>()
+                });
+                let samples: usize = data
+                    .resource_profiles
+                    .iter()
+                    .flat_map(|r| &r.scope_profiles)
+                    .flat_map(|s| &s.profiles)
+                    .flat_map(|p| &p.samples)
+                    .map(|s| {
+                        size_of::<o::Sample>()
+                            + s.values.len() * 8
+                            + s.attribute_indices.len() * 4
+                            + s.timestamps_unix_nano.len() * 8
+                    })
+                    .sum();
+                dictionary + samples
+            }
+            Work::Spans(spans) => spans
+                .iter()
+                .map(|s| {
+                    size_of::<SpanRecord>()
+                        + s.name.len()
+                        + s.service.len()
+                        + s.status_message.len()
+                        + s.attributes
+                            .iter()
+                            .map(|(k, v)| 48 + k.len() + v.len())
+                            .sum::<usize>()
+                })
+                .sum(),
+        }
+    }
+}
+
 /// Why a submission was not stored.
 #[derive(Debug, thiserror::Error)]
 pub enum SubmitError {
@@ -68,13 +126,38 @@ type Written = Result<Vec<String>, String>;
 
 struct Item {
     work: Work,
+    /// [`Work::approx_bytes`], counted in [`Queued`] until the item is written.
+    bytes: usize,
     done: oneshot::Sender<Written>,
+}
+
+/// About the bytes of the items queued or being written, against [`QueueConfig::max_bytes`].
+struct Queued {
+    bytes: AtomicUsize,
+    max: usize,
+}
+
+impl Queued {
+    /// Counts `n` more bytes, unless that goes past the limit while other items are there.
+    fn take(&self, n: usize) -> bool {
+        let before = self.bytes.fetch_add(n, Ordering::AcqRel);
+        if self.max != 0 && before > 0 && before.saturating_add(n) > self.max {
+            self.bytes.fetch_sub(n, Ordering::AcqRel);
+            return false;
+        }
+        true
+    }
+
+    fn give_back(&self, n: usize) {
+        self.bytes.fetch_sub(n, Ordering::AcqRel);
+    }
 }
 
 /// A handle to submit work; cheap to clone.
 #[derive(Clone)]
 pub struct Pipeline {
     tx: mpsc::Sender<Item>,
+    queued: Arc<Queued>,
     metrics: Arc<Metrics>,
     /// Requests taken by receivers and not yet queued (or refused): work on its way.
     preparing: Arc<Preparing>,
@@ -109,12 +192,24 @@ impl Incoming {
     /// [`SubmitError::Full`] at once, so receivers can answer 429.
     pub async fn submit(mut self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
         let (done, wait) = oneshot::channel();
-        let sent = self.pipeline.tx.try_send(Item { work, done });
+        let bytes = work.approx_bytes();
+        let sent = if self.pipeline.queued.take(bytes) {
+            let sent = self.pipeline.tx.try_send(Item { work, bytes, done });
+            if sent.is_err() {
+                self.pipeline.queued.give_back(bytes);
+            }
+            sent.map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => SubmitError::Full,
+                mpsc::error::TrySendError::Closed(_) => SubmitError::Closed,
+            })
+        } else {
+            Err(SubmitError::Full)
+        };
         self.release();
         let pipeline = &self.pipeline;
         match sent {
             Ok(()) => {}
-            Err(mpsc::error::TrySendError::Full(_)) => {
+            Err(SubmitError::Full) => {
                 pipeline.metrics.add(
                     "spanprof_rejected_total",
                     &[("receiver", receiver), ("reason", "queue_full")],
@@ -122,12 +217,17 @@ impl Incoming {
                 );
                 return Err(SubmitError::Full);
             }
-            Err(mpsc::error::TrySendError::Closed(_)) => return Err(SubmitError::Closed),
+            Err(e) => return Err(e),
         }
         pipeline.metrics.set(
             "spanprof_queue_depth",
             &[],
             (pipeline.tx.max_capacity() - pipeline.tx.capacity()) as f64,
+        );
+        pipeline.metrics.set(
+            "spanprof_queue_bytes",
+            &[],
+            pipeline.queued.bytes.load(Ordering::Acquire) as f64,
         );
         match wait.await {
             Ok(Ok(refused)) if refused.is_empty() => Ok(()),
@@ -154,16 +254,22 @@ impl Pipeline {
     ) -> (Pipeline, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
         let preparing = Arc::new(Preparing::default());
+        let queued = Arc::new(Queued {
+            bytes: AtomicUsize::new(0),
+            max: cfg.max_bytes,
+        });
         let task = tokio::spawn(batcher(
             sinks,
             cfg,
             rx,
             Arc::clone(&metrics),
             Arc::clone(&preparing),
+            Arc::clone(&queued),
         ));
         (
             Pipeline {
                 tx,
+                queued,
                 metrics,
                 preparing,
             },
@@ -194,6 +300,7 @@ async fn batcher(
     mut rx: mpsc::Receiver<Item>,
     metrics: Arc<Metrics>,
     preparing: Arc<Preparing>,
+    queued: Arc<Queued>,
 ) {
     while let Some(first) = rx.recv().await {
         // Group commit: what queued up during the previous write goes into this batch, and
@@ -230,6 +337,7 @@ async fn batcher(
         let mut spans = Vec::new();
         // Each item's answer, and the index in `profiles` of its profiles (if it has some).
         let mut done = Vec::with_capacity(items.len());
+        let bytes: usize = items.iter().map(|i| i.bytes).sum();
         for item in items {
             let source = match item.work {
                 Work::Profiles(p) => {
@@ -276,7 +384,13 @@ async fn batcher(
         // thread's CPU was the allocator taking back thousands of blocks per profile that
         // other threads had freed).
         drop(profiles);
+        queued.give_back(bytes);
         metrics.set("spanprof_queue_depth", &[], rx.len() as f64);
+        metrics.set(
+            "spanprof_queue_bytes",
+            &[],
+            queued.bytes.load(Ordering::Acquire) as f64,
+        );
     }
 }
 
@@ -435,7 +549,7 @@ mod tests {
         dir: &std::path::Path,
         batch_age: Duration,
     ) -> (Pipeline, Arc<Metrics>) {
-        let (p, metrics, _task) = pipeline_with(store, &[], dir, batch_age);
+        let (p, metrics, _task) = pipeline_with(store, &[], dir, batch_age, 0);
         (p, metrics)
     }
 
@@ -446,6 +560,7 @@ mod tests {
         forward: &[ForwarderConfig],
         dir: &std::path::Path,
         batch_age: Duration,
+        max_bytes: usize,
     ) -> (Pipeline, Arc<Metrics>, tokio::task::JoinHandle<()>) {
         let metrics = Arc::new(Metrics::default());
         let (store, _) = Store::open(store).unwrap();
@@ -456,6 +571,7 @@ mod tests {
         };
         let cfg = QueueConfig {
             capacity: 16,
+            max_bytes,
             batch_max: 256,
             batch_age,
         };
@@ -543,6 +659,55 @@ mod tests {
         );
     }
 
+    /// Past `max_bytes` of queued work, a submission is refused as a full queue (429) while
+    /// others wait, and taken again once they are written; one item alone is always taken.
+    #[tokio::test]
+    async fn a_queue_full_of_bytes_refuses_more_until_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let spans = |n: u8| Work::Spans((0..50).map(|i| span(n.wrapping_add(i))).collect());
+        let each = spans(1).approx_bytes();
+        assert!(each > 50 * std::mem::size_of::<SpanRecord>(), "{each}");
+        let (p, metrics, _task) = pipeline_with(
+            StoreConfig::new(dir.path().join("store")),
+            &[],
+            dir.path(),
+            Duration::from_secs(30),
+            each + each / 2,
+        );
+        // Alone, even past the limit: taken.
+        let (big, _, _) = pipeline_with(
+            StoreConfig::new(dir.path().join("store2")),
+            &[],
+            &dir.path().join("d2"),
+            Duration::from_secs(30),
+            1,
+        );
+        big.submit(spans(1), "test").await.unwrap();
+        // One item held in a batch (a request announced): a second does not fit beside it.
+        let announced = p.incoming();
+        let first = tokio::spawn({
+            let p = p.clone();
+            async move { p.submit(spans(1), "test").await }
+        });
+        until_the_batcher_holds_it(&p, &metrics).await;
+        assert_eq!(metrics.get("spanprof_queue_bytes", &[]), each as f64);
+        match p.submit(spans(100), "test").await {
+            Err(SubmitError::Full) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            metrics.get(
+                "spanprof_rejected_total",
+                &[("receiver", "test"), ("reason", "queue_full")]
+            ),
+            1.0
+        );
+        drop(announced);
+        first.await.unwrap().unwrap();
+        assert_eq!(metrics.get("spanprof_queue_bytes", &[]), 0.0);
+        p.submit(spans(100), "test").await.unwrap();
+    }
+
     /// In one batch, the profiles the store refuses are answered to the item they came in,
     /// and only to it.
     #[tokio::test]
@@ -611,6 +776,7 @@ mod tests {
             &[down],
             dir.path(),
             Duration::from_secs(1),
+            0,
         );
         let sent = request();
         match p.submit(Work::Profiles(sent.clone()), "test").await {
