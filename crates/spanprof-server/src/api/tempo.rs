@@ -577,29 +577,6 @@ struct Found {
     matched: Vec<SpanRecord>,
 }
 
-/// A trace as its spans seen so far make it.
-#[derive(Clone)]
-struct Seen {
-    start_ns: u64,
-    end_ns: u64,
-    /// Like Tempo, the root is the span without a parent: the first to start if several have
-    /// none. (start, span id).
-    root: Option<(u64, [u8; 8])>,
-    /// The start of its first span that matches the search, if one does.
-    first_match: Option<u64>,
-}
-
-impl Seen {
-    fn add(&mut self, s: &SpanRecord) {
-        self.start_ns = self.start_ns.min(s.start_ns);
-        self.end_ns = self.end_ns.max(s.end_ns);
-        let key = (s.start_ns, s.span_id);
-        if s.parent_span_id.is_none() && self.root.is_none_or(|r| key < r) {
-            self.root = Some(key);
-        }
-    }
-}
-
 async fn search(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
     let req = parse_search(&params)?;
     let r = req.clone();
@@ -627,30 +604,38 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
     };
     let wanted =
         |s: &SpanRecord| query.matches(s) && req.filter.status.is_none_or(|c| c == s.status_code);
-    // One pass over the spans of the segments in the time range: each trace's extent and root
-    // as those segments hold it, and the start of its first matching span. Only the traces
-    // shown are read again. Keeping every matching span took 1.35 GB for 800,000 traces, and
-    // reading each candidate trace to check a duration bound 4.9 s.
-    let mut traces: HashMap<[u8; 16], Seen> = HashMap::new();
+    // Per trace, the start of its first matching span; the spans themselves are read again
+    // from the traces shown (keeping every matching span took 1.35 GB for 800,000 traces).
+    let mut first_match: HashMap<[u8; 16], u64> = HashMap::new();
+    // Every span of the range's segments (a span sent twice counts once all the same).
     store.for_each_segment_span(&query, |s| {
-        let t = traces.entry(s.trace_id).or_insert(Seen {
-            start_ns: s.start_ns,
-            end_ns: s.end_ns,
-            root: None,
-            first_match: None,
-        });
-        t.add(s);
         if wanted(s) {
-            t.first_match = Some(t.first_match.map_or(s.start_ns, |m| m.min(s.start_ns)));
+            let start = first_match.entry(s.trace_id).or_insert(s.start_ns);
+            *start = (*start).min(s.start_ns);
         }
         ControlFlow::Continue(())
     })?;
+    // With a duration bound, each matching trace's extent from one more pass over the spans
+    // of the time range's segments: reading every candidate trace whole to check it took
+    // seconds (800,000 traces none of which passed: 4.9 s).
+    let bounded = req.min_ns.is_some() || req.max_ns.is_some();
+    let mut extents: HashMap<[u8; 16], (u64, u64)> = HashMap::new();
+    if bounded {
+        store.for_each_segment_span(&query, |s| {
+            if first_match.contains_key(&s.trace_id) {
+                let e = extents.entry(s.trace_id).or_insert((s.start_ns, s.end_ns));
+                *e = (e.0.min(s.start_ns), e.1.max(s.end_ns));
+            }
+            ControlFlow::Continue(())
+        })?;
+    }
+    let outside_bounds = |(start, end): (u64, u64)| {
+        let duration = end.saturating_sub(start);
+        req.min_ns.is_some_and(|min| duration < min) || req.max_ns.is_some_and(|max| duration > max)
+    };
     // Newest first by their first matching span (a trace's start when its root matches; a
     // trace never starts after its spans), and only until `limit` pass.
-    let mut candidates: Vec<([u8; 16], u64)> = traces
-        .iter()
-        .filter_map(|(t, seen)| seen.first_match.map(|m| (*t, m)))
-        .collect();
+    let mut candidates: Vec<([u8; 16], u64)> = first_match.into_iter().collect();
     candidates.sort_unstable_by(|(ta, a), (tb, b)| b.cmp(a).then(ta.cmp(tb)));
     let mut found = Vec::new();
     let mut inspected = 0;
@@ -659,29 +644,29 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
             break;
         }
         inspected += 1;
-        let mut seen = traces[&trace_id].clone();
-        // Spans in segments outside the time range: the whole trace decides.
-        if store.trace_may_be_outside(&trace_id, &query) {
-            store.for_each_trace_span(&trace_id, |s| seen.add(s))?;
-        }
-        let duration_ns = seen.end_ns.saturating_sub(seen.start_ns);
-        if req.min_ns.is_some_and(|min| duration_ns < min)
-            || req.max_ns.is_some_and(|max| duration_ns > max)
-        {
-            continue;
+        // The extent as the time range's segments have it is the trace's unless a segment
+        // outside the range may hold more of it: then the whole trace decides, below.
+        if let Some(&extent) = extents.get(&trace_id) {
+            if outside_bounds(extent) && !store.trace_may_be_outside(&trace_id, &query) {
+                continue;
+            }
         }
         let whole = store.trace(&trace_id)?;
-        let root = seen
-            .root
-            .and_then(|(_, id)| whole.iter().find(|s| s.span_id == id));
+        let start_ns = whole.iter().map(|s| s.start_ns).min().unwrap_or(0);
+        let end_ns = whole.iter().map(|s| s.end_ns).max().unwrap_or(0);
+        if outside_bounds((start_ns, end_ns)) {
+            continue;
+        }
+        // Like Tempo: the root is the span without a parent.
+        let root = whole.iter().find(|s| s.parent_span_id.is_none());
         let mut matched: Vec<SpanRecord> = whole.iter().filter(|s| wanted(s)).cloned().collect();
         matched.sort_by_key(|s| (s.start_ns, s.span_id));
         found.push(Found {
             trace_id,
             root_service: root.map_or(NO_ROOT.to_owned(), |r| r.service.clone()),
             root_name: root.map_or(String::new(), |r| r.name.clone()),
-            start_ns: seen.start_ns,
-            duration_ns,
+            start_ns,
+            duration_ns: end_ns.saturating_sub(start_ns),
             matched,
         });
     }

@@ -59,21 +59,15 @@ impl SpanIndex {
 
     /// The spans of trace `trace_id`, by start time (ns), then span id.
     pub fn trace(&self, trace_id: &[u8; 16]) -> Vec<&SpanRecord> {
-        let mut spans: Vec<&SpanRecord> = self.trace_unordered(trace_id).collect();
-        spans.sort_by_key(|s| (s.start_ns, s.span_id));
-        spans
-    }
-
-    /// The spans of trace `trace_id`, in no particular order.
-    pub fn trace_unordered<'a>(
-        &'a self,
-        trace_id: &[u8; 16],
-    ) -> impl Iterator<Item = &'a SpanRecord> + 'a {
-        self.by_trace
+        let mut spans: Vec<&SpanRecord> = self
+            .by_trace
             .get(trace_id)
             .into_iter()
             .flatten()
             .filter_map(|id| self.get(id))
+            .collect();
+        spans.sort_by_key(|s| (s.start_ns, s.span_id));
+        spans
     }
 
     /// The ids of every span below `id` (children, their children, …), not `id` itself,

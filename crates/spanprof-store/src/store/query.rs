@@ -844,26 +844,6 @@ impl Store {
             .trace_records(trace_id)
     }
 
-    /// Calls `f` with every stored span of trace `trace_id`, in no particular order, without
-    /// copying them; a span sent twice (into two segments) is visited twice. For answers that
-    /// need little of each span (a trace's extent and root): copying every span of every
-    /// candidate trace was most of a Tempo search's time. `f` runs with the store's state
-    /// read-locked.
-    pub fn for_each_trace_span(
-        &self,
-        trace_id: &[u8; 16],
-        mut f: impl FnMut(&SpanRecord),
-    ) -> Result<(), StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let indexes = st
-            .indexes(0, 0, |summary| summary.trace_bloom.may_contain(trace_id))
-            .map_err(StoreError::Invalid)?;
-        for i in &indexes {
-            i.spans().trace_unordered(trace_id).for_each(&mut f);
-        }
-        Ok(())
-    }
-
     /// Spans matching `q` over the segments that overlap its time range, longest first.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
