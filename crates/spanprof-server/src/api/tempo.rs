@@ -746,7 +746,10 @@ async fn span_tag_names(
     let query = range_query(params)?;
     blocking(app, move |store| {
         let mut names: BTreeSet<String> = BTreeSet::new();
-        store.for_each_span(&query, |s| {
+        store.for_each_segment_span(&query, |s| {
+            if !query.matches(s) {
+                return ControlFlow::Continue(());
+            }
             for (k, _) in &s.attributes {
                 if k != PROFILE_ID_ATTRIBUTE && !names.contains(k) {
                     names.insert(k.clone());
@@ -861,7 +864,10 @@ async fn tag_values(
     blocking(app, move |store| {
         let mut values: BTreeSet<String> = BTreeSet::new();
         let (mut bytes, mut cut) = (0, false);
-        store.for_each_span(&query, |s| {
+        store.for_each_segment_span(&query, |s| {
+            if !query.matches(s) {
+                return ControlFlow::Continue(());
+            }
             let value = match &tag {
                 Tag::Service => Some(s.service.as_str()),
                 Tag::Name => Some(s.name.as_str()),

@@ -858,32 +858,12 @@ impl Store {
         Ok(found)
     }
 
-    /// Calls `f` with each distinct span matching `q`'s filters (its `limit` is ignored), in
-    /// no particular order, without copying them, until `f` breaks: for answers that keep a
-    /// little of each span (tag names, traces found), where collecting every matching span of
-    /// a large store first took gigabytes. `f` runs with the store's state read-locked: keep
-    /// it short.
-    pub fn for_each_span(
-        &self,
-        q: &SpanQuery,
-        mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
-    ) -> Result<(), StoreError> {
-        // The same span in two segments (sent twice) is one span.
-        let mut seen = HashSet::new();
-        self.for_each_segment_span(q, |span| {
-            if q.matches(span) && seen.insert(span.span_id) {
-                f(span)
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
-    }
-
     /// Calls `f` with every span of the segments whose time range overlaps `q`'s, whatever
-    /// its filters (and its own times), until `f` breaks; a span sent twice (into two
-    /// segments) is visited twice. Every span of a trace is there unless
-    /// [`Store::trace_may_be_outside`] says otherwise. `f` runs with the store's state
-    /// read-locked.
+    /// its filters (and its own times: `q.matches` tells), until `f` breaks; a span sent
+    /// twice (into two segments) is visited twice. Every span of a trace is there unless
+    /// [`Store::trace_may_be_outside`] says otherwise. Nothing is copied: for answers that
+    /// keep a little of each span (tag names, traces found), where collecting every matching
+    /// span of a large store took gigabytes. `f` runs with the store's state read-locked.
     pub fn for_each_segment_span(
         &self,
         q: &SpanQuery,

@@ -181,8 +181,9 @@ fn metadata_spans_and_traces_meet_their_samples() {
     assert!(found
         .windows(2)
         .all(|w| w[0].duration_ns() >= w[1].duration_ns()));
-    // The same spans visited in place, each once although the spans are sent again (the
-    // second copy in the live segment), and no further once the visitor stops.
+    // The same spans visited in place, twice once sent again into another segment, and no
+    // further once the visitor stops.
+    store.rotate().unwrap();
     store
         .ingest(&[], c.spans.clone())
         .expect("spans sent again");
@@ -192,18 +193,20 @@ fn metadata_spans_and_traces_meet_their_samples() {
     };
     let mut visited = Vec::new();
     store
-        .for_each_span(&query, |s| {
-            visited.push(s.span_id);
+        .for_each_segment_span(&query, |s| {
+            if query.matches(s) {
+                visited.push(s.span_id);
+            }
             std::ops::ControlFlow::Continue(())
         })
         .expect("visit spans");
     visited.sort_unstable();
-    let mut expected: Vec<_> = found.iter().map(|s| s.span_id).collect();
+    let mut expected: Vec<_> = found.iter().flat_map(|s| [s.span_id, s.span_id]).collect();
     expected.sort_unstable();
     assert_eq!(visited, expected);
     let mut seen = 0;
     store
-        .for_each_span(&query, |_| {
+        .for_each_segment_span(&query, |_| {
             seen += 1;
             std::ops::ControlFlow::Break(())
         })
