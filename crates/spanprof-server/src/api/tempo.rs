@@ -902,26 +902,26 @@ async fn tag_values_v1(
     Path(name): Path<String>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
-    let values = tag_values(&app, &params, &name).await?;
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Answer {
-        tag_values: Vec<String>,
-        metrics: Metrics,
-    }
-    tag_values_json(&Answer {
-        tag_values: values,
-        metrics: Metrics {},
-    })
+    tag_values_json(&tag_values(&app, &params, &name).await?)
 }
 
-#[derive(serde::Serialize)]
-struct Metrics {}
-
-/// A tag values answer as JSON, written straight from `answer`: a [`Value`] per value took
-/// hundreds of bytes each (5 MB of values are a quarter million).
-fn tag_values_json(answer: &impl serde::Serialize) -> Result<Response, ApiError> {
-    let body = serde_json::to_string(answer).map_err(|e| ApiError::internal(e.to_string()))?;
+/// A tag values answer, `{"tagValues": [...], "metrics": {}}`, written straight from the
+/// values: a [`Value`] per value took hundreds of bytes each (5 MB of values are a quarter
+/// million).
+fn tag_values_json<T: serde::Serialize>(values: &[T]) -> Result<Response, ApiError> {
+    #[derive(serde::Serialize)]
+    struct Empty {}
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Answer<'a, T> {
+        tag_values: &'a [T],
+        metrics: Empty,
+    }
+    let answer = Answer {
+        tag_values: values,
+        metrics: Empty {},
+    };
+    let body = serde_json::to_string(&answer).map_err(|e| ApiError::internal(e.to_string()))?;
     Ok(json_text(body))
 }
 
@@ -941,19 +941,11 @@ async fn tag_values_v2(
         kind: &'a str,
         value: &'a str,
     }
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct Answer<'a> {
-        tag_values: Vec<TagValue<'a>>,
-        metrics: Metrics,
-    }
-    tag_values_json(&Answer {
-        tag_values: values
-            .iter()
-            .map(|value| TagValue { kind, value })
-            .collect(),
-        metrics: Metrics {},
-    })
+    let typed: Vec<TagValue> = values
+        .iter()
+        .map(|value| TagValue { kind, value })
+        .collect();
+    tag_values_json(&typed)
 }
 
 #[cfg(test)]

@@ -870,10 +870,7 @@ impl Store {
         mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
-        let (from, to) = span_range(q);
-        let indexes = st
-            .indexes(from, to, |_| true)
-            .map_err(StoreError::Invalid)?;
+        let indexes = span_indexes(&st, q)?;
         for span in indexes.iter().flat_map(|i| i.spans().iter()) {
             if f(span).is_break() {
                 break;
