@@ -128,6 +128,11 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest request body after decompression (OTLP recommends 64 MiB).
     pub max_decompressed_bytes: usize,
+    /// Request bodies, and their decompressed copies, that receivers may hold at once while
+    /// they read and decode them (0 = no limit); past it, they answer 429 /
+    /// RESOURCE_EXHAUSTED. At least `max_body_bytes + max_decompressed_bytes`, so that one
+    /// request of any allowed size can be taken.
+    pub max_inflight_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
     pub profile: ProfileLimits,
     /// Series in the store, and labels of one series (see [`SeriesLimits`]).
@@ -179,6 +184,7 @@ impl Default for ServerConfig {
             limits: Limits {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
+                max_inflight_bytes: 512 << 20,
                 profile: ProfileLimits::default(),
                 series: SeriesLimits::default(),
                 max_symbol_bytes: 128 << 20,

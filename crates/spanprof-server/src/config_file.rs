@@ -10,6 +10,10 @@
 //!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
 //!   max_body_size: 32MiB
 //!   max_decompressed_size: 64MiB
+//!   # Request bodies and their decompressed copies held at once by every receiver while they
+//!   # read and decode them (0 = no limit; at least max_body_size + max_decompressed_size);
+//!   # past it receivers answer 429 / RESOURCE_EXHAUSTED with a retry hint.
+//!   max_inflight_size: 512MiB
 //!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
 //!   # naming it. Its symbols and stacks are kept for good, so these bound what one request
 //!   # can add to the server's memory.
@@ -130,6 +134,8 @@ struct Server {
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     max_decompressed_size: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    max_inflight_size: Option<u64>,
     max_profile_samples: Option<usize>,
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
@@ -304,6 +310,21 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(n) = s.max_decompressed_size {
         base.limits.max_decompressed_bytes = n as usize;
+    }
+    if let Some(n) = s.max_inflight_size {
+        base.limits.max_inflight_bytes = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    let one_request = base
+        .limits
+        .max_body_bytes
+        .saturating_add(base.limits.max_decompressed_bytes);
+    if base.limits.max_inflight_bytes != 0 && base.limits.max_inflight_bytes < one_request {
+        return Err(invalid(format!(
+            "server.max_inflight_size ({} bytes) must hold one request of the largest size \
+             allowed: max_body_size + max_decompressed_size = {one_request} bytes (or be 0 for \
+             no limit)",
+            base.limits.max_inflight_bytes
+        )));
     }
     let profile = &mut base.limits.profile;
     profile.max_samples = s.max_profile_samples.unwrap_or(profile.max_samples);
@@ -525,6 +546,32 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2"), "{e}");
+    }
+
+    #[test]
+    fn the_inflight_budget_holds_one_request_of_the_largest_size() {
+        assert_eq!(load_str("").unwrap().limits.max_inflight_bytes, 512 << 20);
+        let c = load_str("server:\n  max_inflight_size: 96MiB\n").unwrap();
+        assert_eq!(c.limits.max_inflight_bytes, 96 << 20);
+        assert_eq!(
+            load_str("server:\n  max_inflight_size: 0\n")
+                .unwrap()
+                .limits
+                .max_inflight_bytes,
+            0
+        );
+        let e = load_str("server:\n  max_inflight_size: 64MiB\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("server.max_inflight_size") && e.contains("100663296 bytes"),
+            "{e}"
+        );
+        let c = load_str(
+            "server:\n  max_body_size: 1MiB\n  max_decompressed_size: 2MiB\n  max_inflight_size: 3MiB\n",
+        )
+        .unwrap();
+        assert_eq!(c.limits.max_inflight_bytes, 3 << 20);
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// The configuration the server runs with.
     pub config: Arc<ServerConfig>,
+    /// Bytes of request bodies being received and decoded, across every receiver.
+    pub inflight: Arc<receivers::inflight::Inflight>,
 }
 
 /// Why the server could not start or stopped.
@@ -186,6 +188,7 @@ pub async fn serve(
         store,
         pipeline,
         metrics,
+        inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
         config: Arc::clone(&config),
     };
 

@@ -6,6 +6,9 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
 use prost::Message;
+
+mod common;
+use common::server::wait_for;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
@@ -835,4 +838,102 @@ fn a_push_decompresses_at_most_the_limit_in_all() {
     assert!(text.contains("gzip inside gzip"), "{text}");
     server.stores_a_real_profile();
     server.stop();
+}
+
+/// `/metrics`' value of an unlabelled metric.
+fn metric(server: &Server, name: &str) -> f64 {
+    let (_, text) = server.get("/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("/metrics has no {name}:\n{text}"))
+}
+
+/// Request bodies held at once are bounded across receivers (`server.max_inflight_size`): past
+/// it a request is a 429 with `Retry-After` in each receiver's protocol, counted in `/metrics`,
+/// whether its body as sent or its decompressed copy would not fit; the bytes come back as
+/// requests end, and the server takes requests again.
+#[test]
+fn request_bodies_held_at_once_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| {
+        c.limits.max_body_bytes = 1 << 20;
+        c.limits.max_decompressed_bytes = 2 << 20;
+        c.limits.max_inflight_bytes = 3 << 20;
+    });
+    // Three uploads that announce 1 MiB each and send 10 bytes: they hold the whole budget.
+    let mut held: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = TcpStream::connect(server.addr).unwrap();
+            let head = format!(
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n0123456789",
+                1 << 20
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    wait_for("three held uploads to be charged", || {
+        metric(&server, "spanprof_inflight_bytes") == (3 << 20) as f64
+    });
+    assert_eq!(
+        metric(&server, "spanprof_max_inflight_bytes"),
+        (3 << 20) as f64
+    );
+
+    let proto = [("content-type", "application/x-protobuf")];
+    let good = otlp_request();
+    let (status, head, body) = server.post_raw("/v1development/profiles", &proto, &good);
+    assert_eq!(status, 429, "{head}");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 1"),
+        "{head}"
+    );
+    let rpc = RpcStatus::decode(&body[..]).unwrap();
+    assert_eq!(rpc.code, 8, "RESOURCE_EXHAUSTED");
+    assert!(
+        rpc.message.contains("server is busy") && rpc.message.contains("server.max_inflight_size"),
+        "{}",
+        rpc.message
+    );
+    let (status, text) = server.post("/ingest?name=app", &[], b"main;work 1\n");
+    assert_eq!(status, 429, "{text}");
+    let (status, text) = server.post(
+        "/push.v1.PusherService/Push",
+        &[("content-type", "application/json")],
+        b"{\"series\": []}",
+    );
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("resource_exhausted"), "{text}");
+    assert_eq!(metric(&server, "spanprof_inflight_rejected_total"), 3.0);
+
+    // An upload that ends (here: its client goes away) gives its bytes back.
+    drop(held.remove(0));
+    wait_for("the dropped upload's bytes to come back", || {
+        metric(&server, "spanprof_inflight_bytes") == (2 << 20) as f64
+    });
+    // 1 MiB left: a small gzip body fits, but not once it is decompressed to 1.5 MiB.
+    let bomb = gzip::gzip(&vec![0u8; 3 << 19]);
+    let (status, _, body) = server.post_raw(
+        "/v1development/profiles",
+        &[
+            ("content-type", "application/x-protobuf"),
+            ("content-encoding", "gzip"),
+        ],
+        &bomb,
+    );
+    assert_eq!(status, 429);
+    let rpc = RpcStatus::decode(&body[..]).unwrap();
+    assert!(
+        rpc.message.contains("larger, decompressed"),
+        "{}",
+        rpc.message
+    );
+    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 << 20) as f64);
+    let (status, text) = server.post("/v1development/profiles", &proto, &good);
+    assert_eq!(status, 200, "{text}");
+    assert_eq!(metric(&server, "spanprof_inflight_rejected_total"), 4.0);
+    drop(held);
+    wait_for("every held upload's bytes to come back", || {
+        metric(&server, "spanprof_inflight_bytes") == 0.0
+    });
 }

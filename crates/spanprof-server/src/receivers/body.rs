@@ -7,6 +7,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use spanprof_format::FormatError;
 
+use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
 use crate::pipeline::SubmitError;
 
@@ -126,21 +127,6 @@ impl IntoResponse for Rejection {
     }
 }
 
-impl From<axum::extract::rejection::BytesRejection> for Rejection {
-    /// A body that could not be read: over the size limit (413), or cut short.
-    fn from(e: axum::extract::rejection::BytesRejection) -> Self {
-        let status = e.status();
-        Rejection {
-            status,
-            message: if status == StatusCode::PAYLOAD_TOO_LARGE {
-                "the request body is larger than the server's limit (server.max_body_size)".into()
-            } else {
-                format!("the request body could not be read: {}", e.body_text())
-            },
-        }
-    }
-}
-
 impl From<SubmitError> for Rejection {
     fn from(e: SubmitError) -> Self {
         let status = match e {
@@ -157,48 +143,87 @@ impl From<SubmitError> for Rejection {
     }
 }
 
-/// The body, decompressed when it is gzip, within the limits.
-/// A request body as it is decoded: the body itself, or its decompressed bytes. Owned, so a
-/// receiver can let it go once the request is decoded, before waiting for the store: a waiting
-/// request otherwise held its body and its decompressed copy (100 concurrent uploads of 7 MB:
-/// gigabytes).
-pub enum Payload {
-    /// The body was not compressed.
-    Body(axum::body::Bytes),
-    /// The body, decompressed.
+/// A request body as it is decoded: the body itself (or the message in it), or its
+/// decompressed bytes, with its charge to the server's in-flight budget. Owned, so a receiver
+/// can let it go once the request is decoded, before waiting for the store: a waiting request
+/// otherwise held its body and its decompressed copy (100 concurrent uploads of 7 MB:
+/// gigabytes), and its charge kept other requests out.
+#[derive(Debug)]
+pub struct Payload {
+    data: Data,
+    charge: Charge,
+}
+
+#[derive(Debug)]
+enum Data {
+    /// As sent (or a part of what was sent).
+    Sent(axum::body::Bytes),
+    /// Decompressed.
     Decompressed(Vec<u8>),
 }
 
 impl AsRef<[u8]> for Payload {
     fn as_ref(&self) -> &[u8] {
-        match self {
-            Payload::Body(b) => b,
-            Payload::Decompressed(v) => v,
+        match &self.data {
+            Data::Sent(b) => b,
+            Data::Decompressed(v) => v,
         }
     }
 }
 
-/// [`decode`], keeping what it gives instead of the body when that is a decompressed copy.
-pub fn payload(
-    headers: &HeaderMap,
-    body: axum::body::Bytes,
-    limits: &Limits,
-) -> Result<Payload, Rejection> {
-    let decompressed = match decode(headers, &body, limits)? {
-        Cow::Owned(v) => Some(v),
-        Cow::Borrowed(_) => None,
-    };
-    Ok(match decompressed {
-        Some(v) => Payload::Decompressed(v),
-        None => Payload::Body(body),
-    })
+impl Payload {
+    /// `body` as it arrived.
+    pub fn sent(body: ChargedBody) -> Self {
+        Payload {
+            data: Data::Sent(body.bytes),
+            charge: body.charge,
+        }
+    }
+
+    /// The part `range` of a payload as sent (a gRPC message in its frame).
+    pub fn slice(self, range: std::ops::Range<usize>) -> Self {
+        let data = match self.data {
+            Data::Sent(b) => Data::Sent(b.slice(range)),
+            Data::Decompressed(v) => Data::Decompressed(v[range].to_vec()),
+        };
+        Payload {
+            data,
+            charge: self.charge,
+        }
+    }
+
+    /// This payload's gzip decompressed, at most `max` bytes, charged to the in-flight budget
+    /// (whatever it holds, the request may decompress no more than the budget has left: 429
+    /// past it). `what` names the payload in errors ("the request body").
+    pub fn gunzip(self, max: usize, what: &str) -> Result<Self, Rejection> {
+        let Payload { data, mut charge } = self;
+        let room = charge.inflight().available();
+        let sent = match &data {
+            Data::Sent(b) => &b[..],
+            Data::Decompressed(v) => &v[..],
+        };
+        let plain = spanprof_format::gzip::gunzip(sent, max.min(room)).map_err(|e| match e {
+            FormatError::TooLarge { .. } if room < max => charge.inflight().full(&format!(
+                "{what} is larger, decompressed, than the {room} bytes left for requests \
+                     being received and decoded"
+            )),
+            FormatError::TooLarge { limit } => decompressed_too_large(what, limit),
+            other => Rejection::bad(format!("{what} is not valid gzip: {other}")),
+        })?;
+        charge.grow(plain.len())?;
+        let before = sent.len();
+        drop(data);
+        charge.release(before);
+        Ok(Payload {
+            data: Data::Decompressed(plain),
+            charge,
+        })
+    }
 }
 
-pub fn decode<'a>(
-    headers: &HeaderMap,
-    body: &'a [u8],
-    limits: &Limits,
-) -> Result<Cow<'a, [u8]>, Rejection> {
+/// Whether `body` is gzip: by its magic bytes, checked against `Content-Encoding` (gzip or
+/// none; a body said to be gzip must be).
+fn is_gzip(headers: &HeaderMap, body: &[u8]) -> Result<bool, Rejection> {
     let encoding = headers
         .get("content-encoding")
         .and_then(|v| v.to_str().ok())
@@ -214,18 +239,68 @@ pub fn decode<'a>(
             })
         }
     }
-    if encoding.ends_with("gzip") && !spanprof_format::gzip::is_gzip(body) {
+    let gzip = spanprof_format::gzip::is_gzip(body);
+    if encoding.ends_with("gzip") && !gzip {
         return Err(Rejection::bad(
             "Content-Encoding says gzip but the body is not gzip",
         ));
     }
-    spanprof_format::gzip::maybe_gunzip(body, limits.max_decompressed_bytes).map_err(|e| match e {
-        FormatError::TooLarge { limit } => Rejection {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!("the request body is larger than {limit} bytes once decompressed"),
-        },
-        other => Rejection::bad(format!("the request body is not valid gzip: {other}")),
-    })
+    Ok(gzip)
+}
+
+/// The 413 of a body past `limit` bytes once decompressed.
+fn decompressed_too_large(what: &str, limit: usize) -> Rejection {
+    Rejection {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!(
+            "{what} is larger than {limit} bytes once decompressed (server.max_decompressed_size)"
+        ),
+    }
+}
+
+/// A receiver's request body, decompressed when it is gzip (by `Content-Encoding` or magic
+/// bytes), within the limits and the in-flight budget.
+pub fn payload(
+    headers: &HeaderMap,
+    body: ChargedBody,
+    limits: &Limits,
+) -> Result<Payload, Rejection> {
+    let gzip = is_gzip(headers, &body.bytes)?;
+    let body = Payload::sent(body);
+    if gzip {
+        return body.gunzip(limits.max_decompressed_bytes, "the request body");
+    }
+    if body.as_ref().len() > limits.max_decompressed_bytes {
+        return Err(decompressed_too_large(
+            "the request body",
+            limits.max_decompressed_bytes,
+        ));
+    }
+    Ok(body)
+}
+
+/// A small request body (a query's), decompressed when it is gzip, within the limits; not
+/// charged to the in-flight budget.
+pub fn decode<'a>(
+    headers: &HeaderMap,
+    body: &'a [u8],
+    limits: &Limits,
+) -> Result<Cow<'a, [u8]>, Rejection> {
+    if !is_gzip(headers, body)? {
+        if body.len() > limits.max_decompressed_bytes {
+            return Err(decompressed_too_large(
+                "the request body",
+                limits.max_decompressed_bytes,
+            ));
+        }
+        return Ok(Cow::Borrowed(body));
+    }
+    spanprof_format::gzip::gunzip(body, limits.max_decompressed_bytes)
+        .map(Cow::Owned)
+        .map_err(|e| match e {
+            FormatError::TooLarge { limit } => decompressed_too_large("the request body", limit),
+            other => Rejection::bad(format!("the request body is not valid gzip: {other}")),
+        })
 }
 
 /// Whether the request says its body is JSON.

@@ -10,8 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -19,7 +18,8 @@ use axum::Router;
 use hyper::body::Frame;
 use prost::Message;
 
-use super::body::Rejection;
+use super::body::{Payload, Rejection};
+use super::inflight::ChargedBody;
 use super::otlp::{ingest_profiles, ingest_traces};
 use crate::AppState;
 
@@ -31,19 +31,17 @@ pub const TRACES_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceSe
 
 /// The gRPC listener's routes.
 pub fn router(state: AppState) -> Router {
-    let limit = state.config.limits.max_body_bytes;
     Router::new()
         .route(PROFILES_EXPORT, post(profiles))
         .route(TRACES_EXPORT, post(traces))
         .fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export") })
-        .layer(DefaultBodyLimit::max(limit))
         .with_state(state)
 }
 
 async fn profiles(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
@@ -58,7 +56,7 @@ async fn profiles(
 async fn traces(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
@@ -75,33 +73,41 @@ async fn traces(
 fn message_of(
     app: &AppState,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Vec<u8>, Rejection> {
-    unframe(headers, &body?, app.config.limits.max_decompressed_bytes)
+    body: Result<ChargedBody, Rejection>,
+) -> Result<Payload, Rejection> {
+    unframe(headers, body?, app.config.limits.max_decompressed_bytes)
 }
 
 /// The one message of a unary request, decompressed per `grpc-encoding`.
-fn unframe(headers: &HeaderMap, body: &[u8], max: usize) -> Result<Vec<u8>, Rejection> {
-    if body.len() < 5 {
+fn unframe(headers: &HeaderMap, body: ChargedBody, max: usize) -> Result<Payload, Rejection> {
+    let frame = &body.bytes;
+    if frame.len() < 5 {
         return Err(Rejection::bad(
             "the gRPC body is shorter than its 5-byte message prefix",
         ));
     }
-    let compressed = body[0];
-    let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
-    let message = body.get(5..5 + len).ok_or_else(|| {
-        Rejection::bad(format!(
+    let compressed = frame[0];
+    let len = u32::from_be_bytes([frame[1], frame[2], frame[3], frame[4]]) as usize;
+    if frame.len() - 5 < len {
+        return Err(Rejection::bad(format!(
             "the gRPC message says {len} bytes but the body holds {}",
-            body.len() - 5
-        ))
-    })?;
-    if body.len() != 5 + len {
+            frame.len() - 5
+        )));
+    }
+    if frame.len() != 5 + len {
         return Err(Rejection::bad(
             "a unary gRPC request carries exactly one message",
         ));
     }
+    let message = Payload::sent(body).slice(5..5 + len);
     match compressed {
-        0 => Ok(message.to_vec()),
+        0 if len > max => Err(Rejection {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!(
+                "the gRPC message is larger than {max} bytes (server.max_decompressed_size)"
+            ),
+        }),
+        0 => Ok(message),
         1 => {
             let encoding = headers
                 .get("grpc-encoding")
@@ -115,13 +121,7 @@ fn unframe(headers: &HeaderMap, body: &[u8], max: usize) -> Result<Vec<u8>, Reje
                     ),
                 });
             }
-            spanprof_format::gzip::gunzip(message, max).map_err(|e| match e {
-                spanprof_format::FormatError::TooLarge { limit } => Rejection {
-                    status: StatusCode::PAYLOAD_TOO_LARGE,
-                    message: format!("the message is larger than {limit} bytes once decompressed"),
-                },
-                other => Rejection::bad(format!("the gRPC message is not valid gzip: {other}")),
-            })
+            message.gunzip(max, "the gRPC message")
         }
         f => Err(Rejection::bad(format!("unknown gRPC compression flag {f}"))),
     }
@@ -203,19 +203,34 @@ mod tests {
     #[test]
     fn frames_are_checked() {
         let h = HeaderMap::new();
+        let inflight = super::super::inflight::Inflight::new(1000);
+        let unframe = |frame: &'static [u8], max| {
+            let mut charge = super::super::inflight::Charge::new(&inflight);
+            charge.grow(frame.len()).unwrap();
+            let body = ChargedBody {
+                bytes: Bytes::from_static(frame),
+                charge,
+            };
+            unframe(&h, body, max)
+        };
         assert_eq!(
-            unframe(&h, &[0, 0, 0, 0, 2, 7, 8], 100).unwrap(),
-            vec![7, 8]
+            unframe(&[0, 0, 0, 0, 2, 7, 8], 100).unwrap().as_ref(),
+            [7, 8]
         );
-        assert!(unframe(&h, &[0, 0, 0, 0, 9, 7], 100)
+        assert!(unframe(&[0, 0, 0, 0, 9, 7], 100)
             .unwrap_err()
             .message
             .contains("says 9 bytes"));
-        assert!(unframe(&h, &[0, 0, 0], 100).is_err());
-        assert!(unframe(&h, &[1, 0, 0, 0, 1, 7], 100)
+        assert!(unframe(&[0, 0, 0], 100).is_err());
+        assert!(unframe(&[1, 0, 0, 0, 1, 7], 100)
             .unwrap_err()
             .message
             .contains("grpc-encoding"));
+        assert_eq!(
+            unframe(&[0, 0, 0, 0, 2, 7, 8], 1).unwrap_err().status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+        assert_eq!(inflight.bytes(), 0);
         assert_eq!(percent_encode("a%b\nc"), "a%25b%0Ac");
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod grpc;
+pub mod inflight;
 pub mod otlp;
 pub mod pyroscope;
 pub mod scrape;

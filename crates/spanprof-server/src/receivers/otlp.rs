@@ -2,9 +2,7 @@
 //! Answers in the request's content type: partial success as the spec says, and failures as a
 //! `google.rpc.Status` with the HTTP status ([`Rejection::into_otlp_response`]).
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -17,6 +15,7 @@ use spanprof_format::trace::{
 use spanprof_store::spans::spans_from_otlp;
 
 use super::body::{is_json, payload, Rejection};
+use super::inflight::ChargedBody;
 use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
 
@@ -29,10 +28,7 @@ pub fn routes() -> Router<AppState> {
 
 /// A router with only the OTLP routes (the `:4318` listener).
 pub fn router(state: AppState) -> Router {
-    let limit = state.config.limits.max_body_bytes;
-    routes()
-        .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+    routes().with_state(state)
 }
 
 fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
@@ -143,7 +139,7 @@ pub(crate) async fn ingest_traces(
 async fn profiles(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {
@@ -163,7 +159,7 @@ async fn profiles(
 async fn traces(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {

@@ -6,7 +6,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -18,7 +17,8 @@ use super::labels::{self, LabelSet, SERVICE_NAME};
 use super::multipart;
 use super::{count_rejection, decode_pprof, submit, Series};
 use crate::pipeline::Incoming;
-use crate::receivers::body::{decode, Rejection};
+use crate::receivers::body::{payload, Rejection};
+use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
 
 /// What pyroscope-go says when a server refuses its old cumulative uploads; kept word for
@@ -220,7 +220,7 @@ pub async fn ingest(
     State(app): State<AppState>,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<ChargedBody, Rejection>,
 ) -> Result<StatusCode, Rejection> {
     let incoming = app.pipeline.incoming();
     let answer = ingest_inner(&app, incoming, query, &headers, body).await;
@@ -235,7 +235,7 @@ async fn ingest_inner(
     incoming: Incoming,
     query: Result<Query<Vec<(String, String)>>, QueryRejection>,
     headers: &HeaderMap,
-    body: Bytes,
+    body: Result<ChargedBody, Rejection>,
 ) -> Result<StatusCode, Rejection> {
     let Query(pairs) =
         query.map_err(|e| Rejection::bad(format!("the query string does not parse: {e}")))?;
@@ -248,16 +248,17 @@ async fn ingest_inner(
         status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
         message: message.to_owned(),
     })?;
-    let raw = decode(headers, &body, &app.config.limits)?;
+    let body = payload(headers, body?, &app.config.limits)?;
+    let raw = body.as_ref();
     let series = match form {
         BodyForm::Text(format) => {
-            match text_series(&raw, format, &params, &app.config.limits.profile)? {
+            match text_series(raw, format, &params, &app.config.limits.profile)? {
                 Some(s) => s,
                 // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
                 None => return Ok(StatusCode::OK),
             }
         }
-        BodyForm::Pprof => match pprof_series(app, &raw, None, &params)? {
+        BodyForm::Pprof => match pprof_series(app, raw, None, &params)? {
             Some(s) => s,
             None => return Ok(StatusCode::OK),
         },
@@ -265,7 +266,7 @@ async fn ingest_inner(
             let boundary = multipart::boundary(content_type).ok_or_else(|| {
                 Rejection::bad("the multipart/form-data Content-Type has no boundary")
             })?;
-            let parts = multipart::parse(&raw, &boundary).map_err(Rejection::bad)?;
+            let parts = multipart::parse(raw, &boundary).map_err(Rejection::bad)?;
             let part = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.body);
             if part("prev_profile").is_some() {
                 return Err(Rejection::bad(PREV_PROFILE_MESSAGE));
@@ -286,7 +287,6 @@ async fn ingest_inner(
         }
     };
     // Let go of the body (and its decompressed copy) before waiting for the store.
-    drop(raw);
     drop(body);
     submit(app, incoming, vec![series], "pyroscope_ingest").await?;
     Ok(StatusCode::OK)

@@ -3,8 +3,6 @@
 //! `Connect-Content-Encoding`). Used by pyroscope-rs ≥ 1.0 (Python pyroscope-io 1.x, Ruby),
 //! Grafana Alloy and the Pyroscope docs' curl examples.
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +14,8 @@ use super::labels::{self, METRIC_NAME, SERVICE_NAME};
 use super::{count_rejection, decode_pprof, ingest::is_unset_time, submit, Series};
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
-use crate::receivers::body::{decode, is_json, Rejection};
+use crate::receivers::body::{is_json, payload, Rejection};
+use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
 
 /// `push.v1.PushRequest`.
@@ -213,7 +212,7 @@ fn content_type(headers: &HeaderMap) -> String {
 pub async fn push(
     State(app): State<AppState>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let incoming = app.pipeline.incoming();
     let answer = push_inner(&app, incoming, &headers, body).await;
@@ -231,7 +230,7 @@ async fn push_inner(
     app: &AppState,
     incoming: Incoming,
     headers: &HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: Result<ChargedBody, Rejection>,
 ) -> Result<bool, Response> {
     let json = is_json(headers);
     let ct = content_type(headers);
@@ -243,13 +242,12 @@ async fn push_inner(
         )
             .into_response());
     }
-    let body = body.map_err(|e| {
-        connect_error(
-            "resource_exhausted",
-            &format!("reading the request body: {e}"),
-        )
-    })?;
-    let mut raw = decode(headers, &body, &app.config.limits).map_err(connect_rejection)?;
+    let mut raw = payload(
+        headers,
+        body.map_err(connect_rejection)?,
+        &app.config.limits,
+    )
+    .map_err(connect_rejection)?;
     // Connect's streaming header; some clients set it on unary calls too.
     if let Some(enc) = headers
         .get("connect-content-encoding")
@@ -257,18 +255,10 @@ async fn push_inner(
     {
         match enc.trim().to_ascii_lowercase().as_str() {
             "gzip" => {
-                if spanprof_format::gzip::is_gzip(&raw) {
-                    let plain = spanprof_format::gzip::gunzip(
-                        &raw,
-                        app.config.limits.max_decompressed_bytes,
-                    )
-                    .map_err(|e| {
-                        connect_error(
-                            "invalid_argument",
-                            &format!("the body is not valid gzip: {e}"),
-                        )
-                    })?;
-                    raw = plain.into();
+                if spanprof_format::gzip::is_gzip(raw.as_ref()) {
+                    raw = raw
+                        .gunzip(app.config.limits.max_decompressed_bytes, "the body")
+                        .map_err(connect_rejection)?;
                 }
             }
             "" | "identity" => {}
@@ -282,16 +272,17 @@ async fn push_inner(
             }
         }
     }
+    let raw_bytes = raw.as_ref();
     if json {
-        check_json_values(&raw, JSON_VALUE_BYTES, "push.v1.PushRequest")
+        check_json_values(raw_bytes, JSON_VALUE_BYTES, "push.v1.PushRequest")
     } else {
-        check_decoded_size(&raw, &PUSH_REQUEST, "push.v1.PushRequest")
+        check_decoded_size(raw_bytes, &PUSH_REQUEST, "push.v1.PushRequest")
     }
     .map_err(|e| connect_rejection(Rejection::undecodable("not a push.v1.PushRequest", &e)))?;
     let request = if json {
-        decode_json(&raw)
+        decode_json(raw_bytes)
     } else {
-        PushRequest::decode(raw.as_ref()).map_err(|e| format!("invalid protobuf: {e}"))
+        PushRequest::decode(raw_bytes).map_err(|e| format!("invalid protobuf: {e}"))
     }
     .map_err(|e| {
         connect_error(
@@ -354,7 +345,6 @@ async fn push_inner(
     // Let go of the request before waiting for the store.
     drop(request);
     drop(raw);
-    drop(body);
     if !profiles.is_empty() {
         submit(app, incoming, profiles, "pyroscope_push")
             .await

@@ -1,0 +1,401 @@
+//! The memory that request bodies take while receivers read and decode them, bounded across
+//! every receiver and listener (`server.max_inflight_size`).
+//!
+//! Each request's body, and its decompressed copy, is charged against one budget as it
+//! arrives; the charge is given back when the receiver lets go of them (before it waits for the
+//! store). A request that would go past the budget is answered 429 / `RESOURCE_EXHAUSTED` with
+//! a retry hint, so many large uploads at once slow their senders down instead of taking the
+//! server's memory: without it, 100 concurrent 31 MB uploads held 2.2 GB, and enough of them
+//! would end the process. Once decoded, a request is bounded by the pipeline's queue
+//! (`processors.batch.queue_size`).
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::StatusCode;
+use http_body_util::BodyExt;
+
+use super::body::Rejection;
+use crate::AppState;
+
+/// How long a request body may stall between two pieces before the request is dropped with
+/// 408, so a client that stops sending cannot hold its share of the budget for good.
+pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Bytes of request bodies held now, against a limit.
+#[derive(Debug)]
+pub struct Inflight {
+    used: AtomicUsize,
+    max: usize,
+    refused: AtomicU64,
+}
+
+impl Inflight {
+    /// A budget of `max` bytes (0 = no limit).
+    pub fn new(max: usize) -> Arc<Self> {
+        Arc::new(Inflight {
+            used: AtomicUsize::new(0),
+            max,
+            refused: AtomicU64::new(0),
+        })
+    }
+
+    /// Bytes charged now.
+    pub fn bytes(&self) -> usize {
+        self.used.load(Ordering::Acquire)
+    }
+
+    /// Requests refused because they did not fit, since the start.
+    pub fn refused(&self) -> u64 {
+        self.refused.load(Ordering::Relaxed)
+    }
+
+    /// The limit (0 = none).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes that can still be charged (`usize::MAX` without a limit).
+    pub fn available(&self) -> usize {
+        if self.max == 0 {
+            return usize::MAX;
+        }
+        self.max.saturating_sub(self.bytes())
+    }
+
+    /// Charges `n` bytes if they fit.
+    fn take(&self, n: usize) -> bool {
+        if self.max == 0 {
+            self.used.fetch_add(n, Ordering::AcqRel);
+            return true;
+        }
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |used| {
+                used.checked_add(n).filter(|&total| total <= self.max)
+            })
+            .is_ok()
+    }
+
+    /// The 429 of a request that does not fit now, counted; `why` says what did not fit.
+    pub(crate) fn full(&self, why: &str) -> Rejection {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        Rejection {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: format!(
+                "the server is busy: {why} (server.max_inflight_size: {} bytes); retry later",
+                self.max
+            ),
+        }
+    }
+}
+
+/// Bytes charged to an [`Inflight`] budget for one request, given back when dropped.
+#[derive(Debug)]
+pub struct Charge {
+    inflight: Arc<Inflight>,
+    bytes: usize,
+}
+
+impl Charge {
+    /// Nothing charged yet.
+    pub fn new(inflight: &Arc<Inflight>) -> Self {
+        Charge {
+            inflight: Arc::clone(inflight),
+            bytes: 0,
+        }
+    }
+
+    /// Bytes charged.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The budget charged.
+    pub fn inflight(&self) -> &Inflight {
+        &self.inflight
+    }
+
+    /// Charges `n` more bytes, or a 429 when they do not fit.
+    pub fn grow(&mut self, n: usize) -> Result<(), Rejection> {
+        if !self.inflight.take(n) {
+            return Err(self.inflight.full(&format!(
+                "requests being received and decoded hold {} bytes, and {n} more would pass \
+                 the limit",
+                self.inflight.bytes()
+            )));
+        }
+        self.bytes += n;
+        Ok(())
+    }
+
+    /// Gives back `n` of the bytes charged (what the request no longer holds).
+    pub fn release(&mut self, n: usize) {
+        let n = n.min(self.bytes);
+        self.inflight.used.fetch_sub(n, Ordering::AcqRel);
+        self.bytes -= n;
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        self.release(self.bytes);
+    }
+}
+
+/// A receiver's request body, read whole within `server.max_body_size` and charged to the
+/// server's in-flight budget until dropped. As an extractor it answers 413 past the size
+/// limit, 429 past the budget, 408 when the body stalls and 400 when it cannot be read.
+#[derive(Debug)]
+pub struct ChargedBody {
+    /// The body as sent.
+    pub bytes: Bytes,
+    /// Its charge.
+    pub charge: Charge,
+}
+
+impl FromRequest<AppState> for ChargedBody {
+    type Rejection = Rejection;
+
+    async fn from_request(req: Request, app: &AppState) -> Result<Self, Rejection> {
+        read(
+            req,
+            app.config.limits.max_body_bytes,
+            BODY_IDLE_TIMEOUT,
+            &app.inflight,
+        )
+        .await
+    }
+}
+
+/// The 413 of a body past the size limit.
+fn too_large() -> Rejection {
+    Rejection {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: "the request body is larger than the server's limit (server.max_body_size)".into(),
+    }
+}
+
+/// Reads `req`'s body, at most `limit` bytes, charging it to `inflight` as it arrives (all of
+/// it at once when `Content-Length` says how much is coming, so a request that cannot fit is
+/// refused before it is read); 408 when nothing arrives for `idle`.
+pub async fn read(
+    req: Request,
+    limit: usize,
+    idle: Duration,
+    inflight: &Arc<Inflight>,
+) -> Result<ChargedBody, Rejection> {
+    let mut charge = Charge::new(inflight);
+    let announced = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    if let Some(n) = announced {
+        if n > limit {
+            return Err(too_large());
+        }
+        if let Err(busy) = charge.grow(n) {
+            return Err(refuse_read(busy, req.into_body(), limit, idle).await);
+        }
+    }
+    let mut body = req.into_body();
+    let mut buf = Vec::with_capacity(announced.unwrap_or(0));
+    loop {
+        let frame = match tokio::time::timeout(idle, body.frame()).await {
+            Err(_) => {
+                return Err(Rejection {
+                    status: StatusCode::REQUEST_TIMEOUT,
+                    message: format!(
+                        "the request body stalled: nothing arrived for {} s after {} bytes",
+                        idle.as_secs_f64(),
+                        buf.len()
+                    ),
+                })
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(Rejection::bad(format!(
+                    "the request body could not be read: {e}"
+                )))
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers
+        };
+        let total = buf.len() + data.len();
+        if total > limit {
+            return Err(too_large());
+        }
+        if total > charge.bytes() {
+            if let Err(busy) = charge.grow(total - charge.bytes()) {
+                drop((buf, charge));
+                return Err(refuse_read(busy, body, limit - total, idle).await);
+            }
+        }
+        buf.extend_from_slice(&data);
+    }
+    // A body shorter than announced gives back the rest.
+    let unused = charge.bytes() - buf.len();
+    charge.release(unused);
+    Ok(ChargedBody {
+        bytes: Bytes::from(buf),
+        charge,
+    })
+}
+
+/// `busy`, once the rest of `body` (at most `limit` more bytes) has been read and let go: a
+/// client still sending when the server answers and closes gets a reset instead of the answer,
+/// and would not know to retry later.
+async fn refuse_read(
+    busy: Rejection,
+    mut body: axum::body::Body,
+    mut limit: usize,
+    idle: Duration,
+) -> Rejection {
+    while let Ok(Some(Ok(frame))) = tokio::time::timeout(idle, body.frame()).await {
+        if let Ok(data) = frame.into_data() {
+            if data.len() > limit {
+                break;
+            }
+            limit -= data.len();
+        }
+    }
+    busy
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn charges_are_bounded_and_given_back() {
+        let inflight = Inflight::new(100);
+        let mut a = Charge::new(&inflight);
+        a.grow(60).unwrap();
+        let mut b = Charge::new(&inflight);
+        let refused = b.grow(41).unwrap_err();
+        assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(
+            refused.message.contains("hold 60 bytes")
+                && refused.message.contains("server.max_inflight_size"),
+            "{}",
+            refused.message
+        );
+        b.grow(40).unwrap();
+        assert_eq!(inflight.bytes(), 100);
+        assert_eq!(inflight.available(), 0);
+        b.release(15);
+        assert_eq!((b.bytes(), inflight.bytes()), (25, 85));
+        drop(a);
+        assert_eq!(inflight.bytes(), 25);
+        assert_eq!(inflight.refused(), 1);
+        drop(b);
+        assert_eq!(inflight.bytes(), 0);
+    }
+
+    #[test]
+    fn no_limit_still_counts() {
+        let inflight = Inflight::new(0);
+        let mut a = Charge::new(&inflight);
+        a.grow(usize::MAX / 2).unwrap();
+        assert_eq!(inflight.bytes(), usize::MAX / 2);
+        assert_eq!(inflight.available(), usize::MAX);
+        drop(a);
+        assert_eq!(inflight.bytes(), 0);
+    }
+
+    fn request(body: &'static [u8], content_length: Option<usize>) -> Request {
+        let mut b = axum::http::Request::builder().method("POST").uri("/ingest");
+        if let Some(n) = content_length {
+            b = b.header("content-length", n);
+        }
+        b.body(axum::body::Body::from(body)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_and_charged_until_dropped() {
+        let inflight = Inflight::new(1000);
+        for announced in [None, Some(11)] {
+            let body = read(request(b"hello world", announced), 100, IDLE, &inflight)
+                .await
+                .unwrap();
+            assert_eq!(&body.bytes[..], b"hello world");
+            assert_eq!(inflight.bytes(), 11);
+            drop(body);
+            assert_eq!(inflight.bytes(), 0);
+        }
+    }
+
+    #[tokio::test]
+    async fn too_large_and_too_many_are_refused_before_reading() {
+        let inflight = Inflight::new(20);
+        let e = read(request(b"hello world", Some(11)), 10, IDLE, &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        let e = read(request(b"hello world", None), 10, IDLE, &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        let held = read(request(b"hello world", None), 100, IDLE, &inflight)
+            .await
+            .unwrap();
+        let e = read(request(b"hello world", Some(11)), 100, IDLE, &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        let e = read(request(b"hello world", None), 100, IDLE, &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            inflight.bytes(),
+            11,
+            "a refused request gives its charge back"
+        );
+        drop(held);
+        assert_eq!(inflight.bytes(), 0);
+    }
+
+    /// One piece, then nothing, as from a client that stopped sending.
+    struct Stalls(Option<Bytes>);
+
+    impl hyper::body::Body for Stalls {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            match self.0.take() {
+                Some(b) => std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(b)))),
+                None => std::task::Poll::Pending,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stalled_body_is_dropped_with_408_and_its_charge() {
+        let inflight = Inflight::new(1000);
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/ingest")
+            .body(axum::body::Body::new(Stalls(Some(Bytes::from_static(
+                b"0123456789",
+            )))))
+            .unwrap();
+        let e = read(req, 100, Duration::from_millis(50), &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert!(e.message.contains("after 10 bytes"), "{}", e.message);
+        assert_eq!(inflight.bytes(), 0);
+    }
+}
