@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 /// A metric's name and label set.
 type Key = (&'static str, Vec<(&'static str, String)>);
@@ -13,7 +14,16 @@ type Key = (&'static str, Vec<(&'static str, String)>);
 pub struct Metrics {
     counters: Mutex<BTreeMap<Key, f64>>,
     histograms: Mutex<BTreeMap<&'static str, Histogram>>,
+    refusals_logged: Mutex<BTreeMap<(&'static str, &'static str), LastLogged>>,
 }
+
+/// Per receiver and reason: when a refused request was last logged, and how many have not
+/// been since.
+type LastLogged = (Instant, u64);
+
+/// A receiver's refused requests are logged at most once this often per reason (with how
+/// many more there were), so that a misbehaving client cannot flood the log.
+pub const REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Upper bounds, in seconds, of the buckets of duration histograms: from a write that only
 /// waits for `fdatasync` on a fast disk to one stalled behind a slow disk.
@@ -109,6 +119,73 @@ impl Metrics {
         );
     }
 
+    /// Counts a request `receiver` refused under `spanprof_rejected_total{receiver, reason}`
+    /// (a full queue is counted by the pipeline itself, as `queue_full`) and logs it, at most
+    /// once every [`REFUSAL_LOG_EVERY`] per receiver and reason: client errors (4xx) as
+    /// warnings, the server's own failures as errors.
+    pub fn record_refused(
+        &self,
+        receiver: &'static str,
+        reason: &'static str,
+        status: u16,
+        message: &str,
+    ) {
+        if reason != "queue_full" {
+            self.add(
+                "spanprof_rejected_total",
+                &[("receiver", receiver), ("reason", reason)],
+                1.0,
+            );
+        }
+        let Some(suppressed) = self.refusal_to_log(receiver, reason, Instant::now()) else {
+            return;
+        };
+        if status >= 500 {
+            tracing::error!(
+                target: "spanprof_server::receivers",
+                receiver,
+                reason,
+                status,
+                suppressed,
+                "request failed: {message}"
+            );
+        } else {
+            tracing::warn!(
+                target: "spanprof_server::receivers",
+                receiver,
+                reason,
+                status,
+                suppressed,
+                "request refused: {message}"
+            );
+        }
+    }
+
+    /// Whether a refusal by `receiver` for `reason` at `now` is logged: with how many were not
+    /// since the last line, or `None` within [`REFUSAL_LOG_EVERY`] of it.
+    fn refusal_to_log(
+        &self,
+        receiver: &'static str,
+        reason: &'static str,
+        now: Instant,
+    ) -> Option<u64> {
+        let mut logged = self.refusals_logged.lock().expect("metrics lock poisoned");
+        match logged.get_mut(&(receiver, reason)) {
+            Some((at, n)) if now.duration_since(*at) < REFUSAL_LOG_EVERY => {
+                *n += 1;
+                None
+            }
+            Some((at, n)) => {
+                *at = now;
+                Some(std::mem::take(n))
+            }
+            None => {
+                logged.insert((receiver, reason), (now, 0));
+                Some(0)
+            }
+        }
+    }
+
     /// Everything in Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -166,6 +243,44 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_are_all_counted_and_logged_once_per_period_and_reason() {
+        let m = Metrics::default();
+        let t0 = Instant::now();
+        let second = Duration::from_secs(1);
+        assert_eq!(m.refusal_to_log("otlp_grpc", "invalid", t0), Some(0));
+        assert_eq!(m.refusal_to_log("otlp_grpc", "invalid", t0 + second), None);
+        assert_eq!(
+            m.refusal_to_log("otlp_grpc", "invalid", t0 + 2 * second),
+            None
+        );
+        // Another reason or receiver has its own period.
+        assert_eq!(m.refusal_to_log("otlp_grpc", "busy", t0 + second), Some(0));
+        assert_eq!(m.refusal_to_log("pyroscope_push", "invalid", t0), Some(0));
+        let later = t0 + REFUSAL_LOG_EVERY;
+        assert_eq!(m.refusal_to_log("otlp_grpc", "invalid", later), Some(2));
+        assert_eq!(
+            m.refusal_to_log("otlp_grpc", "invalid", later + second),
+            None
+        );
+
+        for _ in 0..3 {
+            m.record_refused("pyroscope_ingest", "invalid", 400, "not folded text");
+        }
+        m.record_refused("pyroscope_ingest", "queue_full", 429, "the queue is full");
+        let text = m.render();
+        assert!(
+            text.contains(
+                r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="invalid"} 3"#
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("queue_full"),
+            "the pipeline counts a full queue: {text}"
+        );
+    }
 
     #[test]
     fn histograms_render_cumulative_buckets_sum_and_count() {

@@ -59,19 +59,14 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         &[],
         app.config.limits.max_symbol_bytes as f64,
     );
-    // Request bodies being received and decoded, against server.max_inflight_size (0 = none),
-    // and the requests refused with 429 because they did not fit.
+    // Request bodies being received and decoded, against server.max_inflight_size (0 = none;
+    // past it: spanprof_rejected_total{reason="inflight_full"}).
     app.metrics
         .set("spanprof_inflight_bytes", &[], app.inflight.bytes() as f64);
     app.metrics.set(
         "spanprof_max_inflight_bytes",
         &[],
         app.inflight.max() as f64,
-    );
-    app.metrics.set(
-        "spanprof_inflight_rejected_total",
-        &[],
-        app.inflight.refused() as f64,
     );
     (
         [("content-type", "text/plain; version=0.0.4")],

@@ -29,6 +29,8 @@ pub struct Rejection {
     pub status: StatusCode,
     /// What is wrong, for the client.
     pub message: String,
+    /// Why, as the `reason` label of `spanprof_rejected_total`.
+    pub reason: &'static str,
 }
 
 /// The `reason` label of `spanprof_rejected_total` for a refusal with `status`.
@@ -36,18 +38,26 @@ pub fn rejection_reason(status: StatusCode) -> &'static str {
     match status {
         StatusCode::PAYLOAD_TOO_LARGE => "too_large",
         StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported",
+        StatusCode::REQUEST_TIMEOUT => "timeout",
+        StatusCode::TOO_MANY_REQUESTS => "busy",
         s if s.is_server_error() => "failed",
         _ => "invalid",
     }
 }
 
 impl Rejection {
+    /// `status` with `message`, its reason the status's.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Rejection {
+            status,
+            message: message.into(),
+            reason: rejection_reason(status),
+        }
+    }
+
     /// 400 with `message`.
     pub fn bad(message: impl Into<String>) -> Self {
-        Rejection {
-            status: StatusCode::BAD_REQUEST,
-            message: message.into(),
-        }
+        Rejection::new(StatusCode::BAD_REQUEST, message)
     }
 
     /// A decoder's refusal of a request, as `context: error`: 413 when decoding would take
@@ -64,12 +74,14 @@ impl Rejection {
             StatusCode::BAD_REQUEST => format!("{context}: {e}"),
             _ => e.to_string(),
         };
-        Rejection { status, message }
+        Rejection::new(status, message)
     }
 
-    /// The `reason` label of `spanprof_rejected_total` for this rejection.
-    pub fn reason(&self) -> &'static str {
-        rejection_reason(self.status)
+    /// Counts and logs this refusal of a request to `receiver` (see
+    /// [`crate::metrics::Metrics::record_refused`]).
+    pub fn record(&self, app: &crate::AppState, receiver: &'static str) {
+        app.metrics
+            .record_refused(receiver, self.reason, self.status.as_u16(), &self.message);
     }
 
     /// The gRPC status code OTLP gives this HTTP status.
@@ -136,9 +148,14 @@ impl From<SubmitError> for Rejection {
             // What the store cannot keep: sending it again would not help.
             SubmitError::Refused(_) => StatusCode::BAD_REQUEST,
         };
+        let reason = match e {
+            SubmitError::Full => "queue_full",
+            _ => rejection_reason(status),
+        };
         Rejection {
             status,
             message: e.to_string(),
+            reason,
         }
     }
 }
@@ -233,10 +250,10 @@ fn is_gzip(headers: &HeaderMap, body: &[u8]) -> Result<bool, Rejection> {
     match encoding.as_str() {
         "" | "identity" | "gzip" | "x-gzip" => {}
         other => {
-            return Err(Rejection {
-                status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                message: format!("Content-Encoding {other:?} is not supported (use gzip or none)"),
-            })
+            return Err(Rejection::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                format!("Content-Encoding {other:?} is not supported (use gzip or none)"),
+            ))
         }
     }
     let gzip = spanprof_format::gzip::is_gzip(body);
@@ -250,12 +267,12 @@ fn is_gzip(headers: &HeaderMap, body: &[u8]) -> Result<bool, Rejection> {
 
 /// The 413 of a body past `limit` bytes once decompressed.
 fn decompressed_too_large(what: &str, limit: usize) -> Rejection {
-    Rejection {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        message: format!(
+    Rejection::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
             "{what} is larger than {limit} bytes once decompressed (server.max_decompressed_size)"
         ),
-    }
+    )
 }
 
 /// A receiver's request body, decompressed when it is gzip (by `Content-Encoding` or magic

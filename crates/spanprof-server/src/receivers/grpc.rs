@@ -45,11 +45,11 @@ async fn profiles(
 ) -> Response {
     let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
-        Err(r) => return status(r.grpc_code(), &r.message),
+        Err(r) => return refused(&app, r),
     };
     match ingest_profiles(&app, message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
-        Err(r) => status(r.grpc_code(), &r.message),
+        Err(r) => refused(&app, r),
     }
 }
 
@@ -60,12 +60,18 @@ async fn traces(
 ) -> Response {
     let message = match message_of(&app, &headers, body) {
         Ok(m) => m,
-        Err(r) => return status(r.grpc_code(), &r.message),
+        Err(r) => return refused(&app, r),
     };
     match ingest_traces(&app, message, false, "otlp_grpc").await {
         Ok(response) => ok(response.encode_to_vec()),
-        Err(r) => status(r.grpc_code(), &r.message),
+        Err(r) => refused(&app, r),
     }
+}
+
+/// The answer to a refused call, recorded.
+fn refused(app: &AppState, r: Rejection) -> Response {
+    r.record(app, "otlp_grpc");
+    status(r.grpc_code(), &r.message)
 }
 
 /// The request's message, or why not: a body past the size limit is a gRPC status too
@@ -101,12 +107,10 @@ fn unframe(headers: &HeaderMap, body: ChargedBody, max: usize) -> Result<Payload
     }
     let message = Payload::sent(body).slice(5..5 + len);
     match compressed {
-        0 if len > max => Err(Rejection {
-            status: StatusCode::PAYLOAD_TOO_LARGE,
-            message: format!(
-                "the gRPC message is larger than {max} bytes (server.max_decompressed_size)"
-            ),
-        }),
+        0 if len > max => Err(Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the gRPC message is larger than {max} bytes (server.max_decompressed_size)"),
+        )),
         0 => Ok(message),
         1 => {
             let encoding = headers
@@ -114,12 +118,10 @@ fn unframe(headers: &HeaderMap, body: ChargedBody, max: usize) -> Result<Payload
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("");
             if encoding != "gzip" {
-                return Err(Rejection {
-                    status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                    message: format!(
-                        "grpc-encoding {encoding:?} is not supported (use gzip or identity)"
-                    ),
-                });
+                return Err(Rejection::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    format!("grpc-encoding {encoding:?} is not supported (use gzip or identity)"),
+                ));
             }
             message.gunzip(max, "the gRPC message")
         }

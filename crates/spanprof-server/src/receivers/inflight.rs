@@ -9,7 +9,7 @@
 //! would end the process. Once decoded, a request is bounded by the pipeline's queue
 //! (`processors.batch.queue_size`).
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,7 +30,6 @@ pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Inflight {
     used: AtomicUsize,
     max: usize,
-    refused: AtomicU64,
 }
 
 impl Inflight {
@@ -39,18 +38,12 @@ impl Inflight {
         Arc::new(Inflight {
             used: AtomicUsize::new(0),
             max,
-            refused: AtomicU64::new(0),
         })
     }
 
     /// Bytes charged now.
     pub fn bytes(&self) -> usize {
         self.used.load(Ordering::Acquire)
-    }
-
-    /// Requests refused because they did not fit, since the start.
-    pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
     }
 
     /// The limit (0 = none).
@@ -79,15 +72,15 @@ impl Inflight {
             .is_ok()
     }
 
-    /// The 429 of a request that does not fit now, counted; `why` says what did not fit.
+    /// The 429 of a request that does not fit now; `why` says what did not fit.
     pub(crate) fn full(&self, why: &str) -> Rejection {
-        self.refused.fetch_add(1, Ordering::Relaxed);
         Rejection {
             status: StatusCode::TOO_MANY_REQUESTS,
             message: format!(
                 "the server is busy: {why} (server.max_inflight_size: {} bytes); retry later",
                 self.max
             ),
+            reason: "inflight_full",
         }
     }
 }
@@ -172,10 +165,10 @@ impl FromRequest<AppState> for ChargedBody {
 
 /// The 413 of a body past the size limit.
 fn too_large() -> Rejection {
-    Rejection {
-        status: StatusCode::PAYLOAD_TOO_LARGE,
-        message: "the request body is larger than the server's limit (server.max_body_size)".into(),
-    }
+    Rejection::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "the request body is larger than the server's limit (server.max_body_size)",
+    )
 }
 
 /// Reads `req`'s body, at most `limit` bytes, charging it to `inflight` as it arrives (all of
@@ -206,14 +199,14 @@ pub async fn read(
     loop {
         let frame = match tokio::time::timeout(idle, body.frame()).await {
             Err(_) => {
-                return Err(Rejection {
-                    status: StatusCode::REQUEST_TIMEOUT,
-                    message: format!(
+                return Err(Rejection::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
                         "the request body stalled: nothing arrived for {} s after {} bytes",
                         idle.as_secs_f64(),
                         buf.len()
                     ),
-                })
+                ))
             }
             Ok(None) => break,
             Ok(Some(Err(e))) => {
@@ -294,7 +287,7 @@ mod tests {
         assert_eq!((b.bytes(), inflight.bytes()), (25, 85));
         drop(a);
         assert_eq!(inflight.bytes(), 25);
-        assert_eq!(inflight.refused(), 1);
+        assert_eq!(refused.reason, "inflight_full");
         drop(b);
         assert_eq!(inflight.bytes(), 0);
     }

@@ -39,22 +39,6 @@ fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
     }
 }
 
-/// The rejection of a request the decoder refused, counted under `spanprof_rejected_total`.
-fn refuse(
-    app: &AppState,
-    receiver: &'static str,
-    context: &str,
-    e: &spanprof_format::FormatError,
-) -> Rejection {
-    let rejection = Rejection::undecodable(context, e);
-    app.metrics.add(
-        "spanprof_rejected_total",
-        &[("receiver", receiver), ("reason", rejection.reason())],
-        1.0,
-    );
-    rejection
-}
-
 /// Decodes, links and stores an OTLP profiles request (protobuf or JSON); the answer to give.
 /// `raw` is let go once decoded.
 pub(crate) async fn ingest_profiles(
@@ -72,7 +56,7 @@ pub(crate) async fn ingest_profiles(
     drop(raw);
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
-        .map_err(|e| refuse(app, receiver, "invalid OTLP profiles payload", &e))?;
+        .map_err(|e| Rejection::undecodable("invalid OTLP profiles payload", &e))?;
     let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     app.metrics.record_received(receiver, &report);
@@ -112,7 +96,7 @@ pub(crate) async fn ingest_traces(
     } else {
         decode_request(raw.as_ref())
     }
-    .map_err(|e| refuse(app, receiver, "invalid OTLP traces payload", &e))?;
+    .map_err(|e| Rejection::undecodable("invalid OTLP traces payload", &e))?;
     drop(raw);
     let (spans, report) = spans_from_otlp(&request.resource_spans);
     drop(request);
@@ -153,7 +137,10 @@ async fn profiles(
         };
         Ok::<_, Rejection>(reply(json, response.encode_to_vec(), json_body))
     };
-    answer.await.unwrap_or_else(|r| r.into_otlp_response(json))
+    answer.await.unwrap_or_else(|r| {
+        r.record(&app, "otlp_profiles");
+        r.into_otlp_response(json)
+    })
 }
 
 async fn traces(
@@ -171,7 +158,10 @@ async fn traces(
             encode_response_json(&response),
         ))
     };
-    answer.await.unwrap_or_else(|r| r.into_otlp_response(json))
+    answer.await.unwrap_or_else(|r| {
+        r.record(&app, "otlp_traces");
+        r.into_otlp_response(json)
+    })
 }
 
 /// 404 for anything else, naming what exists.

@@ -74,10 +74,10 @@ fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejecti
     let mut profile = crate::spare::pprof_profile();
     pprof::decode_into(bytes, limits.max_decompressed_bytes, &mut profile).map_err(
         |e| match e {
-            FormatError::TooLarge { limit } => Rejection {
-                status: StatusCode::PAYLOAD_TOO_LARGE,
-                message: format!("the profile is larger than {limit} bytes once decompressed"),
-            },
+            FormatError::TooLarge { limit } => Rejection::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("the profile is larger than {limit} bytes once decompressed"),
+            ),
             other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
         },
     )?;
@@ -120,22 +120,6 @@ fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
             profile.sample[s].label[l].key = new;
         }
     }
-}
-
-/// Counts a refused request under `spanprof_rejected_total` (a full queue is counted by the
-/// pipeline itself).
-fn count_rejection(app: &AppState, receiver: &'static str, status: StatusCode) {
-    if status == StatusCode::TOO_MANY_REQUESTS {
-        return;
-    }
-    app.metrics.add(
-        "spanprof_rejected_total",
-        &[
-            ("receiver", receiver),
-            ("reason", super::body::rejection_reason(status)),
-        ],
-        1.0,
-    );
 }
 
 /// Converts and links `profiles`, hands them to the pipeline as one batch, and returns once

@@ -210,14 +210,14 @@ where
     };
     let raw = match &body {
         Ok(body) => decode(&headers, body, &limits),
-        Err(e) => Err(Rejection {
-            status: e.status(),
-            message: if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        Err(e) => Err(Rejection::new(
+            e.status(),
+            if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
                 format!("the query request is larger than {MAX_QUERY_BODY} bytes")
             } else {
                 format!("the request body could not be read: {}", e.body_text())
             },
-        }),
+        )),
     };
     let raw = match raw {
         Ok(raw) => raw,

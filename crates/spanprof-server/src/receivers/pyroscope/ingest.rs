@@ -15,7 +15,7 @@ use spanprof_format::{pprof, FormatError};
 use super::folded::{self, TextFormat};
 use super::labels::{self, LabelSet, SERVICE_NAME};
 use super::multipart;
-use super::{count_rejection, decode_pprof, submit, Series};
+use super::{decode_pprof, submit, Series};
 use crate::pipeline::Incoming;
 use crate::receivers::body::{payload, Rejection};
 use crate::receivers::inflight::ChargedBody;
@@ -225,7 +225,7 @@ pub async fn ingest(
     let incoming = app.pipeline.incoming();
     let answer = ingest_inner(&app, incoming, query, &headers, body).await;
     if let Err(r) = &answer {
-        count_rejection(&app, "pyroscope_ingest", r.status);
+        r.record(&app, "pyroscope_ingest");
     }
     answer
 }
@@ -244,9 +244,8 @@ async fn ingest_inner(
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let form = body_form(&params.format, content_type).map_err(|message| Rejection {
-        status: StatusCode::UNSUPPORTED_MEDIA_TYPE,
-        message: message.to_owned(),
+    let form = body_form(&params.format, content_type).map_err(|message| {
+        Rejection::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message.to_owned())
     })?;
     let body = payload(headers, body?, &app.config.limits)?;
     let raw = body.as_ref();

@@ -11,7 +11,7 @@ use spanprof_format::budget::{check_decoded_size, check_json_values, Cost, Shape
 use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
-use super::{count_rejection, decode_pprof, ingest::is_unset_time, submit, Series};
+use super::{decode_pprof, ingest::is_unset_time, submit, Series};
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{is_json, payload, Rejection};
@@ -215,14 +215,31 @@ pub async fn push(
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let incoming = app.pipeline.incoming();
-    let answer = push_inner(&app, incoming, &headers, body).await;
-    if let Err(r) = &answer {
-        count_rejection(&app, "pyroscope_push", r.status());
+    let json = is_json(&headers);
+    let ct = content_type(&headers);
+    if !json && ct != "application/proto" && ct != "application/x-protobuf" {
+        let r = Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Type {ct:?} is not supported: send application/proto or application/json"
+            ),
+        );
+        r.record(&app, "pyroscope_push");
+        // Connect: an unknown content type is a plain HTTP 415.
+        return (
+            r.status,
+            [("accept-post", "application/proto, application/json")],
+            r.message + "\n",
+        )
+            .into_response();
     }
-    match answer {
-        Ok(true) => ([("content-type", "application/json")], "{}").into_response(),
-        Ok(false) => ([("content-type", "application/proto")], Vec::<u8>::new()).into_response(),
-        Err(r) => r,
+    match push_inner(&app, incoming, &headers, body, json).await {
+        Ok(()) if json => ([("content-type", "application/json")], "{}").into_response(),
+        Ok(()) => ([("content-type", "application/proto")], Vec::<u8>::new()).into_response(),
+        Err(r) => {
+            r.record(&app, "pyroscope_push");
+            connect_rejection(r)
+        }
     }
 }
 
@@ -231,23 +248,9 @@ async fn push_inner(
     incoming: Incoming,
     headers: &HeaderMap,
     body: Result<ChargedBody, Rejection>,
-) -> Result<bool, Response> {
-    let json = is_json(headers);
-    let ct = content_type(headers);
-    if !json && ct != "application/proto" && ct != "application/x-protobuf" {
-        return Err((
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            [("accept-post", "application/proto, application/json")],
-            format!("Content-Type {ct:?} is not supported: send application/proto or application/json\n"),
-        )
-            .into_response());
-    }
-    let mut raw = payload(
-        headers,
-        body.map_err(connect_rejection)?,
-        &app.config.limits,
-    )
-    .map_err(connect_rejection)?;
+    json: bool,
+) -> Result<(), Rejection> {
+    let mut raw = payload(headers, body?, &app.config.limits)?;
     // Connect's streaming header; some clients set it on unary calls too.
     if let Some(enc) = headers
         .get("connect-content-encoding")
@@ -256,18 +259,16 @@ async fn push_inner(
         match enc.trim().to_ascii_lowercase().as_str() {
             "gzip" => {
                 if spanprof_format::gzip::is_gzip(raw.as_ref()) {
-                    raw = raw
-                        .gunzip(app.config.limits.max_decompressed_bytes, "the body")
-                        .map_err(connect_rejection)?;
+                    raw = raw.gunzip(app.config.limits.max_decompressed_bytes, "the body")?;
                 }
             }
             "" | "identity" => {}
             other => {
-                return Err(connect_error(
-                    "unimplemented",
-                    &format!(
-                    "Connect-Content-Encoding {other:?} is not supported (use gzip or identity)"
-                ),
+                return Err(Rejection::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    format!(
+                        "Connect-Content-Encoding {other:?} is not supported (use gzip or identity)"
+                    ),
                 ))
             }
         }
@@ -278,18 +279,13 @@ async fn push_inner(
     } else {
         check_decoded_size(raw_bytes, &PUSH_REQUEST, "push.v1.PushRequest")
     }
-    .map_err(|e| connect_rejection(Rejection::undecodable("not a push.v1.PushRequest", &e)))?;
+    .map_err(|e| Rejection::undecodable("not a push.v1.PushRequest", &e))?;
     let request = if json {
         decode_json(raw_bytes)
     } else {
         PushRequest::decode(raw_bytes).map_err(|e| format!("invalid protobuf: {e}"))
     }
-    .map_err(|e| {
-        connect_error(
-            "invalid_argument",
-            &format!("not a push.v1.PushRequest: {e}"),
-        )
-    })?;
+    .map_err(|e| Rejection::bad(format!("not a push.v1.PushRequest: {e}")))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
@@ -300,41 +296,37 @@ async fn push_inner(
     let max = app.config.limits.max_decompressed_bytes;
     let mut decompressed = 0usize;
     for (si, s) in request.series.iter().enumerate() {
-        let series = series_of(&s.labels)
-            .map_err(|e| connect_error("invalid_argument", &format!("series[{si}]: {e}")))?;
+        let series =
+            series_of(&s.labels).map_err(|e| Rejection::bad(format!("series[{si}]: {e}")))?;
         for (pi, sample) in s.samples.iter().enumerate() {
             if sample.raw_profile.is_empty() {
                 continue;
             }
             let raw = spanprof_format::gzip::maybe_gunzip(&sample.raw_profile, max - decompressed)
-                .map_err(|e| {
-                    connect_rejection(match e {
-                        spanprof_format::FormatError::TooLarge { .. } => Rejection {
-                            status: StatusCode::PAYLOAD_TOO_LARGE,
-                            message: format!(
-                                "series[{si}].samples[{pi}]: the request's profiles are larger \
+                .map_err(|e| match e {
+                    spanprof_format::FormatError::TooLarge { .. } => Rejection::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!(
+                            "series[{si}].samples[{pi}]: the request's profiles are larger \
                                  than {max} bytes once decompressed, together \
                                  (server.max_decompressed_size)"
-                            ),
-                        },
-                        other => Rejection::undecodable(
-                            &format!("series[{si}].samples[{pi}]: the profile is not valid gzip"),
-                            &other,
                         ),
-                    })
+                    ),
+                    other => Rejection::undecodable(
+                        &format!("series[{si}].samples[{pi}]: the profile is not valid gzip"),
+                        &other,
+                    ),
                 })?;
             decompressed += raw.len();
             // The decoder would gunzip a second layer outside the request's limit.
             if spanprof_format::gzip::is_gzip(&raw) {
-                return Err(connect_rejection(Rejection::bad(format!(
+                return Err(Rejection::bad(format!(
                     "series[{si}].samples[{pi}]: the profile is gzip inside gzip; gzip it once"
-                ))));
+                )));
             }
-            let mut profile = decode_pprof(&raw, &app.config.limits).map_err(|r| {
-                connect_rejection(Rejection {
-                    message: format!("series[{si}].samples[{pi}]: {}", r.message),
-                    ..r
-                })
+            let mut profile = decode_pprof(&raw, &app.config.limits).map_err(|r| Rejection {
+                message: format!("series[{si}].samples[{pi}]: {}", r.message),
+                ..r
             })?;
             if is_unset_time(profile.time_nanos) {
                 profile.time_nanos = now;
@@ -346,11 +338,9 @@ async fn push_inner(
     drop(request);
     drop(raw);
     if !profiles.is_empty() {
-        submit(app, incoming, profiles, "pyroscope_push")
-            .await
-            .map_err(connect_rejection)?;
+        submit(app, incoming, profiles, "pyroscope_push").await?;
     }
-    Ok(json)
+    Ok(())
 }
 
 #[cfg(test)]
