@@ -9,6 +9,7 @@ pub mod config;
 pub mod config_file;
 pub mod demo;
 pub mod forward;
+pub mod listen;
 pub mod metrics;
 pub mod pipeline;
 pub mod pyroscope_proto;
@@ -318,11 +319,7 @@ async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> 
 async fn run_listener(
     listener: tokio::net::TcpListener,
     router: axum::Router,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|s| *s).await;
-        })
-        .await
+    listen::serve(listener, router, stop).await
 }

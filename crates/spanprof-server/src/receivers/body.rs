@@ -296,26 +296,30 @@ pub fn payload(
     Ok(body)
 }
 
-/// A small request body (a query's), decompressed when it is gzip, within the limits; not
-/// charged to the in-flight budget.
+/// A small request body (a query's), decompressed when it is gzip, within `limits` (fixed
+/// for queries: no setting is named); not charged to the in-flight budget.
 pub fn decode<'a>(
     headers: &HeaderMap,
     body: &'a [u8],
     limits: &Limits,
 ) -> Result<Cow<'a, [u8]>, Rejection> {
+    let max = limits.max_decompressed_bytes;
+    let too_large = || {
+        Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is larger than {max} bytes once decompressed"),
+        )
+    };
     if !is_gzip(headers, body)? {
-        if body.len() > limits.max_decompressed_bytes {
-            return Err(decompressed_too_large(
-                "the request body",
-                limits.max_decompressed_bytes,
-            ));
+        if body.len() > max {
+            return Err(too_large());
         }
         return Ok(Cow::Borrowed(body));
     }
-    spanprof_format::gzip::gunzip(body, limits.max_decompressed_bytes)
+    spanprof_format::gzip::gunzip(body, max)
         .map(Cow::Owned)
         .map_err(|e| match e {
-            FormatError::TooLarge { limit } => decompressed_too_large("the request body", limit),
+            FormatError::TooLarge { .. } => too_large(),
             other => Rejection::bad(format!("the request body is not valid gzip: {other}")),
         })
 }
