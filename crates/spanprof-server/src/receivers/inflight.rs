@@ -191,6 +191,15 @@ pub async fn read(
             return Err(too_large());
         }
         if let Err(busy) = charge.grow(n) {
+            // A client that waits for `100 Continue` before sending gets the answer instead,
+            // and sends nothing.
+            let waits = req
+                .headers()
+                .get(axum::http::header::EXPECT)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+            if waits {
+                return Err(busy);
+            }
             return Err(refuse_read(busy, req.into_body(), limit, idle).await);
         }
     }
@@ -390,5 +399,24 @@ mod tests {
         assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
         assert!(e.message.contains("after 10 bytes"), "{}", e.message);
         assert_eq!(inflight.bytes(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_client_waiting_for_100_continue_is_refused_unread() {
+        let inflight = Inflight::new(10);
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/ingest")
+            .header("content-length", 100)
+            .header("expect", "100-continue")
+            // Read, it would stall for the whole idle timeout.
+            .body(axum::body::Body::new(Stalls(None)))
+            .unwrap();
+        let start = std::time::Instant::now();
+        let e = read(req, 1000, Duration::from_secs(30), &inflight)
+            .await
+            .unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert!(start.elapsed() < Duration::from_secs(5));
     }
 }
