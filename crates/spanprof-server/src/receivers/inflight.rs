@@ -337,25 +337,23 @@ mod tests {
     #[tokio::test]
     async fn too_large_and_too_many_are_refused_before_reading() {
         let inflight = Inflight::new(20);
-        let e = read(request(b"hello world", Some(11)), 10, IDLE, &inflight)
-            .await
-            .unwrap_err();
-        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
-        let e = read(request(b"hello world", None), 10, IDLE, &inflight)
-            .await
-            .unwrap_err();
-        assert_eq!(e.status, StatusCode::PAYLOAD_TOO_LARGE);
+        // The status of reading "hello world" (announcing its length or not) within `limit`.
+        let refused = |announced, limit| {
+            let inflight = Arc::clone(&inflight);
+            async move {
+                read(request(b"hello world", announced), limit, IDLE, &inflight)
+                    .await
+                    .unwrap_err()
+                    .status
+            }
+        };
+        assert_eq!(refused(Some(11), 10).await, StatusCode::PAYLOAD_TOO_LARGE);
+        assert_eq!(refused(None, 10).await, StatusCode::PAYLOAD_TOO_LARGE);
         let held = read(request(b"hello world", None), 100, IDLE, &inflight)
             .await
             .unwrap();
-        let e = read(request(b"hello world", Some(11)), 100, IDLE, &inflight)
-            .await
-            .unwrap_err();
-        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
-        let e = read(request(b"hello world", None), 100, IDLE, &inflight)
-            .await
-            .unwrap_err();
-        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused(Some(11), 100).await, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused(None, 100).await, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(
             inflight.bytes(),
             11,
