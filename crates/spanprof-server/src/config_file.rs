@@ -15,7 +15,7 @@
 //!   # past it receivers answer 429 / RESOURCE_EXHAUSTED with a retry hint.
 //!   max_inflight_size: 512MiB
 //!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
-//!   # naming it. Its symbols and stacks are kept for good, so these bound what one request
+//!   # naming it. Its symbols and stacks are kept as long as its data, so these bound what one request
 //!   # can add to the server's memory.
 //!   max_profile_samples: 100000
 //!   max_profile_locations: 100000
@@ -41,8 +41,9 @@
 //!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
 //!                                   # bytes each, until retention deletes their data; past it
 //!                                   # a profile making one more is refused
-//!   max_symbols_size: 128MiB        # every service's function, file and frame symbols, kept
-//!                                   # for good; past it a profile adding more is refused
+//!   max_symbols_size: 128MiB        # every service's function, file and frame symbols (a
+//!                                   # build's go once retention deleted its data); past it a
+//!                                   # profile adding more is refused
 //!                                   # (warned at 90 %; /metrics: spanprof_store_symbols_bytes)
 //! receivers:
 //!   scrape:

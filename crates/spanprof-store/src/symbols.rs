@@ -99,6 +99,10 @@ pub struct SymbolTable {
     /// persisted; emptied when it holds [`STACK_CACHE_IDS`] location ids.
     stack_cache: HashMap<Box<[u32]>, u32>,
     stack_cache_ids: usize,
+    /// Locations profiles referred to since [`SymbolTable::take_used_bytes`] (a bit per id),
+    /// and how many: what part of the table is in use. Not persisted.
+    used: Vec<u64>,
+    used_count: usize,
 }
 
 /// Location ids the stack cache of one service holds at most (4 bytes each, plus about 24
@@ -251,6 +255,8 @@ impl SymbolTable {
             nodes: Table::new(),
             stack_cache: HashMap::new(),
             stack_cache_ids: 0,
+            used: Vec::new(),
+            used_count: 0,
         }
     }
 
@@ -279,6 +285,11 @@ impl SymbolTable {
         self.nodes.items.get(id as usize).copied()
     }
 
+    /// Whether the table holds only the zero entries.
+    pub fn is_empty(&self) -> bool {
+        self.sizes() == [1; 5]
+    }
+
     /// Number of stack nodes, root included.
     pub fn node_count(&self) -> usize {
         self.nodes.items.len()
@@ -303,6 +314,9 @@ impl SymbolTable {
         self.functions.truncate(sizes[2]);
         self.locations.truncate(sizes[3]);
         self.nodes.truncate(sizes[4]);
+        for id in sizes[3]..self.used.len() * 64 {
+            self.unmark_used(id);
+        }
         // It may name the nodes just dropped.
         self.stack_cache.clear();
         self.stack_cache_ids = 0;
@@ -325,6 +339,39 @@ impl SymbolTable {
             .sum();
         let nodes = (self.nodes.items.len() - from(4, self.nodes.items.len())) * 8;
         (strings + mappings + functions + locations + nodes) as u64
+    }
+
+    /// About the bytes of the symbols profiles referred to since the last call (or since the
+    /// table was made): every symbol's bytes, in the share of locations used. Starts counting
+    /// again.
+    pub fn take_used_bytes(&mut self) -> u64 {
+        let total = self.bytes_since([1; 5]);
+        let locations = self.locations.items.len() as u64 - 1;
+        let used = (total * (self.used_count as u64).min(locations))
+            .checked_div(locations)
+            .unwrap_or(total);
+        self.used.clear();
+        self.used_count = 0;
+        used
+    }
+
+    fn mark_used(&mut self, id: u32) {
+        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+        if word >= self.used.len() {
+            self.used.resize(word + 1, 0);
+        }
+        if self.used[word] & bit == 0 {
+            self.used[word] |= bit;
+            self.used_count += 1;
+        }
+    }
+
+    fn unmark_used(&mut self, id: usize) {
+        let (word, bit) = (id / 64, 1u64 << (id % 64));
+        if let Some(w) = self.used.get_mut(word).filter(|w| **w & bit != 0) {
+            *w &= !bit;
+            self.used_count -= 1;
+        }
     }
 
     /// Interns a string.
@@ -478,6 +525,7 @@ impl SymbolTable {
                 lines: key.lines.into(),
             });
             remap.lines = lines;
+            self.mark_used(remap.locations[i]);
         }
         Ok(remap.locations[i])
     }

@@ -28,7 +28,8 @@ const FUNCS: [&str; 5] = [
     "sort.Sort",
 ];
 
-/// One random CPU pprof: stacks over a small function set, labels with span ids.
+/// One random CPU pprof: stacks over a small function set, labels with span ids, from one of
+/// three builds (the same functions at other addresses: new symbols, the same frame names).
 fn arb_pprof() -> impl Strategy<Value = (pprof::Profile, usize, i64)> {
     (
         prop::collection::vec(
@@ -42,8 +43,9 @@ fn arb_pprof() -> impl Strategy<Value = (pprof::Profile, usize, i64)> {
         ),
         0usize..2,
         0i64..5,
+        0u64..3,
     )
-        .prop_map(|(samples, service, minute)| {
+        .prop_map(|(samples, service, minute, build)| {
             let mut strings: Vec<String> = vec![String::new()];
             let mut s = |x: &str| -> i64 {
                 if let Some(i) = strings.iter().position(|y| y == x) {
@@ -66,6 +68,7 @@ fn arb_pprof() -> impl Strategy<Value = (pprof::Profile, usize, i64)> {
             let location: Vec<Location> = (0..5)
                 .map(|i| Location {
                     id: i as u64 + 1,
+                    address: build * 0x1000 + i as u64,
                     line: vec![Line {
                         function_id: i as u64 + 1,
                         line: 10,
@@ -218,11 +221,17 @@ proptest! {
         region in prop::option::of(0usize..2),
         // Both sample types: the store builds the second's blocks from the first's.
         sample_type in prop::sample::select(vec!["cpu", "samples"]),
+        // Symbol generations at every doubling of a service's symbols, with a seal after
+        // every profile, or at the default threshold (never here).
+        generations in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = StoreConfig::new(dir.path());
         cfg.sync = false;
         cfg.segment_max_bytes = 2048; // many segments, so snapshots and rotation are exercised
+        if generations {
+            cfg.symbol_generation_bytes = 1;
+        }
         let converted: Vec<(ProfilesData, usize, i64)> = inputs
             .iter()
             .map(|(p, s, m)| (pprof_to_otlp(p, service(&format!("svc{s}")), Some(LinkConfig::default())).unwrap().0, *s, *m))
@@ -239,6 +248,10 @@ proptest! {
             for (d, _, _) in part {
                 let r = store.ingest(&[d], Vec::new()).unwrap();
                 prop_assert_eq!(r.rejected_profiles, 0, "{:?}", r.problems);
+                if generations {
+                    // A seal after each: where a generation may start.
+                    store.rotate().unwrap();
+                }
             }
         }
         let (from_ns, to_ns) = range.map_or((0, 0), |(a, len)| {

@@ -34,8 +34,8 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         .set("spanprof_store_spans", &[], stats.spans as f64);
     app.metrics
         .set("spanprof_store_services", &[], stats.services as f64);
-    // Symbols are kept in memory for good: these show a program's symbols, or cardinality
-    // growing where it should not.
+    // Symbols are kept in memory (each build's until retention deletes its data): these show
+    // a program's symbols, or cardinality growing where it should not.
     let tables = [
         "strings",
         "mappings",
@@ -47,6 +47,13 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         app.metrics
             .set("spanprof_store_symbols", &[("table", table)], n as f64);
     }
+    // A service's symbols start a new generation when a new build doubled them; the old one
+    // is dropped once retention deleted its data.
+    app.metrics.set(
+        "spanprof_store_symbol_generations",
+        &[],
+        stats.symbol_generations as f64,
+    );
     // Their bytes as counted against storage.max_symbols_size (0 = none), for an alert on the
     // ratio: past the limit, profiles that add symbols are refused.
     app.metrics.set(

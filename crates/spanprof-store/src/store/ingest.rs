@@ -569,8 +569,8 @@ fn within_symbol_limit(
     if added > 0 && cfg.max_symbol_bytes != 0 && st.symbol_bytes + added > cfg.max_symbol_bytes {
         return Err(Refusal::limit(format!(
             "the store's symbols take {} bytes and the profile would add {added}, more than \
-             the limit of {} (storage.max_symbols_size): symbols are kept for good, and each \
-             segment starts with all of them",
+             the limit of {} (storage.max_symbols_size): each segment starts with all of them, \
+             and an earlier build's go only once retention deleted the data that refers to them",
             st.symbol_bytes, cfg.max_symbol_bytes
         )));
     }
@@ -581,8 +581,9 @@ fn within_symbol_limit(
             bytes = st.symbol_bytes + added,
             limit = cfg.max_symbol_bytes,
             "the store's symbols take 90 % of their limit (storage.max_symbols_size): past it, \
-             profiles that add symbols (a new build or service) are refused; symbols are kept \
-             for good, so raise the limit or start a new store"
+             profiles that add symbols (a new build or service) are refused; an earlier build's \
+             symbols go once retention deleted the data that refers to them, so raise the limit \
+             or shorten retention (storage.retention)"
         );
     }
     st.symbol_bytes += added;

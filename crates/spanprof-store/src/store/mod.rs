@@ -55,9 +55,17 @@ pub struct StoreConfig {
     /// Bytes the store's symbols (every service's strings, functions, locations and stack
     /// nodes) may take in a snapshot, about their size in memory (0 = no limit): a profile
     /// that would add symbols past it is refused, and what it interned is dropped. Symbols
-    /// are kept for good, and each segment starts with all of them in one record, which may
-    /// be at most 256 MiB: past that, every write failed (`storage.max_symbols_size`).
+    /// are kept until retention deletes the data of their generation
+    /// ([`StoreConfig::symbol_generation_bytes`]), and each segment starts with all of them in
+    /// one record, which may be at most 256 MiB: past that, every write failed
+    /// (`storage.max_symbols_size`).
     pub max_symbol_bytes: u64,
+    /// A service's symbols start a new generation at a seal once they take this many bytes
+    /// (about, as counted against `max_symbol_bytes`; 0 = never) and twice what they took at
+    /// the first seal of their generation: each build of a program interns all its symbols
+    /// anew, and the old build's go once retention has deleted the last data that refers to
+    /// them. 4 MiB by default.
+    pub symbol_generation_bytes: u64,
 }
 
 /// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
@@ -132,6 +140,7 @@ impl StoreConfig {
             max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
             series: SeriesLimits::default(),
             max_symbol_bytes: 128 << 20,
+            symbol_generation_bytes: 4 << 20,
         }
     }
 }
@@ -237,7 +246,7 @@ pub struct StoreStats {
     pub disk_bytes: u64,
     /// Segment files.
     pub segments: usize,
-    /// Services.
+    /// Services (by name; each may hold several generations of symbols).
     pub services: usize,
     /// Series.
     pub series: usize,
@@ -250,11 +259,14 @@ pub struct StoreStats {
     /// Stack nodes over all services' symbol tables.
     pub stack_nodes: usize,
     /// Entries of all services' symbol tables, per table: strings, mappings, functions,
-    /// locations, stack nodes (the zero entries included). They stay in memory for good.
+    /// locations, stack nodes (the zero entries included), over every generation.
     pub symbols: [usize; 5],
     /// About the bytes of all services' symbols, as counted against
     /// [`StoreConfig::max_symbol_bytes`].
     pub symbol_bytes: u64,
+    /// Generations of symbols held, over all services (one per service, plus one per earlier
+    /// generation whose data retention has not deleted yet).
+    pub symbol_generations: usize,
 }
 
 /// The embedded store. Cheap to share (`Arc<Store>`); ingest calls are serialized, queries run
@@ -380,7 +392,8 @@ impl Store {
             // The snapshot has every series of its time; retention may have deleted the data
             // of some since.
             st.forget_unused_series();
-            st.count_symbol_bytes();
+            // Also recounts the symbols' bytes.
+            st.drop_unused_generations();
             // The active segment's snapshot: at most about what one would take now (its
             // symbols, and some 100 bytes a series), without encoding one (seconds for a
             // large store).
@@ -456,16 +469,23 @@ impl Store {
             deleted += 1;
         }
         if deleted > 0 {
-            let forgotten = self
-                .state
-                .write()
-                .expect("store state lock poisoned")
-                .forget_unused_series();
+            let mut st = self.state.write().expect("store state lock poisoned");
+            let forgotten = st.forget_unused_series();
             if forgotten > 0 {
                 tracing::info!(
                     segments = deleted,
                     series = forgotten,
                     "retention: series with no data left are forgotten"
+                );
+            }
+            let bytes_before = st.symbol_bytes;
+            let dropped = st.drop_unused_generations();
+            if dropped > 0 {
+                tracing::info!(
+                    generations = dropped,
+                    freed_bytes = bytes_before.saturating_sub(st.symbol_bytes),
+                    symbol_bytes = st.symbol_bytes,
+                    "retention: symbols of earlier builds with no data left are dropped"
                 );
             }
         }
@@ -484,6 +504,39 @@ impl Store {
         self.log.active_bytes().saturating_sub(snapshot) > self.cfg.segment_max_bytes.max(snapshot)
     }
 
+    /// Starts a new log segment (its snapshot written), after starting new symbol generations
+    /// for the services whose symbols doubled ([`State::roll_generations`]): the snapshot
+    /// has them, empty, before any record refers to them. Returns the new segment's id. The
+    /// caller holds the writer lock.
+    fn rotate_log(&self) -> Result<u64, StoreError> {
+        let (len, rolled) = {
+            let mut st = self.state.write().expect("store state lock poisoned");
+            let len = st.services.len();
+            (len, st.roll_generations(self.cfg.symbol_generation_bytes))
+        };
+        match self.log.rotate() {
+            Ok(next) => {
+                for (service, bytes) in rolled {
+                    tracing::info!(
+                        service,
+                        symbol_bytes = bytes,
+                        "the service's symbols have doubled since they settled (a new build?): \
+                         a new generation of them starts, and the old one is dropped once \
+                         retention deletes the data that refers to it"
+                    );
+                }
+                Ok(next)
+            }
+            Err(e) => {
+                self.state
+                    .write()
+                    .expect("store state lock poisoned")
+                    .undo_roll(len);
+                Err(e.into())
+            }
+        }
+    }
+
     /// Seals the active segment now (normally done when it passes `segment_max_bytes`).
     pub fn rotate(&self) -> Result<(), StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
@@ -500,7 +553,7 @@ impl Store {
     /// memory stays bounded if the disk is slower than ingest. The caller holds the writer
     /// lock.
     pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
-        let next = self.log.rotate()?;
+        let next = self.rotate_log()?;
         let index = self
             .state
             .write()
@@ -559,7 +612,7 @@ impl Store {
     /// Seals the active segment (its index goes to disk before this returns) and starts the
     /// next. The caller holds the writer lock.
     pub(crate) fn rotate_locked(&self) -> Result<(), StoreError> {
-        let next = self.log.rotate()?;
+        let next = self.rotate_log()?;
         let mut st = self.state.write().expect("store state lock poisoned");
         let dir = st.index_dir.clone();
         st.seal_active(next).map_err(|e| {

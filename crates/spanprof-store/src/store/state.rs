@@ -41,11 +41,22 @@ impl SeriesKey {
     }
 }
 
-/// A service and its symbols.
+/// One generation of a service's symbols: the service's entry in [`State::services`].
+///
+/// Symbols are interned for good within a generation, so every new build of a program adds
+/// all its symbols again. A service therefore starts a new, empty generation when its symbols
+/// have doubled since the generation settled ([`State::roll_generations`]); its new series
+/// and blocks refer to the new one, and the old one is dropped once retention has deleted the
+/// last block of its series ([`State::drop_unused_generations`]). Answers never see the
+/// difference: they select services by name and merge stacks by frame names.
 #[derive(Debug)]
 pub(crate) struct Service {
     pub name: String,
     pub symbols: SymbolTable,
+    /// About the bytes of the symbols used by the first seal of the generation, or by the
+    /// first since the store was opened (0 = none yet): what doubling is measured against.
+    /// Not persisted.
+    pub settled_bytes: u64,
 }
 
 /// Where a block is and what it holds.
@@ -63,7 +74,9 @@ pub(crate) struct BlockMeta {
 
 #[derive(Debug)]
 pub(crate) struct State {
+    /// Every generation of every service ([`Service`]), by id; ids are never reused.
     pub services: Vec<Service>,
+    /// Each service's current generation, by name.
     pub service_ids: HashMap<String, u32>,
     /// Every series by id. A series whose data retention deleted is forgotten
     /// ([`State::forget_unused_series`]): its labels are emptied (a real series always has
@@ -110,17 +123,102 @@ impl State {
         }
     }
 
+    /// The current generation of service `name`, made if the service is new.
     pub fn service_id(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.service_ids.get(name) {
             return id;
         }
+        self.new_generation(name)
+    }
+
+    /// Starts a new, empty generation of service `name` (or its first), which becomes the
+    /// current one.
+    fn new_generation(&mut self, name: &str) -> u32 {
         let id = self.services.len() as u32;
         self.services.push(Service {
             name: name.to_owned(),
             symbols: SymbolTable::new(),
+            settled_bytes: 0,
         });
         self.service_ids.insert(name.to_owned(), id);
         id
+    }
+
+    /// Whether `id` is its service's current generation.
+    pub fn is_current(&self, id: u32) -> bool {
+        self.service_ids.get(&self.services[id as usize].name) == Some(&id)
+    }
+
+    /// At a seal: each current generation whose symbols take `min_bytes` or more (0 = never)
+    /// and twice what it used by its first seal is followed by a new, empty one; at its first
+    /// seal (since it started, or since the store was opened) a generation records what its
+    /// profiles used. Returns
+    /// the services rolled over, with the bytes of their old generation. The caller holds
+    /// the writer lock, and writes the next snapshot after this (so the log has the new
+    /// generations before any delta of theirs).
+    pub fn roll_generations(&mut self, min_bytes: u64) -> Vec<(String, u64)> {
+        let mut rolled = Vec::new();
+        if min_bytes == 0 {
+            return rolled;
+        }
+        let current: Vec<u32> = self.service_ids.values().copied().collect();
+        for id in current {
+            let s = &mut self.services[id as usize];
+            let bytes = s.symbols.bytes_since([1; 5]);
+            if s.settled_bytes == 0 {
+                // A new generation holds only what was used since it started; after the store
+                // was opened, what was used since (earlier builds may be in the table).
+                s.settled_bytes = s.symbols.take_used_bytes().max(1);
+            } else if bytes >= min_bytes && bytes >= s.settled_bytes.saturating_mul(2) {
+                let name = s.name.clone();
+                self.new_generation(&name);
+                rolled.push((name, bytes));
+            }
+        }
+        rolled
+    }
+
+    /// Takes back what [`State::roll_generations`] did when there were `len` services before
+    /// it, because the snapshot that was to follow could not be written: the new generations
+    /// are the services from `len` on, and empty.
+    pub fn undo_roll(&mut self, len: usize) {
+        while self.services.len() > len {
+            let s = self.services.pop().expect("more services than len");
+            debug_assert!(s.symbols.is_empty());
+            let before = (0..self.services.len())
+                .rev()
+                .find(|&i| self.services[i].name == s.name);
+            match before {
+                Some(i) => self.service_ids.insert(s.name, i as u32),
+                None => self.service_ids.remove(&s.name),
+            };
+        }
+    }
+
+    /// Empties the symbol tables of generations that are not current and that no series
+    /// with data refers to any more (call after [`State::forget_unused_series`]); their ids
+    /// stay, with nothing in them. Returns how many were emptied, and recounts
+    /// [`State::symbol_bytes`].
+    pub fn drop_unused_generations(&mut self) -> usize {
+        let mut used = vec![false; self.services.len()];
+        for k in self.series.iter().filter(|k| !is_forgotten(k)) {
+            if let Some(u) = used.get_mut(k.service as usize) {
+                *u = true;
+            }
+        }
+        let mut n = 0;
+        for id in 0..self.services.len() as u32 {
+            if used[id as usize]
+                || self.is_current(id)
+                || self.services[id as usize].symbols.is_empty()
+            {
+                continue;
+            }
+            self.services[id as usize].symbols = SymbolTable::new();
+            n += 1;
+        }
+        self.count_symbol_bytes();
+        n
     }
 
     /// Takes back service `id`, just made by [`State::service_id`] (the last one) and given
@@ -296,8 +394,9 @@ impl State {
                     )));
                 }
                 std::cmp::Ordering::Less => {}
+                // A new service, or a new generation of one (the current one from now on).
                 std::cmp::Ordering::Equal => {
-                    self.service_id(name);
+                    self.new_generation(name);
                 }
                 std::cmp::Ordering::Greater => {
                     return Err(CodecError(format!("service id {id} skips ahead")))
@@ -436,7 +535,7 @@ impl State {
         // The active segment and those being sealed are counted from their indexes.
         let in_memory = || std::iter::once(&self.active).chain(self.sealing.values());
         StoreStats {
-            services: self.services.len(),
+            services: self.service_ids.len(),
             series: self.live_series(),
             blocks: in_memory().map(|a| a.blocks.len()).sum::<usize>()
                 + self
@@ -463,6 +562,9 @@ impl State {
                 all
             }),
             symbol_bytes: self.symbol_bytes,
+            symbol_generations: (0..self.services.len() as u32)
+                .filter(|&id| self.is_current(id) || !self.services[id as usize].symbols.is_empty())
+                .count(),
             ..Default::default()
         }
     }

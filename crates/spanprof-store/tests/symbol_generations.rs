@@ -1,0 +1,267 @@
+//! Each build of a program brings all its symbols anew. A service's symbols start a new
+//! generation once they have doubled since they settled, and a generation is dropped when
+//! retention has deleted the last data that refers to it: what symbols take follows the builds
+//! within retention, and answers over several generations are the same as over one.
+
+mod common;
+
+use common::{sample, DictionaryBuilder, TICK_NS};
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
+use spanprof_store::store::{Selection, Store, StoreConfig};
+
+const SERVICE: &str = "shop";
+/// Functions per build, each with a name of about 200 bytes: some 10 KB of symbols a build.
+const FUNCTIONS: usize = 40;
+const SEC: u64 = 1_000_000_000;
+const T0: u64 = 1_700_000_000 * SEC;
+
+fn function(build: usize, i: usize) -> String {
+    format!("shop/build{build}.handler{i}_{}", "x".repeat(180))
+}
+
+/// One CPU profile of build `build` at `T0 + at` seconds: `main.main` calling each of the
+/// build's functions once, with `ticks` samples each.
+fn profile(build: usize, at: u64, ticks: i64) -> ProfilesData {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let mut samples = Vec::new();
+    for i in 0..FUNCTIONS {
+        let f = b.location(&[&function(build, i)]);
+        let stack = b.stack(&[f, main]);
+        samples.push(sample(stack, 0, &[ticks * TICK_NS]));
+    }
+    let cpu = ("cpu", "nanoseconds");
+    let mut p = b.profile(cpu, cpu, samples);
+    p.time_unix_nano = T0 + at * SEC;
+    p.duration_nano = 10 * SEC;
+    let mut data = b.finish(vec![vec![p]]);
+    data.resource_profiles[0].resource = Some(Resource {
+        attributes: vec![KeyValue {
+            key: "service.name".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(SERVICE.into())),
+            }),
+            ..Default::default()
+        }],
+        ..Default::default()
+    });
+    data
+}
+
+fn ingest(store: &Store, data: &ProfilesData) {
+    let r = store.ingest(&[data], Vec::new()).unwrap();
+    assert_eq!(
+        (r.profiles, r.rejected_profiles),
+        (1, 0),
+        "{:?}",
+        r.problems
+    );
+}
+
+/// The flame graph of everything stored, as sorted collapsed lines.
+fn collapsed(store: &Store) -> Vec<String> {
+    let mut lines: Vec<String> = store
+        .flame_graph(&Selection::default())
+        .unwrap()
+        .0
+        .to_collapsed()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// What the flame graph of builds `(build, ticks per function)` is.
+fn expected(builds: &[(usize, i64)]) -> Vec<String> {
+    let mut totals = std::collections::BTreeMap::new();
+    for &(build, ticks) in builds {
+        for i in 0..FUNCTIONS {
+            *totals
+                .entry(format!("main.main;{}", function(build, i)))
+                .or_insert(0) += ticks * TICK_NS;
+        }
+    }
+    let mut lines: Vec<String> = totals
+        .into_iter()
+        .map(|(stack, v)| format!("{stack} {v}"))
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn config(dir: &std::path::Path) -> StoreConfig {
+    StoreConfig {
+        symbol_generation_bytes: 20_000,
+        ..StoreConfig::new(dir)
+    }
+}
+
+/// A deploy a segment, and retention keeping only the active segment: with generations the
+/// symbols stay within a few builds' worth instead of growing by one build per deploy, and
+/// the answers are those of the builds still stored, also after reopening.
+#[test]
+fn symbols_of_builds_retention_deleted_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        retention_bytes: Some(1),
+        ..config(dir.path())
+    };
+    let (store, _) = Store::open(cfg.clone()).unwrap();
+    ingest(&store, &profile(0, 0, 1));
+    let one_build = store.stats().symbol_bytes;
+    assert!((8_000..14_000).contains(&one_build), "{one_build}");
+    let mut peak = 0;
+    for build in 1..40 {
+        store.rotate().unwrap();
+        store.enforce_retention(0).unwrap();
+        ingest(&store, &profile(build, build as u64 * 10, 1));
+        peak = peak.max(store.stats().symbol_bytes);
+    }
+    // Never more than the 20 KB threshold, twice what a generation settled at, and the build
+    // that came meanwhile; without generations 40 builds took 40 times one.
+    assert!(
+        peak < 5 * one_build,
+        "{peak} bytes at most vs {one_build} a build"
+    );
+    let stats = store.stats();
+    assert_eq!(stats.services, 1);
+    assert!(
+        stats.symbol_generations <= 2,
+        "{}",
+        stats.symbol_generations
+    );
+    assert_eq!(collapsed(&store), expected(&[(39, 1)]));
+    assert_eq!(store.services(0, 0), [SERVICE]);
+    drop(store);
+    let (store, report) = Store::open(cfg).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    assert_eq!(store.stats().symbol_bytes, stats.symbol_bytes);
+    assert_eq!(store.stats().services, 1);
+    assert_eq!(collapsed(&store), expected(&[(39, 1)]));
+    // The current generation takes the next build, and what it already knows.
+    ingest(&store, &profile(39, 400, 2));
+    ingest(&store, &profile(40, 410, 1));
+    assert_eq!(collapsed(&store), expected(&[(39, 3), (40, 1)]));
+}
+
+/// Without retention every generation stays, and answers over data of several generations
+/// merge them by frame names: the same flame graph, series, services and pprof as if there
+/// were one, before and after reopening.
+#[test]
+fn answers_span_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    ingest(&store, &profile(0, 0, 1));
+    // Settles the generation at one build's symbols.
+    store.rotate().unwrap();
+    for build in 1..3 {
+        ingest(&store, &profile(build, build as u64 * 10, 1));
+    }
+    // Three builds, past 20 KB and twice one: the next segment starts a new generation.
+    store.rotate().unwrap();
+    let series_before = store.series(&Selection::default()).unwrap();
+    let r = store.ingest(&[&profile(2, 30, 2)], Vec::new()).unwrap();
+    assert_eq!(r.new_series, 1, "the new generation's series");
+    ingest(&store, &profile(3, 40, 1));
+    let builds = [(0, 1), (1, 1), (2, 3), (3, 1)];
+    let check = |store: &Store| {
+        assert_eq!(collapsed(store), expected(&builds));
+        assert_eq!(store.services(0, 0), [SERVICE]);
+        assert_eq!(store.stats().services, 1);
+        assert_eq!(store.stats().symbol_generations, 2);
+        assert_eq!(store.series(&Selection::default()).unwrap(), series_before);
+        assert_eq!(store.profile_types(Some(SERVICE)).len(), 1);
+        // One service's pprof: every stack once, build 2's with both generations' values.
+        let p = store.pprof(&Selection::default()).unwrap();
+        let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
+        assert_eq!(total, 6 * FUNCTIONS as i64 * TICK_NS);
+        // Only the last segment (the new generation's): build 2 at twice, build 3.
+        let recent = Selection {
+            from_ns: (T0 + 31 * SEC) as i64,
+            ..Default::default()
+        };
+        let recent = store.flame_graph(&recent).unwrap().0.total();
+        assert_eq!(recent, 3 * FUNCTIONS as u64 * TICK_NS as u64);
+    };
+    check(&store);
+    let bytes = store.stats().symbol_bytes;
+    drop(store);
+    let (store, report) = Store::open(config(dir.path())).unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    check(&store);
+    assert_eq!(store.stats().symbol_bytes, bytes);
+    // New data goes to the current generation: no new series.
+    let r = store.ingest(&[&profile(3, 50, 1)], Vec::new()).unwrap();
+    assert_eq!((r.profiles, r.new_series), (1, 0));
+}
+
+/// Below the threshold, or without doubling, a service keeps one generation.
+#[test]
+fn generations_start_only_past_the_threshold_and_a_doubling() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        symbol_generation_bytes: 1 << 20,
+        ..config(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    for build in 0..5 {
+        ingest(&store, &profile(build, build as u64 * 10, 1));
+        store.rotate().unwrap();
+    }
+    // Five builds doubled the first one's symbols, but are under 1 MiB: one generation,
+    // so a profile of a known build makes no new series.
+    let r = store.ingest(&[&profile(0, 100, 1)], Vec::new()).unwrap();
+    assert_eq!(r.new_series, 0);
+    drop(store);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    // Past 20 KB from the start, but the same build again and again: no doubling.
+    for build in [0, 1, 2] {
+        ingest(&store, &profile(build, build as u64 * 10, 1));
+    }
+    for at in 0..5 {
+        store.rotate().unwrap();
+        let r = store
+            .ingest(&[&profile(2, 30 + at * 10, 1)], Vec::new())
+            .unwrap();
+        assert_eq!(r.new_series, 0, "rotation {at}");
+    }
+}
+
+/// A store whose one generation holds many builds (written without generations, as before
+/// they existed): once reopened, what its profiles use is measured from then on, so the
+/// builds no longer sent are dropped after the next generation starts and retention deletes
+/// their data.
+#[test]
+fn builds_accumulated_before_a_restart_are_dropped_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |generations: u64| StoreConfig {
+        symbol_generation_bytes: generations,
+        retention_bytes: Some(1),
+        ..config(dir.path())
+    };
+    {
+        let (store, _) = Store::open(cfg(0)).unwrap();
+        for build in 0..10 {
+            ingest(&store, &profile(build, build as u64 * 10, 1));
+            store.rotate().unwrap();
+        }
+    }
+    let (store, _) = Store::open(cfg(20_000)).unwrap();
+    let accumulated = store.stats().symbol_bytes;
+    // The last build goes on sending: the first seal records what it uses, the second starts
+    // a generation with only it, and retention deletes the data of the first.
+    for at in 0..3 {
+        ingest(&store, &profile(9, 100 + at * 10, 1));
+        store.rotate().unwrap();
+        store.enforce_retention(0).unwrap();
+    }
+    ingest(&store, &profile(9, 130, 1));
+    let now = store.stats().symbol_bytes;
+    assert!(
+        now * 5 < accumulated,
+        "{now} bytes after vs {accumulated} before"
+    );
+    assert_eq!(collapsed(&store), expected(&[(9, 1)]));
+}
