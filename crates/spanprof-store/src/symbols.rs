@@ -99,10 +99,10 @@ pub struct SymbolTable {
     /// persisted; emptied when it holds [`STACK_CACHE_IDS`] location ids.
     stack_cache: HashMap<Box<[u32]>, u32>,
     stack_cache_ids: usize,
-    /// Locations profiles referred to since [`SymbolTable::take_used_bytes`] (a bit per id),
-    /// and how many: what part of the table is in use. Not persisted.
+    /// Locations profiles referred to since the last [`SymbolTable::take_recent_use`] (a bit
+    /// per id), and in the period before it: what part of the table is in use. Not persisted.
     used: Vec<u64>,
-    used_count: usize,
+    used_before: Vec<u64>,
 }
 
 /// Location ids the stack cache of one service holds at most (4 bytes each, plus about 24
@@ -256,7 +256,7 @@ impl SymbolTable {
             stack_cache: HashMap::new(),
             stack_cache_ids: 0,
             used: Vec::new(),
-            used_count: 0,
+            used_before: Vec::new(),
         }
     }
 
@@ -314,8 +314,12 @@ impl SymbolTable {
         self.functions.truncate(sizes[2]);
         self.locations.truncate(sizes[3]);
         self.nodes.truncate(sizes[4]);
-        for id in sizes[3]..self.used.len() * 64 {
-            self.unmark_used(id);
+        for used in [&mut self.used, &mut self.used_before] {
+            // Bits past the table (ids a later entry may take) cleared.
+            used.truncate(sizes[3].div_ceil(64));
+            if let Some(last) = used.last_mut().filter(|_| !sizes[3].is_multiple_of(64)) {
+                *last &= (1u64 << (sizes[3] % 64)) - 1;
+            }
         }
         // It may name the nodes just dropped.
         self.stack_cache.clear();
@@ -341,18 +345,21 @@ impl SymbolTable {
         (strings + mappings + functions + locations + nodes) as u64
     }
 
-    /// About the bytes of the symbols profiles referred to since the last call (or since the
-    /// table was made): every symbol's bytes, in the share of locations used. Starts counting
-    /// again.
-    pub fn take_used_bytes(&mut self) -> u64 {
+    /// About the bytes of the symbols profiles referred to since the call before the last
+    /// one (or since the table was made): every symbol's bytes, in the share of locations
+    /// used. Starts the next period.
+    pub fn take_recent_use(&mut self) -> u64 {
         let total = self.bytes_since([1; 5]);
         let locations = self.locations.items.len() as u64 - 1;
-        let used = (total * (self.used_count as u64).min(locations))
+        let words = self.used.len().max(self.used_before.len());
+        let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
+        let used: u64 = (0..words)
+            .map(|i| u64::from((at(&self.used, i) | at(&self.used_before, i)).count_ones()))
+            .sum();
+        self.used_before = std::mem::take(&mut self.used);
+        (total * used.min(locations))
             .checked_div(locations)
-            .unwrap_or(total);
-        self.used.clear();
-        self.used_count = 0;
-        used
+            .unwrap_or(total)
     }
 
     fn mark_used(&mut self, id: u32) {
@@ -360,18 +367,7 @@ impl SymbolTable {
         if word >= self.used.len() {
             self.used.resize(word + 1, 0);
         }
-        if self.used[word] & bit == 0 {
-            self.used[word] |= bit;
-            self.used_count += 1;
-        }
-    }
-
-    fn unmark_used(&mut self, id: usize) {
-        let (word, bit) = (id / 64, 1u64 << (id % 64));
-        if let Some(w) = self.used.get_mut(word).filter(|w| **w & bit != 0) {
-            *w &= !bit;
-            self.used_count -= 1;
-        }
+        self.used[word] |= bit;
     }
 
     /// Interns a string.
@@ -830,5 +826,34 @@ mod tests {
         assert_eq!(path(&t, other), [0x40, 0x20, 0x10]);
         assert_eq!(t.node(other).unwrap().parent, prefix);
         assert_eq!(t.node_count(), nodes + 1);
+    }
+
+    /// Use is measured over the last two periods, in the share of locations used; what a
+    /// refused profile interned and then dropped is not counted.
+    #[test]
+    fn recent_use_covers_two_periods() {
+        let mut t = SymbolTable::new();
+        let d = dict(&[0x10, 0x20, 0x30, 0x40], &[&[1], &[2], &[3], &[4]]);
+        let use_stack = |t: &mut SymbolTable, stack: i32| {
+            t.stack_of(&d, &mut Remap::new(&d), stack).unwrap();
+        };
+        for stack in 1..=4 {
+            use_stack(&mut t, stack);
+        }
+        let all = t.bytes_since([1; 5]);
+        assert_eq!(t.take_recent_use(), all, "every location used");
+        use_stack(&mut t, 1);
+        // This period: one of four; the one before: all of them.
+        assert_eq!(t.take_recent_use(), all);
+        assert_eq!(t.take_recent_use(), all / 4, "the last two periods: one");
+        assert_eq!(t.take_recent_use(), 0, "none");
+        // A location used and then dropped (its profile refused) is no longer counted, nor
+        // is the entry that later takes its id.
+        let sizes = t.sizes();
+        let d5 = dict(&[0x50], &[&[1]]);
+        t.stack_of(&d5, &mut Remap::new(&d5), 1).unwrap();
+        t.truncate(sizes);
+        use_stack(&mut t, 2);
+        assert_eq!(t.take_recent_use(), all / 4);
     }
 }

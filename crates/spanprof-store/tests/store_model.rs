@@ -231,6 +231,7 @@ proptest! {
         cfg.segment_max_bytes = 2048; // many segments, so snapshots and rotation are exercised
         if generations {
             cfg.symbol_generation_bytes = 1;
+            cfg.symbol_use_period = std::time::Duration::ZERO;
         }
         let converted: Vec<(ProfilesData, usize, i64)> = inputs
             .iter()

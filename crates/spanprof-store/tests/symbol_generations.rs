@@ -1,13 +1,15 @@
 //! Each build of a program brings all its symbols anew. A service's symbols start a new
-//! generation once they have doubled since they settled, and a generation is dropped when
-//! retention has deleted the last data that refers to it: what symbols take follows the builds
-//! within retention, and answers over several generations are the same as over one.
+//! generation once they are more than twice what its profiles used recently, and a generation
+//! is dropped when retention has deleted the last data that refers to it: what symbols take
+//! follows the builds within retention, and answers over several generations are the same as
+//! over one.
 
 mod common;
 
 use common::{sample, DictionaryBuilder, TICK_NS};
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_store::store::{Selection, Store, StoreConfig};
+use std::time::Duration;
 
 const SERVICE: &str = "shop";
 /// Functions per build, each with a name of about 200 bytes: some 10 KB of symbols a build.
@@ -93,6 +95,8 @@ fn expected(builds: &[(usize, i64)]) -> Vec<String> {
 fn config(dir: &std::path::Path) -> StoreConfig {
     StoreConfig {
         symbol_generation_bytes: 20_000,
+        // Measured at every ingest: what it and the one before used.
+        symbol_use_period: Duration::ZERO,
         ..StoreConfig::new(dir)
     }
 }
@@ -118,10 +122,10 @@ fn symbols_of_builds_retention_deleted_are_dropped() {
         ingest(&store, &profile(build, build as u64 * 10, 1));
         peak = peak.max(store.stats().symbol_bytes);
     }
-    // Never more than the 20 KB threshold, twice what a generation settled at, and the build
-    // that came meanwhile; without generations 40 builds took 40 times one.
+    // A generation is due once it holds more than twice the two builds in use (five), and is
+    // dropped at the next retention; without generations 40 builds took 40 times one.
     assert!(
-        peak < 5 * one_build,
+        peak < 7 * one_build,
         "{peak} bytes at most vs {one_build} a build"
     );
     let stats = store.stats();
@@ -152,33 +156,31 @@ fn symbols_of_builds_retention_deleted_are_dropped() {
 fn answers_span_generations() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(config(dir.path())).unwrap();
-    ingest(&store, &profile(0, 0, 1));
-    // Settles the generation at one build's symbols.
-    store.rotate().unwrap();
-    for build in 1..3 {
+    for build in 0..5 {
         ingest(&store, &profile(build, build as u64 * 10, 1));
     }
-    // Three builds, past 20 KB and twice one: the next segment starts a new generation.
-    store.rotate().unwrap();
+    // Five builds, two of them in use: past 20 KB and twice the two, so the segment was
+    // sealed and a new generation started.
+    assert_eq!(store.stats().segments, 2);
     let series_before = store.series(&Selection::default()).unwrap();
-    let r = store.ingest(&[&profile(2, 30, 2)], Vec::new()).unwrap();
+    let r = store.ingest(&[&profile(4, 50, 2)], Vec::new()).unwrap();
     assert_eq!(r.new_series, 1, "the new generation's series");
-    ingest(&store, &profile(3, 40, 1));
-    let builds = [(0, 1), (1, 1), (2, 3), (3, 1)];
+    ingest(&store, &profile(5, 60, 1));
+    let builds = [(0, 1), (1, 1), (2, 1), (3, 1), (4, 3), (5, 1)];
     let check = |store: &Store| {
         assert_eq!(collapsed(store), expected(&builds));
         assert_eq!(store.services(0, 0), [SERVICE]);
-        assert_eq!(store.stats().services, 1);
-        assert_eq!(store.stats().symbol_generations, 2);
+        let stats = store.stats();
+        assert_eq!((stats.services, stats.symbol_generations), (1, 2));
         assert_eq!(store.series(&Selection::default()).unwrap(), series_before);
         assert_eq!(store.profile_types(Some(SERVICE)).len(), 1);
-        // One service's pprof: every stack once, build 2's with both generations' values.
+        // One service's pprof: build 4's stacks with both generations' values.
         let p = store.pprof(&Selection::default()).unwrap();
         let total: i64 = p.sample.iter().map(|s| s.value[0]).sum();
-        assert_eq!(total, 6 * FUNCTIONS as i64 * TICK_NS);
-        // Only the last segment (the new generation's): build 2 at twice, build 3.
+        assert_eq!(total, 8 * FUNCTIONS as i64 * TICK_NS);
+        // Only the new generation's data: build 4 at twice, build 5.
         let recent = Selection {
-            from_ns: (T0 + 31 * SEC) as i64,
+            from_ns: (T0 + 51 * SEC) as i64,
             ..Default::default()
         };
         let recent = store.flame_graph(&recent).unwrap().0.total();
@@ -192,47 +194,71 @@ fn answers_span_generations() {
     check(&store);
     assert_eq!(store.stats().symbol_bytes, bytes);
     // New data goes to the current generation: no new series.
-    let r = store.ingest(&[&profile(3, 50, 1)], Vec::new()).unwrap();
+    let r = store.ingest(&[&profile(5, 70, 1)], Vec::new()).unwrap();
     assert_eq!((r.profiles, r.new_series), (1, 0));
 }
 
-/// Below the threshold, or without doubling, a service keeps one generation.
+/// Below the threshold, with every build in use, or before use is measured, a service keeps
+/// one generation.
 #[test]
-fn generations_start_only_past_the_threshold_and_a_doubling() {
+fn generations_start_only_past_the_threshold_and_twice_the_use() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = StoreConfig {
         symbol_generation_bytes: 1 << 20,
         ..config(dir.path())
     };
     let (store, _) = Store::open(cfg).unwrap();
-    for build in 0..5 {
+    for build in 0..8 {
         ingest(&store, &profile(build, build as u64 * 10, 1));
-        store.rotate().unwrap();
     }
-    // Five builds doubled the first one's symbols, but are under 1 MiB: one generation,
-    // so a profile of a known build makes no new series.
-    let r = store.ingest(&[&profile(0, 100, 1)], Vec::new()).unwrap();
-    assert_eq!(r.new_series, 0);
+    // Eight builds, two in use, but under 1 MiB: one generation.
+    assert_eq!(store.stats().symbol_generations, 1);
     drop(store);
+    // Past 20 KB, but all three builds in use.
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(config(dir.path())).unwrap();
-    // Past 20 KB from the start, but the same build again and again: no doubling.
-    for build in [0, 1, 2] {
+    for at in 0..5 {
+        let builds: Vec<ProfilesData> = (0..3).map(|b| profile(b, at * 10, 1)).collect();
+        let r = store
+            .ingest(&builds.iter().collect::<Vec<_>>(), Vec::new())
+            .unwrap();
+        assert_eq!(r.new_series, u64::from(at == 0), "ingest {at}");
+    }
+    assert_eq!(store.stats().symbol_generations, 1);
+    drop(store);
+    // Use measured once an hour: not yet.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        symbol_use_period: Duration::from_secs(3600),
+        ..config(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    for build in 0..8 {
         ingest(&store, &profile(build, build as u64 * 10, 1));
     }
-    for at in 0..5 {
-        store.rotate().unwrap();
-        let r = store
-            .ingest(&[&profile(2, 30 + at * 10, 1)], Vec::new())
-            .unwrap();
-        assert_eq!(r.new_series, 0, "rotation {at}");
+    assert_eq!(store.stats().symbol_generations, 1);
+}
+
+/// A generation that is due seals the segment itself: ingest alone, with no seal for any
+/// other reason, starts it.
+#[test]
+fn a_due_generation_seals_the_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    for build in 0..11 {
+        ingest(&store, &profile(build, build as u64 * 10, 1));
     }
+    let stats = store.stats();
+    // Due at build 4 (five builds, two in use), and again at build 9.
+    assert_eq!((stats.segments, stats.symbol_generations), (3, 3));
+    let all: Vec<(usize, i64)> = (0..11).map(|b| (b, 1)).collect();
+    assert_eq!(collapsed(&store), expected(&all));
 }
 
 /// A store whose one generation holds many builds (written without generations, as before
 /// they existed): once reopened, what its profiles use is measured from then on, so the
-/// builds no longer sent are dropped after the next generation starts and retention deletes
-/// their data.
+/// builds no longer sent are dropped once a new generation starts and retention deletes the
+/// data of the old one.
 #[test]
 fn builds_accumulated_before_a_restart_are_dropped_after_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -250,18 +276,17 @@ fn builds_accumulated_before_a_restart_are_dropped_after_it() {
     }
     let (store, _) = Store::open(cfg(20_000)).unwrap();
     let accumulated = store.stats().symbol_bytes;
-    // The last build goes on sending: the first seal records what it uses, the second starts
-    // a generation with only it, and retention deletes the data of the first.
+    // The last build goes on sending: its first profile makes a new generation due, and
+    // retention deletes the data of the old one.
     for at in 0..3 {
         ingest(&store, &profile(9, 100 + at * 10, 1));
-        store.rotate().unwrap();
         store.enforce_retention(0).unwrap();
     }
-    ingest(&store, &profile(9, 130, 1));
     let now = store.stats().symbol_bytes;
     assert!(
         now * 5 < accumulated,
         "{now} bytes after vs {accumulated} before"
     );
-    assert_eq!(collapsed(&store), expected(&[(9, 1)]));
+    // The first profile went with the old generation's segment.
+    assert_eq!(collapsed(&store), expected(&[(9, 2)]));
 }

@@ -138,7 +138,7 @@ impl Store {
     ) -> Result<Result<IngestReport, Vec<SpanRecord>>, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         // 1. Intern symbols and series, build blocks and the record (state write-locked briefly).
-        let (record, pending, marks) = {
+        let (record, pending, marks, generation_due) = {
             let mut st = self.state.write().expect("store state lock poisoned");
             let series_before = st.series.len();
             let live_before = st.live_series();
@@ -198,7 +198,12 @@ impl Store {
             if record.len() > max && (profiles.len() > 1 || spans.len() > 1) {
                 return Ok(Err(spans));
             }
-            (record, pending, marks)
+            let due = st.check_generations(
+                std::time::Instant::now(),
+                self.cfg.symbol_use_period,
+                self.cfg.symbol_generation_bytes,
+            );
+            (record, pending, marks, due)
         };
         // 2. Make it durable (no state lock held: queries go on meanwhile).
         let pos = self.log.append(&[&record])?[0];
@@ -224,7 +229,8 @@ impl Store {
                 active.spans_mut().insert(s);
             }
         }
-        if self.segment_is_full() {
+        // A new generation of symbols starts with a segment: the old one's data ends here.
+        if self.segment_is_full() || generation_due {
             self.rotate_in_background()?;
         }
         Ok(Ok(pending.report))
@@ -587,6 +593,7 @@ fn within_symbol_limit(
         );
     }
     st.symbol_bytes += added;
+    st.services[service as usize].bytes += added;
     Ok(())
 }
 

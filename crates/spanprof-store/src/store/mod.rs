@@ -60,12 +60,16 @@ pub struct StoreConfig {
     /// one record, which may be at most 256 MiB: past that, every write failed
     /// (`storage.max_symbols_size`).
     pub max_symbol_bytes: u64,
-    /// A service's symbols start a new generation at a seal once they take this many bytes
-    /// (about, as counted against `max_symbol_bytes`; 0 = never) and twice what they took at
-    /// the first seal of their generation: each build of a program interns all its symbols
-    /// anew, and the old build's go once retention has deleted the last data that refers to
+    /// A service's symbols start a new generation (the segment is sealed for it) once they
+    /// take this many bytes (about, as counted against `max_symbol_bytes`; 0 = never) and
+    /// more than twice what its profiles used in the last one or two
+    /// [`StoreConfig::symbol_use_period`]s: each build of a program interns all its symbols
+    /// anew, and an old build's go once retention has deleted the last data that refers to
     /// them. 4 MiB by default.
     pub symbol_generation_bytes: u64,
+    /// How often what a service's profiles use of its symbols is measured. 30 minutes by
+    /// default: long enough for code paths taken now and then to count as used.
+    pub symbol_use_period: std::time::Duration,
 }
 
 /// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
@@ -141,6 +145,7 @@ impl StoreConfig {
             series: SeriesLimits::default(),
             max_symbol_bytes: 128 << 20,
             symbol_generation_bytes: 4 << 20,
+            symbol_use_period: std::time::Duration::from_secs(30 * 60),
         }
     }
 }
@@ -512,7 +517,7 @@ impl Store {
         let (len, rolled) = {
             let mut st = self.state.write().expect("store state lock poisoned");
             let len = st.services.len();
-            (len, st.roll_generations(self.cfg.symbol_generation_bytes))
+            (len, st.roll_generations())
         };
         match self.log.rotate() {
             Ok(next) => {

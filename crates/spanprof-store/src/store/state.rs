@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::hash::BuildHasher;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use hashbrown::HashMap;
 use spanprof_format::profile_type::ProfileTypeId;
@@ -44,19 +45,22 @@ impl SeriesKey {
 /// One generation of a service's symbols: the service's entry in [`State::services`].
 ///
 /// Symbols are interned for good within a generation, so every new build of a program adds
-/// all its symbols again. A service therefore starts a new, empty generation when its symbols
-/// have doubled since the generation settled ([`State::roll_generations`]); its new series
-/// and blocks refer to the new one, and the old one is dropped once retention has deleted the
-/// last block of its series ([`State::drop_unused_generations`]). Answers never see the
-/// difference: they select services by name and merge stacks by frame names.
+/// all its symbols again. Once a generation's symbols are more than twice what its profiles
+/// used recently ([`State::check_generations`]), the segment is sealed and a new, empty
+/// generation starts ([`State::roll_generations`]). New series and blocks refer to the new
+/// one, and the old one is dropped once retention has deleted the last block of its series
+/// ([`State::drop_unused_generations`]). Answers never see the difference: they select
+/// services by name and merge stacks by frame names.
 #[derive(Debug)]
 pub(crate) struct Service {
     pub name: String,
     pub symbols: SymbolTable,
-    /// About the bytes of the symbols used by the first seal of the generation, or by the
-    /// first since the store was opened (0 = none yet): what doubling is measured against.
-    /// Not persisted.
-    pub settled_bytes: u64,
+    /// About the bytes of `symbols`, as counted against `StoreConfig::max_symbol_bytes`.
+    pub bytes: u64,
+    /// When the generation's use was last measured (or it started, or the store was opened).
+    pub checked: Instant,
+    /// Measured to hold more than twice what it used recently: a new generation is due.
+    pub due: bool,
 }
 
 /// Where a block is and what it holds.
@@ -138,7 +142,9 @@ impl State {
         self.services.push(Service {
             name: name.to_owned(),
             symbols: SymbolTable::new(),
-            settled_bytes: 0,
+            bytes: 0,
+            checked: Instant::now(),
+            due: false,
         });
         self.service_ids.insert(name.to_owned(), id);
         id
@@ -149,33 +155,41 @@ impl State {
         self.service_ids.get(&self.services[id as usize].name) == Some(&id)
     }
 
-    /// At a seal: each current generation whose symbols take `min_bytes` or more (0 = never)
-    /// and twice what it used by its first seal is followed by a new, empty one; at its first
-    /// seal (since it started, or since the store was opened) a generation records what its
-    /// profiles used. Returns
-    /// the services rolled over, with the bytes of their old generation. The caller holds
-    /// the writer lock, and writes the next snapshot after this (so the log has the new
-    /// generations before any delta of theirs).
-    pub fn roll_generations(&mut self, min_bytes: u64) -> Vec<(String, u64)> {
-        let mut rolled = Vec::new();
-        if min_bytes == 0 {
-            return rolled;
-        }
-        let current: Vec<u32> = self.service_ids.values().copied().collect();
-        for id in current {
+    /// Measures, once every `period` per current generation, what its profiles used in the
+    /// last one or two periods: with its symbols `min_bytes` or more (0 = never) and more
+    /// than twice that, a new generation is due (the caller seals the segment, which starts
+    /// it). A new generation uses all it holds in its first period, so it lasts two at least.
+    /// Returns whether one is due.
+    pub fn check_generations(&mut self, now: Instant, period: Duration, min_bytes: u64) -> bool {
+        let mut any = false;
+        for &id in self.service_ids.values() {
             let s = &mut self.services[id as usize];
-            let bytes = s.symbols.bytes_since([1; 5]);
-            if s.settled_bytes == 0 {
-                // A new generation holds only what was used since it started; after the store
-                // was opened, what was used since (earlier builds may be in the table).
-                s.settled_bytes = s.symbols.take_used_bytes().max(1);
-            } else if bytes >= min_bytes && bytes >= s.settled_bytes.saturating_mul(2) {
-                let name = s.name.clone();
-                self.new_generation(&name);
-                rolled.push((name, bytes));
+            if min_bytes != 0 && !s.due && now.saturating_duration_since(s.checked) >= period {
+                s.checked = now;
+                let recent = s.symbols.take_recent_use();
+                s.due = s.bytes >= min_bytes && s.bytes > recent.saturating_mul(2);
             }
+            any |= s.due;
         }
-        rolled
+        any
+    }
+
+    /// At a seal: each service due a new generation gets one, empty, which becomes current.
+    /// Returns them, with the bytes of their old generation. The caller holds the writer
+    /// lock, and writes the next snapshot after this (so the log has the new generations
+    /// before any record refers to them).
+    pub fn roll_generations(&mut self) -> Vec<(String, u64)> {
+        let due: Vec<(String, u64)> = self
+            .service_ids
+            .values()
+            .map(|&id| &self.services[id as usize])
+            .filter(|s| s.due)
+            .map(|s| (s.name.clone(), s.bytes))
+            .collect();
+        for (name, _) in &due {
+            self.new_generation(name);
+        }
+        due
     }
 
     /// Takes back what [`State::roll_generations`] did when there were `len` services before
@@ -276,13 +290,13 @@ impl State {
         self.series.truncate(len);
     }
 
-    /// Sets [`State::symbol_bytes`] from the tables (after replay).
+    /// Sets [`State::symbol_bytes`] and each generation's bytes from the tables (after
+    /// replay, after generations are dropped).
     pub fn count_symbol_bytes(&mut self) {
-        self.symbol_bytes = self
-            .services
-            .iter()
-            .map(|s| s.symbols.bytes_since([1; 5]))
-            .sum();
+        for s in &mut self.services {
+            s.bytes = s.symbols.bytes_since([1; 5]);
+        }
+        self.symbol_bytes = self.services.iter().map(|s| s.bytes).sum();
     }
 
     /// Series that are not forgotten.
