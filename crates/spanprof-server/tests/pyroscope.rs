@@ -15,6 +15,9 @@ use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
+#[path = "common/pushv1.rs"]
+mod pushv1;
+
 /// A CPU profile written by the Go runtime; its samples carry span labels.
 const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
 const CPU_TYPE: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
@@ -696,37 +699,6 @@ fn folded_and_lines_text_uploads() {
     assert_eq!(real[0]["app_name"], "legacy");
     assert!(store.profile_types(Some("dropped")).is_empty());
     assert!(store.profile_types(Some("my")).is_empty());
-}
-
-/// `push.v1` / `types.v1` messages, written here from the field numbers independently of the
-/// server's own.
-mod pushv1 {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct PushRequest {
-        #[prost(message, repeated, tag = "1")]
-        pub series: Vec<RawProfileSeries>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawProfileSeries {
-        #[prost(message, repeated, tag = "1")]
-        pub labels: Vec<LabelPair>,
-        #[prost(message, repeated, tag = "2")]
-        pub samples: Vec<RawSample>,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct RawSample {
-        #[prost(bytes = "vec", tag = "1")]
-        pub raw_profile: Vec<u8>,
-        #[prost(string, tag = "2")]
-        pub id: String,
-    }
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct LabelPair {
-        #[prost(string, tag = "1")]
-        pub name: String,
-        #[prost(string, tag = "2")]
-        pub value: String,
-    }
 }
 
 fn base64(bytes: &[u8]) -> String {

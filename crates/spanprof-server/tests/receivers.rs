@@ -8,6 +8,7 @@ use std::time::Duration;
 use prost::Message;
 
 mod common;
+use common::pushv1;
 use common::server::wait_for;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
@@ -932,6 +933,45 @@ fn request_bodies_held_at_once_are_bounded() {
         rpc.message.contains("larger, decompressed"),
         "{}",
         rpc.message
+    );
+    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 << 20) as f64);
+    // The same inside a request: a gzip profile in a multipart upload (as pyroscope-go sends
+    // it), and in a push message.
+    let boundary = "b0und4ry";
+    let mut upload = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"profile\"; filename=\"profile.pprof\"\r\n\r\n"
+    )
+    .into_bytes();
+    upload.extend_from_slice(&bomb);
+    upload.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    let form = format!("multipart/form-data; boundary={boundary}");
+    let (status, text) = server.post("/ingest?name=app", &[("content-type", &form)], &upload);
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("the profile is larger, decompressed"),
+        "{text}"
+    );
+    let push = pushv1::PushRequest {
+        series: vec![pushv1::RawProfileSeries {
+            labels: vec![pushv1::LabelPair {
+                name: "service_name".into(),
+                value: "app".into(),
+            }],
+            samples: vec![pushv1::RawSample {
+                raw_profile: bomb.clone(),
+                id: String::new(),
+            }],
+        }],
+    };
+    let (status, text) = server.post(
+        "/push.v1.PusherService/Push",
+        &[("content-type", "application/proto")],
+        &push.encode_to_vec(),
+    );
+    assert_eq!(status, 429, "{text}");
+    assert!(
+        text.contains("series[0].samples[0]: the profile is larger, decompressed"),
+        "{text}"
     );
     assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 << 20) as f64);
     let (status, text) = server.post("/v1development/profiles", &proto, &good);

@@ -238,6 +238,48 @@ impl Payload {
     }
 }
 
+/// `bytes` (a part of a request, such as a profile in a multipart upload or a push message)
+/// decompressed when it is gzip, at most `max` bytes, with the decompressed copy charged to
+/// the in-flight budget until the returned charge is dropped: 429 past what the budget has
+/// left, [`Unpacked::TooLarge`] past `max` (for the caller to word). Not gzip: `bytes`, and
+/// nothing charged. Gzip inside gzip is refused: it would decompress again outside the limits.
+pub fn gunzip_part<'a>(
+    inflight: &std::sync::Arc<super::inflight::Inflight>,
+    bytes: &'a [u8],
+    max: usize,
+    what: &str,
+) -> Result<(Cow<'a, [u8]>, Charge), Unpacked> {
+    let mut charge = Charge::new(inflight);
+    if !spanprof_format::gzip::is_gzip(bytes) {
+        return Ok((Cow::Borrowed(bytes), charge));
+    }
+    let room = inflight.available();
+    let plain = spanprof_format::gzip::gunzip(bytes, max.min(room)).map_err(|e| match e {
+        FormatError::TooLarge { .. } if room < max => Unpacked::Refused(inflight.full(&format!(
+            "{what} is larger, decompressed, than the {room} bytes left for requests being \
+             received and decoded"
+        ))),
+        FormatError::TooLarge { .. } => Unpacked::TooLarge,
+        other => Unpacked::Refused(Rejection::bad(format!("{what} is not valid gzip: {other}"))),
+    })?;
+    if spanprof_format::gzip::is_gzip(&plain) {
+        return Err(Unpacked::Refused(Rejection::bad(format!(
+            "{what} is gzip inside gzip; gzip it once"
+        ))));
+    }
+    charge.grow(plain.len()).map_err(Unpacked::Refused)?;
+    Ok((Cow::Owned(plain), charge))
+}
+
+/// Why [`gunzip_part`] gave nothing.
+#[derive(Debug)]
+pub enum Unpacked {
+    /// Larger than its limit once decompressed.
+    TooLarge,
+    /// Not valid, or no room in the in-flight budget: the answer.
+    Refused(Rejection),
+}
+
 /// Whether `body` is gzip: by its magic bytes, checked against `Content-Encoding` (gzip or
 /// none; a body said to be gzip must be).
 fn is_gzip(headers: &HeaderMap, body: &[u8]) -> Result<bool, Rejection> {

@@ -22,8 +22,7 @@ use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
 use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 
-use super::body::Rejection;
-use crate::config::Limits;
+use super::body::{gunzip_part, Rejection, Unpacked};
 use crate::pipeline::{Incoming, Work};
 use crate::AppState;
 
@@ -69,18 +68,31 @@ impl Series {
     }
 }
 
-/// A pprof profile from a request, gzip or not.
-fn decode_pprof(bytes: &[u8], limits: &Limits) -> Result<pprof::Profile, Rejection> {
-    let mut profile = crate::spare::pprof_profile();
-    pprof::decode_into(bytes, limits.max_decompressed_bytes, &mut profile).map_err(
-        |e| match e {
-            FormatError::TooLarge { limit } => Rejection::new(
+/// A pprof profile from a request, gzip or not. Its decompressed copy is charged to the
+/// in-flight budget while it is decoded (up to `server.max_decompressed_size` for each
+/// request a worker decodes at once was otherwise outside the budget).
+fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<pprof::Profile, Rejection> {
+    let limits = &app.config.limits;
+    let max = limits.max_decompressed_bytes;
+    let (raw, _charge) =
+        gunzip_part(&app.inflight, bytes, max, "the profile").map_err(|e| match e {
+            Unpacked::TooLarge => Rejection::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                format!("the profile is larger than {limit} bytes once decompressed"),
+                format!(
+                    "the profile is larger than {max} bytes once decompressed \
+                     (server.max_decompressed_size)"
+                ),
             ),
-            other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
-        },
-    )?;
+            Unpacked::Refused(r) => r,
+        })?;
+    let mut profile = crate::spare::pprof_profile();
+    pprof::decode_into(&raw, max, &mut profile).map_err(|e| match e {
+        FormatError::TooLarge { limit } => Rejection::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the profile is larger than {limit} bytes once decompressed"),
+        ),
+        other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
+    })?;
     limits
         .profile
         .check_pprof(&profile)

@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod goprofile;
+pub mod pushv1;
 pub mod server;
 
 use std::process::{Command, Stdio};

@@ -301,7 +301,7 @@ fn pprof_series(
     if bytes.is_empty() {
         return Ok(None);
     }
-    let mut profile = decode_pprof(bytes, &app.config.limits)?;
+    let mut profile = decode_pprof(app, bytes)?;
     // Old py-spy/rbspy/pyroscope-rs leave the time unset (or in µs): the upload's `from` wins.
     if is_unset_time(profile.time_nanos) {
         profile.time_nanos = params.from_ns;

@@ -14,7 +14,7 @@ use super::labels::{self, METRIC_NAME, SERVICE_NAME};
 use super::{decode_pprof, ingest::is_unset_time, submit, Series};
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
-use crate::receivers::body::{is_json, payload, Rejection};
+use crate::receivers::body::{gunzip_part, is_json, payload, Rejection, Unpacked};
 use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
 
@@ -302,29 +302,27 @@ async fn push_inner(
             if sample.raw_profile.is_empty() {
                 continue;
             }
-            let raw = spanprof_format::gzip::maybe_gunzip(&sample.raw_profile, max - decompressed)
-                .map_err(|e| match e {
-                    spanprof_format::FormatError::TooLarge { .. } => Rejection::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        format!(
-                            "series[{si}].samples[{pi}]: the request's profiles are larger \
+            let what = format!("series[{si}].samples[{pi}]: the profile");
+            // Charged to the in-flight budget while it is decoded.
+            let (raw, _charge) = gunzip_part(
+                &app.inflight,
+                &sample.raw_profile,
+                max - decompressed,
+                &what,
+            )
+            .map_err(|e| match e {
+                Unpacked::TooLarge => Rejection::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "series[{si}].samples[{pi}]: the request's profiles are larger \
                                  than {max} bytes once decompressed, together \
                                  (server.max_decompressed_size)"
-                        ),
                     ),
-                    other => Rejection::undecodable(
-                        &format!("series[{si}].samples[{pi}]: the profile is not valid gzip"),
-                        &other,
-                    ),
-                })?;
+                ),
+                Unpacked::Refused(r) => r,
+            })?;
             decompressed += raw.len();
-            // The decoder would gunzip a second layer outside the request's limit.
-            if spanprof_format::gzip::is_gzip(&raw) {
-                return Err(Rejection::bad(format!(
-                    "series[{si}].samples[{pi}]: the profile is gzip inside gzip; gzip it once"
-                )));
-            }
-            let mut profile = decode_pprof(&raw, &app.config.limits).map_err(|r| Rejection {
+            let mut profile = decode_pprof(app, &raw).map_err(|r| Rejection {
                 message: format!("series[{si}].samples[{pi}]: {}", r.message),
                 ..r
             })?;
