@@ -8,7 +8,7 @@ mod common;
 
 use common::{sample, DictionaryBuilder, TICK_NS};
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
-use spanprof_store::store::{Selection, Store, StoreConfig};
+use spanprof_store::store::{Selection, SeriesLimits, Store, StoreConfig};
 use std::time::Duration;
 
 const SERVICE: &str = "shop";
@@ -289,4 +289,40 @@ fn builds_accumulated_before_a_restart_are_dropped_after_it() {
     );
     // The first profile went with the old generation's segment.
     assert_eq!(collapsed(&store), expected(&[(9, 2)]));
+}
+
+/// A new generation's series repeat the old one's: at the series limit they are still made,
+/// while a series with new labels is refused.
+#[test]
+fn a_new_generation_is_not_refused_at_the_series_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        series: SeriesLimits {
+            max_series: 1,
+            ..SeriesLimits::default()
+        },
+        ..config(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    for build in 0..5 {
+        ingest(&store, &profile(build, build as u64 * 10, 1));
+    }
+    assert_eq!(store.stats().symbol_generations, 2);
+    let r = store.ingest(&[&profile(5, 50, 1)], Vec::new()).unwrap();
+    assert_eq!((r.profiles, r.new_series), (1, 1), "{:?}", r.problems);
+    let mut other = profile(5, 60, 1);
+    other.resource_profiles[0]
+        .resource
+        .as_mut()
+        .unwrap()
+        .attributes
+        .push(KeyValue {
+            key: "env".into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue("prod".into())),
+            }),
+            ..Default::default()
+        });
+    let r = store.ingest(&[&other], Vec::new()).unwrap();
+    assert_eq!(r.limited_profiles, 1, "{:?}", r.problems);
 }

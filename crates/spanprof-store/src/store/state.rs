@@ -256,7 +256,10 @@ impl State {
     /// The id of series `key`, made if it is new, unless the store already holds `max`
     /// series (0 = no limit): then nothing is made, and the key is handed back.
     pub fn series_id_within(&mut self, key: SeriesKey, max: usize) -> Result<u32, Box<SeriesKey>> {
-        let full = max != 0 && self.live_series() >= max;
+        // A series of a new symbol generation with the labels of one of an older generation
+        // is the same series to its users: it is not refused (the older one is forgotten
+        // once retention has deleted its data).
+        let full = max != 0 && self.live_series() >= max && !self.has_older_twin(&key);
         let (series, hasher) = (&self.series, &self.series_hasher);
         let hash = hasher.hash_one(&key);
         match self
@@ -274,6 +277,23 @@ impl State {
                 Ok(id)
             }
         }
+    }
+
+    /// Whether series `key` is known under an older generation of its service.
+    fn has_older_twin(&self, key: &SeriesKey) -> bool {
+        let name = &self.services[key.service as usize].name;
+        (0..key.service)
+            .filter(|&id| self.services[id as usize].name == *name)
+            .any(|service| {
+                let twin = SeriesKey {
+                    service,
+                    ..key.clone()
+                };
+                let hash = self.series_hasher.hash_one(&twin);
+                self.series_ids
+                    .find(hash, |&id| self.series[id as usize] == twin)
+                    .is_some()
+            })
     }
 
     /// Takes back the series from id `len` on, just made and not yet in the log (those of a
