@@ -7,7 +7,7 @@
 mod common;
 
 use common::{sample, DictionaryBuilder, TICK_NS};
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
+use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
 use spanprof_store::store::{Selection, SeriesLimits, Store, StoreConfig};
 use std::time::Duration;
 
@@ -38,13 +38,7 @@ fn profile(build: usize, at: u64, ticks: i64) -> ProfilesData {
     p.duration_nano = 10 * SEC;
     let mut data = b.finish(vec![vec![p]]);
     data.resource_profiles[0].resource = Some(Resource {
-        attributes: vec![KeyValue {
-            key: "service.name".into(),
-            value: Some(AnyValue {
-                value: Some(any_value::Value::StringValue(SERVICE.into())),
-            }),
-            ..Default::default()
-        }],
+        attributes: vec![string_kv("service.name", SERVICE)],
         ..Default::default()
     });
     data
@@ -316,13 +310,7 @@ fn a_new_generation_is_not_refused_at_the_series_limit() {
         .as_mut()
         .unwrap()
         .attributes
-        .push(KeyValue {
-            key: "env".into(),
-            value: Some(AnyValue {
-                value: Some(any_value::Value::StringValue("prod".into())),
-            }),
-            ..Default::default()
-        });
+        .push(string_kv("env", "prod"));
     let r = store.ingest(&[&other], Vec::new()).unwrap();
     assert_eq!(r.limited_profiles, 1, "{:?}", r.problems);
 }
