@@ -4,6 +4,9 @@
 //! sends nothing, or half a request head, was held for good (measured: still open after 70 s),
 //! so enough of them would use up the process's file descriptors and keep every other client
 //! out. Bodies have their own deadline, in the receivers ([`crate::receivers::inflight`]).
+//! A connection with no request in progress and nothing sent either way for [`IDLE_TIMEOUT`]
+//! is closed as on stop: a client that keeps connections open and unused (one per pod of a
+//! large fleet, or on purpose) held them for good too.
 //!
 //! On `stop`, the listener stops accepting, and connections finish the requests in flight
 //! (HTTP/2 with GOAWAY) before [`serve`] returns.
@@ -11,24 +14,50 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tokio::time::Sleep;
 
 /// How long a client may take to send a request head, and the first bytes of a connection.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a connection may be idle (no request in progress, nothing read or written)
+/// before it is closed: HTTP/1 between requests, HTTP/2 with GOAWAY. Clients open a new one
+/// when they have something to send; 5 minutes keeps the connections of exporters that send
+/// every few seconds or minutes.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Bytes that tell HTTP/1 from HTTP/2: the length of the HTTP/2 connection preface.
 const PREFACE_BYTES: usize = 24;
+
+/// The deadlines of [`serve_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct Deadlines {
+    /// [`HEADER_READ_TIMEOUT`].
+    pub header: Duration,
+    /// [`IDLE_TIMEOUT`].
+    pub idle: Duration,
+}
+
+impl Default for Deadlines {
+    fn default() -> Self {
+        Deadlines {
+            header: HEADER_READ_TIMEOUT,
+            idle: IDLE_TIMEOUT,
+        }
+    }
+}
 
 /// Serves `router` on `listener` until `stop` turns true; then lets the connections finish
 /// what they are doing.
@@ -37,25 +66,26 @@ pub async fn serve(
     router: Router,
     stop: watch::Receiver<bool>,
 ) -> io::Result<()> {
-    serve_with(listener, router, stop, HEADER_READ_TIMEOUT).await
+    serve_with(listener, router, stop, Deadlines::default()).await
 }
 
-/// [`serve`] with another header deadline (tests).
+/// [`serve`] with other deadlines (tests).
 pub async fn serve_with(
     listener: TcpListener,
     router: Router,
-    mut stop: watch::Receiver<bool>,
-    header_timeout: Duration,
+    stop: watch::Receiver<bool>,
+    deadlines: Deadlines,
 ) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(header_timeout);
+        .header_read_timeout(deadlines.header);
     let service = TowerToHyperService::new(router);
-    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let mut stopped = stop.clone();
     let stopped = async move {
-        let _ = stop.wait_for(|s| *s).await;
+        let _ = stopped.wait_for(|s| *s).await;
     };
     let mut stopped = std::pin::pin!(stopped);
     loop {
@@ -79,19 +109,126 @@ pub async fn serve_with(
             },
             () = &mut stopped => break,
         };
+        // Finished connections' tasks, so the set holds only live ones.
+        while connections.try_join_next().is_some() {}
         keep_alive(&stream);
-        let io = TokioIo::new(FirstBytes::new(stream, header_timeout));
-        let conn = builder.serve_connection(io, service.clone()).into_owned();
-        let conn = graceful.watch(conn);
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-        });
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(Watched::new(
+            stream,
+            deadlines.header,
+            Arc::clone(&activity),
+        ));
+        let counted = {
+            let (service, activity) = (service.clone(), Arc::clone(&activity));
+            hyper::service::service_fn(move |request| {
+                let request_in_progress = activity.begin();
+                let response = hyper::service::Service::call(&service, request);
+                async move {
+                    let response = response.await;
+                    drop(request_in_progress);
+                    response
+                }
+            })
+        };
+        let conn = builder.serve_connection(io, counted).into_owned();
+        connections.spawn(run_connection(
+            conn,
+            |c| c.graceful_shutdown(),
+            activity,
+            deadlines.idle,
+            stop.clone(),
+        ));
     }
     drop(listener);
-    graceful.shutdown().await;
+    while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Drives one connection until it ends; shuts it down gracefully on stop, or once it has
+/// been idle for `idle`.
+async fn run_connection<C, E>(
+    conn: C,
+    shut_down: fn(Pin<&mut C>),
+    activity: Arc<Activity>,
+    idle: Duration,
+    mut stop: watch::Receiver<bool>,
+) where
+    C: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    let mut conn = std::pin::pin!(conn);
+    let mut closing = false;
+    loop {
+        let idle_left = activity.idle_left(idle);
+        tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = stop.wait_for(|s| *s), if !closing => {
+                shut_down(conn.as_mut());
+                closing = true;
+            }
+            () = tokio::time::sleep(idle_left), if !closing => {
+                if activity.idle_left(idle).is_zero() {
+                    tracing::debug!(idle_s = idle.as_secs(), "closing an idle connection");
+                    shut_down(conn.as_mut());
+                    closing = true;
+                }
+            }
+        }
+    }
+}
+
+/// What a connection is doing: when it last read or wrote, and how many of its requests are
+/// in progress.
+struct Activity {
+    start: Instant,
+    /// Milliseconds from `start` to the last read or write.
+    last_ms: AtomicU64,
+    requests: AtomicUsize,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+            requests: AtomicUsize::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        self.last_ms
+            .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    /// A request in progress until the guard is dropped.
+    fn begin(self: &Arc<Self>) -> RequestInProgress {
+        self.requests.fetch_add(1, Ordering::AcqRel);
+        RequestInProgress(Arc::clone(self))
+    }
+
+    /// How long until the connection has been idle for `idle` (zero: it has); `idle` while a
+    /// request is in progress.
+    fn idle_left(&self, idle: Duration) -> Duration {
+        if self.requests.load(Ordering::Acquire) > 0 {
+            return idle;
+        }
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
+        idle.saturating_sub(self.start.elapsed().saturating_sub(last))
+    }
+}
+
+struct RequestInProgress(Arc<Activity>);
+
+impl Drop for RequestInProgress {
+    fn drop(&mut self) {
+        self.0.touch();
+        self.0.requests.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// How long a connection may be silent before the kernel probes its peer, and the time
@@ -111,26 +248,39 @@ fn keep_alive(stream: &TcpStream) {
     }
 }
 
-/// A TCP stream whose first [`PREFACE_BYTES`] must arrive within a deadline: reading fails
-/// with `TimedOut` past it. After them, reads pass through.
-struct FirstBytes {
+/// A TCP stream whose first [`PREFACE_BYTES`] must arrive within a deadline (reading fails
+/// with `TimedOut` past it; after them, reads pass through), and whose reads and writes are
+/// noted in its connection's [`Activity`].
+struct Watched {
     stream: TcpStream,
     /// Bytes still to arrive before the deadline stops applying.
     pending: usize,
     deadline: Option<Pin<Box<Sleep>>>,
+    activity: Arc<Activity>,
 }
 
-impl FirstBytes {
-    fn new(stream: TcpStream, within: Duration) -> Self {
-        FirstBytes {
+impl Watched {
+    fn new(stream: TcpStream, within: Duration, activity: Arc<Activity>) -> Self {
+        Watched {
             stream,
             pending: PREFACE_BYTES,
             deadline: Some(Box::pin(tokio::time::sleep(within))),
+            activity,
         }
+    }
+
+    /// Notes a write that went through.
+    fn wrote(&self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
+        if let Poll::Ready(Ok(n)) = polled {
+            if n > 0 {
+                self.activity.touch();
+            }
+        }
+        polled
     }
 }
 
-impl AsyncRead for FirstBytes {
+impl AsyncRead for Watched {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -138,12 +288,15 @@ impl AsyncRead for FirstBytes {
     ) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        let read = buf.filled().len() - before;
+        if read > 0 {
+            self.activity.touch();
+        }
         let Some(deadline) = self.deadline.as_mut() else {
             return polled;
         };
         match polled {
             Poll::Ready(Ok(())) => {
-                let read = buf.filled().len() - before;
                 self.pending = self.pending.saturating_sub(read);
                 if self.pending == 0 || read == 0 {
                     self.deadline = None;
@@ -162,13 +315,14 @@ impl AsyncRead for FirstBytes {
     }
 }
 
-impl AsyncWrite for FirstBytes {
+impl AsyncWrite for Watched {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.stream).poll_write(cx, buf);
+        self.wrote(polled)
     }
 
     fn poll_write_vectored(
@@ -176,7 +330,8 @@ impl AsyncWrite for FirstBytes {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
+        self.wrote(polled)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -200,14 +355,32 @@ mod tests {
 
     use super::*;
 
-    /// A server of `GET /` with a header deadline of `timeout`; its address and stopper.
-    async fn start(timeout: Duration) -> (std::net::SocketAddr, watch::Sender<bool>) {
+    /// A server of `GET /` (and of `GET /slow`, answered after `slow`) with `deadlines`; its
+    /// address and stopper.
+    async fn start(
+        deadlines: Deadlines,
+        slow: Duration,
+    ) -> (std::net::SocketAddr, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop_tx, stop_rx) = watch::channel(false);
-        let router = Router::new().route("/", get(|| async { "hello" }));
-        tokio::spawn(serve_with(listener, router, stop_rx, timeout));
+        let router = Router::new().route("/", get(|| async { "hello" })).route(
+            "/slow",
+            get(move || async move {
+                // A request that takes longer than the idle deadline.
+                tokio::time::sleep(slow).await;
+                "done"
+            }),
+        );
+        tokio::spawn(serve_with(listener, router, stop_rx, deadlines));
         (addr, stop_tx)
+    }
+
+    fn header_deadline(header: Duration) -> Deadlines {
+        Deadlines {
+            header,
+            ..Deadlines::default()
+        }
     }
 
     /// Seconds until the server closes a connection that sent `sent` and then nothing.
@@ -224,7 +397,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn silent_and_slow_clients_are_closed_and_others_served() {
-        let (addr, _stop) = start(Duration::from_millis(300)).await;
+        let (addr, _stop) =
+            start(header_deadline(Duration::from_millis(300)), Duration::ZERO).await;
         tokio::task::spawn_blocking(move || {
             // Nothing at all; a few bytes (protocol not known yet); half a request head.
             for sent in [&b""[..], b"GE", b"GET / HTTP/1.1\r\nHost: x\r\n"] {
@@ -262,7 +436,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stopping_closes_the_listener() {
-        let (addr, stop) = start(Duration::from_secs(30)).await;
+        let (addr, stop) = start(Deadlines::default(), Duration::ZERO).await;
         let idle = std::net::TcpStream::connect(addr).unwrap();
         stop.send(true).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -274,5 +448,64 @@ mod tests {
             tokio::task::yield_now().await;
         }
         drop(idle);
+    }
+
+    /// An idle connection is closed after the idle deadline, HTTP/1 after its request and
+    /// HTTP/2 with GOAWAY; a request that takes longer than it is answered on its connection.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn idle_connections_are_closed_and_busy_ones_kept() {
+        let idle = Duration::from_millis(300);
+        let deadlines = Deadlines {
+            idle,
+            ..Deadlines::default()
+        };
+        let (addr, _stop) = start(deadlines, idle * 4).await;
+        tokio::task::spawn_blocking(move || {
+            // HTTP/1: answered, then closed once idle.
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let start = std::time::Instant::now();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).expect("closed once idle");
+            let secs = start.elapsed().as_secs_f64();
+            assert!((0.25..5.0).contains(&secs), "closed after {secs} s");
+            assert!(String::from_utf8_lossy(&out).ends_with("hello"));
+            // A request four times as long as the idle deadline: answered.
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out)
+                .expect("answered, then closed once idle");
+            let text = String::from_utf8_lossy(&out);
+            assert!(
+                text.starts_with("HTTP/1.1 200") && text.ends_with("done"),
+                "{text}"
+            );
+        })
+        .await
+        .unwrap();
+        // HTTP/2: answered, then GOAWAY once idle, which ends the client's connection.
+        let stream = TcpStream::connect(addr).await.unwrap();
+        let (mut send, conn) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .unwrap();
+        let conn = tokio::spawn(conn);
+        let request = axum::http::Request::get("http://x/")
+            .body(String::new())
+            .unwrap();
+        let response = send.send_request(request).await.unwrap();
+        assert_eq!(response.status(), 200);
+        let start = std::time::Instant::now();
+        tokio::time::timeout(Duration::from_secs(10), conn)
+            .await
+            .expect("the server ends an idle HTTP/2 connection")
+            .unwrap()
+            .expect("with GOAWAY, not an error");
+        let secs = start.elapsed().as_secs_f64();
+        assert!(secs >= 0.25, "closed after {secs} s");
     }
 }
