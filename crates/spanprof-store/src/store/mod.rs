@@ -7,6 +7,13 @@
 //! segment starts with a snapshot, retention can delete whole old segments. Opening replays
 //! the log into memory: symbols, series, one small entry per block (where it is, its series,
 //! time and total), the span → blocks and trace → blocks indexes, and the spans.
+//!
+//! A service's symbols come in generations (`state::Service`): a generation is a service
+//! entry of its own, with the service's name, listed in snapshots like any other; a series
+//! names the generation its blocks' stacks refer to. When a service's symbols grow past twice
+//! what its profiles use, the segment is sealed and a new generation starts; an old one is
+//! emptied once retention has deleted the data of all its series. Binaries from before
+//! generations existed cannot open a store in which a service has two.
 
 mod compact;
 #[cfg(test)]
