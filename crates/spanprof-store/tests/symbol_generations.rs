@@ -219,6 +219,20 @@ fn generations_start_only_past_the_threshold_and_twice_the_use() {
         assert_eq!(r.new_series, u64::from(at == 0), "ingest {at}");
     }
     assert_eq!(store.stats().symbol_generations, 1);
+    // A service that stops sending is not measured as unused: another one's profiles go on,
+    // and it keeps its one generation.
+    let other = |build| {
+        let mut p = profile(build, 100, 1);
+        p.resource_profiles[0].resource = Some(Resource {
+            attributes: vec![string_kv("service.name", "other")],
+            ..Default::default()
+        });
+        p
+    };
+    for _ in 0..4 {
+        ingest(&store, &other(9));
+    }
+    assert_eq!(store.stats().symbol_generations, 2, "shop's and other's");
     drop(store);
     // Use measured once an hour: not yet.
     let dir = tempfile::tempdir().unwrap();

@@ -156,9 +156,9 @@ impl State {
     }
 
     /// Measures, once every `period` per current generation, what its profiles used in the
-    /// last one or two periods: with its symbols `min_bytes` or more (0 = never) and more
-    /// than twice that, a new generation is due (the caller seals the segment, which starts
-    /// it). A new generation uses all it holds in its first period, so it lasts two at least.
+    /// last one or two periods: with some used, its symbols `min_bytes` or more (0 = never)
+    /// and more than twice that, a new generation is due (the caller seals the segment, which
+    /// starts it). A new generation uses all it holds in its first period, so it lasts two at least.
     /// Returns whether one is due.
     pub fn check_generations(&mut self, now: Instant, period: Duration, min_bytes: u64) -> bool {
         let mut any = false;
@@ -167,7 +167,9 @@ impl State {
             if min_bytes != 0 && !s.due && now.saturating_duration_since(s.checked) >= period {
                 s.checked = now;
                 let recent = s.symbols.take_recent_use();
-                s.due = s.bytes >= min_bytes && s.bytes > recent.saturating_mul(2);
+                // Unused (a service that stopped sending, or sends less often than this):
+                // nothing tells which of its symbols are stale.
+                s.due = recent > 0 && s.bytes >= min_bytes && s.bytes > recent.saturating_mul(2);
             }
             any |= s.due;
         }
