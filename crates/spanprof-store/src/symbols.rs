@@ -99,10 +99,13 @@ pub struct SymbolTable {
     /// persisted; emptied when it holds [`STACK_CACHE_IDS`] location ids.
     stack_cache: HashMap<Box<[u32]>, u32>,
     stack_cache_ids: usize,
-    /// Locations profiles referred to since the last [`SymbolTable::take_recent_use`] (a bit
-    /// per id), and in the period before it: what part of the table is in use. Not persisted.
+    /// Mappings (binaries: builds) profiles referred to since the last
+    /// [`SymbolTable::take_recent_use`] (a bit per id), and in the period before it; and
+    /// whether profiles referred to any location in each. Not persisted.
     used: Vec<u64>,
     used_before: Vec<u64>,
+    touched: bool,
+    touched_before: bool,
 }
 
 /// Location ids the stack cache of one service holds at most (4 bytes each, plus about 24
@@ -257,6 +260,8 @@ impl SymbolTable {
             stack_cache_ids: 0,
             used: Vec::new(),
             used_before: Vec::new(),
+            touched: false,
+            touched_before: false,
         }
     }
 
@@ -316,9 +321,9 @@ impl SymbolTable {
         self.nodes.truncate(sizes[4]);
         for used in [&mut self.used, &mut self.used_before] {
             // Bits past the table (ids a later entry may take) cleared.
-            used.truncate(sizes[3].div_ceil(64));
-            if let Some(last) = used.last_mut().filter(|_| !sizes[3].is_multiple_of(64)) {
-                *last &= (1u64 << (sizes[3] % 64)) - 1;
+            used.truncate(sizes[1].div_ceil(64));
+            if let Some(last) = used.last_mut().filter(|_| !sizes[1].is_multiple_of(64)) {
+                *last &= (1u64 << (sizes[1] % 64)) - 1;
             }
         }
         // It may name the nodes just dropped.
@@ -345,25 +350,40 @@ impl SymbolTable {
         (strings + mappings + functions + locations + nodes) as u64
     }
 
-    /// About the bytes of the symbols profiles referred to since the call before the last
-    /// one (or since the table was made): every symbol's bytes, in the share of locations
-    /// used. Starts the next period.
-    pub fn take_recent_use(&mut self) -> u64 {
-        let total = self.bytes_since([1; 5]);
-        let locations = self.locations.items.len() as u64 - 1;
-        let words = self.used.len().max(self.used_before.len());
+    /// About the bytes of the symbols in use: every symbol's bytes, in the share of locations
+    /// whose mapping (binary) profiles referred to since the call before the last one (or
+    /// since the table was made), or that have none (nothing tells their builds apart, and
+    /// they are never taken as stale). `None` when profiles referred to nothing meanwhile.
+    /// Starts the next period.
+    ///
+    /// By mapping rather than by location: a program's code paths taken only now and then
+    /// are in use as long as its binary is, and a new build's binary leaves the old one's
+    /// unused.
+    pub fn take_recent_use(&mut self) -> Option<u64> {
+        let touched = self.touched || self.touched_before;
         let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
-        let used: u64 = (0..words)
-            .map(|i| u64::from((at(&self.used, i) | at(&self.used_before, i)).count_ones()))
-            .sum();
+        let used = |m: u32| {
+            let (word, bit) = (m as usize / 64, 1u64 << (m % 64));
+            m == 0 || (at(&self.used, word) | at(&self.used_before, word)) & bit != 0
+        };
+        let locations = &self.locations.items[1..];
+        let in_use = locations.iter().filter(|l| used(l.mapping)).count() as u64;
+        let total = self.bytes_since([1; 5]);
+        let bytes = (total * in_use)
+            .checked_div(locations.len() as u64)
+            .unwrap_or(total);
         self.used_before = std::mem::take(&mut self.used);
-        (total * used.min(locations))
-            .checked_div(locations)
-            .unwrap_or(total)
+        self.touched_before = std::mem::take(&mut self.touched);
+        touched.then_some(bytes)
     }
 
-    fn mark_used(&mut self, id: u32) {
-        let (word, bit) = (id as usize / 64, 1u64 << (id % 64));
+    /// Notes that a profile referred to a location of mapping `mapping` (0: none).
+    fn mark_used(&mut self, mapping: u32) {
+        self.touched = true;
+        if mapping == 0 {
+            return;
+        }
+        let (word, bit) = (mapping as usize / 64, 1u64 << (mapping % 64));
         if word >= self.used.len() {
             self.used.resize(word + 1, 0);
         }
@@ -520,8 +540,9 @@ impl SymbolTable {
                 address: key.address,
                 lines: key.lines.into(),
             });
+            let mapping = key.mapping;
             remap.lines = lines;
-            self.mark_used(remap.locations[i]);
+            self.mark_used(mapping);
         }
         Ok(remap.locations[i])
     }
@@ -721,7 +742,7 @@ fn encode_tables(t: &SymbolTable, out: &mut Vec<u8>, from: [usize; 5]) {
 
 #[cfg(test)]
 mod tests {
-    use spanprof_format::otlp::{Function, Line, Location, Stack};
+    use spanprof_format::otlp::{Function, Line, Location, Mapping, Stack};
 
     use super::*;
 
@@ -828,12 +849,24 @@ mod tests {
         assert_eq!(t.node_count(), nodes + 1);
     }
 
-    /// Use is measured over the last two periods, in the share of locations used; what a
-    /// refused profile interned and then dropped is not counted.
+    /// Use is measured over the last two periods, by mapping: the share of locations whose
+    /// binary profiles used, or that have none; nothing used at all is `None`. A mapping a
+    /// refused profile interned and then dropped is not counted for the one that takes its id.
     #[test]
-    fn recent_use_covers_two_periods() {
+    fn recent_use_covers_two_periods_by_mapping() {
         let mut t = SymbolTable::new();
-        let d = dict(&[0x10, 0x20, 0x30, 0x40], &[&[1], &[2], &[3], &[4]]);
+        // Locations 1 and 2 in binary A, 3 in binary B, 4 with no mapping.
+        let mut d = dict(&[0x10, 0x20, 0x30, 0x40], &[&[1], &[2], &[3], &[4]]);
+        for start in [0xa000, 0xb000] {
+            d.mapping_table.push(Mapping {
+                memory_start: start,
+                ..Default::default()
+            });
+        }
+        d.mapping_table.insert(0, Mapping::default());
+        for (l, m) in [(1, 1), (2, 1), (3, 2)] {
+            d.location_table[l].mapping_index = m;
+        }
         let use_stack = |t: &mut SymbolTable, stack: i32| {
             t.stack_of(&d, &mut Remap::new(&d), stack).unwrap();
         };
@@ -841,19 +874,37 @@ mod tests {
             use_stack(&mut t, stack);
         }
         let all = t.bytes_since([1; 5]);
-        assert_eq!(t.take_recent_use(), all, "every location used");
+        assert_eq!(t.take_recent_use(), Some(all), "every binary used");
         use_stack(&mut t, 1);
-        // This period: one of four; the one before: all of them.
-        assert_eq!(t.take_recent_use(), all);
-        assert_eq!(t.take_recent_use(), all / 4, "the last two periods: one");
-        assert_eq!(t.take_recent_use(), 0, "none");
-        // A location used and then dropped (its profile refused) is no longer counted, nor
-        // is the entry that later takes its id.
+        // This period: binary A; the one before: both.
+        assert_eq!(t.take_recent_use(), Some(all));
+        // The last two periods: A, and the location with no mapping.
+        assert_eq!(t.take_recent_use(), Some(all * 3 / 4));
+        assert_eq!(t.take_recent_use(), None, "nothing used");
+        // Binary C, interned by a profile then refused; binary D takes its id, unused.
         let sizes = t.sizes();
-        let d5 = dict(&[0x50], &[&[1]]);
-        t.stack_of(&d5, &mut Remap::new(&d5), 1).unwrap();
+        let mut c = dict(&[0x50], &[&[1]]);
+        c.mapping_table = vec![
+            Mapping::default(),
+            Mapping {
+                memory_start: 0xc000,
+                ..Default::default()
+            },
+        ];
+        c.location_table[1].mapping_index = 1;
+        t.stack_of(&c, &mut Remap::new(&c), 1).unwrap();
         t.truncate(sizes);
-        use_stack(&mut t, 2);
-        assert_eq!(t.take_recent_use(), all / 4);
+        let d_id = t.mappings.intern(MappingSym {
+            memory_start: 0xd000,
+            ..Default::default()
+        });
+        t.locations.intern(LocationSym {
+            mapping: d_id,
+            address: 0x60,
+            lines: Box::new([]),
+        });
+        use_stack(&mut t, 1);
+        let five = t.bytes_since([1; 5]);
+        assert_eq!(t.take_recent_use(), Some(five * 3 / 5));
     }
 }

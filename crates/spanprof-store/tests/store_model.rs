@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Profile, ProfilesData, Resource};
-use spanprof_format::pprof::{self, Function, Label, Line, Location, Sample, ValueType};
+use spanprof_format::pprof::{self, Function, Label, Line, Location, Mapping, Sample, ValueType};
 use spanprof_format::to_otlp::pprof_to_otlp;
 use spanprof_format::LinkConfig;
 use spanprof_store::store::{Selection, Store, StoreConfig};
@@ -65,9 +65,11 @@ fn arb_pprof() -> impl Strategy<Value = (pprof::Profile, usize, i64)> {
                     start_line: 1,
                 })
                 .collect();
+            let binary = s("/app/main");
             let location: Vec<Location> = (0..5)
                 .map(|i| Location {
                     id: i as u64 + 1,
+                    mapping_id: 1,
                     address: build * 0x1000 + i as u64,
                     line: vec![Line {
                         function_id: i as u64 + 1,
@@ -128,6 +130,14 @@ fn arb_pprof() -> impl Strategy<Value = (pprof::Profile, usize, i64)> {
                 sample,
                 location,
                 function,
+                // Each build's binary at its own addresses.
+                mapping: vec![Mapping {
+                    id: 1,
+                    memory_start: build * 0x1000,
+                    memory_limit: (build + 1) * 0x1000,
+                    filename: binary,
+                    ..Default::default()
+                }],
                 string_table: strings,
                 ..Default::default()
             };

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{sample, DictionaryBuilder, TICK_NS};
-use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
+use spanprof_format::otlp::{string_kv, Mapping, ProfilesData, Resource};
 use spanprof_store::store::{Selection, SeriesLimits, Store, StoreConfig};
 use std::time::Duration;
 
@@ -22,15 +22,31 @@ fn function(build: usize, i: usize) -> String {
 }
 
 /// One CPU profile of build `build` at `T0 + at` seconds: `main.main` calling each of the
-/// build's functions once, with `ticks` samples each.
+/// build's functions once, with `ticks` samples each; every frame in the build's binary (a
+/// mapping of its own, as a new build's is).
 fn profile(build: usize, at: u64, ticks: i64) -> ProfilesData {
+    in_binary(build, build, at, ticks)
+}
+
+/// [`profile`] with the frames of `build` in the binary of build `binary`.
+fn in_binary(build: usize, binary: usize, at: u64, ticks: i64) -> ProfilesData {
     let mut b = DictionaryBuilder::new();
+    let filename_strindex = b.string("/app/shop");
+    b.dict.mapping_table.push(Mapping {
+        memory_start: 0x40_0000 + binary as u64 * 0x100_0000,
+        memory_limit: 0x40_0000 + (binary as u64 + 1) * 0x100_0000,
+        filename_strindex,
+        ..Default::default()
+    });
     let main = b.location(&["main.main"]);
     let mut samples = Vec::new();
     for i in 0..FUNCTIONS {
         let f = b.location(&[&function(build, i)]);
         let stack = b.stack(&[f, main]);
         samples.push(sample(stack, 0, &[ticks * TICK_NS]));
+    }
+    for l in &mut b.dict.location_table[1..] {
+        l.mapping_index = 1;
     }
     let cpu = ("cpu", "nanoseconds");
     let mut p = b.profile(cpu, cpu, samples);
@@ -217,6 +233,14 @@ fn generations_start_only_past_the_threshold_and_twice_the_use() {
             .ingest(&builds.iter().collect::<Vec<_>>(), Vec::new())
             .unwrap();
         assert_eq!(r.new_series, u64::from(at == 0), "ingest {at}");
+    }
+    assert_eq!(store.stats().symbol_generations, 1);
+    // One binary whose profiles take other code paths each time (frames never seen again):
+    // its paths taken now and then are in use while the binary is, one generation.
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(config(dir.path())).unwrap();
+    for paths in 0..8 {
+        ingest(&store, &in_binary(paths, 0, paths as u64 * 10, 1));
     }
     assert_eq!(store.stats().symbol_generations, 1);
     // A service that stops sending is not measured as unused: another one's profiles go on,

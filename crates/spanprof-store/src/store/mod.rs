@@ -11,7 +11,7 @@
 //! A service's symbols come in generations (`state::Service`): a generation is a service
 //! entry of its own, with the service's name, listed in snapshots like any other; a series
 //! names the generation its blocks' stacks refer to. When a service's symbols grow past twice
-//! what its profiles use, the segment is sealed and a new generation starts; an old one is
+//! those of the binaries its profiles use, the segment is sealed and a new generation starts; an old one is
 //! emptied once retention has deleted the data of all its series. Binaries from before
 //! generations existed cannot open a store in which a service has two.
 
@@ -69,13 +69,13 @@ pub struct StoreConfig {
     pub max_symbol_bytes: u64,
     /// A service's symbols start a new generation (the segment is sealed for it) once they
     /// take this many bytes (about, as counted against `max_symbol_bytes`; 0 = never) and
-    /// more than twice what its profiles used in the last one or two
+    /// more than twice those of the binaries its profiles used in the last one or two
     /// [`StoreConfig::symbol_use_period`]s: each build of a program interns all its symbols
     /// anew, and an old build's go once retention has deleted the last data that refers to
     /// them. 4 MiB by default.
     pub symbol_generation_bytes: u64,
-    /// How often what a service's profiles use of its symbols is measured. 30 minutes by
-    /// default: long enough for code paths taken now and then to count as used.
+    /// How often the binaries a service's profiles use are measured. 30 minutes by default:
+    /// every instance of a service sends within it.
     pub symbol_use_period: std::time::Duration,
 }
 

@@ -45,8 +45,8 @@ impl SeriesKey {
 /// One generation of a service's symbols: the service's entry in [`State::services`].
 ///
 /// Symbols are interned for good within a generation, so every new build of a program adds
-/// all its symbols again. Once a generation's symbols are more than twice what its profiles
-/// used recently ([`State::check_generations`]), the segment is sealed and a new, empty
+/// all its symbols again. Once a generation's symbols are more than twice those of the
+/// binaries its profiles used recently ([`State::check_generations`]), the segment is sealed and a new, empty
 /// generation starts ([`State::roll_generations`]). New series and blocks refer to the new
 /// one, and the old one is dropped once retention has deleted the last block of its series
 /// ([`State::drop_unused_generations`]). Answers never see the difference: they select
@@ -155,10 +155,10 @@ impl State {
         self.service_ids.get(&self.services[id as usize].name) == Some(&id)
     }
 
-    /// Measures, once every `period` per current generation, what its profiles used in the
-    /// last one or two periods: with some used, its symbols `min_bytes` or more (0 = never)
-    /// and more than twice that, a new generation is due (the caller seals the segment, which
-    /// starts it). A new generation uses all it holds in its first period, so it lasts two at least.
+    /// Measures, once every `period` per current generation, the symbols of the binaries its
+    /// profiles used in the last one or two periods ([`SymbolTable::take_recent_use`]): with
+    /// some used, its symbols `min_bytes` or more (0 = never) and more than twice those, a new
+    /// generation is due (the caller seals the segment, which starts it). A new generation uses all it holds in its first period, so it lasts two at least.
     /// Returns whether one is due.
     pub fn check_generations(&mut self, now: Instant, period: Duration, min_bytes: u64) -> bool {
         let mut any = false;
@@ -166,10 +166,11 @@ impl State {
             let s = &mut self.services[id as usize];
             if min_bytes != 0 && !s.due && now.saturating_duration_since(s.checked) >= period {
                 s.checked = now;
-                let recent = s.symbols.take_recent_use();
                 // Unused (a service that stopped sending, or sends less often than this):
                 // nothing tells which of its symbols are stale.
-                s.due = recent > 0 && s.bytes >= min_bytes && s.bytes > recent.saturating_mul(2);
+                s.due = s.symbols.take_recent_use().is_some_and(|recent| {
+                    s.bytes >= min_bytes && s.bytes > recent.saturating_mul(2)
+                });
             }
             any |= s.due;
         }
