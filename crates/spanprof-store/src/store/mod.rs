@@ -11,9 +11,9 @@
 //! A service's symbols come in generations (`state::Service`): a generation is a service
 //! entry of its own, with the service's name, listed in snapshots like any other; a series
 //! names the generation its blocks' stacks refer to. When a service's symbols grow past twice
-//! those of the binaries its profiles use, the segment is sealed and a new generation starts; an old one is
-//! emptied once retention has deleted the data of all its series. Binaries from before
-//! generations existed cannot open a store in which a service has two.
+//! those of the binaries its profiles use, the segment is sealed and a new generation starts;
+//! an old one is emptied once retention has deleted the data of all its series. Binaries from
+//! before generations existed cannot open a store in which a service has two.
 
 mod compact;
 #[cfg(test)]
@@ -517,8 +517,8 @@ impl Store {
     }
 
     /// Starts a new log segment (its snapshot written), after starting new symbol generations
-    /// for the services whose symbols doubled ([`State::roll_generations`]): the snapshot
-    /// has them, empty, before any record refers to them. Returns the new segment's id. The
+    /// for the services due one ([`State::roll_generations`]): the snapshot has them, empty,
+    /// before any record refers to them. Returns the new segment's id. The
     /// caller holds the writer lock.
     fn rotate_log(&self) -> Result<u64, StoreError> {
         let (len, rolled) = {
@@ -532,9 +532,9 @@ impl Store {
                     tracing::info!(
                         service,
                         symbol_bytes = bytes,
-                        "the service's symbols have doubled since they settled (a new build?): \
-                         a new generation of them starts, and the old one is dropped once \
-                         retention deletes the data that refers to it"
+                        "the service's symbols are more than twice those of the binaries its \
+                         profiles use (new builds): a new generation of them starts, and the \
+                         old one is dropped once retention deletes the data that refers to it"
                     );
                 }
                 Ok(next)
