@@ -4,11 +4,11 @@
 //! sends nothing, or half a request head, was held for good (measured: still open after 70 s),
 //! so enough of them would use up the process's file descriptors and keep every other client
 //! out. Bodies have their own deadline, in the receivers ([`crate::receivers::inflight`]).
-//! A connection with no request in progress and nothing sent either way for [`IDLE_TIMEOUT`]
-//! is closed as on stop: an HTTP/2 client that keeps its connection open and unused (one per
-//! pod of a large fleet, or on purpose) held it for good too. (An HTTP/1 connection waits for
-//! its next request head under the header deadline: measured, an idle keep-alive connection
-//! is closed 30 s after its last answer.)
+//! A connection with nothing sent either way for [`IDLE_TIMEOUT`] is shut down as on stop
+//! (a request still in progress is answered first): an HTTP/2 client that keeps its
+//! connection open and unused (one per pod of a large fleet, or on purpose) held it for good
+//! too. (An HTTP/1 connection waits for its next request head under the header deadline:
+//! measured, an idle keep-alive connection is closed 30 s after its last answer.)
 //!
 //! On `stop`, the listener stops accepting, and connections finish the requests in flight
 //! (HTTP/2 with GOAWAY) before [`serve`] returns.
@@ -16,7 +16,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -34,10 +34,10 @@ use tokio::time::Sleep;
 /// How long a client may take to send a request head, and the first bytes of a connection.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long a connection may be idle (no request in progress, nothing read or written)
-/// before it is closed, HTTP/2 with GOAWAY (HTTP/1 ones wait under [`HEADER_READ_TIMEOUT`]
-/// first). Clients open a new one when they have something to send; 5 minutes keeps the
-/// connections of exporters that send every few seconds or minutes.
+/// How long a connection may be idle (nothing read or written) before it is shut down as on
+/// stop, HTTP/2 with GOAWAY (HTTP/1 ones wait under [`HEADER_READ_TIMEOUT`] first). Clients
+/// open a new one when they have something to send; 5 minutes keeps the connections of
+/// exporters that send every few seconds or minutes.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// Bytes that tell HTTP/1 from HTTP/2: the length of the HTTP/2 connection preface.
@@ -120,19 +120,7 @@ pub async fn serve_with(
             deadlines.header,
             Arc::clone(&activity),
         ));
-        let counted = {
-            let (service, activity) = (service.clone(), Arc::clone(&activity));
-            hyper::service::service_fn(move |request| {
-                let request_in_progress = activity.begin();
-                let response = hyper::service::Service::call(&service, request);
-                async move {
-                    let response = response.await;
-                    drop(request_in_progress);
-                    response
-                }
-            })
-        };
-        let conn = builder.serve_connection(io, counted).into_owned();
+        let conn = builder.serve_connection(io, service.clone()).into_owned();
         connections.spawn(run_connection(
             conn,
             |c| c.graceful_shutdown(),
@@ -184,13 +172,11 @@ async fn run_connection<C, E>(
     }
 }
 
-/// What a connection is doing: when it last read or wrote, and how many of its requests are
-/// in progress.
+/// When a connection last read or wrote.
 struct Activity {
     start: Instant,
     /// Milliseconds from `start` to the last read or write.
     last_ms: AtomicU64,
-    requests: AtomicUsize,
 }
 
 impl Activity {
@@ -198,7 +184,6 @@ impl Activity {
         Activity {
             start: Instant::now(),
             last_ms: AtomicU64::new(0),
-            requests: AtomicUsize::new(0),
         }
     }
 
@@ -207,29 +192,10 @@ impl Activity {
             .store(self.start.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    /// A request in progress until the guard is dropped.
-    fn begin(self: &Arc<Self>) -> RequestInProgress {
-        self.requests.fetch_add(1, Ordering::AcqRel);
-        RequestInProgress(Arc::clone(self))
-    }
-
-    /// How long until the connection has been idle for `idle` (zero: it has); `idle` while a
-    /// request is in progress.
+    /// How long until the connection has been idle for `idle` (zero: it has).
     fn idle_left(&self, idle: Duration) -> Duration {
-        if self.requests.load(Ordering::Acquire) > 0 {
-            return idle;
-        }
         let last = Duration::from_millis(self.last_ms.load(Ordering::Relaxed));
         idle.saturating_sub(self.start.elapsed().saturating_sub(last))
-    }
-}
-
-struct RequestInProgress(Arc<Activity>);
-
-impl Drop for RequestInProgress {
-    fn drop(&mut self) {
-        self.0.touch();
-        self.0.requests.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -357,11 +323,11 @@ mod tests {
 
     use super::*;
 
-    /// A server of `GET /` (and of `GET /slow`, answered after `slow`) with `deadlines`; its
-    /// address and stopper.
+    /// A server of `GET /` (and of `GET /slow`, answered once `release` is notified) with
+    /// `deadlines`; its address and stopper.
     async fn start(
         deadlines: Deadlines,
-        slow: Duration,
+        release: Arc<tokio::sync::Notify>,
     ) -> (std::net::SocketAddr, watch::Sender<bool>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -369,8 +335,7 @@ mod tests {
         let router = Router::new().route("/", get(|| async { "hello" })).route(
             "/slow",
             get(move || async move {
-                // A request that takes longer than the idle deadline.
-                tokio::time::sleep(slow).await;
+                release.notified().await;
                 "done"
             }),
         );
@@ -399,8 +364,11 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn silent_and_slow_clients_are_closed_and_others_served() {
-        let (addr, _stop) =
-            start(header_deadline(Duration::from_millis(300)), Duration::ZERO).await;
+        let (addr, _stop) = start(
+            header_deadline(Duration::from_millis(300)),
+            Default::default(),
+        )
+        .await;
         tokio::task::spawn_blocking(move || {
             // Nothing at all; a few bytes (protocol not known yet); half a request head.
             for sent in [&b""[..], b"GE", b"GET / HTTP/1.1\r\nHost: x\r\n"] {
@@ -438,7 +406,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn stopping_closes_the_listener() {
-        let (addr, stop) = start(Deadlines::default(), Duration::ZERO).await;
+        let (addr, stop) = start(Deadlines::default(), Default::default()).await;
         let idle = std::net::TcpStream::connect(addr).unwrap();
         stop.send(true).unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -453,7 +421,8 @@ mod tests {
     }
 
     /// An idle connection is closed after the idle deadline, HTTP/1 after its request and
-    /// HTTP/2 with GOAWAY; a request that takes longer than it is answered on its connection.
+    /// HTTP/2 with GOAWAY; a request that takes longer than it is not cut, and is answered on
+    /// its connection.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn idle_connections_are_closed_and_busy_ones_kept() {
         let idle = Duration::from_millis(300);
@@ -461,7 +430,8 @@ mod tests {
             idle,
             ..Deadlines::default()
         };
-        let (addr, _stop) = start(deadlines, idle * 4).await;
+        let release = Arc::new(tokio::sync::Notify::new());
+        let (addr, _stop) = start(deadlines, Arc::clone(&release)).await;
         tokio::task::spawn_blocking(move || {
             // HTTP/1: answered, then closed once idle.
             let mut s = std::net::TcpStream::connect(addr).unwrap();
@@ -473,11 +443,23 @@ mod tests {
             let secs = start.elapsed().as_secs_f64();
             assert!((0.25..5.0).contains(&secs), "closed after {secs} s");
             assert!(String::from_utf8_lossy(&out).ends_with("hello"));
-            // A request four times as long as the idle deadline: answered.
+            // A request in progress for four times the idle deadline: it is not cut (reading
+            // times out instead of ending), and the answer comes on its connection.
             let mut s = std::net::TcpStream::connect(addr).unwrap();
-            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+            s.set_read_timeout(Some(idle * 4)).unwrap();
             s.write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
                 .unwrap();
+            let mut buf = [0u8; 64];
+            let waited = s.read(&mut buf).expect_err("no answer, and not closed");
+            assert!(
+                matches!(
+                    waited.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ),
+                "{waited}"
+            );
+            release.notify_one();
+            s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
             let mut out = Vec::new();
             s.read_to_end(&mut out)
                 .expect("answered, then closed once idle");
