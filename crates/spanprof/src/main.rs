@@ -42,6 +42,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    ignore_file_size_signal();
     let cli = Cli::parse();
     // Logs to stderr; RUST_LOG sets the level (the server logs at info by default).
     let default = if matches!(cli.command, Command::Serve(_)) {
@@ -71,6 +72,16 @@ fn main() -> ExitCode {
             eprintln!("spanprof: error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A write past the file size limit (`ulimit -f`, systemd's `LimitFSIZE=`) fails with EFBIG,
+/// reported like a full disk, instead of SIGXFSZ killing the process with requests in flight.
+fn ignore_file_size_signal() {
+    #[cfg(unix)]
+    // SAFETY: sets the disposition of one signal to "ignore", before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     }
 }
 
