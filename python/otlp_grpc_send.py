@@ -3,12 +3,15 @@
 usage: otlp_grpc_send.py ADDR profiles FILE [--gzip]   # FILE: binary ExportProfilesServiceRequest
        otlp_grpc_send.py ADDR traces TRACE_ID SPAN_ID NAME START_NS END_NS
        otlp_grpc_send.py ADDR garbage                  # an Export call with an invalid payload
-Prints one JSON line: {"ok": true, "response": "..."} or {"ok": false, "code": "...", "details": "..."}.
+Prints one JSON line: {"ok": true, "response": "..."} or {"ok": false, "code": "...", "details": "..."},
+the latter with "status_code" and "retry_delay_s" when the answer carries a google.rpc.Status with a
+RetryInfo in grpc-status-details-bin (what OTLP clients read to know whether and when to retry).
 """
 import json
 import sys
 
 import grpc
+from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.proto.collector.profiles.v1development import profiles_service_pb2, profiles_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1 import common_pb2
@@ -40,7 +43,16 @@ def main():
             raise SystemExit(f"unknown kind {kind}")
         print(json.dumps({"ok": True, "response": str(response)}))
     except grpc.RpcError as e:
-        print(json.dumps({"ok": False, "code": e.code().name, "details": e.details()}))
+        out = {"ok": False, "code": e.code().name, "details": e.details()}
+        for key, value in e.trailing_metadata() or ():
+            if key == "grpc-status-details-bin":
+                status = status_pb2.Status.FromString(value)
+                out["status_code"] = status.code
+                for detail in status.details:
+                    info = error_details_pb2.RetryInfo()
+                    if detail.Unpack(info):
+                        out["retry_delay_s"] = info.retry_delay.seconds + info.retry_delay.nanos / 1e9
+        print(json.dumps(out))
 
 
 if __name__ == "__main__":

@@ -162,8 +162,9 @@ impl Metrics {
     }
 
     /// Whether a refusal by `receiver` for `reason` at `now` is logged: with how many were not
-    /// since the last line, or `None` within [`REFUSAL_LOG_EVERY`] of it.
-    fn refusal_to_log(
+    /// since the last line, or `None` within [`REFUSAL_LOG_EVERY`] of it. The pipeline's own
+    /// failures (a sink that cannot write) are limited the same way, under the sink's name.
+    pub(crate) fn refusal_to_log(
         &self,
         receiver: &'static str,
         reason: &'static str,

@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use hashbrown::HashMap;
 use spanprof_format::otlp::ProfilesData;
@@ -101,9 +102,17 @@ pub enum SubmitError {
     /// The queue is full: try again shortly (429 / RESOURCE_EXHAUSTED).
     #[error("the ingest queue is full; retry shortly")]
     Full,
-    /// The store failed to write it.
-    #[error("storing failed: {0}")]
+    /// A sink (the store, a forwarder's disk queue) could not write it, so none of it was
+    /// kept (503 / UNAVAILABLE: a full disk is freed, a client retries).
+    #[error("the server could not write this request, so none of it was kept; retry later: {0}")]
     Failed(String),
+    /// The store (or a forwarder's queue) took it but a forwarder's queue could not: it is
+    /// stored, and not sent to that forwarder (500: sending it again would store it twice).
+    #[error(
+        "this request was stored but could not be queued for forwarding, and sending it again \
+         would store it twice: {0}"
+    )]
+    PartlyWritten(String),
     /// The server is shutting down.
     #[error("the server is shutting down")]
     Closed,
@@ -122,7 +131,24 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 /// What a batch's write says of one item: the profiles of it the store refused.
-type Written = Result<Vec<String>, String>;
+type Written = Result<Vec<String>, WriteFailure>;
+
+/// Why a batch was not written to every sink.
+#[derive(Debug, Clone)]
+struct WriteFailure {
+    message: String,
+    /// Some sink kept it (the store, or a forwarder's queue before the one that failed).
+    kept: bool,
+}
+
+impl WriteFailure {
+    fn nothing_kept(message: String) -> Self {
+        WriteFailure {
+            message,
+            kept: false,
+        }
+    }
+}
 
 struct Item {
     work: Work,
@@ -232,7 +258,14 @@ impl Incoming {
         match wait.await {
             Ok(Ok(refused)) if refused.is_empty() => Ok(()),
             Ok(Ok(refused)) => Err(SubmitError::Refused(refused)),
-            Ok(Err(e)) => Err(SubmitError::Failed(e)),
+            Ok(Err(WriteFailure {
+                message,
+                kept: false,
+            })) => Err(SubmitError::Failed(message)),
+            Ok(Err(WriteFailure {
+                message,
+                kept: true,
+            })) => Err(SubmitError::PartlyWritten(message)),
             Err(_) => Err(SubmitError::Closed),
         }
     }
@@ -366,7 +399,14 @@ async fn batcher(
         .await;
         let (result, profiles) = match written {
             Ok(r) => r,
-            Err(e) => (Err(format!("writing a batch panicked: {e}")), Vec::new()),
+            // What it wrote before is unknown: not worth a retry that could store it twice.
+            Err(e) => (
+                Err(WriteFailure {
+                    message: format!("writing a batch panicked: {e}"),
+                    kept: true,
+                }),
+                Vec::new(),
+            ),
         };
         for (d, source) in done {
             let answer = result.as_ref().map_err(Clone::clone).map(|refused| {
@@ -403,7 +443,7 @@ fn write(
     profiles: &[ProfilesData],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
-) -> Result<Vec<(usize, String)>, String> {
+) -> Result<Vec<(usize, String)>, WriteFailure> {
     let forwarding = !sinks.forward.is_empty();
     let (report, spans) = match &sinks.store {
         None => (IngestReport::default(), spans),
@@ -414,7 +454,7 @@ fn write(
                 Vec::new()
             };
             (
-                store_write(store, profiles, spans, metrics)?,
+                store_write(store, profiles, spans, metrics).map_err(WriteFailure::nothing_kept)?,
                 forwarded_spans,
             )
         }
@@ -423,9 +463,23 @@ fn write(
         let forwarded = without_refused(profiles, &report);
         let refs: Vec<&ProfilesData> = forwarded.iter().map(|p| p.as_ref()).collect();
         if let Err(e) = sinks.forward.enqueue(&refs, &spans) {
-            tracing::error!(error = %e, "forward queue write failed");
+            if let Some(suppressed) =
+                metrics.refusal_to_log("forward_queue", "write_failed", Instant::now())
+            {
+                tracing::error!(error = %e, suppressed, "forward queue write failed");
+            }
             metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
-            return Err(e.to_string());
+            let queued_elsewhere = matches!(
+                e,
+                crate::forward::ForwardError::Queue {
+                    queued_elsewhere: true,
+                    ..
+                }
+            );
+            return Err(WriteFailure {
+                message: e.to_string(),
+                kept: sinks.store.is_some() || queued_elsewhere,
+            });
         }
     }
     Ok(report
@@ -507,7 +561,16 @@ fn store_write(
             Ok(report)
         }
         Err(e) => {
-            tracing::error!(error = %e, "store write failed");
+            // Once per 10 s at most: a full disk fails every batch until space is freed.
+            if let Some(suppressed) =
+                metrics.refusal_to_log("store", "write_failed", Instant::now())
+            {
+                tracing::error!(
+                    error = %e,
+                    suppressed,
+                    "store write failed: the batch's requests are answered 503 (retry later)"
+                );
+            }
             metrics.add("spanprof_store_errors_total", &[], 1.0);
             Err(e.to_string())
         }

@@ -1,10 +1,12 @@
 //! `spanprof serve`'s OTLP gRPC receiver with a real gRPC client (Python grpcio and the
 //! official opentelemetry-proto stubs): profiles (plain and gzip) and spans are stored, bad
-//! payloads get INVALID_ARGUMENT, and SIGTERM stops the server cleanly.
+//! payloads get INVALID_ARGUMENT, SIGTERM stops the server cleanly, and a busy server tells
+//! the client when to retry.
 
 mod support;
 
 use std::process::Command;
+use std::time::Duration;
 
 use support::serve::{free_port, Server};
 use support::{process_dir, python, spanprof, workspace_root};
@@ -93,4 +95,82 @@ fn otlp_grpc_from_a_real_client_is_stored() {
     );
     let import = spanprof(["inspect".as_ref(), otlp.as_os_str()]);
     import.assert_success();
+}
+
+/// A refusal worth retrying tells a real gRPC client when, in the `google.rpc.RetryInfo` of
+/// `grpc-status-details-bin` (OTLP clients retry RESOURCE_EXHAUSTED only with one): a busy
+/// server (request bodies held at once past `server.max_inflight_size`) asks for 1 s. A
+/// message past the size limit is RESOURCE_EXHAUSTED too, but without one: it would be
+/// refused again.
+#[test]
+fn a_busy_server_tells_grpc_clients_when_to_retry() {
+    let dir = process_dir("serve-grpc-busy");
+    let config = dir.join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        "server:\n  max_body_size: 1MiB\n  max_decompressed_size: 1MiB\n  max_inflight_size: 2MiB\n",
+    )
+    .unwrap();
+    let grpc_addr = format!("127.0.0.1:{}", free_port());
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--otlp-grpc-addr",
+            &grpc_addr,
+            "--config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let otlp = dir.join("cpu.otlp");
+    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+        "-o".as_ref(),
+        otlp.as_os_str(),
+    ])
+    .assert_success();
+
+    // Two uploads that announce 1 MiB each and send 10 bytes hold the whole budget.
+    let held: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+            let head = format!(
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n0123456789",
+                1 << 20
+            );
+            std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    server.wait_for(
+        "the held uploads to be charged",
+        Duration::from_secs(30),
+        |s| s.metric("spanprof_inflight_bytes") == (2 << 20) as f64,
+    );
+    let r = send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
+    assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
+    assert_eq!(r["status_code"], 8, "{r}");
+    assert_eq!(r["retry_delay_s"], 1.0, "{r}");
+    drop(held);
+    server.wait_for("the held uploads to end", Duration::from_secs(30), |s| {
+        s.metric("spanprof_inflight_bytes") == 0.0
+    });
+    let r = send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
+    assert_eq!(r["ok"], true, "{r}");
+
+    // Protobuf messages concatenated are one message: 30 copies are past 1 MiB.
+    let big = dir.join("big.otlp");
+    std::fs::write(&big, std::fs::read(&otlp).unwrap().repeat(30)).unwrap();
+    let r = send(&[&grpc_addr, "profiles", big.to_str().unwrap()]);
+    assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
+    assert!(r.get("retry_delay_s").is_none(), "{r}");
+    assert!(
+        r["details"].as_str().unwrap().contains("larger than"),
+        "{r}"
+    );
+    server.stop();
 }

@@ -1,10 +1,11 @@
-//! Base64 (RFC 4648) for OTLP JSON `bytes` fields: the standard alphabet with padding on
-//! output; the standard or URL-safe alphabet, padded or not, on input (as proto3 JSON allows).
+//! Base64 (RFC 4648) for OTLP JSON `bytes` fields (and gRPC's binary headers): the standard
+//! alphabet with padding on output; the standard or URL-safe alphabet, padded or not, on
+//! input (as proto3 JSON allows).
 
 const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /// Appends the padded standard base64 of `bytes` to `out`.
-pub(super) fn encode_into(bytes: &[u8], out: &mut String) {
+pub fn encode_into(bytes: &[u8], out: &mut String) {
     out.reserve(bytes.len().div_ceil(3) * 4);
     let mut push = |n: u32, chars: usize| {
         for k in 0..chars {
@@ -42,7 +43,7 @@ fn sextet(c: u8) -> Option<u32> {
 }
 
 /// Decodes base64 text; the error says what is wrong and where, in characters.
-pub(super) fn decode(text: &str) -> Result<Vec<u8>, String> {
+pub fn decode(text: &str) -> Result<Vec<u8>, String> {
     let all = text.as_bytes();
     let data = all
         .strip_suffix(b"==")

@@ -15,7 +15,7 @@
 //! The crate's own `with-serde` derive is not used: it writes link ids as byte arrays and
 //! most 64-bit integers as numbers.
 
-mod base64;
+pub mod base64;
 pub(crate) mod decode;
 pub(crate) mod encode;
 mod hex;

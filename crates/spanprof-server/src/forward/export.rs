@@ -15,7 +15,7 @@ use hyper_util::rt::TokioExecutor;
 
 use super::queue::Signal;
 use crate::config::{ForwardProtocol, ForwarderConfig};
-use crate::receivers::body::RpcStatus;
+use crate::receivers::body::{RetryInfo, RpcStatus, RETRY_INFO_TYPE};
 
 /// gRPC method of profile export.
 const GRPC_PROFILES: &str =
@@ -223,13 +223,39 @@ impl Exporter {
             "gRPC status {code}: {}",
             field("grpc-message").unwrap_or_default()
         );
-        match code {
-            0 => Outcome::Delivered,
-            // CANCELLED, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, ABORTED, OUT_OF_RANGE,
-            // UNAVAILABLE, DATA_LOSS: retryable per OTLP.
-            1 | 4 | 8 | 10 | 11 | 14 | 15 => Outcome::Retry { after, reason },
-            _ => Outcome::Rejected(reason),
-        }
+        grpc_outcome(code, reason, field("grpc-status-details-bin"), after)
+    }
+}
+
+/// What gRPC status `code` means for retrying, per OTLP; `details_bin` is the answer's
+/// `grpc-status-details-bin`, `after` its `Retry-After`.
+fn grpc_outcome(
+    code: u32,
+    reason: String,
+    details_bin: Option<String>,
+    after: Option<Duration>,
+) -> Outcome {
+    // The server's RetryInfo, if it sent one: when to try again.
+    let retry_info = details_bin.and_then(|v| retry_delay(&v));
+    match code {
+        0 => Outcome::Delivered,
+        // CANCELLED, DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE, UNAVAILABLE, DATA_LOSS:
+        // retryable per OTLP.
+        1 | 4 | 10 | 11 | 14 | 15 => Outcome::Retry {
+            after: retry_info.or(after),
+            reason,
+        },
+        // RESOURCE_EXHAUSTED only with a RetryInfo: without one the server will not take
+        // this export (it is too large, say), and retrying it would hold up the queue
+        // behind it for good.
+        8 => match retry_info {
+            Some(after) => Outcome::Retry {
+                after: Some(after),
+                reason,
+            },
+            None => Outcome::Rejected(reason),
+        },
+        _ => Outcome::Rejected(reason),
     }
 }
 
@@ -238,6 +264,22 @@ fn unreachable(e: impl std::fmt::Display) -> Outcome {
         after: None,
         reason: format!("unreachable: {e}"),
     }
+}
+
+/// The delay of the `google.rpc.RetryInfo` in a `grpc-status-details-bin` value (a base64
+/// `google.rpc.Status`), if it holds one.
+fn retry_delay(details_bin: &str) -> Option<Duration> {
+    use prost::Message;
+    let bytes = spanprof_format::json::base64::decode(details_bin.trim()).ok()?;
+    let status = RpcStatus::decode(&bytes[..]).ok()?;
+    let info = status
+        .details
+        .iter()
+        .find(|d| d.type_url == RETRY_INFO_TYPE)?;
+    let delay = RetryInfo::decode(&info.value[..]).ok()?.retry_delay?;
+    let seconds = u64::try_from(delay.seconds).ok()?;
+    let nanos = u32::try_from(delay.nanos).ok()?;
+    Some(Duration::new(seconds, nanos.min(999_999_999)))
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies).
@@ -275,6 +317,7 @@ mod tests {
         let status = RpcStatus {
             code: 3,
             message: "invalid OTLP profiles payload: truncated varint".into(),
+            details: Vec::new(),
         };
         assert_eq!(
             failure_text(true, &status.encode_to_vec()),
@@ -283,5 +326,46 @@ mod tests {
         // A server that answers text (against the spec), or bytes that are not a Status.
         assert_eq!(failure_text(false, b" queue full \n"), "queue full");
         assert_eq!(failure_text(true, b"\xff\xff"), "\u{fffd}\u{fffd}");
+    }
+
+    /// gRPC answers: RESOURCE_EXHAUSTED is retried only with a RetryInfo (as a busy spanprof
+    /// sends it), after its delay; without one (a message too large) it is dropped, not
+    /// retried for good. Other retryable codes take the RetryInfo's delay when there is one.
+    #[test]
+    fn grpc_answers_are_retried_as_otlp_says() {
+        use crate::receivers::grpc::retry_details;
+        let outcome = |code, details: Option<String>| {
+            grpc_outcome(code, "r".into(), details, Some(Duration::from_secs(7)))
+        };
+        let busy = retry_details(8, "the ingest queue is full".into(), 1);
+        assert!(matches!(
+            outcome(8, Some(busy)),
+            Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(1)
+        ));
+        assert!(matches!(outcome(8, None), Outcome::Rejected(_)));
+        // Not a Status, or a Status without a RetryInfo: no hint.
+        assert!(matches!(
+            outcome(8, Some("!!".into())),
+            Outcome::Rejected(_)
+        ));
+        let plain = RpcStatus {
+            code: 8,
+            message: "too large".into(),
+            details: Vec::new(),
+        };
+        let mut bin = String::new();
+        spanprof_format::json::base64::encode_into(&plain.encode_to_vec(), &mut bin);
+        assert!(matches!(outcome(8, Some(bin)), Outcome::Rejected(_)));
+        let unavailable = retry_details(14, "cannot write".into(), 5);
+        assert!(matches!(
+            outcome(14, Some(unavailable)),
+            Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(5)
+        ));
+        assert!(matches!(
+            outcome(14, None),
+            Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(7)
+        ));
+        assert!(matches!(outcome(0, None), Outcome::Delivered));
+        assert!(matches!(outcome(3, None), Outcome::Rejected(_)));
     }
 }

@@ -4,9 +4,11 @@
 //! The pipeline appends each batch durably to every forwarder's [`queue::DiskQueue`] before it
 //! acknowledges the receivers; a task per forwarder then reads the queue, combines records
 //! into exports (count, bytes, age), sends them, retries with exponential backoff and jitter
-//! (honouring `Retry-After`), and moves the queue's cursor only after the downstream
-//! acknowledged. So a restart, or a downstream outage shorter than the queue's size allows,
-//! loses nothing.
+//! (honouring `Retry-After` and gRPC's `RetryInfo`), and moves the queue's cursor only after
+//! the downstream acknowledged. So a restart, or a downstream outage shorter than the queue's
+//! size allows, loses nothing. An export the downstream refuses for good (a 4xx other than
+//! 429; a gRPC error OTLP does not retry, RESOURCE_EXHAUSTED without `RetryInfo` included)
+//! is dropped and counted rather than retried forever ahead of the rest of the queue.
 
 pub mod export;
 pub mod queue;
@@ -46,6 +48,9 @@ pub enum ForwardError {
         /// What failed.
         #[source]
         source: LogError,
+        /// Whether the queue of a forwarder before this one took the batch (it will be
+        /// sent there): the batch was partly written.
+        queued_elsewhere: bool,
     },
 }
 
@@ -95,6 +100,7 @@ impl Forwarders {
             let queue_error = |source| ForwardError::Queue {
                 name: cfg.name.clone(),
                 source,
+                queued_elsewhere: false,
             };
             std::fs::create_dir_all(&dir).map_err(|source| {
                 queue_error(LogError::Io {
@@ -137,6 +143,7 @@ impl Forwarders {
         }
         let profiles: Vec<Vec<u8>> = profiles.iter().map(|p| p.encode_to_vec()).collect();
         let traces = (!spans.is_empty()).then(|| traces::export_request(spans).encode_to_vec());
+        let mut queued = false;
         for f in &self.list {
             let mut records: Vec<(Signal, &[u8])> = Vec::new();
             if f.cfg.profiles {
@@ -154,7 +161,9 @@ impl Forwarders {
                 .map_err(|source| ForwardError::Queue {
                     name: f.cfg.name.clone(),
                     source,
+                    queued_elsewhere: queued,
                 })?;
+            queued = true;
             if dropped > 0 {
                 tracing::warn!(forwarder = %f.cfg.name, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
                 self.metrics.add(

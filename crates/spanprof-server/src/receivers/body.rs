@@ -11,7 +11,8 @@ use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
 use crate::pipeline::SubmitError;
 
-/// `google.rpc.Status`, the body of every OTLP/HTTP 4xx and 5xx (`details` left out).
+/// `google.rpc.Status`, the body of every OTLP/HTTP 4xx and 5xx, and of a gRPC error's
+/// `grpc-status-details-bin`.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RpcStatus {
     /// gRPC status code ([`Rejection::grpc_code`]).
@@ -20,7 +21,43 @@ pub struct RpcStatus {
     /// What went wrong, for developers.
     #[prost(string, tag = "2")]
     pub message: String,
+    /// Details: a [`RetryInfo`] for a refusal worth retrying, in gRPC answers.
+    #[prost(message, repeated, tag = "3")]
+    pub details: Vec<Any>,
 }
+
+/// `google.protobuf.Any`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Any {
+    /// `type.googleapis.com/` and the message's full name.
+    #[prost(string, tag = "1")]
+    pub type_url: String,
+    /// The message, encoded.
+    #[prost(bytes = "vec", tag = "2")]
+    pub value: Vec<u8>,
+}
+
+/// `google.rpc.RetryInfo`: when to send the same request again.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RetryInfo {
+    /// The delay.
+    #[prost(message, optional, tag = "1")]
+    pub retry_delay: Option<ProtoDuration>,
+}
+
+/// `google.protobuf.Duration`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProtoDuration {
+    /// Whole seconds.
+    #[prost(int64, tag = "1")]
+    pub seconds: i64,
+    /// And nanoseconds.
+    #[prost(int32, tag = "2")]
+    pub nanos: i32,
+}
+
+/// The `type_url` of a [`RetryInfo`] in an [`Any`].
+pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
 
 /// A request that cannot be taken, with the status and message to answer.
 #[derive(Debug)]
@@ -84,6 +121,15 @@ impl Rejection {
             .record_refused(receiver, self.reason, self.status.as_u16(), &self.message);
     }
 
+    /// Seconds after which sending the same request again may succeed, for a refusal that
+    /// is worth retrying: 1 for a busy server (429: the queue drains in well under a second),
+    /// 5 for one that cannot write or is stopping (503). None for the rest, 413 included:
+    /// the same request would be refused again. Sent as `Retry-After`, and to gRPC clients as
+    /// `RetryInfo` (without which OTLP clients must not retry RESOURCE_EXHAUSTED).
+    pub fn retry_after(&self) -> Option<u32> {
+        retry_after(self.status)
+    }
+
     /// The gRPC status code OTLP gives this HTTP status.
     pub fn grpc_code(&self) -> u32 {
         match self.status {
@@ -108,6 +154,7 @@ impl Rejection {
             let status = RpcStatus {
                 code: code as i32,
                 message: self.message,
+                details: Vec::new(),
             };
             (
                 "application/x-protobuf",
@@ -121,11 +168,20 @@ impl Rejection {
     }
 }
 
-/// Adds `Retry-After` to a 429 answer: the queue drains in well under a second.
-fn with_retry_hint(status: StatusCode, mut r: Response) -> Response {
-    if status == StatusCode::TOO_MANY_REQUESTS {
+/// See [`Rejection::retry_after`].
+fn retry_after(status: StatusCode) -> Option<u32> {
+    match status {
+        StatusCode::TOO_MANY_REQUESTS => Some(1),
+        StatusCode::SERVICE_UNAVAILABLE => Some(5),
+        _ => None,
+    }
+}
+
+/// Adds `Retry-After` to an answer with `status` when retrying is worth it.
+pub(crate) fn with_retry_hint(status: StatusCode, mut r: Response) -> Response {
+    if let Some(seconds) = retry_after(status) {
         r.headers_mut()
-            .insert("retry-after", axum::http::HeaderValue::from_static("1"));
+            .insert("retry-after", axum::http::HeaderValue::from(seconds));
     }
     r
 }
@@ -144,7 +200,9 @@ impl From<SubmitError> for Rejection {
         let status = match e {
             SubmitError::Full => StatusCode::TOO_MANY_REQUESTS,
             SubmitError::Closed => StatusCode::SERVICE_UNAVAILABLE,
-            SubmitError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // Nothing of it was kept, and a full disk is freed: the client sends it again.
+            SubmitError::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+            SubmitError::PartlyWritten(_) => StatusCode::INTERNAL_SERVER_ERROR,
             // What the store cannot keep: sending it again would not help.
             SubmitError::Refused(_) => StatusCode::BAD_REQUEST,
         };

@@ -18,7 +18,7 @@ use axum::Router;
 use hyper::body::Frame;
 use prost::Message;
 
-use super::body::{Payload, Rejection};
+use super::body::{Any, Payload, ProtoDuration, Rejection, RetryInfo, RpcStatus, RETRY_INFO_TYPE};
 use super::inflight::ChargedBody;
 use super::otlp::{ingest_profiles, ingest_traces};
 use crate::AppState;
@@ -68,10 +68,41 @@ async fn traces(
     }
 }
 
-/// The answer to a refused call, recorded.
+/// The answer to a refused call, recorded. A refusal worth retrying (a busy server, one that
+/// cannot write) carries a `RetryInfo` in `grpc-status-details-bin`: OTLP clients retry
+/// RESOURCE_EXHAUSTED only with one, and take its delay as the time to wait.
 fn refused(app: &AppState, r: Rejection) -> Response {
     r.record(app, "otlp_grpc");
-    status(r.grpc_code(), &r.message)
+    let mut response = status(r.grpc_code(), &r.message);
+    if let Some(seconds) = r.retry_after() {
+        let details = retry_details(r.grpc_code(), r.message, seconds);
+        if let Ok(v) = HeaderValue::from_str(&details) {
+            response.headers_mut().insert("grpc-status-details-bin", v);
+        }
+    }
+    response
+}
+
+/// A `grpc-status-details-bin` value: the base64 `google.rpc.Status` of `code` and `message`
+/// with a `RetryInfo` of `seconds`.
+pub(crate) fn retry_details(code: u32, message: String, seconds: u32) -> String {
+    let status = RpcStatus {
+        code: code as i32,
+        message,
+        details: vec![Any {
+            type_url: RETRY_INFO_TYPE.into(),
+            value: RetryInfo {
+                retry_delay: Some(ProtoDuration {
+                    seconds: seconds.into(),
+                    nanos: 0,
+                }),
+            }
+            .encode_to_vec(),
+        }],
+    };
+    let mut encoded = String::new();
+    spanprof_format::json::base64::encode_into(&status.encode_to_vec(), &mut encoded);
+    encoded
 }
 
 /// The request's message, or why not: a body past the size limit is a gRPC status too

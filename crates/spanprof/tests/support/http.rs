@@ -1,5 +1,6 @@
-//! A minimal HTTP/1.1 GET client over `std::net::TcpStream`, enough to talk to the Go test
-//! program: one request per connection, `Content-Length` or chunked bodies.
+//! A minimal HTTP/1.1 client over `std::net::TcpStream`, enough to talk to the Go test
+//! program and to `spanprof serve`: one request per connection, `Content-Length` or chunked
+//! bodies.
 
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
@@ -25,13 +26,43 @@ impl Response {
 
 /// `GET path` from `addr` (`host:port`); `timeout` bounds each read and write.
 pub fn get(addr: &str, path: &str, timeout: Duration) -> io::Result<Response> {
+    request(addr, "GET", path, &[], &[], timeout)
+}
+
+/// `POST path` of `body` to `addr` with `headers`; `timeout` bounds each read and write.
+pub fn post(
+    addr: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> io::Result<Response> {
+    request(addr, "POST", path, headers, body, timeout)
+}
+
+fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout: Duration,
+) -> io::Result<Response> {
     let mut stream = TcpStream::connect(addr)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n"
-    )?;
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: identity\r\nConnection: close\r\n"
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if method != "GET" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes())?;
+    stream.write_all(body)?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     parse_response(&raw)

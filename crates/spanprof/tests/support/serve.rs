@@ -104,6 +104,17 @@ impl Server {
             .unwrap_or(0.0)
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// `POST path` with `body` and `headers`, whatever the answer.
+    pub fn send(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> super::http::Response {
+        super::http::post(&self.addr, path, headers, body, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("POST {path}: {e}"))
+    }
+
     /// `POST path` with `body`, which must be answered 200.
     pub fn post(&self, path: &str, content_type: &str, body: &[u8]) {
         let mut s = TcpStream::connect(&self.addr).unwrap();

@@ -75,7 +75,10 @@ fn connect_error(code: &str, message: &str) -> Response {
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let body = serde_json::json!({ "code": code, "message": message }).to_string();
-    (status, [("content-type", "application/json")], body).into_response()
+    crate::receivers::body::with_retry_hint(
+        status,
+        (status, [("content-type", "application/json")], body).into_response(),
+    )
 }
 
 /// A [`Rejection`] as the Connect error whose HTTP status matches it best.

@@ -1,0 +1,319 @@
+//! A store that cannot write, as on a full disk (here the server's file size limit, which
+//! fails writes the same way, with no root needed): every receiver answers that nothing of
+//! the request was kept and when to retry, in its own protocol — 503 with `Retry-After` over
+//! HTTP (OTLP's `google.rpc.Status`, Connect's `unavailable`, Pyroscope's text), UNAVAILABLE
+//! with a `RetryInfo` to a real gRPC client (Python grpcio) — while the server keeps serving
+//! and logs the failure a few times rather than once per request. Once writes work again,
+//! requests are stored; after a restart the store holds exactly what was acknowledged. A
+//! forwarder's queue that cannot write is answered the same way when nothing was kept, and
+//! with a 500 that says so when the store kept the request (a retry would store it twice).
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use support::http::Response;
+use support::serve::{free_port, Server};
+use support::{process_dir, python, spanprof, workspace_root};
+
+/// Sets the soft `RLIMIT_FSIZE` of process `pid` (the hard limit stays).
+fn set_file_size_limit(pid: u32, soft: u64) {
+    let pid = pid as libc::pid_t;
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: prlimit writes the current limits to `old` and reads nothing else.
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, std::ptr::null(), &mut old) };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+    let new = libc::rlimit {
+        rlim_cur: soft.min(old.rlim_max),
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: prlimit reads `new` and writes nothing (no old-limit pointer).
+    let r = unsafe { libc::prlimit(pid, libc::RLIMIT_FSIZE, &new, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
+}
+
+/// Bytes of the largest file in `dir`: of a log's segments, the active one, which grows.
+fn largest_file(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .max()
+        .unwrap()
+}
+
+/// A `push.v1` request in Connect's JSON form: one sample of `pprof` for service `gopush`.
+fn push_json(pprof: &[u8]) -> Vec<u8> {
+    let mut raw = String::new();
+    spanprof_format::json::base64::encode_into(pprof, &mut raw);
+    serde_json::to_vec(&serde_json::json!({"series": [{
+        "labels": [
+            {"name": "__name__", "value": "process_cpu"},
+            {"name": "service_name", "value": "gopush"},
+        ],
+        "samples": [{"rawProfile": raw}],
+    }]}))
+    .unwrap()
+}
+
+/// OTLP/JSON traces: one server span of service `goapp` with span id `span` (16 hex digits).
+fn span_json(trace: &str, span: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "goapp"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": trace, "spanId": span, "name": "GET /work", "kind": 2,
+            "startTimeUnixNano": "1700000000000000000",
+            "endTimeUnixNano": "1700000000250000000",
+        }]}],
+    }]}))
+    .unwrap()
+}
+
+const TRACE: &str = "5b8efff798038103d269b633813fc60c";
+
+/// Span id of round `round`.
+fn span_id(round: usize) -> String {
+    format!("{:016x}", 0x1000 + round)
+}
+
+/// One request to each HTTP receiver (round `round`'s span): (what, answer).
+fn send_each(
+    server: &Server,
+    round: usize,
+    otlp: &[u8],
+    pprof: &[u8],
+) -> Vec<(&'static str, Response)> {
+    let json = [("content-type", "application/json")];
+    vec![
+        (
+            "OTLP/HTTP profiles",
+            server.send(
+                "/v1development/profiles",
+                &[("content-type", "application/x-protobuf")],
+                otlp,
+            ),
+        ),
+        (
+            "Pyroscope /ingest",
+            server.send("/ingest?name=goingest&format=pprof", &[], pprof),
+        ),
+        (
+            "push.v1",
+            server.send("/push.v1.PusherService/Push", &json, &push_json(pprof)),
+        ),
+        (
+            "OTLP/HTTP traces",
+            server.send("/v1/traces", &json, &span_json(TRACE, &span_id(round))),
+        ),
+    ]
+}
+
+/// The CPU total of `service` over all time, from the query API.
+fn cpu_total(server: &Server, service: &str) -> i64 {
+    let path = format!("/api/v1/flamegraph?service={service}&from=0&max_nodes=8");
+    let r = support::http::get(&server.addr, &path, Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        r.status,
+        200,
+        "{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    v["flamegraph"]["total"].as_i64().unwrap()
+}
+
+/// Whether span `span` of [`TRACE`] is in the store.
+fn has_span(server: &Server, span: &str) -> bool {
+    let path = format!("/api/v1/traces/{TRACE}");
+    let r = support::http::get(&server.addr, &path, Duration::from_secs(30)).unwrap();
+    r.status == 200 && String::from_utf8_lossy(&r.body).contains(span)
+}
+
+/// `python/otlp_grpc_send.py ADDR profiles FILE`'s JSON answer.
+fn grpc_send(addr: &str, file: &Path) -> serde_json::Value {
+    let script = workspace_root().join("python/otlp_grpc_send.py");
+    let out = Command::new(python())
+        .arg(script)
+        .args([addr, "profiles", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
+    let dir = process_dir("store-write-failure");
+    let data = dir.join("data");
+    let otlp_file = dir.join("cpu.otlp");
+    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+        "-o".as_ref(),
+        otlp_file.as_os_str(),
+    ])
+    .assert_success();
+    let otlp = std::fs::read(&otlp_file).unwrap();
+    let pprof = std::fs::read(&cpu).unwrap();
+    let grpc_addr = format!("127.0.0.1:{}", free_port());
+    let args = ["--otlp-grpc-addr", grpc_addr.as_str()];
+    let server = Server::start(&data, "127.0.0.1:0", &args);
+
+    // Round 0 is stored; its CPU total is what one request of each profile adds.
+    for (what, r) in send_each(&server, 0, &otlp, &pprof) {
+        assert_eq!(
+            r.status,
+            200,
+            "{what}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let one = cpu_total(&server, "goapp");
+    assert!(one > 0);
+    for service in ["goingest", "gopush"] {
+        assert_eq!(cpu_total(&server, service), one, "{service}");
+    }
+
+    // The log cannot grow past its size now: every write fails (EFBIG, as ENOSPC would).
+    set_file_size_limit(server.pid(), largest_file(&data.join("segments")));
+    let failed_rounds = 1..=20;
+    for round in failed_rounds.clone() {
+        for (what, r) in send_each(&server, round, &otlp, &pprof) {
+            let body = String::from_utf8_lossy(&r.body);
+            assert_eq!(r.status, 503, "{what}: {body}");
+            assert_eq!(r.header("retry-after"), Some("5"), "{what}");
+            assert!(
+                body.contains("none of it was kept; retry later")
+                    && body.contains("File too large"),
+                "{what}: {body}"
+            );
+            match what {
+                // google.rpc.Status: UNAVAILABLE, in the request's encoding.
+                "OTLP/HTTP profiles" => assert_eq!(r.body[..2], [0x08, 14], "{what}"),
+                "OTLP/HTTP traces" => assert!(body.starts_with(r#"{"code":14,"#), "{body}"),
+                "push.v1" => assert!(body.contains(r#""code":"unavailable""#), "{body}"),
+                _ => {}
+            }
+        }
+    }
+    let r = grpc_send(&grpc_addr, &otlp_file);
+    assert_eq!(r["code"], "UNAVAILABLE", "{r}");
+    assert_eq!(r["status_code"], 14, "{r}");
+    assert_eq!(r["retry_delay_s"], 5.0, "{r}");
+    assert!(
+        r["details"]
+            .as_str()
+            .unwrap()
+            .contains("none of it was kept"),
+        "{r}"
+    );
+    // Still serving: what was stored answers as before.
+    assert_eq!(cpu_total(&server, "goapp"), one);
+    assert!(has_span(&server, &span_id(0)));
+    assert!(server.metric("spanprof_store_errors_total") >= 81.0);
+
+    // Writes work again.
+    set_file_size_limit(server.pid(), libc::RLIM_INFINITY);
+    for (what, r) in send_each(&server, 21, &otlp, &pprof) {
+        assert_eq!(
+            r.status,
+            200,
+            "{what}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+    }
+    let log = server.stop();
+    // 81 failed writes (one request each at least), logged once each 10 s: a few lines.
+    let lines = log.matches("store write failed").count();
+    assert!((1..=3).contains(&lines), "{lines} lines:\n{log}");
+    assert!(log.contains("suppressed="), "{log}");
+
+    // Exactly what was acknowledged: rounds 0 and 21, none of the failed ones.
+    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    for service in ["goapp", "goingest", "gopush"] {
+        assert_eq!(cpu_total(&server, service), 2 * one, "{service}");
+    }
+    assert!(has_span(&server, &span_id(0)) && has_span(&server, &span_id(21)));
+    for round in failed_rounds {
+        assert!(!has_span(&server, &span_id(round)), "round {round}");
+    }
+    server.stop();
+}
+
+/// `POST /v1development/profiles` of `otlp`.
+fn send_otlp(server: &Server, otlp: &[u8]) -> Response {
+    let proto = [("content-type", "application/x-protobuf")];
+    server.send("/v1development/profiles", &proto, otlp)
+}
+
+#[test]
+fn a_forward_queue_that_cannot_write_says_what_was_kept() {
+    let dir = process_dir("forward-queue-write-failure");
+    let otlp_file = dir.join("cpu.otlp");
+    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+        "-o".as_ref(),
+        otlp_file.as_os_str(),
+    ])
+    .assert_success();
+    let otlp = std::fs::read(&otlp_file).unwrap();
+    // A downstream that is not there: the queue only grows.
+    let forward = ["--forward-otlp-http", "b=http://127.0.0.1:1"];
+
+    // Store and forwarder: the store's log takes about a quarter of the queue's bytes (blocks
+    // compressed, symbols once), so a limit between them fails the queue's write only.
+    let data = dir.join("both");
+    let server = Server::start(&data, "127.0.0.1:0", &forward);
+    for _ in 0..2 {
+        assert_eq!(send_otlp(&server, &otlp).status, 200);
+    }
+    let one = cpu_total(&server, "goapp") / 2;
+    let (store, queue) = (
+        largest_file(&data.join("segments")),
+        largest_file(&data.join("forward/b/log")),
+    );
+    assert!(queue > store + 40_000, "store {store} B, queue {queue} B");
+    set_file_size_limit(server.pid(), store + 20_000);
+    let r = send_otlp(&server, &otlp);
+    let body = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 500, "{body}");
+    assert_eq!(r.header("retry-after"), None);
+    assert!(
+        body.contains("stored but could not be queued for forwarding")
+            && body.contains("would store it twice")
+            && body.contains("forwarder b"),
+        "{body}"
+    );
+    assert_eq!(cpu_total(&server, "goapp"), 3 * one, "stored once");
+    server.stop();
+
+    // Forwarder only: nothing was kept, so the client is asked to retry.
+    let data = dir.join("forward-only");
+    let mut args = vec!["--no-store"];
+    args.extend_from_slice(&forward);
+    let server = Server::start(&data, "127.0.0.1:0", &args);
+    assert_eq!(send_otlp(&server, &otlp).status, 200);
+    set_file_size_limit(server.pid(), largest_file(&data.join("forward/b/log")));
+    let r = send_otlp(&server, &otlp);
+    let body = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 503, "{body}");
+    assert_eq!(r.header("retry-after"), Some("5"));
+    assert!(body.contains("none of it was kept; retry later"), "{body}");
+    server.stop();
+}
