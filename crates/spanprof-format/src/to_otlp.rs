@@ -283,33 +283,31 @@ impl Batch {
             return Ok(hit);
         }
         let key_str = pprof_str(input.p, label.key)?;
-        let (role, value, unit) = if label.str != 0 {
-            let s = pprof_str(input.p, label.str)?;
-            let role = self
-                .linking
-                .as_ref()
-                .map_or(IdRole::Plain, |l| l.role(key_str, Some(s)));
-            (role, str_value(s.to_owned()), label.num_unit)
+        // A string label's value; a number label's unit is checked here too.
+        let text = if label.str != 0 {
+            Some(pprof_str(input.p, label.str)?)
         } else {
             pprof_str(input.p, label.num_unit)?;
-            let value = AnyValue {
-                value: Some(any_value::Value::IntValue(label.num)),
-            };
-            let role = self
-                .linking
-                .as_ref()
-                .map_or(IdRole::Plain, |l| l.role(key_str, None));
-            (role, value, label.num_unit)
+            None
         };
+        let role = self
+            .linking
+            .as_ref()
+            .map_or(IdRole::Plain, |l| l.role(key_str, text));
         let keep = self.linking.as_ref().is_none_or(|l| l.keep_link_attributes);
         let attr = match role {
+            // A linked id stays off the sample: nothing of it is interned (or copied).
             IdRole::SpanId(_) | IdRole::TraceId(_) if !keep => 0,
             _ => {
                 let key = self.pprof_string(input, label.key)?;
-                let unit = if label.str != 0 {
-                    0
-                } else {
-                    self.pprof_string(input, unit)?
+                let (value, unit) = match text {
+                    Some(text) => (str_value(text.to_owned()), 0),
+                    None => (
+                        AnyValue {
+                            value: Some(any_value::Value::IntValue(label.num)),
+                        },
+                        self.pprof_string(input, label.num_unit)?,
+                    ),
                 };
                 self.dict.attribute(key, Some(value), unit)
             }
