@@ -181,7 +181,7 @@ pub enum LogError {
     },
     /// An earlier `fdatasync` (or the cleanup of a failed write) failed, so what is on disk is
     /// unknown; the log refuses writes until it is reopened and recovered.
-    #[error("the log refuses writes after an earlier failure: {reason}")]
+    #[error("the log refuses writes until it is reopened (restart spanprof) after an earlier failure: {reason}")]
     Failed {
         /// The earlier failure.
         reason: String,
