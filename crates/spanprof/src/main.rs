@@ -69,7 +69,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("spanprof: error: {e:#}");
+            eprintln!("spanprof: error: {}", cmd::error_text(&e));
             ExitCode::from(2)
         }
     }

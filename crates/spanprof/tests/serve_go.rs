@@ -148,6 +148,12 @@ fn a_data_directory_in_use_is_refused_with_a_clear_error() {
                 && run.stderr.contains(data_arg),
             "{run}"
         );
+        // Said once: an error that prints its cause is not followed by the cause again.
+        assert_eq!(
+            run.stderr.matches("in use by another spanprof process").count(),
+            1,
+            "{run}"
+        );
     }
     server.stop();
     support::spanprof(["flame", "--data", data_arg, "--type", "cpu"])

@@ -76,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     violations += 1;
                 }
                 _ => {
-                    eprintln!("{shown}: cannot read: {e:#}");
+                    eprintln!("{shown}: cannot read: {}", super::error_text(&e));
                     unreadable += 1;
                 }
             },
