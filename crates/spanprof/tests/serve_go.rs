@@ -150,7 +150,9 @@ fn a_data_directory_in_use_is_refused_with_a_clear_error() {
         );
         // Said once: an error that prints its cause is not followed by the cause again.
         assert_eq!(
-            run.stderr.matches("in use by another spanprof process").count(),
+            run.stderr
+                .matches("in use by another spanprof process")
+                .count(),
             1,
             "{run}"
         );
