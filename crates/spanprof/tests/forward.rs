@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use support::serve::{free_port, Server};
-use support::{process_dir, spanprof, workspace_root};
+use support::{go_cpu_otlp, process_dir, spanprof};
 
 /// OTLP/JSON traces for service `goapp`: (trace id, span id, parent span id, name).
 fn spans_json(spans: &[(&str, &str, &str, &str)]) -> Vec<u8> {
@@ -59,17 +59,7 @@ const QUEUED: &str = "spanprof_forward_queued_records{forwarder=\"b\"}";
 fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
     let dir = process_dir("forward");
     let (a_data, b_data) = (dir.join("a"), dir.join("b"));
-    let otlp: PathBuf = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
-    spanprof([
-        "convert".as_ref(),
-        cpu.as_os_str(),
-        "--service-name".as_ref(),
-        "goapp".as_ref(),
-        "-o".as_ref(),
-        otlp.as_os_str(),
-    ])
-    .assert_success();
+    let otlp: PathBuf = go_cpu_otlp(&dir);
     let profile = std::fs::read(&otlp).unwrap();
 
     let b_grpc = format!("127.0.0.1:{}", free_port());

@@ -5,27 +5,10 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use support::serve::{free_port, Server};
-use support::{process_dir, python, spanprof, workspace_root};
-
-fn send(args: &[&str]) -> serde_json::Value {
-    let script = workspace_root().join("python/otlp_grpc_send.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
+use support::{go_cpu_otlp, otlp_grpc_send, process_dir, spanprof};
 
 #[test]
 fn otlp_grpc_from_a_real_client_is_stored() {
@@ -35,28 +18,18 @@ fn otlp_grpc_from_a_real_client_is_stored() {
     let server = Server::start(&data, "127.0.0.1:0", &["--otlp-grpc-addr", &grpc_addr]);
 
     // Our OTLP bytes of the real Go profile, sent by the official client, plain and gzip.
-    let otlp = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
-    spanprof([
-        "convert".as_ref(),
-        cpu.as_os_str(),
-        "--service-name".as_ref(),
-        "goapp".as_ref(),
-        "-o".as_ref(),
-        otlp.as_os_str(),
-    ])
-    .assert_success();
+    let otlp = go_cpu_otlp(&dir);
     for extra in [&[][..], &["--gzip"][..]] {
         let mut args = vec![grpc_addr.as_str(), "profiles", otlp.to_str().unwrap()];
         args.extend_from_slice(extra);
-        let r = send(&args);
+        let r = otlp_grpc_send(&args);
         assert_eq!(r["ok"], true, "{r}");
     }
     // A span, and a payload that is no protobuf message.
     let (trace, span) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
-    let r = send(&[&grpc_addr, "traces", trace, span, "GET /x", "1000", "5000"]);
+    let r = otlp_grpc_send(&[&grpc_addr, "traces", trace, span, "GET /x", "1000", "5000"]);
     assert_eq!(r["ok"], true, "{r}");
-    let r = send(&[&grpc_addr, "garbage"]);
+    let r = otlp_grpc_send(&[&grpc_addr, "garbage"]);
     assert_eq!(
         (r["ok"].clone(), r["code"].as_str()),
         (false.into(), Some("INVALID_ARGUMENT")),
@@ -122,17 +95,7 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
             config.to_str().unwrap(),
         ],
     );
-    let otlp = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
-    spanprof([
-        "convert".as_ref(),
-        cpu.as_os_str(),
-        "--service-name".as_ref(),
-        "goapp".as_ref(),
-        "-o".as_ref(),
-        otlp.as_os_str(),
-    ])
-    .assert_success();
+    let otlp = go_cpu_otlp(&dir);
 
     // Two uploads that announce 1 MiB each and send 10 bytes hold the whole budget.
     let held: Vec<std::net::TcpStream> = (0..2)
@@ -151,7 +114,7 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
         Duration::from_secs(30),
         |s| s.metric("spanprof_inflight_bytes") == (2 << 20) as f64,
     );
-    let r = send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
+    let r = otlp_grpc_send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
     assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
     assert_eq!(r["status_code"], 8, "{r}");
     assert_eq!(r["retry_delay_s"], 1.0, "{r}");
@@ -159,13 +122,13 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
     server.wait_for("the held uploads to end", Duration::from_secs(30), |s| {
         s.metric("spanprof_inflight_bytes") == 0.0
     });
-    let r = send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
+    let r = otlp_grpc_send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
     assert_eq!(r["ok"], true, "{r}");
 
     // Protobuf messages concatenated are one message: 30 copies are past 1 MiB.
     let big = dir.join("big.otlp");
     std::fs::write(&big, std::fs::read(&otlp).unwrap().repeat(30)).unwrap();
-    let r = send(&[&grpc_addr, "profiles", big.to_str().unwrap()]);
+    let r = otlp_grpc_send(&[&grpc_addr, "profiles", big.to_str().unwrap()]);
     assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
     assert!(r.get("retry_delay_s").is_none(), "{r}");
     assert!(

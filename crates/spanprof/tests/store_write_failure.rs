@@ -11,12 +11,11 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use support::http::Response;
 use support::serve::{free_port, Server};
-use support::{process_dir, python, spanprof, workspace_root};
+use support::{go_cpu_otlp, otlp_grpc_send, process_dir, workspace_root};
 
 /// Sets the soft `RLIMIT_FSIZE` of process `pid` (the hard limit stays).
 fn set_file_size_limit(pid: u32, soft: u64) {
@@ -133,40 +132,13 @@ fn has_span(server: &Server, span: &str) -> bool {
     r.status == 200 && String::from_utf8_lossy(&r.body).contains(span)
 }
 
-/// `python/otlp_grpc_send.py ADDR profiles FILE`'s JSON answer.
-fn grpc_send(addr: &str, file: &Path) -> serde_json::Value {
-    let script = workspace_root().join("python/otlp_grpc_send.py");
-    let out = Command::new(python())
-        .arg(script)
-        .args([addr, "profiles", file.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "python: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
-}
-
 #[test]
 fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     let dir = process_dir("store-write-failure");
     let data = dir.join("data");
-    let otlp_file = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
-    spanprof([
-        "convert".as_ref(),
-        cpu.as_os_str(),
-        "--service-name".as_ref(),
-        "goapp".as_ref(),
-        "-o".as_ref(),
-        otlp_file.as_os_str(),
-    ])
-    .assert_success();
+    let otlp_file = go_cpu_otlp(&dir);
     let otlp = std::fs::read(&otlp_file).unwrap();
-    let pprof = std::fs::read(&cpu).unwrap();
+    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
     let grpc_addr = format!("127.0.0.1:{}", free_port());
     let args = ["--otlp-grpc-addr", grpc_addr.as_str()];
     let server = Server::start(&data, "127.0.0.1:0", &args);
@@ -208,7 +180,7 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
             }
         }
     }
-    let r = grpc_send(&grpc_addr, &otlp_file);
+    let r = otlp_grpc_send(&[&grpc_addr, "profiles", otlp_file.to_str().unwrap()]);
     assert_eq!(r["code"], "UNAVAILABLE", "{r}");
     assert_eq!(r["status_code"], 14, "{r}");
     assert_eq!(r["retry_delay_s"], 5.0, "{r}");
@@ -261,18 +233,7 @@ fn send_otlp(server: &Server, otlp: &[u8]) -> Response {
 #[test]
 fn a_forward_queue_that_cannot_write_says_what_was_kept() {
     let dir = process_dir("forward-queue-write-failure");
-    let otlp_file = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
-    spanprof([
-        "convert".as_ref(),
-        cpu.as_os_str(),
-        "--service-name".as_ref(),
-        "goapp".as_ref(),
-        "-o".as_ref(),
-        otlp_file.as_os_str(),
-    ])
-    .assert_success();
-    let otlp = std::fs::read(&otlp_file).unwrap();
+    let otlp = std::fs::read(go_cpu_otlp(&dir)).unwrap();
     // A downstream that is not there: the queue only grows.
     let forward = ["--forward-otlp-http", "b=http://127.0.0.1:1"];
 

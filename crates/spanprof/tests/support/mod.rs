@@ -292,6 +292,35 @@ pub fn otlp_dump(file: &Path) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("otlp_dump output: {e}\n{run}"))
 }
 
+/// What a real gRPC client (Python grpcio) got from an OTLP Export call: the JSON line
+/// `python/otlp_grpc_send.py ARGS` prints (see that script).
+pub fn otlp_grpc_send(args: &[&str]) -> serde_json::Value {
+    let script = workspace_root().join("python/otlp_grpc_send.py");
+    let mut all = vec![script.as_os_str()];
+    all.extend(args.iter().map(OsStr::new));
+    let run = run_python(all);
+    run.assert_success();
+    serde_json::from_str(&run.stdout)
+        .unwrap_or_else(|e| panic!("otlp_grpc_send output: {e}\n{run}"))
+}
+
+/// `testdata/go/cpu-10s.pb.gz` (a real Go CPU profile with span labels, 8.53 s of CPU) as
+/// OTLP of service `goapp`, written by `spanprof convert` to `dir/cpu.otlp`; its path.
+pub fn go_cpu_otlp(dir: &Path) -> PathBuf {
+    let out = dir.join("cpu.otlp");
+    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+    .assert_success();
+    out
+}
+
 /// A running `testprograms/goapp`, killed when dropped.
 pub struct GoApp {
     child: Child,
