@@ -64,3 +64,31 @@ fn a_snapshot_larger_than_a_segment_does_not_seal_it_at_every_ingest() {
     );
     assert_eq!(after.samples, 2_200);
 }
+
+/// A full segment that cannot be sealed (here the next segment's file name is taken; on a
+/// full disk its snapshot cannot be written) does not fail the ingest that filled it: that
+/// ingest is stored, and its client, told otherwise, would send it again and have it stored
+/// twice. The segment takes more, and a later ingest seals it.
+#[test]
+fn a_full_segment_that_cannot_be_sealed_does_not_fail_its_ingest() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = || StoreConfig {
+        segment_max_bytes: 8 << 10,
+        seal_retry: std::time::Duration::ZERO,
+        ..StoreConfig::new(dir.path())
+    };
+    let (store, _) = Store::open(cfg()).unwrap();
+    let taken = dir.path().join("segments/0000000000000002.seg");
+    std::fs::create_dir(&taken).unwrap();
+    for pod in 0..300 {
+        let r = store.ingest(&[&profile_of(pod)], Vec::new()).unwrap();
+        assert_eq!(r.profiles, 1, "pod {pod}");
+    }
+    let stats = store.stats();
+    assert_eq!(stats.samples, 300);
+    assert!(stats.segments >= 2, "{stats:?}");
+    assert!(dir.path().join("segments/0000000000000003.seg").exists());
+    drop(store);
+    let (store, report) = Store::open(cfg()).unwrap();
+    assert_eq!(store.stats().samples, 300, "{report:?}");
+}

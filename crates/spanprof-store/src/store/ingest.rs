@@ -231,7 +231,7 @@ impl Store {
         }
         // A new generation of symbols starts with a segment: the old one's data ends here.
         if self.segment_is_full() || generation_due {
-            self.rotate_in_background()?;
+            self.seal_after_ingest();
         }
         Ok(Ok(pending.report))
     }

@@ -77,6 +77,10 @@ pub struct StoreConfig {
     /// How often the binaries a service's profiles use are measured. 30 minutes by default:
     /// every instance of a service sends within it.
     pub symbol_use_period: std::time::Duration,
+    /// How long after a failed seal of a full segment (a full disk: the next segment's
+    /// snapshot could not be written) the next ingest tries again; meanwhile the segment
+    /// takes more. Each try writes a whole snapshot. 10 seconds by default.
+    pub seal_retry: std::time::Duration,
 }
 
 /// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
@@ -153,6 +157,7 @@ impl StoreConfig {
             max_symbol_bytes: 128 << 20,
             symbol_generation_bytes: 4 << 20,
             symbol_use_period: std::time::Duration::from_secs(30 * 60),
+            seal_retry: std::time::Duration::from_secs(10),
         }
     }
 }
@@ -296,6 +301,8 @@ pub struct Store {
     /// every ingest, each new one starting with the whole snapshot again (measured: 3,000
     /// one-line profiles with 256 KiB segments made 1,784 segments, 608 MB).
     snapshot_bytes: Arc<std::sync::atomic::AtomicU64>,
+    /// When an ingest may try again to seal the full segment, after a failed try.
+    seal_retry_at: Mutex<Option<std::time::Instant>>,
     /// Held while the store is open: one process per directory.
     _lock: std::fs::File,
 }
@@ -422,6 +429,7 @@ impl Store {
                 writer: Mutex::new(()),
                 sealers: Mutex::new(Vec::new()),
                 snapshot_bytes,
+                seal_retry_at: Mutex::new(None),
                 _lock: lock,
             },
             report,
@@ -564,6 +572,34 @@ impl Store {
     /// crash before the file was written. At most two seals run at once (a third waits), so
     /// memory stays bounded if the disk is slower than ingest. The caller holds the writer
     /// lock.
+    /// Seals the active segment an ingest has just filled (or whose services are due a new
+    /// symbol generation), as [`Store::rotate_in_background`]. That ingest's record is
+    /// durable and published already, so a failure does not fail it (its client would send
+    /// it again, and it would be stored twice): it is logged, the segment stays active past
+    /// its size, and an ingest [`StoreConfig::seal_retry`] later tries again.
+    pub(crate) fn seal_after_ingest(&self) {
+        let mut retry_at = self
+            .seal_retry_at
+            .lock()
+            .expect("store seal retry lock poisoned");
+        let now = std::time::Instant::now();
+        if retry_at.is_some_and(|at| now < at) {
+            return;
+        }
+        match self.rotate_in_background() {
+            Ok(()) => *retry_at = None,
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    retry_in = ?self.cfg.seal_retry,
+                    "sealing the full segment failed: what was ingested is stored, and the \
+                     segment takes more until a later ingest seals it"
+                );
+                *retry_at = Some(now + self.cfg.seal_retry);
+            }
+        }
+    }
+
     pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
         let next = self.rotate_log()?;
         let index = self
