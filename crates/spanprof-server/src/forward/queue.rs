@@ -141,8 +141,18 @@ impl DiskQueue {
                 since: now,
             });
         }
+        // The records are durable and pending from here: what follows failing does not fail
+        // the append (its requests would be sent again, and queued twice). The active segment
+        // grows on, and the next append tries again.
+        let rotate = || {
+            let rotated = self.log.rotate();
+            if let Err(e) = &rotated {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "forward queue: starting a new segment failed; the current one takes more");
+            }
+            rotated.is_ok()
+        };
         if self.log.active_bytes() > self.segment_bytes {
-            self.log.rotate()?;
+            rotate();
         }
         let mut dropped = 0;
         while self.log.total_bytes() > self.max_bytes {
@@ -151,10 +161,15 @@ impl DiskQueue {
             };
             if oldest.active {
                 // Everything is in one segment: seal it so it can go.
-                self.log.rotate()?;
+                if !rotate() {
+                    break;
+                }
                 continue;
             }
-            self.log.delete_segment(oldest.id)?;
+            if let Err(e) = self.log.delete_segment(oldest.id) {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "forward queue: deleting its oldest segment failed; it stays over its size");
+                break;
+            }
             let before = state.pending.len();
             state.pending.retain(|p| p.pos.segment != oldest.id);
             dropped += (before - state.pending.len()) as u64;
@@ -297,5 +312,26 @@ mod tests {
         assert!(dropped > 0);
         assert!(q.disk_bytes() <= 3 << 20);
         assert_eq!(q.pending_records() as u64 + dropped, 12);
+    }
+
+    /// Starting a new segment after an append (here its file name is taken; on a full disk
+    /// its first record cannot be written) does not fail the append, whose records are
+    /// durable: its requests would be sent again, and queued twice. A later append starts it.
+    #[test]
+    fn a_failed_new_segment_does_not_fail_the_append() {
+        let dir = tempfile::tempdir().unwrap();
+        // Segments of 1 MiB.
+        let (q, _) = DiskQueue::open(dir.path(), 8 << 20).unwrap();
+        std::fs::create_dir(dir.path().join("log/0000000000000002.seg")).unwrap();
+        let record = vec![7u8; 600 << 10];
+        for _ in 0..4 {
+            assert_eq!(q.append(&[(Signal::Profiles, &record)]).unwrap(), 0);
+        }
+        assert_eq!(q.pending_records(), 4);
+        assert!(dir.path().join("log/0000000000000003.seg").is_file());
+        drop(q);
+        let (q, _) = DiskQueue::open(dir.path(), 8 << 20).unwrap();
+        assert_eq!(q.pending_records(), 4);
+        assert_eq!(q.read(&q.peek(1, 1 << 20)[0]).unwrap(), record);
     }
 }
