@@ -38,6 +38,10 @@ pub struct ServerConfig {
     pub retention_age: Option<Duration>,
     /// Oldest segments are deleted while the store is larger than this, in bytes.
     pub retention_bytes: Option<u64>,
+    /// Oldest segments are also deleted while the data directory's volume has less than this
+    /// many bytes available and less than 5 % of its size (0 = never; default 10 GiB, as
+    /// Pyroscope's): a full disk fails every write.
+    pub min_free_disk: u64,
     /// A segment is sealed past this many bytes (default 16 MiB). Memory follows it: the
     /// open segment's index (its spans decoded) and the one being sealed are in memory, about
     /// 4 MiB of RSS per MiB of segment at one span per 2.5 samples.
@@ -200,6 +204,7 @@ impl Default for ServerConfig {
             forward: Vec::new(),
             retention_age: None,
             retention_bytes: None,
+            min_free_disk: 10 << 30,
             segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
@@ -226,6 +231,7 @@ impl ServerConfig {
         let mut c = StoreConfig::new(&self.data_dir);
         c.retention_age_ns = self.retention_age.map(|d| d.as_nanos() as u64);
         c.retention_bytes = self.retention_bytes;
+        c.min_free_disk_bytes = self.min_free_disk;
         c.segment_max_bytes = self.segment_bytes;
         c.max_profile_series = self.limits.profile.max_series;
         c.series = self.limits.series;

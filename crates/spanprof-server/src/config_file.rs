@@ -36,6 +36,8 @@
 //!   dir: ./spanprof-data
 //!   retention: 7d
 //!   max_size: 20GiB
+//!   min_free_disk: 10GiB            # oldest data goes while the disk has less available and
+//!                                   # less than 5 % of it (0 = never)
 //!   segment_size: 16MiB             # data per segment file (more when the snapshot of all
 //!                                   # symbols and series each one starts with is larger)
 //!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
@@ -157,6 +159,8 @@ struct Storage {
     retention: Option<Duration>,
     #[serde(default, deserialize_with = "size")]
     max_size: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    min_free_disk: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     segment_size: Option<u64>,
     max_series: Option<usize>,
@@ -351,6 +355,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     base.retention_age = st.retention.or(base.retention_age);
     base.retention_bytes = st.max_size.or(base.retention_bytes);
+    if let Some(n) = st.min_free_disk {
+        base.min_free_disk = n;
+    }
     if let Some(n) = st.segment_size {
         base.segment_bytes = n;
     }
@@ -537,6 +544,11 @@ mod tests {
             .store_config()
             .series;
         assert_eq!(c.max_name_bytes, 5);
+        let c = load_str("storage:\n  min_free_disk: 0\n").unwrap();
+        assert_eq!(c.min_free_disk, 0);
+        let c = load_str("storage:\n  min_free_disk: 1GiB\n").unwrap();
+        assert_eq!(c.store_config().min_free_disk_bytes, 1 << 30);
+        assert_eq!(ServerConfig::default().min_free_disk, 10 << 30);
         let c = load_str("storage:\n  max_symbols_size: 1GiB\n").unwrap();
         assert_eq!(c.store_config().max_symbol_bytes, 1 << 30);
         assert_eq!(

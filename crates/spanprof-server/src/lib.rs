@@ -270,8 +270,9 @@ pub async fn serve(
     Ok(())
 }
 
-/// Retention and compaction, once a minute: whole segments older than the retention age or
-/// past the size limit are deleted, oldest first; small sealed segments are merged.
+/// Retention and compaction, once a minute: whole segments older than the retention age,
+/// past the size limit, or while the disk is nearly full (`storage.min_free_disk`) are
+/// deleted, oldest first; small sealed segments are merged.
 async fn maintain(store: Arc<Store>, config: Arc<ServerConfig>, mut stop: watch::Receiver<bool>) {
     let small = config.segment_bytes / 4;
     loop {

@@ -25,7 +25,7 @@ mod segments;
 mod split_tests;
 mod state;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use compact::CompactReport;
@@ -49,6 +49,14 @@ pub struct StoreConfig {
     pub retention_age_ns: Option<u64>,
     /// Oldest segments are deleted while the store is larger than this many bytes.
     pub retention_bytes: Option<u64>,
+    /// Oldest segments are also deleted while the volume of the data directory has less
+    /// than this many bytes available and less than [`StoreConfig::min_free_disk_ratio`] of
+    /// its size (0 = never): a full disk fails every write, and the newest data is what is
+    /// looked at. 0 here; `spanprof serve` sets 10 GiB, as Pyroscope's default
+    /// (`storage.min_free_disk`).
+    pub min_free_disk_bytes: u64,
+    /// See [`StoreConfig::min_free_disk_bytes`]: 0.05 (5 %) by default, as Pyroscope's.
+    pub min_free_disk_ratio: f64,
     /// fsync before an ingest returns (turn off only for tests and benchmarks of the rest).
     pub sync: bool,
     /// Sealed segments' indexes kept loaded (each is a few MiB for a 16 MiB segment).
@@ -150,6 +158,8 @@ impl StoreConfig {
             segment_max_bytes: 16 << 20,
             retention_age_ns: None,
             retention_bytes: None,
+            min_free_disk_bytes: 0,
+            min_free_disk_ratio: 0.05,
             sync: true,
             cache_segments: 8,
             max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
@@ -446,7 +456,8 @@ impl Store {
     }
 
     /// Deletes whole sealed segments whose data is all older than the retention age, then the
-    /// oldest ones while the store is over the size limit. Returns the segments deleted.
+    /// oldest ones while the store is over the size limit or the disk is nearly full
+    /// ([`StoreConfig::min_free_disk_bytes`]). Returns the segments deleted.
     pub fn enforce_retention(&self, now_ns: u64) -> Result<usize, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         let segments = self.log.segments();
@@ -462,6 +473,9 @@ impl Store {
                 .expect("store state lock poisoned")
                 .newest_per_segment()
         };
+        // What the volume lacks of its free space: taken from the oldest segments, by their
+        // sizes (a file a query still reads is freed only once it is done with it).
+        let mut disk_deficit = self.disk_deficit();
         let mut deleted = 0;
         for seg in segments.iter().filter(|s| !s.active) {
             let newest_ns = newest.get(&seg.id).copied().unwrap_or(0);
@@ -470,11 +484,20 @@ impl Store {
                 .retention_age_ns
                 .is_some_and(|age| newest_ns < now_ns.saturating_sub(age) as i64);
             let too_big = self.cfg.retention_bytes.is_some_and(|max| total > max);
-            if !(too_old || too_big) {
+            let disk_low = disk_deficit > 0;
+            if !(too_old || too_big || disk_low) {
                 continue;
             }
+            if disk_low && !(too_old || too_big) {
+                tracing::warn!(
+                    segment = seg.id,
+                    lacking_bytes = disk_deficit,
+                    min_free_disk = self.cfg.min_free_disk_bytes,
+                    "retention: the disk is nearly full, so the oldest segment is deleted"
+                );
+            }
             self.log.delete_segment(seg.id)?;
-            total -= seg.bytes
+            let freed = seg.bytes
                 + self
                     .state
                     .read()
@@ -482,6 +505,8 @@ impl Store {
                     .sealed
                     .get(&seg.id)
                     .map_or(0, |x| x.index_bytes);
+            total -= freed;
+            disk_deficit = disk_deficit.saturating_sub(freed);
             self.state
                 .write()
                 .expect("store state lock poisoned")
@@ -510,6 +535,22 @@ impl Store {
             }
         }
         Ok(deleted)
+    }
+
+    /// Bytes the data directory's volume lacks to have as much available as the smaller of
+    /// [`StoreConfig::min_free_disk_bytes`] and [`StoreConfig::min_free_disk_ratio`] of its
+    /// size (0 when it has them, or when that cannot be told).
+    fn disk_deficit(&self) -> u64 {
+        if self.cfg.min_free_disk_bytes == 0 {
+            return 0;
+        }
+        disk_space(&self.cfg.dir).map_or(0, |(available, total)| {
+            let by_ratio = (self.cfg.min_free_disk_ratio * total as f64) as u64;
+            self.cfg
+                .min_free_disk_bytes
+                .min(by_ratio)
+                .saturating_sub(available)
+        })
     }
 
     /// Whether the active segment holds `segment_max_bytes` past its snapshot, and at least
@@ -770,6 +811,26 @@ fn replay_segment(
 /// ingest should not queue behind. Not lower: under full load a sealer starved further falls
 /// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
 /// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
+/// Bytes available to this process and the size of the volume `dir` is on.
+#[cfg(unix)]
+fn disk_space(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: `statvfs` is a C struct of integers, for which all zeroes is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: statvfs reads the NUL-terminated path and writes only the struct it is given.
+    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let unit = st.f_frsize as u64;
+    Some((st.f_bavail as u64 * unit, st.f_blocks as u64 * unit))
+}
+
+#[cfg(not(unix))]
+fn disk_space(_dir: &Path) -> Option<(u64, u64)> {
+    None
+}
+
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.
