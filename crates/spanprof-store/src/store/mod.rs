@@ -476,7 +476,10 @@ impl Store {
         // What the volume lacks of its free space: taken from the oldest segments, by their
         // sizes (a file a query still reads is freed only once it is done with it).
         let mut disk_deficit = self.disk_deficit();
+        let lacking = disk_deficit;
         let mut deleted = 0;
+        // Segments deleted only for the disk: (how many, the newest of them).
+        let mut for_disk = (0, 0);
         for seg in segments.iter().filter(|s| !s.active) {
             let newest_ns = newest.get(&seg.id).copied().unwrap_or(0);
             let too_old = self
@@ -489,12 +492,7 @@ impl Store {
                 continue;
             }
             if disk_low && !(too_old || too_big) {
-                tracing::warn!(
-                    segment = seg.id,
-                    lacking_bytes = disk_deficit,
-                    min_free_disk = self.cfg.min_free_disk_bytes,
-                    "retention: the disk is nearly full, so the oldest segment is deleted"
-                );
+                for_disk = (for_disk.0 + 1, seg.id);
             }
             self.log.delete_segment(seg.id)?;
             let freed = seg.bytes
@@ -512,6 +510,15 @@ impl Store {
                 .expect("store state lock poisoned")
                 .forget_segment(seg.id);
             deleted += 1;
+        }
+        if for_disk.0 > 0 {
+            tracing::warn!(
+                segments = for_disk.0,
+                up_to_segment = for_disk.1,
+                lacking_bytes = lacking,
+                min_free_disk = self.cfg.min_free_disk_bytes,
+                "retention: the disk is nearly full, so the oldest segments were deleted"
+            );
         }
         if deleted > 0 {
             let mut st = self.state.write().expect("store state lock poisoned");
