@@ -180,9 +180,11 @@ pub async fn serve(
     }
     let (forward_stop_tx, forward_stop_rx) = watch::channel(false);
     let senders = forwarders.start(forward_stop_rx);
+    let write_failed = Arc::new(tokio::sync::Notify::new());
     let sinks = Sinks {
         store: config.store.then(|| Arc::clone(&store)),
         forward: forwarders,
+        write_failed: Arc::clone(&write_failed),
     };
     let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
     let state = AppState {
@@ -225,6 +227,7 @@ pub async fn serve(
     let maintenance = tokio::spawn(maintain(
         Arc::clone(&state.store),
         Arc::clone(&config),
+        write_failed,
         stop_rx.clone(),
     ));
     let mut servers = Vec::new();
@@ -270,22 +273,44 @@ pub async fn serve(
     Ok(())
 }
 
+/// How soon after the last retention run a failed store write brings the next one.
+const EARLY_RETENTION_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Retention and compaction, once a minute: whole segments older than the retention age,
 /// past the size limit, or while the disk is nearly full (`storage.min_free_disk`) are
 /// deleted, oldest first; small sealed segments are merged.
-async fn maintain(store: Arc<Store>, config: Arc<ServerConfig>, mut stop: watch::Receiver<bool>) {
+///
+/// A failed store write (a full disk) brings the next retention run forward, to at most
+/// [`EARLY_RETENTION_EVERY`] after the last one, without compaction (which writes).
+async fn maintain(
+    store: Arc<Store>,
+    config: Arc<ServerConfig>,
+    write_failed: Arc<tokio::sync::Notify>,
+    mut stop: watch::Receiver<bool>,
+) {
     let small = config.segment_bytes / 4;
+    let mut last = tokio::time::Instant::now();
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => {}
+        let early = tokio::select! {
+            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => false,
+            _ = write_failed.notified() => true,
             _ = stop.wait_for(|s| *s) => return,
+        };
+        if early {
+            tokio::select! {
+                _ = tokio::time::sleep_until(last + EARLY_RETENTION_EVERY) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
         }
+        last = tokio::time::Instant::now();
         let store = Arc::clone(&store);
         let done = tokio::task::spawn_blocking(move || {
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
-            (store.enforce_retention(now), store.compact(small))
+            let retention = store.enforce_retention(now);
+            let compaction = (!early).then(|| store.compact(small));
+            (retention, compaction)
         })
         .await;
         match done {
@@ -295,7 +320,7 @@ async fn maintain(store: Arc<Store>, config: Arc<ServerConfig>, mut stop: watch:
                     Ok(n) => tracing::info!(segments = n, "retention deleted old data"),
                     Err(e) => tracing::error!(error = %e, "retention failed"),
                 }
-                match compaction {
+                match compaction.unwrap_or(Ok(Default::default())) {
                     Ok(r) if r.merged_segments > 0 => tracing::info!(
                         merged = r.merged_segments,
                         bytes_before = r.bytes_before,

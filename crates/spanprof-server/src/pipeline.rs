@@ -27,6 +27,8 @@ pub struct Sinks {
     pub store: Option<Arc<Store>>,
     /// The forwarders (possibly none).
     pub forward: Arc<Forwarders>,
+    /// Woken when a store write fails: retention runs early (a full disk makes room).
+    pub write_failed: Arc<Notify>,
 }
 
 /// What a receiver hands over: linked profiles, or spans.
@@ -475,7 +477,10 @@ fn write(
                 Vec::new()
             };
             (
-                store_write(store, profiles, spans, metrics).map_err(WriteFailure::nothing_kept)?,
+                store_write(store, profiles, spans, metrics).map_err(|e| {
+                    sinks.write_failed.notify_one();
+                    WriteFailure::nothing_kept(e)
+                })?,
                 forwarded_spans,
             )
         }
@@ -652,6 +657,7 @@ mod tests {
         let sinks = Sinks {
             store: Some(Arc::new(store)),
             forward: Arc::new(forward),
+            write_failed: Arc::new(Notify::new()),
         };
         let cfg = QueueConfig {
             capacity: 16,

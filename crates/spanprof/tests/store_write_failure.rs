@@ -7,6 +7,7 @@
 //! requests are stored; after a restart the store holds exactly what was acknowledged. A
 //! forwarder's queue that cannot write is answered the same way when nothing was kept, and
 //! with a 500 that says so when the store kept the request (a retry would store it twice).
+//! A failed write brings retention forward, so a full disk makes room within seconds.
 
 mod support;
 
@@ -36,13 +37,15 @@ fn set_file_size_limit(pid: u32, soft: u64) {
     assert_eq!(r, 0, "prlimit: {}", std::io::Error::last_os_error());
 }
 
-/// Bytes of the largest file in `dir`: of a log's segments, the active one, which grows.
-fn largest_file(dir: &Path) -> u64 {
-    std::fs::read_dir(dir)
+/// Bytes of the active segment (the newest) of the log in `dir`, which grows.
+fn active_segment_bytes(dir: &Path) -> u64 {
+    let newest = std::fs::read_dir(dir)
         .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
         .max()
-        .unwrap()
+        .unwrap();
+    std::fs::metadata(newest).unwrap().len()
 }
 
 /// A `push.v1` request in Connect's JSON form: one sample of `pprof` for service `gopush`.
@@ -159,7 +162,7 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     }
 
     // The log cannot grow past its size now: every write fails (EFBIG, as ENOSPC would).
-    set_file_size_limit(server.pid(), largest_file(&data.join("segments")));
+    set_file_size_limit(server.pid(), active_segment_bytes(&data.join("segments")));
     let failed_rounds = 1..=20;
     for round in failed_rounds.clone() {
         for (what, r) in send_each(&server, round, &otlp, &pprof) {
@@ -246,8 +249,8 @@ fn a_forward_queue_that_cannot_write_says_what_was_kept() {
     }
     let one = cpu_total(&server, "goapp") / 2;
     let (store, queue) = (
-        largest_file(&data.join("segments")),
-        largest_file(&data.join("forward/b/log")),
+        active_segment_bytes(&data.join("segments")),
+        active_segment_bytes(&data.join("forward/b/log")),
     );
     assert!(queue > store + 40_000, "store {store} B, queue {queue} B");
     set_file_size_limit(server.pid(), store + 20_000);
@@ -270,11 +273,52 @@ fn a_forward_queue_that_cannot_write_says_what_was_kept() {
     args.extend_from_slice(&forward);
     let server = Server::start(&data, "127.0.0.1:0", &args);
     assert_eq!(send_otlp(&server, &otlp).status, 200);
-    set_file_size_limit(server.pid(), largest_file(&data.join("forward/b/log")));
+    set_file_size_limit(
+        server.pid(),
+        active_segment_bytes(&data.join("forward/b/log")),
+    );
     let r = send_otlp(&server, &otlp);
     let body = String::from_utf8_lossy(&r.body);
     assert_eq!(r.status, 503, "{body}");
     assert_eq!(r.header("retry-after"), Some("5"));
     assert!(body.contains("none of it was kept; retry later"), "{body}");
     server.stop();
+}
+
+/// A failed write brings the next retention run forward (a full disk makes room within
+/// seconds, not at the minute's run): with the store past `storage.max_size`, the first
+/// failed write has the oldest segments deleted about 5 s after the server started.
+#[test]
+fn a_failed_write_brings_retention_forward() {
+    let dir = process_dir("early-retention");
+    let config = dir.join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        "storage:\n  segment_size: 64KiB\n  max_size: 256KiB\n",
+    )
+    .unwrap();
+    let data = dir.join("data");
+    let server = Server::start(
+        &data,
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
+    let otlp = std::fs::read(go_cpu_otlp(&dir)).unwrap();
+    for _ in 0..60 {
+        assert_eq!(send_otlp(&server, &otlp).status, 200);
+    }
+    let segments = server.metric("spanprof_store_segments");
+    let disk = server.metric("spanprof_store_disk_bytes");
+    assert!(
+        disk > (256 << 10) as f64,
+        "{disk} bytes in {segments} segments"
+    );
+    set_file_size_limit(server.pid(), active_segment_bytes(&data.join("segments")));
+    assert_eq!(send_otlp(&server, &otlp).status, 503);
+    // The minute's run would come 60 s after the start.
+    server.wait_for("retention brought forward", Duration::from_secs(30), |s| {
+        s.metric("spanprof_store_segments") < segments
+    });
+    let log = server.stop();
+    assert!(log.contains("retention deleted old data"), "{log}");
 }
