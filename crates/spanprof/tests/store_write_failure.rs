@@ -7,7 +7,9 @@
 //! requests are stored; after a restart the store holds exactly what was acknowledged. A
 //! forwarder's queue that cannot write is answered the same way when nothing was kept, and
 //! with a 500 that says so when the store kept the request (a retry would store it twice).
-//! A failed write brings retention forward, so a full disk makes room within seconds.
+//! A failed write brings retention forward, so a full disk makes room within seconds. And
+//! the OpenTelemetry SDK's own exporter, told to retry, sends the span again once the store
+//! can write: nothing is lost.
 
 mod support;
 
@@ -16,7 +18,7 @@ use std::time::Duration;
 
 use support::http::Response;
 use support::serve::{free_port, Server};
-use support::{go_cpu_otlp, otlp_grpc_send, process_dir, workspace_root};
+use support::{go_cpu_otlp, otlp_grpc_send, process_dir, python, workspace_root};
 
 /// Sets the soft `RLIMIT_FSIZE` of process `pid` (the hard limit stays).
 fn set_file_size_limit(pid: u32, soft: u64) {
@@ -321,4 +323,49 @@ fn a_failed_write_brings_retention_forward() {
     });
     let log = server.stop();
     assert!(log.contains("retention deleted old data"), "{log}");
+}
+
+/// The real OpenTelemetry SDK exporter (Python, OTLP/HTTP) retries a span the store could not
+/// write: it waits the 5 s of `Retry-After`, sends it again, and it is stored once writes
+/// work. (Answered 500, as before, the SDK dropped it.)
+#[test]
+fn the_sdk_exporter_retries_a_span_the_store_could_not_write() {
+    let dir = process_dir("sdk-retry");
+    let data = dir.join("data");
+    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    set_file_size_limit(server.pid(), active_segment_bytes(&data.join("segments")));
+    let script = workspace_root().join("python/otlp_sdk_export_span.py");
+    let endpoint = format!("http://{}/v1/traces", server.addr);
+    let export = std::process::Command::new(python())
+        .arg(script)
+        .arg(&endpoint)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let failed = r#"spanprof_rejected_total{receiver="otlp_traces",reason="failed"}"#;
+    server.wait_for(
+        "the SDK's first try to be refused",
+        Duration::from_secs(60),
+        |s| s.metric(failed) >= 1.0,
+    );
+    set_file_size_limit(server.pid(), libc::RLIM_INFINITY);
+    let out = export.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "python: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(r["ok"], true, "{r}");
+    // It waited as asked before trying again.
+    assert!(r["seconds"].as_f64().unwrap() >= 4.5, "{r}");
+    let path = format!("/api/v1/traces/{}", r["trace_id"].as_str().unwrap());
+    let trace = support::http::get(&server.addr, &path, Duration::from_secs(30)).unwrap();
+    let body = String::from_utf8_lossy(&trace.body);
+    assert_eq!(trace.status, 200, "{body}");
+    assert!(body.contains(r["span_id"].as_str().unwrap()), "{body}");
+    assert_eq!(server.metric(failed), 1.0, "refused once, then stored");
+    server.stop();
 }
