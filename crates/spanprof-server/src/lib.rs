@@ -320,15 +320,16 @@ async fn maintain(
                     Ok(n) => tracing::info!(segments = n, "retention deleted old data"),
                     Err(e) => tracing::error!(error = %e, "retention failed"),
                 }
-                match compaction.unwrap_or(Ok(Default::default())) {
-                    Ok(r) if r.merged_segments > 0 => tracing::info!(
+                match compaction {
+                    Some(Ok(r)) if r.merged_segments > 0 => tracing::info!(
                         merged = r.merged_segments,
                         bytes_before = r.bytes_before,
                         bytes_after = r.bytes_after,
                         "compacted small segments"
                     ),
-                    Ok(_) => {}
-                    Err(e) => tracing::error!(error = %e, "compaction failed"),
+                    Some(Err(e)) => tracing::error!(error = %e, "compaction failed"),
+                    // Nothing merged, or not run (an early run).
+                    _ => {}
                 }
             }
             Err(e) => tracing::error!(error = %e, "maintenance panicked"),

@@ -15,8 +15,10 @@ use super::{decode_pprof, ingest::is_unset_time, submit, Series};
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{gunzip_part, is_json, payload, Rejection, Unpacked};
+// Standard or URL-safe, padded or not: what protojson accepts for `bytes`.
 use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
+use spanprof_format::json::base64::decode as base64_decode;
 
 /// `push.v1.PushRequest`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -91,33 +93,6 @@ fn connect_rejection(r: Rejection) -> Response {
         _ => "internal",
     };
     connect_error(code, &r.message)
-}
-
-/// Standard or URL-safe base64, padded or not (protojson accepts both for `bytes`).
-fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(text.len() / 4 * 3);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    let body = text.trim_end_matches('=');
-    for (i, c) in body.bytes().enumerate() {
-        let v = match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return Err(format!("invalid base64 character {:?} at {i}", c as char)),
-        };
-        acc = (acc << 6) | u32::from(v);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    if bits >= 6 {
-        return Err("truncated base64".into());
-    }
-    Ok(out)
 }
 
 /// The JSON form of a `PushRequest` (protojson: camelCase or proto field names, unknown fields
