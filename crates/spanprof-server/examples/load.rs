@@ -112,6 +112,7 @@ fn main() {
                 paced_seconds: num("--paced-seconds", 10),
                 summary: flag("--summary"),
                 server_pid: flag("--server-pid"),
+                server_core: flag("--server-core"),
             };
             runtime.block_on(push(opts));
         }
@@ -140,6 +141,36 @@ struct PushOptions {
     summary: Option<String>,
     /// The server's pid, to read its CPU time around the push phase.
     server_pid: Option<String>,
+    /// The core the server is pinned to, to read how much of it the hypervisor took.
+    server_core: Option<String>,
+}
+
+/// Where core `core`'s time went, in ticks (Linux `/proc/stat`): user, nice, system, idle,
+/// iowait, irq, softirq, steal.
+fn core_ticks(core: &str) -> Option<[u64; 8]> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat
+        .lines()
+        .find(|l| l.split(' ').next() == Some(&format!("cpu{core}")))?;
+    let mut out = [0u64; 8];
+    for (o, f) in out.iter_mut().zip(line.split_whitespace().skip(1)) {
+        *o = f.parse().ok()?;
+    }
+    Some(out)
+}
+
+/// Of core `core`'s time between `before` and now, the shares idle and stolen by the
+/// hypervisor (a virtual machine's noisy neighbours), %: the server's figures are for what
+/// it was given, not for a whole core.
+fn core_shares(core: Option<&str>, before: Option<[u64; 8]>) -> Option<(f64, f64)> {
+    let (before, after) = (before?, core_ticks(core?)?);
+    let d: Vec<f64> = after
+        .iter()
+        .zip(before)
+        .map(|(a, b)| a.saturating_sub(b) as f64)
+        .collect();
+    let total: f64 = d.iter().sum();
+    (total > 0.0).then(|| ((d[3] + d[4]) * 100.0 / total, d[7] * 100.0 / total))
 }
 
 /// utime + stime of process `pid`, s (Linux `/proc/PID/stat`; 100 ticks a second).
@@ -684,6 +715,8 @@ async fn push(opts: PushOptions) {
         opts.seconds, opts.clients
     );
     let cpu_before = opts.server_pid.as_deref().and_then(cpu_seconds);
+    let core = opts.server_core.as_deref();
+    let core_before = core.and_then(core_ticks);
     let both_routes = |c: u64| {
         if c.is_multiple_of(2) {
             Route::Ingest
@@ -708,6 +741,7 @@ async fn push(opts: PushOptions) {
         (Some(a), Some(b)) => b - a,
         _ => f64::NAN,
     };
+    let (core_idle, core_stolen) = core_shares(core, core_before).unwrap_or((f64::NAN, f64::NAN));
     let mut all = Outcome::default();
     println!(
         "{:<34} {:>10} {:>12} {:>8} {:>8} {:>8}  errors by status",
@@ -779,8 +813,17 @@ async fn push(opts: PushOptions) {
     );
     // Below saturation: the same clients on a schedule at fractions of the rate just measured.
     let mut paced = String::new();
+    // Server CPU per accepted profile, phase by phase: below saturation batches are smaller,
+    // so what each write costs whatever its size weighs more.
+    let per_profile_ms = |cpu_s: f64, ok: u64| cpu_s * 1e3 / ok.max(1) as f64;
+    let mut cpu_line = format!(
+        "server CPU per profile, ms (core idle / stolen by the hypervisor, %): load {:.3} ({core_idle:.0} / {core_stolen:.0})",
+        per_profile_ms(server_cpu_s, all.ok)
+    );
     for share in [0.5, 0.8] {
         let offered = rate * share;
+        let cpu_before = opts.server_pid.as_deref().and_then(cpu_seconds);
+        let core_before = core.and_then(core_ticks);
         let (by_route, took) = run_clients(
             &client,
             &base,
@@ -795,6 +838,16 @@ async fn push(opts: PushOptions) {
         let mut out = Outcome::default();
         by_route.into_values().for_each(|o| out.merge(o));
         let done = out.ok as f64 / took.as_secs_f64();
+        let cpu_s = match (cpu_before, opts.server_pid.as_deref().and_then(cpu_seconds)) {
+            (Some(a), Some(b)) => b - a,
+            _ => f64::NAN,
+        };
+        let (idle, stolen) = core_shares(core, core_before).unwrap_or((f64::NAN, f64::NAN));
+        cpu_line.push_str(&format!(
+            ", paced {:.0} % {:.3} ({idle:.0} / {stolen:.0})",
+            share * 100.0,
+            per_profile_ms(cpu_s, out.ok)
+        ));
         let (p50, p99, max) = (
             out.percentile_ms(0.5),
             out.percentile_ms(0.99),
@@ -811,16 +864,20 @@ async fn push(opts: PushOptions) {
             out.errors()
         );
         paced.push_str(&format!(
-            "paced{:.0}_offered_per_s={offered:.1}\npaced{:.0}_per_s={done:.1}\npaced{:.0}_p99_ms={p99:.3}\n",
+            "paced{:.0}_offered_per_s={offered:.1}\npaced{:.0}_per_s={done:.1}\npaced{:.0}_p99_ms={p99:.3}\npaced{:.0}_server_cpu_s={cpu_s:.2}\n",
+            share * 100.0,
             share * 100.0,
             share * 100.0,
             share * 100.0
         ));
     }
+    if opts.server_pid.is_some() {
+        println!("{cpu_line}");
+    }
     let rejected = all.statuses.get(&429).copied().unwrap_or(0);
     if let Some(path) = opts.summary {
         let text = format!(
-            "profiles_per_s={rate:.1}\nsamples_per_profile={samples}\nok={}\nelapsed_s={secs:.3}\nserver_cpu_s={server_cpu_s:.2}\np50_ms={p50:.3}\np99_ms={p99:.3}\nmax_ms={max:.3}\nrejected_429={rejected}\nhealth_per_s={health_rate:.1}\nconvert_per_s={convert:.1}\n",
+            "profiles_per_s={rate:.1}\nsamples_per_profile={samples}\nok={}\nelapsed_s={secs:.3}\nserver_cpu_s={server_cpu_s:.2}\np50_ms={p50:.3}\np99_ms={p99:.3}\nmax_ms={max:.3}\nrejected_429={rejected}\nhealth_per_s={health_rate:.1}\nconvert_per_s={convert:.1}\ncore_idle_pct={core_idle:.1}\ncore_stolen_pct={core_stolen:.1}\n",
             all.ok
         ) + &paced;
         std::fs::write(&path, text).expect("writing the summary");
@@ -921,7 +978,7 @@ fn usage(problem: &str) -> ! {
     eprintln!(
         "load: {problem}\n\
          usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] \
-         [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--server-pid PID]\n       \
+         [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--server-pid PID] [--server-core N]\n       \
          load targets --port-file FILE\n       \
          load stages [--profiles P] [--repeat R] [--only STAGE]\n\
          (bench/serve-load.sh runs these; see its header)"
