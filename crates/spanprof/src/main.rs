@@ -27,8 +27,22 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
     max_term_width = 100
 )]
 struct Cli {
+    /// How logs are written to stderr: `text`, one readable line an event, or `json`, one
+    /// JSON object a line (timestamp, level, target, message and the event's fields at the
+    /// top level) for log collectors such as Loki, Elasticsearch or Cloud Logging: with
+    /// `serve`, every line on stderr is then an object, fatal errors included (the offline
+    /// commands still print their reports as text). RUST_LOG sets the level
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// See [`Cli::log_format`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand, Debug)]
@@ -52,14 +66,23 @@ fn main() -> ExitCode {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    let json = cli.log_format == LogFormat::Json;
+    if json {
+        // No tracing spans are used: each line is the event alone.
+        logs.json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .init();
+    } else {
+        logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init();
+    }
     let result = match cli.command {
-        Command::Serve(a) => cmd::serve::run(a),
+        Command::Serve(a) => cmd::serve::run(a, json),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),
@@ -68,6 +91,10 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        Err(e) if json => {
+            tracing::error!("{}", cmd::error_text(&e));
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("spanprof: error: {}", cmd::error_text(&e));
             ExitCode::from(2)

@@ -162,3 +162,94 @@ fn a_data_directory_in_use_is_refused_with_a_clear_error() {
         .assert_no_panic()
         .assert_success();
 }
+
+/// `--log-format json`: every line the server writes to stderr is one JSON object (timestamp,
+/// level, target, message, and the event's fields beside them), from start-up through a
+/// refused request to shutdown; a second server refused at start-up says why in one too.
+#[test]
+fn json_logs_are_one_object_a_line() {
+    let data = process_dir("json-logs").join("data");
+    let server = Server::start(&data, "127.0.0.1:0", &["--log-format", "json"]);
+    let refused = server.send(
+        "/v1development/profiles",
+        &[("Content-Type", "application/x-protobuf")],
+        b"\xff\xff not a protobuf message",
+    );
+    assert_eq!(refused.status, 400);
+    let data_arg = data.to_str().unwrap();
+    let second = support::spanprof([
+        "serve",
+        "--log-format",
+        "json",
+        "--data",
+        data_arg,
+        "--http-addr",
+        "127.0.0.1:0",
+        "--otlp-http-addr",
+        "off",
+        "--otlp-grpc-addr",
+        "off",
+    ]);
+    second.assert_no_panic();
+    assert!(!second.status.success(), "{second}");
+    let second_events = json_lines(&second.stderr);
+    let last = second_events.last().expect("the refused server logged");
+    assert_eq!(last["level"], "ERROR", "{second}");
+    let message = last["message"].as_str().unwrap();
+    assert!(
+        message.contains("in use by another spanprof process") && message.contains(data_arg),
+        "{second}"
+    );
+    let events = json_lines(&server.stop());
+    let find = |message: &str| {
+        events
+            .iter()
+            .find(|e| e["message"].as_str().unwrap().starts_with(message))
+            .unwrap_or_else(|| panic!("no event {message:?} in {events:#?}"))
+    };
+    let listening = find("listening: UI, API");
+    assert_eq!(listening["addr"], server_addr(&events));
+    assert_eq!(listening["target"], "spanprof_server");
+    let store = find("store opened");
+    assert_eq!(store["dir"], data_arg);
+    assert!(store["samples"].is_u64(), "{store}");
+    // The refusal, with its fields as fields (a collector can count by receiver and reason).
+    let refusal = find("request refused");
+    assert_eq!(refusal["level"], "WARN");
+    assert_eq!(refusal["receiver"], "otlp_profiles");
+    assert_eq!(refusal["status"], 400);
+    find("stopped");
+}
+
+/// Each line of `stderr` as a JSON object with a timestamp, level, target and message.
+fn json_lines(stderr: &str) -> Vec<serde_json::Value> {
+    stderr
+        .lines()
+        .map(|line| {
+            let event: serde_json::Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}\n{stderr}"));
+            for key in ["timestamp", "level", "target", "message"] {
+                assert!(event[key].is_string(), "no {key} in {line}");
+            }
+            let t = event["timestamp"].as_str().unwrap();
+            assert!(
+                t.len() > 20 && t.ends_with('Z') && t.contains('T'),
+                "{line}"
+            );
+            event
+        })
+        .collect()
+}
+
+/// The address of the `spanprof serving` event's url.
+fn server_addr(events: &[serde_json::Value]) -> String {
+    let serving = events
+        .iter()
+        .find(|e| e["message"] == "spanprof serving")
+        .expect("a spanprof serving event");
+    serving["url"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string()
+}

@@ -14,8 +14,8 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 /// OTLP gRPC on :4317, data in ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
 /// or pulled from Go `/debug/pprof` endpoints (`--scrape`); spans come in as OTLP traces
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
-/// `otel.profile.span_id` or `span_id`. Logs go to stderr; set the level with RUST_LOG
-/// (e.g. RUST_LOG=debug). SIGTERM or Ctrl-C finishes requests in flight, flushes and exits.
+/// `otel.profile.span_id` or `span_id`. Logs go to stderr, as text or as JSON lines
+/// (`--log-format json`); set the level with RUST_LOG (e.g. RUST_LOG=debug). SIGTERM or Ctrl-C finishes requests in flight, flushes and exits.
 ///
 /// Forwarding (`--forward-otlp-grpc`, `--forward-otlp-http`) sends a copy of everything
 /// accepted to other OTLP receivers (Pyroscope, Tempo, Jaeger, a collector, another
@@ -124,7 +124,9 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
 
-pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+/// `json_logs`: logs are JSON lines (`--log-format json`), so the line saying where the
+/// server listens is one too.
+pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
     // Built-in defaults, then the file, then the flags given.
     let base = ServerConfig {
         otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
@@ -184,7 +186,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         spanprof_server::serve(config, stop_on_signal(stopped_rx), |bound| {
             // One line a script can wait for.
-            eprintln!("spanprof serving on http://{}", bound.http);
+            if json_logs {
+                tracing::info!(url = %format_args!("http://{}", bound.http), "spanprof serving");
+            } else {
+                eprintln!("spanprof serving on http://{}", bound.http);
+            }
         })
         .await
     })?;

@@ -1,5 +1,5 @@
 //! `spanprof serve` as a child process for end-to-end tests: started on the addresses a test
-//! asks for, ready once it printed its listening line, stopped with SIGTERM (or killed if the
+//! asks for, ready once it printed its listening line (text or JSON logs), stopped with SIGTERM (or killed if the
 //! test fails first).
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -66,8 +66,8 @@ impl Server {
                 panic!("spanprof serve exited:\n{log}");
             }
             log.push_str(&line);
-            if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
-                break rest.to_string();
+            if let Some(addr) = serving_addr(&line) {
+                break addr;
             }
         };
         // Keeps the pipe drained so the server never blocks on logging.
@@ -145,6 +145,19 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The address in the line saying where the server listens: `spanprof serving on http://…`,
+/// or with `--log-format json` the event `spanprof serving` and its `url`.
+fn serving_addr(line: &str) -> Option<String> {
+    if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
+        return Some(rest.to_string());
+    }
+    let event: serde_json::Value = serde_json::from_str(line).ok()?;
+    if event["message"] != "spanprof serving" {
+        return None;
+    }
+    Some(event["url"].as_str()?.strip_prefix("http://")?.to_string())
 }
 
 fn drain(mut r: BufReader<ChildStderr>) -> String {
