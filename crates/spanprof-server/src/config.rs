@@ -55,6 +55,9 @@ pub struct ServerConfig {
     /// every descendant span, and a span gets the attribute when its subtree has samples. One
     /// setting for both, so a span is linked exactly when its span profile has something.
     pub span_profiles_include_children: bool,
+    /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
+    /// logging before it starts the server; this carries the file's choice to it.
+    pub json_logs: bool,
 }
 
 /// The wire protocol of a forwarder.
@@ -208,6 +211,7 @@ impl Default for ServerConfig {
             segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
+            json_logs: false,
         }
     }
 }

@@ -31,6 +31,7 @@
 //!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
 //!   # Pyroscope); true = the span and its descendant spans.
 //!   span_profiles_include_children: false
+//!   log_format: text                # or json: one JSON object a line (--log-format)
 //! storage:
 //!   enabled: true
 //!   dir: ./spanprof-data
@@ -148,6 +149,15 @@ struct Server {
     max_label_name_length: Option<usize>,
     max_label_value_length: Option<usize>,
     span_profiles_include_children: Option<bool>,
+    log_format: Option<LogFormat>,
+}
+
+/// `server.log_format`.
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Deserialize, Default)]
@@ -346,6 +356,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
+    if let Some(f) = s.log_format {
+        base.json_logs = f == LogFormat::Json;
+    }
     let st = file.storage;
     if let Some(e) = st.enabled {
         base.store = e;
@@ -479,6 +492,20 @@ mod tests {
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
         assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
+    }
+
+    #[test]
+    fn log_format_is_text_or_json() {
+        assert!(!load_str("").unwrap().json_logs);
+        assert!(load_str("server:\n  log_format: json\n").unwrap().json_logs);
+        assert!(!load_str("server:\n  log_format: text\n").unwrap().json_logs);
+        let e = load_str("server:\n  log_format: xml\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("xml") && e.contains("json") && e.contains("line 2"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -31,9 +31,10 @@ struct Cli {
     /// JSON object a line (timestamp, level, target, message and the event's fields at the
     /// top level) for log collectors such as Loki, Elasticsearch or Cloud Logging: with
     /// `serve`, every line on stderr is then an object, fatal errors included (the offline
-    /// commands still print their reports as text). RUST_LOG sets the level
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
-    log_format: LogFormat,
+    /// commands still print their reports as text). RUST_LOG sets the level. [default: text,
+    /// or `server.log_format` of serve's --config file]
+    #[arg(long, global = true, value_enum)]
+    log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
@@ -69,7 +70,11 @@ fn main() -> ExitCode {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    let json = cli.log_format == LogFormat::Json;
+    let json = match (cli.log_format, &cli.command) {
+        (Some(format), _) => format == LogFormat::Json,
+        (None, Command::Serve(a)) => cmd::serve::json_logs_in_config(a),
+        (None, _) => false,
+    };
     if json {
         // No tracing spans are used: each line is the event alone.
         logs.json()

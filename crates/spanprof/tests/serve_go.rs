@@ -163,9 +163,10 @@ fn a_data_directory_in_use_is_refused_with_a_clear_error() {
         .assert_success();
 }
 
-/// `--log-format json`: every line the server writes to stderr is one JSON object (timestamp,
-/// level, target, message, and the event's fields beside them), from start-up through a
-/// refused request to shutdown; a second server refused at start-up says why in one too.
+/// `--log-format json` (or `server.log_format: json` in the config file): every line the server
+/// writes to stderr is one JSON object (timestamp, level, target, message, and the event's
+/// fields beside them), from start-up through a refused request to shutdown; a second server
+/// refused at start-up says why in one too.
 #[test]
 fn json_logs_are_one_object_a_line() {
     let data = process_dir("json-logs").join("data");
@@ -177,10 +178,13 @@ fn json_logs_are_one_object_a_line() {
     );
     assert_eq!(refused.status, 400);
     let data_arg = data.to_str().unwrap();
+    // The second one takes the format from its configuration file.
+    let config = data.with_file_name("spanprof.yaml");
+    std::fs::write(&config, "server:\n  log_format: json\n").unwrap();
     let second = support::spanprof([
         "serve",
-        "--log-format",
-        "json",
+        "--config",
+        config.to_str().unwrap(),
         "--data",
         data_arg,
         "--http-addr",

@@ -124,6 +124,14 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
 
+/// Whether `--config`'s file asks for JSON logs (`server.log_format: json`), read before
+/// logging starts. A file that cannot be read says so when [`run`] reads it again.
+pub fn json_logs_in_config(args: &Args) -> bool {
+    args.config.as_deref().is_some_and(|path| {
+        spanprof_server::config_file::load(path, ServerConfig::default()).is_ok_and(|c| c.json_logs)
+    })
+}
+
 /// `json_logs`: logs are JSON lines (`--log-format json`), so the line saying where the
 /// server listens is one too.
 pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
