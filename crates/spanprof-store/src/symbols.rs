@@ -106,7 +106,21 @@ pub struct SymbolTable {
     used_before: Vec<u64>,
     touched: bool,
     touched_before: bool,
+    /// For each location without a mapping (interpreted code: Python, Ruby and Node frames,
+    /// folded text), by id, the period profiles last referred to it in (`period` then). Not
+    /// persisted: a location with no entry counts as referred to in period 0, so a store just
+    /// opened takes every location as in use.
+    unmapped_seen: Vec<u32>,
+    /// [`SymbolTable::take_recent_use`] calls so far: the current period.
+    period: u32,
 }
+
+/// Periods a location without a mapping stays in use after a profile last referred to it:
+/// a day at the default 30-minute period. Nothing tells such locations' builds apart, so each
+/// counts by its own use, and over long enough that code run only now and then is not taken
+/// as stale (which would start generation after generation of the same symbols); a deploy's
+/// moved lines are stale a day later.
+const UNMAPPED_USE_PERIODS: u32 = 48;
 
 /// Location ids the stack cache of one service holds at most (4 bytes each, plus about 24
 /// per stack): 16 MiB.
@@ -262,6 +276,8 @@ impl SymbolTable {
             used_before: Vec::new(),
             touched: false,
             touched_before: false,
+            unmapped_seen: Vec::new(),
+            period: 0,
         }
     }
 
@@ -326,6 +342,7 @@ impl SymbolTable {
                 *last &= (1u64 << (sizes[1] % 64)) - 1;
             }
         }
+        self.unmapped_seen.truncate(sizes[3]);
         // It may name the nodes just dropped.
         self.stack_cache.clear();
         self.stack_cache_ids = 0;
@@ -351,36 +368,54 @@ impl SymbolTable {
     }
 
     /// About the bytes of the symbols in use: every symbol's bytes, in the share of locations
-    /// whose mapping (binary) profiles referred to since the call before the last one (or
-    /// since the table was made), or that have none (nothing tells their builds apart, and
-    /// they are never taken as stale). `None` when profiles referred to nothing meanwhile.
-    /// Starts the next period.
+    /// in use. A location with a mapping is in use when profiles referred to its mapping
+    /// (binary) since the call before the last one (or since the table was made); one without
+    /// (nothing tells their builds apart) when profiles referred to it in the last
+    /// [`UNMAPPED_USE_PERIODS`] periods. `None` when profiles referred to nothing since the
+    /// call before the last one. Starts the next period.
     ///
-    /// By mapping rather than by location: a program's code paths taken only now and then
-    /// are in use as long as its binary is, and a new build's binary leaves the old one's
-    /// unused.
+    /// By mapping rather than by location where there is one: a program's code paths taken
+    /// only now and then are in use as long as its binary is, and a new build's binary leaves
+    /// the old one's unused.
     pub fn take_recent_use(&mut self) -> Option<u64> {
         let touched = self.touched || self.touched_before;
         let at = |v: &[u64], i: usize| v.get(i).copied().unwrap_or(0);
-        let used = |m: u32| {
+        let mapping_used = |m: u32| {
             let (word, bit) = (m as usize / 64, 1u64 << (m % 64));
-            m == 0 || (at(&self.used, word) | at(&self.used_before, word)) & bit != 0
+            (at(&self.used, word) | at(&self.used_before, word)) & bit != 0
+        };
+        let unmapped_used = |id: usize| {
+            let seen = self.unmapped_seen.get(id).copied().unwrap_or(0);
+            self.period - seen < UNMAPPED_USE_PERIODS
         };
         let locations = &self.locations.items[1..];
-        let in_use = locations.iter().filter(|l| used(l.mapping)).count() as u64;
+        let in_use = locations
+            .iter()
+            .enumerate()
+            .filter(|(i, l)| match l.mapping {
+                0 => unmapped_used(i + 1),
+                m => mapping_used(m),
+            })
+            .count() as u64;
         let total = self.bytes_since([1; 5]);
         let bytes = (total * in_use)
             .checked_div(locations.len() as u64)
             .unwrap_or(total);
         self.used_before = std::mem::take(&mut self.used);
         self.touched_before = std::mem::take(&mut self.touched);
+        self.period += 1;
         touched.then_some(bytes)
     }
 
-    /// Notes that a profile referred to a location of mapping `mapping` (0: none).
-    fn mark_used(&mut self, mapping: u32) {
+    /// Notes that a profile referred to location `location` of mapping `mapping` (0: none).
+    fn mark_used(&mut self, mapping: u32, location: u32) {
         self.touched = true;
         if mapping == 0 {
+            let i = location as usize;
+            if i >= self.unmapped_seen.len() {
+                self.unmapped_seen.resize(i + 1, 0);
+            }
+            self.unmapped_seen[i] = self.period;
             return;
         }
         let (word, bit) = (mapping as usize / 64, 1u64 << (mapping % 64));
@@ -542,7 +577,7 @@ impl SymbolTable {
             });
             let mapping = key.mapping;
             remap.lines = lines;
-            self.mark_used(mapping);
+            self.mark_used(mapping, remap.locations[i]);
         }
         Ok(remap.locations[i])
     }

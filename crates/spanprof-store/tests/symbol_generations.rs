@@ -60,6 +60,18 @@ fn in_binary(build: usize, binary: usize, at: u64, ticks: i64) -> ProfilesData {
     data
 }
 
+/// [`profile`] of an interpreted program (Python, Ruby, Node; or folded text): frames with
+/// no mapping, so nothing but the frames themselves tells one build from the next.
+fn unmapped(build: usize, at: u64) -> ProfilesData {
+    let mut data = profile(build, at, 1);
+    let d = data.dictionary.as_mut().unwrap();
+    d.mapping_table.truncate(1);
+    for l in &mut d.location_table {
+        l.mapping_index = 0;
+    }
+    data
+}
+
 fn ingest(store: &Store, data: &ProfilesData) {
     let r = store.ingest(&[data], Vec::new()).unwrap();
     assert_eq!(
@@ -159,6 +171,41 @@ fn symbols_of_builds_retention_deleted_are_dropped() {
     assert_eq!(collapsed(&store), expected(&[(39, 3), (40, 1)]));
 }
 
+/// Frames without a mapping count by their own use, over [`UNMAPPED_USE_PERIODS`] periods
+/// (the store's constant: 48): an interpreted program deployed every ten periods, each deploy
+/// with new frames, keeps its symbols within a few builds' worth, where it kept every
+/// build's before.
+#[test]
+fn symbols_of_unmapped_builds_are_dropped_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StoreConfig {
+        retention_bytes: Some(1),
+        ..config(dir.path())
+    };
+    let (store, _) = Store::open(cfg).unwrap();
+    ingest(&store, &unmapped(0, 0));
+    let one_build = store.stats().symbol_bytes;
+    let mut peak = 0;
+    for build in 1..30 {
+        store.rotate().unwrap();
+        store.enforce_retention(0).unwrap();
+        // A period per ingest (symbol_use_period 0): ten periods a build.
+        for i in 0..10 {
+            ingest(&store, &unmapped(build, build as u64 * 100 + i * 10));
+            peak = peak.max(store.stats().symbol_bytes);
+        }
+    }
+    // In use: the builds of the last 48 periods (five or six); a generation is due past twice
+    // that, and dropped by the next retention. Without it, 30 builds took 30 times one.
+    assert!(
+        peak < 16 * one_build,
+        "{peak} bytes at most vs {one_build} a build"
+    );
+    assert!(store.stats().symbol_generations <= 2);
+    assert_eq!(collapsed(&store).len(), 40);
+    assert!(collapsed(&store)[0].contains("build29"));
+}
+
 /// Without retention every generation stays, and answers over data of several generations
 /// merge them by frame names: the same flame graph, series, services and pprof as if there
 /// were one, before and after reopening.
@@ -243,6 +290,15 @@ fn generations_start_only_past_the_threshold_and_twice_the_use() {
         ingest(&store, &in_binary(paths, 0, paths as u64 * 10, 1));
     }
     assert_eq!(store.stats().symbol_generations, 1);
+    // An interpreted program that takes eight sets of code paths in turn, each again within
+    // the 48 periods: all in use, one generation.
+    let dir = tempfile::tempdir().unwrap();
+    let (store_unmapped, _) = Store::open(config(dir.path())).unwrap();
+    for at in 0..100 {
+        ingest(&store_unmapped, &unmapped(at % 8, at as u64 * 10));
+    }
+    assert_eq!(store_unmapped.stats().symbol_generations, 1);
+    drop(store_unmapped);
     // A service that stops sending is not measured as unused: another one's profiles go on,
     // and it keeps its one generation.
     let other = |build| {

@@ -78,7 +78,8 @@ pub struct StoreConfig {
     /// A service's symbols start a new generation (the segment is sealed for it) once they
     /// take this many bytes (about, as counted against `max_symbol_bytes`; 0 = never) and
     /// more than twice those of the binaries its profiles used in the last one or two
-    /// [`StoreConfig::symbol_use_period`]s: each build of a program interns all its symbols
+    /// [`StoreConfig::symbol_use_period`]s (frames without a binary, as interpreted code's,
+    /// count by their own use over 48 periods): each build of a program interns all its symbols
     /// anew, and an old build's go once retention has deleted the last data that refers to
     /// them. 4 MiB by default.
     pub symbol_generation_bytes: u64,

@@ -156,7 +156,8 @@ impl State {
     }
 
     /// Measures, once every `period` per current generation, the symbols of the binaries its
-    /// profiles used in the last one or two periods ([`SymbolTable::take_recent_use`]): with
+    /// profiles used in the last one or two periods, and of frames without a binary used in
+    /// the last 48 ([`SymbolTable::take_recent_use`]): with
     /// some used, its symbols `min_bytes` or more (0 = never) and more than twice those, a new
     /// generation is due (the caller seals the segment, which starts it). A new generation uses all it holds in its first period, so it lasts two at least.
     /// Returns whether one is due.
