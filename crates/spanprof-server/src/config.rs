@@ -176,6 +176,9 @@ pub struct ScrapeTarget {
     pub profiles: Vec<String>,
     /// Time between non-CPU scrapes; also the CPU window length (windows are back to back).
     pub interval: Duration,
+    /// How long a scrape may take, connecting and reading included; a CPU profile's request
+    /// may take its window more (default 10 s, as Prometheus' scrape_timeout).
+    pub timeout: Duration,
     /// Extra resource labels for its profiles.
     pub labels: Vec<(String, String)>,
 }
@@ -217,13 +220,14 @@ impl Default for ServerConfig {
 }
 
 impl ScrapeTarget {
-    /// A target with the default profiles (cpu, heap, goroutine) every 15 s.
+    /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout.
     pub fn new(service: impl Into<String>, url: impl Into<String>) -> Self {
         ScrapeTarget {
             service: service.into(),
             url: url.into().trim_end_matches('/').to_owned(),
             profiles: vec!["cpu".into(), "heap".into(), "goroutine".into()],
             interval: Duration::from_secs(15),
+            timeout: Duration::from_secs(10),
             labels: Vec::new(),
         }
     }

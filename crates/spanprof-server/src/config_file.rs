@@ -54,6 +54,7 @@
 //!       url: http://127.0.0.1:6060
 //!       profiles: [cpu, heap, goroutine]
 //!       interval: 15s
+//!       timeout: 5s                 # per request (default 10s); a CPU one may take its window more
 //!       labels: {env: prod}
 //! processors:
 //!   link:
@@ -193,6 +194,8 @@ struct Scrape {
     profiles: Option<Vec<String>>,
     #[serde(default, deserialize_with = "duration")]
     interval: Option<Duration>,
+    #[serde(default, deserialize_with = "duration")]
+    timeout: Option<Duration>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
 }
@@ -394,6 +397,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         if let Some(i) = t.interval {
             target.interval = i;
         }
+        if let Some(d) = t.timeout {
+            target.timeout = d;
+        }
         target.labels = t.labels.into_iter().collect();
         base.scrape.push(target);
     }
@@ -481,6 +487,7 @@ mod tests {
         let c = load_str(&doc).unwrap();
         assert_eq!(c.scrape.len(), 1);
         assert_eq!(c.scrape[0].interval, Duration::from_secs(15));
+        assert_eq!(c.scrape[0].timeout, Duration::from_secs(5));
         assert_eq!(
             c.scrape[0].labels,
             vec![("env".to_owned(), "prod".to_owned())]

@@ -1,7 +1,8 @@
 //! Pull: `/debug/pprof/*` from each target. CPU windows are taken back to back — the next
 //! `?seconds=N` request starts as the previous one ends — so no span falls between two
 //! windows. Every profile kind of every target runs in its own task: a dead or slow target
-//! slows nothing else. Failures are logged with the target and counted.
+//! slows nothing else. Failures are counted, and logged with the target: the first of a run
+//! of failures, and again when the error changes; a target that answers again says so.
 
 use std::time::{Duration, Instant};
 
@@ -68,13 +69,15 @@ async fn scrape_loop(
     let url = format!("{}{path}", target.url);
     let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
     let mut failures = 0u32;
+    // The error last logged for this run of failures.
+    let mut logged: Option<String> = None;
     while !*stop.borrow() {
         let started = Instant::now();
-        // A CPU request lasts the window itself; allow it that plus some slack.
+        // A CPU request lasts the window itself, then the timeout.
         let timeout = if kind == "cpu" {
-            Duration::from_secs(seconds + 10)
+            Duration::from_secs(seconds) + target.timeout
         } else {
-            Duration::from_secs(10)
+            target.timeout
         };
         let fetched = tokio::select! {
             r = fetch(&client, &url, timeout, app.config.limits.max_body_bytes) => r,
@@ -89,16 +92,32 @@ async fn scrape_loop(
             Ok(body) => ingest(&app, &target, name, &body).await,
             Err(e) => Err(e),
         };
+        app.metrics.set(
+            "spanprof_scrape_up",
+            &labels,
+            if outcome.is_ok() { 1.0 } else { 0.0 },
+        );
         match outcome {
             Ok(()) => {
+                if failures > 0 {
+                    tracing::info!(service = %target.service, url = %url, failures, "scrape succeeded again");
+                }
                 failures = 0;
+                logged = None;
                 app.metrics.add("spanprof_scrapes_total", &labels, 1.0);
             }
             Err(e) => {
                 failures += 1;
                 app.metrics
                     .add("spanprof_scrape_errors_total", &labels, 1.0);
-                tracing::warn!(service = %target.service, url = %url, error = %e, "scrape failed");
+                // A dead target fails at every try: said once, and again if the error
+                // changes (spanprof_scrape_up and the error count follow every try).
+                if logged.as_deref() == Some(e.as_str()) {
+                    tracing::debug!(service = %target.service, url = %url, error = %e, failures, "scrape failed again");
+                } else {
+                    tracing::warn!(service = %target.service, url = %url, error = %e, "scrape failed (logged again when the error changes; retried with backoff)");
+                    logged = Some(e);
+                }
             }
         }
         // CPU windows follow each other at once; other kinds (and failing targets, with
@@ -125,27 +144,80 @@ async fn fetch(
 ) -> Result<Bytes, String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
     let request = async {
-        let response = client
-            .get(uri)
-            .await
-            .map_err(|e| format!("request failed: {e}"))?;
+        let response = client.get(uri).await.map_err(|e| {
+            // hyper's own text ("client error (Connect)") says little; the causes say why.
+            let what = if e.is_connect() {
+                "cannot connect"
+            } else {
+                "request failed"
+            };
+            format!("{what}: {}", causes(&e))
+        })?;
         let status = response.status();
+        let html = response
+            .headers()
+            .get(hyper::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/html"));
         let body = Limited::new(response.into_body(), max_bytes)
             .collect()
             .await
             .map_err(|e| format!("reading the body: {e}"))?
             .to_bytes();
         if !status.is_success() {
-            let text = String::from_utf8_lossy(&body[..body.len().min(200)])
-                .trim()
-                .to_owned();
-            return Err(format!("HTTP {status}: {text}"));
+            let hint = if status == hyper::StatusCode::NOT_FOUND {
+                " (no pprof endpoint at this base URL: a Go service serves one once it imports \
+                 net/http/pprof on its default mux)"
+            } else {
+                ""
+            };
+            return Err(format!("HTTP {status}{hint}: {}", excerpt(&body, html)));
         }
         Ok(body)
     };
     tokio::time::timeout(timeout, request)
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))?
+}
+
+/// The causes of `e`, outermost first, each said once.
+fn causes(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
+/// What an error answer's body says, on one line (log lines stay lines): an HTML page's
+/// title, else its first 200 bytes with each run of white space made one space.
+fn excerpt(body: &[u8], html: bool) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(4096)]);
+    let text = if html || text.trim_start().starts_with('<') {
+        let lower = text.to_ascii_lowercase();
+        match (lower.find("<title>"), lower.find("</title>")) {
+            (Some(a), Some(b)) if a + 7 <= b => {
+                format!("an HTML page, {:?}", text[a + 7..b].trim())
+            }
+            _ => "an HTML page".to_owned(),
+        }
+    } else {
+        text.into_owned()
+    };
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
 }
 
 async fn ingest(
@@ -180,4 +252,28 @@ async fn ingest(
         .submit(Work::Profiles(data), "scrape")
         .await
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::excerpt;
+
+    #[test]
+    fn error_bodies_are_excerpted_on_one_line() {
+        let page = b"<!DOCTYPE HTML>\n<html>\n<head><TITLE>Error response</TITLE></head>\n<body>404</body>";
+        assert_eq!(excerpt(page, false), "an HTML page, \"Error response\"");
+        assert_eq!(excerpt(b"<html><body>no title", true), "an HTML page");
+        assert_eq!(
+            excerpt(b"404 page not found\n", false),
+            "404 page not found"
+        );
+        assert_eq!(
+            excerpt(b"line one\n\n  line\ttwo ", false),
+            "line one line two"
+        );
+        let long = "x ".repeat(300);
+        let cut = excerpt(long.as_bytes(), false);
+        assert_eq!(cut.chars().count(), 201, "{cut}");
+        assert!(cut.ends_with('…'));
+    }
 }

@@ -66,6 +66,10 @@ pub struct Args {
     /// Time between scrapes, and the length of each CPU window (e.g. 15s, 10s).
     #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
     scrape_interval: Duration,
+    /// How long one scrape may take, connecting and reading included (a CPU profile's request
+    /// may take its window more); a target that does not answer in time is retried later.
+    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
+    scrape_timeout: Duration,
     /// Do not write to the embedded store: only forward (the API answers from an empty store).
     #[arg(long)]
     no_store: bool,
@@ -168,6 +172,7 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
         let mut target = ScrapeTarget::new(name, url);
         target.profiles = args.scrape_profiles.clone();
         target.interval = args.scrape_interval;
+        target.timeout = args.scrape_timeout;
         config.scrape.push(target);
     }
     if args.no_store {

@@ -1,0 +1,133 @@
+//! Scraping when targets fail: a real Go service scraped next to a target that refuses
+//! connections, one that accepts them and never answers, and a base URL with no pprof
+//! endpoint. The live target is scraped at its interval all along (a dead or hung target
+//! slows nothing else); every failure is counted, each target's failure is logged once on one
+//! line that says why, and a target that comes back says so.
+
+mod support;
+
+use std::time::Duration;
+
+use support::serve::{free_port, Server};
+use support::{poll, process_dir, GoApp};
+
+#[test]
+fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
+    let live = GoApp::start(&[]);
+    let dead_port = free_port();
+    // Accepts connections (the kernel completes them) and never answers.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hung_addr = hung.local_addr().unwrap();
+    let targets = [
+        format!("live=http://{}", live.addr()),
+        format!("missing=http://{}/nothing", live.addr()),
+        format!("dead=http://127.0.0.1:{dead_port}"),
+        format!("hung=http://{hung_addr}"),
+    ];
+    let mut args = vec![
+        "--scrape-profiles",
+        "heap,goroutine",
+        "--scrape-interval",
+        "1s",
+        "--scrape-timeout",
+        "2s",
+    ];
+    for t in &targets {
+        args.extend(["--scrape", t.as_str()]);
+    }
+    let data = process_dir("scrape-failures").join("data");
+    let server = Server::start(&data, "127.0.0.1:0", &args);
+    let metric = |name: &str, target: &str| {
+        server.metric(&format!("{name}{{target=\"{target}\",profile=\"heap\"}}"))
+    };
+
+    // Two timeouts of the hung target take 5 s at least (2 s, a 1 s wait, 2 s); meanwhile the
+    // live one is scraped every second or so.
+    poll(
+        "two failed scrapes of each failing target",
+        Duration::from_secs(60),
+        || {
+            let errors: Vec<f64> = ["hung", "dead", "missing"]
+                .iter()
+                .map(|t| metric("spanprof_scrape_errors_total", t))
+                .collect();
+            if errors.iter().all(|&e| e >= 2.0) {
+                Ok(())
+            } else {
+                Err(format!("errors of hung, dead, missing: {errors:?}"))
+            }
+        },
+    );
+    let live_scrapes = metric("spanprof_scrapes_total", "live");
+    assert!(
+        live_scrapes >= 4.0,
+        "the live target was scraped {live_scrapes} times while the hung one timed out twice"
+    );
+    assert_eq!(metric("spanprof_scrape_up", "live"), 1.0);
+    assert_eq!(metric("spanprof_scrape_up", "dead"), 0.0);
+    assert_eq!(metric("spanprof_scrapes_total", "dead"), 0.0);
+
+    // The dead target comes up: scraped again within its backoff (at most 4 intervals).
+    let revived = GoApp::start(&["-addr", &format!("127.0.0.1:{dead_port}")]);
+    poll(
+        "a scrape of the revived target",
+        Duration::from_secs(30),
+        || {
+            let n = metric("spanprof_scrapes_total", "dead");
+            if n >= 1.0 {
+                Ok(())
+            } else {
+                Err(format!("{n} scrapes"))
+            }
+        },
+    );
+    assert_eq!(metric("spanprof_scrape_up", "dead"), 1.0);
+    let log = server.stop();
+    drop((live, revived, hung));
+
+    // One line an event: no error page spills over lines.
+    for line in log.lines() {
+        assert!(
+            line.starts_with("20") || line.starts_with("spanprof serving on"),
+            "a line that is not an event: {line:?}\n{log}"
+        );
+    }
+    let warnings = |service: &str| -> Vec<&str> {
+        log.lines()
+            .filter(|l| l.contains(" WARN ") && l.contains(&format!("service={service} ")))
+            .collect()
+    };
+    // Each failing target failed twice or more per profile, and is logged once per profile.
+    for (service, why) in [
+        ("dead", "cannot connect: "),
+        (
+            "missing",
+            "HTTP 404 Not Found (no pprof endpoint at this base URL",
+        ),
+        ("hung", "no answer within 2s"),
+    ] {
+        let lines = warnings(service);
+        assert_eq!(lines.len(), 2, "{service}: {lines:#?}\n{log}");
+        assert!(
+            lines.iter().all(|l| l.contains(why)),
+            "{service}: {lines:#?}"
+        );
+    }
+    assert!(
+        warnings("dead")
+            .iter()
+            .all(|l| l.contains("Connection refused")),
+        "{:#?}",
+        warnings("dead")
+    );
+    // Go's own answer, on the same line.
+    assert!(warnings("missing")
+        .iter()
+        .all(|l| l.contains("404 page not found")));
+    assert!(warnings("live").is_empty(), "{:#?}", warnings("live"));
+    let back: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("scrape succeeded again") && l.contains("service=dead "))
+        .collect();
+    assert_eq!(back.len(), 2, "one per profile: {back:#?}\n{log}");
+}
