@@ -127,18 +127,8 @@ fn a_data_directory_in_use_is_refused_with_a_clear_error() {
     let server = Server::start(&data, "127.0.0.1:0", &[]);
     let data_arg = data.to_str().unwrap();
     for args in [
-        &[
-            "serve",
-            "--data",
-            data_arg,
-            "--http-addr",
-            "127.0.0.1:0",
-            "--otlp-http-addr",
-            "off",
-            "--otlp-grpc-addr",
-            "off",
-        ][..],
-        &["flame", "--data", data_arg, "--type", "cpu"][..],
+        second_server(data_arg, &[]),
+        vec!["flame", "--data", data_arg, "--type", "cpu"],
     ] {
         let run = support::spanprof(args);
         run.assert_no_panic();
@@ -181,19 +171,10 @@ fn json_logs_are_one_object_a_line() {
     // The second one takes the format from its configuration file.
     let config = data.with_file_name("spanprof.yaml");
     std::fs::write(&config, "server:\n  log_format: json\n").unwrap();
-    let second = support::spanprof([
-        "serve",
-        "--config",
-        config.to_str().unwrap(),
-        "--data",
+    let second = support::spanprof(second_server(
         data_arg,
-        "--http-addr",
-        "127.0.0.1:0",
-        "--otlp-http-addr",
-        "off",
-        "--otlp-grpc-addr",
-        "off",
-    ]);
+        &["--config", config.to_str().unwrap()],
+    ));
     second.assert_no_panic();
     assert!(!second.status.success(), "{second}");
     let second_events = json_lines(&second.stderr);
@@ -223,6 +204,14 @@ fn json_logs_are_one_object_a_line() {
     assert_eq!(refusal["receiver"], "otlp_profiles");
     assert_eq!(refusal["status"], 400);
     find("stopped");
+}
+
+/// The arguments of a second `spanprof serve` on the directory `data` (on free ports).
+fn second_server<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["serve", "--data", data, "--http-addr", "127.0.0.1:0"];
+    args.extend(["--otlp-http-addr", "off", "--otlp-grpc-addr", "off"]);
+    args.extend(extra);
+    args
 }
 
 /// Each line of `stderr` as a JSON object with a timestamp, level, target and message.
