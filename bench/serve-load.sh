@@ -129,7 +129,8 @@ awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$serve
     -v sc0="$s0" -v sc1="$s1" -v k="$targets" -v t="$scrape_seconds" -v shwm="$scrape_hwm" \
     -v scrapes="$scrapes" -v serr="$scrape_errors" \
     -v idle="$core_idle_pct" -v stolen="$core_stolen_pct" \
-    -v o50="$paced50_offered_per_s" -v q50="$paced50_p99_ms" -v o80="$paced80_offered_per_s" -v q80="$paced80_p99_ms" 'BEGIN {
+    -v o50="${paced50_offered_per_s:-0}" -v q50="${paced50_p99_ms:-nan}" \
+    -v o80="${paced80_offered_per_s:-0}" -v q80="${paced80_p99_ms:-nan}" 'BEGIN {
   printf "%-44s %14s %14s %s\n", "figure", "measured", "target", "met"
   printf "%-44s %14.0f %14s %s\n", "sustained profiles/s (both routes)", rate, ">= 2000", (rate >= 2000 ? "yes" : "NO")
   printf "%-44s %14.2f %14s %s\n", "p99 acknowledgement latency, ms", p99, "<= 50", (p99 <= 50 ? "yes" : "NO")

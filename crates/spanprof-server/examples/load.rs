@@ -820,7 +820,13 @@ async fn push(opts: PushOptions) {
         "server CPU per profile, ms (core idle / stolen by the hypervisor, %): load {:.3} ({core_idle:.0} / {core_stolen:.0})",
         per_profile_ms(server_cpu_s, all.ok)
     );
-    for share in [0.5, 0.8] {
+    // No paced phases with --paced-seconds 0.
+    let shares: &[f64] = if opts.paced_seconds == 0 {
+        &[]
+    } else {
+        &[0.5, 0.8]
+    };
+    for &share in shares {
         let offered = rate * share;
         let cpu_before = opts.server_pid.as_deref().and_then(cpu_seconds);
         let core_before = core.and_then(core_ticks);
