@@ -57,10 +57,14 @@ pub enum ServerError {
         source: spanprof_store::store::StoreError,
     },
     /// A listener could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr} for {what}: {source}{hint}", hint = bind_hint(.source, .key))]
     Bind {
         /// Address asked for.
         addr: SocketAddr,
+        /// The listener's purpose, for the message.
+        what: &'static str,
+        /// Its setting in [`ServerConfig`] (and the config file's `server` section).
+        key: &'static str,
         /// What failed.
         #[source]
         source: std::io::Error,
@@ -200,13 +204,13 @@ pub async fn serve(
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let main = bind(config.http_addr).await?;
+    let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
     let otlp = match config.otlp_http_addr {
-        Some(a) => Some(bind(a).await?),
+        Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
         None => None,
     };
     let grpc = match config.otlp_grpc_addr {
-        Some(a) => Some(bind(a).await?),
+        Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
         None => None,
     };
     let bound = Bound {
@@ -337,10 +341,34 @@ async fn maintain(
     }
 }
 
-async fn bind(addr: SocketAddr) -> Result<tokio::net::TcpListener, ServerError> {
+async fn bind(
+    addr: SocketAddr,
+    what: &'static str,
+    key: &'static str,
+) -> Result<tokio::net::TcpListener, ServerError> {
     tokio::net::TcpListener::bind(addr)
         .await
-        .map_err(|source| ServerError::Bind { addr, source })
+        .map_err(|source| ServerError::Bind {
+            addr,
+            what,
+            key,
+            source,
+        })
+}
+
+/// What to do about a port another process holds: the setting that moves the listener (or,
+/// but for the main one, turns it off). The OTLP ports are those of an OpenTelemetry
+/// Collector's receivers, often running on the same machine.
+fn bind_hint(source: &std::io::Error, key: &str) -> String {
+    if source.kind() != std::io::ErrorKind::AddrInUse {
+        return String::new();
+    }
+    let off = if key == "http_addr" { "" } else { ", or off," };
+    format!(
+        "; another process listens there (on 4317 and 4318 often an OpenTelemetry \
+         Collector): choose another address{off} with --{} (server.{key} in the config file)",
+        key.replace('_', "-")
+    )
 }
 
 async fn run_listener(

@@ -206,6 +206,45 @@ fn json_logs_are_one_object_a_line() {
     find("stopped");
 }
 
+/// A port another process holds (an OpenTelemetry Collector on 4317, say): the error names
+/// the listener and the flag that moves it, once.
+#[test]
+fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = held.local_addr().unwrap().to_string();
+    let data = process_dir("busy-port").join("data");
+    let data_arg = data.to_str().unwrap();
+    for (flag, what, off) in [
+        ("--otlp-grpc-addr", "OTLP gRPC", true),
+        ("--otlp-http-addr", "OTLP/HTTP", true),
+        ("--http-addr", "the UI, API and ingest", false),
+    ] {
+        let mut args = vec!["serve", "--data", data_arg];
+        for other in ["--otlp-grpc-addr", "--otlp-http-addr", "--http-addr"] {
+            let addr = if other == flag {
+                busy.as_str()
+            } else if other == "--http-addr" {
+                "127.0.0.1:0"
+            } else {
+                "off"
+            };
+            args.extend([other, addr]);
+        }
+        let run = support::spanprof(&args);
+        run.assert_no_panic();
+        assert_eq!(run.code(), Some(2), "{run}");
+        let said = format!("cannot listen on {busy} for {what}: ");
+        assert_eq!(run.stderr.matches(&said).count(), 1, "{run}");
+        assert_eq!(run.stderr.matches("already in use").count(), 1, "{run}");
+        assert!(
+            run.stderr.contains(&format!(" with {flag} (server.")),
+            "{run}"
+        );
+        assert_eq!(run.stderr.contains(", or off,"), off, "{run}");
+    }
+    drop(held);
+}
+
 /// The arguments of a second `spanprof serve` on the directory `data` (on free ports).
 fn second_server<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["serve", "--data", data, "--http-addr", "127.0.0.1:0"];
