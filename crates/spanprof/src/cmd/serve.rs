@@ -15,7 +15,8 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 /// or pulled from Go `/debug/pprof` endpoints (`--scrape`); spans come in as OTLP traces
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr, as text or as JSON lines
-/// (`--log-format json`); set the level with RUST_LOG (e.g. RUST_LOG=debug). SIGTERM or Ctrl-C finishes requests in flight, flushes and exits.
+/// (`--log-format json`); set the level with RUST_LOG (e.g. RUST_LOG=debug). SIGTERM or
+/// Ctrl-C finishes requests in flight, flushes and exits.
 ///
 /// Forwarding (`--forward-otlp-grpc`, `--forward-otlp-http`) sends a copy of everything
 /// accepted to other OTLP receivers (Pyroscope, Tempo, Jaeger, a collector, another
