@@ -356,6 +356,26 @@ async fn bind(
         })
 }
 
+/// Why a client request failed: the causes of `e`, outermost first, each said once, or `e`'s
+/// own text when it has none. hyper's client errors say only which step failed ("client
+/// error (Connect)"); their causes say why ("tcp connect error: Connection refused").
+pub(crate) fn error_causes(e: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = cause.source();
+    }
+    if parts.is_empty() {
+        e.to_string()
+    } else {
+        parts.join(": ")
+    }
+}
+
 /// What to do about a port another process holds: the setting that moves the listener (or,
 /// but for the main one, turns it off). The OTLP ports are those of an OpenTelemetry
 /// Collector's receivers, often running on the same machine.
@@ -377,4 +397,42 @@ async fn run_listener(
     stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     listen::serve(listener, router, stop).await
+}
+
+#[cfg(test)]
+mod tests {
+    /// hyper's shape: a step ("client error (Connect)") over causes that repeat each other.
+    #[derive(Debug)]
+    struct Step(&'static str, Option<Box<dyn std::error::Error + 'static>>);
+
+    impl std::fmt::Display for Step {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Step {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref()
+        }
+    }
+
+    #[test]
+    fn error_causes_say_why_once() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let text = refused.to_string();
+        let connect = Step("tcp connect error", Some(Box::new(refused)));
+        let e = Step("client error (Connect)", Some(Box::new(connect)));
+        assert_eq!(
+            super::error_causes(&e),
+            format!("tcp connect error: {text}")
+        );
+        let repeated = Step(
+            "reading: connection reset",
+            Some(Box::new(Step("connection reset", None))),
+        );
+        let e = Step("body error", Some(Box::new(repeated)));
+        assert_eq!(super::error_causes(&e), "reading: connection reset");
+        assert_eq!(super::error_causes(&Step("alone", None)), "alone");
+    }
 }

@@ -134,7 +134,7 @@ impl Exporter {
         }
         let response = match self.client.request(req).await {
             Ok(r) => r,
-            Err(e) => return unreachable(e),
+            Err(e) => return unreachable(&e),
         };
         let status = response.status();
         let after = retry_after(response.headers());
@@ -185,7 +185,7 @@ impl Exporter {
         }
         let response = match self.client.request(req).await {
             Ok(r) => r,
-            Err(e) => return unreachable(e),
+            Err(e) => return unreachable(&e),
         };
         let status = response.status();
         let after = retry_after(response.headers());
@@ -202,7 +202,7 @@ impl Exporter {
         }
         let trailers = match response.into_body().collect().await {
             Ok(c) => c.trailers().cloned(),
-            Err(e) => return unreachable(e),
+            Err(e) => return unreachable(&e),
         };
         // A Trailers-Only answer carries the status in the headers.
         let field = |name: &str| {
@@ -259,10 +259,10 @@ fn grpc_outcome(
     }
 }
 
-fn unreachable(e: impl std::fmt::Display) -> Outcome {
+fn unreachable(e: &dyn std::error::Error) -> Outcome {
     Outcome::Retry {
         after: None,
-        reason: format!("unreachable: {e}"),
+        reason: format!("unreachable: {}", crate::error_causes(e)),
     }
 }
 

@@ -151,7 +151,7 @@ async fn fetch(
             } else {
                 "request failed"
             };
-            format!("{what}: {}", causes(&e))
+            format!("{what}: {}", crate::error_causes(&e))
         })?;
         let status = response.status();
         let html = response
@@ -178,24 +178,6 @@ async fn fetch(
     tokio::time::timeout(timeout, request)
         .await
         .map_err(|_| format!("no answer within {timeout:?}"))?
-}
-
-/// The causes of `e`, outermost first, each said once.
-fn causes(e: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = cause.source();
-    }
-    if parts.is_empty() {
-        e.to_string()
-    } else {
-        parts.join(": ")
-    }
 }
 
 /// What an error answer's body says, on one line (log lines stay lines): an HTML page's
