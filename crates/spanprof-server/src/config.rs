@@ -63,7 +63,7 @@ pub struct ServerConfig {
 /// The wire protocol of a forwarder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardProtocol {
-    /// OTLP gRPC (unary calls over HTTP/2 without TLS).
+    /// OTLP gRPC (unary calls over HTTP/2; TLS for an `https://` endpoint).
     Grpc,
     /// OTLP/HTTP with protobuf bodies (`/v1development/profiles`, `/v1/traces`).
     Http,
@@ -77,7 +77,8 @@ pub struct ForwarderConfig {
     pub name: String,
     /// gRPC or HTTP.
     pub protocol: ForwardProtocol,
-    /// Base URL, e.g. `http://collector:4317`; only `http://` (no TLS).
+    /// Base URL, e.g. `http://collector:4317`, or `https://…` for TLS (checked against the
+    /// system's trusted certificates, or those of the PEM file `SSL_CERT_FILE` names).
     pub endpoint: String,
     /// Extra request headers (e.g. authorization), sent with every export.
     pub headers: Vec<(String, String)>,

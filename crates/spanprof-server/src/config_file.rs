@@ -430,9 +430,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         base.queue.batch_age = d;
     }
     for e in file.exporters {
-        if !e.endpoint.starts_with("http://") {
+        if !e.endpoint.starts_with("http://") && !e.endpoint.starts_with("https://") {
             return Err(invalid(format!(
-                "exporters {:?}: the endpoint must start with http:// (TLS is not supported yet)",
+                "exporters {:?}: the endpoint must start with http:// or https://",
                 e.name
             )));
         }

@@ -9,6 +9,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Request, StatusCode};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -43,7 +44,7 @@ pub enum Outcome {
 
 /// A client for one downstream endpoint.
 pub struct Exporter {
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     protocol: ForwardProtocol,
     endpoint: String,
     headers: HeaderMap,
@@ -54,9 +55,10 @@ pub struct Exporter {
 impl Exporter {
     /// A client for `cfg`; an error names what is wrong with the endpoint or headers.
     pub fn new(cfg: &ForwarderConfig) -> Result<Exporter, String> {
-        if !cfg.endpoint.starts_with("http://") {
+        let https = cfg.endpoint.starts_with("https://");
+        if !https && !cfg.endpoint.starts_with("http://") {
             return Err(format!(
-                "endpoint {:?} must start with http:// (TLS is not supported)",
+                "endpoint {:?} must start with http:// or https://",
                 cfg.endpoint
             ));
         }
@@ -76,8 +78,9 @@ impl Exporter {
         if cfg.protocol == ForwardProtocol::Grpc {
             builder.http2_only(true);
         }
+        let grpc = cfg.protocol == ForwardProtocol::Grpc;
         Ok(Exporter {
-            client: builder.build_http(),
+            client: builder.build(connector(https, grpc)?),
             protocol: cfg.protocol,
             endpoint: cfg.endpoint.clone(),
             headers,
@@ -257,6 +260,33 @@ fn grpc_outcome(
         },
         _ => Outcome::Rejected(reason),
     }
+}
+
+/// The connection maker of an exporter: TCP for http://; for https://, TLS (rustls) checked
+/// against the system's trusted certificates (or the PEM bundle SSL_CERT_FILE names, for a
+/// private CA), offering HTTP/2 to a gRPC endpoint and HTTP/1.1 to an OTLP/HTTP one.
+fn connector(https: bool, grpc: bool) -> Result<HttpsConnector<HttpConnector>, String> {
+    let builder = HttpsConnectorBuilder::new();
+    let builder = if https {
+        builder.with_native_roots().map_err(|e| {
+            format!(
+                "no trusted certificates to check the endpoint's with ({e}): install the \
+                 system's CA certificates (ca-certificates), or set SSL_CERT_FILE to a PEM file"
+            )
+        })?
+    } else {
+        // Never used: the endpoint is plain HTTP.
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        builder.with_tls_config(config)
+    };
+    let builder = builder.https_or_http();
+    Ok(if grpc {
+        builder.enable_http2().build()
+    } else {
+        builder.enable_http1().build()
+    })
 }
 
 fn unreachable(e: &dyn std::error::Error) -> Outcome {

@@ -21,7 +21,9 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 /// Forwarding (`--forward-otlp-grpc`, `--forward-otlp-http`) sends a copy of everything
 /// accepted to other OTLP receivers (Pyroscope, Tempo, Jaeger, a collector, another
 /// spanprof). Each forwarder queues on disk under DIR/forward/NAME/ before the sender is
-/// answered, and retries with backoff, so restarts and downstream outages lose nothing.
+/// answered, and retries with backoff, so restarts and downstream outages lose nothing. An
+/// https:// URL is reached over TLS, checked against the system's trusted certificates (or
+/// the PEM file SSL_CERT_FILE names, for a private CA).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// YAML configuration file (sections server, storage, receivers, processors, exporters;

@@ -33,16 +33,27 @@ impl Server {
     /// `spanprof serve --data DATA --http-addr HTTP_ADDR EXTRA...`; the OTLP listeners are
     /// off unless `extra` sets them. Returns once the server listens (60 s at most).
     pub fn start(data: &Path, http_addr: &str, extra: &[&str]) -> Server {
-        Server::spawn(&["--data", data.to_str().unwrap()], http_addr, extra)
+        Server::spawn(&["--data", data.to_str().unwrap()], http_addr, extra, &[])
+    }
+
+    /// [`Server::start`] with environment variables `env` set.
+    pub fn start_with_env(
+        data: &Path,
+        http_addr: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        Server::spawn(&["--data", data.to_str().unwrap()], http_addr, extra, env)
     }
 
     /// `spanprof serve --demo --http-addr HTTP_ADDR EXTRA...` (its own throwaway store).
     pub fn demo(http_addr: &str, extra: &[&str]) -> Server {
-        Server::spawn(&["--demo"], http_addr, extra)
+        Server::spawn(&["--demo"], http_addr, extra, &[])
     }
 
-    fn spawn(store: &[&str], http_addr: &str, extra: &[&str]) -> Server {
+    fn spawn(store: &[&str], http_addr: &str, extra: &[&str], env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(spanprof_bin());
+        cmd.envs(env.iter().copied());
         cmd.arg("serve")
             .args(store)
             .args(["--http-addr", http_addr]);

@@ -1,0 +1,206 @@
+//! Forwarding over TLS: a server forwards profiles to `https://` endpoints, over OTLP/HTTP and
+//! OTLP gRPC, of a real TLS receiver (Python's `ssl` and grpcio, `python/otlp_tls_sink.py`)
+//! whose certificate a private CA made with `openssl` signed; spanprof trusts that CA through
+//! `SSL_CERT_FILE`. A third forwarder reaches the same receiver by a name its certificate does
+//! not hold: it is refused, says why, and keeps its queue.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use support::serve::Server;
+use support::{poll, process_dir, python, workspace_root};
+
+const INSTALL_OPENSSL: &str = "install openssl: apt-get install openssl, or run .ci/setup";
+
+/// `openssl ARGS` in `dir`, which must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run openssl ({e}): {INSTALL_OPENSSL}"));
+    assert!(
+        out.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 only (`server.pem`,
+/// `server.key`), in `dir`.
+fn certificates(dir: &Path) {
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    let mut ca = vec![
+        "req",
+        "-x509",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=spanprof test CA",
+    ];
+    ca.extend(ec);
+    ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
+    openssl(dir, &ca);
+    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
+    csr.extend(ec);
+    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
+    openssl(dir, &csr);
+    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "server.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "san.ext",
+            "-out",
+            "server.pem",
+        ],
+    );
+}
+
+/// The TLS receiver; its stdout lines arrive on `lines`. Killed on drop.
+struct Sink {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Sink {
+    fn start(dir: &Path) -> (Sink, u16, u16) {
+        let script = workspace_root().join("python/otlp_tls_sink.py");
+        let mut child = Command::new(python())
+            .arg(script)
+            .args([dir.join("server.pem"), dir.join("server.key")])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let sink = Sink { child, lines };
+        let first = sink
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the TLS sink did not start");
+        let port = |name: &str| -> u16 {
+            first
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{name}=")))
+                .and_then(|p| p.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} port in {first:?}"))
+        };
+        let (https, grpc) = (port("https"), port("grpc"));
+        (sink, https, grpc)
+    }
+}
+
+#[test]
+fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
+    let dir = process_dir("forward-tls");
+    certificates(&dir);
+    let (sink, https, grpc) = Sink::start(&dir);
+    let http_url = format!("web=https://127.0.0.1:{https}");
+    let grpc_url = format!("rpc=https://127.0.0.1:{grpc}");
+    // The certificate is for 127.0.0.1, not for this name.
+    let wrong_name = format!("misnamed=https://localhost:{https}");
+    let ca = dir.join("ca.pem");
+    let server = Server::start_with_env(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--forward-otlp-http",
+            &http_url,
+            "--forward-otlp-grpc",
+            &grpc_url,
+            "--forward-otlp-http",
+            &wrong_name,
+        ],
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
+    server.post(
+        "/ingest?name=tls-app&format=pprof",
+        "application/octet-stream",
+        &pprof,
+    );
+
+    // Both protocols deliver the profile: 598 samples in each of its two sample types.
+    let mut received = Vec::new();
+    poll(
+        "the profile at the TLS receiver, over HTTP and gRPC",
+        Duration::from_secs(60),
+        || {
+            while let Ok(line) = sink.lines.try_recv() {
+                received.push(line);
+            }
+            let has = |p: &str| received.contains(&format!("received {p} profiles=2 samples=1196"));
+            if has("http") && has("grpc") {
+                Ok(())
+            } else {
+                Err(format!("{received:?}"))
+            }
+        },
+    );
+    let exported = |name: &str| {
+        server.metric(&format!(
+            "spanprof_forwarded_records_total{{forwarder=\"{name}\",signal=\"profiles\"}}"
+        ))
+    };
+    poll("the exports counted", Duration::from_secs(30), || {
+        let n = (exported("web"), exported("rpc"));
+        if n == (1.0, 1.0) {
+            Ok(())
+        } else {
+            Err(format!("{n:?}"))
+        }
+    });
+    assert_eq!(exported("misnamed"), 0.0);
+    let log = server.stop();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forwarder=misnamed") && l.contains("export failed"))
+        .collect();
+    assert!(
+        !refused.is_empty()
+            && refused
+                .iter()
+                .all(|l| l.contains("invalid peer certificate") && l.contains("localhost")),
+        "the misnamed forwarder's failure says it is the certificate: {refused:#?}\n{log}"
+    );
+    assert_eq!(
+        received.len(),
+        2,
+        "one export a protocol, none through the misnamed forwarder: {received:?}"
+    );
+}
