@@ -161,16 +161,27 @@ fn core_ticks(core: &str) -> Option<[u64; 8]> {
 
 /// Of core `core`'s time between `before` and now, the shares idle and stolen by the
 /// hypervisor (a virtual machine's noisy neighbours), %: the server's figures are for what
-/// it was given, not for a whole core.
-fn core_shares(core: Option<&str>, before: Option<[u64; 8]>) -> Option<(f64, f64)> {
-    let (before, after) = (before?, core_ticks(core?)?);
-    let d: Vec<f64> = after
-        .iter()
-        .zip(before)
-        .map(|(a, b)| a.saturating_sub(b) as f64)
-        .collect();
-    let total: f64 = d.iter().sum();
-    (total > 0.0).then(|| ((d[3] + d[4]) * 100.0 / total, d[7] * 100.0 / total))
+/// it was given, not for a whole core. NaN when unknown.
+fn core_shares(core: Option<&str>, before: Option<[u64; 8]>) -> (f64, f64) {
+    let shares = || {
+        let (before, after) = (before?, core_ticks(core?)?);
+        let d: Vec<f64> = after
+            .iter()
+            .zip(before)
+            .map(|(a, b)| a.saturating_sub(b) as f64)
+            .collect();
+        let total: f64 = d.iter().sum();
+        (total > 0.0).then(|| ((d[3] + d[4]) * 100.0 / total, d[7] * 100.0 / total))
+    };
+    shares().unwrap_or((f64::NAN, f64::NAN))
+}
+
+/// The server's CPU seconds since `before` (from [`cpu_seconds`]); NaN when unknown.
+fn cpu_since(pid: Option<&str>, before: Option<f64>) -> f64 {
+    match (before, pid.and_then(cpu_seconds)) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    }
 }
 
 /// utime + stime of process `pid`, s (Linux `/proc/PID/stat`; 100 ticks a second).
@@ -737,11 +748,8 @@ async fn push(opts: PushOptions) {
     )
     .await;
     let secs = took.as_secs_f64();
-    let server_cpu_s = match (cpu_before, opts.server_pid.as_deref().and_then(cpu_seconds)) {
-        (Some(a), Some(b)) => b - a,
-        _ => f64::NAN,
-    };
-    let (core_idle, core_stolen) = core_shares(core, core_before).unwrap_or((f64::NAN, f64::NAN));
+    let server_cpu_s = cpu_since(opts.server_pid.as_deref(), cpu_before);
+    let (core_idle, core_stolen) = core_shares(core, core_before);
     let mut all = Outcome::default();
     println!(
         "{:<34} {:>10} {:>12} {:>8} {:>8} {:>8}  errors by status",
@@ -844,11 +852,8 @@ async fn push(opts: PushOptions) {
         let mut out = Outcome::default();
         by_route.into_values().for_each(|o| out.merge(o));
         let done = out.ok as f64 / took.as_secs_f64();
-        let cpu_s = match (cpu_before, opts.server_pid.as_deref().and_then(cpu_seconds)) {
-            (Some(a), Some(b)) => b - a,
-            _ => f64::NAN,
-        };
-        let (idle, stolen) = core_shares(core, core_before).unwrap_or((f64::NAN, f64::NAN));
+        let cpu_s = cpu_since(opts.server_pid.as_deref(), cpu_before);
+        let (idle, stolen) = core_shares(core, core_before);
         cpu_line.push_str(&format!(
             ", paced {:.0} % {:.3} ({idle:.0} / {stolen:.0})",
             share * 100.0,

@@ -75,10 +75,10 @@ impl Exporter {
         }
         let mut builder = Client::builder(TokioExecutor::new());
         builder.pool_idle_timeout(Duration::from_secs(60));
-        if cfg.protocol == ForwardProtocol::Grpc {
+        let grpc = cfg.protocol == ForwardProtocol::Grpc;
+        if grpc {
             builder.http2_only(true);
         }
-        let grpc = cfg.protocol == ForwardProtocol::Grpc;
         Ok(Exporter {
             client: builder.build(connector(https, grpc)?),
             protocol: cfg.protocol,
