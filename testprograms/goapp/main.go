@@ -43,6 +43,8 @@ func main() {
 	otlp := flag.String("otlp", "", "OTLP/HTTP base URL; when set, each request's spans are POSTed as JSON to URL/v1/traces")
 	spansFile := flag.String("spans-file", "", "append each request's spans to this file as OTLP JSON, one request per line (spanprof import --spans reads it)")
 	load := flag.Duration("load", 0, "generate load against this server for this long (0 = none)")
+	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
+	tlsKey := flag.String("tls-key", "", "the key of -tls-cert (PEM)")
 	flag.Parse()
 
 	// Record every contention and blocking event: the test service is small, and the
@@ -54,7 +56,11 @@ func main() {
 	if err != nil {
 		log.Fatalf("listen %s: %v", *addr, err)
 	}
-	base := "http://" + ln.Addr().String()
+	scheme := "http"
+	if *tlsCert != "" {
+		scheme = "https"
+	}
+	base := scheme + "://" + ln.Addr().String()
 
 	exporter := newSpanExporter(*otlp)
 	if *spansFile != "" {
@@ -80,12 +86,15 @@ func main() {
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 
 	startContention()
-	if *load > 0 {
+	if *load > 0 && scheme == "http" {
 		go generateLoad(base, *load)
 	}
 
 	// Tests read the port from this line; os.Stdout is unbuffered.
 	fmt.Printf("listening on %s\n", base)
+	if scheme == "https" {
+		log.Fatal(http.ServeTLS(ln, mux, *tlsCert, *tlsKey))
+	}
 	log.Fatal(http.Serve(ln, mux))
 }
 

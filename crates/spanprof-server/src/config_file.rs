@@ -384,9 +384,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         base.limits.max_symbol_bytes = n;
     }
     for t in file.receivers.scrape {
-        if !t.url.starts_with("http://") {
+        if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
             return Err(invalid(format!(
-                "receivers.scrape {:?}: the url must start with http://",
+                "receivers.scrape {:?}: the url must start with http:// or https://",
                 t.service
             )));
         }

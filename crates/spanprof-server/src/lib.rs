@@ -15,6 +15,7 @@ pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
 mod spare;
+mod tls;
 pub mod ui;
 
 use std::future::Future;
@@ -72,6 +73,9 @@ pub enum ServerError {
     /// A forwarder could not start.
     #[error("{0}")]
     Forward(#[from] forward::ForwardError),
+    /// Scraping could not start.
+    #[error("scraping: {0}")]
+    Scrape(String),
     /// The demo recording could not be loaded.
     #[error("loading the demo data: {0}")]
     Demo(String),
@@ -227,7 +231,8 @@ pub async fn serve(
     }
     on_bound(bound);
 
-    let scrapes = receivers::scrape::start(state.clone(), stop_rx.clone());
+    let scrapes =
+        receivers::scrape::start(state.clone(), stop_rx.clone()).map_err(ServerError::Scrape)?;
     let maintenance = tokio::spawn(maintain(
         Arc::clone(&state.store),
         Arc::clone(&config),

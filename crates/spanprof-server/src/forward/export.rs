@@ -9,8 +9,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::header::{HeaderName, HeaderValue};
 use hyper::{HeaderMap, Request, StatusCode};
-use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
@@ -44,7 +42,7 @@ pub enum Outcome {
 
 /// A client for one downstream endpoint.
 pub struct Exporter {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: Client<crate::tls::Connector, Full<Bytes>>,
     protocol: ForwardProtocol,
     endpoint: String,
     headers: HeaderMap,
@@ -80,7 +78,7 @@ impl Exporter {
             builder.http2_only(true);
         }
         Ok(Exporter {
-            client: builder.build(connector(https, grpc)?),
+            client: builder.build(crate::tls::connector(https, grpc)?),
             protocol: cfg.protocol,
             endpoint: cfg.endpoint.clone(),
             headers,
@@ -260,33 +258,6 @@ fn grpc_outcome(
         },
         _ => Outcome::Rejected(reason),
     }
-}
-
-/// The connection maker of an exporter: TCP for http://; for https://, TLS (rustls) checked
-/// against the system's trusted certificates (or the PEM bundle SSL_CERT_FILE names, for a
-/// private CA), offering HTTP/2 to a gRPC endpoint and HTTP/1.1 to an OTLP/HTTP one.
-fn connector(https: bool, grpc: bool) -> Result<HttpsConnector<HttpConnector>, String> {
-    let builder = HttpsConnectorBuilder::new();
-    let builder = if https {
-        builder.with_native_roots().map_err(|e| {
-            format!(
-                "no trusted certificates to check the endpoint's with ({e}): install the \
-                 system's CA certificates (ca-certificates), or set SSL_CERT_FILE to a PEM file"
-            )
-        })?
-    } else {
-        // Never used: the endpoint is plain HTTP.
-        let config = rustls::ClientConfig::builder()
-            .with_root_certificates(rustls::RootCertStore::empty())
-            .with_no_client_auth();
-        builder.with_tls_config(config)
-    };
-    let builder = builder.https_or_http();
-    Ok(if grpc {
-        builder.enable_http2().build()
-    } else {
-        builder.enable_http1().build()
-    })
 }
 
 fn unreachable(e: &dyn std::error::Error) -> Outcome {

@@ -19,11 +19,18 @@ use crate::config::ScrapeTarget;
 use crate::pipeline::Work;
 use crate::AppState;
 
-type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
+type HttpClient = Client<crate::tls::Connector, Empty<Bytes>>;
 
-/// Starts one task per (target, profile kind).
-pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> {
-    let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
+/// Starts one task per (target, profile kind); fails when an `https://` target's
+/// certificates cannot be checked (none are trusted).
+pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandle<()>>, String> {
+    let https = app
+        .config
+        .scrape
+        .iter()
+        .any(|t| t.url.starts_with("https://"));
+    let client: HttpClient =
+        Client::builder(TokioExecutor::new()).build(crate::tls::connector(https, false)?);
     let mut tasks = Vec::new();
     for target in app.config.scrape.clone() {
         tracing::info!(service = %target.service, url = %target.url, profiles = ?target.profiles, interval = ?target.interval, "scraping");
@@ -35,7 +42,7 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Vec<JoinHandle<()>> 
             }));
         }
     }
-    tasks
+    Ok(tasks)
 }
 
 /// The path of a profile kind, and the Pyroscope name its profiles get.

@@ -55,7 +55,7 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
-    /// appended). Repeat for several services.
+    /// appended; https:// is checked as forwarders' are). Repeat for several services.
     #[arg(long = "scrape", value_name = "NAME=URL")]
     scrape: Vec<String>,
     /// Profiles to pull from every --scrape target (cpu, heap, allocs, goroutine, mutex, block).
@@ -169,8 +169,8 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
         })?;
-        if !url.starts_with("http://") {
-            anyhow::bail!("--scrape {spec:?}: the URL must start with http://");
+        if !url.starts_with("http://") && !url.starts_with("https://") {
+            anyhow::bail!("--scrape {spec:?}: the URL must start with http:// or https://");
         }
         let mut target = ScrapeTarget::new(name, url);
         target.profiles = args.scrape_profiles.clone();

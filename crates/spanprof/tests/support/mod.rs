@@ -356,7 +356,10 @@ impl GoApp {
             let left = deadline.saturating_duration_since(Instant::now());
             match lines_rx.recv_timeout(left) {
                 Ok(line) => {
-                    if let Some(addr) = line.strip_prefix("listening on http://") {
+                    let addr = line
+                        .strip_prefix("listening on http://")
+                        .or_else(|| line.strip_prefix("listening on https://"));
+                    if let Some(addr) = addr {
                         app.addr = addr.trim().to_string();
                         return app;
                     }

@@ -1,8 +1,10 @@
-//! Forwarding over TLS: a server forwards profiles to `https://` endpoints, over OTLP/HTTP and
-//! OTLP gRPC, of a real TLS receiver (Python's `ssl` and grpcio, `python/otlp_tls_sink.py`)
-//! whose certificate a private CA made with `openssl` signed; spanprof trusts that CA through
-//! `SSL_CERT_FILE`. A third forwarder reaches the same receiver by a name its certificate does
-//! not hold: it is refused, says why, and keeps its queue.
+//! TLS for the requests spanprof makes: a private CA made with `openssl` signs a certificate
+//! for 127.0.0.1, and spanprof trusts that CA through `SSL_CERT_FILE`.
+//! - Forwarding: profiles go to `https://` endpoints, over OTLP/HTTP and OTLP gRPC, of a real
+//!   TLS receiver (Python's `ssl` and grpcio, `python/otlp_tls_sink.py`). A third forwarder
+//!   reaches it by a name its certificate does not hold: refused, says why, keeps its queue.
+//! - Scraping: the Go test service serves its pprof endpoints over HTTPS (Go's own TLS); it
+//!   is scraped, and the same target reached by the wrong name is refused the same way.
 
 mod support;
 
@@ -13,7 +15,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use support::serve::Server;
-use support::{poll, process_dir, python, workspace_root};
+use support::{poll, process_dir, python, workspace_root, GoApp};
 
 const INSTALL_OPENSSL: &str = "install openssl: apt-get install openssl, or run .ci/setup";
 
@@ -203,4 +205,72 @@ fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
         2,
         "one export a protocol, none through the misnamed forwarder: {received:?}"
     );
+}
+
+#[test]
+fn a_go_service_serving_pprof_over_tls_is_scraped() {
+    let dir = process_dir("scrape-tls");
+    certificates(&dir);
+    let (cert, key) = (dir.join("server.pem"), dir.join("server.key"));
+    let app = GoApp::start(&[
+        "-tls-cert",
+        cert.to_str().unwrap(),
+        "-tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let port = app.addr().rsplit(':').next().unwrap().to_string();
+    let trusted = format!("secure=https://127.0.0.1:{port}");
+    let misnamed = format!("misnamed=https://localhost:{port}");
+    let ca = dir.join("ca.pem");
+    let server = Server::start_with_env(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--scrape",
+            &trusted,
+            "--scrape",
+            &misnamed,
+            "--scrape-profiles",
+            "heap,goroutine",
+            "--scrape-interval",
+            "1s",
+        ],
+        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
+    );
+    let scrapes = |target: &str, metric: &str| {
+        server.metric(&format!("{metric}{{target=\"{target}\",profile=\"heap\"}}"))
+    };
+    poll(
+        "a scrape over TLS, and a refused one",
+        Duration::from_secs(60),
+        || {
+            let n = (
+                scrapes("secure", "spanprof_scrapes_total"),
+                scrapes("misnamed", "spanprof_scrape_errors_total"),
+            );
+            if n.0 >= 1.0 && n.1 >= 1.0 {
+                Ok(())
+            } else {
+                Err(format!("{n:?}"))
+            }
+        },
+    );
+    assert_eq!(scrapes("misnamed", "spanprof_scrapes_total"), 0.0);
+    let services =
+        support::http::get(&server.addr, "/api/v1/services", Duration::from_secs(10)).unwrap();
+    let services = String::from_utf8_lossy(&services.body).into_owned();
+    assert!(services.contains("\"secure\""), "{services}");
+    let log = server.stop();
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("service=misnamed") && l.contains("scrape failed"))
+        .collect();
+    assert!(
+        !refused.is_empty()
+            && refused
+                .iter()
+                .all(|l| l.contains("invalid peer certificate") && l.contains("localhost")),
+        "{refused:#?}\n{log}"
+    );
+    drop(app);
 }
