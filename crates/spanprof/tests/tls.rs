@@ -81,6 +81,29 @@ fn certificates(dir: &Path) {
     );
 }
 
+/// `spanprof serve ARGS` trusting the CA [`certificates`] made in `dir`.
+fn server_trusting_the_ca(dir: &Path, args: &[&str]) -> Server {
+    let ca = dir.join("ca.pem");
+    let env = [("SSL_CERT_FILE", ca.to_str().unwrap())];
+    Server::start_with_env(&dir.join("data"), "127.0.0.1:0", args, &env)
+}
+
+/// Checks that `log` has lines with `who` and `what` (a failure of the target reached as
+/// localhost), each saying the certificate does not hold that name.
+fn refused_for_the_name(log: &str, who: &str, what: &str) {
+    let refused: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(who) && l.contains(what))
+        .collect();
+    assert!(
+        !refused.is_empty()
+            && refused
+                .iter()
+                .all(|l| l.contains("invalid peer certificate") && l.contains("localhost")),
+        "{who}: {refused:#?}\n{log}"
+    );
+}
+
 /// The TLS receiver; its stdout lines arrive on `lines`. Killed on drop.
 struct Sink {
     child: Child,
@@ -136,10 +159,8 @@ fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
     let grpc_url = format!("rpc=https://127.0.0.1:{grpc}");
     // The certificate is for 127.0.0.1, not for this name.
     let wrong_name = format!("misnamed=https://localhost:{https}");
-    let ca = dir.join("ca.pem");
-    let server = Server::start_with_env(
-        &dir.join("data"),
-        "127.0.0.1:0",
+    let server = server_trusting_the_ca(
+        &dir,
         &[
             "--forward-otlp-http",
             &http_url,
@@ -148,7 +169,6 @@ fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
             "--forward-otlp-http",
             &wrong_name,
         ],
-        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
     );
     let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
     server.post(
@@ -189,17 +209,8 @@ fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
     });
     assert_eq!(exported("misnamed"), 0.0);
     let log = server.stop();
-    let refused: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("forwarder=misnamed") && l.contains("export failed"))
-        .collect();
-    assert!(
-        !refused.is_empty()
-            && refused
-                .iter()
-                .all(|l| l.contains("invalid peer certificate") && l.contains("localhost")),
-        "the misnamed forwarder's failure says it is the certificate: {refused:#?}\n{log}"
-    );
+    refused_for_the_name(&log, "forwarder=misnamed", "export failed");
+    received.extend(sink.lines.try_iter());
     assert_eq!(
         received.len(),
         2,
@@ -221,10 +232,8 @@ fn a_go_service_serving_pprof_over_tls_is_scraped() {
     let port = app.addr().rsplit(':').next().unwrap().to_string();
     let trusted = format!("secure=https://127.0.0.1:{port}");
     let misnamed = format!("misnamed=https://localhost:{port}");
-    let ca = dir.join("ca.pem");
-    let server = Server::start_with_env(
-        &dir.join("data"),
-        "127.0.0.1:0",
+    let server = server_trusting_the_ca(
+        &dir,
         &[
             "--scrape",
             &trusted,
@@ -235,7 +244,6 @@ fn a_go_service_serving_pprof_over_tls_is_scraped() {
             "--scrape-interval",
             "1s",
         ],
-        &[("SSL_CERT_FILE", ca.to_str().unwrap())],
     );
     let scrapes = |target: &str, metric: &str| {
         server.metric(&format!("{metric}{{target=\"{target}\",profile=\"heap\"}}"))
@@ -261,16 +269,6 @@ fn a_go_service_serving_pprof_over_tls_is_scraped() {
     let services = String::from_utf8_lossy(&services.body).into_owned();
     assert!(services.contains("\"secure\""), "{services}");
     let log = server.stop();
-    let refused: Vec<&str> = log
-        .lines()
-        .filter(|l| l.contains("service=misnamed") && l.contains("scrape failed"))
-        .collect();
-    assert!(
-        !refused.is_empty()
-            && refused
-                .iter()
-                .all(|l| l.contains("invalid peer certificate") && l.contains("localhost")),
-        "{refused:#?}\n{log}"
-    );
+    refused_for_the_name(&log, "service=misnamed", "scrape failed");
     drop(app);
 }
