@@ -37,9 +37,7 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
     }
     let data = process_dir("scrape-failures").join("data");
     let server = Server::start(&data, "127.0.0.1:0", &args);
-    let metric = |name: &str, target: &str| {
-        server.metric(&format!("{name}{{target=\"{target}\",profile=\"heap\"}}"))
-    };
+    let metric = |name: &str, target: &str| server.heap_scrape_metric(name, target);
 
     // Two timeouts of the hung target take 5 s at least (2 s, a 1 s wait, 2 s); meanwhile the
     // live one is scraped every second or so.

@@ -245,9 +245,7 @@ fn a_go_service_serving_pprof_over_tls_is_scraped() {
             "1s",
         ],
     );
-    let scrapes = |target: &str, metric: &str| {
-        server.metric(&format!("{metric}{{target=\"{target}\",profile=\"heap\"}}"))
-    };
+    let scrapes = |target: &str, metric: &str| server.heap_scrape_metric(metric, target);
     poll(
         "a scrape over TLS, and a refused one",
         Duration::from_secs(60),

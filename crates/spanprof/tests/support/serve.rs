@@ -115,6 +115,11 @@ impl Server {
             .unwrap_or(0.0)
     }
 
+    /// Scrape metric `name` of target `target`'s heap profile (`name{target,profile="heap"}`).
+    pub fn heap_scrape_metric(&self, name: &str, target: &str) -> f64 {
+        self.metric(&format!("{name}{{target=\"{target}\",profile=\"heap\"}}"))
+    }
+
     /// The server's process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
