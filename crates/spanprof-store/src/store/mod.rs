@@ -814,11 +814,6 @@ fn replay_segment(
     Ok(records)
 }
 
-/// Gives the calling thread a lower CPU priority (nice 5): sealing a segment takes a burst of
-/// CPU (most of a second for a 16 MiB segment of Go CPU profiles) that receivers waiting on
-/// ingest should not queue behind. Not lower: under full load a sealer starved further falls
-/// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
-/// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
 /// Bytes available to this process and the size of the volume `dir` is on.
 #[cfg(unix)]
 fn disk_space(dir: &Path) -> Option<(u64, u64)> {
@@ -839,6 +834,11 @@ fn disk_space(_dir: &Path) -> Option<(u64, u64)> {
     None
 }
 
+/// Gives the calling thread a lower CPU priority (nice 5): sealing a segment takes a burst of
+/// CPU (most of a second for a 16 MiB segment of Go CPU profiles) that receivers waiting on
+/// ingest should not queue behind. Not lower: under full load a sealer starved further falls
+/// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
+/// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.
