@@ -147,16 +147,50 @@ type Written = Result<Vec<String>, WriteFailure>;
 /// Why a batch was not written to every sink.
 #[derive(Debug, Clone)]
 struct WriteFailure {
+    /// The sink that failed, for `/health`: "the store", "forwarder NAME's queue".
+    sink: String,
     message: String,
     /// Some sink kept it (the store, or a forwarder's queue before the one that failed).
     kept: bool,
 }
 
-impl WriteFailure {
-    fn nothing_kept(message: String) -> Self {
-        WriteFailure {
-            message,
-            kept: false,
+/// A run of batches the pipeline could not write to every sink (a full disk, a file size
+/// limit, a log that refuses writes after a failed `fdatasync`): meanwhile receivers answer
+/// 503. It ends with the next batch written. What `/health` reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failing {
+    /// When the first batch of the run failed.
+    pub since: std::time::SystemTime,
+    /// Batches that failed in a row.
+    pub batches: u64,
+    /// The sink the last one failed in ("the store", "forwarder NAME's queue").
+    pub sink: String,
+    /// Its error.
+    pub error: String,
+}
+
+/// The run of failed writes going on, shared by the batcher and the pipeline's handles.
+#[derive(Default)]
+struct Health(std::sync::Mutex<Option<Failing>>);
+
+impl Health {
+    fn note<T>(&self, written: &Result<T, WriteFailure>) {
+        let mut failing = self.0.lock().expect("pipeline health lock poisoned");
+        match (written, failing.as_mut()) {
+            (Ok(_), _) => *failing = None,
+            (Err(e), Some(run)) => {
+                run.batches += 1;
+                run.sink.clone_from(&e.sink);
+                run.error.clone_from(&e.message);
+            }
+            (Err(e), None) => {
+                *failing = Some(Failing {
+                    since: std::time::SystemTime::now(),
+                    batches: 1,
+                    sink: e.sink.clone(),
+                    error: e.message.clone(),
+                });
+            }
         }
     }
 }
@@ -198,6 +232,7 @@ pub struct Pipeline {
     metrics: Arc<Metrics>,
     /// Requests taken by receivers and not yet queued (or refused): work on its way.
     preparing: Arc<Preparing>,
+    health: Arc<Health>,
 }
 
 /// Counts receivers' requests between arrival and queueing; the batcher waits for them
@@ -272,10 +307,12 @@ impl Incoming {
             Ok(Err(WriteFailure {
                 message,
                 kept: false,
+                ..
             })) => Err(SubmitError::Failed(message)),
             Ok(Err(WriteFailure {
                 message,
                 kept: true,
+                ..
             })) => Err(SubmitError::PartlyWritten(message)),
             Err(_) => Err(SubmitError::Closed),
         }
@@ -302,6 +339,7 @@ impl Pipeline {
             bytes: AtomicUsize::new(0),
             max: cfg.max_bytes,
         });
+        let health = Arc::new(Health::default());
         let task = tokio::spawn(batcher(
             sinks,
             cfg,
@@ -309,6 +347,7 @@ impl Pipeline {
             Arc::clone(&metrics),
             Arc::clone(&preparing),
             Arc::clone(&queued),
+            Arc::clone(&health),
         ));
         (
             Pipeline {
@@ -316,6 +355,7 @@ impl Pipeline {
                 queued,
                 metrics,
                 preparing,
+                health,
             },
             task,
         )
@@ -336,6 +376,16 @@ impl Pipeline {
     pub async fn submit(&self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
         self.incoming().submit(work, receiver).await
     }
+
+    /// The run of batches that could not be written going on, if any: `Some` from a batch a
+    /// sink failed to write until the next batch written.
+    pub fn failing(&self) -> Option<Failing> {
+        self.health
+            .0
+            .lock()
+            .expect("pipeline health lock poisoned")
+            .clone()
+    }
 }
 
 async fn batcher(
@@ -345,6 +395,7 @@ async fn batcher(
     metrics: Arc<Metrics>,
     preparing: Arc<Preparing>,
     queued: Arc<Queued>,
+    health: Arc<Health>,
 ) {
     // When the previous write started.
     let mut last_write: Option<tokio::time::Instant> = None;
@@ -425,12 +476,19 @@ async fn batcher(
             // What it wrote before is unknown: not worth a retry that could store it twice.
             Err(e) => (
                 Err(WriteFailure {
+                    sink: "the pipeline".into(),
                     message: format!("writing a batch panicked: {e}"),
                     kept: true,
                 }),
                 Vec::new(),
             ),
         };
+        health.note(&result);
+        metrics.set(
+            "spanprof_pipeline_write_failing",
+            &[],
+            f64::from(u8::from(result.is_err())),
+        );
         for (d, source) in done {
             let answer = result.as_ref().map_err(Clone::clone).map(|refused| {
                 refused
@@ -479,7 +537,11 @@ fn write(
             (
                 store_write(store, profiles, spans, metrics).map_err(|e| {
                     sinks.write_failed.notify_one();
-                    WriteFailure::nothing_kept(e)
+                    WriteFailure {
+                        sink: "the store".into(),
+                        message: e,
+                        kept: false,
+                    }
                 })?,
                 forwarded_spans,
             )
@@ -495,14 +557,16 @@ fn write(
                 tracing::error!(error = %e, suppressed, "forward queue write failed");
             }
             metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
-            let queued_elsewhere = matches!(
-                e,
+            let (sink, queued_elsewhere) = match &e {
                 crate::forward::ForwardError::Queue {
-                    queued_elsewhere: true,
+                    name,
+                    queued_elsewhere,
                     ..
-                }
-            );
+                } => (format!("forwarder {name}'s queue"), *queued_elsewhere),
+                _ => ("the forwarders".to_owned(), false),
+            };
             return Err(WriteFailure {
+                sink,
                 message: e.to_string(),
                 kept: sinks.store.is_some() || queued_elsewhere,
             });

@@ -3,13 +3,14 @@
 //! the request was kept and when to retry, in its own protocol — 503 with `Retry-After` over
 //! HTTP (OTLP's `google.rpc.Status`, Connect's `unavailable`, Pyroscope's text), UNAVAILABLE
 //! with a `RetryInfo` to a real gRPC client (Python grpcio) — while the server keeps serving
-//! and logs the failure a few times rather than once per request. Once writes work again,
-//! requests are stored; after a restart the store holds exactly what was acknowledged. A
-//! forwarder's queue that cannot write is answered the same way when nothing was kept, and
-//! with a 500 that says so when the store kept the request (a retry would store it twice).
-//! A failed write brings retention forward, so a full disk makes room within seconds. And
-//! the OpenTelemetry SDK's own exporter, told to retry, sends the span again once the store
-//! can write: nothing is lost.
+//! and logs the failure a few times rather than once per request, and `/health` answers 503
+//! naming the sink and the error. Once writes work again, requests are stored and `/health`
+//! is `ok`; after a restart the store holds exactly what was acknowledged. A forwarder's
+//! queue that cannot write is answered the same way when nothing was kept, and with a 500
+//! that says so when the store kept the request (a retry would store it twice), `/health`
+//! naming the forwarder. A failed write brings retention forward, so a full disk makes room
+//! within seconds. And the OpenTelemetry SDK's own exporter, told to retry, sends the span
+//! again once the store can write: nothing is lost.
 
 mod support;
 
@@ -130,6 +131,12 @@ fn cpu_total(server: &Server, service: &str) -> i64 {
     v["flamegraph"]["total"].as_i64().unwrap()
 }
 
+/// `GET /health`: its status and text.
+fn health(server: &Server) -> (u16, String) {
+    let r = support::http::get(&server.addr, "/health", Duration::from_secs(30)).unwrap();
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
 /// Whether span `span` of [`TRACE`] is in the store.
 fn has_span(server: &Server, span: &str) -> bool {
     let path = format!("/api/v1/traces/{TRACE}");
@@ -162,6 +169,7 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     for service in ["goingest", "gopush"] {
         assert_eq!(cpu_total(&server, service), one, "{service}");
     }
+    assert_eq!(health(&server), (200, "ok\n".to_owned()));
 
     // The log cannot grow past its size now: every write fails (EFBIG, as ENOSPC would).
     set_file_size_limit(server.pid(), active_segment_bytes(&data.join("segments")));
@@ -200,6 +208,16 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     assert_eq!(cpu_total(&server, "goapp"), one);
     assert!(has_span(&server, &span_id(0)));
     assert!(server.metric("spanprof_store_errors_total") >= 81.0);
+    // Not ready, saying why, while writes fail: a load balancer sends elsewhere.
+    let (status, text) = health(&server);
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.starts_with("not ready: the store could not write the last ")
+            && text.contains("File too large")
+            && text.contains("until a write works"),
+        "{text}"
+    );
+    assert_eq!(server.metric("spanprof_pipeline_write_failing"), 1.0);
 
     // Writes work again.
     set_file_size_limit(server.pid(), libc::RLIM_INFINITY);
@@ -211,6 +229,8 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
             String::from_utf8_lossy(&r.body)
         );
     }
+    assert_eq!(health(&server), (200, "ok\n".to_owned()));
+    assert_eq!(server.metric("spanprof_pipeline_write_failing"), 0.0);
     let log = server.stop();
     // 81 failed writes (one request each at least), logged once each 10 s: a few lines.
     let lines = log.matches("store write failed").count();
@@ -267,6 +287,12 @@ fn a_forward_queue_that_cannot_write_says_what_was_kept() {
         "{body}"
     );
     assert_eq!(cpu_total(&server, "goapp"), 3 * one, "stored once");
+    let (status, text) = health(&server);
+    assert_eq!(status, 503, "{text}");
+    assert!(
+        text.starts_with("not ready: forwarder b's queue could not write the last batch"),
+        "{text}"
+    );
     server.stop();
 
     // Forwarder only: nothing was kept, so the client is asked to retry.

@@ -5,9 +5,30 @@ use axum::response::IntoResponse;
 
 use crate::AppState;
 
-/// Ready: the listeners are bound and the store is open (handlers only run then).
-pub async fn health() -> impl IntoResponse {
-    "ok\n"
+/// Ready: the listeners are bound and the store is open (handlers only run then), and the
+/// last batch was written. While batches fail (a full disk, a log that refuses writes until
+/// a restart), 503 saying which sink fails, for how long and why: every receiver answers
+/// 503 then, so a load balancer should send elsewhere and an operator should look.
+pub async fn health(State(app): State<AppState>) -> axum::response::Response {
+    match app.pipeline.failing() {
+        None => "ok\n".into_response(),
+        Some(f) => {
+            let seconds = f.since.elapsed().map_or(0, |d| d.as_secs());
+            let batches = match f.batches {
+                1 => "the last batch".to_owned(),
+                n => format!("the last {n} batches"),
+            };
+            (
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "not ready: {} could not write {batches} (failing for {seconds} s): {}; \
+                     receivers answer 503 (retry later) until a write works\n",
+                    f.sink, f.error
+                ),
+            )
+                .into_response()
+        }
+    }
 }
 
 /// Prometheus text: pipeline counters plus the store's sizes.
