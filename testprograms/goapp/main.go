@@ -12,8 +12,10 @@
 //	GET /alloc      allocates (and keeps some of) memory under labels
 //
 // Each request gets fresh random ids, returned in X-Trace-Id / X-Span-Id (and X-Child-Span-Id
-// for /cpu-heavy). Background goroutines contend a mutex and block on channels so that the
-// mutex and block profiles are never empty. The standard library only: tests run offline.
+// for /cpu-heavy). With -pprof-auth, /debug/pprof/ answers only requests bearing one of the
+// Authorization values given (401 otherwise), as a service guarding it would. Background
+// goroutines contend a mutex and block on channels so that the mutex and block profiles are
+// never empty. The standard library only: tests run offline.
 package main
 
 import (
@@ -34,6 +36,7 @@ import (
 	"runtime/pprof"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -45,6 +48,7 @@ func main() {
 	load := flag.Duration("load", 0, "generate load against this server for this long (0 = none)")
 	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
 	tlsKey := flag.String("tls-key", "", "the key of -tls-cert (PEM)")
+	pprofAuth := flag.String("pprof-auth", "", "serve /debug/pprof/ only to requests whose Authorization header is one of these comma-separated values (401 otherwise)")
 	flag.Parse()
 
 	// Record every contention and blocking event: the test service is small, and the
@@ -75,11 +79,12 @@ func main() {
 	}
 	app := &app{exporter: exporter}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", httppprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", httppprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", httppprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", httppprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", httppprof.Trace)
+	guard := authorized(*pprofAuth)
+	mux.HandleFunc("/debug/pprof/", guard(httppprof.Index))
+	mux.HandleFunc("/debug/pprof/cmdline", guard(httppprof.Cmdline))
+	mux.HandleFunc("/debug/pprof/profile", guard(httppprof.Profile))
+	mux.HandleFunc("/debug/pprof/symbol", guard(httppprof.Symbol))
+	mux.HandleFunc("/debug/pprof/trace", guard(httppprof.Trace))
 	mux.HandleFunc("/cpu-heavy", app.cpuHeavy)
 	mux.HandleFunc("/cpu-light", app.cpuLight)
 	mux.HandleFunc("/alloc", app.alloc)
@@ -96,6 +101,26 @@ func main() {
 		log.Fatal(http.ServeTLS(ln, mux, *tlsCert, *tlsKey))
 	}
 	log.Fatal(http.Serve(ln, mux))
+}
+
+// authorized wraps handlers so that they answer only requests whose Authorization header is
+// one of the comma-separated values in allowed (every request when it is empty).
+func authorized(allowed string) func(http.HandlerFunc) http.HandlerFunc {
+	return func(h http.HandlerFunc) http.HandlerFunc {
+		if allowed == "" {
+			return h
+		}
+		return func(w http.ResponseWriter, r *http.Request) {
+			for _, v := range strings.Split(allowed, ",") {
+				if r.Header.Get("Authorization") == v {
+					h(w, r)
+					return
+				}
+			}
+			w.Header().Set("WWW-Authenticate", `Basic realm="pprof"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		}
+	}
 }
 
 type app struct {

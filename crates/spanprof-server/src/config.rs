@@ -182,6 +182,14 @@ pub struct ScrapeTarget {
     pub timeout: Duration,
     /// Extra resource labels for its profiles.
     pub labels: Vec<(String, String)>,
+    /// Request headers sent with every scrape (an `authorization` for a pprof endpoint behind
+    /// authentication). Credentials in the URL (`http://user:password@host:6060`) become a
+    /// basic `authorization` here and leave the URL, which is logged.
+    pub headers: Vec<(String, String)>,
+    /// A file whose content (white space trimmed) is sent as `authorization: Bearer …`,
+    /// read at each scrape, so a rotated token (a Kubernetes service account's) is used at
+    /// once.
+    pub bearer_token_file: Option<PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -221,17 +229,86 @@ impl Default for ServerConfig {
 }
 
 impl ScrapeTarget {
-    /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout.
+    /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout;
+    /// credentials in `url` become a basic `authorization` header.
     pub fn new(service: impl Into<String>, url: impl Into<String>) -> Self {
+        let url = url.into();
+        let (url, basic) = split_credentials(url.trim_end_matches('/'));
         ScrapeTarget {
             service: service.into(),
-            url: url.into().trim_end_matches('/').to_owned(),
+            url,
             profiles: vec!["cpu".into(), "heap".into(), "goroutine".into()],
             interval: Duration::from_secs(15),
             timeout: Duration::from_secs(10),
             labels: Vec::new(),
+            headers: basic
+                .map(|b| ("authorization".to_owned(), b))
+                .into_iter()
+                .collect(),
+            bearer_token_file: None,
         }
     }
+
+    /// Whether the headers can be sent: valid names and values, one authorization at most.
+    pub fn check_headers(&self) -> Result<(), String> {
+        let mut authorizations = usize::from(self.bearer_token_file.is_some());
+        for (k, v) in &self.headers {
+            hyper::header::HeaderName::try_from(k.as_str())
+                .map_err(|e| format!("header {k:?}: {e}"))?;
+            hyper::header::HeaderValue::try_from(v.as_str())
+                .map_err(|e| format!("header {k:?}: {e}"))?;
+            authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
+        }
+        if authorizations > 1 {
+            return Err(
+                "more than one authorization (an authorization header, credentials \
+                 in the url, bearer_token_file): give one"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `url` without the `user:password@` of its authority, and that as a basic authorization
+/// value (percent-decoded, base64-encoded).
+fn split_credentials(url: &str) -> (String, Option<String>) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (url.to_owned(), None);
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let Some(at) = rest[..authority_end].rfind('@') else {
+        return (url.to_owned(), None);
+    };
+    let (user, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
+    let credentials = format!("{}:{}", percent_decode(user), percent_decode(password));
+    let mut value = "Basic ".to_owned();
+    spanprof_format::json::base64::encode_into(credentials.as_bytes(), &mut value);
+    (format!("{scheme}://{}", &rest[at + 1..]), Some(value))
+}
+
+/// `%XX` escapes decoded (others left as they are).
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(x)) => {
+                out.push(x);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl ServerConfig {
@@ -271,4 +348,31 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_credentials;
+
+    #[test]
+    fn credentials_leave_the_url_as_a_basic_authorization() {
+        for (url, left, basic) in [
+            ("http://h:6060", "http://h:6060", None),
+            // An @ past the authority is not a credential.
+            ("http://h:6060/x?y=a@b", "http://h:6060/x?y=a@b", None),
+            // "u:" and "u:p:q@" in base64: the password runs to the last @.
+            ("https://u@h", "https://h", Some("Basic dTo=")),
+            (
+                "http://u:p:q%40@h/base",
+                "http://h/base",
+                Some("Basic dTpwOnFA"),
+            ),
+            // A % that is not an escape stays.
+            ("http://u:100%@h", "http://h", Some("Basic dToxMDAl")),
+        ] {
+            let (url_left, value) = split_credentials(url);
+            assert_eq!(url_left, left, "{url}");
+            assert_eq!(value.as_deref(), basic, "{url}");
+        }
+    }
 }

@@ -56,6 +56,10 @@
 //!       interval: 15s
 //!       timeout: 5s                 # per request (default 10s); a CPU one may take its window more
 //!       labels: {env: prod}
+//!     - service: payments           # pprof behind authentication, given one of: a header,
+//!       url: https://10.0.0.7:6060  # user:password@ in the url (basic; not logged), or
+//!       headers: {authorization: Bearer TOKEN}  # bearer_token_file: FILE (read at each
+//!                                   # scrape: a rotated token is used at once)
 //! processors:
 //!   link:
 //!     span_id_keys: [otel.profile.span_id, span_id, profile_id]
@@ -198,6 +202,9 @@ struct Scrape {
     timeout: Option<Duration>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    bearer_token_file: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -401,6 +408,15 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
             target.timeout = d;
         }
         target.labels = t.labels.into_iter().collect();
+        target.headers.extend(t.headers);
+        target.bearer_token_file = t.bearer_token_file;
+        let target_error = |e| invalid(format!("receivers.scrape {:?}: {e}", target.service));
+        target.check_headers().map_err(target_error)?;
+        if let Some(f) = &target.bearer_token_file {
+            // Read at each scrape; a wrong path is said now rather than at every scrape.
+            std::fs::metadata(f)
+                .map_err(|e| target_error(format!("bearer_token_file {}: {e}", f.display())))?;
+        }
         base.scrape.push(target);
     }
     let l = file.processors.link;
@@ -485,7 +501,11 @@ mod tests {
             })
             .collect();
         let c = load_str(&doc).unwrap();
-        assert_eq!(c.scrape.len(), 1);
+        assert_eq!(c.scrape.len(), 2);
+        assert_eq!(
+            c.scrape[1].headers,
+            vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
+        );
         assert_eq!(c.scrape[0].interval, Duration::from_secs(15));
         assert_eq!(c.scrape[0].timeout, Duration::from_secs(5));
         assert_eq!(
@@ -499,6 +519,60 @@ mod tests {
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
         assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
+    }
+
+    #[test]
+    fn scrape_credentials_are_one_of_url_header_and_token_file() {
+        let target = |url: &str, extra: &str| {
+            load_str(&format!(
+                "receivers:\n  scrape:\n    - service: s\n      url: {url}\n{extra}"
+            ))
+        };
+        let c = target("http://u:p%40ss@h:6060", "").unwrap();
+        assert_eq!(
+            c.scrape[0].url, "http://h:6060",
+            "credentials leave the url"
+        );
+        // "u:p@ss" in base64.
+        assert_eq!(
+            c.scrape[0].headers,
+            vec![("authorization".to_owned(), "Basic dTpwQHNz".to_owned())]
+        );
+        for (url, extra, error) in [
+            (
+                "http://u:p@h:6060",
+                "      headers: {Authorization: Bearer t}\n",
+                "more than one authorization",
+            ),
+            (
+                "http://h:6060",
+                "      bearer_token_file: /nonexistent/token\n",
+                "bearer_token_file /nonexistent/token: No such file",
+            ),
+            (
+                "http://h:6060",
+                "      headers: {\"bad name\": x}\n",
+                "header \"bad name\"",
+            ),
+        ] {
+            let e = target(url, extra).unwrap_err().to_string();
+            assert!(
+                e.contains("receivers.scrape \"s\"") && e.contains(error),
+                "{extra}: {e}"
+            );
+        }
+        let token = tempfile::NamedTempFile::new().unwrap();
+        let c = load_str(&format!(
+            "receivers:\n  scrape:\n    - service: s\n      url: http://h:6060\n      \
+             bearer_token_file: {}\n      headers: {{x-org: a}}\n",
+            token.path().display()
+        ))
+        .unwrap();
+        assert_eq!(c.scrape[0].bearer_token_file.as_deref(), Some(token.path()));
+        assert_eq!(
+            c.scrape[0].headers,
+            vec![("x-org".to_owned(), "a".to_owned())]
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! connections, one that accepts them and never answers, and a base URL with no pprof
 //! endpoint. The live target is scraped at its interval all along (a dead or hung target
 //! slows nothing else); every failure is counted, each target's failure is logged once on one
-//! line that says why, and a target that comes back says so.
+//! line that says why, and a target that comes back says so. And a pprof endpoint behind
+//! authentication, scraped with each way of giving credentials.
 
 mod support;
 
@@ -128,4 +129,110 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
         .filter(|l| l.contains("scrape succeeded again") && l.contains("service=dead "))
         .collect();
     assert_eq!(back.len(), 2, "one per profile: {back:#?}\n{log}");
+}
+
+/// A Go service whose pprof endpoint wants an `Authorization` is scraped with each way of
+/// giving one: credentials in the URL (percent-escaped, sent as basic and never logged), a
+/// header in the config file, and a bearer token file read at each scrape (a token rotated
+/// in the file is used without a restart). A target given none is refused 401, and its log
+/// line says how to give credentials.
+#[test]
+fn authenticated_targets_are_scraped_with_their_credentials() {
+    // "user:s3cret!" in base64.
+    let basic = "Basic dXNlcjpzM2NyZXQh";
+    let app = GoApp::start(&[
+        "-pprof-auth",
+        &format!("{basic},Bearer from-header,Bearer rotated-token"),
+    ]);
+    let dir = process_dir("scrape-auth");
+    let token = dir.join("token");
+    std::fs::write(&token, "stale-token\n").unwrap();
+    let config = dir.join("spanprof.yaml");
+    let target = |service: &str, url: &str, extra: &str| {
+        format!(
+            "    - service: {service}\n      url: {url}\n      profiles: [heap]\n      \
+             interval: 1s\n{extra}"
+        )
+    };
+    let addr = app.addr().to_owned();
+    let targets = [
+        target("basic", &format!("http://user:s3cret%21@{addr}"), ""),
+        target(
+            "header",
+            &format!("http://{addr}"),
+            "      headers: {Authorization: Bearer from-header}\n",
+        ),
+        target(
+            "tokenfile",
+            &format!("http://{addr}"),
+            &format!("      bearer_token_file: {}\n", token.display()),
+        ),
+        target("anonymous", &format!("http://{addr}"), ""),
+    ];
+    std::fs::write(
+        &config,
+        format!("receivers:\n  scrape:\n{}", targets.concat()),
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
+    let metric = |name: &str, target: &str| server.heap_scrape_metric(name, target);
+    let counts = |name: &str| -> Vec<f64> {
+        ["basic", "header", "tokenfile", "anonymous"]
+            .iter()
+            .map(|t| metric(name, t))
+            .collect()
+    };
+    poll(
+        "scrapes of basic and header, failures of tokenfile and anonymous",
+        Duration::from_secs(60),
+        || match (
+            counts("spanprof_scrapes_total"),
+            counts("spanprof_scrape_errors_total"),
+        ) {
+            (ok, failed)
+                if ok[0] >= 1.0 && ok[1] >= 1.0 && failed[2] >= 1.0 && failed[3] >= 1.0 =>
+            {
+                Ok(())
+            }
+            (ok, failed) => Err(format!("scrapes {ok:?}, errors {failed:?}")),
+        },
+    );
+    assert_eq!(counts("spanprof_scrapes_total")[2..], [0.0, 0.0]);
+
+    // The token is rotated in its file: the next scrape sends the new one.
+    std::fs::write(&token, "rotated-token\n").unwrap();
+    poll(
+        "a scrape with the rotated token",
+        Duration::from_secs(30),
+        || match metric("spanprof_scrapes_total", "tokenfile") {
+            n if n >= 1.0 => Ok(()),
+            n => Err(format!("{n} scrapes")),
+        },
+    );
+    assert_eq!(metric("spanprof_scrapes_total", "anonymous"), 0.0);
+    let log = server.stop();
+    drop(app);
+
+    assert!(!log.contains("s3cret"), "the password is logged:\n{log}");
+    assert!(
+        log.contains(&format!("service=basic url=http://{addr} ")),
+        "the basic target is logged without its credentials:\n{log}"
+    );
+    for service in ["anonymous", "tokenfile"] {
+        let refused: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" WARN ") && l.contains(&format!("service={service} ")))
+            .collect();
+        assert_eq!(refused.len(), 1, "{service}: {refused:#?}\n{log}");
+        assert!(
+            refused[0].contains("HTTP 401 Unauthorized (the target wants credentials")
+                && refused[0].contains("bearer_token_file"),
+            "{}",
+            refused[0]
+        );
+    }
 }

@@ -4,10 +4,12 @@
 //! slows nothing else. Failures are counted, and logged with the target: the first of a run
 //! of failures, and again when the error changes; a target that answers again says so.
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper::body::Bytes;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spanprof_format::otlp::{string_kv, Resource};
@@ -74,6 +76,13 @@ async fn scrape_loop(
         return;
     };
     let url = format!("{}{path}", target.url);
+    let headers = match request_headers(&target) {
+        Ok(h) => h,
+        Err(e) => {
+            tracing::error!(service = %target.service, error = %e, "not scraped: bad headers");
+            return;
+        }
+    };
     let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
     let mut failures = 0u32;
     // The error last logged for this run of failures.
@@ -87,7 +96,7 @@ async fn scrape_loop(
             target.timeout
         };
         let fetched = tokio::select! {
-            r = fetch(&client, &url, timeout, app.config.limits.max_body_bytes) => r,
+            r = fetch(&client, &url, &headers, target.bearer_token_file.as_deref(), timeout, app.config.limits.max_body_bytes) => r,
             _ = stop.wait_for(|s| *s) => break,
         };
         app.metrics.set(
@@ -143,15 +152,51 @@ async fn scrape_loop(
     }
 }
 
+/// The target's own headers, checked ([`ScrapeTarget::check_headers`]).
+fn request_headers(target: &ScrapeTarget) -> Result<HeaderMap, String> {
+    target.check_headers()?;
+    let mut headers = HeaderMap::new();
+    for (k, v) in &target.headers {
+        if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
+            headers.append(k, v);
+        }
+    }
+    Ok(headers)
+}
+
+/// `authorization: Bearer …` from the token file, read now (a rotated token is used at once;
+/// a few bytes of a local file, read in place).
+fn bearer(file: &Path) -> Result<HeaderValue, String> {
+    let token = std::fs::read_to_string(file)
+        .map_err(|e| format!("reading bearer_token_file {}: {e}", file.display()))?;
+    HeaderValue::try_from(format!("Bearer {}", token.trim())).map_err(|e| {
+        format!(
+            "bearer_token_file {}: not a header value: {e}",
+            file.display()
+        )
+    })
+}
+
 async fn fetch(
     client: &HttpClient,
     url: &str,
+    headers: &HeaderMap,
+    bearer_token_file: Option<&Path>,
     timeout: Duration,
     max_bytes: usize,
 ) -> Result<Bytes, String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
+    let mut request = hyper::Request::get(uri)
+        .body(Empty::new())
+        .map_err(|e| format!("bad URL {url}: {e}"))?;
+    request.headers_mut().extend(headers.clone());
+    if let Some(file) = bearer_token_file {
+        request
+            .headers_mut()
+            .insert(hyper::header::AUTHORIZATION, bearer(file)?);
+    }
     let request = async {
-        let response = client.get(uri).await.map_err(|e| {
+        let response = client.request(request).await.map_err(|e| {
             // hyper's own text ("client error (Connect)") says little; the causes say why.
             let what = if e.is_connect() {
                 "cannot connect"
@@ -172,11 +217,16 @@ async fn fetch(
             .map_err(|e| format!("reading the body: {e}"))?
             .to_bytes();
         if !status.is_success() {
-            let hint = if status == hyper::StatusCode::NOT_FOUND {
-                " (no pprof endpoint at this base URL: a Go service serves one once it imports \
-                 net/http/pprof on its default mux)"
-            } else {
-                ""
+            let hint = match status {
+                hyper::StatusCode::NOT_FOUND => {
+                    " (no pprof endpoint at this base URL: a Go service serves one once it \
+                     imports net/http/pprof on its default mux)"
+                }
+                hyper::StatusCode::UNAUTHORIZED | hyper::StatusCode::FORBIDDEN => {
+                    " (the target wants credentials: give its receivers.scrape entry in the \
+                     config file headers or bearer_token_file, or user:password@ in its url)"
+                }
+                _ => "",
             };
             return Err(format!("HTTP {status}{hint}: {}", excerpt(&body, html)));
         }

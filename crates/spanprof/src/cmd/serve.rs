@@ -55,7 +55,9 @@ pub struct Args {
     #[arg(long, value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
-    /// appended; https:// is checked as forwarders' are). Repeat for several services.
+    /// appended; https:// is checked as forwarders' are; user:password@ in it is sent as
+    /// basic authorization, and not logged; headers and bearer tokens go in the config
+    /// file). Repeat for several services.
     #[arg(long = "scrape", value_name = "NAME=URL")]
     scrape: Vec<String>,
     /// Profiles to pull from every --scrape target (cpu, heap, allocs, goroutine, mutex, block).
