@@ -166,6 +166,12 @@ def run(c, args):
     assert c.css(".wf-row.selected .mark.on"), "the span is marked as sampled"
     c.wait("the span's flame graph", c.flame_loaded)
     c.wait("the top table", lambda: c.css("table.top tbody tr"))
+    # Its values read as durations with their share ("60 ms 75.0%"); nothing is "0", not
+    # "0 ns" (the span's root frames have no self time).
+    cells = [e.text for e in c.css("table.top tbody td")]
+    assert any(" ms " in t for t in cells), cells[:12]
+    assert any(t.startswith("0 ") for t in cells), cells[:24]
+    assert not any(t.startswith("0 ns") for t in cells), cells[:24]
     c.shot("trace-flame")
 
     # 4. Search main.countPrimes: highlighted, share shown.

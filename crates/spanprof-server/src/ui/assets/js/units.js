@@ -4,6 +4,8 @@ const NS_UNITS = [[3600e9, "h"], [60e9, "min"], [1e9, "s"], [1e6, "ms"], [1e3, "
 const BYTE_UNITS = [[2 ** 40, "TB"], [2 ** 30, "GB"], [2 ** 20, "MB"], [2 ** 10, "KB"], [1, "B"]];
 
 function scaled(v, table) {
+  // Nothing is nothing in every unit ("0", not "0 ns" beside "1.2 s" in a column).
+  if (v === 0) return "0";
   const abs = Math.abs(v);
   for (const [size, name] of table) {
     if (abs >= size) return `${trim(v / size)} ${name}`;
