@@ -23,6 +23,8 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"flag"
@@ -48,6 +50,7 @@ func main() {
 	load := flag.Duration("load", 0, "generate load against this server for this long (0 = none)")
 	tlsCert := flag.String("tls-cert", "", "serve HTTPS with this certificate (PEM; with -tls-key)")
 	tlsKey := flag.String("tls-key", "", "the key of -tls-cert (PEM)")
+	tlsClientCA := flag.String("tls-client-ca", "", "with -tls-cert: serve only clients showing a certificate this CA (PEM) signed (mutual TLS)")
 	pprofAuth := flag.String("pprof-auth", "", "serve /debug/pprof/ only to requests whose Authorization header is one of these comma-separated values (401 otherwise)")
 	flag.Parse()
 
@@ -98,7 +101,19 @@ func main() {
 	// Tests read the port from this line; os.Stdout is unbuffered.
 	fmt.Printf("listening on %s\n", base)
 	if scheme == "https" {
-		log.Fatal(http.ServeTLS(ln, mux, *tlsCert, *tlsKey))
+		server := &http.Server{Handler: mux}
+		if *tlsClientCA != "" {
+			pem, err := os.ReadFile(*tlsClientCA)
+			if err != nil {
+				log.Fatalf("client CA: %v", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				log.Fatalf("client CA %s: no certificate", *tlsClientCA)
+			}
+			server.TLSConfig = &tls.Config{ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert}
+		}
+		log.Fatal(server.ServeTLS(ln, *tlsCert, *tlsKey))
 	}
 	log.Fatal(http.Serve(ln, mux))
 }

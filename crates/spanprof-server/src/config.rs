@@ -60,6 +60,31 @@ pub struct ServerConfig {
     pub json_logs: bool,
 }
 
+/// TLS settings of one `https://` endpoint the server connects to (a forwarder's, a scrape
+/// target's), as the OpenTelemetry Collector's `tls` block. Default: the peer is checked
+/// against the system's trusted certificates (or `SSL_CERT_FILE`'s), no client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// A PEM file of the CAs the peer's certificate is checked against, instead of the
+    /// system's (a private CA).
+    pub ca_file: Option<PathBuf>,
+    /// A PEM certificate (chain) shown to a peer that asks for one (mutual TLS), with
+    /// `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// The PEM private key of `cert_file`.
+    pub key_file: Option<PathBuf>,
+    /// Accept any certificate: the connection is encrypted, but anyone on the path may be the
+    /// peer. For tests and private networks; warned at start.
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsSettings {
+    /// Whether anything differs from the default (the system's trust, no client certificate).
+    pub fn is_default(&self) -> bool {
+        *self == TlsSettings::default()
+    }
+}
+
 /// The wire protocol of a forwarder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForwardProtocol {
@@ -82,6 +107,8 @@ pub struct ForwarderConfig {
     pub endpoint: String,
     /// Extra request headers (e.g. authorization), sent with every export.
     pub headers: Vec<(String, String)>,
+    /// TLS settings of an `https://` endpoint (a private CA, a client certificate).
+    pub tls: TlsSettings,
     /// Gzip request bodies (`content-encoding` / `grpc-encoding: gzip`).
     pub gzip: bool,
     /// Send profiles.
@@ -115,6 +142,7 @@ impl ForwarderConfig {
             protocol,
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             headers: Vec::new(),
+            tls: TlsSettings::default(),
             gzip: false,
             profiles: true,
             traces: true,
@@ -190,6 +218,8 @@ pub struct ScrapeTarget {
     /// read at each scrape, so a rotated token (a Kubernetes service account's) is used at
     /// once.
     pub bearer_token_file: Option<PathBuf>,
+    /// TLS settings of an `https://` target (a private CA, a client certificate).
+    pub tls: TlsSettings,
 }
 
 impl Default for ServerConfig {
@@ -246,6 +276,7 @@ impl ScrapeTarget {
                 .into_iter()
                 .collect(),
             bearer_token_file: None,
+            tls: TlsSettings::default(),
         }
     }
 

@@ -83,6 +83,12 @@
 //!     batch_age: 1s
 //!     retry_max: 30s
 //!     queue_size: 1GiB
+//!     # tls:                          # an https:// endpoint's, as for scrape targets; default:
+//!     #                               # the system's CAs (or SSL_CERT_FILE's), no client cert
+//!     #   ca_file: ca.pem             # PEM CAs to check the peer with instead
+//!     #   cert_file: client.pem       # a client certificate, for mutual TLS,
+//!     #   key_file: client.key        # and its key
+//!     #   insecure_skip_verify: false # take any certificate (warned at start)
 //! ```
 
 use std::collections::BTreeMap;
@@ -92,7 +98,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::config::{parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
+use crate::config::{
+    parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig, TlsSettings,
+};
 
 /// Why a configuration file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -205,6 +213,30 @@ struct Scrape {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     bearer_token_file: Option<PathBuf>,
+    #[serde(default)]
+    tls: Tls,
+}
+
+/// An endpoint's `tls` block (exporters and scrape targets).
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Tls {
+    ca_file: Option<PathBuf>,
+    cert_file: Option<PathBuf>,
+    key_file: Option<PathBuf>,
+    #[serde(default)]
+    insecure_skip_verify: bool,
+}
+
+impl From<Tls> for TlsSettings {
+    fn from(t: Tls) -> Self {
+        TlsSettings {
+            ca_file: t.ca_file,
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            insecure_skip_verify: t.insecure_skip_verify,
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]
@@ -244,6 +276,8 @@ struct Exporter {
     endpoint: String,
     #[serde(default)]
     headers: BTreeMap<String, String>,
+    #[serde(default)]
+    tls: Tls,
     gzip: Option<bool>,
     signals: Option<Vec<Signal>>,
     batch_size: Option<usize>,
@@ -410,6 +444,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         target.labels = t.labels.into_iter().collect();
         target.headers.extend(t.headers);
         target.bearer_token_file = t.bearer_token_file;
+        target.tls = t.tls.into();
         let target_error = |e| invalid(format!("receivers.scrape {:?}: {e}", target.service));
         target.check_headers().map_err(target_error)?;
         if let Some(f) = &target.bearer_token_file {
@@ -458,6 +493,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         };
         let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
         f.headers = e.headers.into_iter().collect();
+        f.tls = e.tls.into();
         f.gzip = e.gzip.unwrap_or(f.gzip);
         if let Some(signals) = e.signals {
             f.profiles = signals.contains(&Signal::Profiles);

@@ -5,6 +5,9 @@
 //!   reaches it by a name its certificate does not hold: refused, says why, keeps its queue.
 //! - Scraping: the Go test service serves its pprof endpoints over HTTPS (Go's own TLS); it
 //!   is scraped, and the same target reached by the wrong name is refused the same way.
+//! - Each endpoint's own `tls` block instead of `SSL_CERT_FILE`: its CA file, a client
+//!   certificate for mutual TLS (both the receiver and the Go service require one), and
+//!   certificates not checked at all.
 
 mod support;
 
@@ -81,6 +84,49 @@ fn certificates(dir: &Path) {
     );
 }
 
+/// A client certificate the CA of [`certificates`] signed, for `spanprof-client`
+/// (`client.pem`, `client.key`), in `dir`.
+fn client_certificate(dir: &Path) {
+    openssl(
+        dir,
+        &[
+            "req",
+            "-subj",
+            "/CN=spanprof-client",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            "client.key",
+            "-out",
+            "client.csr",
+        ],
+    );
+    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-days",
+            "2",
+            "-in",
+            "client.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-extfile",
+            "client.ext",
+            "-out",
+            "client.pem",
+        ],
+    );
+}
+
 /// `spanprof serve ARGS` trusting the CA [`certificates`] made in `dir`.
 fn server_trusting_the_ca(dir: &Path, args: &[&str]) -> Server {
     let ca = dir.join("ca.pem");
@@ -119,10 +165,20 @@ impl Drop for Sink {
 
 impl Sink {
     fn start(dir: &Path) -> (Sink, u16, u16) {
+        Sink::start_with(dir, &[])
+    }
+
+    /// One that serves only clients with a certificate the CA of `dir` signed.
+    fn start_mutual(dir: &Path) -> (Sink, u16, u16) {
+        Sink::start_with(dir, &[dir.join("ca.pem")])
+    }
+
+    fn start_with(dir: &Path, extra: &[std::path::PathBuf]) -> (Sink, u16, u16) {
         let script = workspace_root().join("python/otlp_tls_sink.py");
         let mut child = Command::new(python())
             .arg(script)
             .args([dir.join("server.pem"), dir.join("server.key")])
+            .args(extra)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
@@ -269,4 +325,142 @@ fn a_go_service_serving_pprof_over_tls_is_scraped() {
     let log = server.stop();
     refused_for_the_name(&log, "service=misnamed", "scrape failed");
     drop(app);
+}
+
+/// Each endpoint's own `tls` block, with no `SSL_CERT_FILE`: a private CA's file, a client
+/// certificate for endpoints that want one (mutual TLS: the Python receiver over HTTPS and
+/// gRPC, the Go service's pprof), and certificates not checked at all (a target reached by a
+/// name its certificate lacks, warned at start). Without its client certificate, an
+/// endpoint that wants one refuses, and the log says so.
+#[test]
+fn endpoints_take_their_own_ca_and_client_certificates() {
+    let dir = process_dir("tls-settings");
+    certificates(&dir);
+    client_certificate(&dir);
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let (sink, https, grpc) = Sink::start_mutual(&dir);
+    let app = GoApp::start(&[
+        "-tls-cert",
+        &path("server.pem"),
+        "-tls-key",
+        &path("server.key"),
+        "-tls-client-ca",
+        &path("ca.pem"),
+    ]);
+    let port = app.addr().rsplit(':').next().unwrap().to_string();
+    let (ca, cert, key) = (path("ca.pem"), path("client.pem"), path("client.key"));
+    let mutual = format!("{{ca_file: {ca}, cert_file: {cert}, key_file: {key}}}");
+    let unchecked = format!("{{insecure_skip_verify: true, cert_file: {cert}, key_file: {key}}}");
+    let no_cert = format!("{{ca_file: {ca}}}");
+    let exporter = |name: &str, protocol: &str, port: u16, tls: &str| {
+        format!(
+            "  - {{name: {name}, protocol: {protocol}, endpoint: \"https://127.0.0.1:{port}\", \
+             signals: [profiles], tls: {tls}}}\n"
+        )
+    };
+    let target = |name: &str, host: &str, tls: &str| {
+        format!(
+            "    - {{service: {name}, url: \"https://{host}:{port}\", profiles: [heap], \
+             interval: 1s, tls: {tls}}}\n"
+        )
+    };
+    let config = format!(
+        "exporters:\n{}{}{}receivers:\n  scrape:\n{}{}{}",
+        exporter("mutual", "http", https, &mutual),
+        exporter("mutualrpc", "grpc", grpc, &mutual),
+        exporter("nocert", "http", https, &no_cert),
+        target("mutual", "127.0.0.1", &mutual),
+        // The certificate is for 127.0.0.1, not for this name: taken unchecked.
+        target("unchecked", "localhost", &unchecked),
+        target("nocert", "127.0.0.1", &no_cert),
+    );
+    std::fs::write(dir.join("spanprof.yaml"), config).unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &["--config", &path("spanprof.yaml")],
+    );
+    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
+    server.post(
+        "/ingest?name=tls-app&format=pprof",
+        "application/octet-stream",
+        &pprof,
+    );
+
+    // Both protocols deliver profiles (the pushed one, the scraped ones) with the client
+    // certificate shown.
+    let mut received = Vec::new();
+    poll(
+        "profiles at the mutual-TLS receiver, over HTTP and gRPC",
+        Duration::from_secs(60),
+        || {
+            received.extend(sink.lines.try_iter());
+            let has = |p: &str| {
+                received
+                    .iter()
+                    .any(|l| l.starts_with(&format!("received {p} ")))
+            };
+            if has("http") && has("grpc") {
+                Ok(())
+            } else {
+                Err(format!("{received:?}"))
+            }
+        },
+    );
+    let metric = |name: &str, target: &str| server.heap_scrape_metric(name, target);
+    poll(
+        "scrapes of mutual and unchecked, failures of nocert and of its forwarder",
+        Duration::from_secs(60),
+        || {
+            let n = [
+                metric("spanprof_scrapes_total", "mutual"),
+                metric("spanprof_scrapes_total", "unchecked"),
+                metric("spanprof_scrape_errors_total", "nocert"),
+                server.metric(
+                    "spanprof_forward_failed_total{forwarder=\"nocert\",signal=\"profiles\"}",
+                ),
+            ];
+            if n.iter().all(|&x| x >= 1.0) {
+                Ok(())
+            } else {
+                Err(format!("{n:?}"))
+            }
+        },
+    );
+    assert_eq!(metric("spanprof_scrapes_total", "nocert"), 0.0);
+    assert_eq!(
+        server.metric("spanprof_forwarded_records_total{forwarder=\"nocert\",signal=\"profiles\"}"),
+        0.0
+    );
+    let log = server.stop();
+    drop(app);
+    received.extend(sink.lines.try_iter());
+    assert!(
+        received
+            .iter()
+            .all(|l| l.ends_with(" client=spanprof-client")),
+        "{received:?}"
+    );
+    let warned: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("TLS certificates are not checked"))
+        .collect();
+    assert!(
+        warned.len() == 1 && warned[0].contains("service=unchecked"),
+        "{warned:#?}\n{log}"
+    );
+    for who in ["service=nocert", "forwarder=nocert"] {
+        let failed: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(who) && l.contains(" WARN "))
+            .collect();
+        assert!(
+            // Python's ssl says CertificateRequired, Go's BadCertificate.
+            !failed.is_empty()
+                && failed
+                    .iter()
+                    .all(|l| l.contains("received fatal alert: ") && l.contains("Certificate")),
+            "{who}: {failed:#?}\n{log}"
+        );
+    }
 }

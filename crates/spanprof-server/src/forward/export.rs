@@ -63,6 +63,7 @@ impl Exporter {
         cfg.endpoint
             .parse::<hyper::Uri>()
             .map_err(|e| format!("endpoint {:?}: {e}", cfg.endpoint))?;
+        crate::tls::check_scheme(https, &cfg.tls)?;
         let mut headers = HeaderMap::new();
         for (k, v) in &cfg.headers {
             let name =
@@ -78,7 +79,7 @@ impl Exporter {
             builder.http2_only(true);
         }
         Ok(Exporter {
-            client: builder.build(crate::tls::connector(https, grpc)?),
+            client: builder.build(crate::tls::connector(https, grpc, &cfg.tls)?),
             protocol: cfg.protocol,
             endpoint: cfg.endpoint.clone(),
             headers,

@@ -113,6 +113,9 @@ impl Forwarders {
             for p in problems {
                 tracing::warn!(forwarder = %cfg.name, problem = %p, "forward queue damage skipped");
             }
+            if cfg.tls.insecure_skip_verify {
+                tracing::warn!(forwarder = %cfg.name, endpoint = %cfg.endpoint, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the endpoint");
+            }
             tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = ?cfg.protocol, queued = queue.pending_records(), "forwarding");
             let f = Forwarder {
                 cfg: cfg.clone(),

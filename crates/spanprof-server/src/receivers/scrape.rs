@@ -17,7 +17,7 @@ use spanprof_format::{pprof, Batch};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::ScrapeTarget;
+use crate::config::{ScrapeTarget, TlsSettings};
 use crate::pipeline::Work;
 use crate::AppState;
 
@@ -26,15 +26,29 @@ type HttpClient = Client<crate::tls::Connector, Empty<Bytes>>;
 /// Starts one task per (target, profile kind); fails when an `https://` target's
 /// certificates cannot be checked (none are trusted).
 pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandle<()>>, String> {
+    let client = |https: bool, tls: &TlsSettings| -> Result<HttpClient, String> {
+        Ok(Client::builder(TokioExecutor::new()).build(crate::tls::connector(https, false, tls)?))
+    };
+    // One client for the targets with the default TLS settings, one each for the others.
     let https = app
         .config
         .scrape
         .iter()
-        .any(|t| t.url.starts_with("https://"));
-    let client: HttpClient =
-        Client::builder(TokioExecutor::new()).build(crate::tls::connector(https, false)?);
+        .any(|t| t.url.starts_with("https://") && t.tls.is_default());
+    let shared = client(https, &TlsSettings::default())?;
     let mut tasks = Vec::new();
     for target in app.config.scrape.clone() {
+        let client = if target.tls.is_default() {
+            shared.clone()
+        } else {
+            let https = target.url.starts_with("https://");
+            crate::tls::check_scheme(https, &target.tls)
+                .and_then(|()| client(https, &target.tls))
+                .map_err(|e| format!("scrape target {:?}: {e}", target.service))?
+        };
+        if target.tls.insecure_skip_verify {
+            tracing::warn!(service = %target.service, url = %target.url, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the target");
+        }
         tracing::info!(service = %target.service, url = %target.url, profiles = ?target.profiles, interval = ?target.interval, "scraping");
         for kind in target.profiles.clone() {
             let (app, client, stop, target) =
