@@ -171,10 +171,13 @@ fn naive(
 ) -> String {
     let mut tree = FlameTree::new();
     for (data, svc, minute) in inputs {
-        if sel
-            .service
-            .as_deref()
-            .is_some_and(|s| s != format!("svc{svc}"))
+        // With spans selected, `service` is the spans' (a span filter's), not the profiles':
+        // their samples count in any service's profiles.
+        if sel.span_ids.is_empty()
+            && sel
+                .service
+                .as_deref()
+                .is_some_and(|s| s != format!("svc{svc}"))
         {
             continue;
         }

@@ -10,7 +10,7 @@
 //!
 //! | parameter | meaning |
 //! |---|---|
-//! | `service` | service name (`service_name` label); absent = every service |
+//! | `service` | service name (`service_name` label); absent = every service. With spans selected (`span_id`, `span_name`, durations) it is the spans' service (the tracer's `service.name`), and their samples count whatever the profiles' service is called (a scrape target named otherwise, child spans in other services) |
 //! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have is a 400 listing those it has |
 //! | `from`, `to` | RFC 3339, unix s/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time |
 //! | `query` | label matchers, `{region="eu", pod=~"api-.*"}` |

@@ -139,41 +139,6 @@ impl State {
                 .as_deref()
                 .is_none_or(|s| self.services[k.service as usize].name == s)
         };
-        // Types present among the series this selection could touch.
-        let mut available: Vec<ProfileTypeId> = self
-            .series
-            .iter()
-            .filter(|k| service_ok(k))
-            .map(|k| k.profile_type.clone())
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let profile_type = match &sel.profile_type {
-            Some(wanted) => {
-                let mut m: Vec<&ProfileTypeId> =
-                    available.iter().filter(|t| t.matches(wanted)).collect();
-                // A name like `process_cpu` covers several types: prefer CPU time.
-                m.sort_by_key(|t| !t.is_cpu());
-                // A type with no data gives an empty answer (the summary lists what exists).
-                m.first().map_or_else(
-                    || ProfileTypeId::parse(wanted).unwrap_or_default(),
-                    |t| (*t).clone(),
-                )
-            }
-            None => match available.iter().find(|t| t.is_cpu()).or(available.first()) {
-                Some(t) => t.clone(),
-                None => ProfileTypeId::default(),
-            },
-        };
-        let series: HashSet<u32> = self
-            .series
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| {
-                service_ok(k) && k.profile_type == profile_type && matches_all(&matchers, &k.labels)
-            })
-            .map(|(i, _)| i as u32)
-            .collect();
         // Span selection: the ids, narrowed by the span filter, plus descendants. A trace
         // narrows further: a sample passes when its link names the trace or its span is one of
         // the trace's stored spans (late binding of span-only samples).
@@ -193,6 +158,19 @@ impl State {
             }
             spans = Some(set);
         }
+        // With spans selected, their ids say which samples count, and `service` is theirs
+        // (the tracer's service.name, as the span filter reads it), not the profiles': a
+        // scrape target named otherwise holds their samples too, and so do other services'
+        // profiles for child spans there. The type then defaults to the CPU type of the
+        // spans' own samples.
+        let by_spans = spans.is_some();
+        let series: HashSet<u32> = self
+            .series
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| (by_spans || service_ok(k)) && matches_all(&matchers, &k.labels))
+            .map(|(i, _)| i as u32)
+            .collect();
         let trace = match sel.trace_id {
             Some(t) => Some((
                 t,
@@ -246,6 +224,49 @@ impl State {
             });
             blocks.extend(ids.into_iter().map(|b| (Arc::clone(&index), b)));
         }
+        let type_of = |index: &SegmentIndex, b: u32| {
+            &self.series[index.blocks[b as usize].series as usize].profile_type
+        };
+        // Types present among the series this selection could touch: the spans' samples',
+        // else the service's series' (spans without samples still have a type to count in:
+        // their coverage reads its period), else every series'.
+        let of_series = |ok: &dyn Fn(&SeriesKey) -> bool| -> BTreeSet<ProfileTypeId> {
+            self.series
+                .iter()
+                .filter(|k| ok(k))
+                .map(|k| k.profile_type.clone())
+                .collect()
+        };
+        let mut available: BTreeSet<ProfileTypeId> = blocks
+            .iter()
+            .filter(|_| by_spans)
+            .map(|(index, b)| type_of(index, *b).clone())
+            .collect();
+        if available.is_empty() {
+            available = of_series(&service_ok);
+        }
+        if available.is_empty() && by_spans {
+            available = of_series(&|_| true);
+        }
+        let mut available: Vec<ProfileTypeId> = available.into_iter().collect();
+        let profile_type = match &sel.profile_type {
+            Some(wanted) => {
+                let mut m: Vec<&ProfileTypeId> =
+                    available.iter().filter(|t| t.matches(wanted)).collect();
+                // A name like `process_cpu` covers several types: prefer CPU time.
+                m.sort_by_key(|t| !t.is_cpu());
+                // A type with no data gives an empty answer (the summary lists what exists).
+                m.first().map_or_else(
+                    || ProfileTypeId::parse(wanted).unwrap_or_default(),
+                    |t| (*t).clone(),
+                )
+            }
+            None => match available.iter().find(|t| t.is_cpu()).or(available.first()) {
+                Some(t) => t.clone(),
+                None => ProfileTypeId::default(),
+            },
+        };
+        blocks.retain(|(index, b)| *type_of(index, *b) == profile_type);
         available.sort();
         Ok(Resolved {
             profile_type,

@@ -288,3 +288,52 @@ fn a_sample_without_its_trace_label_is_in_its_spans_trace() {
         c.sampled(&heavy.span_id).cpu_ns
     );
 }
+
+/// A tracer that names its service otherwise than the profiles do (a scrape target called
+/// `checkout`, spans sent as `goapp`): asked with the span's service, as the UI does, a span's
+/// flame graph has its samples, of the CPU type, and so do a span filter's spans, while the
+/// service alone (no spans) selects the profiles of that name: none.
+#[test]
+fn spans_of_a_service_named_otherwise_than_its_profiles_keep_their_samples() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let mut c = Copy::new(0, 0, 1);
+    for s in &mut c.spans {
+        s.service = "tracer-name".into();
+    }
+    c.ingest(&store);
+    let heavy = c.named(HEAVY);
+    let one = heavy
+        .iter()
+        .find(|s| c.sampled(&s.span_id).cpu_ns > 0)
+        .unwrap();
+    let by_span = Selection {
+        service: Some("tracer-name".into()),
+        ..of_spans([&one.span_id])
+    };
+    // CPU nanoseconds, not sample counts: the type defaults to CPU time.
+    assert_eq!(cpu(&store, &by_span), c.sampled(&one.span_id).cpu_ns);
+    let by_name = Selection {
+        service: Some("tracer-name".into()),
+        ..of_filter(SpanFilter {
+            name: Some(HEAVY.into()),
+            ..Default::default()
+        })
+    };
+    assert_eq!(cpu(&store, &by_name), c.cpu_named(HEAVY));
+    let profiles_only = Selection {
+        service: Some("tracer-name".into()),
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &profiles_only), 0);
+    assert_eq!(
+        cpu(
+            &store,
+            &Selection {
+                service: Some(SERVICE.into()),
+                ..Default::default()
+            }
+        ),
+        c.sums.cpu_total
+    );
+}
