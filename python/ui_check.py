@@ -312,6 +312,14 @@ def run(c, args):
     assert "mode=spans" in d.current_url and args.other in d.current_url, d.current_url
     c.shot("compare-two-spans")
 
+    # 16. Against a span without samples: the notice names the side that has none.
+    unsampled_span = args.unsampled.split("/")[1]
+    c.open(args.base, "#/compare?" + urllib.parse.urlencode(
+        {"mode": "spans", "service": "goapp", "a": args.span, "b": unsampled_span}))
+    c.wait("the one-sided notice", lambda: f"Span {unsampled_span} has no samples" in c.text())
+    assert "A diff needs samples on both sides" in c.text(), c.text()[:2000]
+    c.shot("compare-one-sided")
+
     logs = c.severe_logs()
     assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"
 
