@@ -258,6 +258,9 @@ impl Default for ServerConfig {
     }
 }
 
+/// The profile kinds a scrape target can be asked for (its `/debug/pprof/...` endpoints).
+pub const SCRAPE_PROFILES: &[&str] = &["cpu", "heap", "allocs", "goroutine", "mutex", "block"];
+
 impl ScrapeTarget {
     /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout;
     /// credentials in `url` become a basic `authorization` header.
@@ -280,8 +283,26 @@ impl ScrapeTarget {
         }
     }
 
-    /// Whether the headers can be sent: valid names and values, one authorization at most.
-    pub fn check_headers(&self) -> Result<(), String> {
+    /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),
+    /// headers with valid names and values, one authorization at most.
+    pub fn check(&self) -> Result<(), String> {
+        if self.profiles.is_empty() {
+            return Err(
+                "no profiles to take: give some of cpu, heap, allocs, goroutine, \
+                 mutex, block"
+                    .into(),
+            );
+        }
+        if let Some(kind) = self
+            .profiles
+            .iter()
+            .find(|k| !SCRAPE_PROFILES.contains(&k.as_str()))
+        {
+            return Err(format!(
+                "unknown profile kind {kind:?}: use {}",
+                SCRAPE_PROFILES.join(", ")
+            ));
+        }
         let mut authorizations = usize::from(self.bearer_token_file.is_some());
         for (k, v) in &self.headers {
             hyper::header::HeaderName::try_from(k.as_str())

@@ -446,7 +446,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         target.bearer_token_file = t.bearer_token_file;
         target.tls = t.tls.into();
         let target_error = |e| invalid(format!("receivers.scrape {:?}: {e}", target.service));
-        target.check_headers().map_err(target_error)?;
+        target.check().map_err(target_error)?;
         if let Some(f) = &target.bearer_token_file {
             // Read at each scrape; a wrong path is said now rather than at every scrape.
             std::fs::metadata(f)
@@ -558,7 +558,7 @@ mod tests {
     }
 
     #[test]
-    fn scrape_credentials_are_one_of_url_header_and_token_file() {
+    fn scrape_targets_are_checked_at_load() {
         let target = |url: &str, extra: &str| {
             load_str(&format!(
                 "receivers:\n  scrape:\n    - service: s\n      url: {url}\n{extra}"
@@ -589,6 +589,16 @@ mod tests {
                 "http://h:6060",
                 "      headers: {\"bad name\": x}\n",
                 "header \"bad name\"",
+            ),
+            (
+                "http://h:6060",
+                "      profiles: [cpu, heapp]\n",
+                "unknown profile kind \"heapp\": use cpu, heap, allocs, goroutine, mutex, block",
+            ),
+            (
+                "http://h:6060",
+                "      profiles: []\n",
+                "no profiles to take",
             ),
         ] {
             let e = target(url, extra).unwrap_err().to_string();

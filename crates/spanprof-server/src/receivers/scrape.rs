@@ -38,6 +38,9 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
     let shared = client(https, &TlsSettings::default())?;
     let mut tasks = Vec::new();
     for target in app.config.scrape.clone() {
+        target
+            .check()
+            .map_err(|e| format!("scrape target {:?}: {e}", target.service))?;
         let client = if target.tls.is_default() {
             shared.clone()
         } else {
@@ -166,9 +169,9 @@ async fn scrape_loop(
     }
 }
 
-/// The target's own headers, checked ([`ScrapeTarget::check_headers`]).
+/// The target's own headers, checked with the rest of it ([`ScrapeTarget::check`]).
 fn request_headers(target: &ScrapeTarget) -> Result<HeaderMap, String> {
-    target.check_headers()?;
+    target.check()?;
     let mut headers = HeaderMap::new();
     for (k, v) in &target.headers {
         if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {

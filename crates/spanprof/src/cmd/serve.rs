@@ -65,7 +65,8 @@ pub struct Args {
         long,
         default_value = "cpu,heap,goroutine",
         value_delimiter = ',',
-        value_name = "KINDS"
+        value_name = "KINDS",
+        value_parser = clap::builder::PossibleValuesParser::new(spanprof_server::config::SCRAPE_PROFILES)
     )]
     scrape_profiles: Vec<String>,
     /// Time between scrapes, and the length of each CPU window (e.g. 15s, 10s).
