@@ -66,7 +66,7 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
     assert_eq!(metric("spanprof_scrape_up", "dead"), 0.0);
     assert_eq!(metric("spanprof_scrapes_total", "dead"), 0.0);
 
-    // The dead target comes up: scraped again within its backoff (at most 4 intervals).
+    // The dead target comes up: scraped again within its backoff (at most an interval).
     let revived = GoApp::start(&["-addr", &format!("127.0.0.1:{dead_port}")]);
     poll(
         "a scrape of the revived target",

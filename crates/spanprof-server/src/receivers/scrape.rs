@@ -153,12 +153,12 @@ async fn scrape_loop(
                 }
             }
         }
-        // CPU windows follow each other at once; other kinds (and failing targets, with
-        // backoff up to 4 intervals) wait.
-        let wait = if kind == "cpu" && failures == 0 {
-            Duration::ZERO
-        } else {
-            target.interval * failures.clamp(1, 4)
+        // CPU windows follow each other at once; other kinds wait an interval; failing
+        // targets are retried with backoff.
+        let wait = match failures {
+            0 if kind == "cpu" => Duration::ZERO,
+            0 => target.interval,
+            n => retry_delay(n, target.interval),
         };
         if !wait.is_zero() {
             tokio::select! {
@@ -167,6 +167,15 @@ async fn scrape_loop(
             }
         }
     }
+}
+
+/// The wait after the `failures`-th failure in a row: 1 s, doubling, up to an interval (as
+/// Prometheus retries a dead target at every interval). A service back from a short restart
+/// is scraped again within a second or two, so its next CPU window starts then (a wait of
+/// up to 4 intervals left its first minute of spans unprofiled).
+fn retry_delay(failures: u32, interval: Duration) -> Duration {
+    let doubled = Duration::from_secs(1u64 << failures.saturating_sub(1).min(20));
+    doubled.min(interval)
 }
 
 /// The target's own headers, checked with the rest of it ([`ScrapeTarget::check`]).
@@ -312,7 +321,22 @@ async fn ingest(
 
 #[cfg(test)]
 mod tests {
-    use super::excerpt;
+    use std::time::Duration;
+
+    use super::{excerpt, retry_delay};
+
+    #[test]
+    fn failing_targets_are_retried_from_a_second_up_to_an_interval() {
+        let waits: Vec<u64> = (1..=7)
+            .map(|n| retry_delay(n, Duration::from_secs(60)).as_secs())
+            .collect();
+        assert_eq!(waits, [1, 2, 4, 8, 16, 32, 60]);
+        assert_eq!(retry_delay(u32::MAX, Duration::from_secs(15)).as_secs(), 15);
+        assert_eq!(
+            retry_delay(1, Duration::from_millis(200)),
+            Duration::from_millis(200)
+        );
+    }
 
     #[test]
     fn error_bodies_are_excerpted_on_one_line() {
