@@ -222,6 +222,9 @@ fn json_errors_name_the_path() {
         (r#"{"dictionary":{"stringTable":["a\qb"]}}"#.into(), "dictionary.stringTable[0]: invalid JSON at byte 32: invalid escape in string".into()),
         ("{\"dictionary\":{\"stringTable\":[\"a\nb\"]}}".into(), "dictionary.stringTable[0]: invalid JSON at byte 32: control character in string".into()),
         (r#"{"a":tru}"#.into(), "invalid JSON at byte 5: unknown literal".into()),
+        // Not null, though it starts as null does.
+        ("nope".into(), "invalid JSON at byte 0: unknown literal".into()),
+        (r#"{"resourceProfiles":fals}"#.into(), "invalid JSON at byte 20: unknown literal".into()),
         (r#"{"a":01}"#.into(), "invalid JSON at byte 6: expected ',' or '}'".into()),
         (r#"{"a":-}"#.into(), "invalid JSON at byte 5: malformed number".into()),
         ("{\"a\":\u{7f}}".into(), "invalid JSON at byte 5: unexpected byte 0x7f".into()),

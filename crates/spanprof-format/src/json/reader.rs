@@ -331,6 +331,12 @@ impl<'a> Reader<'a> {
         syntax_at(self.pos, what)
     }
 
+    /// Whether one of `words` starts at the read position.
+    fn at_literal(&self, words: &[&[u8]]) -> bool {
+        let rest = &self.bytes[self.pos..];
+        words.iter().any(|w| rest.starts_with(w))
+    }
+
     pub(crate) fn peek(&mut self) -> Result<Kind, Error> {
         self.skip_ws();
         match self.bytes.get(self.pos) {
@@ -339,8 +345,10 @@ impl<'a> Reader<'a> {
             Some(b'[') => Ok(Kind::Array),
             Some(b'"') => Ok(Kind::String),
             Some(b'-' | b'0'..=b'9') => Ok(Kind::Number),
-            Some(b't' | b'f') => Ok(Kind::Bool),
-            Some(b'n') => Ok(Kind::Null),
+            // A literal only when it is one: `nope` is not null ("found null" misled).
+            Some(b't' | b'f') if self.at_literal(&[b"true", b"false"]) => Ok(Kind::Bool),
+            Some(b'n') if self.at_literal(&[b"null"]) => Ok(Kind::Null),
+            Some(b't' | b'f' | b'n') => Err(self.syntax("unknown literal")),
             Some(&c) if c.is_ascii_graphic() => {
                 Err(self.syntax(&format!("unexpected character {:?}", char::from(c))))
             }
