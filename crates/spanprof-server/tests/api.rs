@@ -743,3 +743,47 @@ fn a_restarted_server_answers_the_same() {
     assert!(!trace["spans"].as_array().unwrap().is_empty());
     server.stop().expect("a clean shutdown");
 }
+
+/// A path no route takes is a 404 saying what the listener serves, with what to change for a
+/// likely misconfigured exporter, counted and logged as a refusal; the browser's favicon
+/// request is not one.
+#[test]
+fn unknown_paths_say_what_each_listener_serves() {
+    let server = TestServer::in_fresh_dir("not-found", |c| {
+        c.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
+    });
+    let otlp = server.otlp_http.expect("the OTLP/HTTP listener");
+    let body = Some(("application/x-protobuf", Vec::new()));
+    for (path, says) in [
+        (
+            "/v1/profiles",
+            "OTLP Profiles are at /v1development/profiles (the signal is still in development)",
+        ),
+        (
+            "/v1/metrics",
+            "spanprof takes profiles and traces, not metrics",
+        ),
+    ] {
+        let r = server.request_at(otlp, "POST", path, body.clone());
+        let text = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 404, "{path}: {text}");
+        assert!(
+            text.starts_with(&format!("no such endpoint: POST {path}; this is spanprof's OTLP/HTTP listener: POST /v1development/profiles"))
+                && text.contains(says),
+            "{path}: {text}"
+        );
+    }
+    let r = server.get("/debug/pprof/profile");
+    let text = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 404, "{text}");
+    assert!(
+        text.starts_with("no such endpoint: GET /debug/pprof/profile; spanprof serves the UI at /"),
+        "{text}"
+    );
+    assert_eq!(server.get("/favicon.ico").status, 204);
+    let metrics = String::from_utf8_lossy(&server.get("/metrics").body).into_owned();
+    assert!(
+        metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),
+        "{metrics}"
+    );
+}

@@ -101,3 +101,65 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
         app.metrics.render(),
     )
 }
+
+/// The main listener's fallback ([`not_found`]).
+pub async fn not_found_main(
+    State(app): State<AppState>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> axum::response::Response {
+    not_found(&app, Listener::Main, &method, uri.path())
+}
+
+/// The OTLP/HTTP listener's fallback ([`not_found`]).
+pub async fn not_found_otlp(
+    State(app): State<AppState>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> axum::response::Response {
+    not_found(&app, Listener::Otlp, &method, uri.path())
+}
+
+/// Which listener a request with no route came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// The main one (`:4040`): UI, APIs, Pyroscope ingest, OTLP/HTTP.
+    Main,
+    /// The OTLP/HTTP one (`:4318`).
+    Otlp,
+}
+
+/// A request no route takes: 404 saying what this listener serves (and, for a likely
+/// misconfigured exporter, what to change), counted and logged as a refusal
+/// (`receiver="http"`, `reason="not_found"`), so an exporter sending to the wrong path shows.
+pub fn not_found(
+    app: &AppState,
+    listener: Listener,
+    method: &axum::http::Method,
+    path: &str,
+) -> axum::response::Response {
+    let serves = match listener {
+        Listener::Otlp => {
+            "this is spanprof's OTLP/HTTP listener: POST /v1development/profiles (OTLP \
+             Profiles) and POST /v1/traces"
+        }
+        Listener::Main => {
+            "spanprof serves the UI at /, its API under /api/v1/ (services, flamegraph, spans, \
+             traces/{id}, pprof, …), Pyroscope's /ingest, /push.v1.PusherService/Push and \
+             query API, Tempo's /api/traces and /api/search, OTLP/HTTP POST \
+             /v1development/profiles and /v1/traces, /health and /metrics"
+        }
+    };
+    let hint = match path {
+        "/v1/profiles" | "/v1experimental/profiles" | "/v1alpha/profiles" => {
+            "; OTLP Profiles are at /v1development/profiles (the signal is still in \
+             development): set the exporter's profiles path to that"
+        }
+        "/v1/metrics" | "/v1/logs" => "; spanprof takes profiles and traces, not metrics or logs",
+        _ => "",
+    };
+    let message = format!("no such endpoint: {method} {path}; {serves}{hint}");
+    app.metrics
+        .record_refused("http", "not_found", 404, &message);
+    (axum::http::StatusCode::NOT_FOUND, format!("{message}\n")).into_response()
+}

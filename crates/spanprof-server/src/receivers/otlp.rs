@@ -26,9 +26,12 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/traces", post(traces))
 }
 
-/// A router with only the OTLP routes (the `:4318` listener).
+/// A router with only the OTLP routes (the `:4318` listener); other paths are 404s that
+/// say where profiles and traces go.
 pub fn router(state: AppState) -> Router {
-    routes().with_state(state)
+    routes()
+        .fallback(crate::api::ops::not_found_otlp)
+        .with_state(state)
 }
 
 fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {

@@ -88,6 +88,11 @@ pub fn routes() -> Router<AppState> {
         .route("/", get(index))
         .route("/ui/", get(index))
         .route("/ui/{*path}", get(asset))
+        // Browsers ask for it on every page: no icon, and no 404 logged as a refusal.
+        .route(
+            "/favicon.ico",
+            get(|| async { axum::http::StatusCode::NO_CONTENT }),
+        )
 }
 
 async fn index() -> Response {

@@ -20,6 +20,8 @@ pub const DEADLINE: Duration = Duration::from_secs(60);
 pub struct TestServer {
     /// The main listener (API, OTLP/HTTP profiles and traces).
     pub addr: SocketAddr,
+    /// The OTLP/HTTP listener, when the configuration has one.
+    pub otlp_http: Option<SocketAddr>,
     rt: tokio::runtime::Runtime,
     client: Client<HttpConnector, Full<Bytes>>,
     stop: Option<oneshot::Sender<()>>,
@@ -99,8 +101,8 @@ impl TestServer {
                 let _ = bound_tx.send(bound);
             },
         ));
-        let addr = match bound_rx.recv_timeout(DEADLINE) {
-            Ok(bound) => bound.http,
+        let (addr, otlp_http) = match bound_rx.recv_timeout(DEADLINE) {
+            Ok(bound) => (bound.http, bound.otlp_http),
             Err(e) => {
                 let why = if served.is_finished() {
                     format!("{:?}", rt.block_on(served))
@@ -116,6 +118,7 @@ impl TestServer {
         };
         let server = TestServer {
             addr,
+            otlp_http,
             rt,
             client,
             stop: Some(stop),
@@ -143,15 +146,38 @@ impl TestServer {
             .unwrap_or_else(|e| panic!("POST {path}: {e}"))
     }
 
+    /// `method path` with an optional body of a content type, to listener `addr`.
+    #[track_caller]
+    pub fn request_at(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Reply {
+        self.try_request_at(addr, method, path, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
     fn try_request(
         &self,
         method: &str,
         path: &str,
         body: Option<(&str, Vec<u8>)>,
     ) -> Result<Reply, String> {
+        self.try_request_at(self.addr, method, path, body)
+    }
+
+    fn try_request_at(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        body: Option<(&str, Vec<u8>)>,
+    ) -> Result<Reply, String> {
         let mut request = hyper::Request::builder()
             .method(method)
-            .uri(format!("http://{}{path}", self.addr));
+            .uri(format!("http://{addr}{path}"));
         let body = match body {
             Some((content_type, bytes)) => {
                 request = request.header("content-type", content_type);
