@@ -330,3 +330,21 @@ fn index_files_of_an_older_version_are_rebuilt_from_their_segment() {
     let (_, report) = Store::open(small_segments(dir.path())).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
 }
+
+/// A file where the store's directory should be: refused saying so (not "File exists"), and
+/// the file is left as it was.
+#[test]
+fn a_file_given_as_the_directory_is_refused_saying_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-dir");
+    std::fs::write(&file, "keep me").unwrap();
+    let err = match Store::open(config(&file)) {
+        Ok(_) => panic!("a store opened on a file"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        err.contains("not-a-dir") && err.contains("a file, not a directory"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}

@@ -223,6 +223,13 @@ fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, StoreError> {
         let path = path.to_path_buf();
         move |source| StoreError::Io { path, source }
     };
+    if dir.exists() && !dir.is_dir() {
+        // create_dir_all would say only "File exists".
+        return Err(io(dir)(std::io::Error::new(
+            std::io::ErrorKind::NotADirectory,
+            "a file, not a directory: give a directory for the store (made if missing)",
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let path = dir.join(LOCK_FILE);
     let file = std::fs::OpenOptions::new()
