@@ -258,6 +258,29 @@ impl Default for ServerConfig {
     }
 }
 
+/// A listen address: `IP:PORT` (`[::1]:4040` for IPv6), `:PORT` for every interface (as Go
+/// writes it) or `localhost:PORT` for this machine only.
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let s = s.trim();
+    let parsed = if let Some(port) = s.strip_prefix(':') {
+        port.parse::<u16>()
+            .ok()
+            .map(|p| SocketAddr::from(([0, 0, 0, 0], p)))
+    } else if let Some(port) = s.strip_prefix("localhost:") {
+        port.parse::<u16>()
+            .ok()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+    } else {
+        s.parse().ok()
+    };
+    parsed.ok_or_else(|| {
+        format!(
+            "{s:?} is not a listen address: give IP:PORT, e.g. 0.0.0.0:4040 (every interface), \
+             127.0.0.1:4040 or localhost:4040 (this machine only), or :4040"
+        )
+    })
+}
+
 /// The profile kinds a scrape target can be asked for (its `/debug/pprof/...` endpoints).
 pub const SCRAPE_PROFILES: &[&str] = &["cpu", "heap", "allocs", "goroutine", "mutex", "block"];
 
@@ -405,6 +428,26 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::split_credentials;
+
+    #[test]
+    fn listen_addresses_take_go_style_ports_and_localhost() {
+        use super::parse_listen_addr;
+        for (text, addr) in [
+            ("0.0.0.0:4040", "0.0.0.0:4040"),
+            (":4700", "0.0.0.0:4700"),
+            ("localhost:4700", "127.0.0.1:4700"),
+            ("[::1]:4040", "[::1]:4040"),
+        ] {
+            assert_eq!(parse_listen_addr(text).unwrap().to_string(), addr, "{text}");
+        }
+        for bad in ["4040", ":port", "localhost", "example.com:80", ":70000"] {
+            let e = parse_listen_addr(bad).unwrap_err();
+            assert!(
+                e.contains("is not a listen address: give IP:PORT"),
+                "{bad}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn credentials_leave_the_url_as_a_basic_authorization() {

@@ -99,7 +99,8 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 use crate::config::{
-    parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig, TlsSettings,
+    parse_listen_addr, parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig,
+    TlsSettings,
 };
 
 /// Why a configuration file was refused.
@@ -142,6 +143,7 @@ struct File {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct Server {
+    #[serde(default, deserialize_with = "listen_addr")]
     http_addr: Option<SocketAddr>,
     #[serde(default, deserialize_with = "optional_addr")]
     otlp_http_addr: Option<Option<SocketAddr>>,
@@ -323,15 +325,20 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     }
 }
 
+fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+    let s = String::deserialize(d)?;
+    parse_listen_addr(&s)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
+}
+
 fn optional_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<SocketAddr>>, D::Error> {
     let s = String::deserialize(d)?;
     match s.as_str() {
         "off" | "none" | "" => Ok(Some(None)),
-        a => a.parse().map(|a| Some(Some(a))).map_err(|_| {
-            serde::de::Error::custom(format!(
-                "{a:?} is not an address like 0.0.0.0:4318 (or off)"
-            ))
-        }),
+        a => parse_listen_addr(a)
+            .map(|a| Some(Some(a)))
+            .map_err(|e| serde::de::Error::custom(format!("{e} (or off)"))),
     }
 }
 
@@ -761,7 +768,10 @@ mod tests {
         let e = load_str("server:\n  otlp_http_addr: nowhere\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("not an address"), "{e}");
+        assert!(
+            e.contains("not a listen address") && e.contains("(or off)"),
+            "{e}"
+        );
         let e = load_str(
             "exporters:\n  - name: x\n    protocol: carrier-pigeon\n    endpoint: http://x\n",
         )

@@ -58,7 +58,7 @@ pub enum ServerError {
         source: spanprof_store::store::StoreError,
     },
     /// A listener could not be bound.
-    #[error("cannot listen on {addr} for {what}: {source}{hint}", hint = bind_hint(.source, .key))]
+    #[error("cannot listen on {addr} for {what}: {source}{hint}", hint = bind_hint(.source, .key, .addr.port()))]
     Bind {
         /// Address asked for.
         addr: SocketAddr,
@@ -384,14 +384,19 @@ pub(crate) fn error_causes(e: &dyn std::error::Error) -> String {
 /// What to do about a port another process holds: the setting that moves the listener (or,
 /// but for the main one, turns it off). The OTLP ports are those of an OpenTelemetry
 /// Collector's receivers, often running on the same machine.
-fn bind_hint(source: &std::io::Error, key: &str) -> String {
+fn bind_hint(source: &std::io::Error, key: &str, port: u16) -> String {
     if source.kind() != std::io::ErrorKind::AddrInUse {
         return String::new();
     }
     let off = if key == "http_addr" { "" } else { ", or off," };
+    let who = if matches!(port, 4317 | 4318) {
+        " (on 4317 and 4318 often an OpenTelemetry Collector)"
+    } else {
+        ""
+    };
     format!(
-        "; another process listens there (on 4317 and 4318 often an OpenTelemetry \
-         Collector): choose another address{off} with --{} (server.{key} in the config file)",
+        "; another process listens there{who}: choose another address{off} with --{} \
+         (server.{key} in the config file)",
         key.replace('_', "-")
     )
 }

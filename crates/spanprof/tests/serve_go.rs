@@ -241,8 +241,19 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
             "{run}"
         );
         assert_eq!(run.stderr.contains(", or off,"), off, "{run}");
+        // Not on 4317 or 4318: no guess about who holds it.
+        assert!(!run.stderr.contains("OpenTelemetry Collector"), "{run}");
     }
     drop(held);
+    // Addresses as Go and people write them: `:PORT`, `localhost:PORT`; others are refused
+    // saying what to give.
+    let run = support::spanprof(["serve", "--http-addr", "4040"]);
+    assert_eq!(run.code(), Some(2), "{run}");
+    assert!(
+        run.stderr
+            .contains("\"4040\" is not a listen address: give IP:PORT, e.g. 0.0.0.0:4040"),
+        "{run}"
+    );
 }
 
 /// The arguments of a second `spanprof serve` on the directory `data` (on free ports).

@@ -44,9 +44,9 @@ pub struct Args {
     /// at once. Receivers work as usual, so live data can be added.
     #[arg(long, conflicts_with = "data")]
     demo: bool,
-    /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP)
-    /// [default: 0.0.0.0:4040].
-    #[arg(long, value_name = "ADDR")]
+    /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP): IP:PORT, :PORT
+    /// (every interface) or localhost:PORT [default: 0.0.0.0:4040].
+    #[arg(long, value_name = "ADDR", value_parser = spanprof_server::config::parse_listen_addr)]
     http_addr: Option<SocketAddr>,
     /// Address of the OTLP/HTTP listener, or "off" [default: 0.0.0.0:4318].
     #[arg(long, value_name = "ADDR")]
@@ -120,9 +120,9 @@ pub struct Args {
 fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
     match s {
         "off" | "none" | "" => Ok(None),
-        a => Ok(Some(a.parse().with_context(|| {
-            format!("{flag} {a:?} is not an address like 0.0.0.0:4317 (or off)")
-        })?)),
+        a => spanprof_server::config::parse_listen_addr(a)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("{flag} {e} (or off)")),
     }
 }
 
