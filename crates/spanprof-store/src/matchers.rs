@@ -313,6 +313,11 @@ impl Parser<'_> {
                     profile_type,
                     matchers: Vec::new(),
                 }),
+                // `span_name="x"`: a matcher without its braces.
+                (Some(name), Some(b'=' | b'!')) => Err(self.error(format!(
+                    "label matchers go in braces: `{{{name}{}}}`",
+                    &self.input[self.pos..]
+                ))),
                 (Some(_), Some(_)) => Err(self.error("expected `{` or the end after the name")),
                 (None, _) => Err(self.error("expected a profile type, an app name or `{`")),
             };
@@ -486,6 +491,19 @@ mod tests {
         assert!(!re.matches(Some("abd")) && !re.matches(Some("xcd")));
         assert!(m("a", MatchOp::Re, "a.c").matches(Some("a\nc")));
         assert!(!m("a", MatchOp::Nre, "prod-.*").matches(Some("prod-1")));
+    }
+
+    #[test]
+    fn a_matcher_without_braces_is_shown_with_them() {
+        let err = parse_selector(r#"span_name="GET /x""#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"label matchers go in braces: `{span_name="GET /x"}` at byte 9"#),
+            "{err}"
+        );
+        let err = parse_selector("region != eu").unwrap_err().to_string();
+        assert!(err.contains("`{region!= eu}`"), "{err}");
     }
 
     #[test]
