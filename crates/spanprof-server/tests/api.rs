@@ -691,6 +691,22 @@ fn bad_parameters_are_400_naming_the_parameter() {
             r#"unknown parameter "span_id""#,
         ),
         ("/api/v1/pprof?seconds=30", r#"unknown parameter "seconds""#),
+        (
+            "/api/v1/flamegraph?service=goap",
+            r#"service "goap": no profiles of this service; services with profiles: "#,
+        ),
+        (
+            "/api/v1/pprof?service=nosuch",
+            r#"service "nosuch": no profiles of this service"#,
+        ),
+        (
+            "/api/v1/flamegraph?query=span_name%3D%22x%22",
+            r#"query "span_name=\"x\"": label selector"#,
+        ),
+        (
+            "/api/v1/spans?name=a&span_name=b",
+            "name and span_name are the same parameter here: give one",
+        ),
     ];
     let server = &fixture().server;
     for (path, want) in cases {

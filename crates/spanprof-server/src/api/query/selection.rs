@@ -35,6 +35,8 @@ pub struct SelectionQuery {
     pub selection: Selection,
     /// `(name as sent, value)` of the `type` parameter, checked against the store later.
     type_param: Option<(String, String)>,
+    /// The same of the `service` parameter.
+    service_param: Option<(String, String)>,
 }
 
 /// `from` and `to` in ns since the Unix epoch (0 = open), checked to be in order.
@@ -90,12 +92,39 @@ impl SelectionQuery {
             type_param: p
                 .one("type")?
                 .map(|x| (x.shown.to_owned(), x.value.to_owned())),
+            service_param: p
+                .one("service")?
+                .map(|x| (x.shown.to_owned(), x.value.to_owned())),
         })
     }
 
-    /// 400 when `type` names no profile type the service has (a typo would otherwise answer
-    /// an empty graph). A store without any data answers empty instead.
+    /// 400 when `service` names no service with profiles (unless spans or a trace are
+    /// selected: then it is the spans' service), or `type` no profile type the service has: a
+    /// typo would otherwise answer an empty graph. A store without any data answers empty
+    /// instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
+        let sel = &self.selection;
+        let by_spans =
+            !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
+        if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
+            if store.profile_types(Some(service)).is_empty() {
+                let known = store.services(0, 0);
+                if !known.is_empty() {
+                    return Err(ApiError::bad_param(
+                        shown,
+                        service,
+                        format!(
+                            "no profiles of this service; services with profiles: {}{}",
+                            known[..known.len().min(20)].join(", "),
+                            match known.len() {
+                                n if n > 20 => format!(" and {} more", n - 20),
+                                _ => String::new(),
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
         match &self.type_param {
             None => Ok(()),
             Some((shown, wanted)) => {

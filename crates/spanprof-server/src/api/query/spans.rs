@@ -114,7 +114,8 @@ fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
         .map(|x| (x.shown.to_owned(), x.value.to_owned())))
 }
 
-/// `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit&type`.
+/// `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit&type` (`span_name`
+/// is taken for `name`, as the profile endpoints call it).
 pub async fn search(
     State(app): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -125,6 +126,7 @@ pub async fn search(
         &[
             "service",
             "name",
+            "span_name",
             "min_duration",
             "max_duration",
             "from",
@@ -134,9 +136,17 @@ pub async fn search(
         ],
     )?;
     let (from, to) = time_range(&p, params::now_ns())?;
+    let name = match (p.one("name")?, p.one("span_name")?) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::bad_request(
+                "name and span_name are the same parameter here: give one",
+            ))
+        }
+        (a, b) => a.or(b).map(|x| x.value.to_owned()),
+    };
     let q = SpanQuery {
         service: p.one("service")?.map(|x| x.value.to_owned()),
-        name: p.one("name")?.map(|x| x.value.to_owned()),
+        name,
         min_duration_ns: p.parsed("min_duration", params::duration)?,
         max_duration_ns: p.parsed("max_duration", params::duration)?,
         from_ns: from.max(0) as u64,
