@@ -35,6 +35,35 @@ pub fn detect_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
         Some(b'{') => return Ok(InputKind::OtlpJson),
         _ => {}
     }
+    protobuf_kind(raw).map_err(|e| text_instead(raw).unwrap_or(e))
+}
+
+/// When `raw` is text (an error message or page saved where a profile was expected: Go
+/// answers "Could not enable CPU profiling: cpu profiling already in use" while another
+/// CPU profile is being taken), an error quoting its start.
+fn text_instead(raw: &[u8]) -> Option<FormatError> {
+    let head = &raw[..raw.len().min(160)];
+    let text = match std::str::from_utf8(head) {
+        Ok(t) => t,
+        // Cut inside a multi-byte character: what is valid before it.
+        Err(e) if e.error_len().is_none() => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+        Err(_) => return None,
+    };
+    let printable = text
+        .chars()
+        .all(|c| !c.is_control() || c.is_ascii_whitespace());
+    if !printable || text.trim().is_empty() {
+        return None;
+    }
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    Some(FormatError::UnknownInput(format!(
+        "neither pprof nor OTLP Profiles: the input is text, {line:?}{} (an error message \
+         saved in place of a profile?)",
+        if raw.len() > head.len() { "…" } else { "" }
+    )))
+}
+
+fn protobuf_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
     let mut rest = raw;
     let mut only_otlp_fields = true;
     while !rest.is_empty() {
@@ -120,6 +149,27 @@ pub fn decode_otlp_protobuf(raw: &[u8]) -> Result<ProfilesData, FormatError> {
 mod tests {
     use super::*;
     use prost::Message;
+
+    #[test]
+    fn text_in_place_of_a_profile_is_quoted() {
+        let go = b"Could not enable CPU profiling: cpu profiling already in use\n";
+        let e = detect_kind(go).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "the input is text, \"Could not enable CPU profiling: cpu profiling already in use\""
+            ) && e.contains("an error message saved in place of a profile?"),
+            "{e}"
+        );
+        let page = "<html>\n<title>502 Bad Gateway</title> ".repeat(20);
+        let e = detect_kind(page.as_bytes()).unwrap_err().to_string();
+        assert!(
+            e.contains("\"<html> <title>502 Bad Gateway</title>") && e.contains("…"),
+            "{e}"
+        );
+        // Binary that is not protobuf says so, as before.
+        let e = detect_kind(b"\xff\xff\xff").unwrap_err().to_string();
+        assert!(e.contains("not a valid protobuf message"), "{e}");
+    }
 
     #[test]
     fn kinds_are_told_apart() {
