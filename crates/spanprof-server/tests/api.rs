@@ -552,6 +552,12 @@ fn pprof_export_is_read_by_go_tool_pprof() {
     let profile = spanprof_format::pprof::decode(&r.body, 64 << 20).unwrap();
     let sum: i64 = profile.sample.iter().map(|x| x.value[0]).sum();
     assert_eq!(sum, s.cpu_ns);
+    // The span's own time, not the profile window's: go tool pprof's "Duration" and the
+    // share of it on CPU are the span's.
+    assert_eq!(
+        (profile.time_nanos, profile.duration_nanos),
+        (s.start_ns as i64, (s.end_ns - s.start_ns) as i64)
+    );
 
     let scratch = tempfile::tempdir().unwrap();
     let args = ["-top", "-unit=ns", "-nodefraction=0", "-nodecount=100000"];
@@ -801,5 +807,30 @@ fn unknown_paths_say_what_each_listener_serves() {
     assert!(
         metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),
         "{metrics}"
+    );
+}
+
+/// The SVG says what it shows (service, span, type) and its values read as durations.
+#[test]
+fn svg_heading_names_the_selection_in_readable_units() {
+    let f = fixture();
+    let span = f.data.heaviest_per_name()[0];
+    let hex = to_hex(&span.span_id);
+    let r = f.server.get(&format!(
+        "/api/v1/svg?service={SERVICE}&span_id={hex}&include_child_spans=true"
+    ));
+    let text = String::from_utf8_lossy(&r.body);
+    assert_eq!(r.status, 200, "{text}");
+    let heading = format!(
+        "{SERVICE} · span {hex} and its children · cpu:nanoseconds:cpu:nanoseconds — total "
+    );
+    let at = text
+        .find(&heading)
+        .unwrap_or_else(|| panic!("{heading} in {text}"));
+    let total = &text[at + heading.len()..];
+    let total = &total[..total.find('<').unwrap()];
+    assert!(
+        total.ends_with(" ms") || total.ends_with(" s"),
+        "a duration: {total:?}"
     );
 }

@@ -43,6 +43,67 @@ const PAD_BOTTOM_PX: f64 = 10.0;
 /// Approximate advance of one character at the 12px label font, in pixels.
 const CHAR_WIDTH_PX: f64 = 7.0;
 
+/// `value` in `unit` as people read it: durations in ms or s, bytes in KB or MB (1024s),
+/// counts with thousands separated; other units as given.
+pub fn readable(value: u64, unit: &str) -> String {
+    const TIMES: [(f64, &str); 6] = [
+        (3600e9, "h"),
+        (60e9, "min"),
+        (1e9, "s"),
+        (1e6, "ms"),
+        (1e3, "µs"),
+        (1.0, "ns"),
+    ];
+    const BYTES: [(f64, &str); 5] = [
+        (1_099_511_627_776.0, "TB"),
+        (1_073_741_824.0, "GB"),
+        (1_048_576.0, "MB"),
+        (1024.0, "KB"),
+        (1.0, "B"),
+    ];
+    let scaled = |table: &[(f64, &str)]| {
+        let v = value as f64;
+        let (size, name) = table
+            .iter()
+            .find(|(size, _)| v >= *size)
+            .unwrap_or(&table[table.len() - 1]);
+        let x = v / size;
+        let digits = if x >= 100.0 || *size == 1.0 {
+            0
+        } else if x >= 10.0 {
+            1
+        } else {
+            2
+        };
+        // As the UI writes them: "50 ms", not "50.0 ms".
+        let number = format!("{x:.digits$}");
+        let number = if number.contains('.') {
+            number.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            &number
+        };
+        format!("{number} {name}")
+    };
+    match unit {
+        "nanoseconds" => scaled(&TIMES),
+        "bytes" => scaled(&BYTES),
+        _ => {
+            let digits = value.to_string();
+            let mut grouped = String::new();
+            for (i, c) in digits.chars().enumerate() {
+                if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                    grouped.push(',');
+                }
+                grouped.push(c);
+            }
+            match unit {
+                "" | "count" | "samples" => grouped,
+                other => format!("{grouped} {other}"),
+            }
+        }
+    }
+}
+
 /// One frame to draw: node, depth (0 = root) and start offset from the left, in value units.
 struct Placed {
     node: NodeId,
@@ -79,8 +140,9 @@ pub fn render_svg(tree: &FlameTree, options: &SvgOptions) -> String {
         h = height,
     );
     let heading = format!(
-        "{} \u{2014} total {} {}",
-        options.profile_type, total, options.unit
+        "{} \u{2014} total {}",
+        options.profile_type,
+        readable(total, &options.unit)
     );
     let _ = writeln!(
         out,
@@ -99,7 +161,7 @@ pub fn render_svg(tree: &FlameTree, options: &SvgOptions) -> String {
         } else {
             value as f64 * 100.0 / total as f64
         };
-        let tooltip = format!("{name} ({value} {}, {percent:.2}%)", options.unit);
+        let tooltip = format!("{name} ({}, {percent:.2}%)", readable(value, &options.unit));
         let (r, g, b) = package_colour(name);
         let _ = write!(
             out,
@@ -238,6 +300,23 @@ fn package_colour(name: &str) -> (u8, u8, u8) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_read_as_durations_sizes_and_counts() {
+        for (value, unit, shown) in [
+            (520_000_000, "nanoseconds", "520 ms"),
+            (1_250_000_000, "nanoseconds", "1.25 s"),
+            (999, "nanoseconds", "999 ns"),
+            (0, "nanoseconds", "0 ns"),
+            (12_582_912, "bytes", "12 MB"),
+            (50_000_000, "nanoseconds", "50 ms"),
+            (1_234_567, "count", "1,234,567"),
+            (42, "", "42"),
+            (1_000, "lines", "1,000 lines"),
+        ] {
+            assert_eq!(readable(value, unit), shown, "{value} {unit}");
+        }
+    }
 
     #[test]
     fn packages() {

@@ -128,6 +128,10 @@ fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
     (to_ns == 0 || time_ns < to_ns) && end >= from_ns
 }
 
+/// Selected spans looked up for a pprof export's time (beyond, the profiles' windows give it:
+/// a span filter can select thousands).
+const SPAN_TIME_LOOKUPS: usize = 1024;
+
 impl State {
     pub(crate) fn resolve(&self, sel: &Selection) -> Result<Resolved, StoreError> {
         let matchers: Vec<LabelMatcher> = match &sel.label_selector {
@@ -615,6 +619,19 @@ impl Store {
                 value: vec![samples[&key]],
                 label,
             });
+        }
+        // The profile's time: the selected spans' own (go tool pprof then says what share of
+        // a span's duration was on CPU, not of the scrape window's), else the windows of the
+        // profiles read.
+        if let Some(spans) = r.spans.as_ref().filter(|s| s.len() <= SPAN_TIME_LOOKUPS) {
+            let mut of_spans: Option<(i64, i64)> = None;
+            for id in spans {
+                if let Some(span) = st.span_record(id)? {
+                    let (s, e) = (span.start_ns as i64, span.end_ns as i64);
+                    of_spans = Some(of_spans.map_or((s, e), |(a, z)| (a.min(s), z.max(e))));
+                }
+            }
+            window = of_spans.or(window);
         }
         if let Some((s, e)) = window {
             b.p.time_nanos = s;
