@@ -231,10 +231,16 @@ def run(c, args):
                                        "no profile covers the span"]), c.text()
     c.shot("span-without-samples")
 
-    # 11. A failed request says what failed.
+    # 11. A trace that is not stored says so, with the way back; a failed request says what
+    # failed.
     c.open(args.base, "#/trace?trace=" + "ab" * 16)
+    c.wait("the not-stored notice", lambda: f"Trace {'ab' * 16} is not stored" in c.text())
+    assert c.shown(".notice a[href='#/traces']"), "a way back to the search"
+    assert not c.css(".wf-row"), "no waterfall"
+    c.shot("trace-not-stored")
+    c.open(args.base, "#/trace?trace=zz")
     c.wait("the error notice", lambda: c.shown(".notice.error"))
-    assert "404" in c.text(), c.text()
+    assert "400" in c.text() and "expected 32 hex characters" in c.text(), c.text()
     c.shot("error")
 
     # 12. Explore: service, type and range pickers; the pprof link carries the selection.
@@ -319,6 +325,16 @@ def run(c, args):
     c.wait("the one-sided notice", lambda: f"Span {unsampled_span} has no samples" in c.text())
     assert "A diff needs samples on both sides" in c.text(), c.text()[:2000]
     c.shot("compare-one-sided")
+
+    # 17. A refused selection is explained once, with nothing to download.
+    c.open(args.base, "#/explore?" + urllib.parse.urlencode(
+        {"service": "goapp", "query": 'span_name="GET /cpu-heavy"'}))
+    c.wait("the refusal", lambda: c.shown(".notice.error"))
+    c.wait("the timeline's pointer to it", lambda: "(see below)" in c.text())
+    assert len(c.shown(".notice.error")) == 1, [e.text for e in c.shown(".notice.error")]
+    assert "label matchers go in braces" in c.text(), c.text()[:2000]
+    assert not c.shown("a.download"), "nothing to download"
+    c.shot("explore-refused")
 
     logs = c.severe_logs()
     assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"

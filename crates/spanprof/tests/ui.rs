@@ -3,9 +3,10 @@
 //! profiles and spans): a Go service's slow `/cpu-heavy` span opens from the traces search
 //! as its flame graph, `main.countPrimes` is found and zoomed into, child spans toggle, the
 //! URL reloads to the same view and back/forward walk it; a span without samples explains
-//! why; a failed request says what failed; a function called `<img src=x onerror=alert(1)>` shows as text and fires nothing; an
-//! empty server says how to send data. Screenshots of every view go to
-//! `target/tmp/ui-screens/` (printed).
+//! why; a trace that is not stored says so, a failed request says what failed, a refused
+//! selection is explained once; a function called `<img src=x onerror=alert(1)>` shows as
+//! text and fires nothing; an empty server says how to send data. Screenshots of every view
+//! go to `target/tmp/ui-screens/` (printed).
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
 

@@ -60,7 +60,10 @@ export class ExploreView {
     this.panelBox.hidden = false;
     this.timelineBox.hidden = false;
     const sel = api.selection(params);
-    this.timeline.show(sel).catch((e) => replace(this.timeline.caption, `The timeline could not be loaded: ${e.message}`));
+    // A refused selection (400) is explained once, under the flame graph's heading.
+    this.timeline.show(sel).catch((e) => replace(this.timeline.caption, e.status === 400
+      ? "No timeline for this selection (see below)."
+      : `The timeline could not be loaded: ${e.message}`));
     this.panel.show(sel, params);
   }
 }

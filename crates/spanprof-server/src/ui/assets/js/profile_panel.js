@@ -92,7 +92,9 @@ export class ProfilePanel {
 
   /** Shows the search and zoom controls only while a flame graph is on screen. */
   controls(on) {
-    for (const n of [this.search, this.reset, this.zoomLabel, this.matchLabel]) n.hidden = !on;
+    // Downloads too: an error or an empty selection has nothing to download.
+    for (const n of [this.search, this.reset, this.zoomLabel, this.matchLabel, this.download,
+      this.downloadSvg]) n.hidden = !on;
     if (!on) {
       replace(this.zoomLabel);
       replace(this.matchLabel);

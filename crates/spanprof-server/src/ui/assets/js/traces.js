@@ -135,7 +135,13 @@ export class TraceView {
       try {
         this.trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
       } catch (e) {
-        replace(this.head, notice("error", "The trace could not be loaded", e.message));
+        if (params.trace !== this.traceId) return;
+        const back = el("a", { href: "#/traces" }, "← back to the search");
+        replace(this.head, e.status === 404
+          ? notice("empty", `Trace ${params.trace} is not stored`,
+            "None of its spans are here: they may be older than the retention, or their tracer " +
+            "has not sent them to this server (yet).", back)
+          : notice("error", "The trace could not be loaded", e.message, back));
         return;
       }
       if (params.trace !== this.traceId) return;
