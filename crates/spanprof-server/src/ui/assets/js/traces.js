@@ -93,7 +93,7 @@ export class TracesView {
       return;
     }
     replace(this.results, el("table", { class: "spans" },
-      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", "CPU", "Samples", "Coverage"]
+      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", "CPU", "Samples / expected", "Coverage"]
         .map((h) => el("th", {}, h)))),
       el("tbody", {}, spans.map((s) => {
         const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
@@ -104,11 +104,17 @@ export class TracesView {
         el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
         el("td", { class: "num" }, s.total ? units.duration(s.total) : "–"),
-        el("td", { class: "num", title: "samples taken / sampling periods the span lasted" },
-          `${s.samples}${s.possible_samples != null ? ` / ${Math.round(s.possible_samples)}` : ""}`),
+        el("td", { class: "num", title: "samples taken / sampling periods the span lasted " +
+          "(a busy span gets about one a period, give or take one: sampling is random)" },
+          `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
         el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
       }))));
   }
+}
+
+/** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
+function expected(periods) {
+  return periods < 10 ? String(Number(periods.toFixed(1))) : String(Math.round(periods));
 }
 
 export class TraceView {
