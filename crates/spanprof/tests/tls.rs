@@ -163,7 +163,37 @@ impl Drop for Sink {
     }
 }
 
+/// Pushes the Go test profile to `server`'s `/ingest` (service `tls-app`).
+fn push_go_profile(server: &Server) {
+    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
+    server.post(
+        "/ingest?name=tls-app&format=pprof",
+        "application/octet-stream",
+        &pprof,
+    );
+}
+
 impl Sink {
+    /// Waits until a line over HTTP and one over gRPC satisfy `wanted(protocol, line)`;
+    /// returns every line received by then.
+    fn over_both_protocols(&self, what: &str, wanted: impl Fn(&str, &str) -> bool) -> Vec<String> {
+        let mut received: Vec<String> = Vec::new();
+        poll(
+            &format!("{what}, over HTTP and gRPC"),
+            Duration::from_secs(60),
+            || {
+                received.extend(self.lines.try_iter());
+                let has = |p: &str| received.iter().any(|l| wanted(p, l));
+                if has("http") && has("grpc") {
+                    Ok(())
+                } else {
+                    Err(format!("{received:?}"))
+                }
+            },
+        );
+        received
+    }
+
     fn start(dir: &Path) -> (Sink, u16, u16) {
         Sink::start_with(dir, &[])
     }
@@ -226,30 +256,12 @@ fn profiles_are_forwarded_over_tls_to_a_receiver_a_private_ca_vouches_for() {
             &wrong_name,
         ],
     );
-    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
-    server.post(
-        "/ingest?name=tls-app&format=pprof",
-        "application/octet-stream",
-        &pprof,
-    );
+    push_go_profile(&server);
 
     // Both protocols deliver the profile: 598 samples in each of its two sample types.
-    let mut received = Vec::new();
-    poll(
-        "the profile at the TLS receiver, over HTTP and gRPC",
-        Duration::from_secs(60),
-        || {
-            while let Ok(line) = sink.lines.try_recv() {
-                received.push(line);
-            }
-            let has = |p: &str| received.contains(&format!("received {p} profiles=2 samples=1196"));
-            if has("http") && has("grpc") {
-                Ok(())
-            } else {
-                Err(format!("{received:?}"))
-            }
-        },
-    );
+    let mut received = sink.over_both_protocols("the profile at the TLS receiver", |p, line| {
+        line == format!("received {p} profiles=2 samples=1196")
+    });
     let exported = |name: &str| {
         server.metric(&format!(
             "spanprof_forwarded_records_total{{forwarder=\"{name}\",signal=\"profiles\"}}"
@@ -380,33 +392,14 @@ fn endpoints_take_their_own_ca_and_client_certificates() {
         "127.0.0.1:0",
         &["--config", &path("spanprof.yaml")],
     );
-    let pprof = std::fs::read(workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
-    server.post(
-        "/ingest?name=tls-app&format=pprof",
-        "application/octet-stream",
-        &pprof,
-    );
+    push_go_profile(&server);
 
     // Both protocols deliver profiles (the pushed one, the scraped ones) with the client
     // certificate shown.
-    let mut received = Vec::new();
-    poll(
-        "profiles at the mutual-TLS receiver, over HTTP and gRPC",
-        Duration::from_secs(60),
-        || {
-            received.extend(sink.lines.try_iter());
-            let has = |p: &str| {
-                received
-                    .iter()
-                    .any(|l| l.starts_with(&format!("received {p} ")))
-            };
-            if has("http") && has("grpc") {
-                Ok(())
-            } else {
-                Err(format!("{received:?}"))
-            }
-        },
-    );
+    let mut received = sink
+        .over_both_protocols("profiles at the mutual-TLS receiver", |p, line| {
+            line.starts_with(&format!("received {p} "))
+        });
     let metric = |name: &str, target: &str| server.heap_scrape_metric(name, target);
     poll(
         "scrapes of mutual and unchecked, failures of nocert and of its forwarder",
