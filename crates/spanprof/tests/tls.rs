@@ -36,16 +36,18 @@ fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// A new P-256 key, as every certificate here has.
+const EC_KEY: [&str; 5] = [
+    "-newkey",
+    "ec",
+    "-pkeyopt",
+    "ec_paramgen_curve:prime256v1",
+    "-nodes",
+];
+
 /// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 only (`server.pem`,
 /// `server.key`), in `dir`.
 fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
     let mut ca = vec![
         "req",
         "-x509",
@@ -54,57 +56,33 @@ fn certificates(dir: &Path) {
         "-subj",
         "/CN=spanprof test CA",
     ];
-    ca.extend(ec);
+    ca.extend(EC_KEY);
     ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
     openssl(dir, &ca);
-    let mut csr = vec!["req", "-subj", "/CN=127.0.0.1"];
-    csr.extend(ec);
-    csr.extend(["-keyout", "server.key", "-out", "server.csr"]);
-    openssl(dir, &csr);
-    std::fs::write(dir.join("san.ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-days",
-            "2",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-extfile",
-            "san.ext",
-            "-out",
-            "server.pem",
-        ],
-    );
+    signed(dir, "server", "127.0.0.1", "subjectAltName=IP:127.0.0.1");
 }
 
 /// A client certificate the CA of [`certificates`] signed, for `spanprof-client`
 /// (`client.pem`, `client.key`), in `dir`.
 fn client_certificate(dir: &Path) {
-    openssl(
+    signed(
         dir,
-        &[
-            "req",
-            "-subj",
-            "/CN=spanprof-client",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            "client.key",
-            "-out",
-            "client.csr",
-        ],
+        "client",
+        "spanprof-client",
+        "extendedKeyUsage=clientAuth",
     );
-    std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n").unwrap();
+}
+
+/// A key and a certificate the CA in `dir` signs (`{name}.key`, `{name}.pem`), for common
+/// name `cn`, with the X.509 extension `extension`.
+fn signed(dir: &Path, name: &str, cn: &str, extension: &str) {
+    let [key, csr, ext, pem] = ["key", "csr", "ext", "pem"].map(|x| format!("{name}.{x}"));
+    let subject = format!("/CN={cn}");
+    let mut request = vec!["req", "-subj", subject.as_str()];
+    request.extend(EC_KEY);
+    request.extend(["-keyout", key.as_str(), "-out", csr.as_str()]);
+    openssl(dir, &request);
+    std::fs::write(dir.join(&ext), format!("{extension}\n")).unwrap();
     openssl(
         dir,
         &[
@@ -113,16 +91,16 @@ fn client_certificate(dir: &Path) {
             "-days",
             "2",
             "-in",
-            "client.csr",
+            &csr,
             "-CA",
             "ca.pem",
             "-CAkey",
             "ca.key",
             "-CAcreateserial",
             "-extfile",
-            "client.ext",
+            &ext,
             "-out",
-            "client.pem",
+            &pem,
         ],
     );
 }
