@@ -310,11 +310,10 @@ impl ScrapeTarget {
     /// headers with valid names and values, one authorization at most.
     pub fn check(&self) -> Result<(), String> {
         if self.profiles.is_empty() {
-            return Err(
-                "no profiles to take: give some of cpu, heap, allocs, goroutine, \
-                 mutex, block"
-                    .into(),
-            );
+            return Err(format!(
+                "no profiles to take: give some of {}",
+                SCRAPE_PROFILES.join(", ")
+            ));
         }
         if let Some(kind) = self
             .profiles
@@ -356,34 +355,13 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
         return (url.to_owned(), None);
     };
     let (user, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
-    let credentials = format!("{}:{}", percent_decode(user), percent_decode(password));
+    let decode = |s: &str| {
+        crate::api::query::params::percent_decode(s, false).unwrap_or_else(|_| s.to_owned())
+    };
+    let credentials = format!("{}:{}", decode(user), decode(password));
     let mut value = "Basic ".to_owned();
     spanprof_format::json::base64::encode_into(credentials.as_bytes(), &mut value);
     (format!("{scheme}://{}", &rest[at + 1..]), Some(value))
-}
-
-/// `%XX` escapes decoded (others left as they are).
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = b
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok());
-        match (b[i], hex) {
-            (b'%', Some(x)) => {
-                out.push(x);
-                i += 3;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 impl ServerConfig {

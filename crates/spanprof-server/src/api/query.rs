@@ -100,7 +100,7 @@ mod catalog;
 mod diff;
 mod error;
 mod flame;
-mod params;
+pub(crate) mod params;
 mod selection;
 mod spans;
 mod timeseries;

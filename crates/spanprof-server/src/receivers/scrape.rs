@@ -93,13 +93,7 @@ async fn scrape_loop(
         return;
     };
     let url = format!("{}{path}", target.url);
-    let headers = match request_headers(&target) {
-        Ok(h) => h,
-        Err(e) => {
-            tracing::error!(service = %target.service, error = %e, "not scraped: bad headers");
-            return;
-        }
-    };
+    let headers = request_headers(&target);
     let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
     let mut failures = 0u32;
     // The error last logged for this run of failures.
@@ -178,16 +172,15 @@ fn retry_delay(failures: u32, interval: Duration) -> Duration {
     doubled.min(interval)
 }
 
-/// The target's own headers, checked with the rest of it ([`ScrapeTarget::check`]).
-fn request_headers(target: &ScrapeTarget) -> Result<HeaderMap, String> {
-    target.check()?;
+/// The target's own headers ([`start`] has checked them: [`ScrapeTarget::check`]).
+fn request_headers(target: &ScrapeTarget) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (k, v) in &target.headers {
         if let (Ok(k), Ok(v)) = (HeaderName::try_from(k), HeaderValue::try_from(v)) {
             headers.append(k, v);
         }
     }
-    Ok(headers)
+    headers
 }
 
 /// `authorization: Bearer …` from the token file, read now (a rotated token is used at once;

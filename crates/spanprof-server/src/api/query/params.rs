@@ -159,12 +159,18 @@ impl QueryParams {
 
 /// Percent-decodes one name or value of a query string; `+` is a space.
 pub fn decode_component(s: &str) -> Result<String, String> {
+    percent_decode(s, true)
+}
+
+/// Percent-decodes `s`: `%XX` escapes (a `%` without two hex digits after it stays as it is),
+/// and `+` as a space when `plus_is_space` (query strings; in a URL's user info it is itself).
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' => match (hex_value(b.get(i + 1)), hex_value(b.get(i + 2))) {
                 (Some(hi), Some(lo)) => {
                     out.push(hi << 4 | lo);
