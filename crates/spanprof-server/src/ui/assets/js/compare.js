@@ -115,7 +115,8 @@ export class CompareView {
       this.unit = d.right.unit || d.left.unit;
       const { leftTicks, rightTicks } = d.flamegraph;
       if (!leftTicks || !rightTicks) {
-        const side = (name) => `${cap(name)} ${/^span /.test(name) ? "has" : "have"} no`;
+        // "Slow spans … have", "Span ab12… has", "The left range has".
+        const side = (name) => `${cap(name)} ${/\bspans\b/.test(name) ? "have" : "has"} no`;
         const empty = !leftTicks && !rightTicks ? "Neither side has" : side(!leftTicks ? r.left : r.right);
         replace(this.status, notice("empty", `${empty} samples`,
           "A diff needs samples on both sides: widen the time range, or choose other spans."));
