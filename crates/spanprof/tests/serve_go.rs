@@ -124,7 +124,11 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
 #[test]
 fn a_data_directory_in_use_is_refused_with_a_clear_error() {
     let data = process_dir("locked").join("data");
-    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    // On every interface, as Go writes it: the URL it prints is one a browser opens.
+    let server = Server::start(&data, ":0", &[]);
+    assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
+    let health = get(&server.addr, "/health", Duration::from_secs(10)).unwrap();
+    assert_eq!(health.status, 200);
     let data_arg = data.to_str().unwrap();
     for args in [
         second_server(data_arg, &[]),

@@ -204,11 +204,21 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
     let (stopped, stopped_rx) = std::sync::mpsc::channel::<()>();
     runtime.block_on(async {
         spanprof_server::serve(config, stop_on_signal(stopped_rx), |bound| {
-            // One line a script can wait for.
+            // One line a script can wait for, with a URL a browser opens: on every interface
+            // (0.0.0.0, the default) that is this machine's loopback, as browsers now refuse
+            // http://0.0.0.0.
+            let mut url = bound.http;
+            if url.ip().is_unspecified() {
+                url.set_ip(if url.is_ipv4() {
+                    std::net::Ipv4Addr::LOCALHOST.into()
+                } else {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                });
+            }
             if json_logs {
-                tracing::info!(url = %format_args!("http://{}", bound.http), "spanprof serving");
+                tracing::info!(url = %format_args!("http://{url}"), "spanprof serving");
             } else {
-                eprintln!("spanprof serving on http://{}", bound.http);
+                eprintln!("spanprof serving on http://{url}");
             }
         })
         .await
