@@ -134,6 +134,17 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
     let config = Arc::new(config);
+    // The ports first: one that is taken stops the start before the store's directory is
+    // made. Connections wait in the backlog until the store is open and serving starts.
+    let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
+    let otlp = match config.otlp_http_addr {
+        Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
+        None => None,
+    };
+    let grpc = match config.otlp_grpc_addr {
+        Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
+        None => None,
+    };
     let store_cfg = config.store_config();
     let dir = store_cfg.dir.display().to_string();
     // Opening replays the newest segment (seconds for a store with millions of symbols).
@@ -208,15 +219,6 @@ pub async fn serve(
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
-    let otlp = match config.otlp_http_addr {
-        Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
-        None => None,
-    };
-    let grpc = match config.otlp_grpc_addr {
-        Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
-        None => None,
-    };
     let bound = Bound {
         http: main.local_addr()?,
         otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,

@@ -247,6 +247,8 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
         assert_eq!(run.stderr.contains(", or off,"), off, "{run}");
         // Not on 4317 or 4318: no guess about who holds it.
         assert!(!run.stderr.contains("OpenTelemetry Collector"), "{run}");
+        // Refused before the store: no data directory left behind.
+        assert!(!data.exists(), "{} was made", data.display());
     }
     drop(held);
     // Addresses as Go and people write them: `:PORT`, `localhost:PORT`; others are refused
