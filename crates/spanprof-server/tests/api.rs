@@ -834,3 +834,45 @@ fn svg_heading_names_the_selection_in_readable_units() {
         "a duration: {total:?}"
     );
 }
+
+/// A tracer that names its service otherwise than the profiles (or sends no profiles): the
+/// service list has it with `spans=true`, for the trace search's picker, and not without.
+#[test]
+fn services_with_spans_include_a_tracer_only_name() {
+    let server = TestServer::in_fresh_dir("span-services", |_| {});
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let body = json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "tracer-only"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "0123456789abcdef0123456789abcdef",
+            "spanId": "0123456789abcdef",
+            "name": "GET /x",
+            "startTimeUnixNano": (now - 1_000_000).to_string(),
+            "endTimeUnixNano": now.to_string(),
+        }]}],
+    }]});
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+        .ok();
+    let services = |query: &str| server.get(&format!("/api/v1/services{query}")).ok().json();
+    assert_eq!(services(""), json!({ "services": [] }));
+    assert_eq!(
+        services("?spans=true"),
+        json!({ "services": ["tracer-only"] })
+    );
+    assert_eq!(
+        services("?spans=true&from=now-1h"),
+        json!({ "services": ["tracer-only"] })
+    );
+    assert_eq!(
+        services("?spans=true&to=2000-01-01T00:00:00Z"),
+        json!({ "services": [] })
+    );
+}

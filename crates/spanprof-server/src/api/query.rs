@@ -35,7 +35,8 @@
 //! (`span_id "xyz": expected 16 hex characters (not all zero)`), 404 for an unknown trace or
 //! endpoint, 500 when the store fails.
 //!
-//! - `GET /api/v1/services?from&to` → `{"services": ["checkout", …]}`
+//! - `GET /api/v1/services?from&to&spans` → `{"services": ["checkout", …]}`: services with
+//!   profiles; with `spans=true` also those with spans (a tracer's name for a service)
 //! - `GET /api/v1/profile-types?service` → `{"profile_types": [{"id", "name", "sample_type",
 //!   "sample_unit", "period_type", "period_unit", "is_cpu"}]}`
 //! - `GET /api/v1/label-names?…` → `{"names": ["__name__", "__profile_type__", "service_name", …]}`

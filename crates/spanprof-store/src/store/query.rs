@@ -917,6 +917,24 @@ impl Store {
         Ok(())
     }
 
+    /// The services of the spans in `[from_ns, to_ns]` (ns since the epoch, inclusive), sorted:
+    /// a tracer's service name, which the profiles of the same program may not share.
+    pub fn span_services(&self, from_ns: u64, to_ns: u64) -> Result<Vec<String>, StoreError> {
+        let q = SpanQuery {
+            from_ns,
+            to_ns,
+            ..Default::default()
+        };
+        let mut services: BTreeSet<String> = BTreeSet::new();
+        self.for_each_segment_span(&q, |s| {
+            if q.matches(s) && !services.contains(&s.service) {
+                services.insert(s.service.clone());
+            }
+            ControlFlow::Continue(())
+        })?;
+        Ok(services.into_iter().collect())
+    }
+
     /// Whether trace `trace_id` may have spans in a segment outside `q`'s time range (one
     /// that [`Store::for_each_segment_span`] does not visit): a filter of the segments'
     /// trace ids, so false means certainly not.

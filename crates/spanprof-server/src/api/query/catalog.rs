@@ -9,15 +9,28 @@ use super::params::{self, QueryParams};
 use super::selection::{time_range, SelectionQuery, SERIES_PARAMS};
 use crate::AppState;
 
-/// `GET /api/v1/services?from&to`.
+/// `GET /api/v1/services?from&to&spans`: services with profiles in the range; with
+/// `spans=true`, and those with spans.
 pub async fn services(
     State(app): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
-    p.allow("/api/v1/services", &["from", "to"])?;
+    p.allow("/api/v1/services", &["from", "to", "spans"])?;
     let (from, to) = time_range(&p, params::now_ns())?;
-    let services = blocking(&app, move |store| Ok(store.services(from, to))).await?;
+    let with_spans = p.parsed("spans", params::boolean)?.unwrap_or(false);
+    let services = blocking(&app, move |store| {
+        let mut services = store.services(from, to);
+        if with_spans {
+            // A tracer may name the service otherwise than its profiles (or send no profiles).
+            let to_ns = if to <= 0 { u64::MAX } else { to as u64 - 1 };
+            services.extend(store.span_services(from.max(0) as u64, to_ns)?);
+            services.sort();
+            services.dedup();
+        }
+        Ok(services)
+    })
+    .await?;
     Ok(axum::Json(json!({ "services": services })).into_response())
 }
 

@@ -85,7 +85,7 @@ export class CompareView {
     const mode = MODES.some(([m]) => m === params.mode) ? params.mode : "slow";
     this.renderForm(mode, params);
     try {
-      await servicePicker(this.service, params.service);
+      await servicePicker(this.service, params.service, true);
     } catch (e) {
       replace(this.status, notice("error", "The services could not be listed", e.message));
       return;

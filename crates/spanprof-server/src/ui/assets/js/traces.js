@@ -20,9 +20,12 @@ export function timeRange(params) {
   return { nodes: [preset, from, to], read: () => ({ from: from.value.trim(), to: to.value.trim() }) };
 }
 
-/** A service picker filled from `/services`; resolves to the list (empty: no data yet). */
-export async function servicePicker(select, chosen) {
-  const { services } = await api.get("services");
+/**
+ * A service picker filled from `/services` (with `spans`, also the services that only sent
+ * spans, or sent them under another name); resolves to the list (empty: no data yet).
+ */
+export async function servicePicker(select, chosen, spans = false) {
+  const { services } = await api.get("services", { spans });
   replace(select, el("option", { value: "" }, "all services"),
     services.map((s) => el("option", { value: s, selected: s === chosen }, s)));
   if (chosen && !services.includes(chosen)) select.appendChild(el("option", { value: chosen, selected: true }, chosen));
@@ -78,7 +81,7 @@ export class TracesView {
     let spans;
     try {
       // Both at once: the search does not wait for the picker.
-      [services, { spans }] = await Promise.all([servicePicker(this.service, params.service),
+      [services, { spans }] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
           from: params.from, to: params.to, limit: 100 })]);
     } catch (e) {
