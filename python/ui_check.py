@@ -140,7 +140,10 @@ def run(c, args):
     c.open(args.empty_base, "#/traces")
     c.wait("the no-data notice", lambda: "No data yet" in c.text())
     assert "spanprof serve --scrape name=http://host:6060" in c.text()
-    assert ":4318" in c.text()
+    # The empty server's OTLP listeners are off: OTLP/HTTP goes to its main port.
+    empty_port = urllib.parse.urlsplit(args.empty_base).port
+    c.wait("the ports of this server", lambda: f"OTLP/HTTP on :{empty_port} (this port" in c.text())
+    assert "OTLP gRPC is off" in c.text(), c.text()
     assert "spanprof serve --demo" in c.text()
     c.shot("empty")
     c.open(args.empty_base, "#/explore")

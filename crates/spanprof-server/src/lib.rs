@@ -43,6 +43,8 @@ pub struct AppState {
     pub config: Arc<ServerConfig>,
     /// Bytes of request bodies being received and decoded, across every receiver.
     pub inflight: Arc<receivers::inflight::Inflight>,
+    /// Where the listeners are bound (what the UI tells users to send to).
+    pub bound: Bound,
 }
 
 /// Why the server could not start or stopped.
@@ -145,6 +147,11 @@ pub async fn serve(
         Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
         None => None,
     };
+    let bound = Bound {
+        http: main.local_addr()?,
+        otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
+        otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
+    };
     let store_cfg = config.store_config();
     let dir = store_cfg.dir.display().to_string();
     // Opening replays the newest segment (seconds for a store with millions of symbols).
@@ -212,6 +219,7 @@ pub async fn serve(
         metrics,
         inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
         config: Arc::clone(&config),
+        bound: bound.clone(),
     };
 
     if config.demo {
@@ -219,11 +227,6 @@ pub async fn serve(
     }
 
     let (stop_tx, stop_rx) = watch::channel(false);
-    let bound = Bound {
-        http: main.local_addr()?,
-        otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
-        otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
-    };
     tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
     if let Some(a) = bound.otlp_http {
         tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");

@@ -738,7 +738,7 @@ fn bad_parameters_are_400_naming_the_parameter() {
     assert!(r.json()["error"]
         .as_str()
         .unwrap()
-        .starts_with("no endpoint /api/v1/flamegraphs; /api/v1/ has: services"));
+        .starts_with("no endpoint /api/v1/flamegraphs; /api/v1/ has: status, services"));
 }
 
 #[test]
@@ -875,4 +875,21 @@ fn services_with_spans_include_a_tracer_only_name() {
         services("?spans=true&to=2000-01-01T00:00:00Z"),
         json!({ "services": [] })
     );
+}
+
+/// Where the listeners are bound, for the UI's "how to send data": off ones are null.
+#[test]
+fn status_says_where_the_listeners_are() {
+    let server = TestServer::in_fresh_dir("status", |c| {
+        c.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.otlp_grpc_addr = None;
+    });
+    let status = server.get("/api/v1/status").ok().json();
+    assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(status["listeners"]["http"], server.addr.to_string());
+    assert_eq!(
+        status["listeners"]["otlp_http"],
+        server.otlp_http.unwrap().to_string()
+    );
+    assert!(status["listeners"]["otlp_grpc"].is_null(), "{status}");
 }

@@ -35,6 +35,8 @@
 //! (`span_id "xyz": expected 16 hex characters (not all zero)`), 404 for an unknown trace or
 //! endpoint, 500 when the store fails.
 //!
+//! - `GET /api/v1/status` → `{"version", "listeners": {"http", "otlp_http", "otlp_grpc"}}`: the
+//!   addresses bound (`null` when off), for the UI's "how to send data"
 //! - `GET /api/v1/services?from&to&spans` → `{"services": ["checkout", …]}`: services with
 //!   profiles; with `spans=true` also those with spans (a tracer's name for a service)
 //! - `GET /api/v1/profile-types?service` → `{"profile_types": [{"id", "name", "sample_type",
@@ -116,12 +118,13 @@ pub use spans::{verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, PARTLY_PROFILED, SAMP
 use crate::AppState;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
-const ENDPOINTS: &str = "services, profile-types, label-names, label-values, series, \
+const ENDPOINTS: &str = "status, services, profile-types, label-names, label-values, series, \
      flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
+        .route("/api/v1/status", get(catalog::status))
         .route("/api/v1/services", get(catalog::services))
         .route("/api/v1/profile-types", get(catalog::profile_types))
         .route("/api/v1/label-names", get(catalog::label_names))

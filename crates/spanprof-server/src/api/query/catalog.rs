@@ -9,6 +9,24 @@ use super::params::{self, QueryParams};
 use super::selection::{time_range, SelectionQuery, SERIES_PARAMS};
 use crate::AppState;
 
+/// `GET /api/v1/status`: the version and where the listeners are bound.
+pub async fn status(
+    State(app): State<AppState>,
+    RawQuery(raw): RawQuery,
+) -> Result<Response, ApiError> {
+    QueryParams::parse(raw.as_deref())?.allow("/api/v1/status", &[])?;
+    let b = &app.bound;
+    Ok(axum::Json(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "listeners": {
+            "http": b.http.to_string(),
+            "otlp_http": b.otlp_http.map(|a| a.to_string()),
+            "otlp_grpc": b.otlp_grpc.map(|a| a.to_string()),
+        },
+    }))
+    .into_response())
+}
+
 /// `GET /api/v1/services?from&to&spans`: services with profiles in the range; with
 /// `spans=true`, and those with spans.
 pub async fn services(

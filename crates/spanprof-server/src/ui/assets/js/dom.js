@@ -2,6 +2,8 @@
 // labels, span names) comes from profiled programs and is untrusted, so it only ever becomes
 // a text node or a property, never markup.
 
+import * as api from "./api.js";
+
 /** `el("a", {href: "#", class: "x", onclick: f}, "text", child)` */
 export function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
@@ -57,13 +59,26 @@ export function notice(kind, title, ...body) {
     el("strong", {}, title), ...body.map((b) => (b instanceof Node ? b : el("p", {}, b))));
 }
 
-/** How to get data in, for the empty states. */
+/** How to get data in, for the empty states, with the ports this server listens on. */
 export function howToSend() {
+  const otlp = el("p", {}, "or point an OpenTelemetry exporter (profiles and traces) at this " +
+    "server's OTLP endpoints, or a Pyroscope SDK at its /ingest.");
+  api.get("status").then((s) => replace(otlp, otlpAdvice(s.listeners))).catch(() => {});
   return el("div", { class: "howto" },
     el("p", {}, "Send some: scrape a Go service's pprof endpoints,"),
     el("pre", {}, "spanprof serve --scrape name=http://host:6060"),
-    el("p", {}, "or point an OpenTelemetry exporter (profiles and traces) at OTLP/HTTP on :4318 " +
-      "(gRPC on :4317), or a Pyroscope SDK at this server's /ingest."),
+    otlp,
     el("p", {}, "Or look around first with a recorded Go service:"),
     el("pre", {}, "spanprof serve --demo"));
+}
+
+/** Where OTLP goes on this server: its OTLP/HTTP port (else the main one) and gRPC port. */
+function otlpAdvice(listeners) {
+  const port = (addr) => `:${addr.slice(addr.lastIndexOf(":") + 1)}`;
+  const http = listeners.otlp_http
+    ? `OTLP/HTTP on ${port(listeners.otlp_http)}`
+    : `OTLP/HTTP on ${port(listeners.http)} (this port: /v1development/profiles, /v1/traces)`;
+  const grpc = listeners.otlp_grpc ? `gRPC on ${port(listeners.otlp_grpc)}` : "OTLP gRPC is off";
+  return `or point an OpenTelemetry exporter (profiles and traces) at ${http} (${grpc}), ` +
+    "or a Pyroscope SDK at this server's /ingest.";
 }

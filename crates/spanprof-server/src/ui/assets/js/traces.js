@@ -90,8 +90,8 @@ export class TracesView {
     }
     if (!spans.length) {
       replace(this.results, services.length
-        ? notice("empty", "No span matches", "Remove a filter or widen the time range. Spans arrive over " +
-          "OTLP traces (:4318 /v1/traces, or gRPC on :4317).")
+        ? notice("empty", "No span matches", "Remove a filter or widen the time range (a span name " +
+          "matches whole: GET /cpu-heavy, not cpu-heavy). Spans arrive over OTLP traces.")
         : notice("empty", "No data yet", howToSend()));
       return;
     }
