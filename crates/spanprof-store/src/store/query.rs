@@ -241,11 +241,14 @@ impl State {
                 .map(|k| k.profile_type.clone())
                 .collect()
         };
-        let mut available: BTreeSet<ProfileTypeId> = blocks
-            .iter()
-            .filter(|_| by_spans)
-            .map(|(index, b)| type_of(index, *b).clone())
-            .collect();
+        let mut available: BTreeSet<ProfileTypeId> = if by_spans {
+            blocks
+                .iter()
+                .map(|(index, b)| type_of(index, *b).clone())
+                .collect()
+        } else {
+            BTreeSet::new()
+        };
         if available.is_empty() {
             available = of_series(&service_ok);
         }

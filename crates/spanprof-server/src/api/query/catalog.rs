@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
-use super::selection::{time_range, SelectionQuery, SERIES_PARAMS};
+use super::selection::{span_range, time_range, SelectionQuery, SERIES_PARAMS};
 use crate::AppState;
 
 /// `GET /api/v1/status`: the version and where the listeners are bound.
@@ -41,8 +41,8 @@ pub async fn services(
         let mut services = store.services(from, to);
         if with_spans {
             // A tracer may name the service otherwise than its profiles (or send no profiles).
-            let to_ns = if to <= 0 { u64::MAX } else { to as u64 - 1 };
-            services.extend(store.span_services(from.max(0) as u64, to_ns)?);
+            let (from_ns, to_ns) = span_range((from, to));
+            services.extend(store.span_services(from_ns, to_ns)?);
             services.sort();
             services.dedup();
         }

@@ -39,6 +39,13 @@ pub struct SelectionQuery {
     service_param: Option<(String, String)>,
 }
 
+/// [`time_range`]'s `(from, to)` as a span query takes them: both inclusive, `to` open as
+/// `u64::MAX` (`to` is exclusive in the profile endpoints).
+pub fn span_range((from, to): (i64, i64)) -> (u64, u64) {
+    let to = if to <= 0 { u64::MAX } else { to as u64 - 1 };
+    (from.max(0) as u64, to)
+}
+
 /// `from` and `to` in ns since the Unix epoch (0 = open), checked to be in order.
 pub fn time_range(p: &QueryParams, now_ns: i64) -> Result<(i64, i64), ApiError> {
     let from = p.parsed("from", params::time(now_ns))?.unwrap_or(0);

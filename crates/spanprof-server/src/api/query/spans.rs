@@ -11,7 +11,7 @@ use spanprof_store::store::{Coverage, Store};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
-use super::selection::{check_profile_type, time_range};
+use super::selection::{check_profile_type, span_range, time_range};
 use crate::AppState;
 
 /// Spans a search returns when `limit` is not given.
@@ -135,7 +135,7 @@ pub async fn search(
             "type",
         ],
     )?;
-    let (from, to) = time_range(&p, params::now_ns())?;
+    let (from_ns, to_ns) = span_range(time_range(&p, params::now_ns())?);
     let name = match (p.one("name")?, p.one("span_name")?) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
@@ -149,9 +149,8 @@ pub async fn search(
         name,
         min_duration_ns: p.parsed("min_duration", params::duration)?,
         max_duration_ns: p.parsed("max_duration", params::duration)?,
-        from_ns: from.max(0) as u64,
-        // `to` is exclusive here, inclusive in a span query.
-        to_ns: if to <= 0 { u64::MAX } else { to as u64 - 1 },
+        from_ns,
+        to_ns,
         limit: p
             .parsed("limit", params::count(1, MAX_LIMIT))?
             .unwrap_or(DEFAULT_LIMIT),
