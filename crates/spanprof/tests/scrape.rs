@@ -236,3 +236,81 @@ fn authenticated_targets_are_scraped_with_their_credentials() {
         );
     }
 }
+
+/// Go's heap profile counts allocations since the program started. Scraped every second,
+/// each scrape is stored as what was allocated since the one before, so the stored
+/// `alloc_space` of a function over a range is what it allocated in that range, however
+/// many scrapes the range holds (stored whole, every scrape added all earlier allocations
+/// again: five scrapes counted them five times).
+#[test]
+fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
+    let app = GoApp::start(&[]);
+    let dir = process_dir("scrape-cumulative");
+    let target = format!("svc=http://{}", app.addr());
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--scrape-profiles",
+            "heap",
+            "--scrape-interval",
+            "1s",
+            "--scrape",
+            &target,
+        ],
+    );
+    let scrapes = || server.heap_scrape_metric("spanprof_scrapes_total", "svc");
+    let wait_scrapes = |n: f64| {
+        poll("heap scrapes", Duration::from_secs(60), || {
+            match scrapes() {
+                s if s >= n => Ok(()),
+                s => Err(format!("{s} scrapes")),
+            }
+        })
+    };
+    // The first scrape is the baseline, taken before the allocations.
+    wait_scrapes(1.0);
+
+    let mut allocated = 0u64;
+    for _ in 0..2 {
+        let answer = String::from_utf8(app.get("/alloc?n=20000").body).unwrap();
+        allocated += answer
+            .trim()
+            .strip_prefix("allocated ")
+            .and_then(|s| s.strip_suffix(" bytes"))
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("/alloc answered {answer:?}"));
+    }
+    // The heap profile shows allocations once garbage collections have run after them.
+    app.get("/debug/pprof/heap?gc=1");
+    app.get("/debug/pprof/heap?gc=1");
+    let after = scrapes();
+    wait_scrapes(after + 5.0);
+
+    let top = support::http::get(
+        &server.addr,
+        "/api/v1/top?service=svc&type=memory:alloc_space:bytes:space:bytes&from=now-1h\
+         &order=total&limit=1000",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let top: serde_json::Value = serde_json::from_slice(&top.body)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&top.body)));
+    let stored = top["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "main.allocWork")
+        .and_then(|f| f["total"].as_f64())
+        .unwrap_or_else(|| panic!("no main.allocWork in {top:#}"));
+    drop(server);
+    drop(app);
+    // The heap profile samples one allocation per 512 KiB on average and scales it up: an
+    // estimate within a few percent for 120 MB.
+    let ratio = stored / allocated as f64;
+    assert!(
+        (0.7..1.3).contains(&ratio),
+        "stored alloc_space of main.allocWork {stored} for {allocated} bytes allocated \
+         (ratio {ratio:.2})"
+    );
+}

@@ -6,6 +6,7 @@
 
 mod codec;
 pub(crate) mod decode;
+pub mod delta;
 
 pub use codec::{decode, decode_into, encode, encode_gzip};
 

@@ -1,7 +1,9 @@
 //! Pull: `/debug/pprof/*` from each target. CPU windows are taken back to back — the next
 //! `?seconds=N` request starts as the previous one ends — so no span falls between two
-//! windows. Every profile kind of every target runs in its own task: a dead or slow target
-//! slows nothing else. Failures are counted, and logged with the target: the first of a run
+//! windows. Heap, allocs, mutex and block profiles count since the program started: each is
+//! stored as what happened since the one before ([`Cumulative`]), the first kept only to
+//! subtract from the next. Every profile kind of every target runs in its own task: a dead or
+//! slow target slows nothing else. Failures are counted, and logged with the target: the first of a run
 //! of failures, and again when the error changes; a target that answers again says so.
 
 use std::path::Path;
@@ -13,6 +15,7 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use spanprof_format::otlp::{string_kv, Resource};
+use spanprof_format::pprof::delta::{Cumulative, Delta};
 use spanprof_format::{pprof, Batch};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -96,6 +99,9 @@ async fn scrape_loop(
     let headers = request_headers(&target);
     let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
     let mut failures = 0u32;
+    // Heap, allocs, mutex and block count since the program started: each profile is
+    // stored as what happened since the one before.
+    let mut cumulative = Cumulative::new();
     // The error last logged for this run of failures.
     let mut logged: Option<String> = None;
     while !*stop.borrow() {
@@ -116,7 +122,7 @@ async fn scrape_loop(
             started.elapsed().as_secs_f64(),
         );
         let outcome = match fetched {
-            Ok(body) => ingest(&app, &target, name, &body).await,
+            Ok(body) => ingest(&app, &target, name, &body, &mut cumulative).await,
             Err(e) => Err(e),
         };
         app.metrics.set(
@@ -283,14 +289,30 @@ async fn ingest(
     target: &ScrapeTarget,
     name: &str,
     body: &[u8],
+    cumulative: &mut Cumulative,
 ) -> Result<(), String> {
-    let profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
+    let mut profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
         .map_err(|e| format!("not a pprof profile: {e}"))?;
     app.config
         .limits
         .profile
         .check_pprof(&profile)
         .map_err(|e| e.to_string())?;
+    let delta = cumulative.apply(&mut profile);
+    match delta {
+        Delta::NotCumulative => {}
+        Delta::Baseline => {
+            tracing::debug!(service = %target.service, profile = name, samples = profile.sample.len(), "first profile of counts since the program started: kept to subtract from the next (only its snapshot values are stored)");
+        }
+        Delta::Since { restarted, .. } if restarted > 0 => {
+            tracing::info!(service = %target.service, profile = name, restarted, "counts went down since the last scrape (the program restarted?): those samples are stored whole");
+        }
+        Delta::Since { .. } => {}
+    }
+    if delta != Delta::NotCumulative && profile.sample.is_empty() {
+        // Nothing happened since the last scrape (or this is the first).
+        return Ok(());
+    }
     let mut attributes = vec![
         string_kv("service.name", &target.service),
         string_kv(spanprof_store::store::PROFILE_NAME_ATTRIBUTE, name),
