@@ -314,3 +314,66 @@ fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
          (ratio {ratio:.2})"
     );
 }
+
+/// A target whose CPU endpoint answers at once (it ignores `seconds`, as a static file, a
+/// cache or a non-Go pprof server does) is asked once per window, not again and again.
+#[test]
+fn a_cpu_endpoint_that_answers_at_once_is_asked_once_a_window() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    // Serves a Go CPU profile at once, whatever is asked.
+    let profile =
+        std::fs::read(support::workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            assert!(
+                head.starts_with(b"GET /debug/pprof/profile?seconds=1 "),
+                "{}",
+                String::from_utf8_lossy(&head)
+            );
+            counter.fetch_add(1, Ordering::SeqCst);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                profile.len()
+            );
+            let _ = stream.write_all(&profile);
+        }
+    });
+    let dir = process_dir("scrape-early-cpu");
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--scrape-profiles",
+            "cpu",
+            "--scrape-interval",
+            "1s",
+            "--scrape",
+            &format!("early={url}"),
+        ],
+    );
+    let started = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(3500));
+    let asked = asked.load(Ordering::SeqCst);
+    let ok = server.metric("spanprof_scrapes_total{target=\"early\",profile=\"cpu\"}");
+    let elapsed = started.elapsed();
+    drop(server);
+    assert!(ok >= 2.0, "{ok} scrapes succeeded");
+    assert!(
+        (2..=5).contains(&asked),
+        "asked {asked} times in {elapsed:?} with 1 s windows"
+    );
+}

@@ -153,10 +153,11 @@ async fn scrape_loop(
                 }
             }
         }
-        // CPU windows follow each other at once; other kinds wait an interval; failing
-        // targets are retried with backoff.
+        // CPU windows follow each other at once (a target that answers before its window
+        // is over, ignoring `seconds`, waits out the rest: else it would be asked again and
+        // again); other kinds wait an interval; failing targets are retried with backoff.
         let wait = match failures {
-            0 if kind == "cpu" => Duration::ZERO,
+            0 if kind == "cpu" => Duration::from_secs(seconds).saturating_sub(started.elapsed()),
             0 => target.interval,
             n => retry_delay(n, target.interval),
         };
