@@ -566,6 +566,26 @@ fn label_names_values_and_series_in_both_encodings() {
         json!({"matchers": ["{service_name=\"nope\"}"]}),
     );
     assert_eq!(v, json!({}));
+    // Grafana's label pickers ask by profile type: `__profile_type__` and `__name__` are
+    // matched as the labels they are listed as.
+    let by_type = format!("{{__profile_type__=\"{CPU_TYPE}\", service_name=\"{SERVICE}\"}}");
+    let v = json_call("LabelNames", json!({"matchers": [by_type]}));
+    assert_eq!(v["names"], json!(names.names), "{by_type}");
+    let v = json_call(
+        "LabelValues",
+        json!({"name": "service_name", "matchers": ["{__name__=\"process_cpu\"}"]}),
+    );
+    assert_eq!(v["names"], json!([SERVICE]));
+    for other in [
+        "{__profile_type__=\"memory:alloc_space:bytes:space:bytes\"}",
+        "{__name__!=\"process_cpu\"}",
+    ] {
+        assert_eq!(
+            json_call("LabelNames", json!({"matchers": [other]})),
+            json!({}),
+            "{other}"
+        );
+    }
 
     let values: NamesResponse = proto(
         "LabelValues",
@@ -837,6 +857,17 @@ fn select_merge_stacktraces_flame_graphs() {
                "start": start, "end": end.to_string(), "format": 1}),
     );
     assert_eq!(flame_from_json(&v["flamegraph"]), fg);
+    // The type named in the selector too, as Grafana's queries do.
+    let r: FlameGraphResponse = proto(
+        "SelectMergeStacktraces",
+        &SelectMergeStacktracesRequest {
+            label_selector: format!(
+                "{{__profile_type__=\"{CPU_TYPE}\",service_name=\"{SERVICE}\"}}"
+            ),
+            ..request.clone()
+        },
+    );
+    assert_eq!(r.flamegraph.unwrap().total, data.cpu_total_ns);
 
     // span_selector here is an exact match (the root alone, not its children).
     let root = slow_root(data);

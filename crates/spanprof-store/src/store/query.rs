@@ -123,6 +123,17 @@ fn covered(start: u64, end: u64, windows: impl Iterator<Item = (i64, i64)>) -> u
     total
 }
 
+/// Whether series `k` passes every matcher, its profile type counting as the labels
+/// `__profile_type__` (the id) and `__name__` (its name), as [`Store::series`] lists them:
+/// Grafana's label pickers ask with `{__profile_type__="…"}`.
+fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
+    matchers.iter().all(|m| match m.name.as_str() {
+        "__profile_type__" => m.matches(Some(&k.profile_type.to_string())),
+        "__name__" => m.matches(Some(&k.profile_type.name)),
+        _ => matches_all(std::slice::from_ref(m), &k.labels),
+    })
+}
+
 fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
     let end = time_ns.saturating_add(duration_ns.max(0));
     (to_ns == 0 || time_ns < to_ns) && end >= from_ns
@@ -172,7 +183,7 @@ impl State {
             .series
             .iter()
             .enumerate()
-            .filter(|(_, k)| (by_spans || service_ok(k)) && matches_all(&matchers, &k.labels))
+            .filter(|(_, k)| (by_spans || service_ok(k)) && series_matches(&matchers, k))
             .map(|(i, _)| i as u32)
             .collect();
         let trace = match sel.trace_id {
@@ -778,7 +789,7 @@ impl Store {
                         .profile_type
                         .as_deref()
                         .is_none_or(|t| k.profile_type.matches(t))
-                    && matches_all(&matchers, &k.labels)
+                    && series_matches(&matchers, k)
             })
             .map(|(_, k)| {
                 let mut labels = k.labels.clone();
