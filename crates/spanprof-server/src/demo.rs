@@ -20,7 +20,8 @@ use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 /// The service the recording comes from (the spans' `service.name` too).
 pub const SERVICE: &str = "goapp";
 
-/// The recorded profiles: (profile name, gzip pprof as `/debug/pprof` served it).
+/// The recorded profiles: (profile kind, gzip pprof as `/debug/pprof` served it). They are
+/// named as the scraper names its profiles of that kind.
 const PROFILES: &[(&str, &[u8])] = &[
     ("cpu", include_bytes!("../demo/goapp/cpu-1.pb.gz")),
     ("cpu", include_bytes!("../demo/goapp/cpu-2.pb.gz")),
@@ -96,7 +97,10 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         let resource = Resource {
             attributes: vec![
                 string_kv("service.name", SERVICE),
-                string_kv(PROFILE_NAME_ATTRIBUTE, name),
+                string_kv(
+                    PROFILE_NAME_ATTRIBUTE,
+                    crate::receivers::scrape::profile_name(name).unwrap_or(name),
+                ),
             ],
             ..Default::default()
         };
@@ -144,5 +148,21 @@ mod tests {
             .map(|d| d.link_table.len().saturating_sub(1))
             .sum();
         assert!(links > 20, "{links} links");
+        // Named as scraped profiles are (Grafana's datasource asks for process_cpu).
+        let names: Vec<&str> = demo
+            .profiles
+            .iter()
+            .flat_map(|d| &d.resource_profiles)
+            .flat_map(|r| &r.resource.as_ref().unwrap().attributes)
+            .filter(|kv| kv.key == PROFILE_NAME_ATTRIBUTE)
+            .filter_map(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                spanprof_format::otlp::any_value::Value::StringValue(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            names,
+            ["process_cpu", "process_cpu", "process_cpu", "memory"]
+        );
     }
 }

@@ -69,16 +69,23 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
 
 /// The path of a profile kind, and the Pyroscope name its profiles get.
 fn endpoint(kind: &str, seconds: u64) -> Option<(String, &'static str)> {
+    let path = match kind {
+        "cpu" => format!("/debug/pprof/profile?seconds={seconds}"),
+        "heap" | "allocs" | "goroutine" | "mutex" | "block" => format!("/debug/pprof/{kind}"),
+        _ => return None,
+    };
+    Some((path, profile_name(kind)?))
+}
+
+/// The Pyroscope name (`__name__`) of a Go profile kind's profiles (`cpu` → `process_cpu`,
+/// as Alloy's Go scrape config names them).
+pub(crate) fn profile_name(kind: &str) -> Option<&'static str> {
     Some(match kind {
-        "cpu" => (
-            format!("/debug/pprof/profile?seconds={seconds}"),
-            "process_cpu",
-        ),
-        "heap" => ("/debug/pprof/heap".into(), "memory"),
-        "allocs" => ("/debug/pprof/allocs".into(), "memory"),
-        "goroutine" => ("/debug/pprof/goroutine".into(), "goroutines"),
-        "mutex" => ("/debug/pprof/mutex".into(), "mutex"),
-        "block" => ("/debug/pprof/block".into(), "block"),
+        "cpu" => "process_cpu",
+        "heap" | "allocs" => "memory",
+        "goroutine" => "goroutines",
+        "mutex" => "mutex",
+        "block" => "block",
         _ => return None,
     })
 }
