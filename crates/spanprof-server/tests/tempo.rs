@@ -562,11 +562,76 @@ fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
         "minDuration=2s&maxDuration=1s",
         "tags=a%3D%22open",
         "start=yesterday",
-        "q=%7B.x%3D1%7D",
+        "q=%7B.x%3D1%7D%20%7C%7C%20%7B%7D",
+        "tags=name%3Dx&q=%7Bname%3D%22y%22%7D",
     ] {
         let r = f.server.get(&format!("/api/search?{bad}"));
         assert_eq!(r.status, 400, "{bad}: {}", String::from_utf8_lossy(&r.body));
     }
+}
+
+/// Grafana's trace search writes TraceQL: one spanset of conditions joined by `&&`.
+#[test]
+fn tempo_search_by_traceql_as_grafana_writes_it() {
+    let f = fixture();
+    let all = f.traces_recent_first();
+    let ids = |q: &str| search_ids(&get_json(&format!("/api/search?q={}&limit=1000", enc(q))));
+    let everything: Vec<String> = all.iter().map(|t| to_hex(&t.0)).collect();
+    assert_eq!(ids("{}"), everything);
+    assert_eq!(ids(r#"{resource.service.name="goapp"}"#), everything);
+    assert_eq!(
+        ids(r#"{resource.service.name="nope"}"#),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ids(r#"{name = "SELECT orders" && .service.name="goapp"}"#),
+        [to_hex(&f.heavy_trace())]
+    );
+    assert_eq!(ids(r#"{span.http.method="GET"}"#), everything);
+    assert_eq!(ids(r#"{.http.method="POST"}"#), Vec::<String>::new());
+
+    // duration is the span's; traceDuration the trace's (first start to last end).
+    let mut span_durations: Vec<u64> = f.spans.iter().map(|s| s.end_ns - s.start_ns).collect();
+    span_durations.sort_unstable();
+    let median = span_durations[span_durations.len() / 2];
+    let with_span = |keep: &dyn Fn(u64) -> bool| -> Vec<String> {
+        all.iter()
+            .filter(|t| {
+                f.spans
+                    .iter()
+                    .any(|s| s.trace_id == t.0 && keep(s.end_ns - s.start_ns))
+            })
+            .map(|t| to_hex(&t.0))
+            .collect()
+    };
+    let long = with_span(&|d| d > median);
+    assert!(!long.is_empty() && long.len() < all.len(), "{long:?}");
+    assert_eq!(ids(&format!("{{duration > {median}ns}}")), long);
+    assert_eq!(
+        ids(&format!("{{span:duration<={median}ns}}")),
+        with_span(&|d| d <= median)
+    );
+    let mut trace_durations: Vec<u64> = all.iter().map(|t| t.2).collect();
+    trace_durations.sort_unstable();
+    let median = trace_durations[trace_durations.len() / 2];
+    let want: Vec<String> = all
+        .iter()
+        .filter(|t| t.2 >= median)
+        .map(|t| to_hex(&t.0))
+        .collect();
+    assert_eq!(ids(&format!("{{traceDuration>={median}ns}}")), want);
+
+    // What is not supported says so.
+    let r = f.server.get(&format!(
+        "/api/search?q={}",
+        enc(r#"{name="a"} || {name="b"}"#)
+    ));
+    assert_eq!(r.status, 400);
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(
+        body.contains("only one spanset of conditions joined by &&"),
+        "{body}"
+    );
 }
 
 #[test]

@@ -39,7 +39,9 @@
 //!   (a `span.` prefix is dropped); values compare exactly. Without `tags`, other parameters
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
-//!   seconds. A TraceQL `q` other than `{}` is a 400 (not supported).
+//!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
+//!   conditions, see [`traceql`]): its conditions are tags, `duration` bounds the matching
+//!   spans and `traceDuration` the trace; other TraceQL is a 400 naming the part.
 //! - `GET /api/search/tags?scope=` → `{"tagNames": […], "metrics": {}}`;
 //!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
 //!   "tags": […]}], "metrics": {}}`.
@@ -71,6 +73,8 @@ use spanprof_format::trace::{
 use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
+
+mod traceql;
 
 use super::query::ApiError;
 use crate::AppState;
@@ -341,6 +345,9 @@ struct SpanFilter {
     name: Option<String>,
     status: Option<i32>,
     attributes: Vec<(String, String)>,
+    /// The span's duration bounds in ns (inclusive; TraceQL's `duration`).
+    min_ns: Option<u64>,
+    max_ns: Option<u64>,
     /// The tags as given, echoed on matched spans.
     shown: Vec<(String, String)>,
 }
@@ -401,26 +408,37 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
             }
         }
     }
-    if let Some(q) = get("q") {
-        if q.trim() != "{}" {
-            return Err(ApiError::bad_param(
-                "q",
-                q,
-                "TraceQL queries are not supported; search with tags=, minDuration=, maxDuration=",
-            ));
+    let traceql = match get("q") {
+        Some(q) => traceql::parse(q).map_err(|e| ApiError::bad_param("q", q, e))?,
+        None => traceql::Query::default(),
+    };
+    for (k, v) in traceql.tags {
+        if tags.iter().any(|(seen, _)| *seen == k) {
+            return Err(ApiError::bad_request(format!(
+                "{k} is given both in tags and in q"
+            )));
         }
+        tags.push((k, v));
     }
-    let filter = span_filter(tags)?;
+    let mut filter = span_filter(tags)?;
+    (filter.min_ns, filter.max_ns) = (traceql.span_min_ns, traceql.span_max_ns);
     let duration = |name: &str| -> Result<Option<u64>, ApiError> {
         get(name)
             .map(|v| parse_duration(v).map_err(|e| ApiError::bad_param(name, v, e)))
             .transpose()
     };
-    let (min_ns, max_ns) = (duration("minDuration")?, duration("maxDuration")?);
+    // minDuration and maxDuration bound the trace, as q's traceDuration does: the tighter.
+    let tighter = |a: Option<u64>, b: Option<u64>, pick: fn(u64, u64) -> u64| match (a, b) {
+        (Some(a), Some(b)) => Some(pick(a, b)),
+        (a, b) => a.or(b),
+    };
+    let min_ns = tighter(duration("minDuration")?, traceql.trace_min_ns, u64::max);
+    let max_ns = tighter(duration("maxDuration")?, traceql.trace_max_ns, u64::min);
     if let (Some(min), Some(max)) = (min_ns, max_ns) {
         if min > max {
             return Err(ApiError::bad_request(
-                "maxDuration: must be greater than minDuration",
+                "the trace's longest duration (maxDuration, or traceDuration in q) must not be \
+                 below its shortest (minDuration, or traceDuration)",
             ));
         }
     }
@@ -600,6 +618,8 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         from_ns: req.from_ns,
         to_ns: req.to_ns,
         attributes: req.filter.attributes.clone(),
+        min_duration_ns: req.filter.min_ns,
+        max_duration_ns: req.filter.max_ns,
         ..Default::default()
     };
     let wanted =

@@ -1,0 +1,267 @@
+//! The part of TraceQL that Grafana's trace search writes: one spanset of conditions joined
+//! by `&&`, such as `{resource.service.name="api" && name="GET /x" && duration>100ms}`.
+//!
+//! - `field = value` on the service (`resource.service.name`, `.service.name`), the span
+//!   name (`name`, `span:name`), the status (`status`, `span:status`: `error`, `ok`,
+//!   `unset`) and any span attribute (`span.key`, `.key`); values are quoted strings, or bare
+//!   numbers, booleans and keywords, compared as text;
+//! - `duration` (`span:duration`) and `traceDuration` (`trace:duration`) compared with `>`,
+//!   `>=`, `<`, `<=` to a Go duration (`100ms`, `1.5s`).
+//!
+//! Anything else (`||`, `!=`, regular expressions, pipelines, several spansets) is refused
+//! with a message naming the part, rather than answered wrongly.
+
+use spanprof_store::time::parse_duration;
+
+/// A parsed query: tags as the `tags` parameter gives them, and duration bounds in ns
+/// (inclusive).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(super) struct Query {
+    pub tags: Vec<(String, String)>,
+    pub span_min_ns: Option<u64>,
+    pub span_max_ns: Option<u64>,
+    pub trace_min_ns: Option<u64>,
+    pub trace_max_ns: Option<u64>,
+}
+
+const SHAPE: &str = "only one spanset of conditions joined by && is supported, such as \
+                     {resource.service.name=\"api\" && name=\"GET /x\" && duration>100ms}";
+
+/// Parses `q`; the error says which part is not supported.
+pub(super) fn parse(q: &str) -> Result<Query, String> {
+    let inner = q
+        .trim()
+        .strip_prefix('{')
+        .and_then(|s| s.strip_suffix('}'))
+        .ok_or_else(|| SHAPE.to_owned())?;
+    let mut query = Query::default();
+    for condition in split_and(inner)? {
+        let condition = condition.trim();
+        if condition.is_empty() {
+            if inner.trim().is_empty() {
+                break;
+            }
+            return Err(format!("an empty condition between &&: {SHAPE}"));
+        }
+        let (field, op, value) = split_condition(condition)?;
+        match field {
+            "duration" | "span:duration" | "traceDuration" | "trace:duration" => {
+                let ns = parse_duration(&value).map_err(|e| format!("{condition}: {e}"))?;
+                let trace = field.starts_with("trace");
+                match op {
+                    ">" | ">=" => {
+                        let at = if op == ">" { ns.saturating_add(1) } else { ns };
+                        let min = if trace {
+                            &mut query.trace_min_ns
+                        } else {
+                            &mut query.span_min_ns
+                        };
+                        // Two bounds on one side: the tighter.
+                        *min = Some(min.map_or(at, |b| b.max(at)));
+                    }
+                    "<" | "<=" => {
+                        let at = match (op, ns) {
+                            ("<=", _) => ns,
+                            (_, 0) => return Err(format!("{condition}: no duration is below 0")),
+                            _ => ns - 1,
+                        };
+                        let max = if trace {
+                            &mut query.trace_max_ns
+                        } else {
+                            &mut query.span_max_ns
+                        };
+                        *max = Some(max.map_or(at, |b| b.min(at)));
+                    }
+                    _ => {
+                        return Err(format!(
+                            "{condition}: durations are compared with >, >=, < or <="
+                        ))
+                    }
+                }
+            }
+            _ => {
+                if op != "=" {
+                    return Err(format!(
+                        "{condition}: only = is supported on {field} (not {op})"
+                    ));
+                }
+                let key = match field {
+                    "span:name" => "name",
+                    "span:status" => "status",
+                    "kind"
+                    | "span:kind"
+                    | "statusMessage"
+                    | "span:statusMessage"
+                    | "rootName"
+                    | "rootServiceName"
+                    | "trace:rootName"
+                    | "trace:rootService"
+                    | "trace:id"
+                    | "span:id"
+                    | "event:name"
+                    | "link:traceID"
+                    | "link:spanID"
+                    | "instrumentation:name" => {
+                        return Err(format!("{condition}: {field} is not supported"))
+                    }
+                    f => f,
+                };
+                if query.tags.iter().any(|(k, _)| k == key) {
+                    return Err(format!("{field} is compared twice"));
+                }
+                query.tags.push((key.to_owned(), value));
+            }
+        }
+    }
+    Ok(query)
+}
+
+/// Splits at each `&&` outside quotes; refuses `||`, `|`, and spanset operators.
+fn split_and(s: &str) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted, mut escaped) = (0, false, false);
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if quoted {
+            match c {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => quoted = false,
+                _ => {}
+            }
+        } else {
+            match c {
+                b'"' => quoted = true,
+                b'&' if bytes.get(i + 1) == Some(&b'&') => {
+                    parts.push(&s[start..i]);
+                    i += 2;
+                    start = i;
+                    continue;
+                }
+                b'|' | b'{' | b'}' | b'(' | b')' | b'&' => {
+                    return Err(format!("{:?} is not supported: {SHAPE}", c as char))
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    if quoted {
+        return Err("a quoted value is not closed".to_owned());
+    }
+    parts.push(&s[start..]);
+    Ok(parts)
+}
+
+/// `field op value`, the value unquoted.
+fn split_condition(c: &str) -> Result<(&str, &str, String), String> {
+    let at = c
+        .find(['=', '!', '>', '<', '~'])
+        .ok_or_else(|| format!("{c}: expected field, operator and value, such as name=\"x\""))?;
+    let field = c[..at].trim();
+    let rest = &c[at..];
+    let op_len = rest.bytes().take_while(|b| b"=!<>~".contains(b)).count();
+    let op = &rest[..op_len];
+    if !["=", "!=", "=~", "!~", ">", ">=", "<", "<="].contains(&op) {
+        return Err(format!("{c}: unknown operator {op}"));
+    }
+    if field.is_empty() || field.contains(char::is_whitespace) {
+        return Err(format!("{c}: expected a field before {op}"));
+    }
+    let raw = rest[op_len..].trim();
+    let value = match raw.strip_prefix('"') {
+        Some(quoted) => {
+            let body = quoted
+                .strip_suffix('"')
+                .ok_or_else(|| format!("{c}: text after the quoted value"))?;
+            let mut out = String::new();
+            let mut chars = body.chars();
+            while let Some(ch) = chars.next() {
+                match ch {
+                    '\\' => match chars.next() {
+                        Some('n') => out.push('\n'),
+                        Some('t') => out.push('\t'),
+                        Some(other) => out.push(other),
+                        None => return Err(format!("{c}: a lone \\ ends the value")),
+                    },
+                    '"' => return Err(format!("{c}: text after the quoted value")),
+                    ch => out.push(ch),
+                }
+            }
+            out
+        }
+        None if raw.is_empty() || raw.contains(char::is_whitespace) => {
+            return Err(format!("{c}: expected one value after {op}"))
+        }
+        None => raw.to_owned(),
+    };
+    Ok((field, op, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse, Query};
+
+    fn tags(q: &Query) -> Vec<(&str, &str)> {
+        q.tags
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn grafanas_search_queries_parse() {
+        assert_eq!(parse("{}").unwrap(), Query::default());
+        assert_eq!(parse(" { } ").unwrap(), Query::default());
+        let q = parse(
+            r#"{resource.service.name="goapp" && name="GET /cpu-heavy" && span.http.route = "/x \"y\"" && status=error && duration>100ms && duration<=2s}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            tags(&q),
+            [
+                ("resource.service.name", "goapp"),
+                ("name", "GET /cpu-heavy"),
+                ("span.http.route", "/x \"y\""),
+                ("status", "error"),
+            ]
+        );
+        assert_eq!(q.span_min_ns, Some(100_000_001));
+        assert_eq!(q.span_max_ns, Some(2_000_000_000));
+        assert_eq!((q.trace_min_ns, q.trace_max_ns), (None, None));
+
+        let q = parse(r#"{span:name="a&&b" && traceDuration >= 1s && .pid = 42}"#).unwrap();
+        assert_eq!(tags(&q), [("name", "a&&b"), (".pid", "42")]);
+        assert_eq!(q.trace_min_ns, Some(1_000_000_000));
+        // The tighter of two bounds.
+        let q =
+            parse("{duration > 1s && duration >= 2s && duration < 5s && duration <= 9s}").unwrap();
+        assert_eq!(q.span_min_ns, Some(2_000_000_000));
+        assert_eq!(q.span_max_ns, Some(4_999_999_999));
+    }
+
+    #[test]
+    fn the_rest_of_traceql_is_refused_naming_the_part() {
+        for (q, says) in [
+            (r#"{name="a"} || {name="b"}"#, "only one spanset"),
+            (r#"{name="a" || name="b"}"#, "'|' is not supported"),
+            (r#"{name="a"} | count() > 1"#, "only one spanset"),
+            (r#"{name!="a"}"#, "only = is supported on name (not !=)"),
+            (r#"{resource.service.name=~"a.*"}"#, "(not =~)"),
+            ("{duration=1s}", "durations are compared with"),
+            ("{duration>fast}", "duration>fast"),
+            ("{kind=server}", "kind is not supported"),
+            (r#"{name="a" && name="b"}"#, "name is compared twice"),
+            (r#"{name="a" && }"#, "an empty condition"),
+            (r#"{name="open}"#, "not closed"),
+            ("{name}", "expected field, operator and value"),
+            ("{name=a b}", "expected one value"),
+            (r#"name="a""#, "only one spanset"),
+        ] {
+            let e = parse(q).unwrap_err();
+            assert!(e.contains(says), "{q}: {e}");
+        }
+    }
+}
