@@ -218,3 +218,26 @@ fn otlp_with_v1_9_sample_numbering_is_refused() {
         );
     }
 }
+
+/// `flame`'s store selections given with input files are refused, naming them (they were
+/// ignored: the whole file's graph came out as if they had matched).
+#[test]
+fn store_only_flame_flags_with_input_files_are_refused() {
+    let file = support::workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    let run = spanprof([
+        "flame".as_ref(),
+        file.as_os_str(),
+        "--service".as_ref(),
+        "nope".as_ref(),
+        "--query".as_ref(),
+        "{x=\"y\"}".as_ref(),
+    ]);
+    run.assert_no_panic();
+    assert_eq!(run.code(), Some(2), "{run}");
+    assert!(run.stdout.is_empty(), "{run}");
+    assert!(
+        run.stderr
+            .contains("--service, --query select from a store: give --data DIR"),
+        "{run}"
+    );
+}

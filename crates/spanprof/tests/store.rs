@@ -85,20 +85,27 @@ fn import(data: &Path, args: &[&str]) {
     spanprof(&all).assert_no_panic().assert_success();
 }
 
-/// `spanprof flame --data DIR ARGS` as stack → value.
+/// `spanprof flame --data DIR ARGS` as stack → value (exit 0, or 1 when nothing matched).
 fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
     let mut all = vec!["flame", "--data", data.to_str().unwrap(), "--type", "cpu"];
     all.extend_from_slice(args);
     let run = spanprof(&all);
-    run.assert_no_panic().assert_success();
-    run.stdout
+    run.assert_no_panic();
+    let stacks: BTreeMap<String, i64> = run
+        .stdout
         .lines()
         .filter(|l| !l.is_empty())
         .map(|l| {
             let (stack, v) = l.rsplit_once(' ').unwrap();
             (stack.to_string(), v.parse().unwrap())
         })
-        .collect()
+        .collect();
+    let nothing = i32::from(stacks.is_empty());
+    assert_eq!(run.code(), Some(nothing), "{run}");
+    if stacks.is_empty() {
+        assert!(run.stderr.contains("no samples matched"), "{run}");
+    }
+    stacks
 }
 
 /// `go tool pprof -tagfocus=KEY=^ID$` of the original, as stack → cpu value.
@@ -212,7 +219,20 @@ fn span_trace_and_child_flame_graphs_match_go_tool_pprof() {
     );
     assert!(heavy.keys().any(|k| k.contains("cpuHeavy")));
     assert!(!heavy.is_empty());
-    assert!(flame(&data, &["--service", "other"]).is_empty());
+    // A service the store does not hold is named, with those it does.
+    let run = spanprof([
+        "flame",
+        "--data",
+        data.to_str().unwrap(),
+        "--service",
+        "other",
+    ]);
+    assert_eq!(run.code(), Some(2), "{run}");
+    assert!(
+        run.stderr
+            .contains("has no profiles of service \"other\"; it has: goapp"),
+        "{run}"
+    );
     // A time range after the profile holds nothing; one around it holds everything.
     assert!(
         flame(&data, &["--from", "now-1h", "--to", "now"])

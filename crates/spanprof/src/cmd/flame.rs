@@ -18,6 +18,7 @@ use crate::input::{load_linked, write_stdout, LinkArgs};
 /// prints their merged stacks.
 /// `collapsed` prints `root;…;leaf VALUE` lines (function names, root first), one per
 /// distinct stack with values summed, for `flamegraph.pl`/`inferno` or a quick `sort -k2`.
+/// Exits 1 when no sample matched (as grep does), 2 on an error.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Input files (pprof or OTLP, `-` for standard input).
@@ -36,7 +37,8 @@ pub struct Args {
     /// With --data: end of the time range (RFC 3339, unix s/ms, or now).
     #[arg(long, requires = "data")]
     to: Option<String>,
-    /// With --data: label selector, e.g. '{span_name="GET /cpu-heavy"}'.
+    /// With --data: label selector, e.g. '{span_name="GET /cart"}' (the labels as the
+    /// profiles carry them).
     #[arg(long, requires = "data")]
     query: Option<String>,
     /// With --data: add the samples of every descendant of the selected spans.
@@ -74,6 +76,29 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    // clap's `requires` above does not hold beside the positional inputs: checked here.
+    if args.data.is_none() {
+        let store_only = [
+            ("--service", args.service.is_some()),
+            ("--from", args.from.is_some()),
+            ("--to", args.to.is_some()),
+            ("--query", args.query.is_some()),
+            ("--include-child-spans", args.include_child_spans),
+        ];
+        let given: Vec<&str> = store_only
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(flag, _)| *flag)
+            .collect();
+        if !given.is_empty() {
+            bail!(
+                "{} select{} from a store: give --data DIR (a store written by `spanprof serve` \
+                 or `spanprof import`) instead of input files",
+                given.join(", "),
+                if given.len() == 1 { "s" } else { "" }
+            );
+        }
+    }
     let mut selector = SampleSelector {
         profile_type: args.profile_type.clone(),
         ..Default::default()
@@ -141,7 +166,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         _ => write_stdout(out.as_bytes())?,
     }
-    Ok(ExitCode::SUCCESS)
+    // Nothing matched: said above, and told to scripts as grep does.
+    Ok(if summary.samples_selected == 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn from_store(
@@ -157,6 +187,22 @@ fn from_store(
             .transpose()
             .map_err(anyhow::Error::msg)
     };
+    if let Some(service) = args.service.as_deref() {
+        let known = store.services(0, 0);
+        // With spans selected, `service` is the spans' (a tracer's name need not be a
+        // profile's): only a plain selection is checked.
+        if !known.iter().any(|s| s == service) && selector.span_ids.is_empty() {
+            bail!(
+                "the store {} has no profiles of service {service:?}; it has: {}",
+                dir.display(),
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+    }
     let sel = Selection {
         service: args.service.clone(),
         profile_type: selector.profile_type,
