@@ -261,6 +261,29 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
             400,
             "invalid OTLP traces payload",
         ),
+        // Text read as protobuf decoded to an empty request and a 200.
+        (
+            "/v1development/profiles",
+            vec![("content-type", "text/plain")],
+            b"hi".to_vec(),
+            415,
+            "Content-Type \"text/plain\" is not supported",
+        ),
+        (
+            "/v1/traces",
+            vec![("content-type", "application/x-www-form-urlencoded")],
+            b"a=b".to_vec(),
+            415,
+            "application/x-protobuf or application/json",
+        ),
+        // A (gzipped) pprof profile is told where pprof goes.
+        (
+            "/v1development/profiles",
+            proto.to_vec(),
+            CPU.to_vec(),
+            400,
+            "this is a pprof profile, not OTLP Profiles: push pprof to /ingest?format=pprof",
+        ),
     ];
     for (path, headers, body, want, mentions) in &cases {
         let (status, text) = server.post(path, headers, body);

@@ -56,6 +56,24 @@ pub(crate) async fn ingest_profiles(
     } else {
         spanprof_format::detect::decode_otlp_protobuf(raw.as_ref())
     };
+    // A pprof profile sent here (both are protobuf) is told where it goes.
+    let pprof_instead = || {
+        !json
+            && matches!(
+                spanprof_format::detect::detect_kind(raw.as_ref()),
+                Ok(spanprof_format::detect::InputKind::Pprof)
+            )
+    };
+    let decoded = match decoded {
+        Err(_) if pprof_instead() => {
+            return Err(Rejection::bad(
+                "invalid OTLP profiles payload: this is a pprof profile, not OTLP Profiles: \
+                 push pprof to /ingest?format=pprof on the main port (or \
+                 /push.v1.PusherService/Push), or convert it first (spanprof convert)",
+            ))
+        }
+        d => d,
+    };
     drop(raw);
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
@@ -130,6 +148,7 @@ async fn profiles(
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {
+        check_content_type(&headers)?;
         let raw = payload(&headers, body?, &app.config.limits)?;
         let response = ingest_profiles(&app, raw, json, "otlp_profiles").await?;
         let json_body = match &response.partial_success {
@@ -153,6 +172,7 @@ async fn traces(
 ) -> Response {
     let json = is_json(&headers);
     let answer = async {
+        check_content_type(&headers)?;
         let raw = payload(&headers, body?, &app.config.limits)?;
         let response = ingest_traces(&app, raw, json, "otlp_traces").await?;
         Ok::<_, Rejection>(reply(
@@ -165,6 +185,28 @@ async fn traces(
         r.record(&app, "otlp_traces");
         r.into_otlp_response(json)
     })
+}
+
+/// OTLP/HTTP bodies are protobuf (`application/x-protobuf`, or no type) or JSON
+/// (`application/json`); anything else is a 415, as the specification says (a text body
+/// read as protobuf decoded to an empty request and a 200).
+fn check_content_type(headers: &HeaderMap) -> Result<(), Rejection> {
+    let Some(value) = headers.get("content-type") else {
+        return Ok(());
+    };
+    let text = value.to_str().unwrap_or("").to_ascii_lowercase();
+    let media = text.split(';').next().unwrap_or("").trim();
+    match media {
+        "application/x-protobuf" | "application/protobuf" | "application/json" => Ok(()),
+        _ => Err(Rejection::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "Content-Type {:?} is not supported: OTLP/HTTP takes application/x-protobuf \
+                 or application/json",
+                String::from_utf8_lossy(value.as_bytes())
+            ),
+        )),
+    }
 }
 
 /// 404 for anything else, naming what exists.
