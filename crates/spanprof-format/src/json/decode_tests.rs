@@ -283,3 +283,22 @@ fn json_unknown_fields_nesting_is_capped() {
     );
     assert!(decode_err(&"[".repeat(100_000)).contains("expected an object, found an array"));
 }
+
+#[test]
+fn another_signals_json_is_named_not_taken_as_no_profiles() {
+    let traces = br#"{"resourceSpans":[{"scopeSpans":[{"spans":[{"name":"x"}]}]}]}"#;
+    let e = decode_profiles_data(traces).unwrap_err().to_string();
+    assert!(
+        e.contains("this is OTLP traces (resourceSpans), not OTLP Profiles"),
+        "{e}"
+    );
+    let e = decode_profiles_data(br#"{"resourceLogs":[]}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("OTLP logs"), "{e}");
+    // An empty profiles document stays what it is.
+    assert!(decode_profiles_data(b"{}")
+        .unwrap()
+        .resource_profiles
+        .is_empty());
+}

@@ -57,5 +57,30 @@ pub fn encode_profiles_data_pretty(data: &ProfilesData) -> String {
 /// `resourceProfiles[0].scopeProfiles[0].profiles[2].samples[3].values[0]: expected an
 /// integer, found an object`. Never panics, whatever the input.
 pub fn decode_profiles_data(json: &[u8]) -> Result<ProfilesData, FormatError> {
-    decode::document(json)
+    let data = decode::document(json)?;
+    // Another signal's OTLP JSON decodes as empty profiles (unknown fields are skipped):
+    // said rather than taken as nothing.
+    if data.resource_profiles.is_empty() {
+        if let Some((key, signal)) = other_signal(json) {
+            return Err(FormatError::Invalid(format!(
+                "this is OTLP {signal} ({key}), not OTLP Profiles (resourceProfiles)"
+            )));
+        }
+    }
+    Ok(data)
+}
+
+/// The top-level key of another OTLP signal in `json`, and the signal.
+fn other_signal(json: &[u8]) -> Option<(&'static str, &'static str)> {
+    let text = String::from_utf8_lossy(&json[..json.len().min(1 << 16)]);
+    [
+        ("resourceSpans", "traces"),
+        ("resource_spans", "traces"),
+        ("resourceMetrics", "metrics"),
+        ("resource_metrics", "metrics"),
+        ("resourceLogs", "logs"),
+        ("resource_logs", "logs"),
+    ]
+    .into_iter()
+    .find(|(key, _)| text.contains(&format!("\"{key}\"")))
 }

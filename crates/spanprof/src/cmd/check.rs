@@ -75,6 +75,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                     writeln!(out, "{shown}: {msg}")?;
                     violations += 1;
                 }
+                // The file itself could not be read: the error names it.
+                _ if e.downcast_ref::<std::io::Error>().is_some() => {
+                    eprintln!("{}", super::error_text(&e));
+                    unreadable += 1;
+                }
                 _ => {
                     eprintln!("{shown}: cannot read: {}", super::error_text(&e));
                     unreadable += 1;
