@@ -41,6 +41,9 @@ pub struct Selection {
     pub include_child_spans: bool,
     /// Only samples of spans passing this filter.
     pub span_filter: Option<SpanFilter>,
+    /// Count every profile whose window overlaps the time range, not only those taken in it
+    /// (what covered a span's time). Selections of spans or a trace always do.
+    pub overlapping: bool,
 }
 
 /// Spans chosen by name and duration rather than by id.
@@ -132,6 +135,11 @@ fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
         "__name__" => m.matches(Some(&k.profile_type.name)),
         _ => matches_all(std::slice::from_ref(m), &k.labels),
     })
+}
+
+/// Whether a profile taken at `time_ns` lies in `[from_ns, to_ns)` (0 = open end).
+fn starts_in(time_ns: i64, from_ns: i64, to_ns: i64) -> bool {
+    time_ns >= from_ns && (to_ns == 0 || time_ns < to_ns)
 }
 
 fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
@@ -232,10 +240,18 @@ impl State {
             };
             ids.sort_unstable();
             ids.dedup();
+            // Selected spans are found in every profile window that overlaps the range (a
+            // span can start in a window that began before it). Otherwise a profile counts at
+            // its time, as the series buckets it and Pyroscope selects it: 15 s windows
+            // counted whole whenever they overlapped made 36 s of CPU in a 30 s range.
             ids.retain(|&b| {
                 let m = &index.blocks[b as usize];
                 series.contains(&m.series)
-                    && overlaps(m.time_ns, m.duration_ns, sel.from_ns, sel.to_ns)
+                    && if filtering || sel.overlapping {
+                        overlaps(m.time_ns, m.duration_ns, sel.from_ns, sel.to_ns)
+                    } else {
+                        starts_in(m.time_ns, sel.from_ns, sel.to_ns)
+                    }
             });
             blocks.extend(ids.into_iter().map(|b| (Arc::clone(&index), b)));
         }
@@ -683,6 +699,7 @@ impl Store {
                     profile_type: Some(r.profile_type.to_string()),
                     from_ns: span.start_ns as i64,
                     to_ns: span.end_ns.max(span.start_ns + 1) as i64,
+                    overlapping: true,
                     ..Default::default()
                 };
                 let covering = st.resolve(&around)?;

@@ -337,3 +337,47 @@ fn spans_of_a_service_named_otherwise_than_its_profiles_keep_their_samples() {
         c.sums.cpu_total
     );
 }
+
+/// A time range holds the profiles taken in it (as the series buckets them, and as Pyroscope
+/// selects): two back-to-back 10 s windows and a range from the middle of the first to the
+/// middle of the second hold the second only. Counting every window that overlapped made
+/// 36 s of CPU in a 30 s range. Selected spans are found in every window that overlaps it,
+/// and `overlapping` asks for those windows without spans.
+#[test]
+fn a_time_range_holds_the_profiles_taken_in_it() {
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let first = Copy::new(0, 0, 1);
+    let second = Copy::new(1, 10 * SEC, 1);
+    first.ingest(&store);
+    second.ingest(&store);
+    let t = first.time_ns;
+    let total = |c: &Copy| c.sums.cpu_total;
+    let range = |from: i64, to: i64| Selection {
+        from_ns: t + from,
+        to_ns: t + to,
+        ..Default::default()
+    };
+    assert_eq!(cpu(&store, &range(5 * SEC, 15 * SEC)), total(&second));
+    assert_eq!(
+        cpu(&store, &range(0, 20 * SEC)),
+        total(&first) + total(&second)
+    );
+    assert_eq!(cpu(&store, &range(SEC, 9 * SEC)), 0);
+    let overlapping = |from, to| Selection {
+        overlapping: true,
+        ..range(from, to)
+    };
+    assert_eq!(
+        cpu(&store, &overlapping(5 * SEC, 15 * SEC)),
+        total(&first) + total(&second)
+    );
+    assert_eq!(cpu(&store, &overlapping(SEC, 9 * SEC)), total(&first));
+    // The first window's spans, in a range that begins after the window did.
+    let heavy: Vec<[u8; 8]> = first.named(HEAVY).iter().map(|s| s.span_id).collect();
+    let spans = Selection {
+        span_ids: heavy.clone(),
+        ..range(5 * SEC, 15 * SEC)
+    };
+    assert_eq!(cpu(&store, &spans), first.cpu_of(&heavy));
+}

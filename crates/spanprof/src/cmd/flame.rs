@@ -212,6 +212,7 @@ fn from_store(
         span_ids: selector.span_ids,
         trace_id: selector.trace_id,
         include_child_spans: args.include_child_spans,
+        overlapping: false,
         span_filter: None,
     };
     Ok(store.flame_graph(&sel)?)

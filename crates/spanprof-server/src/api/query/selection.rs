@@ -93,6 +93,7 @@ impl SelectionQuery {
                 .parsed("include_child_spans", params::boolean)?
                 .unwrap_or(false),
             span_filter: span_filter(p)?,
+            overlapping: false,
         };
         Ok(SelectionQuery {
             selection,
