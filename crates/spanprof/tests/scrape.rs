@@ -303,6 +303,20 @@ fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
         .find(|f| f["name"] == "main.allocWork")
         .and_then(|f| f["total"].as_f64())
         .unwrap_or_else(|| panic!("no main.allocWork in {top:#}"));
+    // `memory` names the heap profile's four types: a choice the answer would not show.
+    let ambiguous = support::http::get(
+        &server.addr,
+        "/api/v1/top?service=svc&type=memory",
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let text = String::from_utf8_lossy(&ambiguous.body);
+    assert_eq!(ambiguous.status, 400, "{text}");
+    assert!(
+        text.contains("type \\\"memory\\\": names 4 profile types of service \\\"svc\\\"")
+            && text.contains("memory:inuse_space:bytes:space:bytes"),
+        "{text}"
+    );
     drop(server);
     drop(app);
     // The heap profile samples one allocation per 512 KiB on average and scales it up: an

@@ -151,10 +151,29 @@ pub fn check_profile_type(
     wanted: &str,
 ) -> Result<(), ApiError> {
     let types = store.profile_types(service);
-    if types.is_empty() || types.iter().any(|t| t.matches(wanted)) {
+    let of = service.map_or_else(String::new, |s| format!(" of service {s:?}"));
+    let matching: Vec<ProfileTypeId> = types
+        .iter()
+        .filter(|t| t.matches(wanted))
+        .cloned()
+        .collect();
+    // Several types match: a name covering CPU time and its sample count means the CPU time
+    // (`process_cpu`); any other choice (`memory`, `delay:nanoseconds` of mutex and block)
+    // would be a guess the answer does not show.
+    if matching.len() > 1 && matching.iter().filter(|t| t.is_cpu()).count() != 1 {
+        return Err(ApiError::bad_param(
+            shown,
+            wanted,
+            format!(
+                "names {} profile types{of}: {}; give one of them",
+                matching.len(),
+                type_list(&matching)
+            ),
+        ));
+    }
+    if types.is_empty() || !matching.is_empty() {
         return Ok(());
     }
-    let of = service.map_or_else(String::new, |s| format!(" of service {s:?}"));
     Err(ApiError::bad_param(
         shown,
         wanted,
