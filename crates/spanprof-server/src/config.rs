@@ -94,6 +94,16 @@ pub enum ForwardProtocol {
     Http,
 }
 
+impl std::fmt::Display for ForwardProtocol {
+    /// As the config file spells it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ForwardProtocol::Grpc => "grpc",
+            ForwardProtocol::Http => "http",
+        })
+    }
+}
+
 /// One downstream OTLP endpoint: what is sent, how it is batched and retried, and how much
 /// may wait on disk while it is unreachable.
 #[derive(Debug, Clone)]

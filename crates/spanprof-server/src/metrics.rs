@@ -31,6 +31,56 @@ pub const DURATION_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
 
+/// `# HELP` text of every metric, by name (a test checks that each name the server sets is
+/// here).
+const HELP: &[(&str, &str)] = &[
+    ("spanprof_received_profiles_total", "Profiles received, per receiver (after decoding, before the store)."),
+    ("spanprof_received_samples_total", "Samples received, per receiver."),
+    ("spanprof_linked_samples_total", "Received samples linked to a span, per receiver."),
+    ("spanprof_received_spans_total", "Spans received, per receiver."),
+    ("spanprof_rejected_spans_total", "Spans refused (bad ids or times), per receiver."),
+    ("spanprof_rejected_total", "Requests refused, per receiver and reason (the answer said why)."),
+    ("spanprof_stored_profiles_total", "Profiles written to the store."),
+    ("spanprof_stored_samples_total", "Samples written to the store."),
+    ("spanprof_stored_spans_total", "Spans written to the store."),
+    ("spanprof_store_errors_total", "Batches the store could not write (their requests were answered 503)."),
+    ("spanprof_queue_depth", "Requests waiting in the pipeline queue (between receivers and sinks)."),
+    ("spanprof_queue_bytes", "Bytes of the requests waiting in the pipeline queue."),
+    ("spanprof_inflight_bytes", "Bytes of request bodies being received and decoded."),
+    ("spanprof_max_inflight_bytes", "Limit of spanprof_inflight_bytes (server.max_inflight_size; 0: none)."),
+    ("spanprof_pipeline_batches_total", "Batches the pipeline wrote to its sinks."),
+    ("spanprof_pipeline_batch_items_total", "Requests in the batches the pipeline wrote."),
+    ("spanprof_pipeline_write_seconds", "Time to make one batch durable in every sink."),
+    ("spanprof_pipeline_write_failing", "1 while batches fail to be written (/health answers 503 meanwhile), else 0."),
+    ("spanprof_scrapes_total", "Successful scrapes, per target and profile kind."),
+    ("spanprof_scrape_errors_total", "Failed scrapes, per target and profile kind."),
+    ("spanprof_scrape_up", "1 if the last scrape of the target and profile kind succeeded, else 0."),
+    ("spanprof_scrape_duration_seconds", "Duration of the last scrape (a CPU scrape lasts its window)."),
+    ("spanprof_forwarded_records_total", "Records (profile or trace requests) a forwarder delivered, per signal."),
+    ("spanprof_forward_failed_total", "Export attempts that failed and will be retried, per forwarder."),
+    ("spanprof_forward_failing", "1 while a forwarder's exports fail (it retries with backoff), else 0."),
+    ("spanprof_forward_dropped_records_total", "Records a forwarder dropped, per reason (refused downstream, or the queue full)."),
+    ("spanprof_forward_queued_records", "Records in a forwarder's disk queue not yet delivered."),
+    ("spanprof_forward_queue_bytes", "Disk taken by a forwarder's queue (delivered records stay until their segment is reclaimed)."),
+    ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
+    ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
+    ("spanprof_store_segments", "Segments of the store's log."),
+    ("spanprof_store_series", "Series in the store."),
+    ("spanprof_store_max_series", "Limit of spanprof_store_series (storage.max_series; 0: none)."),
+    ("spanprof_store_samples", "Samples in the store."),
+    ("spanprof_store_spans", "Spans in the store."),
+    ("spanprof_store_services", "Services in the store."),
+    ("spanprof_store_symbols", "Symbols in the store, per table."),
+    ("spanprof_store_symbol_generations", "Symbol generations (a new one starts as old symbols fall out of use)."),
+    ("spanprof_store_symbols_bytes", "Bytes of the store's symbols."),
+    ("spanprof_store_max_symbols_bytes", "Limit of spanprof_store_symbols_bytes (storage.max_symbols_size; 0: none)."),
+];
+
+/// The `# HELP` text of metric `name`.
+fn help(name: &str) -> Option<&'static str> {
+    HELP.iter().find(|(n, _)| *n == name).map(|(_, h)| *h)
+}
+
 /// Observations counted into buckets, as Prometheus histograms are.
 #[derive(Debug)]
 struct Histogram {
@@ -199,6 +249,9 @@ impl Metrics {
                 } else {
                     "gauge"
                 };
+                if let Some(h) = help(name) {
+                    let _ = writeln!(out, "# HELP {name} {h}");
+                }
                 let _ = writeln!(out, "# TYPE {name} {kind}");
                 last = name;
             }
@@ -226,6 +279,9 @@ impl Metrics {
             .expect("metrics lock poisoned")
             .iter()
         {
+            if let Some(h) = help(name) {
+                let _ = writeln!(out, "# HELP {name} {h}");
+            }
             let _ = writeln!(out, "# TYPE {name} histogram");
             let mut below = 0;
             for (bound, n) in h.bounds.iter().zip(&h.counts) {
@@ -280,6 +336,52 @@ mod tests {
         assert!(
             !text.contains("queue_full"),
             "the pipeline counts a full queue: {text}"
+        );
+    }
+
+    /// Every metric name in the server's sources has its `# HELP` text.
+    #[test]
+    fn every_metric_has_help() {
+        fn names(dir: &std::path::Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    names(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).unwrap();
+                    for (at, _) in text.match_indices("\"spanprof_") {
+                        let name: String = text[at + 1..]
+                            .chars()
+                            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                            .collect();
+                        // A whole string literal (not a path such as `spanprof_server::…`).
+                        if text[at + 1 + name.len()..].starts_with('"') {
+                            out.push(name);
+                        }
+                    }
+                }
+            }
+        }
+        let mut found = Vec::new();
+        names(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut found,
+        );
+        // This module's tests' own names.
+        found.retain(|n| {
+            !n.ends_with('_')
+                && !["spanprof_x_total", "spanprof_write_seconds"].contains(&n.as_str())
+        });
+        assert!(found.len() > 30, "{found:?}");
+        let missing: Vec<&String> = found.iter().filter(|n| help(n).is_none()).collect();
+        assert!(missing.is_empty(), "no # HELP for {missing:?}");
+        let m = Metrics::default();
+        m.add("spanprof_stored_spans_total", &[], 2.0);
+        assert_eq!(
+            m.render(),
+            "# HELP spanprof_stored_spans_total Spans written to the store.\n\
+             # TYPE spanprof_stored_spans_total counter\n\
+             spanprof_stored_spans_total 2\n"
         );
     }
 

@@ -54,6 +54,7 @@ fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
 
 const FORWARDED: &str = "spanprof_forwarded_records_total{forwarder=\"b\",signal=";
 const QUEUED: &str = "spanprof_forward_queued_records{forwarder=\"b\"}";
+const FAILING: &str = "spanprof_forward_failing{forwarder=\"b\"}";
 
 #[test]
 fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
@@ -132,6 +133,7 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
                 && a.metric(QUEUED) >= 3.0
         },
     );
+    assert_eq!(a.metric(FAILING), 1.0, "the forwarder says it is failing");
 
     // A restarts with its backlog on disk, then B comes back on the same port and data.
     let a_first_log = a.stop();
@@ -146,6 +148,7 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
         Duration::from_secs(90),
         |a| a.metric(QUEUED) == 0.0 && a.metric(&format!("{FORWARDED}\"profiles\"}}")) >= 1.0,
     );
+    assert_eq!(a.metric(FAILING), 0.0, "no longer failing");
     let a_log = a.stop();
     let b_log = b.stop();
     // Nothing was dropped, refused or sent unmerged on the way (retries are expected).

@@ -116,7 +116,7 @@ impl Forwarders {
             if cfg.tls.insecure_skip_verify {
                 tracing::warn!(forwarder = %cfg.name, endpoint = %cfg.endpoint, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the endpoint");
             }
-            tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = ?cfg.protocol, queued = queue.pending_records(), "forwarding");
+            tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = %cfg.protocol, queued = queue.pending_records(), "forwarding");
             let f = Forwarder {
                 cfg: cfg.clone(),
                 queue,
@@ -233,6 +233,14 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
     let name = f.cfg.name.clone();
     let mut failures = 0u32;
     let mut jitter = Jitter::new();
+    let failing = |on: bool| {
+        metrics.set(
+            "spanprof_forward_failing",
+            &[("forwarder", &name)],
+            f64::from(u8::from(on)),
+        )
+    };
+    failing(false);
     loop {
         if *stop.borrow() {
             break;
@@ -268,6 +276,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                 );
                 if failures > 0 {
                     tracing::info!(forwarder = %name, after_failures = failures, "forwarding resumed");
+                    failing(false);
                 }
                 failures = 0;
                 ack(&f, export.last, &metrics);
@@ -281,11 +290,13 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                     export.records as f64,
                 );
                 failures = 0;
+                failing(false);
                 ack(&f, export.last, &metrics);
                 continue;
             }
             Outcome::Retry { after, reason } => {
                 metrics.add("spanprof_forward_failed_total", &labels, 1.0);
+                failing(true);
                 failures = failures.saturating_add(1);
                 let delay = after
                     .unwrap_or_else(|| backoff(&f.cfg, failures, &mut jitter))
