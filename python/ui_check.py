@@ -195,6 +195,9 @@ def run(c, args):
     c.wait("children=1 in the URL", lambda: "children=1" in d.current_url)
     c.wait("the wider flame graph", lambda: c.flame_loaded() and c.shown(".summary")
            and c.shown(".summary")[0].text != "")
+    # The heading says what the total measures.
+    heading = c.shown(".summary")[0].text
+    assert heading.endswith(" of CPU time"), heading
     names = d.execute_script("return document.querySelector('canvas.flame').flameGraph.names;")
     assert "main.countPrimes" in names, names[:20]
     c.click_frame("main.countPrimes")
@@ -326,7 +329,9 @@ def run(c, args):
     c.open(args.base, "#/compare?" + urllib.parse.urlencode(
         {"mode": "spans", "service": "goapp", "a": args.span, "b": unsampled_span}))
     c.wait("the one-sided notice", lambda: f"Span {unsampled_span} has no samples" in c.text())
-    assert "A diff needs samples on both sides" in c.text(), c.text()[:2000]
+    assert "A diff needs samples on both sides: choose spans with samples" in c.text(), c.text()[:2000]
+    # No one-sided diff is drawn beside the notice.
+    assert not c.shown("canvas.flame"), "a flame graph is shown beside the notice"
     c.shot("compare-one-sided")
 
     # 17. A refused selection is explained once, with nothing to download.

@@ -118,11 +118,16 @@ export class CompareView {
         // "Slow spans … have", "Span ab12… has", "The left range has".
         const side = (name) => `${cap(name)} ${/\bspans\b/.test(name) ? "have" : "has"} no`;
         const empty = !leftTicks && !rightTicks ? "Neither side has" : side(!leftTicks ? r.left : r.right);
-        replace(this.status, notice("empty", `${empty} samples`,
-          "A diff needs samples on both sides: widen the time range, or choose other spans."));
-      } else {
-        replace(this.status);
+        const hint = mode === "ranges" ? "widen the time ranges, or choose others."
+          : mode === "slow" ? "choose a span name with more spans, or other percentiles."
+            : "choose spans with samples (the trace view shows which have).";
+        replace(this.status, notice("empty", `${empty} samples`, `A diff needs samples on both sides: ${hint}`));
+        // Nothing to compare: no one-sided diff drawn beside the notice.
+        replace(this.legend);
+        this.flameBox.hidden = true;
+        return;
       }
+      replace(this.status);
       replace(this.legend, el("span", { class: "swatch more" }), ` larger share in ${r.right}  `,
         el("span", { class: "swatch less" }), " smaller  · ",
         `${r.left}: `, units.value(leftTicks, this.unit), ` · ${r.right}: `, units.value(rightTicks, this.unit));

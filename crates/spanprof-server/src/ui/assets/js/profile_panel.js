@@ -68,7 +68,7 @@ export class ProfilePanel {
       this.data = data;
       this.unit = data.summary.unit;
       const total = data.flamegraph.total;
-      replace(this.summary, `${units.value(total, this.unit)} of ${units.unitNoun(this.unit)}`);
+      replace(this.summary, units.headline(total, data.summary.profile_type, this.unit));
       if (!total) {
         replace(this.status, empty || notice("empty", "No samples in this selection",
           "Widen the time range, or remove filters."));

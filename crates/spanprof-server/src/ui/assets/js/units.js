@@ -39,11 +39,31 @@ export function value(v, unit) {
   }
 }
 
-/** What a value measures, for headings ("CPU time", "memory"). */
-export function unitNoun(unit) {
-  if (unit === "nanoseconds") return "CPU time";
-  if (unit === "bytes") return "memory";
-  return unit || "samples";
+/**
+ * A selection's total as a heading says it, by what its profile type measures (the id
+ * `name:sample_type:sample_unit:period_type:period_unit`): "1.2 s of CPU time",
+ * "6.3 GB allocated", "12 MB in use", "1.9 min of lock wait", "252 goroutines".
+ */
+export function headline(total, profileType, unit) {
+  const [name, sampleType] = String(profileType || "").split(":");
+  const v = value(total, unit);
+  if (!Number(total)) return "No samples";
+  switch (sampleType) {
+    case "cpu": return `${v} of CPU time`;
+    case "wall": return `${v} of wall-clock time`;
+    case "samples": return `${v} samples`;
+    case "alloc_space": return `${v} allocated`;
+    case "alloc_objects": return `${v} objects allocated`;
+    case "inuse_space": return `${v} in use`;
+    case "inuse_objects": return `${v} objects in use`;
+    case "goroutine": case "goroutines": return `${v} goroutines`;
+    case "contentions": return `${v} ${name === "block" ? "blocking events" : "contentions"}`;
+    case "delay": return name === "block" ? `${v} blocked` : `${v} of lock wait`;
+    default: break;
+  }
+  if (unit === "nanoseconds") return `${v} of time`;
+  if (unit === "bytes") return `${v} of memory`;
+  return unit && unit !== "count" ? v : `${v} ${sampleType || "samples"}`;
 }
 
 export function percent(part, whole) {
