@@ -91,7 +91,7 @@ fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<pprof::Profile, Rejectio
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the profile is larger than {limit} bytes once decompressed"),
         ),
-        other => Rejection::undecodable("the profile is not a valid pprof profile", &other),
+        other => Rejection::undecodable("the profile", &other),
     })?;
     limits
         .profile
