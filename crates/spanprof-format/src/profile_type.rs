@@ -76,11 +76,28 @@ impl ProfileTypeId {
         }
     }
 
+    /// Whether each profile of this type is a snapshot (what is in use, what is running at
+    /// its time), not a count over its window: see [`is_snapshot_type`].
+    pub fn is_snapshot(&self) -> bool {
+        is_snapshot_type(&self.sample_type)
+    }
+
     /// Whether this is a CPU time type (the default a query falls back to).
     pub fn is_cpu(&self) -> bool {
         self.sample_type == "cpu"
             || (self.name == "process_cpu" && self.sample_unit == "nanoseconds")
     }
+}
+
+/// Whether profiles of sample type `sample_type` are snapshots: Go's `inuse_space` and
+/// `inuse_objects` (the heap in use at the profile's time) and goroutine counts. Over a time
+/// range such profiles are averaged, not added up (Pyroscope's sample type mapping marks
+/// `inuse_*` "average"): the heap of eight scrapes is not eight heaps.
+pub fn is_snapshot_type(sample_type: &str) -> bool {
+    matches!(
+        sample_type,
+        "inuse_space" | "inuse_objects" | "goroutine" | "goroutines"
+    )
 }
 
 /// The Pyroscope name for a Go/pprof sample type.

@@ -145,6 +145,42 @@ impl FlameTree {
         id
     }
 
+    /// This tree with every value divided by `n` and rounded down (a node's children then
+    /// never add up to more than it), nodes that come to 0 left out: the average of `n`
+    /// snapshots that were added up.
+    pub fn divided(&self, n: u64) -> FlameTree {
+        if n <= 1 {
+            return self.clone();
+        }
+        let mut out = FlameTree::new();
+        out.nodes[0].total = self.total() / n;
+        let mut pending = vec![(self.root(), out.root())];
+        while let Some((from, to)) = pending.pop() {
+            let mut below = 0u64;
+            // Children stay sorted by name: they are taken in their order.
+            for &child in self.children(from) {
+                let total = self.node_total(child) / n;
+                if total == 0 {
+                    continue;
+                }
+                let id = NodeId(out.nodes.len() as u32);
+                let name = out.intern(self.node_name(child));
+                out.nodes.push(Node {
+                    name,
+                    total,
+                    self_value: 0,
+                    children: Vec::new(),
+                });
+                out.nodes[to.index()].children.push(id);
+                below += total;
+                pending.push((child, id));
+            }
+            let node = &mut out.nodes[to.index()];
+            node.self_value = node.total - below;
+        }
+        out
+    }
+
     /// The synthetic root node.
     pub fn root(&self) -> NodeId {
         NodeId(0)
@@ -316,6 +352,29 @@ fn push_folded_name(out: &mut String, name: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_divided_tree_rounds_down_and_keeps_children_within_their_parent() {
+        let mut t = FlameTree::new();
+        // Eight snapshots: main;a 8 times 5, main;b 3 times 1, main 8 times 1 of its own.
+        t.add(&["main", "a"], 40);
+        t.add(&["main", "b"], 3);
+        t.add(&["main"], 8);
+        let avg = t.divided(8);
+        assert_eq!(avg.total(), 51 / 8);
+        let main = avg.children(avg.root())[0];
+        assert_eq!((avg.node_name(main), avg.node_total(main)), ("main", 6));
+        // b averages 0.375: left out; main keeps what its children do not account for.
+        let kids: Vec<(&str, u64)> = avg
+            .children(main)
+            .iter()
+            .map(|&c| (avg.node_name(c), avg.node_total(c)))
+            .collect();
+        assert_eq!(kids, [("a", 5)]);
+        assert_eq!(avg.node_self(main), 1);
+        assert_eq!(avg.to_collapsed(), "main 1\nmain;a 5\n");
+        assert_eq!(t.divided(1).to_collapsed(), t.to_collapsed());
+    }
 
     #[test]
     fn the_nested_json_keeps_the_largest_nodes_and_merges_the_rest_into_other() {

@@ -104,6 +104,9 @@ pub struct SelectionSummary {
     /// Out-of-range references skipped (stack, location, function, string, link indices) and
     /// links whose ids have the wrong length.
     pub bad_indices: u64,
+    /// Distinct times of the profiles read (a store's answers; 0 otherwise): how many
+    /// snapshots a snapshot type's total adds up.
+    pub profile_times: u64,
 }
 
 /// A profile type selector parsed from [`SampleSelector::profile_type`].

@@ -6,7 +6,7 @@
 //! instead labels a bucket by its end (`(T − step, T]` becomes `T`); the values are the same,
 //! shifted by one step. Empty buckets are omitted, as Pyroscope omits them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// One input value: a sample's or profile's value at a time, in the profile's unit
 /// (nanoseconds, bytes, count), with the span it belongs to if any.
@@ -52,8 +52,8 @@ pub enum Aggregation {
     /// The sum of the values (`SUM`, Pyroscope's default).
     #[default]
     Sum,
-    /// The sum divided by the number of points (`AVERAGE`). Pyroscope averages per
-    /// profile, so pass one point per profile to get its answer.
+    /// The sum divided by the number of distinct point times (`AVERAGE`): the average over
+    /// the bucket's profiles, whatever number of points each gave (one per span and series).
     Average,
 }
 
@@ -165,7 +165,8 @@ struct SpanShare {
 struct Bucket {
     /// Exact sum (i128 cannot overflow for fewer than 2^64 points).
     sum: i128,
-    count: u64,
+    /// The distinct times of its points (its profiles).
+    times: HashSet<i64>,
     spans: HashMap<([u8; 16], [u8; 8]), SpanShare>,
 }
 
@@ -177,7 +178,7 @@ impl Buckets {
     fn add(&mut self, start_ns: i64, point: &Point) {
         let bucket = self.0.entry(start_ns).or_default();
         bucket.sum += i128::from(point.value);
-        bucket.count += 1;
+        bucket.times.insert(point.time_ns);
         if let Some(span) = point.span.filter(|(_, span_id)| *span_id != [0; 8]) {
             let share = bucket.spans.entry(span).or_insert(SpanShare {
                 sum: 0,
@@ -194,7 +195,7 @@ impl Buckets {
             .map(|(start_ns, bucket)| {
                 let value = match agg {
                     Aggregation::Sum => bucket.sum as f64,
-                    Aggregation::Average => bucket.sum as f64 / bucket.count as f64,
+                    Aggregation::Average => bucket.sum as f64 / bucket.times.len().max(1) as f64,
                 };
                 let mut spans: Vec<_> = bucket.spans.into_iter().collect();
                 spans.sort_unstable_by(|(ka, a), (kb, b)| b.sum.cmp(&a.sum).then(ka.cmp(kb)));

@@ -110,13 +110,18 @@ fn non_positive_steps_are_refused() {
 }
 
 #[test]
-fn average_divides_by_the_points_in_the_bucket() {
+fn average_divides_by_the_profiles_in_the_bucket() {
     let points = vec![p(T0, 1), p(T0 + 1, 2), p(T0 + 2, 6), p(T0 + SEC, 5)];
     let series = bucket(points, T0, T0 + 2 * SEC, SEC, Aggregation::Average, 0).unwrap();
     assert_eq!(
         values(&series),
         [(T0 / 1_000_000, 3.0), (T0 / 1_000_000 + 1000, 5.0)]
     );
+    // A profile gives a point per span and series, all at its time: two profiles of 10
+    // and 30 average 20, whatever their number of points.
+    let points = vec![ps(T0, 4, 1), ps(T0, 6, 2), p(T0 + 7, 10), ps(T0 + 7, 20, 3)];
+    let series = bucket(points, T0, T0 + SEC, SEC, Aggregation::Average, 0).unwrap();
+    assert_eq!(values(&series), [(T0 / 1_000_000, 20.0)]);
 }
 
 #[test]

@@ -303,6 +303,33 @@ fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
         .find(|f| f["name"] == "main.allocWork")
         .and_then(|f| f["total"].as_f64())
         .unwrap_or_else(|| panic!("no main.allocWork in {top:#}"));
+    // inuse_space is a snapshot: over the range, the average of the scrapes (each about the
+    // heap of one moment), not their sum.
+    let json = |path: &str| -> serde_json::Value {
+        let r = support::http::get(&server.addr, path, Duration::from_secs(30)).unwrap();
+        serde_json::from_slice(&r.body)
+            .unwrap_or_else(|e| panic!("{path}: {e}: {}", String::from_utf8_lossy(&r.body)))
+    };
+    let inuse = "service=svc&type=memory:inuse_space:bytes:space:bytes&from=now-1h";
+    let top = json(&format!("/api/v1/top?{inuse}"));
+    let averaged_over = top["summary"]["averaged_over"].as_u64().unwrap_or(0);
+    assert!(averaged_over >= 6, "{:#}", top["summary"]);
+    let average = top["total"].as_f64().unwrap();
+    // One profile per 1 s step (a step holding two is their average).
+    let series = json(&format!("/api/v1/timeseries?{inuse}&step=1s"));
+    assert_eq!(series["aggregation"], "average");
+    let mut snapshots: Vec<f64> = series["series"][0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["value"].as_f64().unwrap())
+        .collect();
+    snapshots.sort_by(f64::total_cmp);
+    let median = snapshots[snapshots.len() / 2];
+    assert!(
+        (0.5..2.0).contains(&(average / median)),
+        "the average heap in use {average} against a median snapshot of {median}: {snapshots:?}"
+    );
     // `memory` names the heap profile's four types: a choice the answer would not show.
     let ambiguous = support::http::get(
         &server.addr,

@@ -11,8 +11,8 @@
 //! | parameter | meaning |
 //! |---|---|
 //! | `service` | service name (`service_name` label); absent = every service. With spans selected (`span_id`, `span_name`, durations) it is the spans' service (the tracer's `service.name`), and their samples count whatever the profiles' service is called (a scrape target named otherwise, child spans in other services) |
-//! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have is a 400 listing those it has |
-//! | `from`, `to` | RFC 3339, unix s/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time |
+//! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have, or one naming several types (`memory`), is a 400 listing them; a name covering CPU time and its sample count (`process_cpu`) means the CPU time |
+//! | `from`, `to` | RFC 3339, unix s/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time. The profiles taken in the range (a 15 s CPU window counts at its start, as the timeline buckets it); with spans or a trace selected, every profile window that overlaps it |
 //! | `query` | label matchers, `{region="eu", pod=~"api-.*"}` |
 //! | `span_id` | repeatable; 16 hex characters |
 //! | `trace_id` | 32 hex characters |
@@ -52,7 +52,12 @@
 //!   `max_nodes` (each parent's smaller children merged into a last child `other`;
 //!   `max_nodes=0` for the whole tree, which can be millions of nodes, a gigabyte of JSON),
 //!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
-//!   "types_available": [id, …], "samples_selected", "value_selected"}`.
+//!   "types_available": [id, …], "samples_selected", "value_selected", "averaged_over":
+//!   n|null}`. A snapshot type (`inuse_space`, `inuse_objects`, goroutines: what was in use
+//!   at each profile's time) over several profiles, without spans selected, is their average
+//!   (values divided by the `averaged_over` profiles and rounded down; frames that come to 0
+//!   left out), not their sum; `samples_selected` and `value_selected` count them all.
+//!   `/svg` says so in its heading; `/pprof` keeps the sum.
 //! - `GET /api/v1/top?…&order=self|total&limit=100` → `{"functions": [{"name", "self",
 //!   "total"}], "total", "summary": Summary}`
 //! - `GET /api/v1/diff?…` → `{"flamegraph": {"names", "levels": [[xl, totall, selfl, xr,
@@ -74,10 +79,11 @@
 //!
 //!   Both sides must resolve to one profile type.
 //! - `GET /api/v1/timeseries?…&step=15s&group_by=region&aggregation=sum|average&exemplars=3`
-//!   → `{"step_ns", "series": [{"labels": {"region": "eu"}|{}, "points": [{"timestamp_ms",
+//!   → `{"step_ns", "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points": [{"timestamp_ms",
 //!   "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null, "span_id"}]}]}]}`;
 //!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;
-//!   `exemplars` defaults to 0.
+//!   `exemplars` defaults to 0. `average` divides a bucket's sum by its profiles (distinct
+//!   times); it is the default for snapshot types, `sum` for the others.
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
 //!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "total",

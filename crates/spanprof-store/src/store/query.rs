@@ -541,6 +541,12 @@ impl Store {
             available_types: r.available.iter().map(to_select_type).collect(),
             used_types: vec![to_select_type(&r.profile_type)],
             samples_selected: agg.samples,
+            profile_times: r
+                .blocks
+                .iter()
+                .map(|(index, b)| index.blocks[*b as usize].time_ns)
+                .collect::<HashSet<i64>>()
+                .len() as u64,
             ..Default::default()
         };
         for (&(service, node), &value) in &agg.by_node {

@@ -101,8 +101,8 @@ pub async fn diff(
             "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
             diff_layout_json(&lt, &rt, max_nodes),
             diff_tree_json_within(&lt, &rt, max_nodes),
-            summary_json(&ls, &left_types),
-            summary_json(&rs, &right_types),
+            summary_json(&ls, &left_types, None),
+            summary_json(&rs, &right_types, None),
         ))
     })
     .await?;

@@ -3,7 +3,8 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_format::profile_type::{is_snapshot_type, ProfileTypeId};
+use spanprof_store::store::Selection;
 use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NODES};
 
 use super::error::{blocking, json_text, ApiError};
@@ -20,8 +21,33 @@ pub fn max_nodes(p: &QueryParams) -> Result<usize, ApiError> {
         .unwrap_or(DEFAULT_MAX_NODES))
 }
 
-/// The selection summary: the profile type used (full id), what exists, what was read.
-pub fn summary_json(summary: &SelectionSummary, types: &[ProfileTypeId]) -> Value {
+/// The selection's flame graph. A snapshot type (the heap in use, goroutines) over several
+/// profiles is their average, not their sum (eight scrapes of a 10 MB heap read 80 MB); with
+/// spans or a trace selected it stays their samples' sum. Returns the tree, the summary and
+/// how many profiles were averaged.
+pub fn flame_of(
+    store: &spanprof_store::store::Store,
+    sel: &Selection,
+) -> Result<(FlameTree, SelectionSummary, Option<u64>), ApiError> {
+    let (tree, summary) = store.flame_graph(sel)?;
+    let by_spans = !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
+    let snapshot = summary
+        .used_types
+        .first()
+        .is_some_and(|t| is_snapshot_type(&t.sample_type));
+    Ok(match summary.profile_times {
+        n if snapshot && !by_spans && n > 1 => (tree.divided(n), summary, Some(n)),
+        _ => (tree, summary, None),
+    })
+}
+
+/// The selection summary: the profile type used (full id), what exists, what was read, and
+/// over how many profiles the values are averaged (`averaged_over`, else null: a sum).
+pub fn summary_json(
+    summary: &SelectionSummary,
+    types: &[ProfileTypeId],
+    averaged_over: Option<u64>,
+) -> Value {
     let used = summary
         .used_types
         .first()
@@ -50,6 +76,7 @@ pub fn summary_json(summary: &SelectionSummary, types: &[ProfileTypeId]) -> Valu
         "types_available": types.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "samples_selected": summary.samples_selected,
         "value_selected": summary.value_selected,
+        "averaged_over": averaged_over,
     })
 }
 
@@ -78,7 +105,7 @@ pub async fn flamegraph(
     let max_nodes = max_nodes(&p)?;
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
-        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let types = store.profile_types(q.selection.service.as_deref());
         // The nested tree is written as text: a deep tree as a `Value` could overflow the
         // stack when dropped.
@@ -86,7 +113,7 @@ pub async fn flamegraph(
             "{{\"flamegraph\":{},\"tree\":{},\"summary\":{}}}",
             layout_json(&tree, max_nodes),
             tree.to_nested_json_within(max_nodes),
-            summary_json(&summary, &types),
+            summary_json(&summary, &types, averaged),
         ))
     })
     .await?;
@@ -114,7 +141,7 @@ pub async fn top(
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
-        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let types = store.profile_types(q.selection.service.as_deref());
         let functions: Vec<Value> = tree
             .top_functions(order)
@@ -125,7 +152,7 @@ pub async fn top(
         Ok(json!({
             "functions": functions,
             "total": tree.total(),
-            "summary": summary_json(&summary, &types),
+            "summary": summary_json(&summary, &types, averaged),
         }))
     })
     .await?;
@@ -177,13 +204,17 @@ pub async fn svg(
     let q = SelectionQuery::parse(&p, params::now_ns())?;
     let image = blocking(&app, move |store| {
         q.check_type(store)?;
-        let (tree, summary) = store.flame_graph(&q.selection)?;
+        let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let used = summary.used_types.first().cloned().unwrap_or_default();
+        let mut title = heading(&q.selection, &used.to_string());
+        if let Some(n) = averaged {
+            title.push_str(&format!(" · average of {n} profiles"));
+        }
         Ok(spanprof_store::render_svg(
             &tree,
             &spanprof_store::SvgOptions {
                 unit: used.sample_unit.clone(),
-                profile_type: heading(&q.selection, &used.to_string()),
+                profile_type: title,
                 ..Default::default()
             },
         ))

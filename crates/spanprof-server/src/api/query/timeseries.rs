@@ -38,26 +38,40 @@ pub async fn timeseries(
         })?
         .unwrap_or(DEFAULT_STEP_NS as i64);
     let group_by = p.one("group_by")?.map(|x| x.value.to_owned());
-    let aggregation = p
-        .parsed("aggregation", |s| match s {
-            "sum" => Ok(Aggregation::Sum),
-            "average" => Ok(Aggregation::Average),
-            _ => Err("expected sum or average".to_owned()),
-        })?
-        .unwrap_or_default();
+    let aggregation = p.parsed("aggregation", |s| match s {
+        "sum" => Ok(Aggregation::Sum),
+        "average" => Ok(Aggregation::Average),
+        _ => Err("expected sum or average".to_owned()),
+    })?;
     let exemplars = p
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
         .unwrap_or(0);
     let label = group_by.clone();
-    let groups = blocking(&app, move |store| {
+    let (groups, aggregation) = blocking(&app, move |store| {
         q.check_type(store)?;
-        Ok(store.time_series(
+        // Snapshots (the heap in use, goroutines) are averaged per step by default: a step
+        // holding four scrapes of a 10 MB heap is 10 MB, not 40.
+        let aggregation = aggregation.unwrap_or_else(|| {
+            let wanted = q.selection.profile_type.as_deref();
+            let types = store.profile_types(q.selection.service.as_deref());
+            let mut selected = types
+                .iter()
+                .filter(|t| wanted.is_some_and(|w| t.matches(w)));
+            match selected.next() {
+                Some(first) if first.is_snapshot() && selected.all(|t| t.is_snapshot()) => {
+                    Aggregation::Average
+                }
+                _ => Aggregation::Sum,
+            }
+        });
+        let groups = store.time_series(
             &q.selection,
             step_ns,
             group_by.as_deref(),
             aggregation,
             exemplars,
-        )?)
+        )?;
+        Ok((groups, aggregation))
     })
     .await?;
     let series: Vec<Value> = groups
@@ -73,7 +87,14 @@ pub async fn timeseries(
             })
         })
         .collect();
-    Ok(axum::Json(json!({ "step_ns": step_ns, "series": series })).into_response())
+    let aggregation = match aggregation {
+        Aggregation::Sum => "sum",
+        Aggregation::Average => "average",
+    };
+    Ok(
+        axum::Json(json!({ "step_ns": step_ns, "aggregation": aggregation, "series": series }))
+            .into_response(),
+    )
 }
 
 fn point_json(p: &SeriesPoint) -> Value {
