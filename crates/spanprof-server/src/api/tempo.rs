@@ -40,8 +40,8 @@
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
 //!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
-//!   conditions, see [`traceql`]): its conditions are tags, `duration` bounds the matching
-//!   spans and `traceDuration` the trace; other TraceQL is a 400 naming the part.
+//!   conditions, see the `traceql` module): its conditions are tags, `duration` bounds the
+//!   matching spans and `traceDuration` the trace; other TraceQL is a 400 naming the part.
 //! - `GET /api/search/tags?scope=` → `{"tagNames": […], "metrics": {}}`;
 //!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
 //!   "tags": […]}], "metrics": {}}`.
