@@ -32,6 +32,12 @@ export async function servicePicker(select, chosen, spans = false) {
   return services;
 }
 
+/** Seconds since the span ended (its start and duration in ns, as strings or numbers). */
+function endedSecondsAgo(span) {
+  const endMs = Number((BigInt(span.start_ns) + BigInt(span.duration_ns)) / 1000000n);
+  return (Date.now() - endMs) / 1000;
+}
+
 /** What a span's coverage verdict means, for a span whose flame graph is empty. */
 export function coverageNotice(span) {
   const verdict = span.coverage;
@@ -42,14 +48,18 @@ export function coverageNotice(span) {
       "is usually missed. Look at many such spans together (Explore with the span name).",
     "no CPU used": `The span lasted ${units.duration(span.duration_ns)} (${span.possible_samples != null
       ? `${span.possible_samples.toFixed(1)} sampling periods of ${period}` : "several sampling periods"}) ` +
-      "without a CPU sample: it was waiting (I/O, locks, other services), not computing. " +
-      "Its child spans may show where the time went.",
+      "without a CPU sample: most likely it was waiting (I/O, locks, other services), not computing, " +
+      "or its process did not get a CPU. Its child spans may show where the time went.",
     "no samples": "This profile type has no sample naming the span.",
     "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
       "profiler leaves short gaps between its windows, and the profiles cover less than one sampling " +
       "period of this span. Its neighbours in the trace, or a push profiler, tell more.",
-    "no profile covers the span": "No profile was taken while this span ran: the profiler was not running, " +
-      "or its profiles have not arrived yet.",
+    "no profile covers the span": endedSecondsAgo(span) < 120
+      ? `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ago, and the profile of the ` +
+        "time it ran has not arrived yet: a scraped CPU profile comes at the end of its window (15 s by " +
+        "default). Reload in a few seconds."
+      : "No profile was taken while this span ran: the profiler was not running, or its profiles did " +
+        "not arrive.",
   };
   return notice("empty", `No samples in this span: ${verdict}`, lines[verdict] || "");
 }
