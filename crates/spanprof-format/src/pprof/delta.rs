@@ -50,13 +50,15 @@ pub enum Delta {
 }
 
 /// The last profile of one endpoint: each sample's cumulative values, by what the sample
-/// means.
-#[derive(Default)]
+/// means. A clone taken before [`Cumulative::apply`] puts it back when the profile could not
+/// be stored (the next delta then covers both intervals).
+#[derive(Clone, Default)]
 pub struct Cumulative {
     hasher: hashbrown::DefaultHashBuilder,
     last: Option<Snapshot>,
 }
 
+#[derive(Clone)]
 struct Snapshot {
     /// Type and unit of each cumulative sample type, in the profile's order.
     types: Vec<(String, String)>,

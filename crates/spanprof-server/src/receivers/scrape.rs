@@ -306,6 +306,8 @@ async fn ingest(
         .profile
         .check_pprof(&profile)
         .map_err(|e| e.to_string())?;
+    // Put back if the profile is not stored: the next delta then covers this interval too.
+    let before = cumulative.clone();
     let delta = cumulative.apply(&mut profile);
     match delta {
         Delta::NotCumulative => {}
@@ -330,16 +332,23 @@ async fn ingest(
         attributes,
         ..Default::default()
     };
-    let mut batch = Batch::new(Some(app.config.link.clone()));
-    batch
-        .add_pprof(&profile, resource)
-        .map_err(|e| format!("converting: {e}"))?;
-    let (data, report) = batch.finish();
-    app.metrics.record_received("scrape", &report);
-    app.pipeline
-        .submit(Work::Profiles(data), "scrape")
-        .await
-        .map_err(|e| e.to_string())
+    let stored = async {
+        let mut batch = Batch::new(Some(app.config.link.clone()));
+        batch
+            .add_pprof(&profile, resource)
+            .map_err(|e| format!("converting: {e}"))?;
+        let (data, report) = batch.finish();
+        app.metrics.record_received("scrape", &report);
+        app.pipeline
+            .submit(Work::Profiles(data), "scrape")
+            .await
+            .map_err(|e| e.to_string())
+    }
+    .await;
+    if stored.is_err() {
+        *cumulative = before;
+    }
+    stored
 }
 
 #[cfg(test)]
