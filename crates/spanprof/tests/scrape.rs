@@ -237,6 +237,24 @@ fn authenticated_targets_are_scraped_with_their_credentials() {
     }
 }
 
+/// A server scraping `profiles` of `target` (`NAME=URL`) every second, its data in a
+/// directory named for `purpose`.
+fn scraping_every_second(purpose: &str, profiles: &str, target: &str) -> Server {
+    let dir = process_dir(purpose);
+    Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--scrape-profiles",
+            profiles,
+            "--scrape-interval",
+            "1s",
+            "--scrape",
+            target,
+        ],
+    )
+}
+
 /// Go's heap profile counts allocations since the program started. Scraped every second,
 /// each scrape is stored as what was allocated since the one before, so the stored
 /// `alloc_space` of a function over a range is what it allocated in that range, however
@@ -245,19 +263,10 @@ fn authenticated_targets_are_scraped_with_their_credentials() {
 #[test]
 fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
     let app = GoApp::start(&[]);
-    let dir = process_dir("scrape-cumulative");
-    let target = format!("svc=http://{}", app.addr());
-    let server = Server::start(
-        &dir.join("data"),
-        "127.0.0.1:0",
-        &[
-            "--scrape-profiles",
-            "heap",
-            "--scrape-interval",
-            "1s",
-            "--scrape",
-            &target,
-        ],
+    let server = scraping_every_second(
+        "scrape-cumulative",
+        "heap",
+        &format!("svc=http://{}", app.addr()),
     );
     let scrapes = || server.heap_scrape_metric("spanprof_scrapes_total", "svc");
     let wait_scrapes = |n: f64| {
@@ -393,19 +402,7 @@ fn a_cpu_endpoint_that_answers_at_once_is_asked_once_a_window() {
             let _ = stream.write_all(&profile);
         }
     });
-    let dir = process_dir("scrape-early-cpu");
-    let server = Server::start(
-        &dir.join("data"),
-        "127.0.0.1:0",
-        &[
-            "--scrape-profiles",
-            "cpu",
-            "--scrape-interval",
-            "1s",
-            "--scrape",
-            &format!("early={url}"),
-        ],
-    );
+    let server = scraping_every_second("scrape-early-cpu", "cpu", &format!("early={url}"));
     let started = std::time::Instant::now();
     std::thread::sleep(Duration::from_millis(3500));
     let asked = asked.load(Ordering::SeqCst);
