@@ -30,7 +30,7 @@ pub fn flame_of(
     sel: &Selection,
 ) -> Result<(FlameTree, SelectionSummary, Option<u64>), ApiError> {
     let (tree, summary) = store.flame_graph(sel)?;
-    let by_spans = !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
+    let by_spans = super::selection::selects_spans(sel);
     let snapshot = summary
         .used_types
         .first()

@@ -111,9 +111,7 @@ impl SelectionQuery {
     /// typo would otherwise answer an empty graph. A store without any data answers empty
     /// instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
-        let sel = &self.selection;
-        let by_spans =
-            !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
+        let by_spans = selects_spans(&self.selection);
         if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
             if store.profile_types(Some(service)).is_empty() {
                 let known = store.services(0, 0);
@@ -140,6 +138,12 @@ impl SelectionQuery {
             }
         }
     }
+}
+
+/// Whether `sel` picks spans or a trace (ids, or a span filter): their samples, not a
+/// service's.
+pub fn selects_spans(sel: &Selection) -> bool {
+    !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some()
 }
 
 /// 400 when `wanted` (parameter `shown`) names no profile type of `service` (`None` = of any
