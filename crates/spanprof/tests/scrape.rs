@@ -339,6 +339,21 @@ fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
         (0.5..2.0).contains(&(average / median)),
         "the average heap in use {average} against a median snapshot of {median}: {snapshots:?}"
     );
+    // The pprof of the range is the same average, and says so.
+    let pprof = support::http::get(
+        &server.addr,
+        &format!("/api/v1/pprof?{inuse}"),
+        Duration::from_secs(30),
+    )
+    .unwrap();
+    let pprof = spanprof_format::pprof::decode(&pprof.body, 1 << 30).unwrap();
+    let sum: i64 = pprof.sample.iter().map(|s| s.value[0]).sum();
+    assert!(
+        (0.9..=1.0).contains(&(sum as f64 / average)),
+        "pprof {sum} against the flame graph's {average}"
+    );
+    let comments: Vec<&str> = pprof.comment.iter().filter_map(|&c| pprof.str(c)).collect();
+    assert_eq!(comments, [format!("average of {averaged_over} profiles")]);
     // `memory` names the heap profile's four types: a choice the answer would not show.
     let ambiguous = support::http::get(
         &server.addr,

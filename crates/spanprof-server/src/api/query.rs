@@ -57,7 +57,7 @@
 //!   at each profile's time) over several profiles, without spans selected, is their average
 //!   (values divided by the `averaged_over` profiles and rounded down; frames that come to 0
 //!   left out), not their sum; `samples_selected` and `value_selected` count them all.
-//!   `/svg` says so in its heading; `/pprof` keeps the sum.
+//!   `/svg` says so in its heading, `/pprof` in a comment (`go tool pprof -comments`).
 //! - `GET /api/v1/top?…&order=self|total&limit=100` → `{"functions": [{"name", "self",
 //!   "total"}], "total", "summary": Summary}`
 //! - `GET /api/v1/diff?…` → `{"flamegraph": {"names", "levels": [[xl, totall, selfl, xr,

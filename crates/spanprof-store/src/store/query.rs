@@ -137,6 +137,15 @@ fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
     })
 }
 
+/// The distinct times of the resolved blocks: the profiles a selection reads.
+fn profile_times(r: &Resolved) -> u64 {
+    r.blocks
+        .iter()
+        .map(|(index, b)| index.blocks[*b as usize].time_ns)
+        .collect::<HashSet<i64>>()
+        .len() as u64
+}
+
 /// Whether a profile taken at `time_ns` lies in `[from_ns, to_ns)` (0 = open end).
 fn starts_in(time_ns: i64, from_ns: i64, to_ns: i64) -> bool {
     time_ns >= from_ns && (to_ns == 0 || time_ns < to_ns)
@@ -541,12 +550,7 @@ impl Store {
             available_types: r.available.iter().map(to_select_type).collect(),
             used_types: vec![to_select_type(&r.profile_type)],
             samples_selected: agg.samples,
-            profile_times: r
-                .blocks
-                .iter()
-                .map(|(index, b)| index.blocks[*b as usize].time_ns)
-                .collect::<HashSet<i64>>()
-                .len() as u64,
+            profile_times: profile_times(&r),
             ..Default::default()
         };
         for (&(service, node), &value) in &agg.by_node {
@@ -576,6 +580,13 @@ impl Store {
             summary.value_selected = summary.value_selected.saturating_add(v);
         }
         Ok((tree, summary))
+    }
+
+    /// How many profiles (distinct profile times) the selection reads: what a snapshot
+    /// type's sums are averaged over.
+    pub fn profile_times(&self, sel: &Selection) -> Result<u64, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        Ok(profile_times(&st.resolve(sel)?))
     }
 
     /// The selection as one pprof profile (for `go tool pprof`): one sample per stack and

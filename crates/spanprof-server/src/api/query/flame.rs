@@ -248,7 +248,27 @@ pub async fn pprof(
     let q = SelectionQuery::parse(&p, params::now_ns())?;
     let bytes = blocking(&app, move |store| {
         q.check_type(store)?;
-        let profile = store.pprof(&q.selection)?;
+        let mut profile = store.pprof(&q.selection)?;
+        // A snapshot type over several profiles: their average, as the flame graph shows it.
+        let snapshot = profile
+            .sample_type
+            .first()
+            .and_then(|t| profile.str(t.r#type))
+            .is_some_and(is_snapshot_type);
+        if snapshot && !super::selection::selects_spans(&q.selection) {
+            let n = store.profile_times(&q.selection)?;
+            if n > 1 {
+                let n = i64::try_from(n).unwrap_or(i64::MAX);
+                for s in &mut profile.sample {
+                    s.value.iter_mut().for_each(|v| *v /= n);
+                }
+                profile.sample.retain(|s| s.value.iter().any(|&v| v != 0));
+                profile
+                    .string_table
+                    .push(format!("average of {n} profiles"));
+                profile.comment.push(profile.string_table.len() as i64 - 1);
+            }
+        }
         Ok(spanprof_format::pprof::encode_gzip(&profile))
     })
     .await?;
