@@ -14,8 +14,9 @@ use hyper::body::Bytes;
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use spanprof_format::otlp::ProfilesData;
 use spanprof_format::otlp::{string_kv, Resource};
-use spanprof_format::pprof::delta::{Cumulative, Delta};
+use spanprof_format::pprof::delta::{is_cumulative, Cumulative, Delta};
 use spanprof_format::{pprof, Batch};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -337,7 +338,14 @@ async fn ingest(
         batch
             .add_pprof(&profile, resource)
             .map_err(|e| format!("converting: {e}"))?;
-        let (data, report) = batch.finish();
+        let (mut data, report) = batch.finish();
+        if let Delta::Since {
+            previous_time_nanos,
+            ..
+        } = delta
+        {
+            stamp_deltas(&mut data, previous_time_nanos);
+        }
         app.metrics.record_received("scrape", &report);
         app.pipeline
             .submit(Work::Profiles(data), "scrape")
@@ -351,11 +359,86 @@ async fn ingest(
     stored
 }
 
+/// Stamps the delta sample types of `data` (one OTLP profile each) with the interval they
+/// count, from the previous scrape at `since_ns` to this one, as CPU windows are stamped
+/// (start and duration): both then fall in the same bucket of a timeline. The snapshot types
+/// beside them (`inuse_*`) keep the scrape's time.
+fn stamp_deltas(data: &mut ProfilesData, since_ns: i64) {
+    let Some(dict) = data.dictionary.as_ref() else {
+        return;
+    };
+    let since = u64::try_from(since_ns).unwrap_or(0);
+    for p in data
+        .resource_profiles
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles)
+    {
+        let name = p
+            .sample_type
+            .as_ref()
+            .and_then(|t| usize::try_from(t.type_strindex).ok())
+            .and_then(|i| dict.string_table.get(i))
+            .map_or("", String::as_str);
+        if is_cumulative(name) && since > 0 && since < p.time_unix_nano {
+            p.duration_nano = p.time_unix_nano - since;
+            p.time_unix_nano = since;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{excerpt, retry_delay};
+    use super::{excerpt, retry_delay, stamp_deltas};
+    use spanprof_format::pprof::{Function, Line, Location, Profile, Sample, ValueType};
+    use spanprof_format::Batch;
+
+    #[test]
+    fn delta_types_are_stamped_with_their_interval_and_snapshots_with_the_scrape() {
+        let mut p = Profile {
+            string_table: ["", "alloc_space", "inuse_space", "bytes", "main.f"]
+                .map(String::from)
+                .to_vec(),
+            time_nanos: 25_000,
+            ..Default::default()
+        };
+        p.sample_type = vec![
+            ValueType { r#type: 1, unit: 3 },
+            ValueType { r#type: 2, unit: 3 },
+        ];
+        p.function.push(Function {
+            id: 1,
+            name: 4,
+            ..Default::default()
+        });
+        p.location.push(Location {
+            id: 1,
+            line: vec![Line {
+                function_id: 1,
+                line: 1,
+                column: 0,
+            }],
+            ..Default::default()
+        });
+        p.sample.push(Sample {
+            location_id: vec![1],
+            value: vec![10, 20],
+            label: Vec::new(),
+        });
+        let mut batch = Batch::new(None);
+        batch.add_pprof(&p, Default::default()).unwrap();
+        let (mut data, _) = batch.finish();
+        stamp_deltas(&mut data, 10_000);
+        let times: Vec<(u64, u64)> = data.resource_profiles[0].scope_profiles[0]
+            .profiles
+            .iter()
+            .map(|p| (p.time_unix_nano, p.duration_nano))
+            .collect();
+        // pprof's default type (the last, inuse_space) comes first.
+        assert_eq!(times, [(25_000, 0), (10_000, 15_000)]);
+    }
 
     #[test]
     fn failing_targets_are_retried_from_a_second_up_to_an_interval() {
