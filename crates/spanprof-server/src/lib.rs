@@ -169,6 +169,27 @@ pub async fn serve(
     }
     let stats = store.stats();
     tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, seconds = format!("{:.2}", opening.elapsed().as_secs_f64()), "store opened");
+    let (retention, max_size) = retention_settings(&config);
+    tracing::info!(
+        retention = %retention,
+        max_size = %max_size,
+        segment_size = config.segment_bytes,
+        "retention: whole segments past the age or the size are deleted, oldest first"
+    );
+    // Retention deletes whole segments (a segment passes segment_size by its last record,
+    // and its index counts too): a limit of a few segments keeps little, or nothing once
+    // the newest sealed one alone is past it.
+    if let Some(max) = config.retention_bytes {
+        if max < 4 * config.segment_bytes {
+            tracing::warn!(
+                max_size = max,
+                segment_size = config.segment_bytes,
+                "storage.max_size holds fewer than 4 segments of storage.segment_size: retention \
+                 deletes whole segments, oldest first, so the store may keep little or nothing; \
+                 raise max_size or lower segment_size"
+            );
+        }
+    }
     if config.limits.series.near_max_series(stats.series) {
         tracing::warn!(
             series = stats.series,
@@ -287,6 +308,18 @@ pub async fn serve(
     Ok(())
 }
 
+/// The retention age and size limit, for the log.
+fn retention_settings(config: &ServerConfig) -> (String, String) {
+    (
+        config
+            .retention_age
+            .map_or("none".to_owned(), |a| format!("{}s", a.as_secs())),
+        config
+            .retention_bytes
+            .map_or("none".to_owned(), |b| format!("{b} bytes")),
+    )
+}
+
 /// How soon after the last retention run a failed store write brings the next one.
 const EARLY_RETENTION_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -317,6 +350,7 @@ async fn maintain(
             }
         }
         last = tokio::time::Instant::now();
+        let store_stats = Arc::clone(&store);
         let store = Arc::clone(&store);
         let done = tokio::task::spawn_blocking(move || {
             let now = std::time::SystemTime::now()
@@ -331,7 +365,19 @@ async fn maintain(
             Ok((retention, compaction)) => {
                 match retention {
                     Ok(0) => {}
-                    Ok(n) => tracing::info!(segments = n, "retention deleted old data"),
+                    Ok(n) => {
+                        let stats = store_stats.stats();
+                        let (retention, max_size) = retention_settings(&config);
+                        tracing::info!(
+                            segments = n,
+                            disk_bytes = stats.disk_bytes,
+                            samples = stats.samples,
+                            max_size = %max_size,
+                            retention = %retention,
+                            "retention deleted old data (the oldest segments past the age, the \
+                             size or the free disk)"
+                        )
+                    }
                     Err(e) => tracing::error!(error = %e, "retention failed"),
                 }
                 match compaction {

@@ -347,8 +347,42 @@ fn a_failed_write_brings_retention_forward() {
     server.wait_for("retention brought forward", Duration::from_secs(30), |s| {
         s.metric("spanprof_store_segments") < segments
     });
+    // The newest data stays (four segments fit the limit).
+    assert!(server.metric("spanprof_store_samples") > 0.0);
     let log = server.stop();
     assert!(log.contains("retention deleted old data"), "{log}");
+    // The settings are logged at start; four segments of 64 KiB fit without a warning.
+    assert!(
+        log.contains(
+            "retention: whole segments past the age or the size are deleted, oldest first \
+             retention=none max_size=262144 bytes segment_size=65536"
+        ),
+        "{log}"
+    );
+    assert!(!log.contains("fewer than 4 segments"), "{log}");
+}
+
+/// A size limit of fewer than four segments is warned about at start: retention deletes
+/// whole segments, so such a store may keep nothing (a review saw it keep nothing).
+#[test]
+fn a_size_limit_of_a_few_segments_is_warned_about() {
+    let dir = process_dir("tiny-retention");
+    let config = dir.join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        "storage:\n  segment_size: 64KiB\n  max_size: 100KiB\n",
+    )
+    .unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &["--config", config.to_str().unwrap()],
+    );
+    let log = server.stop();
+    assert!(
+        log.contains("storage.max_size holds fewer than 4 segments of storage.segment_size"),
+        "{log}"
+    );
 }
 
 /// The real OpenTelemetry SDK exporter (Python, OTLP/HTTP) retries a span the store could not
