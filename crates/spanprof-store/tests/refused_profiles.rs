@@ -457,3 +457,27 @@ fn a_refused_profile_makes_no_series_and_no_service() {
     assert_eq!((r.profiles, r.rejected_profiles), (1, 0));
     assert_eq!(store.services(0, 0), ["known", "new"]);
 }
+
+/// A link whose ids have the right lengths but name no span (all zero) is refused saying
+/// so, not that its ids have the wrong lengths.
+#[test]
+fn a_link_to_the_all_zero_span_is_refused_naming_it() {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let link = b.link(&T1, &[0; 8]);
+    let p = b.profile(
+        ("cpu", "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![sample(stack, link, &[10])],
+    );
+    let data = b.finish(vec![vec![p]]);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let report = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(
+        report.problems,
+        ["resource_profiles[0].scope_profiles[0].profiles[0]: samples[0]: link 1 has an \
+          all-zero span id (a sample without a span has link_index 0)"]
+    );
+}

@@ -189,6 +189,14 @@ fn links(c: &mut Checker<'_>) {
                 c.push(Field(&path, name), format!("{len} bytes (must be {want})"));
             }
         }
+        // An all-zero span id names no span (W3C trace context calls it invalid); an
+        // all-zero trace id is allowed beside a real span id (the trace is not known).
+        if link.span_id.len() == SPAN_ID_LEN && link.span_id.iter().all(|&b| b == 0) {
+            c.push(
+                Field(&path, "span_id"),
+                "all zero: an invalid span id (a sample without a span has link_index 0)",
+            );
+        }
     }
 }
 
@@ -520,6 +528,16 @@ mod tests {
             "dictionary.link_table[1].span_id",
             "0 bytes (must be 8)",
         );
+        // The server refuses a link to the all-zero span: so does check.
+        dict(&mut data).link_table[1].span_id = vec![0; 8];
+        assert_only(
+            &data,
+            "dictionary.link_table[1].span_id",
+            "all zero: an invalid span id",
+        );
+        dict(&mut data).link_table[1].trace_id = vec![0; 16];
+        dict(&mut data).link_table[1].span_id = vec![5; 8];
+        assert_eq!(super::super::check(&data, &Default::default()), Vec::new());
     }
 
     #[test]

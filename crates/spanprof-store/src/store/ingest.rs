@@ -773,6 +773,14 @@ fn profile_blocks(
                     (Ok(t), Ok(sp)) if sp != [0; 8] => {
                         link_memo[x] = Some(elide_known_trace(st, (t, sp)));
                     }
+                    (Ok(_), Ok(_)) => {
+                        return Err(format!(
+                            "samples[{i}]: link {} has an all-zero span id (a sample without \
+                             a span has link_index 0)",
+                            s.link_index
+                        )
+                        .into())
+                    }
                     _ => {
                         return Err(format!(
                             "samples[{i}]: link {} has ids of {} and {} bytes (need 16 and 8)",
