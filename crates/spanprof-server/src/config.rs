@@ -319,6 +319,15 @@ impl ScrapeTarget {
     /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),
     /// headers with valid names and values, one authorization at most.
     pub fn check(&self) -> Result<(), String> {
+        if self.interval < Duration::from_secs(1) {
+            return Err(format!(
+                "interval {:?}: must be at least 1s (a CPU window lasts whole seconds)",
+                self.interval
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err("timeout 0s: a scrape needs some time to answer".into());
+        }
         if self.profiles.is_empty() {
             return Err(format!(
                 "no profiles to take: give some of {}",
@@ -352,6 +361,24 @@ impl ScrapeTarget {
         }
         Ok(())
     }
+}
+
+/// Refuses two targets of the same service and URL: the target would be scraped twice and
+/// its data counted twice.
+pub fn check_scrape_targets(targets: &[ScrapeTarget]) -> Result<(), String> {
+    for (i, t) in targets.iter().enumerate() {
+        if targets[..i]
+            .iter()
+            .any(|o| o.service == t.service && o.url == t.url)
+        {
+            return Err(format!(
+                "scrape target {:?} at {} is given twice: it would be scraped twice and its \
+                 data counted twice",
+                t.service, t.url
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// `url` without the `user:password@` of its authority, and that as a basic authorization
@@ -416,6 +443,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::split_credentials;
+
+    #[test]
+    fn a_target_given_twice_is_refused() {
+        use super::{check_scrape_targets, ScrapeTarget};
+        let a = ScrapeTarget::new("a", "http://h:6060");
+        let other_url = ScrapeTarget::new("a", "http://h:6061");
+        let other_service = ScrapeTarget::new("b", "http://h:6060");
+        assert!(check_scrape_targets(&[a.clone(), other_url, other_service]).is_ok());
+        let e = check_scrape_targets(&[a.clone(), a]).unwrap_err();
+        assert!(e.contains("\"a\" at http://h:6060 is given twice"), "{e}");
+    }
 
     #[test]
     fn listen_addresses_take_go_style_ports_and_localhost() {

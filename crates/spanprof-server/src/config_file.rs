@@ -305,24 +305,45 @@ enum Signal {
     Traces,
 }
 
+/// Parsed inside the deserializer's visit (not after it returned), so that an error names
+/// its key (`storage.retention: …`), not only its section.
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    let s = String::deserialize(d)?;
-    spanprof_store::time::parse_duration(&s)
-        .map(|ns| Some(Duration::from_nanos(ns)))
-        .map_err(serde::de::Error::custom)
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Option<Duration>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a duration such as 15s, 5m, 1h30m or 7d")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            spanprof_store::time::parse_duration(s)
+                .map(|ns| Some(Duration::from_nanos(ns)))
+                .map_err(E::custom)
+        }
+    }
+    d.deserialize_str(V)
 }
 
+/// A byte count or a size such as `512MiB`; parsed inside the visit, as [`duration`].
 fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Size {
-        Bytes(u64),
-        Text(String),
+    struct V;
+    impl serde::de::Visitor<'_> for V {
+        type Value = Option<u64>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a size such as 512MiB or 20GiB, or a number of bytes")
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n))
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            u64::try_from(n)
+                .map(Some)
+                .map_err(|_| E::custom(format!("{n} is not a size: sizes are not negative")))
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            parse_size(s).map(Some).map_err(E::custom)
+        }
     }
-    match Size::deserialize(d)? {
-        Size::Bytes(n) => Ok(Some(n)),
-        Size::Text(s) => parse_size(&s).map(Some).map_err(serde::de::Error::custom),
-    }
+    d.deserialize_any(V)
 }
 
 fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
@@ -521,6 +542,37 @@ mod tests {
     use spanprof_format::limits::ProfileLimits;
     use spanprof_store::store::SeriesLimits;
 
+    #[test]
+    fn a_bad_value_is_named_by_its_key() {
+        for (text, error) in [
+            (
+                "storage:\n  retention: 7 days\n",
+                "storage.retention: \"7 days\" is not a duration",
+            ),
+            (
+                "storage:\n  max_size: -5GiB\n",
+                "storage.max_size: \"-5GiB\" is not a size",
+            ),
+            (
+                "storage:\n  segment_size: -5\n",
+                "storage.segment_size: -5 is not a size: sizes are not negative",
+            ),
+            (
+                "receivers:\n  scrape:\n    - service: a\n      url: http://h\n      timeout: soon\n",
+                "receivers.scrape[0].timeout: \"soon\" is not a duration",
+            ),
+        ] {
+            let e = load_str(text).unwrap_err().to_string();
+            assert!(e.contains(error), "{text}: {e}");
+        }
+        assert_eq!(
+            load_str("storage:\n  max_size: 1048576\n")
+                .unwrap()
+                .retention_bytes,
+            Some(1 << 20)
+        );
+    }
+
     fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("spanprof.yaml");
@@ -607,6 +659,12 @@ mod tests {
                 "      profiles: []\n",
                 "no profiles to take",
             ),
+            (
+                "http://h:6060",
+                "      interval: 0s\n",
+                "interval 0ns: must be at least 1s",
+            ),
+            ("http://h:6060", "      timeout: 0s\n", "timeout 0s"),
         ] {
             let e = target(url, extra).unwrap_err().to_string();
             assert!(

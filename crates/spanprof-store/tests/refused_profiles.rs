@@ -477,7 +477,9 @@ fn a_link_to_the_all_zero_span_is_refused_naming_it() {
     let report = store.ingest(&[&data], Vec::new()).unwrap();
     assert_eq!(
         report.problems,
-        ["resource_profiles[0].scope_profiles[0].profiles[0]: samples[0]: link 1 has an \
-          all-zero span id (a sample without a span has link_index 0)"]
+        [
+            "resource_profiles[0].scope_profiles[0].profiles[0]: samples[0]: link 1 has an \
+          all-zero span id (a sample without a span has link_index 0)"
+        ]
     );
 }

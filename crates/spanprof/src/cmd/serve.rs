@@ -179,8 +179,12 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
         target.profiles = args.scrape_profiles.clone();
         target.interval = args.scrape_interval;
         target.timeout = args.scrape_timeout;
+        target
+            .check()
+            .map_err(|e| anyhow::anyhow!("--scrape {spec:?}: {e}"))?;
         config.scrape.push(target);
     }
+    spanprof_server::config::check_scrape_targets(&config.scrape).map_err(anyhow::Error::msg)?;
     if args.no_store {
         config.store = false;
     }
