@@ -32,6 +32,11 @@ export async function servicePicker(select, chosen, spans = false) {
   return services;
 }
 
+/** `1 span`, `3 spans`. */
+function plural(n, word) {
+  return `${Number(n).toLocaleString("en-US")} ${word}${Number(n) === 1 ? "" : "s"}`;
+}
+
 /** Seconds since the span ended (its start and duration in ns, as strings or numbers). */
 function endedSecondsAgo(span) {
   const endMs = Number((BigInt(span.start_ns) + BigInt(span.duration_ns)) / 1000000n);
@@ -174,7 +179,8 @@ export class TraceView {
     const t = this.trace;
     replace(this.head, el("h1", {}, "Trace ", el("code", {}, t.trace_id)),
       el("p", { class: "muted" }, `${units.timestamp(t.start_ns)} · ${units.duration(t.duration_ns)} · ` +
-        `${t.spans.length} spans · ${units.duration(t.total)} of CPU in ${t.samples} samples`),
+        `${plural(t.spans.length, "span")} · ${units.duration(t.total)} of CPU in ` +
+        `${plural(t.samples, "sample")}`),
       el("a", { href: "#/traces" }, "← back to the search"));
     this.rows = new Map();
     const whole = t.duration_ns || 1;
