@@ -80,7 +80,8 @@
 //!   Both sides must resolve to one profile type.
 //! - `GET /api/v1/timeseries?…&step=15s&group_by=region&aggregation=sum|average&exemplars=3`
 //!   → `{"step_ns", "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points":
-//!   [{"timestamp_ms", "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null, "span_id"}]}]}]}`;
+//!   [{"timestamp_ms", "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null,
+//!   "span_id"}]}]}]}`;
 //!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;
 //!   `exemplars` defaults to 0. `average` divides a bucket's sum by its profiles (distinct
 //!   times); it is the default for snapshot types, `sum` for the others.

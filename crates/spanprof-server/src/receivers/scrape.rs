@@ -3,8 +3,9 @@
 //! windows. Heap, allocs, mutex and block profiles count since the program started: each is
 //! stored as what happened since the one before ([`Cumulative`]), the first kept only to
 //! subtract from the next. Every profile kind of every target runs in its own task: a dead or
-//! slow target slows nothing else. Failures are counted, and logged with the target: the first of a run
-//! of failures, and again when the error changes; a target that answers again says so.
+//! slow target slows nothing else. Failures are counted, and logged with the target: the
+//! first of a run of failures, and again when the error changes; a target that answers again
+//! says so.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
