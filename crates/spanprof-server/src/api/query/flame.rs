@@ -30,15 +30,20 @@ pub fn flame_of(
     sel: &Selection,
 ) -> Result<(FlameTree, SelectionSummary, Option<u64>), ApiError> {
     let (tree, summary) = store.flame_graph(sel)?;
-    let by_spans = super::selection::selects_spans(sel);
-    let snapshot = summary
+    let averaged = summary
         .used_types
         .first()
-        .is_some_and(|t| is_snapshot_type(&t.sample_type));
+        .is_some_and(|t| averages(sel, &t.sample_type));
     Ok(match summary.profile_times {
-        n if snapshot && !by_spans && n > 1 => (tree.divided(n), summary, Some(n)),
+        n if averaged && n > 1 => (tree.divided(n), summary, Some(n)),
         _ => (tree, summary, None),
     })
+}
+
+/// Whether a selection of `sample_type` is answered as the average of its profiles: a
+/// snapshot type, and no spans or trace selected (their samples are their own).
+fn averages(sel: &Selection, sample_type: &str) -> bool {
+    is_snapshot_type(sample_type) && !super::selection::selects_spans(sel)
 }
 
 /// The selection summary: the profile type used (full id), what exists, what was read, and
@@ -250,12 +255,12 @@ pub async fn pprof(
         q.check_type(store)?;
         let mut profile = store.pprof(&q.selection)?;
         // A snapshot type over several profiles: their average, as the flame graph shows it.
-        let snapshot = profile
+        let averaged = profile
             .sample_type
             .first()
             .and_then(|t| profile.str(t.r#type))
-            .is_some_and(is_snapshot_type);
-        if snapshot && !super::selection::selects_spans(&q.selection) {
+            .is_some_and(|t| averages(&q.selection, t));
+        if averaged {
             let n = store.profile_times(&q.selection)?;
             if n > 1 {
                 let n = i64::try_from(n).unwrap_or(i64::MAX);
