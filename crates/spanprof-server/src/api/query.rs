@@ -95,7 +95,8 @@
 //!   period); `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
 //!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type),
 //!   `"profiles cover too little of the span"` (it fell between two profile windows) or
-//!   `"no profile covers the span"`; `has_samples`: any sample of any type names the span.
+//!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
+//!   profiler was off); `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
 //!   "samples", "spans_total", "truncated", "spans": [Span + "offset_ns" (from the trace
 //!   start), "depth"]}` in start order, at most the first 20,000 spans (`truncated` says

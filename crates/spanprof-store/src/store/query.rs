@@ -83,7 +83,16 @@ pub struct Coverage {
     /// as covering the whole span). A pull profiler leaves gaps between its windows, and a
     /// span that fell into one was not missed but not watched. `None` otherwise.
     pub covered_ns: Option<u64>,
+    /// For a known span without samples that no window covers: a window of its service's
+    /// profiles of the type ended within [`BETWEEN_WINDOWS_NS`] before it started and another
+    /// began within that after it ended. It fell into the gap a pull profiler leaves between
+    /// two windows (Go's build and answer, the next request), so the profiler was running.
+    pub between_windows: bool,
 }
+
+/// How close to a span the windows around it end and begin for it to have fallen between
+/// them ([`Coverage::between_windows`]): back-to-back Go CPU windows are 5-300 ms apart.
+pub const BETWEEN_WINDOWS_NS: u64 = 1_000_000_000;
 
 /// What a selection resolved to.
 pub(crate) struct Resolved {
@@ -706,7 +715,7 @@ impl Store {
             period.get_or_insert(block.period);
         })?;
         let span = st.span_record(&span_id)?;
-        let mut covered_ns = None;
+        let (mut covered_ns, mut between_windows) = (None, false);
         if period.is_none() {
             // No samples: the period of the service's profiles that cover the span, and how
             // much of it they cover, tell "no CPU used" from "too short to be sampled".
@@ -728,6 +737,14 @@ impl Store {
                     (m.time_ns, m.duration_ns)
                 });
                 covered_ns = Some(covered(span.start_ns, span.end_ns, windows));
+                if covered_ns == Some(0) {
+                    // The period of the windows around it, if it fell between two.
+                    let before = self.window_before(&st, &around, span)?;
+                    between_windows = before.is_some();
+                    if let Some((index, b)) = before.filter(|_| period.is_none()) {
+                        period = self.block_period(&index, b)?;
+                    }
+                }
             }
         }
         let t = &r.profile_type;
@@ -751,7 +768,37 @@ impl Store {
             period,
             possible_samples,
             covered_ns,
+            between_windows,
         })
+    }
+
+    /// A window of `around`'s service and type that ends just before `span`, when another
+    /// begins just after it ([`Coverage::between_windows`]).
+    fn window_before(
+        &self,
+        st: &State,
+        around: &Selection,
+        span: &SpanRecord,
+    ) -> Result<Option<(Arc<SegmentIndex>, u32)>, StoreError> {
+        let margin = BETWEEN_WINDOWS_NS as i64;
+        let (start, end) = (span.start_ns as i64, span.end_ns as i64);
+        let near = Selection {
+            from_ns: start.saturating_sub(margin),
+            to_ns: end.saturating_add(margin),
+            ..around.clone()
+        };
+        let (mut before, mut after) = (None, false);
+        for (index, b) in st.resolve(&near)?.blocks {
+            let (time, duration) = {
+                let m = &index.blocks[b as usize];
+                (m.time_ns, m.duration_ns)
+            };
+            after |= time >= end;
+            if time.saturating_add(duration) <= start {
+                before = Some((index, b));
+            }
+        }
+        Ok(before.filter(|_| after))
     }
 
     fn block_period(&self, index: &SegmentIndex, b: u32) -> Result<Option<i64>, StoreError> {

@@ -87,6 +87,7 @@ fn span_coverage_of_a_span_shorter_than_the_period() {
             period: Some(PERIOD_NS),
             possible_samples: Some(0.4),
             covered_ns: None,
+            between_windows: false,
         }
     );
 }
@@ -115,6 +116,7 @@ fn span_coverage_of_spans_without_samples() {
                 period: Some(PERIOD_NS),
                 possible_samples: Some(possible),
                 covered_ns: Some(duration),
+                between_windows: false,
             },
             "{name}"
         );
@@ -164,4 +166,51 @@ fn span_coverage_counts_only_the_part_a_profile_window_covers() {
         let possible = (covered > 0).then(|| covered as f64 / PERIOD_NS as f64);
         assert_eq!(got.possible_samples, possible, "{:?}", span.span_id);
     }
+}
+
+/// A pull profiler's back-to-back windows leave a gap between them (Go builds and sends a
+/// profile, the next request comes): a span inside one was not watched, although the
+/// profiler ran. It is told from a span no profiler watched by the windows ending just
+/// before it and beginning just after it, and it gets their period.
+#[test]
+fn span_coverage_of_a_span_between_two_windows() {
+    let first = Copy::new(0, 0, 1);
+    let window = first.pprof.duration_nanos;
+    let second = Copy::new(1, window + 200 * MS, 1);
+    let dir = temp_dir();
+    let store = open(dir.path());
+    first.ingest(&store);
+    second.ingest(&store);
+    let end = (first.time_ns + window) as u64;
+    let parent = first.span(IDLE);
+    let span = |tag: u8, from_end: u64, duration: u64| spanprof_store::spans::SpanRecord {
+        span_id: [tag, 0x9a, 0x95, 0, 0, 0, 0, 1],
+        start_ns: end + from_end,
+        end_ns: end + from_end + duration,
+        ..parent.clone()
+    };
+    let between = span(0xb1, 50 * MS as u64, 100 * MS as u64);
+    // After the second window, with none after it: the profiler stopped.
+    let after = span(0xb2, (window + 400 * MS) as u64, 100 * MS as u64);
+    store
+        .ingest(&[], vec![between.clone(), after.clone()])
+        .unwrap();
+    let got = store.span_coverage(between.span_id, None).unwrap();
+    assert_eq!(
+        got,
+        Coverage {
+            samples: 0,
+            value: 0,
+            duration_ns: Some(100 * MS as u64),
+            period: Some(PERIOD_NS),
+            possible_samples: Some(0.0),
+            covered_ns: Some(0),
+            between_windows: true,
+        }
+    );
+    let got = store.span_coverage(after.span_id, None).unwrap();
+    assert_eq!(
+        (got.covered_ns, got.between_windows, got.possible_samples),
+        (Some(0), false, None)
+    );
 }

@@ -29,7 +29,8 @@ pub const NO_SAMPLES: &str = "no samples";
 pub const TOO_SHORT: &str = "shorter than the sampling period";
 /// No profile of the span's service covers its time.
 pub const NOT_PROFILED: &str = "no profile covers the span";
-/// Profiles cover less than one sampling period of the span (it fell between two pulls).
+/// Profiles cover less than one sampling period of the span: it fell (mostly) between two
+/// windows of a pull profiler.
 pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 
 /// What a span's coverage means, in words.
@@ -42,7 +43,7 @@ pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
         _ => None,
     };
     match c.possible_samples {
-        Some(p) if p < 1.0 && unwatched == Some(0) => NOT_PROFILED,
+        Some(p) if p < 1.0 && unwatched == Some(0) && !c.between_windows => NOT_PROFILED,
         Some(p) if p < 1.0 && unwatched.is_some() => PARTLY_PROFILED,
         Some(p) if p < 1.0 => TOO_SHORT,
         Some(_) if cpu_type => NO_CPU,
@@ -309,6 +310,7 @@ mod tests {
             period: Some(period as i64),
             possible_samples: Some(watched as f64 / period as f64),
             covered_ns: covered_ms.map(|c| c * MS),
+            between_windows: false,
         }
     }
 
@@ -334,6 +336,13 @@ mod tests {
             ..coverage(200, None)
         };
         assert_eq!(verdict(&sampled, true), SAMPLED);
+        // Windows end just before it and begin just after: it fell into the gap of a pull
+        // profiler that was running.
+        let between = Coverage {
+            between_windows: true,
+            ..coverage(200, Some(0))
+        };
+        assert_eq!(verdict(&between, true), PARTLY_PROFILED);
         assert_eq!(verdict(&coverage(200, Some(200)), false), NO_SAMPLES);
     }
 }
