@@ -438,3 +438,95 @@ fn a_cpu_endpoint_that_answers_at_once_is_asked_once_a_window() {
         "asked {asked} times in {elapsed:?} with 1 s windows"
     );
 }
+
+/// Go dates a CPU profile's end when it has built the profile, up to a few hundred ms after
+/// sampling stopped. Scraped back to back, each stored window ends when the window asked
+/// for does, and the time between two windows (the target's build and answer, the next
+/// request) is counted as unprofiled: a span in it is reported as fallen between two windows,
+/// not as one that used no CPU (the stored window claimed it before, so a span at a window's
+/// edge looked idle), nor as one no profile was taken for.
+#[test]
+fn cpu_windows_end_when_sampling_stopped_and_a_span_between_two_fell_between_them() {
+    let app = GoApp::start(&[]);
+    let server = scraping_every_second(
+        "scrape-cpu-gaps",
+        "cpu",
+        &format!("svc=http://{}", app.addr()),
+    );
+    let get = |path: &str| {
+        let r = support::http::get(&server.addr, path, Duration::from_secs(30)).unwrap();
+        assert_eq!(
+            r.status,
+            200,
+            "{path}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
+        r.body
+    };
+    // Go reads its samples every 100 ms, so a gap is 1-100 ms on an idle machine (a third of
+    // them under 4 ms), more on a busy one: six gaps hold a wide one.
+    poll(
+        "seven CPU windows",
+        Duration::from_secs(60),
+        || match server.metric("spanprof_scrapes_total{target=\"svc\",profile=\"cpu\"}") {
+            n if n >= 7.0 => Ok(()),
+            n => Err(format!("{n} windows")),
+        },
+    );
+    // Each window's start (its timeline point, 1 ms buckets) and end (its pprof's).
+    let series: serde_json::Value =
+        serde_json::from_slice(&get("/api/v1/timeseries?service=svc&step=1ms")).unwrap();
+    let windows: Vec<(i64, i64)> = series["series"][0]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let ms = p["timestamp_ms"].as_i64().unwrap();
+            let gz = get(&format!(
+                "/api/v1/pprof?service=svc&from={ms}&to={}",
+                ms + 1
+            ));
+            let p = spanprof_format::pprof::decode(&gz, 64 << 20).unwrap();
+            assert!(
+                (900_000_000..=1_000_000_000).contains(&p.duration_nanos),
+                "a 1 s window stored as {} ns",
+                p.duration_nanos
+            );
+            (p.time_nanos, p.time_nanos + p.duration_nanos)
+        })
+        .collect();
+    assert!(windows.len() >= 7, "{series}");
+    let gaps: Vec<(i64, i64)> = windows.windows(2).map(|w| (w[0].1, w[1].0)).collect();
+    let unprofiled: i64 = gaps.iter().map(|(end, start)| start - end).sum();
+    assert!(gaps.iter().all(|(end, start)| start >= end), "{windows:?}");
+    let counted = server.metric("spanprof_scrape_unprofiled_seconds_total{target=\"svc\"}");
+    assert!(
+        counted * 1e9 >= unprofiled as f64 - 1e3,
+        "{counted} s counted unprofiled, {unprofiled} ns between the windows {windows:?}"
+    );
+    // A span in the middle half of the widest gap.
+    let (end, start) = *gaps.iter().max_by_key(|(end, start)| start - end).unwrap();
+    assert!(start - end >= 4_000_000, "gaps of under 4 ms: {windows:?}");
+    let (span_start, span_end) = (end + (start - end) / 4, start - (start - end) / 4);
+    let trace = "5ca1ab1e5ca1ab1e5ca1ab1e5ca1ab1e";
+    let spans = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": trace, "spanId": "0000000000c0ffee", "name": "between windows",
+            "kind": 2,
+            "startTimeUnixNano": span_start.to_string(),
+            "endTimeUnixNano": span_end.to_string(),
+        }]}],
+    }]});
+    server.post(
+        "/v1/traces",
+        "application/json",
+        &serde_json::to_vec(&spans).unwrap(),
+    );
+    let trace: serde_json::Value =
+        serde_json::from_slice(&get(&format!("/api/v1/traces/{trace}"))).unwrap();
+    assert_eq!(
+        trace["spans"][0]["coverage"], "profiles cover too little of the span",
+        "a span from {span_start} to {span_end} ns, between windows {windows:?}: {trace}"
+    );
+}

@@ -1,11 +1,14 @@
-//! Pull: `/debug/pprof/*` from each target. CPU windows are taken back to back — the next
-//! `?seconds=N` request starts as the previous one ends — so no span falls between two
-//! windows. Heap, allocs, mutex and block profiles count since the program started: each is
-//! stored as what happened since the one before ([`Cumulative`]), the first kept only to
-//! subtract from the next. Every profile kind of every target runs in its own task: a dead or
-//! slow target slows nothing else. Failures are counted, and logged with the target: the
-//! first of a run of failures, and again when the error changes; a target that answers again
-//! says so.
+//! Pull: `/debug/pprof/*` from each target. CPU windows are taken back to back: the next
+//! `?seconds=N` request goes out as soon as the previous one is answered, and that one is
+//! stored meanwhile. Go allows one CPU profile at a time and takes 1-100 ms (more when
+//! busy) to finish one; that time between windows is counted
+//! (`spanprof_scrape_unprofiled_seconds_total`), and each window's stored end is when
+//! sampling stopped ([`sampled_window`]). Heap, allocs, mutex and block profiles count since
+//! the program started: each is stored as what happened since the one before
+//! ([`Cumulative`]), the first kept only to subtract from the next. Every profile kind of
+//! every target runs in its own task: a dead or slow target slows nothing else. Failures are
+//! counted, and logged with the target: the first of a run of failures, and again when the
+//! error changes; a target that answers again says so.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -104,69 +107,62 @@ async fn scrape_loop(
         tracing::error!(service = %target.service, kind = %kind, "unknown profile kind (use cpu, heap, allocs, goroutine, mutex, block)");
         return;
     };
+    let cpu = kind == "cpu";
+    // The window a CPU profile is asked for.
+    let window = cpu.then(|| Duration::from_secs(seconds));
     let url = format!("{}{path}", target.url);
     let headers = request_headers(&target);
     let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
-    let mut failures = 0u32;
+    let mut outcomes = Outcomes::new(&app, &target, &url, labels);
     // Heap, allocs, mutex and block count since the program started: each profile is
     // stored as what happened since the one before.
     let mut cumulative = Cumulative::new();
-    // The error last logged for this run of failures.
-    let mut logged: Option<String> = None;
+    // A CPU window's body, stored while the next window runs: the next request goes out as
+    // soon as a window's answer is in, not after it is decoded and durably written (which
+    // under load takes as long as the ingest queue is deep), so the target profiles nearly
+    // all the time.
+    let mut unstored: Option<Bytes> = None;
     while !*stop.borrow() {
         let started = Instant::now();
         // A CPU request lasts the window itself, then the timeout.
-        let timeout = if kind == "cpu" {
+        let timeout = if cpu {
             Duration::from_secs(seconds) + target.timeout
         } else {
             target.timeout
         };
-        let fetched = tokio::select! {
-            r = fetch(&client, &url, &headers, target.bearer_token_file.as_deref(), timeout, app.config.limits.max_body_bytes) => r,
-            _ = stop.wait_for(|s| *s) => break,
+        let fetch = async {
+            tokio::select! {
+                r = fetch(&client, &url, &headers, target.bearer_token_file.as_deref(), timeout, app.config.limits.max_body_bytes) => Some(r),
+                _ = stop.wait_for(|s| *s) => None,
+            }
         };
+        let store_previous = async {
+            if let Some(body) = unstored.take() {
+                let stored = ingest(&app, &target, name, window, &body, &mut cumulative).await;
+                outcomes.note(stored);
+            }
+        };
+        let (fetched, ()) = tokio::join!(fetch, store_previous);
+        let Some(fetched) = fetched else { break };
         app.metrics.set(
             "spanprof_scrape_duration_seconds",
             &labels,
             started.elapsed().as_secs_f64(),
         );
-        let outcome = match fetched {
-            Ok(body) => ingest(&app, &target, name, &body, &mut cumulative).await,
-            Err(e) => Err(e),
-        };
-        app.metrics.set(
-            "spanprof_scrape_up",
-            &labels,
-            if outcome.is_ok() { 1.0 } else { 0.0 },
-        );
-        match outcome {
-            Ok(()) => {
-                if failures > 0 {
-                    tracing::info!(service = %target.service, url = %url, failures, "scrape succeeded again");
-                }
-                failures = 0;
-                logged = None;
-                app.metrics.add("spanprof_scrapes_total", &labels, 1.0);
+        let answered = fetched.is_ok();
+        match fetched {
+            Ok(body) if cpu => unstored = Some(body),
+            Ok(body) => {
+                outcomes.note(ingest(&app, &target, name, window, &body, &mut cumulative).await)
             }
-            Err(e) => {
-                failures += 1;
-                app.metrics
-                    .add("spanprof_scrape_errors_total", &labels, 1.0);
-                // A dead target fails at every try: said once, and again if the error
-                // changes (spanprof_scrape_up and the error count follow every try).
-                if logged.as_deref() == Some(e.as_str()) {
-                    tracing::debug!(service = %target.service, url = %url, error = %e, failures, "scrape failed again");
-                } else {
-                    tracing::warn!(service = %target.service, url = %url, error = %e, "scrape failed (logged again when the error changes; retried with backoff)");
-                    logged = Some(e);
-                }
-            }
+            Err(e) => outcomes.note(Err(e)),
         }
-        // CPU windows follow each other at once (a target that answers before its window
-        // is over, ignoring `seconds`, waits out the rest: else it would be asked again and
-        // again); other kinds wait an interval; failing targets are retried with backoff.
-        let wait = match failures {
-            0 if kind == "cpu" => Duration::from_secs(seconds).saturating_sub(started.elapsed()),
+        // CPU windows follow each other at once while the target answers, whatever became
+        // of storing the last one (a target that answers before its window is over, ignoring
+        // `seconds`, waits out the rest: else it would be asked again and again); other
+        // kinds wait an interval; failing targets are retried with backoff.
+        let wait = match outcomes.failures {
+            _ if cpu && answered => Duration::from_secs(seconds).saturating_sub(started.elapsed()),
             0 => target.interval,
             n => retry_delay(n, target.interval),
         };
@@ -177,6 +173,109 @@ async fn scrape_loop(
             }
         }
     }
+    // The last window taken is stored before the server stops.
+    if let Some(body) = unstored {
+        outcomes.note(ingest(&app, &target, name, window, &body, &mut cumulative).await);
+    }
+}
+
+/// What a target's scrapes came to: counted, and logged at the first failure of a run, when
+/// the error changes, and when the target answers again. CPU windows' target times also
+/// give the time between one window's end and the next one's start, when nothing was
+/// profiled (`spanprof_scrape_unprofiled_seconds_total`).
+struct Outcomes<'a> {
+    app: &'a AppState,
+    target: &'a ScrapeTarget,
+    url: &'a str,
+    labels: [(&'static str, &'a str); 2],
+    /// Failures in a row.
+    failures: u32,
+    /// The error last logged for this run of failures.
+    logged: Option<String>,
+    /// When the last stored CPU window ended, in the target's clock (ns since the epoch).
+    window_end: Option<i64>,
+}
+
+impl<'a> Outcomes<'a> {
+    fn new(
+        app: &'a AppState,
+        target: &'a ScrapeTarget,
+        url: &'a str,
+        labels: [(&'static str, &'a str); 2],
+    ) -> Self {
+        Outcomes {
+            app,
+            target,
+            url,
+            labels,
+            failures: 0,
+            logged: None,
+            window_end: None,
+        }
+    }
+
+    fn note(&mut self, outcome: Result<Window, String>) {
+        let (app, target, url) = (self.app, self.target, self.url);
+        let labels = &self.labels;
+        app.metrics.set(
+            "spanprof_scrape_up",
+            labels,
+            if outcome.is_ok() { 1.0 } else { 0.0 },
+        );
+        match outcome {
+            Ok(window) => {
+                if self.failures > 0 {
+                    tracing::info!(service = %target.service, url = %url, failures = self.failures, "scrape succeeded again");
+                }
+                self.failures = 0;
+                self.logged = None;
+                app.metrics.add("spanprof_scrapes_total", labels, 1.0);
+                if labels[1].1 == "cpu" {
+                    self.cpu_window(window);
+                }
+            }
+            Err(e) => {
+                self.failures += 1;
+                app.metrics.add("spanprof_scrape_errors_total", labels, 1.0);
+                // A dead target fails at every try: said once, and again if the error
+                // changes (spanprof_scrape_up and the error count follow every try).
+                if self.logged.as_deref() == Some(e.as_str()) {
+                    tracing::debug!(service = %target.service, url = %url, error = %e, failures = self.failures, "scrape failed again");
+                } else {
+                    tracing::warn!(service = %target.service, url = %url, error = %e, "scrape failed (logged again when the error changes; retried with backoff)");
+                    self.logged = Some(e);
+                }
+            }
+        }
+    }
+
+    /// Counts the time the target was not profiled since the last window: between two
+    /// back-to-back windows the answer's transfer and the next request (milliseconds); a
+    /// failed or refused window, a restart or a clock step, all of it. A window a target
+    /// dates before the previous one's end (a clock step back) counts nothing.
+    fn cpu_window(&mut self, window: Window) {
+        let Window { start_ns, end_ns } = window;
+        if start_ns <= 0 || end_ns < start_ns {
+            return; // The target does not date its profiles.
+        }
+        if let Some(previous) = self.window_end.replace(end_ns) {
+            let gap = start_ns.saturating_sub(previous).max(0);
+            tracing::debug!(service = %self.target.service, gap_ms = gap as f64 / 1e6, "CPU window stored");
+            self.app.metrics.add(
+                "spanprof_scrape_unprofiled_seconds_total",
+                &[("target", self.labels[0].1)],
+                gap as f64 / 1e9,
+            );
+        }
+    }
+}
+
+/// The time a scraped profile covers, in the target's clock (ns since the epoch; 0 when the
+/// profile has no time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Window {
+    start_ns: i64,
+    end_ns: i64,
 }
 
 /// The wait after the `failures`-th failure in a row: 1 s, doubling, up to an interval (as
@@ -298,11 +397,19 @@ async fn ingest(
     app: &AppState,
     target: &ScrapeTarget,
     name: &str,
+    cpu_window: Option<Duration>,
     body: &[u8],
     cumulative: &mut Cumulative,
-) -> Result<(), String> {
+) -> Result<Window, String> {
     let mut profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
         .map_err(|e| format!("not a pprof profile: {e}"))?;
+    if let Some(asked) = cpu_window {
+        sampled_window(&mut profile, asked);
+    }
+    let window = Window {
+        start_ns: profile.time_nanos,
+        end_ns: profile.time_nanos.saturating_add(profile.duration_nanos),
+    };
     app.config
         .limits
         .profile
@@ -323,7 +430,7 @@ async fn ingest(
     }
     if delta != Delta::NotCumulative && profile.sample.is_empty() {
         // Nothing happened since the last scrape (or this is the first).
-        return Ok(());
+        return Ok(window);
     }
     let mut attributes = vec![
         string_kv("service.name", &target.service),
@@ -357,7 +464,20 @@ async fn ingest(
     if stored.is_err() {
         *cumulative = before;
     }
-    stored
+    stored.map(|()| window)
+}
+
+/// Ends a CPU profile's window when sampling stopped. Go stops sampling when the window asked
+/// for is over, but dates the profile's end when it has built it: after its profile writer's
+/// next read of the samples (it reads every 100 ms), up to 100 ms later on an idle machine
+/// and more on a busy one. Spans in that time were not profiled; a window that claimed them
+/// reported them as using no CPU rather than as fallen between two windows. A profile
+/// shorter than asked (a target that ignores `seconds`) keeps its own length.
+fn sampled_window(profile: &mut pprof::Profile, asked: Duration) {
+    let asked = i64::try_from(asked.as_nanos()).unwrap_or(i64::MAX);
+    if profile.time_nanos > 0 && profile.duration_nanos > asked {
+        profile.duration_nanos = asked;
+    }
 }
 
 /// Stamps the delta sample types of `data` (one OTLP profile each) with the interval they
@@ -392,9 +512,30 @@ fn stamp_deltas(data: &mut ProfilesData, since_ns: i64) {
 mod tests {
     use std::time::Duration;
 
-    use super::{excerpt, retry_delay, stamp_deltas};
+    use super::{excerpt, retry_delay, sampled_window, stamp_deltas};
     use spanprof_format::pprof::{Function, Line, Location, Profile, Sample, ValueType};
     use spanprof_format::Batch;
+
+    #[test]
+    fn a_cpu_window_ends_when_the_window_asked_for_does() {
+        let asked = Duration::from_secs(15);
+        for (time, duration, stored) in [
+            // Go: built 80 ms after sampling stopped.
+            (1_000, 15_080_000_000, 15_000_000_000),
+            // A target that ignores `seconds` and answers early keeps its own length.
+            (1_000, 2_000_000_000, 2_000_000_000),
+            // An undated profile is left alone.
+            (0, 15_080_000_000, 15_080_000_000),
+        ] {
+            let mut p = Profile {
+                time_nanos: time,
+                duration_nanos: duration,
+                ..Default::default()
+            };
+            sampled_window(&mut p, asked);
+            assert_eq!((p.time_nanos, p.duration_nanos), (time, stored));
+        }
+    }
 
     #[test]
     fn delta_types_are_stamped_with_their_interval_and_snapshots_with_the_scrape() {
