@@ -206,8 +206,14 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
         .context("starting the runtime")?;
     // Dropped once the server has stopped: the watchdog ends then.
     let (stopped, stopped_rx) = std::sync::mpsc::channel::<()>();
+    // Installed before the server listens: a SIGTERM sent as soon as it says it serves (by a
+    // supervisor, a test) stops it cleanly instead of killing it.
+    let signal = {
+        let _runtime = runtime.enter();
+        shutdown_signal().context("installing the SIGTERM and SIGINT handlers")?
+    };
     runtime.block_on(async {
-        spanprof_server::serve(config, stop_on_signal(stopped_rx), |bound| {
+        spanprof_server::serve(config, stop_on_signal(signal, stopped_rx), |bound| {
             // One line a script can wait for, with a URL a browser opens: on every interface
             // (0.0.0.0, the default) that is this machine's loopback, as browsers now refuse
             // http://0.0.0.0.
@@ -242,8 +248,11 @@ const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog: it exits the
 /// process unless `stopped` is closed (the server stopped) within the grace.
-async fn stop_on_signal(stopped: std::sync::mpsc::Receiver<()>) {
-    shutdown_signal().await;
+async fn stop_on_signal(
+    signal: impl std::future::Future<Output = ()>,
+    stopped: std::sync::mpsc::Receiver<()>,
+) {
+    signal.await;
     std::thread::spawn(move || {
         if stopped.recv_timeout(STOP_GRACE) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
             return;
@@ -373,17 +382,23 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
     Ok(out)
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// Resolves on SIGTERM or Ctrl-C (SIGINT); the handlers are installed when this is called,
+/// not when the future is first polled.
+fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut interrupt = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = interrupt.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
 }
