@@ -13,7 +13,8 @@ use spanprof_format::otlp::{Link, Profile, ProfilesData, ProfilesDictionary, Sam
 ///
 /// A sample matches when no span or trace filter is set (then unlinked samples match too), or
 /// when its link's span id is in `span_ids` (if non-empty) and its link's trace id equals
-/// `trace_id` (if given).
+/// `trace_id` (if given). A sample without a link is matched by the span and trace ids of its
+/// attributes; one with a span id only is in the trace that the links give its span.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SampleSelector {
     /// Span ids (8 bytes each) to keep; empty = any span.
@@ -290,28 +291,84 @@ fn link_matches(
     dict: &ProfilesDictionary,
     sample: &Sample,
     selector: &SampleSelector,
+    spans_of_trace: &SpansOfTrace,
     bad: &mut u64,
 ) -> bool {
     if !selector.filters_links() {
         return true;
     }
-    let link = match sample_link(dict, sample) {
-        Ok(Some(link)) => link,
-        Ok(None) => return false,
+    let (span, trace) = match sample_link(dict, sample) {
+        Ok(Some(link)) => (
+            <[u8; 8]>::try_from(link.span_id.as_slice()).ok(),
+            <[u8; 16]>::try_from(link.trace_id.as_slice()).ok(),
+        ),
+        Ok(None) => attribute_ids(dict, sample),
         Err(()) => {
             *bad += 1;
             return false;
         }
     };
-    let span_ok = selector.span_ids.is_empty()
-        || selector
-            .span_ids
-            .iter()
-            .any(|id| link.span_id.as_slice() == id.as_slice());
-    let trace_ok = selector
-        .trace_id
-        .is_none_or(|id| link.trace_id.as_slice() == id.as_slice());
+    let span_ok =
+        selector.span_ids.is_empty() || span.is_some_and(|span| selector.span_ids.contains(&span));
+    let trace_ok = match (selector.trace_id, trace, span) {
+        (None, ..) => true,
+        (Some(want), Some(trace), _) => trace == want,
+        // A span without its trace is in the trace the profile's links give that span.
+        (Some(_), None, Some(span)) => spans_of_trace.0.contains(&span),
+        (Some(_), None, None) => false,
+    };
     span_ok && trace_ok
+}
+
+/// The span and trace ids a sample without a link carries as attributes, under the usual
+/// keys (`span_id`, `otel.profile.span_id`, …). A link needs both ids, so a converter keeps a
+/// span id without its trace (pyroscope-otel labels only span ids) as an attribute, and the
+/// store links such samples to their span all the same.
+pub(crate) fn attribute_ids(
+    dict: &ProfilesDictionary,
+    sample: &Sample,
+) -> (Option<[u8; 8]>, Option<[u8; 16]>) {
+    use spanprof_format::link::{IdRole, LinkConfig};
+    use spanprof_format::otlp::any_value::Value;
+    let keys = LinkConfig::default();
+    let (mut span, mut trace) = (None, None);
+    for &a in &sample.attribute_indices {
+        let Some(kv) = entry(&dict.attribute_table, a) else {
+            continue;
+        };
+        let Some(key) = entry(&dict.string_table, kv.key_strindex) else {
+            continue;
+        };
+        let value = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+            Some(Value::StringValue(v)) => Some(v.as_str()),
+            _ => None,
+        };
+        match keys.role(key, value) {
+            IdRole::SpanId(id) => span = span.or(Some(id)),
+            IdRole::TraceId(id) => trace = trace.or(Some(id)),
+            _ => {}
+        }
+    }
+    (span, trace)
+}
+
+/// The spans the links of a dictionary put in the selected trace.
+#[derive(Default)]
+struct SpansOfTrace(hashbrown::HashSet<[u8; 8]>);
+
+impl SpansOfTrace {
+    fn new(dict: &ProfilesDictionary, selector: &SampleSelector) -> Self {
+        let Some(trace) = selector.trace_id else {
+            return SpansOfTrace::default();
+        };
+        SpansOfTrace(
+            dict.link_table
+                .iter()
+                .filter(|l| l.trace_id.as_slice() == trace.as_slice())
+                .filter_map(|l| <[u8; 8]>::try_from(l.span_id.as_slice()).ok())
+                .collect(),
+        )
+    }
 }
 
 /// Resolves a stack to frames, root first, into `out`. Returns false when the stack index is
@@ -386,8 +443,15 @@ where
     let dict: &ProfilesDictionary = &chosen.dict;
     let mut summary = chosen.summary;
     let mut frames = Vec::new();
+    let spans_of_trace = SpansOfTrace::new(dict, selector);
     for sample in chosen.profiles.iter().flat_map(|p| &p.samples) {
-        if !link_matches(dict, sample, selector, &mut summary.bad_indices) {
+        if !link_matches(
+            dict,
+            sample,
+            selector,
+            &spans_of_trace,
+            &mut summary.bad_indices,
+        ) {
             continue;
         }
         let Ok(value) = u64::try_from(sample_value(sample)) else {

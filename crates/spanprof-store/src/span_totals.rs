@@ -3,7 +3,8 @@
 use std::collections::HashMap;
 
 use crate::select::{
-    choose_profiles, sample_link, sample_value, stack_exists, SelectError, SelectionSummary,
+    attribute_ids, choose_profiles, sample_link, sample_value, stack_exists, SelectError,
+    SelectionSummary,
 };
 
 use spanprof_format::otlp::ProfilesData;
@@ -40,6 +41,8 @@ type LinkKey = (Option<[u8; 16]>, [u8; 8]);
 /// (same forms as [`crate::SampleSelector::profile_type`]; `None` = first profile of each
 /// scope). Samples with a zero or negative value or an out-of-range stack are skipped, as in
 /// the flame graph; a link whose span id is not 8 bytes counts as unlinked and as a bad index.
+/// A sample without a link counts for the span its attributes name (as in
+/// [`crate::SampleSelector`]), in the trace they name or the profile's links give the span.
 pub fn span_totals(
     data: &ProfilesData,
     profile_type: Option<&str>,
@@ -49,6 +52,17 @@ pub fn span_totals(
     // (trace id, span id) -> (total, samples)
     let mut by_link: HashMap<LinkKey, (u64, u64)> = HashMap::new();
     let (mut unlinked_total, mut unlinked_samples) = (0u64, 0u64);
+    let traces: HashMap<[u8; 8], [u8; 16]> = chosen
+        .dict
+        .link_table
+        .iter()
+        .filter_map(|l| {
+            Some((
+                <[u8; 8]>::try_from(l.span_id.as_slice()).ok()?,
+                <[u8; 16]>::try_from(l.trace_id.as_slice()).ok()?,
+            ))
+        })
+        .collect();
     for sample in chosen.profiles.iter().flat_map(|p| &p.samples) {
         let value = match u64::try_from(sample_value(sample)) {
             Ok(v) if v > 0 => v,
@@ -71,14 +85,22 @@ pub fn span_totals(
                 None
             }
         };
-        let key = link.and_then(|link| {
-            let span_id = <[u8; 8]>::try_from(link.span_id.as_slice()).ok();
-            if span_id.is_none() {
-                summary.bad_indices += 1;
+        let key = match link {
+            Some(link) => {
+                let span_id = <[u8; 8]>::try_from(link.span_id.as_slice()).ok();
+                if span_id.is_none() {
+                    summary.bad_indices += 1;
+                }
+                let trace_id = <[u8; 16]>::try_from(link.trace_id.as_slice()).ok();
+                span_id.map(|span_id| (trace_id, span_id))
             }
-            let trace_id = <[u8; 16]>::try_from(link.trace_id.as_slice()).ok();
-            span_id.map(|span_id| (trace_id, span_id))
-        });
+            // A span id without its trace, kept as an attribute: in the trace the profile's
+            // links give that span, if any.
+            None => match attribute_ids(&chosen.dict, sample) {
+                (Some(span), trace) => Some((trace.or_else(|| traces.get(&span).copied()), span)),
+                (None, _) => None,
+            },
+        };
         match key {
             Some(key) => {
                 let (total, samples) = by_link.entry(key).or_default();

@@ -381,3 +381,91 @@ fn a_time_range_holds_the_profiles_taken_in_it() {
     };
     assert_eq!(cpu(&store, &spans), first.cpu_of(&heavy));
 }
+
+/// `c`'s profile with the trace id labels of every sample dropped, but of those `keep`
+/// picks (called in sample order), converted to OTLP and linked.
+fn without_trace_ids(
+    c: &Copy,
+    mut keep: impl FnMut(&spanprof_format::pprof::Sample) -> bool,
+) -> spanprof_format::otlp::ProfilesData {
+    let mut p = c.pprof.clone();
+    let trace_keys: Vec<i64> = p
+        .string_table
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| ["otel.profile.trace_id", "trace_id"].contains(&s.as_str()))
+        .map(|(i, _)| i as i64)
+        .collect();
+    for s in &mut p.sample {
+        if !keep(s) {
+            s.label.retain(|l| !trace_keys.contains(&l.key));
+        }
+    }
+    let mut batch = spanprof_format::Batch::new(Some(spanprof_format::LinkConfig::default()));
+    batch.add_pprof(&p, resource()).unwrap();
+    batch.finish().0
+}
+
+/// pyroscope-otel labels samples with span ids only. A link needs both ids, so converted to
+/// OTLP such samples keep their span id as an attribute; selecting the span in the converted
+/// profile (`spanprof flame FILE --span-id`) finds them as the store does, and selecting the
+/// trace finds those whose span the profile's links put in it. (Only linked samples were
+/// found: a span-only profile had no samples for any span.)
+#[test]
+fn samples_with_a_span_id_and_no_trace_id_are_selected_offline_as_in_the_store() {
+    use spanprof_store::{FlameTree, SampleSelector};
+    let c = Copy::new(0, 0, 1);
+    let heavy = c.named(HEAVY)[0].clone();
+    // Trace ids dropped from every sample, but every other one of `heavy`.
+    let mut kept = 0;
+    let data = without_trace_ids(&c, |s| {
+        let of_heavy = label(&c.pprof, s, &["otel.profile.span_id", "span_id"])
+            .is_some_and(|v| v == hex(&heavy.span_id));
+        kept += usize::from(of_heavy);
+        of_heavy && kept % 2 == 1
+    });
+    assert!(kept >= 2, "{kept} samples of the span");
+    let offline = |span_ids: Vec<[u8; 8]>, trace_id: Option<[u8; 16]>| {
+        let selector = SampleSelector {
+            span_ids,
+            trace_id,
+            profile_type: Some("cpu".into()),
+        };
+        FlameTree::from_profiles(&data, &selector)
+            .unwrap()
+            .0
+            .total() as i64
+    };
+    let want = c.sampled(&heavy.span_id).cpu_ns;
+    assert!(want > 0);
+    assert_eq!(offline(vec![heavy.span_id], None), want);
+    assert_eq!(offline(vec![heavy.span_id], Some(heavy.trace_id)), want);
+    assert_eq!(
+        offline(Vec::new(), Some(heavy.trace_id)),
+        want,
+        "one span in its trace"
+    );
+    // The store reads the same profile the same way.
+    let dir = temp_dir();
+    let store = open(dir.path());
+    store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(cpu(&store, &of_spans([&heavy.span_id])), want);
+}
+
+/// `spanprof inspect` lists the spans of a profile whose samples name spans by id only, with
+/// the trace the profile's links give each span.
+#[test]
+fn span_totals_count_samples_with_a_span_id_and_no_trace_id() {
+    let c = Copy::new(0, 0, 1);
+    let data = without_trace_ids(&c, |_| false);
+    let totals = spanprof_store::span_totals(&data, Some("cpu")).unwrap();
+    for span in c.named(HEAVY) {
+        let got = totals.spans.iter().find(|t| t.span_id == span.span_id);
+        let want = c.sampled(&span.span_id).cpu_ns as u64;
+        assert_eq!(
+            got.map(|t| (t.total, t.trace_id)),
+            (want > 0).then_some((want, None))
+        );
+    }
+    assert_eq!(totals.unlinked_total as i64, c.sums.unlinked_cpu);
+}
