@@ -110,6 +110,10 @@ pub fn service_name(resource: &Resource) -> Option<&str> {
 /// Groups a scope's profiles into pprofs: (profile index in scope, pprof sample-type position).
 fn sample_type_groups(sp: &ScopeProfiles) -> Vec<Vec<(usize, usize)>> {
     let n = sp.profiles.len();
+    if n == 0 {
+        // A scope without profiles (a pprof without sample types) makes no pprof.
+        return Vec::new();
+    }
     let order: Option<Vec<usize>> = sp.scope.as_ref().and_then(|s| {
         let kv = s
             .attributes

@@ -28,6 +28,19 @@ fn gzip_bomb_stops_at_the_limit() {
     assert_eq!(gunzip(&bomb, 8 << 20).unwrap().len(), 8 << 20);
 }
 
+/// A pprof without sample types (`32 00`: one empty string) makes OTLP without profiles, and
+/// that converts back to an empty pprof (it panicked: a scope without profiles made one
+/// empty group of sample types).
+#[test]
+fn a_pprof_without_sample_types_converts_both_ways() {
+    let p = pprof::decode(b"\x32\x00", 1 << 20).unwrap();
+    let (data, report) = pprof_to_otlp(&p, Default::default(), None).unwrap();
+    assert_eq!(report.profiles, 0);
+    assert!(otlp_to_pprof(&data, &PprofOptions::default()).unwrap().is_empty());
+    let merged = otlp_to_merged_pprof(&data, &PprofOptions::default()).unwrap();
+    assert!(merged.sample.is_empty() && merged.sample_type.is_empty());
+}
+
 #[test]
 fn truncated_gzip_is_a_gzip_error() {
     let p = pprof::Profile {
