@@ -36,7 +36,9 @@ fn a_pprof_without_sample_types_converts_both_ways() {
     let p = pprof::decode(b"\x32\x00", 1 << 20).unwrap();
     let (data, report) = pprof_to_otlp(&p, Default::default(), None).unwrap();
     assert_eq!(report.profiles, 0);
-    assert!(otlp_to_pprof(&data, &PprofOptions::default()).unwrap().is_empty());
+    assert!(otlp_to_pprof(&data, &PprofOptions::default())
+        .unwrap()
+        .is_empty());
     let merged = otlp_to_merged_pprof(&data, &PprofOptions::default()).unwrap();
     assert!(merged.sample.is_empty() && merged.sample_type.is_empty());
 }

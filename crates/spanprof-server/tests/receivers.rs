@@ -884,20 +884,24 @@ fn request_bodies_held_at_once_are_bounded() {
         c.limits.max_decompressed_bytes = 2 << 20;
         c.limits.max_inflight_bytes = 3 << 20;
     });
-    // Three uploads that announce 1 MiB each and send 10 bytes: they hold the whole budget.
+    // Three uploads that announce 1 MiB each and send all of it but a byte: they hold the
+    // whole budget (but 3 bytes). What is charged is what arrived: announcing 1 MiB and
+    // sending a byte now and then holds a byte.
+    const HELD: usize = (1 << 20) - 1;
     let mut held: Vec<TcpStream> = (0..3)
         .map(|_| {
             let mut s = TcpStream::connect(server.addr).unwrap();
             let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n0123456789",
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
                 1 << 20
             );
             s.write_all(head.as_bytes()).unwrap();
+            s.write_all(&vec![b'x'; HELD]).unwrap();
             s
         })
         .collect();
     wait_for("three held uploads to be charged", || {
-        metric(&server, "spanprof_inflight_bytes") == (3 << 20) as f64
+        metric(&server, "spanprof_inflight_bytes") == (3 * HELD) as f64
     });
     assert_eq!(
         metric(&server, "spanprof_max_inflight_bytes"),
@@ -938,7 +942,7 @@ fn request_bodies_held_at_once_are_bounded() {
     // An upload that ends (here: its client goes away) gives its bytes back.
     drop(held.remove(0));
     wait_for("the dropped upload's bytes to come back", || {
-        metric(&server, "spanprof_inflight_bytes") == (2 << 20) as f64
+        metric(&server, "spanprof_inflight_bytes") == (2 * HELD) as f64
     });
     // 1 MiB left: a small gzip body fits, but not once it is decompressed to 1.5 MiB.
     let bomb = gzip::gzip(&vec![0u8; 3 << 19]);
@@ -957,7 +961,7 @@ fn request_bodies_held_at_once_are_bounded() {
         "{}",
         rpc.message
     );
-    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 << 20) as f64);
+    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 * HELD) as f64);
     // The same inside a request: a gzip profile in a multipart upload (as pyroscope-go sends
     // it), and in a push message.
     let boundary = "b0und4ry";
@@ -996,7 +1000,7 @@ fn request_bodies_held_at_once_are_bounded() {
         text.contains("series[0].samples[0]: the profile is larger, decompressed"),
         "{text}"
     );
-    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 << 20) as f64);
+    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 * HELD) as f64);
     let (status, text) = server.post("/v1development/profiles", &proto, &good);
     assert_eq!(status, 200, "{text}");
     let (_, metrics) = server.get("/metrics");

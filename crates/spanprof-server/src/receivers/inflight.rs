@@ -25,6 +25,11 @@ use crate::AppState;
 /// 408, so a client that stops sending cannot hold its share of the budget for good.
 pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a whole request body may take to arrive before the request is dropped with 408:
+/// a client that trickles a byte now and then, never stalling for [`BODY_IDLE_TIMEOUT`], does
+/// not hold what it sent for good either (a 64 MiB body needs 220 KB/s).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// Bytes of request bodies held now, against a limit.
 #[derive(Debug)]
 pub struct Inflight {
@@ -171,9 +176,11 @@ fn too_large() -> Rejection {
     )
 }
 
-/// Reads `req`'s body, at most `limit` bytes, charging it to `inflight` as it arrives (all of
-/// it at once when `Content-Length` says how much is coming, so a request that cannot fit is
-/// refused before it is read); 408 when nothing arrives for `idle`.
+/// Reads `req`'s body, at most `limit` bytes, charging it to `inflight` as it arrives (a
+/// request whose `Content-Length` cannot fit now is refused before it is read, but nothing is
+/// charged for bytes not yet sent: a client announcing a large body and sending it a byte at a
+/// time held the budget of every upload); 408 when nothing arrives for `idle`, or the whole
+/// body not within [`BODY_TIMEOUT`].
 pub async fn read(
     req: Request,
     limit: usize,
@@ -190,7 +197,12 @@ pub async fn read(
         if n > limit {
             return Err(too_large());
         }
-        if let Err(busy) = charge.grow(n) {
+        if n > inflight.available() {
+            let busy = inflight.full(&format!(
+                "requests being received and decoded hold {} bytes, and {n} more would pass \
+                 the limit",
+                inflight.bytes()
+            ));
             // A client that waits for `100 Continue` before sending gets the answer instead,
             // and sends nothing.
             let waits = req
@@ -204,9 +216,22 @@ pub async fn read(
         }
     }
     let mut body = req.into_body();
-    let mut buf = Vec::with_capacity(announced.unwrap_or(0));
+    // Memory for what has arrived, not for what is announced (grown as the bytes come).
+    let mut buf = Vec::with_capacity(announced.unwrap_or(0).min(1 << 20));
+    let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
     loop {
-        let frame = match tokio::time::timeout(idle, body.frame()).await {
+        let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let frame = match tokio::time::timeout(wait, body.frame()).await {
+            Err(_) if wait < idle => {
+                return Err(Rejection::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the request body took too long: {} bytes in {} s",
+                        buf.len(),
+                        BODY_TIMEOUT.as_secs()
+                    ),
+                ))
+            }
             Err(_) => {
                 return Err(Rejection::new(
                     StatusCode::REQUEST_TIMEOUT,
@@ -240,9 +265,6 @@ pub async fn read(
         }
         buf.extend_from_slice(&data);
     }
-    // A body shorter than announced gives back the rest.
-    let unused = charge.bytes() - buf.len();
-    charge.release(unused);
     Ok(ChargedBody {
         bytes: Bytes::from(buf),
         charge,
@@ -396,6 +418,62 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
         assert!(e.message.contains("after 10 bytes"), "{}", e.message);
+        assert_eq!(inflight.bytes(), 0);
+    }
+
+    /// A byte every 20 s, forever: never stalls for the idle timeout.
+    struct Trickles(std::pin::Pin<Box<tokio::time::Sleep>>);
+
+    impl hyper::body::Body for Trickles {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            use std::future::Future;
+            std::task::ready!(self.0.as_mut().poll(cx));
+            let next = tokio::time::Instant::now() + Duration::from_secs(20);
+            self.0.as_mut().reset(next);
+            std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b"x")))))
+        }
+    }
+
+    fn trickling(announced: usize) -> Request {
+        axum::http::Request::builder()
+            .method("POST")
+            .uri("/ingest")
+            .header("content-length", announced)
+            .body(axum::body::Body::new(Trickles(Box::pin(
+                tokio::time::sleep(Duration::ZERO),
+            ))))
+            .unwrap()
+    }
+
+    /// A client that announces a large body and sends it a byte at a time holds what it sent,
+    /// not what it announced (16 of them held the whole budget: every upload got 429), and
+    /// for [`BODY_TIMEOUT`] at most.
+    #[tokio::test(start_paused = true)]
+    async fn a_trickling_body_holds_what_it_sent_and_is_dropped_in_time() {
+        let inflight = Inflight::new(1000);
+        let slow = tokio::spawn({
+            let inflight = Arc::clone(&inflight);
+            async move { read(trickling(995), 1000, Duration::from_secs(30), &inflight).await }
+        });
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(inflight.bytes(), 4, "a byte at 0, 20, 40 and 60 s");
+        let other = read(request(b"hello world", Some(11)), 1000, IDLE, &inflight)
+            .await
+            .unwrap();
+        drop(other);
+        let e = slow.await.unwrap().unwrap_err();
+        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT);
+        assert!(
+            e.message.contains("took too long") && e.message.contains("bytes in 300 s"),
+            "{}",
+            e.message
+        );
         assert_eq!(inflight.bytes(), 0);
     }
 
