@@ -491,7 +491,7 @@ fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
             gz(&empty(2)),
             413,
         ),
-        // Connect gives resource_exhausted HTTP 429.
+        // Too large for good: Connect's invalid_argument (resource_exhausted would be retried).
         (
             "/push.v1.PusherService/Push",
             &[
@@ -499,13 +499,13 @@ fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
                 ("content-encoding", "gzip"),
             ],
             gz(&empty(1)),
-            429,
+            413,
         ),
         (
             "/push.v1.PusherService/Push",
             &json_gz,
             gz(format!(r#"{{"series":[{objects}]}}"#).as_bytes()),
-            429,
+            413,
         ),
     ];
     for (path, headers, body, want) in &cases {
@@ -648,12 +648,12 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
             413,
             "max_profile_frames",
         ),
-        // Connect gives resource_exhausted HTTP 429.
+        // Too large for good: Connect's invalid_argument (resource_exhausted would be retried).
         (
             "/push.v1.PusherService/Push",
             &push_gz,
             push(&pprof::encode_gzip(&many)),
-            429,
+            413,
             "max_profile_samples",
         ),
     ];
@@ -840,9 +840,9 @@ fn a_push_decompresses_at_most_the_limit_in_all() {
     let (status, text) = server.post("/push.v1.PusherService/Push", &headers, &push(3));
     assert_eq!(status, 200, "{text}");
     let (status, text) = server.post("/push.v1.PusherService/Push", &headers, &push(4));
-    assert_eq!(status, 429, "{text}");
+    assert_eq!(status, 413, "{text}");
     assert!(
-        text.contains("resource_exhausted")
+        text.contains("invalid_argument")
             && text.contains("series[0].samples[3]: the request's profiles are larger than")
             && text.contains("once decompressed, together (server.max_decompressed_size)"),
         "{text}"

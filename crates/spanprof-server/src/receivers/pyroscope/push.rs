@@ -76,6 +76,11 @@ fn connect_error(code: &str, message: &str) -> Response {
         "unimplemented" => StatusCode::NOT_IMPLEMENTED,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
+    connect_error_with(status, code, message)
+}
+
+/// A Connect error with its HTTP status, and a retry hint when the status calls for one.
+fn connect_error_with(status: StatusCode, code: &str, message: &str) -> Response {
     let body = serde_json::json!({ "code": code, "message": message }).to_string();
     crate::receivers::body::with_retry_hint(
         status,
@@ -83,11 +88,17 @@ fn connect_error(code: &str, message: &str) -> Response {
     )
 }
 
-/// A [`Rejection`] as the Connect error whose HTTP status matches it best.
+/// A [`Rejection`] as the Connect error whose HTTP status matches it best. A request too large
+/// is `invalid_argument` (as Pyroscope answers a profile over its size limits) with HTTP 413
+/// and no retry hint: as `resource_exhausted`, Connect's code for "retry later", clients
+/// sent it again and again.
 fn connect_rejection(r: Rejection) -> Response {
+    if r.status == StatusCode::PAYLOAD_TOO_LARGE {
+        return connect_error_with(r.status, "invalid_argument", &r.message);
+    }
     let code = match r.status {
         StatusCode::BAD_REQUEST => "invalid_argument",
-        StatusCode::PAYLOAD_TOO_LARGE | StatusCode::TOO_MANY_REQUESTS => "resource_exhausted",
+        StatusCode::TOO_MANY_REQUESTS => "resource_exhausted",
         StatusCode::UNSUPPORTED_MEDIA_TYPE => "unimplemented",
         StatusCode::SERVICE_UNAVAILABLE => "unavailable",
         _ => "internal",
