@@ -91,7 +91,11 @@ mod tests {
             64 << 20,
         )
         .unwrap();
-        assert!(held_bytes(&real) < PPROF_MAX_BYTES / 8, "{}", held_bytes(&real));
+        assert!(
+            held_bytes(&real) < PPROF_MAX_BYTES / 8,
+            "{}",
+            held_bytes(&real)
+        );
         let empty_strings = pprof::Profile {
             string_table: vec![String::new(); 1 << 20],
             ..Default::default()

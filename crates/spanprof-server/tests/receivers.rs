@@ -961,7 +961,10 @@ fn request_bodies_held_at_once_are_bounded() {
         "{}",
         rpc.message
     );
-    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 * HELD) as f64);
+    assert_eq!(
+        metric(&server, "spanprof_inflight_bytes"),
+        (2 * HELD) as f64
+    );
     // The same inside a request: a gzip profile in a multipart upload (as pyroscope-go sends
     // it), and in a push message.
     let boundary = "b0und4ry";
@@ -1000,7 +1003,10 @@ fn request_bodies_held_at_once_are_bounded() {
         text.contains("series[0].samples[0]: the profile is larger, decompressed"),
         "{text}"
     );
-    assert_eq!(metric(&server, "spanprof_inflight_bytes"), (2 * HELD) as f64);
+    assert_eq!(
+        metric(&server, "spanprof_inflight_bytes"),
+        (2 * HELD) as f64
+    );
     let (status, text) = server.post("/v1development/profiles", &proto, &good);
     assert_eq!(status, 200, "{text}");
     let (_, metrics) = server.get("/metrics");

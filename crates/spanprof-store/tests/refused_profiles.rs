@@ -70,6 +70,47 @@ fn a_sample_attribute_out_of_range_refuses_only_its_profile() {
     assert_eq!(total(Some("{region=\"eu\"}")), 10);
 }
 
+/// A profile dated past the year 2262 (times are kept as signed nanoseconds) is refused,
+/// naming its times; it was stored as a negative time, acknowledged and never found.
+#[test]
+fn a_profile_past_the_latest_time_kept_is_refused() {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let link = b.link(&T1, &S1);
+    let mut profiles = Vec::new();
+    for (time, duration) in [
+        (1 << 63, 0),
+        (u64::MAX, 0),
+        (i64::MAX as u64 - 5, 10),
+        (1_700_000_000_000_000_000, 10_000_000_000),
+    ] {
+        let mut p = b.profile(
+            ("cpu", "nanoseconds"),
+            ("cpu", "nanoseconds"),
+            vec![sample(stack, link, &[10])],
+        );
+        p.time_unix_nano = time;
+        p.duration_nano = duration;
+        profiles.push(p);
+    }
+    let data = b.finish(vec![profiles]);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let report = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(
+        (report.profiles, report.rejected_profiles),
+        (1, 3),
+        "{:?}",
+        report.problems
+    );
+    assert!(
+        report.problems[0].contains("time_unix_nano 9223372036854775808 and duration_nano 0 end past the latest time the store keeps"),
+        "{}",
+        report.problems[0]
+    );
+}
+
 /// A profile whose samples split into more series than the limit is refused before any
 /// series past it is made, and the report says which request of the call it came from; the
 /// other requests of the call are stored. Span ids are links, not labels: a span per sample

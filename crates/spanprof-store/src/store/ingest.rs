@@ -496,6 +496,7 @@ fn reuse_blocks(
     layout: &Layout,
     before: &[Block],
 ) -> Result<Vec<Block>, Refusal> {
+    let (time_ns, duration_ns) = window(p)?;
     let profile_type = profile_type_of(d, p, name_hint)?;
     check_profile_type(&profile_type, series_limits)?;
     let mut blocks = Vec::with_capacity(before.len());
@@ -507,8 +508,8 @@ fn reuse_blocks(
         };
         blocks.push(Block {
             series: new_series(st, key, series_limits.max_series)?,
-            time_ns: p.time_unix_nano as i64,
-            duration_ns: p.duration_nano as i64,
+            time_ns,
+            duration_ns,
             period: p.period,
             nodes: b.nodes.clone(),
             values: members
@@ -520,6 +521,24 @@ fn reuse_blocks(
         });
     }
     Ok(blocks)
+}
+
+/// `p`'s time and duration as the store keeps them: signed nanoseconds, up to the year 2262
+/// (a later time was stored as a negative one, acknowledged and never found).
+fn window(p: &spanprof_format::otlp::Profile) -> Result<(i64, i64), String> {
+    match (
+        i64::try_from(p.time_unix_nano),
+        i64::try_from(p.duration_nano),
+    ) {
+        (Ok(time), Ok(duration)) if time.checked_add(duration).is_some() => Ok((time, duration)),
+        _ => Err(format!(
+            "time_unix_nano {} and duration_nano {} end past the latest time the store keeps \
+             ({} ns since the epoch, in the year 2262)",
+            p.time_unix_nano,
+            p.duration_nano,
+            i64::MAX
+        )),
+    }
 }
 
 /// The profile type of `p`, checked.
@@ -732,6 +751,7 @@ fn profile_blocks(
     p: &spanprof_format::otlp::Profile,
 ) -> Result<(Vec<Block>, Layout), Refusal> {
     let series_limits = &cfg.series;
+    let (time_ns, duration_ns) = window(p)?;
     let profile_type = profile_type_of(d, p, name_hint)?;
     check_profile_type(&profile_type, series_limits)?;
     // Sample attribute set → block; attribute index → (label, or link part).
@@ -865,8 +885,8 @@ fn profile_blocks(
                 let series = new_series(st, key, series_limits.max_series)?;
                 let block = Block {
                     series,
-                    time_ns: p.time_unix_nano as i64,
-                    duration_ns: p.duration_nano as i64,
+                    time_ns,
+                    duration_ns,
                     period: p.period,
                     ..Default::default()
                 };
