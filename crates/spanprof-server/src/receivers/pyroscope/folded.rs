@@ -79,8 +79,15 @@ fn parse_stacks<'a>(
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut stacks: Vec<(Vec<&str>, i64)> = Vec::new();
     let mut frames_seen = 0usize;
+    // Lines with something on them, and the first of those.
+    let (mut written, mut first) = (0usize, None);
     for (n, line) in text.split('\n').enumerate() {
         let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.trim().is_empty() {
+            continue;
+        }
+        written += 1;
+        first.get_or_insert(line);
         let (stack, count) = match format {
             TextFormat::Lines => (line, 1),
             TextFormat::Folded => {
@@ -128,6 +135,16 @@ fn parse_stacks<'a>(
                 index.insert(stack, stacks.len());
                 stacks.push((frames, count));
             }
+        }
+    }
+    if stacks.is_empty() {
+        if let Some(first) = first {
+            // Something was sent, and none of it is a sample: not a 200 that stores nothing.
+            let shown: String = first.chars().take(80).collect();
+            return Err(FormatError::Invalid(format!(
+                "no sample in the body: none of its {written} lines is `frame;frame;leaf <count>` \
+                 with a stack and a count above 0 (the first: {shown:?})"
+            )));
         }
     }
     Ok(stacks)
@@ -262,6 +279,29 @@ mod tests {
         let leaf = p.sample[0].location_id[0];
         assert_eq!(p.str(p.function[leaf as usize - 1].name), Some("hash"));
         assert_eq!(p.time_nanos, 7);
+    }
+
+    /// A body with something in it and no sample is refused; an empty one stores nothing.
+    #[test]
+    fn a_text_body_without_a_sample_is_refused_unless_empty() {
+        let parse = |text| {
+            to_pprof(
+                text,
+                TextFormat::Folded,
+                "shop.cpu",
+                100,
+                0,
+                0,
+                &ProfileLimits::default(),
+            )
+        };
+        for text in ["foo;bar\n", ";;; 5\n", "{\"a\":1}", "main 0\n"] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains("no sample in the body"), "{text:?}: {e}");
+        }
+        for text in ["", "\n  \n", " "] {
+            assert!(parse(text).unwrap().profile.sample.is_empty(), "{text:?}");
+        }
     }
 
     #[test]
