@@ -210,7 +210,7 @@ impl SampleSet {
         };
         let row = &mut self.values[slot * self.width..(slot + 1) * self.width];
         for (acc, v) in row.iter_mut().zip(values) {
-            *acc = acc.wrapping_add(*v);
+            *acc = acc.saturating_add(*v);
         }
     }
 

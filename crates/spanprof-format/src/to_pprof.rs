@@ -294,10 +294,10 @@ impl<'a> PprofBuilder<'a> {
                 let value = if s.values.is_empty() {
                     s.timestamps_unix_nano.len() as i64
                 } else {
-                    s.values.iter().fold(0i64, |a, v| a.wrapping_add(*v))
+                    s.values.iter().fold(0i64, |a, v| a.saturating_add(*v))
                 };
                 let slot = &mut self.out.sample[index].value[column];
-                *slot = slot.wrapping_add(value);
+                *slot = slot.saturating_add(value);
             }
         }
         Ok(())

@@ -43,6 +43,56 @@ fn a_pprof_without_sample_types_converts_both_ways() {
     assert!(merged.sample.is_empty() && merged.sample_type.is_empty());
 }
 
+/// Identical samples are merged; values that add up past i64::MAX stop at it both ways (they
+/// wrapped to a negative value, which every answer drops).
+#[test]
+fn merged_values_stop_at_the_largest() {
+    let p = pprof::Profile {
+        sample_type: vec![pprof::ValueType { r#type: 1, unit: 2 }],
+        sample: vec![
+            pprof::Sample {
+                location_id: vec![1],
+                value: vec![i64::MAX],
+                ..Default::default()
+            };
+            2
+        ],
+        location: vec![pprof::Location {
+            id: 1,
+            line: vec![pprof::Line {
+                function_id: 1,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        function: vec![pprof::Function {
+            id: 1,
+            name: 3,
+            ..Default::default()
+        }],
+        string_table: vec![
+            String::new(),
+            "cpu".into(),
+            "nanoseconds".into(),
+            "main".into(),
+        ],
+        ..Default::default()
+    };
+    let (data, _) = pprof_to_otlp(&p, Default::default(), None).unwrap();
+    let values: Vec<i64> = data.resource_profiles[0].scope_profiles[0].profiles[0]
+        .samples
+        .iter()
+        .flat_map(|s| s.values.clone())
+        .collect();
+    assert_eq!(values, [i64::MAX]);
+    let mut twice = data.clone();
+    let samples = &mut twice.resource_profiles[0].scope_profiles[0].profiles[0].samples;
+    samples.push(samples[0].clone());
+    let back = otlp_to_merged_pprof(&twice, &PprofOptions::default()).unwrap();
+    assert_eq!(back.sample.len(), 1);
+    assert_eq!(back.sample[0].value, [i64::MAX]);
+}
+
 #[test]
 fn truncated_gzip_is_a_gzip_error() {
     let p = pprof::Profile {

@@ -524,3 +524,35 @@ fn a_link_to_the_all_zero_span_is_refused_naming_it() {
         ]
     );
 }
+
+/// Sample values that add up past i64::MAX stop at it: they wrapped to a negative total,
+/// which answers drop (a profile acknowledged and then showing nothing).
+#[test]
+fn values_adding_up_past_the_largest_stop_at_it() {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let link = b.link(&T1, &S1);
+    let p = b.profile(
+        ("cpu", "nanoseconds"),
+        ("cpu", "nanoseconds"),
+        vec![
+            sample(stack, link, &[i64::MAX]),
+            sample(stack, link, &[i64::MAX]),
+            sample(stack, 0, &[5]),
+        ],
+    );
+    let data = b.finish(vec![vec![p]]);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    store.ingest(&[&data], Vec::new()).unwrap();
+    let sel = Selection {
+        profile_type: Some("cpu".into()),
+        ..Default::default()
+    };
+    let (tree, _) = store.flame_graph(&sel).unwrap();
+    assert_eq!(tree.total(), i64::MAX as u64);
+    let pprof = store.pprof(&sel).unwrap();
+    let values: Vec<i64> = pprof.sample.iter().map(|s| s.value[0]).collect();
+    assert!(values.contains(&i64::MAX), "{values:?}");
+}

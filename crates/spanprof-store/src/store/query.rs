@@ -532,7 +532,8 @@ impl Store {
         };
         self.for_each_sample(st, r, |block, i| {
             let service = st.series[block.series as usize].service;
-            *agg.by_node.entry((service, block.nodes[i])).or_default() += block.values[i];
+            let v = agg.by_node.entry((service, block.nodes[i])).or_default();
+            *v = v.saturating_add(block.values[i]);
             agg.samples += 1;
             agg.period.get_or_insert(block.period);
             let (s, e) = (
@@ -624,9 +625,10 @@ impl Store {
                 0 => ([0; 16], [0; 8]),
                 l => block.link_table[l as usize - 1],
             };
-            *samples
+            let v = samples
                 .entry((service, block.nodes[i], link.0, link.1))
-                .or_default() += block.values[i];
+                .or_default();
+            *v = v.saturating_add(block.values[i]);
             b.p.period = block.period;
             let (s, e) = (
                 block.time_ns,
@@ -711,7 +713,7 @@ impl Store {
         let r = st.resolve(&sel)?;
         let (mut value, mut period) = (0i64, None);
         self.for_each_sample(&st, &r, |block, i| {
-            value += block.values[i];
+            value = value.saturating_add(block.values[i]);
             period.get_or_insert(block.period);
         })?;
         let span = st.span_record(&span_id)?;
@@ -922,10 +924,11 @@ impl Store {
         let mut per_block: HashMap<(i64, u32), BlockTotals> = HashMap::new();
         self.for_each_sample(&st, &r, |block, i| {
             let e = per_block.entry((block.time_ns, block.series)).or_default();
-            match block.links[i] {
-                0 => e.0 += block.values[i],
-                l => *e.1.entry(block.link_table[l as usize - 1]).or_default() += block.values[i],
-            }
+            let v = match block.links[i] {
+                0 => &mut e.0,
+                l => e.1.entry(block.link_table[l as usize - 1]).or_default(),
+            };
+            *v = v.saturating_add(block.values[i]);
         })?;
         let mut out = Vec::new();
         for ((time_ns, series), (unlinked, spans)) in per_block {
