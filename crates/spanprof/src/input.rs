@@ -78,20 +78,40 @@ impl Default for LinkArgs {
     }
 }
 
-/// Reads a file (or standard input for `-`).
-pub fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
-    if path == Path::new("-") {
-        let mut buf = Vec::new();
-        std::io::Read::read_to_end(&mut std::io::stdin(), &mut buf)
-            .context("reading standard input")?;
-        return Ok(buf);
+/// Reads a profile file (or standard input for `-`) of at most `max_decompressed` bytes (the
+/// largest profile decoded, compressed or not): a device or a huge file given by mistake
+/// (`/dev/zero`) is an error, not a read until memory runs out.
+pub fn read(path: &Path, max_decompressed: usize) -> anyhow::Result<Vec<u8>> {
+    use std::io::Read;
+    let name = if path == Path::new("-") {
+        "standard input".to_owned()
+    } else {
+        path.display().to_string()
+    };
+    let source: Box<dyn Read> = if path == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?)
+    };
+    // A gzip stream is a little larger than its content when that does not compress.
+    let limit = max_decompressed.saturating_add(max_decompressed / 64 + 1024);
+    let mut buf = Vec::new();
+    source
+        .take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read {name}"))?;
+    if buf.len() > limit {
+        anyhow::bail!(
+            "{name} is larger than a profile may be ({} bytes; --max-decompressed sets it)",
+            max_decompressed
+        );
     }
-    std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))
+    Ok(buf)
 }
 
 /// Decodes one file of any supported kind.
 pub fn decode(path: &Path, max_decompressed: usize) -> anyhow::Result<Input> {
-    let bytes = read(path)?;
+    let bytes = read(path, max_decompressed)?;
     decode_input(&bytes, max_decompressed).with_context(|| format!("{}", path.display()))
 }
 

@@ -137,6 +137,13 @@ fn gzip_bomb_is_refused() {
     assert_refused(&path, &["limit", "too large", "exceeds"]);
 }
 
+/// An endless input (`/dev/zero`, given by mistake) is refused once it is larger than a
+/// profile may be, not read until memory runs out.
+#[test]
+fn an_endless_input_is_refused_at_the_size_limit() {
+    assert_refused(Path::new("/dev/zero"), &["larger than a profile may be"]);
+}
+
 #[test]
 fn garbage_bytes_are_refused() {
     let path = BadFiles::get().path("garbage.bin");

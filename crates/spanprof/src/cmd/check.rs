@@ -47,7 +47,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     for path in &args.files {
         let mut out = String::new();
         let shown = path.display();
-        let decoded = read(path).and_then(|bytes| Ok(decode_input(&bytes, args.max_decompressed)?));
+        let decoded = read(path, args.max_decompressed)
+            .and_then(|bytes| Ok(decode_input(&bytes, args.max_decompressed)?));
         match decoded {
             Ok(Input::Otlp(data)) => {
                 let found = check(&data, &opts);

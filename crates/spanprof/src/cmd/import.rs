@@ -59,8 +59,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     for path in &args.profiles {
-        let input = decode_input(&read(path)?, args.link.max_decompressed)
-            .with_context(|| format!("{}", path.display()))?;
+        let input = decode_input(
+            &read(path, args.link.max_decompressed)?,
+            args.link.max_decompressed,
+        )
+        .with_context(|| format!("{}", path.display()))?;
         let mut batch = Batch::new(Some(args.link.config()));
         match input {
             Input::Pprof(p) => batch.add_pprof(&p, args.link.resource()),
@@ -99,7 +102,7 @@ fn read_trace_file(
     path: &std::path::Path,
     max: usize,
 ) -> anyhow::Result<Vec<ExportTraceServiceRequest>> {
-    let bytes = read(path)?;
+    let bytes = read(path, max)?;
     let raw = maybe_gunzip(&bytes, max)?;
     let text = raw.iter().find(|b| !b.is_ascii_whitespace());
     if text != Some(&b'{') {

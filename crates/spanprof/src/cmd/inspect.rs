@@ -36,7 +36,10 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
     for path in &args.inputs {
-        let kind = match decode_input(&read(path)?, args.link.max_decompressed) {
+        let kind = match decode_input(
+            &read(path, args.link.max_decompressed)?,
+            args.link.max_decompressed,
+        ) {
             Ok(Input::Pprof(p)) => format!(
                 "pprof, {} samples, {} sample types",
                 p.sample.len(),
