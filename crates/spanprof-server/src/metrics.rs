@@ -55,7 +55,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_scrapes_total", "Successful scrapes, per target and profile kind."),
     ("spanprof_scrape_errors_total", "Failed scrapes, per target and profile kind."),
     ("spanprof_scrape_up", "1 if the last scrape of the target and profile kind succeeded, else 0."),
-    ("spanprof_scrape_unprofiled_seconds_total", "Time between a target's CPU windows (in its clock) when it was not profiled: the answer's transfer and the next request, or a lost window."),
+    ("spanprof_scrape_unprofiled_seconds_total", "Time between a target's CPU windows (in its clock) when it was not profiled: the target finishing a profile, the answer's transfer and the next request, or a lost window."),
     ("spanprof_scrape_duration_seconds", "Duration of the last scrape (a CPU scrape lasts its window)."),
     ("spanprof_forwarded_records_total", "Records (profile or trace requests) a forwarder delivered, per signal."),
     ("spanprof_forward_failed_total", "Export attempts that failed and will be retried, per forwarder."),

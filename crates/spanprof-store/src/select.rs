@@ -7,6 +7,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
+use spanprof_format::link::LinkConfig;
 use spanprof_format::otlp::{Link, Profile, ProfilesData, ProfilesDictionary, Sample, ValueType};
 
 /// Which samples of a [`ProfilesData`] to use.
@@ -291,7 +292,7 @@ fn link_matches(
     dict: &ProfilesDictionary,
     sample: &Sample,
     selector: &SampleSelector,
-    spans_of_trace: &SpansOfTrace,
+    unlinked: &Unlinked,
     bad: &mut u64,
 ) -> bool {
     if !selector.filters_links() {
@@ -302,7 +303,7 @@ fn link_matches(
             <[u8; 8]>::try_from(link.span_id.as_slice()).ok(),
             <[u8; 16]>::try_from(link.trace_id.as_slice()).ok(),
         ),
-        Ok(None) => attribute_ids(dict, sample),
+        Ok(None) => attribute_ids(dict, sample, &unlinked.keys),
         Err(()) => {
             *bad += 1;
             return false;
@@ -314,7 +315,7 @@ fn link_matches(
         (None, ..) => true,
         (Some(want), Some(trace), _) => trace == want,
         // A span without its trace is in the trace the profile's links give that span.
-        (Some(_), None, Some(span)) => spans_of_trace.0.contains(&span),
+        (Some(_), None, Some(span)) => unlinked.spans_of_trace.contains(&span),
         (Some(_), None, None) => false,
     };
     span_ok && trace_ok
@@ -327,10 +328,10 @@ fn link_matches(
 pub(crate) fn attribute_ids(
     dict: &ProfilesDictionary,
     sample: &Sample,
+    keys: &LinkConfig,
 ) -> (Option<[u8; 8]>, Option<[u8; 16]>) {
-    use spanprof_format::link::{IdRole, LinkConfig};
+    use spanprof_format::link::IdRole;
     use spanprof_format::otlp::any_value::Value;
-    let keys = LinkConfig::default();
     let (mut span, mut trace) = (None, None);
     for &a in &sample.attribute_indices {
         let Some(kv) = entry(&dict.attribute_table, a) else {
@@ -352,22 +353,28 @@ pub(crate) fn attribute_ids(
     (span, trace)
 }
 
-/// The spans the links of a dictionary put in the selected trace.
-#[derive(Default)]
-struct SpansOfTrace(hashbrown::HashSet<[u8; 8]>);
+/// What selecting samples without a link takes: the keys of id attributes, and the spans
+/// the links of the dictionary put in the selected trace.
+struct Unlinked {
+    keys: LinkConfig,
+    spans_of_trace: hashbrown::HashSet<[u8; 8]>,
+}
 
-impl SpansOfTrace {
+impl Unlinked {
     fn new(dict: &ProfilesDictionary, selector: &SampleSelector) -> Self {
-        let Some(trace) = selector.trace_id else {
-            return SpansOfTrace::default();
-        };
-        SpansOfTrace(
-            dict.link_table
+        let spans_of_trace = match selector.trace_id {
+            None => Default::default(),
+            Some(trace) => dict
+                .link_table
                 .iter()
                 .filter(|l| l.trace_id.as_slice() == trace.as_slice())
                 .filter_map(|l| <[u8; 8]>::try_from(l.span_id.as_slice()).ok())
                 .collect(),
-        )
+        };
+        Unlinked {
+            keys: LinkConfig::default(),
+            spans_of_trace,
+        }
     }
 }
 
@@ -443,15 +450,9 @@ where
     let dict: &ProfilesDictionary = &chosen.dict;
     let mut summary = chosen.summary;
     let mut frames = Vec::new();
-    let spans_of_trace = SpansOfTrace::new(dict, selector);
+    let unlinked = Unlinked::new(dict, selector);
     for sample in chosen.profiles.iter().flat_map(|p| &p.samples) {
-        if !link_matches(
-            dict,
-            sample,
-            selector,
-            &spans_of_trace,
-            &mut summary.bad_indices,
-        ) {
+        if !link_matches(dict, sample, selector, &unlinked, &mut summary.bad_indices) {
             continue;
         }
         let Ok(value) = u64::try_from(sample_value(sample)) else {

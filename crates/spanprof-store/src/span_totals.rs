@@ -52,6 +52,7 @@ pub fn span_totals(
     // (trace id, span id) -> (total, samples)
     let mut by_link: HashMap<LinkKey, (u64, u64)> = HashMap::new();
     let (mut unlinked_total, mut unlinked_samples) = (0u64, 0u64);
+    let keys = spanprof_format::link::LinkConfig::default();
     let traces: HashMap<[u8; 8], [u8; 16]> = chosen
         .dict
         .link_table
@@ -96,7 +97,7 @@ pub fn span_totals(
             }
             // A span id without its trace, kept as an attribute: in the trace the profile's
             // links give that span, if any.
-            None => match attribute_ids(&chosen.dict, sample) {
+            None => match attribute_ids(&chosen.dict, sample, &keys) {
                 (Some(span), trace) => Some((trace.or_else(|| traces.get(&span).copied()), span)),
                 (None, _) => None,
             },

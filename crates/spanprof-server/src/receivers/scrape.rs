@@ -250,8 +250,9 @@ impl<'a> Outcomes<'a> {
     }
 
     /// Counts the time the target was not profiled since the last window: between two
-    /// back-to-back windows the answer's transfer and the next request (milliseconds); a
-    /// failed or refused window, a restart or a clock step, all of it. A window a target
+    /// back-to-back windows, the target finishing its profile (Go: up to 100 ms, more when
+    /// busy), the answer's transfer and the next request; a failed or refused window, a
+    /// restart or a clock step, all of it. A window a target
     /// dates before the previous one's end (a clock step back) counts nothing.
     fn cpu_window(&mut self, window: Window) {
         let Window { start_ns, end_ns } = window;

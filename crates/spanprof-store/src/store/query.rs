@@ -91,7 +91,7 @@ pub struct Coverage {
 }
 
 /// How close to a span the windows around it end and begin for it to have fallen between
-/// them ([`Coverage::between_windows`]): back-to-back Go CPU windows are 5-300 ms apart.
+/// them ([`Coverage::between_windows`]): back-to-back Go CPU windows are 1-300 ms apart.
 pub const BETWEEN_WINDOWS_NS: u64 = 1_000_000_000;
 
 /// What a selection resolved to.
