@@ -751,7 +751,8 @@ fn profile_blocks(
     p: &spanprof_format::otlp::Profile,
 ) -> Result<(Vec<Block>, Layout), Refusal> {
     let series_limits = &cfg.series;
-    let (time_ns, duration_ns) = window(p)?;
+    // Checked before anything is interned.
+    window(p)?;
     let profile_type = profile_type_of(d, p, name_hint)?;
     check_profile_type(&profile_type, series_limits)?;
     // Sample attribute set → block; attribute index → (label, or link part).
@@ -862,34 +863,14 @@ fn profile_blocks(
                 }
                 .allow(Measure::Series, blocks.len() + 1)
                 .map_err(|e| Refusal::limit(e.to_string()))?;
-                let mut labels = base_labels.to_vec();
-                labels.push((
-                    crate::store::ingest::SERVICE_LABEL.to_owned(),
-                    st.services[service as usize].name.clone(),
-                ));
-                for a in &label_attrs {
-                    if let Some(Some((k, v, _))) = attr_roles[*a as usize].as_ref() {
-                        labels.push((k.clone(), v.clone()));
-                    }
-                }
-                labels.sort();
-                labels.dedup_by(|a, b| a.0 == b.0);
-                check_labels(&labels, series_limits)?;
-                layout.labels.push(labels.clone());
+                let attrs = label_attrs.iter().filter_map(|a| {
+                    let (k, v, _) = attr_roles[*a as usize].as_ref()?.as_ref()?;
+                    Some((k.clone(), v.clone()))
+                });
+                let block = open_block(st, service, base_labels, attrs, &profile_type, p, cfg)?;
+                layout.labels.push(block.1);
                 layout.members.push(Vec::new());
-                let key = SeriesKey {
-                    service,
-                    profile_type: profile_type.clone(),
-                    labels,
-                };
-                let series = new_series(st, key, series_limits.max_series)?;
-                let block = Block {
-                    series,
-                    time_ns,
-                    duration_ns,
-                    period: p.period,
-                    ..Default::default()
-                };
+                let block = block.0;
                 // A block's distinct links are at most the profile's (no rehash as it fills).
                 let links = HashMap::with_capacity(d.link_table.len().min(p.samples.len()));
                 blocks.push((block, links));
@@ -911,6 +892,22 @@ fn profile_blocks(
         block.values.push(value);
         block.links.push(link_ix);
     }
+    if p.samples.is_empty() {
+        // A window without samples (a CPU profile of an idle process) is kept as an empty
+        // block: it tells a span that used no CPU in it from one no profile covers.
+        let (block, labels) = open_block(
+            st,
+            service,
+            base_labels,
+            std::iter::empty(),
+            &profile_type,
+            p,
+            cfg,
+        )?;
+        layout.labels.push(labels);
+        layout.members.push(Vec::new());
+        blocks.push((block, HashMap::new()));
+    }
     let blocks = blocks
         .into_iter()
         .zip(&mut layout.members)
@@ -921,6 +918,43 @@ fn profile_blocks(
         })
         .collect();
     Ok((blocks, layout))
+}
+
+/// A new block of `p`'s window, in the series of `service` with `base_labels` and `attrs`
+/// (made if new), without samples yet; and the series' labels.
+fn open_block(
+    st: &mut State,
+    service: u32,
+    base_labels: &[(String, String)],
+    attrs: impl Iterator<Item = (String, String)>,
+    profile_type: &ProfileTypeId,
+    p: &spanprof_format::otlp::Profile,
+    cfg: &StoreConfig,
+) -> Result<(Block, Vec<(String, String)>), Refusal> {
+    let (time_ns, duration_ns) = window(p)?;
+    let mut labels = base_labels.to_vec();
+    labels.push((
+        SERVICE_LABEL.to_owned(),
+        st.services[service as usize].name.clone(),
+    ));
+    labels.extend(attrs);
+    labels.sort();
+    labels.dedup_by(|a, b| a.0 == b.0);
+    check_labels(&labels, &cfg.series)?;
+    let key = SeriesKey {
+        service,
+        profile_type: profile_type.clone(),
+        labels: labels.clone(),
+    };
+    let series = new_series(st, key, cfg.series.max_series)?;
+    let block = Block {
+        series,
+        time_ns,
+        duration_ns,
+        period: p.period,
+        ..Default::default()
+    };
+    Ok((block, labels))
 }
 
 /// Orders a block's samples by stack node, then link. Their order means nothing (every answer

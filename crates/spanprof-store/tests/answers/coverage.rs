@@ -1,7 +1,7 @@
 //! `span_coverage`: what a span got (samples, value) against what its duration allows
 //! (duration / period), for a busy span, spans without samples and one shorter than a period.
 
-use spanprof_store::store::{Coverage, Store};
+use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::fixture::*;
 
@@ -213,4 +213,44 @@ fn span_coverage_of_a_span_between_two_windows() {
         (got.covered_ns, got.between_windows, got.possible_samples),
         (Some(0), false, None)
     );
+}
+
+/// A CPU window without samples (an idle process's) is stored as a window: a span in it used
+/// no CPU, it was not unwatched. (Such a profile stored nothing, so the span read as one no
+/// profile covers.)
+#[test]
+fn span_coverage_in_a_window_without_samples() {
+    let mut idle = Copy::new(0, 0, 1);
+    for p in idle
+        .data
+        .resource_profiles
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles)
+    {
+        p.samples.clear();
+    }
+    let dir = temp_dir();
+    let store = open(dir.path());
+    let report = store.ingest(&[&idle.data], Vec::new()).unwrap();
+    assert_eq!((report.profiles, report.samples), (2, 0));
+    let span = spanprof_store::spans::SpanRecord {
+        span_id: [0x1d, 0x1e, 0, 0, 0, 0, 0, 1],
+        start_ns: idle.time_ns as u64 + SEC as u64,
+        end_ns: idle.time_ns as u64 + SEC as u64 + IDLE_NS,
+        ..idle.span(IDLE).clone()
+    };
+    store.ingest(&[], vec![span.clone()]).unwrap();
+    let got = store.span_coverage(span.span_id, None).unwrap();
+    assert_eq!(
+        (got.samples, got.covered_ns, got.period, got.between_windows),
+        (0, Some(IDLE_NS), Some(PERIOD_NS), false)
+    );
+    assert_eq!(
+        got.possible_samples,
+        Some(IDLE_NS as f64 / PERIOD_NS as f64)
+    );
+    // Nothing to draw, and the service and its types are listed.
+    assert_eq!(cpu(&store, &Selection::default()), 0);
+    assert!(store.services(0, 0).contains(&SERVICE.to_owned()));
 }
