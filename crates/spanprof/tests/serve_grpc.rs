@@ -97,22 +97,25 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
     );
     let otlp = go_cpu_otlp(&dir);
 
-    // Two uploads that announce 1 MiB each and send 10 bytes hold the whole budget.
+    // Two uploads that announce 1 MiB each and send all of it but a byte hold the whole
+    // budget (but 2 bytes: a body is charged for what has arrived).
+    const HELD: usize = (1 << 20) - 1;
     let held: Vec<std::net::TcpStream> = (0..2)
         .map(|_| {
             let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
             let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n0123456789",
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
                 1 << 20
             );
             std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();
+            std::io::Write::write_all(&mut s, &vec![b'x'; HELD]).unwrap();
             s
         })
         .collect();
     server.wait_for(
         "the held uploads to be charged",
         Duration::from_secs(30),
-        |s| s.metric("spanprof_inflight_bytes") == (2 << 20) as f64,
+        |s| s.metric("spanprof_inflight_bytes") == (2 * HELD) as f64,
     );
     let r = otlp_grpc_send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
     assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");

@@ -867,10 +867,10 @@ fn profile_blocks(
                     let (k, v, _) = attr_roles[*a as usize].as_ref()?.as_ref()?;
                     Some((k.clone(), v.clone()))
                 });
-                let block = open_block(st, service, base_labels, attrs, &profile_type, p, cfg)?;
-                layout.labels.push(block.1);
+                let (block, labels) =
+                    open_block(st, service, base_labels, attrs, &profile_type, p, cfg)?;
+                layout.labels.push(labels);
                 layout.members.push(Vec::new());
-                let block = block.0;
                 // A block's distinct links are at most the profile's (no rehash as it fills).
                 let links = HashMap::with_capacity(d.link_table.len().min(p.samples.len()));
                 blocks.push((block, links));
