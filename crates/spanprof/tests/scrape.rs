@@ -466,12 +466,15 @@ fn cpu_windows_end_when_sampling_stopped_and_a_span_between_two_fell_between_the
     // Go reads its samples every 100 ms, so a gap is 1-100 ms on an idle machine (a third of
     // them under 4 ms), more on a busy one: six gaps hold a wide one. Requests keep the
     // service busy enough for every window to have samples (a timeline point).
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let (done, stopped) = std::sync::mpsc::channel::<()>();
     std::thread::scope(|scope| {
-        scope.spawn(|| {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                app.get("/cpu-heavy?n=100000");
-                std::thread::sleep(Duration::from_millis(50));
+        scope.spawn(move || loop {
+            app.get("/cpu-heavy?n=100000");
+            // A request every 50 ms, until told to stop.
+            if stopped.recv_timeout(Duration::from_millis(50))
+                != Err(std::sync::mpsc::RecvTimeoutError::Timeout)
+            {
+                break;
             }
         });
         poll(
@@ -482,7 +485,7 @@ fn cpu_windows_end_when_sampling_stopped_and_a_span_between_two_fell_between_the
                 n => Err(format!("{n} windows")),
             },
         );
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        drop(done);
     });
     // Each window's start (its timeline point, 1 ms buckets) and end (its pprof's).
     let series: serde_json::Value =

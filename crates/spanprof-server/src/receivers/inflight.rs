@@ -461,8 +461,17 @@ mod tests {
             let inflight = Arc::clone(&inflight);
             async move { read(trickling(995), 1000, Duration::from_secs(30), &inflight).await }
         });
-        tokio::time::sleep(Duration::from_secs(61)).await;
-        assert_eq!(inflight.bytes(), 4, "a byte at 0, 20, 40 and 60 s");
+        // Four bytes (at 0, 20, 40 and 60 s) in at most a minute of (paused) time.
+        let start = tokio::time::Instant::now();
+        while inflight.bytes() < 4 {
+            assert!(
+                start.elapsed() <= Duration::from_secs(61),
+                "{}",
+                inflight.bytes()
+            );
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
+        assert_eq!(inflight.bytes(), 4);
         let other = read(request(b"hello world", Some(11)), 1000, IDLE, &inflight)
             .await
             .unwrap();
