@@ -77,6 +77,15 @@ impl Inflight {
             .is_ok()
     }
 
+    /// The 429 of a request whose `n` more bytes do not fit now.
+    fn no_room_for(&self, n: usize) -> Rejection {
+        self.full(&format!(
+            "requests being received and decoded hold {} bytes, and {n} more would pass the \
+             limit",
+            self.bytes()
+        ))
+    }
+
     /// The 429 of a request that does not fit now; `why` says what did not fit.
     pub(crate) fn full(&self, why: &str) -> Rejection {
         Rejection {
@@ -119,11 +128,7 @@ impl Charge {
     /// Charges `n` more bytes, or a 429 when they do not fit.
     pub fn grow(&mut self, n: usize) -> Result<(), Rejection> {
         if !self.inflight.take(n) {
-            return Err(self.inflight.full(&format!(
-                "requests being received and decoded hold {} bytes, and {n} more would pass \
-                 the limit",
-                self.inflight.bytes()
-            )));
+            return Err(self.inflight.no_room_for(n));
         }
         self.bytes += n;
         Ok(())
@@ -198,11 +203,7 @@ pub async fn read(
             return Err(too_large());
         }
         if n > inflight.available() {
-            let busy = inflight.full(&format!(
-                "requests being received and decoded hold {} bytes, and {n} more would pass \
-                 the limit",
-                inflight.bytes()
-            ));
+            let busy = inflight.no_room_for(n);
             // A client that waits for `100 Continue` before sending gets the answer instead,
             // and sends nothing.
             let waits = req
