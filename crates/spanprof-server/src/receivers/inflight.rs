@@ -423,7 +423,7 @@ mod tests {
     }
 
     /// A byte every 20 s, forever: never stalls for the idle timeout.
-    struct Trickles(std::pin::Pin<Box<tokio::time::Sleep>>);
+    struct Trickles(tokio::time::Interval);
 
     impl hyper::body::Body for Trickles {
         type Data = Bytes;
@@ -433,10 +433,8 @@ mod tests {
             mut self: std::pin::Pin<&mut Self>,
             cx: &mut std::task::Context<'_>,
         ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
-            use std::future::Future;
-            std::task::ready!(self.0.as_mut().poll(cx));
-            let next = tokio::time::Instant::now() + Duration::from_secs(20);
-            self.0.as_mut().reset(next);
+            // The first tick is at once.
+            std::task::ready!(self.0.poll_tick(cx));
             std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b"x")))))
         }
     }
@@ -446,8 +444,8 @@ mod tests {
             .method("POST")
             .uri("/ingest")
             .header("content-length", announced)
-            .body(axum::body::Body::new(Trickles(Box::pin(
-                tokio::time::sleep(Duration::ZERO),
+            .body(axum::body::Body::new(Trickles(tokio::time::interval(
+                Duration::from_secs(20),
             ))))
             .unwrap()
     }
