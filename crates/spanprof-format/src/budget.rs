@@ -19,41 +19,105 @@ pub const DECODED_PER_BYTE: usize = 16;
 /// Bytes any message may take once decoded, whatever its size.
 pub const DECODED_BASE: usize = 1 << 20;
 
+/// Memory shared by every message being decoded at once (a server's in-flight budget), which
+/// a [`Budget`] draws from as its decoder allocates: the budget of one message bounds what
+/// one bomb takes, a pool bounds what all of them take together.
+pub trait Pool {
+    /// Takes `bytes` more for the message; false when the pool has no room for them.
+    fn take(&self, bytes: usize) -> bool;
+}
+
+/// Bytes a [`Budget`] draws from its [`Pool`] at a time, so that the pool is not asked for
+/// every string.
+const POOL_DRAW: usize = 256 << 10;
+
 /// What a decoder may still allocate for one message.
-#[derive(Debug)]
-pub(crate) struct Budget {
+pub(crate) struct Budget<'p> {
     left: Cell<usize>,
     limit: usize,
     encoded: usize,
     exceeded: Cell<bool>,
+    pool: Option<&'p dyn Pool>,
+    /// Drawn from the pool and not taken yet.
+    credit: Cell<usize>,
+    /// Drawn from the pool in all.
+    drawn: Cell<usize>,
+    /// The pool refused to give more: the decoder's error is [`FormatError::NoRoom`].
+    pool_refused: Cell<bool>,
 }
 
-impl Budget {
+impl std::fmt::Debug for Budget<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Budget")
+            .field("left", &self.left.get())
+            .field("limit", &self.limit)
+            .field("drawn", &self.drawn.get())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'p> Budget<'p> {
     /// The budget of a message of `encoded` bytes.
     pub(crate) fn for_message(encoded: usize) -> Self {
-        let limit = encoded
-            .saturating_mul(DECODED_PER_BYTE)
-            .saturating_add(DECODED_BASE);
+        Budget::drawing(encoded, None)
+    }
+
+    /// The budget of a message of `encoded` bytes, whose allocations are also drawn from
+    /// `pool` when there is one.
+    pub(crate) fn drawing(encoded: usize, pool: Option<&'p dyn Pool>) -> Self {
+        let limit = decoded_limit(encoded);
         Budget {
             left: Cell::new(limit),
             limit,
             encoded,
             exceeded: Cell::new(false),
+            pool,
+            credit: Cell::new(0),
+            drawn: Cell::new(0),
+            pool_refused: Cell::new(false),
         }
     }
 
-    /// Takes `bytes`; false (and from then on [`Budget::exceeded`]) when fewer are left.
+    /// Takes `bytes`; false (and from then on [`Budget::exceeded`]) when fewer are left, in
+    /// the message's budget or in the pool.
     #[inline(always)]
     pub(crate) fn take(&self, bytes: usize) -> bool {
         match self.left.get().checked_sub(bytes) {
             Some(left) => {
                 self.left.set(left);
-                true
+                match self.pool {
+                    None => true,
+                    Some(pool) => self.draw(pool, bytes),
+                }
             }
             None => {
                 self.exceeded.set(true);
                 false
             }
+        }
+    }
+
+    /// Takes `bytes` from what was drawn from `pool`, drawing more when it is short.
+    #[inline]
+    fn draw(&self, pool: &dyn Pool, bytes: usize) -> bool {
+        if let Some(credit) = self.credit.get().checked_sub(bytes) {
+            self.credit.set(credit);
+            return true;
+        }
+        let need = bytes - self.credit.get();
+        // In steps of POOL_DRAW, but never past the message's own limit (`left` is what it may
+        // still take after these bytes).
+        let more = POOL_DRAW
+            .min(need.saturating_add(self.left.get()))
+            .max(need);
+        if pool.take(more) {
+            self.drawn.set(self.drawn.get() + more);
+            self.credit.set(more - need);
+            true
+        } else {
+            self.exceeded.set(true);
+            self.pool_refused.set(true);
+            false
         }
     }
 
@@ -76,12 +140,25 @@ impl Budget {
 
     /// The error of a decoder that ran out, naming `what` it was decoding.
     pub(crate) fn error(&self, what: &'static str) -> FormatError {
+        if self.pool_refused.get() {
+            return FormatError::NoRoom {
+                what,
+                drawn: self.drawn.get(),
+            };
+        }
         FormatError::DecodedTooLarge {
             what,
             limit: self.limit,
             encoded: self.encoded,
         }
     }
+}
+
+/// Bytes a message of `encoded` bytes may take once decoded.
+pub fn decoded_limit(encoded: usize) -> usize {
+    encoded
+        .saturating_mul(DECODED_PER_BYTE)
+        .saturating_add(DECODED_BASE)
 }
 
 /// What a field of a message costs a derived (prost) decoder, for [`check_decoded_size`].
@@ -131,10 +208,41 @@ pub fn check_decoded_size(
     shape: &'static Shape,
     what: &'static str,
 ) -> Result<(), FormatError> {
-    let (budget, walked) = walked(buf, shape);
+    check_decoded_size_from(buf, shape, what, None)
+}
+
+/// [`check_decoded_size`], and the estimate of what the derived decoder will allocate taken
+/// from `pool` ([`FormatError::NoRoom`] when it has no room for it).
+pub fn check_decoded_size_drawing(
+    buf: &[u8],
+    shape: &'static Shape,
+    what: &'static str,
+    pool: &dyn Pool,
+) -> Result<(), FormatError> {
+    check_decoded_size_from(buf, shape, what, Some(pool))
+}
+
+fn check_decoded_size_from(
+    buf: &[u8],
+    shape: &'static Shape,
+    what: &'static str,
+    pool: Option<&dyn Pool>,
+) -> Result<(), FormatError> {
+    // The message's own budget first: a bomb is told it is one, whatever the pool holds.
+    let budget = Budget::for_message(buf.len());
+    let walked = walk(
+        crate::wire::Reader::new(buf, &budget),
+        shape,
+        crate::wire::RECURSION_LIMIT,
+    );
     match walked {
         Err(_) if budget.exceeded() => Err(budget.error(what)),
-        _ => Ok(()),
+        _ => match pool {
+            Some(pool) if !pool.take(budget.limit - budget.left.get()) => {
+                Err(FormatError::NoRoom { what, drawn: 0 })
+            }
+            _ => Ok(()),
+        },
     }
 }
 
@@ -173,21 +281,16 @@ pub fn check_json_values(
     }
 }
 
-/// The budget of `buf` after walking it as a `shape` (as far as it could).
-fn walked(buf: &[u8], shape: &'static Shape) -> (Budget, crate::wire::Result<()>) {
+/// What [`check_decoded_size`] estimates a derived decoder allocates for `buf`.
+#[cfg(test)]
+pub(crate) fn estimate(buf: &[u8], shape: &'static Shape) -> usize {
     let budget = Budget::for_message(buf.len());
-    let result = walk(
+    let _ = walk(
         crate::wire::Reader::new(buf, &budget),
         shape,
         crate::wire::RECURSION_LIMIT,
     );
-    (budget, result)
-}
-
-/// What [`check_decoded_size`] estimates a derived decoder allocates for `buf`.
-#[cfg(test)]
-pub(crate) fn estimate(buf: &[u8], shape: &'static Shape) -> usize {
-    walked(buf, shape).0.used()
+    budget.used()
 }
 
 fn walk(mut r: crate::wire::Reader, shape: &'static Shape, left: u32) -> crate::wire::Result<()> {

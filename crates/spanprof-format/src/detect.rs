@@ -130,8 +130,24 @@ pub fn decode_input(bytes: &[u8], max_decompressed: usize) -> Result<Input, Form
 /// A message that would decode to more than its [`crate::budget`] allows is
 /// [`FormatError::DecodedTooLarge`].
 pub fn decode_otlp_protobuf(raw: &[u8]) -> Result<ProfilesData, FormatError> {
+    decode_otlp_protobuf_from(raw, None)
+}
+
+/// [`decode_otlp_protobuf`], with what the decoder allocates also drawn from `pool`
+/// ([`FormatError::NoRoom`] when the pool runs out).
+pub fn decode_otlp_protobuf_drawing(
+    raw: &[u8],
+    pool: &dyn crate::budget::Pool,
+) -> Result<ProfilesData, FormatError> {
+    decode_otlp_protobuf_from(raw, Some(pool))
+}
+
+fn decode_otlp_protobuf_from(
+    raw: &[u8],
+    pool: Option<&dyn crate::budget::Pool>,
+) -> Result<ProfilesData, FormatError> {
     let mut samples = crate::check::Tally::default();
-    let budget = crate::budget::Budget::for_message(raw.len());
+    let budget = crate::budget::Budget::drawing(raw.len(), pool);
     match crate::otlp::decode_tallied(raw, &budget, &mut samples) {
         Ok(data) => match samples.verdict() {
             Some(message) => Err(FormatError::Invalid(message)),

@@ -21,6 +21,11 @@ pub enum FormatError {
         limit: usize,
         encoded: usize,
     },
+    /// Decoding the message needed more memory than the [`crate::budget::Pool`] it draws
+    /// from had left, after `drawn` bytes: the memory shared by every message being decoded
+    /// at once was taken.
+    #[error("decoding the {what} needed more memory than was left for messages being decoded, after {drawn} bytes")]
+    NoRoom { what: &'static str, drawn: usize },
     /// A profile holds more than a [`crate::limits::ProfileLimits`] allows.
     #[error("the profile has {count} {what}, more than the limit of {limit} ({key})")]
     ProfileTooBig {

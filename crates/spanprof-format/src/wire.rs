@@ -26,12 +26,12 @@ pub(crate) const RECURSION_LIMIT: u32 = 100;
 pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
-    budget: &'a Budget,
+    budget: &'a Budget<'a>,
 }
 
 impl<'a> Reader<'a> {
     /// A reader of `buf`, whose decoder allocates out of `budget`.
-    pub(crate) fn new(buf: &'a [u8], budget: &'a Budget) -> Self {
+    pub(crate) fn new(buf: &'a [u8], budget: &'a Budget<'a>) -> Self {
         Reader {
             buf,
             pos: 0,

@@ -174,9 +174,9 @@ pub struct Limits {
     pub max_body_bytes: usize,
     /// Largest request body after decompression (OTLP recommends 64 MiB).
     pub max_decompressed_bytes: usize,
-    /// Request bodies, and their decompressed copies, that receivers may hold at once while
-    /// they read and decode them (0 = no limit); past it, they answer 429 /
-    /// RESOURCE_EXHAUSTED. At least `max_body_bytes + max_decompressed_bytes`, so that one
+    /// Request bodies, their decompressed copies and what their decoders allocate, that
+    /// receivers may hold at once while they read and decode them (0 = no limit); past it,
+    /// they answer 429 / RESOURCE_EXHAUSTED (413 for a request that alone needs more). At least `max_body_bytes + max_decompressed_bytes`, so that one
     /// request of any allowed size can be taken.
     pub max_inflight_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).

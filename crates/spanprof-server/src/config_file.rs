@@ -10,9 +10,10 @@
 //!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
 //!   max_body_size: 32MiB
 //!   max_decompressed_size: 64MiB
-//!   # Request bodies and their decompressed copies held at once by every receiver while they
-//!   # read and decode them (0 = no limit; at least max_body_size + max_decompressed_size);
-//!   # past it receivers answer 429 / RESOURCE_EXHAUSTED with a retry hint.
+//!   # Request bodies, their decompressed copies and what their decoders allocate, held at
+//!   # once by every receiver while they read and decode them (0 = no limit; at least
+//!   # max_body_size + max_decompressed_size); past it receivers answer 429 /
+//!   # RESOURCE_EXHAUSTED with a retry hint (413 for one request that alone needs more).
 //!   max_inflight_size: 512MiB
 //!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
 //!   # naming it. Its symbols and stacks are kept as long as its data, so these bound what one request

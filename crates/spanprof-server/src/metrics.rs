@@ -46,7 +46,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_store_errors_total", "Batches the store could not write (their requests were answered 503)."),
     ("spanprof_queue_depth", "Requests waiting in the pipeline queue (between receivers and sinks)."),
     ("spanprof_queue_bytes", "Bytes of the requests waiting in the pipeline queue."),
-    ("spanprof_inflight_bytes", "Bytes of request bodies being received and decoded."),
+    ("spanprof_inflight_bytes", "Bytes of request bodies being received and decoded, with their decompressed copies and decoded messages."),
     ("spanprof_max_inflight_bytes", "Limit of spanprof_inflight_bytes (server.max_inflight_size; 0: none)."),
     ("spanprof_pipeline_batches_total", "Batches the pipeline wrote to its sinks."),
     ("spanprof_pipeline_batch_items_total", "Requests in the batches the pipeline wrote."),

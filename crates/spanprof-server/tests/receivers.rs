@@ -528,6 +528,73 @@ fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
     server.stop();
 }
 
+/// What decoders allocate is charged to the in-flight budget as they allocate it. Within its
+/// own decode budget (16 times its size) a body of 24 M empty strings (48 MiB from 48 KB of
+/// gzip) decodes to 576 MB of `String`s, and eight such uploads at once took the server to
+/// 2.6 GB. Past what the whole budget holds, each receiver answers 413 naming
+/// `server.max_inflight_size`, gives every byte back, and goes on serving.
+#[test]
+fn what_decoders_allocate_is_charged_to_the_in_flight_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| c.limits.max_inflight_bytes = 160 << 20);
+    const N: usize = 24 << 20;
+    let gz = |body: &[u8]| gzip::gzip(body);
+    // pprof: string_table is field 6.
+    let pprof_strings = gz(&field(6, &[]).repeat(N));
+    // OTLP: ProfilesData.dictionary (2), ProfilesDictionary.string_table (5).
+    let otlp_strings = gz(&field(2, &field(5, &[]).repeat(N)));
+    // Traces: spans with a name (`Span` is a few hundred bytes: empty ones would pass the
+    // request's own budget), resource_spans (1) . scope_spans (2) . spans (2) . name (5).
+    let span = field(2, &field(5, b"GET /cpu-heavy/padding-0123"));
+    let spans = span.repeat((48 << 20) / span.len());
+    let traces = gz(&field(1, &field(2, &spans)));
+    let push = pushv1::PushRequest {
+        series: vec![pushv1::RawProfileSeries {
+            labels: vec![pushv1::LabelPair {
+                name: "service_name".into(),
+                value: "bomb".into(),
+            }],
+            samples: vec![pushv1::RawSample {
+                raw_profile: pprof_strings.clone(),
+                id: String::new(),
+            }],
+        }],
+    }
+    .encode_to_vec();
+    let proto_gz = [
+        ("content-type", "application/x-protobuf"),
+        ("content-encoding", "gzip"),
+    ];
+    // (path, headers, body)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8]);
+    let cases: [Case; 4] = [
+        (
+            "/ingest?name=bomb&format=pprof",
+            &[("content-encoding", "gzip")],
+            &pprof_strings,
+        ),
+        (
+            "/push.v1.PusherService/Push",
+            &[("content-type", "application/proto")],
+            &push,
+        ),
+        ("/v1development/profiles", &proto_gz, &otlp_strings),
+        ("/v1/traces", &proto_gz, &traces),
+    ];
+    for (path, headers, body) in cases {
+        assert!(body.len() < 256 << 10, "{path}: a {} byte body", body.len());
+        let (status, text) = server.post(path, headers, body);
+        assert_eq!(status, 413, "{path}: {text}");
+        assert!(
+            text.contains("memory to decode") && text.contains("server.max_inflight_size"),
+            "{path}: {text}"
+        );
+        assert_eq!(metric(&server, "spanprof_inflight_bytes"), 0.0, "{path}");
+    }
+    server.stores_a_real_profile();
+    server.stop();
+}
+
 /// Profiles within the body limits but past the per-profile ones (samples, locations, stack
 /// frames) are refused with a 413 naming the count, the limit and its setting, whatever the
 /// receiver, before they are converted or stored: their symbols would be kept for good (4 M

@@ -3,6 +3,8 @@
 
 use prost::Message;
 
+use std::cell::Cell;
+
 use super::*;
 use crate::otlp::Resource;
 use crate::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status};
@@ -207,4 +209,88 @@ fn json_values_are_counted_outside_strings() {
     check_json_values(string.as_bytes(), 64, "a string").unwrap();
     // Damaged documents pass, for the parser to name the problem.
     check_json_values(br#"{"a":"unterminated"#, 64, "damaged").unwrap();
+}
+
+/// A pool of `room` bytes that counts what it gave.
+struct TestPool {
+    room: Cell<usize>,
+    given: Cell<usize>,
+}
+
+impl TestPool {
+    fn new(room: usize) -> Self {
+        TestPool {
+            room: Cell::new(room),
+            given: Cell::new(0),
+        }
+    }
+}
+
+impl Pool for TestPool {
+    fn take(&self, bytes: usize) -> bool {
+        match self.room.get().checked_sub(bytes) {
+            Some(left) => {
+                self.room.set(left);
+                self.given.set(self.given.get() + bytes);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// A decoder drawing from a pool takes what it allocates from it, in steps, and never more
+/// than its message's own limit; a pool without room for a message stops its decoder with
+/// [`FormatError::NoRoom`], whichever decoder it is.
+#[test]
+fn decoders_draw_what_they_allocate_from_the_pool() {
+    let raw = crate::gzip::gunzip(GO_CPU, 64 << 20).unwrap();
+    let budget = Budget::for_message(raw.len());
+    crate::pprof::decode::decode_into(&mut Default::default(), &raw, &budget).unwrap();
+    let used = budget.used();
+
+    let pool = TestPool::new(usize::MAX);
+    let mut profile = crate::pprof::Profile::default();
+    crate::pprof::decode_into_drawing(GO_CPU, 64 << 20, &mut profile, &pool).unwrap();
+    let given = pool.given.get();
+    assert!(
+        given >= used && given < used + POOL_DRAW && given <= decoded_limit(raw.len()),
+        "the pool gave {given} bytes for a profile that took {used}"
+    );
+
+    let no_room = |what: &str, r: Result<(), FormatError>| match r {
+        Err(e @ FormatError::NoRoom { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("left for messages being decoded"),
+                "{what}: {text}"
+            );
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    let (data, _) = crate::to_otlp::pprof_to_otlp(&profile, Resource::default(), None).unwrap();
+    let otlp = data.encode_to_vec();
+    let short = || TestPool::new(used / 2);
+    no_room(
+        "pprof",
+        crate::pprof::decode_into_drawing(GO_CPU, 64 << 20, &mut profile, &short()),
+    );
+    no_room(
+        "OTLP",
+        crate::detect::decode_otlp_protobuf_drawing(&otlp, &short()).map(drop),
+    );
+    crate::detect::decode_otlp_protobuf_drawing(&otlp, &TestPool::new(usize::MAX)).unwrap();
+    let traces = real_trace_request().encode_to_vec();
+    let estimate = estimate(&traces, &crate::trace::REQUEST);
+    no_room(
+        "traces",
+        crate::trace::decode_request_drawing(&traces, &TestPool::new(estimate / 2)).map(drop),
+    );
+    let pool = TestPool::new(usize::MAX);
+    crate::trace::decode_request_drawing(&traces, &pool).unwrap();
+    assert!(
+        pool.given.get() >= estimate,
+        "{} < {estimate}",
+        pool.given.get()
+    );
 }

@@ -119,7 +119,7 @@ impl Integer for u64 {
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
-    budget: Budget,
+    budget: Budget<'static>,
 }
 
 impl<'a> Reader<'a> {

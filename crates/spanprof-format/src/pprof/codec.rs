@@ -1,7 +1,7 @@
 use prost::Message;
 
 use super::Profile;
-use crate::budget::Budget;
+use crate::budget::{Budget, Pool};
 use crate::error::FormatError;
 use crate::gzip;
 
@@ -22,8 +22,28 @@ pub fn decode_into(
     max_decompressed: usize,
     profile: &mut Profile,
 ) -> Result<(), FormatError> {
+    decode_into_from(bytes, max_decompressed, profile, None)
+}
+
+/// [`decode_into`], with what the decoder allocates also drawn from `pool`
+/// ([`FormatError::NoRoom`] when the pool runs out).
+pub fn decode_into_drawing(
+    bytes: &[u8],
+    max_decompressed: usize,
+    profile: &mut Profile,
+    pool: &dyn Pool,
+) -> Result<(), FormatError> {
+    decode_into_from(bytes, max_decompressed, profile, Some(pool))
+}
+
+fn decode_into_from(
+    bytes: &[u8],
+    max_decompressed: usize,
+    profile: &mut Profile,
+    pool: Option<&dyn Pool>,
+) -> Result<(), FormatError> {
     let raw = gzip::maybe_gunzip(bytes, max_decompressed)?;
-    let budget = Budget::for_message(raw.len());
+    let budget = Budget::drawing(raw.len(), pool);
     super::decode::decode_into(profile, raw.as_ref(), &budget).map_err(|e| {
         if budget.exceeded() {
             budget.error("pprof profile")

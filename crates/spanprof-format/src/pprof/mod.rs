@@ -8,7 +8,7 @@ mod codec;
 pub(crate) mod decode;
 pub mod delta;
 
-pub use codec::{decode, decode_into, encode, encode_gzip};
+pub use codec::{decode, decode_into, decode_into_drawing, encode, encode_gzip};
 
 /// A whole pprof profile.
 #[derive(Clone, PartialEq, prost::Message)]

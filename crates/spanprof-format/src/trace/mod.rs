@@ -354,6 +354,25 @@ static STATUS: Shape = Shape(&[(2, Cost::Bytes)]);
 /// decoding when it would take more memory than its [`crate::budget`]; never panics.
 pub fn decode_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
     check_decoded_size(bytes, &REQUEST, "OTLP ExportTraceServiceRequest")?;
+    decode_checked_request(bytes)
+}
+
+/// [`decode_request`], with the memory the decoded request takes drawn from `pool` first
+/// ([`FormatError::NoRoom`] when it has no room for it).
+pub fn decode_request_drawing(
+    bytes: &[u8],
+    pool: &dyn crate::budget::Pool,
+) -> Result<ExportTraceServiceRequest, FormatError> {
+    crate::budget::check_decoded_size_drawing(
+        bytes,
+        &REQUEST,
+        "OTLP ExportTraceServiceRequest",
+        pool,
+    )?;
+    decode_checked_request(bytes)
+}
+
+fn decode_checked_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
     ExportTraceServiceRequest::decode(bytes).map_err(|source| FormatError::Protobuf {
         what: "OTLP ExportTraceServiceRequest",
         source,

@@ -105,6 +105,9 @@ impl Rejection {
             FormatError::DecodedTooLarge { .. }
             | FormatError::TooLarge { .. }
             | FormatError::ProfileTooBig { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            // Out of the in-flight budget (see `Drawing::refusal`, which tells busy from
+            // too large).
+            FormatError::NoRoom { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         };
         let message = match status {

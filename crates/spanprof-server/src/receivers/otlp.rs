@@ -10,12 +10,12 @@ use axum::Router;
 use prost::Message;
 use spanprof_format::otlp::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use spanprof_format::trace::{
-    decode_request, decode_request_json, encode_response_json, ExportTraceServiceResponse,
+    decode_request_drawing, decode_request_json, encode_response_json, ExportTraceServiceResponse,
 };
 use spanprof_store::spans::spans_from_otlp;
 
 use super::body::{is_json, payload, Rejection};
-use super::inflight::ChargedBody;
+use super::inflight::{ChargedBody, Drawing};
 use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
 
@@ -51,10 +51,12 @@ pub(crate) async fn ingest_profiles(
     receiver: &'static str,
 ) -> Result<ExportProfilesServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
+    // What the decoded request holds is charged to the in-flight budget until it is linked.
+    let drawing = Drawing::on(&app.inflight);
     let decoded = if json {
         spanprof_format::json::decode_profiles_data(raw.as_ref())
     } else {
-        spanprof_format::detect::decode_otlp_protobuf(raw.as_ref())
+        spanprof_format::detect::decode_otlp_protobuf_drawing(raw.as_ref(), &drawing)
     };
     // A pprof profile sent here (both are protobuf) is told where it goes.
     let pprof_instead = || {
@@ -74,12 +76,14 @@ pub(crate) async fn ingest_profiles(
         }
         d => d,
     };
+    let held = raw.as_ref().len();
     drop(raw);
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
-        .map_err(|e| Rejection::undecodable("invalid OTLP profiles payload", &e))?;
+        .map_err(|e| drawing.refusal("invalid OTLP profiles payload", &e, held))?;
     let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
         .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    drop(drawing);
     app.metrics.record_received(receiver, &report);
     // Profiles the store refused are the request's rejected part; the rest is stored.
     let refused = match incoming.submit(Work::Profiles(linked), receiver).await {
@@ -112,15 +116,19 @@ pub(crate) async fn ingest_traces(
     receiver: &'static str,
 ) -> Result<ExportTraceServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
+    // What the decoded request holds is charged to the in-flight budget while it is held.
+    let drawing = Drawing::on(&app.inflight);
+    let held = raw.as_ref().len();
     let request = if json {
         decode_request_json(raw.as_ref())
     } else {
-        decode_request(raw.as_ref())
+        decode_request_drawing(raw.as_ref(), &drawing)
     }
-    .map_err(|e| Rejection::undecodable("invalid OTLP traces payload", &e))?;
+    .map_err(|e| drawing.refusal("invalid OTLP traces payload", &e, held))?;
     drop(raw);
     let (spans, report) = spans_from_otlp(&request.resource_spans);
     drop(request);
+    drop(drawing);
     app.metrics.add(
         "spanprof_received_spans_total",
         &[("receiver", receiver)],

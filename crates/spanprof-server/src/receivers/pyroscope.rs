@@ -23,6 +23,7 @@ use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
 use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 
 use super::body::{gunzip_part, Rejection, Unpacked};
+use super::inflight::{Charge, Drawing};
 use crate::pipeline::{Incoming, Work};
 use crate::AppState;
 
@@ -68,13 +69,14 @@ impl Series {
     }
 }
 
-/// A pprof profile from a request, gzip or not. Its decompressed copy is charged to the
-/// in-flight budget while it is decoded (up to `server.max_decompressed_size` for each
-/// request a worker decodes at once was otherwise outside the budget).
-fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<pprof::Profile, Rejection> {
+/// A pprof profile from a request, gzip or not, and its charge to the in-flight budget: its
+/// decompressed copy while it is decoded (up to `server.max_decompressed_size` for each
+/// request a worker decodes at once was otherwise outside the budget), and what the decoded
+/// profile holds, until the caller lets go of the charge.
+fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<(pprof::Profile, Charge), Rejection> {
     let limits = &app.config.limits;
     let max = limits.max_decompressed_bytes;
-    let (raw, _charge) =
+    let (raw, charge) =
         gunzip_part(&app.inflight, bytes, max, "the profile").map_err(|e| match e {
             Unpacked::TooLarge => Rejection::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -85,19 +87,26 @@ fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<pprof::Profile, Rejectio
             ),
             Unpacked::Refused(r) => r,
         })?;
+    let decompressed = match &raw {
+        std::borrow::Cow::Owned(v) => v.len(),
+        std::borrow::Cow::Borrowed(_) => 0,
+    };
+    let drawing = Drawing::new(charge);
     let mut profile = crate::spare::pprof_profile();
-    pprof::decode_into(&raw, max, &mut profile).map_err(|e| match e {
+    pprof::decode_into_drawing(&raw, max, &mut profile, &drawing).map_err(|e| match e {
         FormatError::TooLarge { limit } => Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the profile is larger than {limit} bytes once decompressed"),
         ),
-        other => Rejection::undecodable("the profile", &other),
+        other => drawing.refusal("the profile", &other, 0),
     })?;
+    drop(raw);
+    drawing.release(decompressed);
     limits
         .profile
         .check_pprof(&profile)
         .map_err(|e| Rejection::undecodable("the profile", &e))?;
-    Ok(profile)
+    Ok((profile, drawing.into_charge()))
 }
 
 /// Sample label keys as Pyroscope stores them (they become series labels there): `.` → `_`
@@ -136,10 +145,13 @@ fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
 
 /// Converts and links `profiles`, hands them to the pipeline as one batch, and returns once
 /// they are durable.
+/// Converts and links `profiles`, lets go of their `charge` (see [`decode_pprof`]) and sends
+/// them down the pipeline.
 async fn submit(
     app: &AppState,
     incoming: Incoming,
     profiles: Vec<(pprof::Profile, Series)>,
+    charge: Charge,
     receiver: &'static str,
 ) -> Result<(), Rejection> {
     let mut batch = Batch::new(Some(app.config.link.clone()));
@@ -151,6 +163,7 @@ async fn submit(
         crate::spare::keep_pprof(profile);
     }
     let (data, report) = batch.finish();
+    drop(charge);
     app.metrics.record_received(receiver, &report);
     incoming.submit(Work::Profiles(data), receiver).await?;
     Ok(())

@@ -18,6 +18,7 @@ use super::multipart;
 use super::{decode_pprof, submit, Series};
 use crate::pipeline::Incoming;
 use crate::receivers::body::{payload, Rejection};
+use crate::receivers::inflight::Charge;
 use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
 
@@ -249,10 +250,10 @@ async fn ingest_inner(
     })?;
     let body = payload(headers, body?, &app.config.limits)?;
     let raw = body.as_ref();
-    let series = match form {
+    let (series, charge) = match form {
         BodyForm::Text(format) => {
             match text_series(raw, format, &params, &app.config.limits.profile)? {
-                Some(s) => s,
+                Some(s) => (s, Charge::new(&app.inflight)),
                 // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
                 None => return Ok(StatusCode::OK),
             }
@@ -287,21 +288,25 @@ async fn ingest_inner(
     };
     // Let go of the body (and its decompressed copy) before waiting for the store.
     drop(body);
-    submit(app, incoming, vec![series], "pyroscope_ingest").await?;
+    submit(app, incoming, vec![series], charge, "pyroscope_ingest").await?;
     Ok(StatusCode::OK)
 }
 
-/// A pprof upload's series; `None` for an empty profile (nothing to store, as in Pyroscope).
+/// A decoded profile, its series, and its charge to the in-flight budget.
+type Decoded = ((pprof::Profile, Series), Charge);
+
+/// A pprof upload's series, and the charge of the decoded profile; `None` for an empty
+/// profile (nothing to store, as in Pyroscope).
 fn pprof_series(
     app: &AppState,
     bytes: &[u8],
     display: Option<DisplayNames>,
     params: &Params,
-) -> Result<Option<(pprof::Profile, Series)>, Rejection> {
+) -> Result<Option<Decoded>, Rejection> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    let mut profile = decode_pprof(app, bytes)?;
+    let (mut profile, charge) = decode_pprof(app, bytes)?;
     // Old py-spy/rbspy/pyroscope-rs leave the time unset (or in µs): the upload's `from` wins.
     if is_unset_time(profile.time_nanos) {
         profile.time_nanos = params.from_ns;
@@ -321,7 +326,7 @@ fn pprof_series(
         name: metric_name(&profile, &display),
         labels,
     };
-    Ok(Some((profile, series)))
+    Ok(Some(((profile, series), charge)))
 }
 
 /// A text upload's series; `None` when Pyroscope drops it (a `profile_id` tag).

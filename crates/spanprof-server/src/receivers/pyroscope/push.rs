@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
-use spanprof_format::budget::{check_decoded_size, check_json_values, Cost, Shape};
+use spanprof_format::budget::{check_decoded_size_drawing, check_json_values, Cost, Shape};
 use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
@@ -15,6 +15,7 @@ use super::{decode_pprof, ingest::is_unset_time, submit, Series};
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{gunzip_part, is_json, payload, Rejection, Unpacked};
+use crate::receivers::inflight::{Charge, Drawing};
 // Standard or URL-safe, padded or not: what protojson accepts for `bytes`.
 use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
@@ -263,12 +264,14 @@ async fn push_inner(
         }
     }
     let raw_bytes = raw.as_ref();
+    // What the decoded request holds, while it is held.
+    let decoded = Drawing::on(&app.inflight);
     if json {
         check_json_values(raw_bytes, JSON_VALUE_BYTES, "push.v1.PushRequest")
     } else {
-        check_decoded_size(raw_bytes, &PUSH_REQUEST, "push.v1.PushRequest")
+        check_decoded_size_drawing(raw_bytes, &PUSH_REQUEST, "push.v1.PushRequest", &decoded)
     }
-    .map_err(|e| Rejection::undecodable("not a push.v1.PushRequest", &e))?;
+    .map_err(|e| decoded.refusal("not a push.v1.PushRequest", &e, raw_bytes.len()))?;
     let request = if json {
         decode_json(raw_bytes)
     } else {
@@ -279,6 +282,8 @@ async fn push_inner(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
     let mut profiles: Vec<(pprof::Profile, Series)> = Vec::new();
+    // What the decoded profiles hold, until they are converted.
+    let mut charge = Charge::new(&app.inflight);
     // The decompression limit is the request's, not each profile's: a push of many small
     // gzip bombs (60 MB each from 60 KB) took the server to 4 GB, and a 32 MiB push of them
     // would have taken 34 GB.
@@ -311,10 +316,11 @@ async fn push_inner(
                 Unpacked::Refused(r) => r,
             })?;
             decompressed += raw.len();
-            let mut profile = decode_pprof(app, &raw).map_err(|r| Rejection {
+            let (mut profile, decoded) = decode_pprof(app, &raw).map_err(|r| Rejection {
                 message: format!("series[{si}].samples[{pi}]: {}", r.message),
                 ..r
             })?;
+            charge.absorb(decoded);
             if is_unset_time(profile.time_nanos) {
                 profile.time_nanos = now;
             }
@@ -323,9 +329,10 @@ async fn push_inner(
     }
     // Let go of the request before waiting for the store.
     drop(request);
+    drop(decoded);
     drop(raw);
     if !profiles.is_empty() {
-        submit(app, incoming, profiles, "pyroscope_push").await?;
+        submit(app, incoming, profiles, charge, "pyroscope_push").await?;
     }
     Ok(())
 }
