@@ -1,11 +1,12 @@
 //! OTLP Profiles → pprof: lossless for everything pprof can express. Profiles of one scope that
 //! came from one pprof (recorded by `pprof.scope.sample_type_order`) become one pprof with
-//! several sample types again; links become `span_id` / `trace_id` labels in hex.
+//! several sample types again; links become `span_id` / `trace_id` labels in hex (unless the
+//! sample kept its id labels as attributes: then those, as they were).
 
 use hashbrown::HashMap;
 
 use crate::error::FormatError;
-use crate::link::to_hex;
+use crate::link::{parse_id, to_hex};
 use crate::otlp::{
     any_value, AnyValue, Profile, ProfilesData, ProfilesDictionary, Resource, ScopeProfiles,
 };
@@ -394,6 +395,21 @@ impl<'a> PprofBuilder<'a> {
                 );
             }
         }
+        // The link's ids, unless an attribute of the sample already says them (the id labels
+        // kept when linking, `keep_link_attributes`): those come back as they were, under their
+        // own key and in their own case, and the link adds no second label.
+        let (mut span, mut trace) = match link {
+            0 => (None, None),
+            _ => {
+                let i = slot(link, self.d.link_table.len(), "link_table")
+                    .map_err(|e| format!("link_index {e}"))?;
+                let l = &self.d.link_table[i];
+                (
+                    Some(&l.span_id).filter(|id| !id.is_empty()),
+                    Some(&l.trace_id).filter(|id| !id.is_empty()),
+                )
+            }
+        };
         let mut label = Vec::with_capacity(attrs.len() + 2);
         for &a in attrs {
             let i = slot(a, self.d.attribute_table.len(), "attribute_table")
@@ -415,6 +431,12 @@ impl<'a> PprofBuilder<'a> {
                 },
                 other => {
                     let s = self.value_text(other)?;
+                    if span.is_some_and(|id| parse_id::<8>(&s).is_some_and(|p| p[..] == id[..])) {
+                        span = None;
+                    }
+                    if trace.is_some_and(|id| parse_id::<16>(&s).is_some_and(|p| p[..] == id[..])) {
+                        trace = None;
+                    }
                     pprof::Label {
                         key,
                         str: self.string(&s),
@@ -423,23 +445,18 @@ impl<'a> PprofBuilder<'a> {
                 }
             });
         }
-        if link != 0 {
-            let i = slot(link, self.d.link_table.len(), "link_table")
-                .map_err(|e| format!("link_index {e}"))?;
-            let l = &self.d.link_table[i];
-            let (span_key, trace_key) = (
-                self.opts.span_id_label.clone(),
-                self.opts.trace_id_label.clone(),
-            );
-            for (key, id) in [(span_key, &l.span_id), (trace_key, &l.trace_id)] {
-                if !id.is_empty() {
-                    let (key, str) = (self.string(&key), self.string(&to_hex(id)));
-                    label.push(pprof::Label {
-                        key,
-                        str,
-                        ..Default::default()
-                    });
-                }
+        for (key, id) in [
+            (&self.opts.span_id_label, span),
+            (&self.opts.trace_id_label, trace),
+        ] {
+            if let Some(id) = id {
+                let (key, str) = (key.clone(), to_hex(id));
+                let (key, str) = (self.string(&key), self.string(&str));
+                label.push(pprof::Label {
+                    key,
+                    str,
+                    ..Default::default()
+                });
             }
         }
         Ok(pprof::Sample {

@@ -252,6 +252,26 @@ proptest! {
         prop_assert_eq!(canonical(&back[0].profile), canonical(&p));
     }
 
+    /// With the id labels kept on linked samples (`keep_link_attributes`), they come back as
+    /// they were, under their own keys and in their own case, and the link adds no second
+    /// label.
+    #[test]
+    fn kept_id_labels_survive_otlp_and_back(mut p in arb_profile()) {
+        for s in p.string_table.iter_mut() {
+            match s.as_str() {
+                "span_id" | "trace_id" => *s = format!("otel.profile.{s}"),
+                id if SPANS.contains(&id) || TRACES.contains(&id) => *s = id.to_uppercase(),
+                _ => {}
+            }
+        }
+        let link = LinkConfig { keep_link_attributes: true, ..LinkConfig::default() };
+        let (otlp, report) = pprof_to_otlp(&p, Resource::default(), Some(link)).unwrap();
+        let linked = p.sample.iter().filter(|s| s.label.iter().any(|l| p.string_table[l.key as usize] == "otel.profile.span_id")).count();
+        prop_assert_eq!(report.link.linked_samples, linked as u64);
+        let back = otlp_to_pprof(&otlp, &PprofOptions::default()).unwrap();
+        prop_assert_eq!(canonical(&back[0].profile), canonical(&p));
+    }
+
     #[test]
     fn merge_then_split_gives_back_each_input(ps in proptest::collection::vec(arb_profile(), 1..5)) {
         let parts: Vec<_> = ps.iter().enumerate()

@@ -23,7 +23,10 @@ pub struct LinkArgs {
     /// otel.profile.span_name, span_name.
     #[arg(long = "span-name-key", value_name = "KEY")]
     span_name_keys: Vec<String>,
-    /// Keep the id labels on samples after linking (by default the link carries them).
+    /// Keep the id labels on samples after linking (by default the link carries them). pprof
+    /// written from such OTLP has them as they came (key and case) instead of
+    /// --span-id-label / --trace-id-label labels: `convert --keep-link-attributes` there and
+    /// back gives the same labels.
     #[arg(long)]
     keep_link_attributes: bool,
     /// Largest decompressed input accepted, e.g. 64MiB.

@@ -30,7 +30,8 @@ pub struct Args {
     /// otlp-json, anything else → otlp (binary protobuf ExportProfilesServiceRequest).
     #[arg(long, value_enum)]
     to: Option<Format>,
-    /// With pprof output: label key for the span id of linked samples.
+    /// With pprof output: label key for the span id of linked samples (unless they kept
+    /// their id labels: see --keep-link-attributes).
     #[arg(long, default_value = "span_id", value_name = "KEY")]
     span_id_label: String,
     /// With pprof output: label key for the trace id of linked samples.
