@@ -939,6 +939,32 @@ fn metric(server: &Server, name: &str) -> f64 {
         .unwrap_or_else(|| panic!("/metrics has no {name}:\n{text}"))
 }
 
+/// A client that goes away in the middle of a body is counted and logged as `aborted`, with
+/// what arrived, not as a bad request: a flaky network does not look like broken clients.
+#[test]
+fn a_client_leaving_mid_body_is_counted_as_aborted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.write_all(
+        b"POST /ingest?name=app&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
+    )
+    .unwrap();
+    wait_for("the first bytes to be charged", || {
+        metric(&server, "spanprof_inflight_bytes") == 10.0
+    });
+    drop(s);
+    let aborted = r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="aborted"}"#;
+    wait_for("the abort to be counted", || {
+        server.get("/metrics").1.contains(&format!("{aborted} 1"))
+    });
+    let (_, metrics) = server.get("/metrics");
+    assert!(!metrics.contains(r#"reason="invalid""#), "{metrics}");
+    assert_eq!(metric(&server, "spanprof_inflight_bytes"), 0.0);
+    server.stores_a_real_profile();
+    server.stop();
+}
+
 /// Request bodies held at once are bounded across receivers (`server.max_inflight_size`): past
 /// it a request is a 429 with `Retry-After` in each receiver's protocol, counted in `/metrics`,
 /// whether its body as sent or its decompressed copy would not fit; the bytes come back as

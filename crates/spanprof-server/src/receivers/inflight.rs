@@ -237,6 +237,48 @@ impl Pool for Drawing {
     }
 }
 
+/// The answer to a body that could not be read after `got` bytes: reason `aborted` when the
+/// connection ended or broke before the body did (the client went away or gave up: nobody
+/// reads the answer, and nothing that arrived was wrong), `invalid` (400) otherwise, such as
+/// a malformed chunked encoding. Both name the cause, with what caused it.
+fn unreadable(e: axum::Error, got: usize) -> Rejection {
+    let inner = e.into_inner();
+    let (mut aborted, mut text) = (false, inner.to_string());
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&*inner);
+    while let Some(err) = cause {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            aborted |= h.is_incomplete_message() || h.is_canceled() || h.is_closed();
+        }
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::*;
+            aborted |= matches!(
+                io.kind(),
+                ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof
+            );
+        }
+        cause = err.source();
+        if let Some(c) = cause {
+            let c = c.to_string();
+            if !text.ends_with(&c) {
+                text = format!("{text}: {c}");
+            }
+        }
+    }
+    if aborted {
+        return Rejection {
+            status: StatusCode::BAD_REQUEST,
+            message: format!(
+                "the connection ended after {got} bytes of the request body, before the body \
+                 did (the client went away?): {text}"
+            ),
+            reason: "aborted",
+        };
+    }
+    Rejection::bad(format!(
+        "the request body could not be read after {got} bytes: {text}"
+    ))
+}
+
 /// A receiver's request body, read whole within `server.max_body_size` and charged to the
 /// server's in-flight budget until dropped. As an extractor it answers 413 past the size
 /// limit, 429 past the budget, 408 when the body stalls and 400 when it cannot be read.
@@ -333,11 +375,7 @@ pub async fn read(
                 ))
             }
             Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(Rejection::bad(format!(
-                    "the request body could not be read: {e}"
-                )))
-            }
+            Ok(Some(Err(e))) => return Err(unreadable(e, buf.len())),
             Ok(Some(Ok(frame))) => frame,
         };
         let Ok(data) = frame.into_data() else {
