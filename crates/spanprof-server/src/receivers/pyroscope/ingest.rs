@@ -59,13 +59,22 @@ impl Params {
             .map_err(|e| Rejection::bad(format!("name: {e} (expected name=app{{key=value,…}})")))?;
         let now = now_ns();
         let time = |key| get(key).map_or(now, |v| super::attime::parse(v, now));
+        // As Pyroscope: 100 Hz when unset or not a number. Past 1 GHz a sample would be less
+        // than the nanosecond CPU time is counted in: every value would be stored as 0.
+        let sample_rate = get("sampleRate")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        if sample_rate > 1_000_000_000 {
+            return Err(Rejection::bad(format!(
+                "sampleRate={sample_rate} is above 1000000000 Hz: each sample would be less \
+                 than a nanosecond of CPU time"
+            )));
+        }
         Ok(Params {
             name,
             from_ns: time("from"),
             until_ns: time("until"),
-            sample_rate: get("sampleRate")
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(100),
+            sample_rate,
             spy_name: get("spyName").unwrap_or("unknown").to_owned(),
             format: get("format").unwrap_or("").to_owned(),
         })
@@ -497,6 +506,13 @@ mod tests {
         assert_eq!(p.until_ns, 1_700_000_010_000_000_000);
         assert_eq!(p.sample_rate, 100);
         assert_eq!(p.spy_name, "unknown");
+        let e = Params::read(&pairs(&[("name", "app"), ("sampleRate", "4294967295")])).unwrap_err();
+        assert!(
+            e.status == 400 && e.message.contains("above 1000000000 Hz"),
+            "{e:?}"
+        );
+        let p = Params::read(&pairs(&[("name", "app"), ("sampleRate", "1000000000")])).unwrap();
+        assert_eq!(p.sample_rate, 1_000_000_000);
         let e = Params::read(&pairs(&[("from", "1")])).unwrap_err();
         assert!(
             e.message.contains("service name is required"),
