@@ -171,9 +171,10 @@ fn naive(
 ) -> String {
     let mut tree = FlameTree::new();
     for (data, svc, minute) in inputs {
-        // With spans selected, `service` is the spans' (a span filter's), not the profiles':
-        // their samples count in any service's profiles.
+        // With spans or a trace selected, `service` is the spans' (a span filter's), not the
+        // profiles': their samples count in any service's profiles.
         if sel.span_ids.is_empty()
+            && sel.trace_id.is_none()
             && sel
                 .service
                 .as_deref()

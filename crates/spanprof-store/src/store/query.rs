@@ -199,12 +199,12 @@ impl State {
             }
             spans = Some(set);
         }
-        // With spans selected, their ids say which samples count, and `service` is theirs
-        // (the tracer's service.name, as the span filter reads it), not the profiles': a
-        // scrape target named otherwise holds their samples too, and so do other services'
+        // With spans or a trace selected, their ids say which samples count, and `service` is
+        // theirs (the tracer's service.name, as the span filter reads it), not the profiles':
+        // a scrape target named otherwise holds their samples too, and so do other services'
         // profiles for child spans there. The type then defaults to the CPU type of the
         // spans' own samples.
-        let by_spans = spans.is_some();
+        let by_spans = spans.is_some() || sel.trace_id.is_some();
         let series: HashSet<u32> = self
             .series
             .iter()

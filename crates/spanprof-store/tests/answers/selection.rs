@@ -291,8 +291,8 @@ fn a_sample_without_its_trace_label_is_in_its_spans_trace() {
 
 /// A tracer that names its service otherwise than the profiles do (a scrape target called
 /// `checkout`, spans sent as `goapp`): asked with the span's service, as the UI does, a span's
-/// flame graph has its samples, of the CPU type, and so do a span filter's spans, while the
-/// service alone (no spans) selects the profiles of that name: none.
+/// flame graph has its samples, of the CPU type, and so do a span filter's spans and a trace,
+/// while the service alone (no spans) selects the profiles of that name: none.
 #[test]
 fn spans_of_a_service_named_otherwise_than_its_profiles_keep_their_samples() {
     let dir = temp_dir();
@@ -321,6 +321,20 @@ fn spans_of_a_service_named_otherwise_than_its_profiles_keep_their_samples() {
         })
     };
     assert_eq!(cpu(&store, &by_name), c.cpu_named(HEAVY));
+    let trace = one.trace_id;
+    let of_trace: Vec<[u8; 8]> = c
+        .spans
+        .iter()
+        .filter(|s| s.trace_id == trace)
+        .map(|s| s.span_id)
+        .collect();
+    let by_trace = Selection {
+        service: Some("tracer-name".into()),
+        trace_id: Some(trace),
+        ..Default::default()
+    };
+    assert!(c.cpu_of(&of_trace) > 0);
+    assert_eq!(cpu(&store, &by_trace), c.cpu_of(&of_trace));
     let profiles_only = Selection {
         service: Some("tracer-name".into()),
         ..Default::default()
