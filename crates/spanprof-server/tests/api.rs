@@ -573,6 +573,22 @@ fn pprof_export_is_read_by_go_tool_pprof() {
         (data.hot_self_ns, data.hot_cum_ns, data.cpu_total_ns),
         "{out}"
     );
+
+    // A bad selection: go tool pprof says why, not only "400 Bad Request".
+    let bad = format!(
+        "http://{}/api/v1/pprof?service={SERVICE}&span_id=xyz",
+        fx.server.addr
+    );
+    let out = std::process::Command::new("go")
+        .args(["tool", "pprof", "-top", &bad])
+        .env("PPROF_TMPDIR", scratch.path())
+        .output()
+        .unwrap_or_else(|e| panic!("running go: {e}; {}", common::INSTALL_GO));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains(r#"span_id "xyz": expected 16 hex characters"#),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -589,6 +605,19 @@ fn bad_parameters_are_400_naming_the_parameter() {
         (
             "/api/v1/flamegraph?trace_id=abc",
             r#"trace_id "abc": expected 32 hex characters"#,
+        ),
+        // Empty, as from a script's unset variable: not the whole service.
+        (
+            "/api/v1/pprof?service=goapp&span_id=",
+            "span_id is empty: give 16 hex characters, or leave the parameter out",
+        ),
+        (
+            "/api/v1/flamegraph?trace_id=",
+            "trace_id is empty: give 32 hex characters",
+        ),
+        (
+            "/api/v1/diff?span_name=x&left.span_name=",
+            "left.span_name is empty: give a span name",
         ),
         (
             "/api/v1/flamegraph?from=yesterday",
@@ -723,11 +752,18 @@ fn bad_parameters_are_400_naming_the_parameter() {
             "{path}: {}",
             String::from_utf8_lossy(&r.body)
         );
-        assert_eq!(r.content_type, "application/json", "{path}");
-        let body = r.json();
-        let message = body["error"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{path}: {body}"));
+        // The pprof export answers `go tool pprof`, which shows a text body.
+        let message = if path.starts_with("/api/v1/pprof") {
+            assert_eq!(r.content_type, "text/plain; charset=utf-8", "{path}");
+            String::from_utf8(r.body.clone()).unwrap()
+        } else {
+            assert_eq!(r.content_type, "application/json", "{path}");
+            let body = r.json();
+            body["error"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{path}: {body}"))
+                .to_owned()
+        };
         assert!(
             message.starts_with(want),
             "{path}: {message:?} should start with {want:?}"

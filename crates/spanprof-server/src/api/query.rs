@@ -4,7 +4,7 @@
 //!
 //! Query strings are form-encoded (`+` or `%20` for a space). Every endpoint rejects
 //! parameters it does not know (400 naming them): a misspelt `span_id` must not widen a
-//! flame graph to the whole service. An empty value (`from=`) counts as absent.
+//! flame graph to the whole service. An empty value (`from=`) counts as absent, but for the span selectors (see Errors).
 //!
 //! **Selection** (`/flamegraph`, `/top`, `/pprof`, `/svg`, `/timeseries`, each side of `/diff`):
 //!
@@ -33,7 +33,10 @@
 //!
 //! Errors: `{"error": "…"}` with 400 for a bad request, naming the parameter first
 //! (`span_id "xyz": expected 16 hex characters (not all zero)`), 404 for an unknown trace or
-//! endpoint, 500 when the store fails.
+//! endpoint, 500 when the store fails; `/pprof` answers them as text with `X-Go-Pprof: 1`,
+//! which `go tool pprof` prints. `span_id`, `trace_id` and `span_name` given empty
+//! (`span_id=`, a script's unset variable) are a 400, not absent: absent would widen the
+//! answer to the whole service.
 //!
 //! - `GET /api/v1/status` → `{"version", "listeners": {"http", "otlp_http", "otlp_grpc"}}`: the
 //!   addresses bound (`null` when off), for the UI's "how to send data"

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use server::DEADLINE;
 
-const INSTALL_GO: &str = "install Go: apt-get install golang-go or run .ci/setup";
+pub const INSTALL_GO: &str = "install Go: apt-get install golang-go or run .ci/setup";
 
 /// Runs `go tool pprof <args>` with its own scratch directory; returns stdout, panicking
 /// with the output when it fails or takes longer than [`DEADLINE`].

@@ -62,6 +62,22 @@ impl From<StoreError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// The answer for `go tool pprof`: the message as text, marked with `X-Go-Pprof`, which
+    /// is how pprof knows to show a failed fetch's body (otherwise it prints only the status).
+    pub fn for_go_pprof(self) -> Response {
+        (
+            self.status,
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("x-go-pprof", "1"),
+            ],
+            format!("{}\n", self.message),
+        )
+            .into_response()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = serde_json::json!({ "error": self.message }).to_string();

@@ -244,10 +244,13 @@ pub async fn svg(
 }
 
 /// `GET /api/v1/pprof`: gzip pprof, for `go tool pprof <url>`.
-pub async fn pprof(
-    State(app): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, ApiError> {
+pub async fn pprof(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    pprof_answer(app, raw)
+        .await
+        .unwrap_or_else(ApiError::for_go_pprof)
+}
+
+async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/pprof", SELECTION_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;

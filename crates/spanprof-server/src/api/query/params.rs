@@ -107,6 +107,23 @@ impl QueryParams {
         }
     }
 
+    /// 400 when `name` is given with an empty value: for the parameters that narrow a
+    /// selection to spans, where an empty value read as absent would widen it to the whole
+    /// service (a script's unset `$SPAN` in `span_id=$SPAN`).
+    pub fn refuse_empty(&self, name: &str, expected: &str) -> Result<(), ApiError> {
+        match self
+            .pairs
+            .iter()
+            .find(|p| p.name == name && p.value.is_empty())
+        {
+            None => Ok(()),
+            Some(p) => Err(ApiError::bad_request(format!(
+                "{} is empty: give {expected}, or leave the parameter out",
+                p.shown
+            ))),
+        }
+    }
+
     /// Every value of a repeatable parameter, in order; empty values are skipped.
     pub fn many(&self, name: &str) -> Vec<Param<'_>> {
         self.pairs

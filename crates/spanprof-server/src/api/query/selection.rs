@@ -76,6 +76,9 @@ impl SelectionQuery {
             }
             None => None,
         };
+        p.refuse_empty("span_id", "16 hex characters")?;
+        p.refuse_empty("trace_id", "32 hex characters")?;
+        p.refuse_empty("span_name", "a span name")?;
         let span_ids = p
             .many("span_id")
             .into_iter()
