@@ -354,6 +354,20 @@ fn allocations_are_counted_once_however_often_the_heap_is_scraped() {
     );
     let comments: Vec<&str> = pprof.comment.iter().filter_map(|&c| pprof.str(c)).collect();
     assert_eq!(comments, [format!("average of {averaged_over} profiles")]);
+    // So is each side of a diff: ranges holding different numbers of scrapes compare.
+    let diff = json(&format!("/api/v1/diff?{inuse}&baseline=service"));
+    for side in ["left", "right"] {
+        assert!(
+            diff[side]["averaged_over"].as_u64().unwrap_or(0) >= 6,
+            "{:#}",
+            diff[side]
+        );
+    }
+    let ticks = diff["flamegraph"]["rightTicks"].as_f64().unwrap();
+    assert!(
+        (0.5..2.0).contains(&(ticks / average)),
+        "the diff's {ticks} against the flame graph's {average}"
+    );
     // `memory` names the heap profile's four types: a choice the answer would not show.
     let ambiguous = support::http::get(
         &server.addr,

@@ -57,7 +57,7 @@
 //!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
 //!   "types_available": [id, …], "samples_selected", "value_selected", "averaged_over":
 //!   n|null}`. A snapshot type (`inuse_space`, `inuse_objects`, goroutines: what was in use
-//!   at each profile's time) over several profiles, without spans selected, is their average
+//!   at each profile's time) over several profiles, without spans selected, is their average (on each side of `/diff` too)
 //!   (values divided by the `averaged_over` profiles and rounded down; frames that come to 0
 //!   left out), not their sum; `samples_selected` and `value_selected` count them all.
 //!   `/svg` says so in its heading, `/pprof` in a comment (`go tool pprof -comments`).

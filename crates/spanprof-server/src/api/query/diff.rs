@@ -10,7 +10,7 @@ use spanprof_store::store::{Selection, SpanFilter, Store};
 use spanprof_store::FlameTree;
 
 use super::error::{blocking, json_text, ApiError};
-use super::flame::{max_nodes, summary_json};
+use super::flame::{flame_of, max_nodes, summary_json};
 use super::params::{self, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::AppState;
@@ -85,8 +85,10 @@ pub async fn diff(
             (None, Some(b)) => derive(store, right.selection, b)?,
             (None, None) => unreachable!("checked before"),
         };
-        let (lt, ls) = store.flame_graph(&left)?;
-        let (rt, rs) = store.flame_graph(&right)?;
+        // Each side as /flamegraph answers it: a snapshot type (the heap in use) averaged
+        // over its profiles, so that ranges holding different numbers of scrapes compare.
+        let (lt, ls, la) = flame_of(store, &left)?;
+        let (rt, rs, ra) = flame_of(store, &right)?;
         let (lu, ru) = (ls.used_types.first(), rs.used_types.first());
         if ls.samples_selected > 0 && rs.samples_selected > 0 && lu != ru {
             return Err(ApiError::bad_request(format!(
@@ -101,8 +103,8 @@ pub async fn diff(
             "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
             diff_layout_json(&lt, &rt, max_nodes),
             diff_tree_json_within(&lt, &rt, max_nodes),
-            summary_json(&ls, &left_types, None),
-            summary_json(&rs, &right_types, None),
+            summary_json(&ls, &left_types, la),
+            summary_json(&rs, &right_types, ra),
         ))
     })
     .await?;
