@@ -735,6 +735,10 @@ fn bad_parameters_are_400_naming_the_parameter() {
             r#"service "nosuch": no profiles of this service"#,
         ),
         (
+            "/api/v1/top?query=process_cpu:cpu:nanoseconds:cpu:nanoseconds%7B%7D",
+            r#"query "process_cpu:cpu:nanoseconds:cpu:nanoseconds{}": give only label matchers"#,
+        ),
+        (
             "/api/v1/flamegraph?query=span_name%3D%22x%22",
             r#"query "span_name=\"x\"": label selector"#,
         ),

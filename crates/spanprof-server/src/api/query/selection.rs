@@ -71,7 +71,14 @@ impl SelectionQuery {
         let (from_ns, to_ns) = time_range(p, now_ns)?;
         let label_selector = match p.one("query")? {
             Some(q) => {
-                parse_selector(q.value).map_err(|e| q.bad(e))?;
+                // A name before `{` (a profile type, or an app name as Pyroscope's legacy
+                // queries have it) would be ignored: the answer would not be what was asked.
+                if let Some(name) = parse_selector(q.value).map_err(|e| q.bad(e))?.profile_type {
+                    return Err(q.bad(format!(
+                        "give only label matchers ({{key=\"value\", …}}); the {name:?} before \
+                         the braces belongs in type (a profile type) or service (a service name)"
+                    )));
+                }
                 Some(q.value.to_owned())
             }
             None => None,
