@@ -41,7 +41,9 @@
 //! - `GET /api/v1/status` → `{"version", "listeners": {"http", "otlp_http", "otlp_grpc"}}`: the
 //!   addresses bound (`null` when off), for the UI's "how to send data"
 //! - `GET /api/v1/services?from&to&spans` → `{"services": ["checkout", …]}`: services with
-//!   profiles; with `spans=true` also those with spans (a tracer's name for a service)
+//!   profiles taken in the range (as the profile endpoints count them; so do `/series` and
+//!   the label endpoints); with `spans=true` also those with spans (a tracer's name for a
+//!   service)
 //! - `GET /api/v1/profile-types?service` → `{"profile_types": [{"id", "name", "sample_type",
 //!   "sample_unit", "period_type", "period_unit", "is_cpu"}]}`
 //! - `GET /api/v1/label-names?…` → `{"names": ["__name__", "__profile_type__", "service_name", …]}`

@@ -9,6 +9,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 
 use std::sync::Arc;
 
+use super::segments::SealedSummary;
 use super::segments::SegmentIndex;
 use super::state::{segment_overlaps, SeriesKey, State};
 use super::{Store, StoreError};
@@ -417,20 +418,66 @@ impl State {
         Ok(found)
     }
 
-    /// (series, first ns, last ns) of every segment overlapping the range.
-    pub(crate) fn series_ranges(&self) -> Vec<(u32, i64, i64)> {
-        let mut out: Vec<(u32, i64, i64)> = self
+    /// The series of every stored block (a series may appear more than once).
+    pub(crate) fn stored_series(&self) -> Vec<u32> {
+        let mut out: Vec<u32> = self
             .sealed
             .values()
-            .flat_map(|s| s.series.iter().copied())
+            .flat_map(|s| s.series.iter().map(|&(series, _, _)| series))
             .collect();
         out.extend(
             std::iter::once(&self.active)
                 .chain(self.sealing.values())
                 .flat_map(|a| a.blocks.iter())
-                .map(|b| (b.series, b.time_ns, b.time_ns.saturating_add(b.duration_ns))),
+                .map(|b| b.series),
         );
         out
+    }
+
+    /// The series with a profile taken in `[from_ns, to_ns)` (0 = open end), as the profile
+    /// queries count them. A sealed segment's summary says when its first and last profile of
+    /// each series were taken; its index is read only when the range falls between the two.
+    pub(crate) fn series_taken_in(&self, from_ns: i64, to_ns: i64) -> HashSet<u32> {
+        let mut live: HashSet<u32> = HashSet::new();
+        let mut unsure: Vec<(u64, &SealedSummary)> = Vec::new();
+        for (&id, summary) in &self.sealed {
+            for &(series, first, last) in &summary.series {
+                if !overlaps(first, last - first, from_ns, to_ns) {
+                    continue;
+                }
+                if starts_in(first, from_ns, to_ns) || starts_in(last, from_ns, to_ns) {
+                    live.insert(series);
+                } else if unsure.last().is_none_or(|(u, _)| *u != id) {
+                    unsure.push((id, summary));
+                }
+            }
+        }
+        for (id, summary) in unsure {
+            match self.cache.get(&self.index_dir, id) {
+                Ok(index) => live.extend(
+                    index
+                        .blocks
+                        .iter()
+                        .filter(|m| starts_in(m.time_ns, from_ns, to_ns))
+                        .map(|m| m.series),
+                ),
+                // An index that cannot be read: its summary's answer, wider than exact.
+                Err(e) => {
+                    tracing::warn!(segment = id, "listing from the segment's summary: {e}");
+                    live.extend(summary.series.iter().filter_map(|&(series, first, last)| {
+                        overlaps(first, last - first, from_ns, to_ns).then_some(series)
+                    }));
+                }
+            }
+        }
+        live.extend(
+            std::iter::once(&self.active)
+                .chain(self.sealing.values())
+                .flat_map(|a| a.blocks.iter())
+                .filter(|m| starts_in(m.time_ns, from_ns, to_ns))
+                .map(|m| m.series),
+        );
+        live
     }
 }
 
@@ -827,14 +874,14 @@ impl Store {
         set.into_iter().collect()
     }
 
-    /// Services with data in the time range (0 = open end).
+    /// Services with profiles taken in the time range (0 = open end), as the profile queries
+    /// count them: a window that began before the range is not in it.
     pub fn services(&self, from_ns: i64, to_ns: i64) -> Vec<String> {
         let st = self.state.read().expect("store state lock poisoned");
         let set: BTreeSet<&str> = st
-            .series_ranges()
+            .series_taken_in(from_ns, to_ns)
             .into_iter()
-            .filter(|&(_, a, b)| overlaps(a, b - a, from_ns, to_ns))
-            .map(|(series, _, _)| {
+            .map(|series| {
                 st.services[st.series[series as usize].service as usize]
                     .name
                     .as_str()
@@ -843,7 +890,7 @@ impl Store {
         set.into_iter().map(str::to_owned).collect()
     }
 
-    /// Series with data in the selection's time range, as their labels (with `__profile_type__`
+    /// Series with profiles taken in the selection's time range, as their labels (with `__profile_type__`
     /// and `__name__`). Span filters are ignored; the selection's profile type is optional
     /// here (`None` = every type).
     pub fn series(&self, sel: &Selection) -> Result<Vec<Vec<(String, String)>>, StoreError> {
@@ -852,12 +899,7 @@ impl Store {
             Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
             _ => Vec::new(),
         };
-        let mut live: HashSet<u32> = HashSet::new();
-        for (series, a, b) in st.series_ranges() {
-            if overlaps(a, b - a, sel.from_ns, sel.to_ns) {
-                live.insert(series);
-            }
-        }
+        let live = st.series_taken_in(sel.from_ns, sel.to_ns);
         let mut out: Vec<Vec<(String, String)>> = st
             .series
             .iter()

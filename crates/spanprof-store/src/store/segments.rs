@@ -248,11 +248,12 @@ impl SegmentIndex {
             span_bloom.insert(&s.span_id[..]);
             trace_bloom.insert(&s.trace_id[..]);
         }
+        // When each series' profiles were taken: the listings (services, series, labels)
+        // hold a series when one was taken in their range, as the profile queries count it.
         let mut series: HashMap<u32, (i64, i64)> = HashMap::new();
         for b in &self.blocks {
-            let (s, e) = (b.time_ns, b.time_ns.saturating_add(b.duration_ns));
-            let r = series.entry(b.series).or_insert((s, e));
-            *r = (r.0.min(s), r.1.max(e));
+            let r = series.entry(b.series).or_insert((b.time_ns, b.time_ns));
+            *r = (r.0.min(b.time_ns), r.1.max(b.time_ns));
         }
         let mut series: Vec<(u32, i64, i64)> =
             series.into_iter().map(|(k, (s, e))| (k, s, e)).collect();
@@ -624,7 +625,8 @@ impl std::ops::Deref for BlockIds {
 pub(crate) struct SealedSummary {
     /// (first, last) ns of the segment's data; (MAX, MIN) when empty.
     pub time_range: (i64, i64),
-    /// (series, first ns, last ns), sorted by series.
+    /// (series, first ns, last ns) of the times its profiles were taken (their starts; before
+    /// 2026-12 the last one's end), sorted by series.
     pub series: Vec<(u32, i64, i64)>,
     pub blocks: u64,
     pub samples: u64,

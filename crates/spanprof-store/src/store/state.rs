@@ -336,7 +336,7 @@ impl State {
     /// were forgotten. The caller holds the writer lock (no ingest makes series meanwhile).
     pub fn forget_unused_series(&mut self) -> usize {
         let mut used = vec![false; self.series.len()];
-        for (id, _, _) in self.series_ranges() {
+        for id in self.stored_series() {
             if let Some(u) = used.get_mut(id as usize) {
                 *u = true;
             }

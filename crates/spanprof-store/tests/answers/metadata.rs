@@ -32,7 +32,8 @@ fn metadata_profile_types_services_series_and_labels() {
     assert_eq!(store.profile_types(Some(SERVICE)).len(), 2);
     assert!(store.profile_types(Some("other")).is_empty());
 
-    // Services over time ranges: the profile covers [t, t + 10.18 s].
+    // Services over time ranges: the profile covers [t, t + 10.18 s], and is taken at t (a
+    // range holds the profiles taken in it, as the profile queries count them).
     let t = c.time_ns;
     let end = t + c.pprof.duration_nanos;
     assert_eq!(store.services(0, 0), [SERVICE]);
@@ -45,7 +46,12 @@ fn metadata_profile_types_services_series_and_labels() {
         Vec::<String>::new(),
         "to_ns is exclusive"
     );
-    assert_eq!(store.services(t + 5 * SEC, t + 6 * SEC), [SERVICE]);
+    assert_eq!(store.services(t, t + 1), [SERVICE]);
+    assert_eq!(
+        store.services(t + 5 * SEC, t + 6 * SEC),
+        Vec::<String>::new(),
+        "inside the window, after it began"
+    );
     assert_eq!(
         store.services(end + SEC, end + 60 * SEC),
         Vec::<String>::new()

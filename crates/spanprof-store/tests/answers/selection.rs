@@ -356,7 +356,7 @@ fn spans_of_a_service_named_otherwise_than_its_profiles_keep_their_samples() {
 /// selects): two back-to-back 10 s windows and a range from the middle of the first to the
 /// middle of the second hold the second only. Counting every window that overlapped made
 /// 36 s of CPU in a 30 s range. Selected spans are found in every window that overlaps it,
-/// and `overlapping` asks for those windows without spans.
+/// and `overlapping` asks for those windows without spans. The listings agree.
 #[test]
 fn a_time_range_holds_the_profiles_taken_in_it() {
     let dir = temp_dir();
@@ -394,6 +394,17 @@ fn a_time_range_holds_the_profiles_taken_in_it() {
         ..range(5 * SEC, 15 * SEC)
     };
     assert_eq!(cpu(&store, &spans), first.cpu_of(&heavy));
+    // The listings (services, series, label names) hold what the profile queries count,
+    // whether the segment is active or sealed.
+    for sealed in [false, true] {
+        if sealed {
+            store.rotate().unwrap();
+        }
+        assert_eq!(store.services(t + SEC, t + 9 * SEC), Vec::<String>::new());
+        assert!(store.series(&range(SEC, 9 * SEC)).unwrap().is_empty());
+        assert_eq!(store.services(t + 5 * SEC, t + 15 * SEC), [SERVICE]);
+        assert!(!store.series(&range(5 * SEC, 15 * SEC)).unwrap().is_empty());
+    }
 }
 
 /// `c`'s profile with the trace id labels of every sample dropped, but of those `keep`
