@@ -562,4 +562,10 @@ fn cpu_windows_end_when_sampling_stopped_and_a_span_between_two_fell_between_the
         trace["spans"][0]["coverage"], "profiles cover too little of the span",
         "a span from {span_start} to {span_end} ns, between windows {windows:?}: {trace}"
     );
+    // The answer says how much of it they cover (the UI shows it).
+    let covered = trace["spans"][0]["covered_ns"].as_u64();
+    assert!(
+        covered.is_some_and(|c| c < trace["spans"][0]["duration_ns"].as_u64().unwrap()),
+        "{trace}"
+    );
 }

@@ -93,13 +93,14 @@
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
 //!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "total",
-//!   "samples", "possible_samples"|null, "period"|null, "has_samples", "coverage",
+//!   "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
 //!   span's own (children excluded) of `type` (default CPU); `possible_samples` = duration /
-//!   period (for a span without samples: the part of it that profile windows cover /
-//!   period); `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
+//!   period (for a span without samples: the part of it that profile windows cover,
+//!   `covered_ns` (null when it has samples), / period); `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
 //!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type),
-//!   `"profiles cover too little of the span"` (it fell between two profile windows) or
+//!   `"profiles cover too little of the span"` (less than a period or half of it: it fell
+//!   between two profile windows) or
 //!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
 //!   profiler was off); `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",

@@ -29,8 +29,9 @@ pub const NO_SAMPLES: &str = "no samples";
 pub const TOO_SHORT: &str = "shorter than the sampling period";
 /// No profile of the span's service covers its time.
 pub const NOT_PROFILED: &str = "no profile covers the span";
-/// Profiles cover less than one sampling period of the span: it fell (mostly) between two
-/// windows of a pull profiler.
+/// Profiles cover less than one sampling period of the span, or less than half of it: it
+/// fell (mostly) between two windows of a pull profiler, and no sample in the part watched
+/// says little of the rest.
 pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 
 /// What a span's coverage means, in words.
@@ -38,13 +39,16 @@ pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
     if c.value > 0 {
         return SAMPLED;
     }
-    let unwatched = match (c.covered_ns, c.duration_ns) {
-        (Some(covered), Some(duration)) if covered < duration => Some(covered),
-        _ => None,
+    let (unwatched, mostly_unwatched) = match (c.covered_ns, c.duration_ns) {
+        (Some(covered), Some(duration)) if covered < duration => {
+            (Some(covered), covered < duration / 2)
+        }
+        _ => (None, false),
     };
     match c.possible_samples {
         Some(p) if p < 1.0 && unwatched == Some(0) && !c.between_windows => NOT_PROFILED,
         Some(p) if p < 1.0 && unwatched.is_some() => PARTLY_PROFILED,
+        Some(_) if mostly_unwatched => PARTLY_PROFILED,
         Some(p) if p < 1.0 => TOO_SHORT,
         Some(_) if cpu_type => NO_CPU,
         Some(_) => NO_SAMPLES,
@@ -98,6 +102,7 @@ impl CoverageOf {
             "total": c.value,
             "samples": c.samples,
             "possible_samples": c.possible_samples,
+            "covered_ns": c.covered_ns,
             "period": c.period,
             "has_samples": store.has_samples(&span.span_id)?,
             "coverage": verdict(&c, self.cpu),
@@ -318,7 +323,9 @@ mod tests {
     fn a_verdict_tells_waiting_from_too_short_from_unwatched() {
         for (duration, covered, want) in [
             (200, Some(200), NO_CPU),
-            (200, Some(50), NO_CPU),
+            (200, Some(120), NO_CPU),
+            // Five periods watched, but three quarters of the span not.
+            (200, Some(50), PARTLY_PROFILED),
             (3, Some(3), TOO_SHORT),
             (200, Some(5), PARTLY_PROFILED),
             (200, Some(0), NOT_PROFILED),

@@ -57,8 +57,11 @@ export function coverageNotice(span) {
       "or its process did not get a CPU. Its child spans may show where the time went.",
     "no samples": "This profile type has no sample naming the span.",
     "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
-      "profiler leaves short gaps between its windows, and the profiles cover less than one sampling " +
-      "period of this span. Its neighbours in the trace, or a push profiler, tell more.",
+      "profiler leaves short gaps between its windows, and the profiles cover " +
+      (span.covered_ns != null ? `only ${units.duration(span.covered_ns)} of its ${units.duration(span.duration_ns)}`
+        : "too little of it") +
+      ", too little to tell whether it computed or waited. Its neighbours in the trace, or a push " +
+      "profiler, tell more.",
     "no profile covers the span": endedSecondsAgo(span) < 120
       ? `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ago, and the profile of the ` +
         "time it ran has not arrived yet: a scraped CPU profile comes at the end of its window (15 s by " +
