@@ -520,6 +520,11 @@ fn trace_view_lists_every_span_with_its_own_cpu() {
     let total: i64 = want.iter().map(|s| s.cpu_ns).sum();
     assert_eq!(view["total"].as_i64(), Some(total));
     assert_eq!(view["samples"].as_i64(), Some(total / PERIOD_NS));
+    // What the trace's flame graph holds beyond its stored spans' totals.
+    assert_eq!(
+        view["unknown_spans_total"].as_i64(),
+        Some(flame_total(&format!("trace_id={}", hex(&trace))) - total)
+    );
 
     let unknown = fixture()
         .server
@@ -530,6 +535,67 @@ fn trace_view_lists_every_span_with_its_own_cpu() {
     assert!(
         message.starts_with("trace 0123456789abcdef0123456789abcdef"),
         "{message}"
+    );
+}
+
+/// A trace whose spans were not all received says how much of its CPU is in the missing
+/// ones: in its flame graph, in no listed span.
+#[test]
+fn a_trace_says_what_its_unreceived_spans_hold() {
+    let server = TestServer::in_fresh_dir("api-unreceived", |_| {});
+    let data = &fixture().data;
+    server
+        .post(
+            "/v1development/profiles",
+            "application/x-protobuf",
+            data.otlp_profiles(),
+        )
+        .ok();
+    // The trace of the most sampled root span, of which only the root arrives.
+    let root = data
+        .spans
+        .iter()
+        .filter(|s| s.parent.is_none())
+        .max_by_key(|s| {
+            data.spans
+                .iter()
+                .filter(|c| c.trace_id == s.trace_id && c.parent.is_some())
+                .map(|c| c.cpu_ns)
+                .sum::<i64>()
+        })
+        .unwrap();
+    let whole: i64 = data
+        .spans
+        .iter()
+        .filter(|s| s.trace_id == root.trace_id)
+        .map(|s| s.cpu_ns)
+        .sum();
+    assert!(whole > root.cpu_ns, "the trace has CPU in its children");
+    let mut traces: Value = serde_json::from_slice(&data.otlp_traces_json()).unwrap();
+    for rs in traces["resourceSpans"].as_array_mut().unwrap() {
+        for ss in rs["scopeSpans"].as_array_mut().unwrap() {
+            ss["spans"]
+                .as_array_mut()
+                .unwrap()
+                .retain(|s| s["spanId"] == hex(&root.span_id));
+        }
+    }
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            serde_json::to_vec(&traces).unwrap(),
+        )
+        .ok();
+    let view = server
+        .get(&format!("/api/v1/traces/{}", hex(&root.trace_id)))
+        .json();
+    assert_eq!(view["spans"].as_array().unwrap().len(), 1, "{view}");
+    assert_eq!(view["total"].as_i64(), Some(root.cpu_ns));
+    assert_eq!(
+        view["unknown_spans_total"].as_i64(),
+        Some(whole - root.cpu_ns),
+        "{view}"
     );
 }
 

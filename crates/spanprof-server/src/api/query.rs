@@ -104,9 +104,11 @@
 //!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
 //!   profiler was off); `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
-//!   "samples", "spans_total", "truncated", "spans": [Span + "offset_ns" (from the trace
-//!   start), "depth"]}` in start order, at most the first 20,000 spans (`truncated` says
-//!   when there were more; `total` and `samples` are of those shown); 404 when no span of
+//!   "samples", "unknown_spans_total"|null, "spans_total", "truncated", "spans": [Span +
+//!   "offset_ns" (from the trace start), "depth"]}` in start order, at most the first 20,000
+//!   spans (`truncated` says when there were more; `total` and `samples` are of those shown);
+//!   `unknown_spans_total`: the trace's samples in spans that are not stored (not received):
+//!   in `flamegraph?trace_id=`, in no listed span (null when truncated); 404 when no span of
 //!   the trace is stored.
 //! - `GET /api/v1/pprof?…` → gzip pprof (`application/octet-stream`) with `span_id` /
 //!   `trace_id` sample labels, for `go tool pprof http://host:4040/api/v1/pprof?service=…`.

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use spanprof_format::link::to_hex;
 use spanprof_store::spans::{SpanQuery, SpanRecord};
-use spanprof_store::store::{Coverage, Store};
+use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
@@ -208,12 +208,32 @@ pub async fn trace(
             span.insert("depth".into(), depths[&s.span_id].into());
             spans.push(Value::Object(span));
         }
+        // The trace's samples in spans that are not stored (never received, or sent without
+        // their trace's other spans): in the trace's flame graph, in no span's total.
+        let whole = store
+            .flame_graph(&Selection {
+                trace_id: Some(trace_id),
+                profile_type: coverage.profile_type.clone(),
+                ..Default::default()
+            })?
+            .1
+            .value_selected;
+        let unknown_spans_total = if shown < records.len() {
+            Value::Null
+        } else {
+            i64::try_from(whole)
+                .unwrap_or(i64::MAX)
+                .saturating_sub(total)
+                .max(0)
+                .into()
+        };
         Ok(json!({
             "trace_id": id,
             "start_ns": start.to_string(),
             "duration_ns": end.saturating_sub(start),
             "total": total,
             "samples": samples,
+            "unknown_spans_total": unknown_spans_total,
             "spans_total": records.len(),
             "truncated": shown < records.len(),
             "spans": spans,

@@ -183,7 +183,11 @@ export class TraceView {
     replace(this.head, el("h1", {}, "Trace ", el("code", {}, t.trace_id)),
       el("p", { class: "muted" }, `${units.timestamp(t.start_ns)} · ${units.duration(t.duration_ns)} · ` +
         `${plural(t.spans.length, "span")} · ${units.duration(t.total)} of CPU in ` +
-        `${plural(t.samples, "sample")}`),
+        `${plural(t.samples, "sample")}` +
+        (t.unknown_spans_total > 0
+          ? ` · ${units.duration(t.unknown_spans_total)} more in spans of the trace that were not received ` +
+            "(in its flame graph, not in this list)"
+          : "")),
       el("a", { href: "#/traces" }, "← back to the search"));
     this.rows = new Map();
     const whole = t.duration_ns || 1;
