@@ -54,7 +54,9 @@
 //!   "total", "maxSelf"}, "tree": {"name": "total", "total", "self", "children": [..]},
 //!   "summary": Summary}` where `flamegraph` is Pyroscope's `FlameGraph` layout with numbers
 //!   (x offsets delta-encoded per level), `tree` the nested tree, cut like `flamegraph` by
-//!   `max_nodes` (each parent's smaller children merged into a last child `other`;
+//!   `max_nodes` (the largest nodes kept, as Pyroscope's `max_nodes` does, and each parent's
+//!   smaller children merged into a last child `other`, so the root and the `other` nodes come
+//!   on top: `max_nodes=5` can answer 12 nodes;
 //!   `max_nodes=0` for the whole tree, which can be millions of nodes, a gigabyte of JSON),
 //!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
 //!   "types_available": [id, …], "samples_selected", "value_selected", "averaged_over":
