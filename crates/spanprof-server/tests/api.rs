@@ -383,12 +383,15 @@ fn timeseries_totals_and_exemplars() {
         "/api/v1/timeseries?service={SERVICE}&step=1s&exemplars=3&group_by=service_name"
     ));
     assert_eq!(ts["step_ns"].as_i64(), Some(1_000_000_000));
+    // What the values are: the CPU type, in nanoseconds, written as integers as elsewhere.
+    assert_eq!(ts["profile_type"], CPU_TYPE);
+    assert_eq!(ts["unit"], "nanoseconds");
     let series = ts["series"].as_array().unwrap();
     assert_eq!(series.len(), 1);
     assert_eq!(series[0]["labels"], json!({ "service_name": SERVICE }));
     let points = series[0]["points"].as_array().unwrap();
-    let sum: f64 = points.iter().map(|p| p["value"].as_f64().unwrap()).sum();
-    assert_eq!(sum, data.cpu_total_ns as f64);
+    let sum: i64 = points.iter().map(|p| p["value"].as_i64().unwrap()).sum();
+    assert_eq!(sum, data.cpu_total_ns);
     let max_cpu = data.spans.iter().map(|s| s.cpu_ns).max().unwrap();
     let mut best = 0;
     for p in points {

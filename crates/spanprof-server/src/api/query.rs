@@ -86,7 +86,7 @@
 //!
 //!   Both sides must resolve to one profile type.
 //! - `GET /api/v1/timeseries?…&step=15s&group_by=region&aggregation=sum|average&exemplars=3`
-//!   → `{"step_ns", "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points":
+//!   → `{"profile_type": id|null, "unit"|null, "step_ns", "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points":
 //!   [{"timestamp_ms", "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null,
 //!   "span_id"}]}]}]}`;
 //!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;

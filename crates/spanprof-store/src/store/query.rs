@@ -952,6 +952,14 @@ impl Store {
         Ok(set.into_iter().collect())
     }
 
+    /// The profile type a selection resolves to (`type`, else the CPU type of what it
+    /// selects, else the first), as the answers to it are in; `None` when it selects no type.
+    pub fn profile_type_of(&self, sel: &Selection) -> Result<Option<ProfileTypeId>, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        Ok((r.profile_type != ProfileTypeId::default()).then_some(r.profile_type))
+    }
+
     /// Totals of the selection over time: (block start ns, value, top span of the block) for
     /// every block, with the series' value of label `group_by` when given.
     pub fn points(

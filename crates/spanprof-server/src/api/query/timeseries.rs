@@ -47,7 +47,7 @@ pub async fn timeseries(
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
         .unwrap_or(0);
     let label = group_by.clone();
-    let (groups, aggregation) = blocking(&app, move |store| {
+    let (groups, aggregation, profile_type) = blocking(&app, move |store| {
         q.check_type(store)?;
         // Snapshots (the heap in use, goroutines) are averaged per step by default: a step
         // holding four scrapes of a 10 MB heap is 10 MB, not 40.
@@ -71,7 +71,8 @@ pub async fn timeseries(
             aggregation,
             exemplars,
         )?;
-        Ok((groups, aggregation))
+        let profile_type = store.profile_type_of(&q.selection)?;
+        Ok((groups, aggregation, profile_type))
     })
     .await?;
     let series: Vec<Value> = groups
@@ -91,10 +92,14 @@ pub async fn timeseries(
         Aggregation::Sum => "sum",
         Aggregation::Average => "average",
     };
-    Ok(
-        axum::Json(json!({ "step_ns": step_ns, "aggregation": aggregation, "series": series }))
-            .into_response(),
-    )
+    Ok(axum::Json(json!({
+        "profile_type": profile_type.as_ref().map(ToString::to_string),
+        "unit": profile_type.as_ref().map(|t| t.sample_unit.clone()),
+        "step_ns": step_ns,
+        "aggregation": aggregation,
+        "series": series,
+    }))
+    .into_response())
 }
 
 fn point_json(p: &SeriesPoint) -> Value {
@@ -110,5 +115,15 @@ fn point_json(p: &SeriesPoint) -> Value {
             })
         })
         .collect();
-    json!({ "timestamp_ms": p.timestamp_ms, "value": p.value, "exemplars": exemplars })
+    json!({ "timestamp_ms": p.timestamp_ms, "value": number(p.value), "exemplars": exemplars })
+}
+
+/// `v` as a JSON integer when it is whole (a sum, and most averages), as the other endpoints
+/// write values; else as it is.
+fn number(v: f64) -> Value {
+    if v.fract() == 0.0 && v.abs() < 9.0e15 {
+        json!(v as i64)
+    } else {
+        json!(v)
+    }
 }
