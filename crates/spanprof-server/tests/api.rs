@@ -531,7 +531,7 @@ fn trace_view_lists_every_span_with_its_own_cpu() {
 
     let unknown = fixture()
         .server
-        .get("/api/v1/traces/0123456789abcdef0123456789abcdef");
+        .get("/api/v1/traces/0123456789ABCDEF0123456789abcdef");
     assert_eq!(unknown.status, 404);
     assert_eq!(unknown.content_type, "application/json");
     let message = unknown.json()["error"].as_str().unwrap().to_owned();
@@ -706,7 +706,7 @@ fn bad_parameters_are_400_naming_the_parameter() {
         ),
         (
             "/api/v1/flamegraph?query=%7Bservice_name%3D",
-            r#"query "{service_name=": "#,
+            r#"query "{service_name=": expected a quoted value at byte 14"#,
         ),
         (
             "/api/v1/flamegraph?service=goapp&type=heap",
@@ -809,7 +809,15 @@ fn bad_parameters_are_400_naming_the_parameter() {
         ),
         (
             "/api/v1/flamegraph?query=span_name%3D%22x%22",
-            r#"query "span_name=\"x\"": label selector"#,
+            r#"query "span_name=\"x\"": label matchers go in braces: `{span_name="x"}`"#,
+        ),
+        (
+            "/api/v1/spans?min_duration=1s&max_duration=1ms",
+            r#"min_duration "1s": is longer than max_duration"#,
+        ),
+        (
+            "/api/v1/status?x=1",
+            r#"unknown parameter "x"; /api/v1/status takes: no parameters"#,
         ),
         (
             "/api/v1/spans?name=a&span_name=b",
@@ -912,6 +920,22 @@ fn unknown_paths_say_what_each_listener_serves() {
         "{text}"
     );
     assert_eq!(server.get("/favicon.ico").status, 204);
+    // A path that exists, with a method it does not take: 405 saying so, on both listeners.
+    for (addr, method, path) in [
+        (server.addr, "POST", "/api/v1/services"),
+        (server.addr, "GET", "/ingest"),
+        (otlp, "GET", "/v1/traces"),
+    ] {
+        let r = server.request_at(addr, method, path, None);
+        let text = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 405, "{method} {path}: {text}");
+        assert!(
+            text.starts_with(&format!(
+                "{method} {path}: this path does not take {method}"
+            )),
+            "{text}"
+        );
+    }
     let metrics = String::from_utf8_lossy(&server.get("/metrics").body).into_owned();
     assert!(
         metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),

@@ -60,6 +60,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::ui::routes())
         .route("/health", get(ops::health))
         .route("/metrics", get(ops::metrics))
+        .method_not_allowed_fallback(ops::method_not_allowed)
         .fallback(ops::not_found_main)
         .layer(DefaultBodyLimit::max(limit))
         .with_state(state)

@@ -102,6 +102,23 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     )
 }
 
+/// A path that exists, asked with a method it does not take: 405 saying so (the `Allow` header,
+/// which axum adds, lists the methods it takes).
+pub async fn method_not_allowed(
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        axum::http::StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{method} {}: this path does not take {method} (the Allow header lists what it takes)\n",
+            uri.path()
+        ),
+    )
+        .into_response()
+}
+
 /// The main listener's fallback ([`not_found`]).
 pub async fn not_found_main(
     State(app): State<AppState>,

@@ -30,6 +30,7 @@ pub fn routes() -> Router<AppState> {
 /// say where profiles and traces go.
 pub fn router(state: AppState) -> Router {
     routes()
+        .method_not_allowed_fallback(crate::api::ops::method_not_allowed)
         .fallback(crate::api::ops::not_found_otlp)
         .with_state(state)
 }

@@ -83,7 +83,10 @@ impl QueryParams {
         match self.pairs.iter().find(|p| !known(&p.name)) {
             None => Ok(()),
             Some(p) => {
-                let mut takes = names.join(", ");
+                let mut takes = match names {
+                    [] => "no parameters".to_owned(),
+                    _ => names.join(", "),
+                };
                 for prefix in prefixes {
                     takes.push_str(&format!(", {prefix}<{}>", scoped.join("|")));
                 }

@@ -73,7 +73,13 @@ impl SelectionQuery {
             Some(q) => {
                 // A name before `{` (a profile type, or an app name as Pyroscope's legacy
                 // queries have it) would be ignored: the answer would not be what was asked.
-                if let Some(name) = parse_selector(q.value).map_err(|e| q.bad(e))?.profile_type {
+                // The parameter is named with its value already: the parser's error without them.
+                let selector = parse_selector(q.value).map_err(|e| {
+                    let text = e.to_string();
+                    let prefix = format!("label selector {:?}: ", q.value);
+                    q.bad(text.strip_prefix(&prefix).unwrap_or(&text))
+                })?;
+                if let Some(name) = selector.profile_type {
                     return Err(q.bad(format!(
                         "give only label matchers ({{key=\"value\", …}}); the {name:?} before \
                          the braces belongs in type (a profile type) or service (a service name)"

@@ -162,6 +162,12 @@ pub async fn search(
             .unwrap_or(DEFAULT_LIMIT),
         attributes: Vec::new(),
     };
+    if let (Some(min), Some(max)) = (q.min_duration_ns, q.max_duration_ns) {
+        if min > max {
+            let x = p.one("min_duration")?.expect("parsed above");
+            return Err(x.bad("is longer than max_duration"));
+        }
+    }
     let profile_type = type_param(&p)?;
     let spans = blocking(&app, move |store| {
         let coverage = CoverageOf::new(store, profile_type)?;
@@ -184,6 +190,8 @@ pub async fn trace(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/traces/{trace_id}", &["type"])?;
     let trace_id = params::trace_id(&id).map_err(|r| ApiError::bad_param("trace_id", &id, r))?;
+    // Ids are answered in lower case, whatever case they were asked in.
+    let id = to_hex(&trace_id);
     let profile_type = type_param(&p)?;
     let body = blocking(&app, move |store| {
         let records = store.trace(&trace_id)?;
