@@ -621,6 +621,23 @@ fn pprof_export_is_read_by_go_tool_pprof() {
     let profile = spanprof_format::pprof::decode(&r.body, 64 << 20).unwrap();
     let sum: i64 = profile.sample.iter().map(|x| x.value[0]).sum();
     assert_eq!(sum, s.cpu_ns);
+    // Each sample carries its series' labels (for -tags, -tagfocus), not the internal ones.
+    for sample in &profile.sample {
+        let labels: Vec<(&str, &str)> = sample
+            .label
+            .iter()
+            .map(|l| (profile.str(l.key).unwrap(), profile.str(l.str).unwrap()))
+            .collect();
+        assert!(labels.contains(&("service_name", SERVICE)), "{labels:?}");
+        assert!(
+            labels.contains(&("span_id", hex(&s.span_id).as_str())),
+            "{labels:?}"
+        );
+        assert!(
+            labels.iter().all(|(k, _)| !k.starts_with("__")),
+            "{labels:?}"
+        );
+    }
     // The span's own time, not the profile window's: go tool pprof's "Duration" and the
     // share of it on CPU are the span's.
     assert_eq!(

@@ -113,7 +113,9 @@
 //!   in `flamegraph?trace_id=`, in no listed span (null when truncated); 404 when no span of
 //!   the trace is stored.
 //! - `GET /api/v1/pprof?…` → gzip pprof (`application/octet-stream`) with `span_id` /
-//!   `trace_id` sample labels, for `go tool pprof http://host:4040/api/v1/pprof?service=…`.
+//!   `trace_id` sample labels and the series' labels (`service_name`, `span_name`, an SDK's
+//!   tags; not the internal `__…` ones), for
+//!   `go tool pprof http://host:4040/api/v1/pprof?service=…` (`-tags`, `-tagfocus`).
 //! - `GET /api/v1/svg?…` → the flame graph as a standalone SVG image (`image/svg+xml`,
 //!   saved as `spanprof-flamegraph.svg`).
 

@@ -664,16 +664,16 @@ impl Store {
             r#type: pty,
             unit: punit,
         });
+        // Per series (whose labels the samples carry), stack and link.
         let mut samples: HashMap<(u32, u32, [u8; 16], [u8; 8]), i64> = HashMap::new();
         let mut window: Option<(i64, i64)> = None;
         self.for_each_sample(&st, &r, |block, i| {
-            let service = st.series[block.series as usize].service;
             let link = match block.links[i] {
                 0 => ([0; 16], [0; 8]),
                 l => block.link_table[l as usize - 1],
             };
             let v = samples
-                .entry((service, block.nodes[i], link.0, link.1))
+                .entry((block.series, block.nodes[i], link.0, link.1))
                 .or_default();
             *v = v.saturating_add(block.values[i]);
             b.p.period = block.period;
@@ -685,7 +685,9 @@ impl Store {
         })?;
         let mut keys: Vec<_> = samples.keys().copied().collect();
         keys.sort_unstable();
-        for key @ (service, node, trace, span) in keys {
+        for key @ (series, node, trace, span) in keys {
+            let series = &st.series[series as usize];
+            let service = series.service;
             let symbols = &st.services[service as usize].symbols;
             let mut location_id = Vec::new();
             let mut n = node;
@@ -697,7 +699,18 @@ impl Store {
             if n != 0 {
                 location_id.push(b.cut_location());
             }
-            let mut label = Vec::new();
+            // The series' labels (span_name, the SDK's tags, service_name) but the internal
+            // ones (`__name__`, …), for go tool pprof's -tags and -tagfocus.
+            let mut label: Vec<pprof::Label> = series
+                .labels
+                .iter()
+                .filter(|(k, _)| !k.starts_with("__"))
+                .map(|(k, v)| pprof::Label {
+                    key: b.s(k),
+                    str: b.s(v),
+                    ..Default::default()
+                })
+                .collect();
             if span != [0; 8] {
                 let trace = if trace == [0; 16] {
                     st.span_record(&span)?.map_or(trace, |s| s.trace_id)
