@@ -710,6 +710,15 @@ fn bad_parameters_are_400_naming_the_parameter() {
             r#"from "yesterday": expected RFC 3339"#,
         ),
         (
+            "/api/v1/flamegraph?from=2026-11-29T09:19:31+00:00",
+            r#"from "2026-11-29T09:19:31 00:00": expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds (a fraction too) or milliseconds, or now-1h; a + in a query string reads as a space: write it %2B, or use Z"#,
+        ),
+        // Not a char boundary where an offset would begin: no panic.
+        (
+            "/api/v1/flamegraph?from=2026-11-29T09:19:3%C3%A9",
+            r#"from "2026-11-29T09:19:3é": expected RFC 3339"#,
+        ),
+        (
             "/api/v1/flamegraph?from=now&to=now-1h",
             r#"from "now" is not before to "now-1h""#,
         ),

@@ -19,6 +19,16 @@ pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, String> {
             _ => n,
         });
     }
+    // Unix seconds with a fraction (`1700000000.25`, as `date +%s.%N` writes them).
+    if let Some((whole, frac)) = t.split_once('.') {
+        if let (Ok(secs), true) = (
+            whole.parse::<u32>(),
+            !frac.is_empty() && frac.len() <= 9 && frac.bytes().all(|b| b.is_ascii_digit()),
+        ) {
+            let nanos: i64 = format!("{frac:0<9}").parse().unwrap_or(0);
+            return Ok(i64::from(secs) * 1_000_000_000 + nanos);
+        }
+    }
     parse_rfc3339(t).ok_or_else(|| format!("{s:?} is not a time: use RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"))
 }
 
@@ -137,6 +147,10 @@ mod tests {
         assert_eq!(parse_time("1970-01-01T00:00:00Z", 0), Ok(0));
         assert_eq!(parse_time("1764406800", 0), Ok(NOW));
         assert_eq!(parse_time("1764406800000", 0), Ok(NOW));
+        assert_eq!(parse_time("1764406800.25", 0), Ok(NOW + 250_000_000));
+        assert_eq!(parse_time("1764406800.000000001", 0), Ok(NOW + 1));
+        assert!(parse_time("1764406800.", 0).is_err());
+        assert!(parse_time("1764406800.0000000001", 0).is_err());
         assert_eq!(parse_time(&NOW.to_string(), 0), Ok(NOW));
         assert_eq!(parse_time("now", NOW), Ok(NOW));
         assert_eq!(parse_time("now-1h", NOW), Ok(NOW - 3_600_000_000_000));

@@ -246,8 +246,14 @@ pub fn duration(s: &str) -> Result<u64, String> {
 pub fn time(now_ns: i64) -> impl Fn(&str) -> Result<i64, String> {
     move |s| {
         parse_time(s, now_ns).map_err(|_| {
-            "expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"
-                .to_owned()
+            let mut m = "expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds (a fraction \
+                         too) or milliseconds, or now-1h"
+                .to_owned();
+            // `+01:00` unencoded in a query string arrives as ` 01:00`.
+            if s.get(19..).is_some_and(|rest| rest.starts_with(' ')) {
+                m.push_str("; a + in a query string reads as a space: write it %2B, or use Z");
+            }
+            m
         })
     }
 }
