@@ -60,10 +60,13 @@
 //!   `max_nodes=0` for the whole tree, which can be millions of nodes, a gigabyte of JSON),
 //!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
 //!   "types_available": [id, …], "samples_selected", "value_selected", "averaged_over":
-//!   n|null}`. A snapshot type (`inuse_space`, `inuse_objects`, goroutines: what was in use
-//!   at each profile's time) over several profiles, without spans selected, is their average (on each side of `/diff` too)
-//!   (values divided by the `averaged_over` profiles and rounded down; frames that come to 0
-//!   left out), not their sum; `samples_selected` and `value_selected` count them all.
+//!   n|null}`: `samples_selected` counts stored sample rows (a stack with its series and
+//!   link; a row of a Go CPU profile holds one or more 10 ms ticks), not sampling ticks as a
+//!   span's `samples` does. A snapshot type (`inuse_space`, `inuse_objects`, goroutines: what
+//!   was in use at each profile's time) over several profiles, without spans selected, is
+//!   their average (on each side of `/diff` too; values divided by the `averaged_over`
+//!   profiles and rounded down; frames that come to 0 left out), not their sum;
+//!   `samples_selected` and `value_selected` count them all.
 //!   `/svg` says so in its heading, `/pprof` in a comment (`go tool pprof -comments`).
 //! - `GET /api/v1/top?…&order=self|total&limit=100` → `{"functions": [{"name", "self",
 //!   "total"}], "total", "summary": Summary}`
