@@ -34,7 +34,8 @@ struct Params {
     from_ns: i64,
     until_ns: i64,
     /// Hz; Pyroscope's default is 100, and an unreadable value counts as the default.
-    sample_rate: u32,
+    /// Hz; past [`MAX_SAMPLE_RATE`] a text upload is refused (pprof carries its own period).
+    sample_rate: u64,
     spy_name: String,
     format: String,
 }
@@ -59,17 +60,10 @@ impl Params {
             .map_err(|e| Rejection::bad(format!("name: {e} (expected name=app{{key=value,…}})")))?;
         let now = now_ns();
         let time = |key| get(key).map_or(now, |v| super::attime::parse(v, now));
-        // As Pyroscope: 100 Hz when unset or not a number. Past 1 GHz a sample would be less
-        // than the nanosecond CPU time is counted in: every value would be stored as 0.
+        // As Pyroscope: 100 Hz when unset or not a number.
         let sample_rate = get("sampleRate")
             .and_then(|v| v.parse().ok())
             .unwrap_or(100);
-        if sample_rate > 1_000_000_000 {
-            return Err(Rejection::bad(format!(
-                "sampleRate={sample_rate} is above 1000000000 Hz: each sample would be less \
-                 than a nanosecond of CPU time"
-            )));
-        }
         Ok(Params {
             name,
             from_ns: time("from"),
@@ -339,12 +333,26 @@ fn pprof_series(
 }
 
 /// A text upload's series; `None` when Pyroscope drops it (a `profile_id` tag).
+/// Highest `sampleRate` of a text upload: past 1 GHz a sample would be less than the
+/// nanosecond CPU time is counted in, and every value would be stored as 0.
+const MAX_SAMPLE_RATE: u64 = 1_000_000_000;
+
 fn text_series(
     raw: &[u8],
     format: TextFormat,
     params: &Params,
     limits: &ProfileLimits,
 ) -> Result<Option<(pprof::Profile, Series)>, Rejection> {
+    let sample_rate = u32::try_from(params.sample_rate)
+        .ok()
+        .filter(|&r| u64::from(r) <= MAX_SAMPLE_RATE)
+        .ok_or_else(|| {
+            Rejection::bad(format!(
+                "sampleRate={} is above {MAX_SAMPLE_RATE} Hz: each sample would be less than a \
+                 nanosecond of CPU time",
+                params.sample_rate
+            ))
+        })?;
     if params
         .name
         .tags
@@ -362,7 +370,7 @@ fn text_series(
         text,
         format,
         &params.name.app,
-        params.sample_rate,
+        sample_rate,
         params.from_ns,
         params.until_ns - params.from_ns,
         limits,
@@ -506,13 +514,27 @@ mod tests {
         assert_eq!(p.until_ns, 1_700_000_010_000_000_000);
         assert_eq!(p.sample_rate, 100);
         assert_eq!(p.spy_name, "unknown");
-        let e = Params::read(&pairs(&[("name", "app"), ("sampleRate", "4294967295")])).unwrap_err();
+        let p = Params::read(&pairs(&[("name", "app"), ("sampleRate", "4294967296")])).unwrap();
+        assert_eq!(p.sample_rate, 4_294_967_296);
+        let e = text_series(
+            b"main;work 1\n",
+            TextFormat::Folded,
+            &p,
+            &ProfileLimits::default(),
+        )
+        .unwrap_err();
         assert!(
             e.status == 400 && e.message.contains("above 1000000000 Hz"),
             "{e:?}"
         );
         let p = Params::read(&pairs(&[("name", "app"), ("sampleRate", "1000000000")])).unwrap();
-        assert_eq!(p.sample_rate, 1_000_000_000);
+        assert!(text_series(
+            b"main;work 1\n",
+            TextFormat::Folded,
+            &p,
+            &ProfileLimits::default()
+        )
+        .is_ok());
         let e = Params::read(&pairs(&[("from", "1")])).unwrap_err();
         assert!(
             e.message.contains("service name is required"),
