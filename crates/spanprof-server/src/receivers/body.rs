@@ -250,6 +250,11 @@ impl AsRef<[u8]> for Payload {
 }
 
 impl Payload {
+    /// Bytes of the in-flight budget this payload holds.
+    pub fn charged(&self) -> usize {
+        self.charge.bytes()
+    }
+
     /// `body` as it arrived.
     pub fn sent(body: ChargedBody) -> Self {
         Payload {

@@ -187,6 +187,11 @@ impl Drawing {
         self.charge.into_inner()
     }
 
+    /// Bytes charged now (the decoder's draws, and what the charge held before).
+    pub fn bytes(&self) -> usize {
+        self.charge.borrow().bytes()
+    }
+
     /// Gives back `n` bytes of the charge (the body, once decoded).
     pub fn release(&self, n: usize) {
         self.charge.borrow_mut().release(n);

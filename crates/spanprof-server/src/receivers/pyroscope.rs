@@ -72,8 +72,14 @@ impl Series {
 /// A pprof profile from a request, gzip or not, and its charge to the in-flight budget: its
 /// decompressed copy while it is decoded (up to `server.max_decompressed_size` for each
 /// request a worker decodes at once was otherwise outside the budget), and what the decoded
-/// profile holds, until the caller lets go of the charge.
-fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<(pprof::Profile, Charge), Rejection> {
+/// profile holds, until the caller lets go of the charge. `also_held`: what the request holds
+/// charged elsewhere (its body, profiles decoded before), for telling a request that can never
+/// fit (413) from one that must wait (429).
+fn decode_pprof(
+    app: &AppState,
+    bytes: &[u8],
+    also_held: usize,
+) -> Result<(pprof::Profile, Charge), Rejection> {
     let limits = &app.config.limits;
     let max = limits.max_decompressed_bytes;
     let (raw, charge) =
@@ -98,7 +104,7 @@ fn decode_pprof(app: &AppState, bytes: &[u8]) -> Result<(pprof::Profile, Charge)
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the profile is larger than {limit} bytes once decompressed"),
         ),
-        other => drawing.refusal("the profile", &other, 0),
+        other => drawing.refusal("the profile", &other, also_held),
     })?;
     drop(raw);
     drawing.release(decompressed);

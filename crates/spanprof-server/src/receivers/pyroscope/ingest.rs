@@ -261,7 +261,7 @@ async fn ingest_inner(
                 None => return Ok(StatusCode::OK),
             }
         }
-        BodyForm::Pprof => match pprof_series(app, raw, None, &params)? {
+        BodyForm::Pprof => match pprof_series(app, raw, body.charged(), None, &params)? {
             Some(s) => s,
             None => return Ok(StatusCode::OK),
         },
@@ -283,7 +283,7 @@ async fn ingest_inner(
             let display = part("sample_type_config")
                 .map(parse_sample_type_config)
                 .transpose()?;
-            match pprof_series(app, profile, display, &params)? {
+            match pprof_series(app, profile, body.charged(), display, &params)? {
                 Some(s) => s,
                 None => return Ok(StatusCode::OK),
             }
@@ -303,13 +303,14 @@ type Decoded = ((pprof::Profile, Series), Charge);
 fn pprof_series(
     app: &AppState,
     bytes: &[u8],
+    also_held: usize,
     display: Option<DisplayNames>,
     params: &Params,
 ) -> Result<Option<Decoded>, Rejection> {
     if bytes.is_empty() {
         return Ok(None);
     }
-    let (mut profile, charge) = decode_pprof(app, bytes)?;
+    let (mut profile, charge) = decode_pprof(app, bytes, also_held)?;
     // Old py-spy/rbspy/pyroscope-rs leave the time unset (or in µs): the upload's `from` wins.
     if is_unset_time(profile.time_nanos) {
         profile.time_nanos = params.from_ns;

@@ -264,6 +264,7 @@ async fn push_inner(
         }
     }
     let raw_bytes = raw.as_ref();
+    let body_bytes = raw.charged();
     // What the decoded request holds, while it is held.
     let decoded = Drawing::on(&app.inflight);
     if json {
@@ -298,7 +299,7 @@ async fn push_inner(
             }
             let what = format!("series[{si}].samples[{pi}]: the profile");
             // Charged to the in-flight budget while it is decoded.
-            let (raw, _charge) = gunzip_part(
+            let (raw, unpacked) = gunzip_part(
                 &app.inflight,
                 &sample.raw_profile,
                 max - decompressed,
@@ -316,11 +317,16 @@ async fn push_inner(
                 Unpacked::Refused(r) => r,
             })?;
             decompressed += raw.len();
-            let (mut profile, decoded) = decode_pprof(app, &raw).map_err(|r| Rejection {
-                message: format!("series[{si}].samples[{pi}]: {}", r.message),
-                ..r
-            })?;
-            charge.absorb(decoded);
+            // What the request holds besides: its body, the decoded request, the profiles
+            // decoded before, this one decompressed.
+            let held = body_bytes + decoded.bytes() + charge.bytes() + unpacked.bytes();
+            let (mut profile, profile_charge) =
+                decode_pprof(app, &raw, held).map_err(|r| Rejection {
+                    message: format!("series[{si}].samples[{pi}]: {}", r.message),
+                    ..r
+                })?;
+            drop(unpacked);
+            charge.absorb(profile_charge);
             if is_unset_time(profile.time_nanos) {
                 profile.time_nanos = now;
             }
