@@ -201,6 +201,18 @@ pub async fn trace(
                  /api/v1/flamegraph?trace_id={id})"
             )));
         }
+        // One type for every span and for the whole trace (without `type`, the one the
+        // trace's samples resolve to: their CPU type), so that the totals add up in one unit.
+        let whole = Selection {
+            trace_id: Some(trace_id),
+            ..Default::default()
+        };
+        let profile_type = match profile_type {
+            Some(t) => Some(t),
+            None => store
+                .profile_type_of(&whole)?
+                .map(|t| ("type".to_owned(), t.to_string())),
+        };
         let coverage = CoverageOf::new(store, profile_type)?;
         let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
         let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
@@ -220,9 +232,8 @@ pub async fn trace(
         // their trace's other spans): in the trace's flame graph, in no span's total.
         let whole = store
             .flame_graph(&Selection {
-                trace_id: Some(trace_id),
                 profile_type: coverage.profile_type.clone(),
-                ..Default::default()
+                ..whole
             })?
             .1
             .value_selected;
