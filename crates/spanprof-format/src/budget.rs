@@ -255,6 +255,26 @@ pub fn check_json_values(
     per_value: usize,
     what: &'static str,
 ) -> Result<(), FormatError> {
+    check_json_values_from(json, per_value, what, None)
+}
+
+/// [`check_json_values`], and the estimate taken from `pool` ([`FormatError::NoRoom`] when
+/// it has no room for it).
+pub fn check_json_values_drawing(
+    json: &[u8],
+    per_value: usize,
+    what: &'static str,
+    pool: &dyn Pool,
+) -> Result<(), FormatError> {
+    check_json_values_from(json, per_value, what, Some(pool))
+}
+
+fn check_json_values_from(
+    json: &[u8],
+    per_value: usize,
+    what: &'static str,
+    pool: Option<&dyn Pool>,
+) -> Result<(), FormatError> {
     let budget = Budget::for_message(json.len());
     let (mut values, mut in_string, mut escaped) = (1usize, false, false);
     for &b in json {
@@ -274,10 +294,14 @@ pub fn check_json_values(
             _ => {}
         }
     }
-    if budget.take(json.len()) && budget.take(values.saturating_mul(per_value)) {
-        Ok(())
-    } else {
-        Err(budget.error(what))
+    if !(budget.take(json.len()) && budget.take(values.saturating_mul(per_value))) {
+        return Err(budget.error(what));
+    }
+    match pool {
+        Some(pool) if !pool.take(budget.limit - budget.left.get()) => {
+            Err(FormatError::NoRoom { what, drawn: 0 })
+        }
+        _ => Ok(()),
     }
 }
 

@@ -567,7 +567,23 @@ fn what_decoders_allocate_is_charged_to_the_in_flight_budget() {
     ];
     // (path, headers, body)
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a [u8]);
-    let cases: [Case; 4] = [
+    // OTLP JSON: 16 M empty strings of the dictionary; spans with a name.
+    let otlp_json = gz(format!(
+        r#"{{"dictionary":{{"stringTable":[{}""]}}}}"#,
+        r#""","#.repeat(16 << 20)
+    )
+    .as_bytes());
+    let named = r#"{"name":"GET /cpu-heavy/padding"},"#;
+    let traces_json = gz(format!(
+        r#"{{"resourceSpans":[{{"scopeSpans":[{{"spans":[{}{{}}]}}]}}]}}"#,
+        named.repeat((48 << 20) / named.len())
+    )
+    .as_bytes());
+    let json_gz = [
+        ("content-type", "application/json"),
+        ("content-encoding", "gzip"),
+    ];
+    let cases: [Case; 6] = [
         (
             "/ingest?name=bomb&format=pprof",
             &[("content-encoding", "gzip")],
@@ -580,9 +596,11 @@ fn what_decoders_allocate_is_charged_to_the_in_flight_budget() {
         ),
         ("/v1development/profiles", &proto_gz, &otlp_strings),
         ("/v1/traces", &proto_gz, &traces),
+        ("/v1development/profiles", &json_gz, &otlp_json),
+        ("/v1/traces", &json_gz, &traces_json),
     ];
     for (path, headers, body) in cases {
-        assert!(body.len() < 256 << 10, "{path}: a {} byte body", body.len());
+        assert!(body.len() < 512 << 10, "{path}: a {} byte body", body.len());
         let (status, text) = server.post(path, headers, body);
         assert_eq!(status, 413, "{path}: {text}");
         assert!(

@@ -293,4 +293,34 @@ fn decoders_draw_what_they_allocate_from_the_pool() {
         "{} < {estimate}",
         pool.given.get()
     );
+    // The JSON decoders and the JSON estimate too.
+    let otlp_json = crate::json::encode_profiles_data(&data);
+    no_room(
+        "OTLP JSON",
+        crate::json::decode_profiles_data_drawing(otlp_json.as_bytes(), &short()).map(drop),
+    );
+    crate::json::decode_profiles_data_drawing(otlp_json.as_bytes(), &TestPool::new(usize::MAX))
+        .unwrap();
+    let traces_json = crate::trace::encode_request_json(&real_trace_request());
+    no_room(
+        "traces JSON",
+        crate::trace::decode_request_json_drawing(traces_json.as_bytes(), &TestPool::new(1024))
+            .map(drop),
+    );
+    no_room(
+        "JSON values",
+        check_json_values_drawing(
+            traces_json.as_bytes(),
+            64,
+            "a document",
+            &TestPool::new(1024),
+        ),
+    );
+    check_json_values_drawing(
+        traces_json.as_bytes(),
+        64,
+        "a document",
+        &TestPool::new(usize::MAX),
+    )
+    .unwrap();
 }

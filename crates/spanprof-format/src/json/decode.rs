@@ -17,8 +17,11 @@ pub(crate) const SPAN_ID_LEN: usize = 8;
 const PROFILE_ID_LEN: usize = 16;
 
 /// Decodes a whole document holding one `ProfilesData` object.
-pub(super) fn document(json: &[u8]) -> Result<ProfilesData, crate::FormatError> {
-    let mut reader = Reader::new(json);
+pub(super) fn document(
+    json: &[u8],
+    pool: Option<&dyn crate::budget::Pool>,
+) -> Result<ProfilesData, crate::FormatError> {
+    let mut reader = Reader::new(json, pool);
     profiles_data(&mut reader)
         .and_then(|data| reader.finish().map(|()| data))
         .map_err(|e| reader.error(e, "OTLP JSON ProfilesData"))

@@ -57,7 +57,23 @@ pub fn encode_profiles_data_pretty(data: &ProfilesData) -> String {
 /// `resourceProfiles[0].scopeProfiles[0].profiles[2].samples[3].values[0]: expected an
 /// integer, found an object`. Never panics, whatever the input.
 pub fn decode_profiles_data(json: &[u8]) -> Result<ProfilesData, FormatError> {
-    let data = decode::document(json)?;
+    decode_profiles_data_from(json, None)
+}
+
+/// [`decode_profiles_data`], with what the decoder allocates also drawn from `pool`
+/// ([`FormatError::NoRoom`] when the pool runs out).
+pub fn decode_profiles_data_drawing(
+    json: &[u8],
+    pool: &dyn crate::budget::Pool,
+) -> Result<ProfilesData, FormatError> {
+    decode_profiles_data_from(json, Some(pool))
+}
+
+fn decode_profiles_data_from(
+    json: &[u8],
+    pool: Option<&dyn crate::budget::Pool>,
+) -> Result<ProfilesData, FormatError> {
+    let data = decode::document(json, pool)?;
     // Another signal's OTLP JSON decodes as empty profiles (unknown fields are skipped):
     // said rather than taken as nothing.
     if data.resource_profiles.is_empty() {

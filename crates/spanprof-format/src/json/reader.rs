@@ -119,15 +119,16 @@ impl Integer for u64 {
 pub(crate) struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
-    budget: Budget<'static>,
+    budget: Budget<'a>,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Self {
+    /// A reader whose allocations are also drawn from `pool` when there is one.
+    pub(crate) fn new(bytes: &'a [u8], pool: Option<&'a dyn crate::budget::Pool>) -> Self {
         Self {
             bytes,
             pos: 0,
-            budget: Budget::for_message(bytes.len()),
+            budget: Budget::drawing(bytes.len(), pool),
         }
     }
 

@@ -11,8 +11,11 @@ use crate::json::decode::{
 use crate::json::reader::{Error, InField, Kind, Reader};
 
 /// Decodes a whole document holding one `ExportTraceServiceRequest` object.
-pub(super) fn document(json: &[u8]) -> Result<ExportTraceServiceRequest, crate::FormatError> {
-    let mut reader = Reader::new(json);
+pub(super) fn document(
+    json: &[u8],
+    pool: Option<&dyn crate::budget::Pool>,
+) -> Result<ExportTraceServiceRequest, crate::FormatError> {
+    let mut reader = Reader::new(json, pool);
     message(&mut reader, |m: &mut ExportTraceServiceRequest, r, key| {
         match key {
             "resourceSpans" | "resource_spans" => {

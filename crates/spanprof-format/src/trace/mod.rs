@@ -388,7 +388,16 @@ fn decode_checked_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, For
 /// e.g. `resourceSpans[0].scopeSpans[0].spans[2].spanId: expected 16 hex digits (8 bytes),
 /// found 14 characters`. Never panics, whatever the input.
 pub fn decode_request_json(json: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
-    json_decode::document(json)
+    json_decode::document(json, None)
+}
+
+/// [`decode_request_json`], with what the decoder allocates also drawn from `pool`
+/// ([`FormatError::NoRoom`] when the pool runs out).
+pub fn decode_request_json_drawing(
+    json: &[u8],
+    pool: &dyn crate::budget::Pool,
+) -> Result<ExportTraceServiceRequest, FormatError> {
+    json_decode::document(json, Some(pool))
 }
 
 /// Encodes `request` as compact OTLP JSON: lowerCamelCase keys, hex ids, 64-bit integers as

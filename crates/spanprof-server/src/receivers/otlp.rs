@@ -10,7 +10,8 @@ use axum::Router;
 use prost::Message;
 use spanprof_format::otlp::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
 use spanprof_format::trace::{
-    decode_request_drawing, decode_request_json, encode_response_json, ExportTraceServiceResponse,
+    decode_request_drawing, decode_request_json_drawing, encode_response_json,
+    ExportTraceServiceResponse,
 };
 use spanprof_store::spans::spans_from_otlp;
 
@@ -55,7 +56,7 @@ pub(crate) async fn ingest_profiles(
     // What the decoded request holds is charged to the in-flight budget until it is linked.
     let drawing = Drawing::on(&app.inflight);
     let decoded = if json {
-        spanprof_format::json::decode_profiles_data(raw.as_ref())
+        spanprof_format::json::decode_profiles_data_drawing(raw.as_ref(), &drawing)
     } else {
         spanprof_format::detect::decode_otlp_protobuf_drawing(raw.as_ref(), &drawing)
     };
@@ -121,7 +122,7 @@ pub(crate) async fn ingest_traces(
     let drawing = Drawing::on(&app.inflight);
     let held = raw.as_ref().len();
     let request = if json {
-        decode_request_json(raw.as_ref())
+        decode_request_json_drawing(raw.as_ref(), &drawing)
     } else {
         decode_request_drawing(raw.as_ref(), &drawing)
     }

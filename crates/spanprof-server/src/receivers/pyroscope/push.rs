@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
-use spanprof_format::budget::{check_decoded_size_drawing, check_json_values, Cost, Shape};
+use spanprof_format::budget::{check_decoded_size_drawing, check_json_values_drawing, Cost, Shape};
 use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
@@ -268,7 +268,7 @@ async fn push_inner(
     // What the decoded request holds, while it is held.
     let decoded = Drawing::on(&app.inflight);
     if json {
-        check_json_values(raw_bytes, JSON_VALUE_BYTES, "push.v1.PushRequest")
+        check_json_values_drawing(raw_bytes, JSON_VALUE_BYTES, "push.v1.PushRequest", &decoded)
     } else {
         check_decoded_size_drawing(raw_bytes, &PUSH_REQUEST, "push.v1.PushRequest", &decoded)
     }
