@@ -176,8 +176,11 @@ pub struct Limits {
     pub max_decompressed_bytes: usize,
     /// Request bodies, their decompressed copies and what their decoders allocate, that
     /// receivers may hold at once while they read and decode them (0 = no limit); past it,
-    /// they answer 429 / RESOURCE_EXHAUSTED (413 for a request that alone needs more). At least `max_body_bytes + max_decompressed_bytes`, so that one
-    /// request of any allowed size can be taken.
+    /// they answer 429 / RESOURCE_EXHAUSTED (413 for a request that alone needs more). At
+    /// least `max_body_bytes + max_decompressed_bytes`, so that a request of any allowed size
+    /// can be received; decoding takes more (a Go CPU profile about 6 times its decompressed
+    /// size), so requests near the largest size need about `max_body_bytes + 7 ×
+    /// max_decompressed_bytes` (the default 512 MiB takes a 64 MiB Go profile).
     pub max_inflight_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
     pub profile: ProfileLimits,

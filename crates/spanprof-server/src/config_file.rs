@@ -12,8 +12,10 @@
 //!   max_decompressed_size: 64MiB
 //!   # Request bodies, their decompressed copies and what their decoders allocate, held at
 //!   # once by every receiver while they read and decode them (0 = no limit; at least
-//!   # max_body_size + max_decompressed_size); past it receivers answer 429 /
-//!   # RESOURCE_EXHAUSTED with a retry hint (413 for one request that alone needs more).
+//!   # max_body_size + max_decompressed_size, and about max_body_size + 7 x
+//!   # max_decompressed_size for requests near the largest size to decode); past it receivers
+//!   # answer 429 / RESOURCE_EXHAUSTED with a retry hint (413 for one request that alone needs
+//!   # more).
 //!   max_inflight_size: 512MiB
 //!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
 //!   # naming it. Its symbols and stacks are kept as long as its data, so these bound what one request

@@ -10,7 +10,7 @@
 //!
 //! | parameter | meaning |
 //! |---|---|
-//! | `service` | service name (`service_name` label); absent = every service. With spans selected (`span_id`, `trace_id`, `span_name`, durations) it is the spans' service (the tracer's `service.name`), and their samples count whatever the profiles' service is called (a scrape target named otherwise, child spans in other services) |
+//! | `service` | service name (`service_name` label); absent = every service. With spans selected (`span_id`, `trace_id`, `span_name`, durations) it is the spans' service (the tracer's `service.name`), and their samples count whatever the profiles' service is called (a scrape target named otherwise, child spans in other services): it narrows a span filter (`span_name`, durations), while ids (`span_id`, `trace_id`) select on their own |
 //! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have, or one naming several types (`memory`), is a 400 listing them; a name covering CPU time and its sample count (`process_cpu`) means the CPU time |
 //! | `from`, `to` | RFC 3339 (a `+` offset written `%2B`), unix s (a fraction too)/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time. The profiles taken in the range (a 15 s CPU window counts at its start, as the timeline buckets it); with spans or a trace selected, every profile window that overlaps it |
 //! | `query` | label matchers, `{region="eu", pod=~"api-.*"}` (matchers only: a name before `{` is a 400 pointing to `type` or `service`) |
