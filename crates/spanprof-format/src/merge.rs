@@ -93,11 +93,49 @@ impl Batch {
     pub fn add_profiles_data(&mut self, data: &ProfilesData) -> Result<(), FormatError> {
         let empty = ProfilesDictionary::default();
         let mut input = OtlpInput::new(data.dictionary.as_ref().unwrap_or(&empty));
+        self.mappings_in_order(&mut input, data);
         for (i, rp) in data.resource_profiles.iter().enumerate() {
             self.add_resource(&mut input, rp, i)?;
         }
         self.report.inputs += 1;
         Ok(())
+    }
+
+    /// Interns the mappings that `data`'s samples use in its dictionary's order: a profile's
+    /// first mapping is its main binary (pprof tools name it as the profile's File), and on
+    /// first use the binary of the first sample's leaf (libc) came first.
+    fn mappings_in_order(&mut self, input: &mut OtlpInput, data: &ProfilesData) {
+        let d = input.d;
+        if d.mapping_table.len() <= 2 {
+            return; // entry 0 and one mapping: nothing to order
+        }
+        let at = |table_len: usize, i: i32| usize::try_from(i).ok().filter(|&i| i < table_len);
+        let mut stacks = vec![false; d.stack_table.len()];
+        let samples = data
+            .resource_profiles
+            .iter()
+            .flat_map(|rp| &rp.scope_profiles)
+            .flat_map(|sp| &sp.profiles)
+            .flat_map(|p| &p.samples);
+        for s in samples {
+            if let Some(i) = at(stacks.len(), s.stack_index) {
+                stacks[i] = true;
+            }
+        }
+        let mut used = vec![false; d.mapping_table.len()];
+        for (stack, _) in d.stack_table.iter().zip(stacks).filter(|(_, on)| *on) {
+            for &l in &stack.location_indices {
+                let mapping =
+                    at(d.location_table.len(), l).map(|l| d.location_table[l].mapping_index);
+                if let Some(m) = mapping.and_then(|m| at(used.len(), m)) {
+                    used[m] = true;
+                }
+            }
+        }
+        for (m, _) in used.iter().enumerate().skip(1).filter(|(_, on)| **on) {
+            // A mapping that does not convert is reported where a sample uses it.
+            let _ = self.otlp_mapping(input, m as i32);
+        }
     }
 
     fn add_resource(

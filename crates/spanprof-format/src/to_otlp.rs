@@ -118,6 +118,24 @@ impl Batch {
             p.location.len(),
             p.sample.len(),
         );
+        // The mappings samples use, in pprof's order: its first is the main binary (pprof
+        // tools name it as the profile's File), and interned on first use a sample whose leaf
+        // is in libc made libc the first on the way back. (One mapping: nothing to order.)
+        if p.mapping.len() > 1 {
+            let mut used = vec![false; p.mapping.len()];
+            for s in &p.sample {
+                for &id in &s.location_id {
+                    let mapping = input.location_ids.get(id).map(|i| p.location[i].mapping_id);
+                    if let Some(pos) = mapping.and_then(|m| input.mapping_ids.get(m)) {
+                        used[pos] = true;
+                    }
+                }
+            }
+            for (m, _) in p.mapping.iter().zip(used).filter(|(_, used)| *used) {
+                // A mapping that does not convert is reported where a sample uses it.
+                let _ = self.pprof_mapping(&mut input, m.id);
+            }
+        }
         let mut set = SampleSet::new(width, p.sample.len());
         let mut stack = Vec::new();
         let mut attrs = Vec::new();

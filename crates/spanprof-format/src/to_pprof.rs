@@ -594,6 +594,32 @@ impl<'a> PprofBuilder<'a> {
     }
 
     fn finish(mut self) -> pprof::Profile {
+        // Mappings in the dictionary's order, not in the order samples came to them: pprof's
+        // first mapping is the main binary (`go tool pprof` names it as the profile's File and
+        // Build ID), and a first sample whose leaf is in libc made libc the first.
+        let mut used: Vec<(usize, u64)> = (self.mappings.iter().copied().enumerate())
+            .filter(|&(_, id)| id != UNSET)
+            .collect();
+        used.sort_unstable();
+        let mut old: Vec<Option<pprof::Mapping>> = std::mem::take(&mut self.out.mapping)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut new_id = vec![0u64; old.len() + 1];
+        for (n, &(_, id)) in used.iter().enumerate() {
+            let mut m = old[id as usize - 1].take().expect("each mapping once");
+            m.id = n as u64 + 1;
+            new_id[id as usize] = m.id;
+            self.out.mapping.push(m);
+        }
+        for l in &mut self.out.location {
+            if let Some(&id) = new_id
+                .get(l.mapping_id as usize)
+                .filter(|_| l.mapping_id != 0)
+            {
+                l.mapping_id = id;
+            }
+        }
         if let Some((start, end)) = self.window {
             self.out.time_nanos = i64::try_from(start).unwrap_or(i64::MAX);
             self.out.duration_nanos = i64::try_from(end - start).unwrap_or(i64::MAX);

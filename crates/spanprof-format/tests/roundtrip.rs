@@ -303,3 +303,105 @@ proptest! {
         prop_assert_eq!(merged.samples, expected.samples);
     }
 }
+
+/// A pprof's first mapping is its main binary (`go tool pprof` names it as File and Build
+/// ID): it stays first through OTLP and back, and through a merge, even when the first
+/// sample's leaf is in another mapping (libc).
+#[test]
+fn the_main_binary_stays_the_first_mapping() {
+    let mut strings: Vec<String> = vec![String::new()];
+    let mut s = |x: &str| -> i64 {
+        strings.push(x.to_owned());
+        (strings.len() - 1) as i64
+    };
+    let mapping = |id: u64, start: u64, file: i64, build: i64| Mapping {
+        id,
+        memory_start: start,
+        memory_limit: start + 0x100000,
+        filename: file,
+        build_id: build,
+        has_functions: true,
+        ..Default::default()
+    };
+    let (app, app_build, libc, libc_build) = (
+        s("/usr/bin/app"),
+        s("appbuild"),
+        s("/lib/libc.so.6"),
+        s("libcbuild"),
+    );
+    let (main, memcpy, cpu, ns) = (s("main.main"), s("memcpy"), s("cpu"), s("nanoseconds"));
+    let p = Profile {
+        sample_type: vec![ValueType {
+            r#type: cpu,
+            unit: ns,
+        }],
+        mapping: vec![
+            mapping(1, 0x400000, app, app_build),
+            mapping(2, 0x7f00000000, libc, libc_build),
+        ],
+        function: vec![
+            Function {
+                id: 1,
+                name: main,
+                ..Default::default()
+            },
+            Function {
+                id: 2,
+                name: memcpy,
+                ..Default::default()
+            },
+        ],
+        location: vec![
+            Location {
+                id: 1,
+                mapping_id: 1,
+                address: 0x401000,
+                line: vec![Line {
+                    function_id: 1,
+                    line: 10,
+                    column: 0,
+                }],
+                ..Default::default()
+            },
+            Location {
+                id: 2,
+                mapping_id: 2,
+                address: 0x7f00000100,
+                line: vec![Line {
+                    function_id: 2,
+                    line: 0,
+                    column: 0,
+                }],
+                ..Default::default()
+            },
+        ],
+        // The first sample's leaf is in libc.
+        sample: vec![
+            Sample {
+                location_id: vec![2, 1],
+                value: vec![30],
+                label: vec![],
+            },
+            Sample {
+                location_id: vec![1],
+                value: vec![10],
+                label: vec![],
+            },
+        ],
+        string_table: strings,
+        ..Default::default()
+    };
+    let files = |p: &Profile| -> Vec<String> {
+        p.mapping
+            .iter()
+            .map(|m| p.string_table[m.filename as usize].clone())
+            .collect()
+    };
+    let (otlp, _) = pprof_to_otlp(&p, Resource::default(), None).unwrap();
+    let back = otlp_to_pprof(&otlp, &PprofOptions::default()).unwrap();
+    assert_eq!(files(&back[0].profile), files(&p));
+    assert_eq!(canonical(&back[0].profile), canonical(&p));
+    let (merged, _) = merge([&otlp], None).unwrap();
+    let back = otlp_to_pprof(&merged, &PprofOptions::default()).unwrap();
+    assert_eq!(files(&back[0].profile), files(&p));
+}
