@@ -123,11 +123,19 @@ impl Batch {
         // is in libc made libc the first on the way back. (One mapping: nothing to order.)
         if p.mapping.len() > 1 {
             let mut used = vec![false; p.mapping.len()];
-            for s in &p.sample {
+            // Most profiles use every mapping within their first samples.
+            let mut unseen = p.mapping.len();
+            'samples: for s in &p.sample {
                 for &id in &s.location_id {
                     let mapping = input.location_ids.get(id).map(|i| p.location[i].mapping_id);
                     if let Some(pos) = mapping.and_then(|m| input.mapping_ids.get(m)) {
-                        used[pos] = true;
+                        if !used[pos] {
+                            used[pos] = true;
+                            unseen -= 1;
+                            if unseen == 0 {
+                                break 'samples;
+                            }
+                        }
                     }
                 }
             }
