@@ -2,7 +2,7 @@
 //! once and checked (ids, times, label selector, span filters, profile type).
 
 use spanprof_format::profile_type::ProfileTypeId;
-use spanprof_store::matchers::parse_selector;
+use spanprof_store::matchers::{parse_selector, MatcherError};
 use spanprof_store::store::{Selection, SpanFilter, Store};
 
 use super::error::ApiError;
@@ -73,11 +73,14 @@ impl SelectionQuery {
             Some(q) => {
                 // A name before `{` (a profile type, or an app name as Pyroscope's legacy
                 // queries have it) would be ignored: the answer would not be what was asked.
-                // The parameter is named with its value already: the parser's error without them.
-                let selector = parse_selector(q.value).map_err(|e| {
-                    let text = e.to_string();
-                    let prefix = format!("label selector {:?}: ", q.value);
-                    q.bad(text.strip_prefix(&prefix).unwrap_or(&text))
+                // The parameter is named with its value already: a syntax error says where.
+                let selector = parse_selector(q.value).map_err(|e| match e {
+                    MatcherError::Syntax {
+                        offset_bytes,
+                        reason,
+                        ..
+                    } => q.bad(format!("{reason} at byte {offset_bytes}")),
+                    e => q.bad(e),
                 })?;
                 if let Some(name) = selector.profile_type {
                     return Err(q.bad(format!(
