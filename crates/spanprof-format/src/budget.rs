@@ -138,6 +138,21 @@ impl<'p> Budget<'p> {
         self.limit - self.left.get()
     }
 
+    /// Takes what this budget counted (an estimate of what a derived decoder will allocate)
+    /// from `pool`, when there is one: [`FormatError::NoRoom`] when it has no room.
+    fn take_estimate_from(
+        &self,
+        pool: Option<&dyn Pool>,
+        what: &'static str,
+    ) -> Result<(), FormatError> {
+        match pool {
+            Some(pool) if !pool.take(self.limit - self.left.get()) => {
+                Err(FormatError::NoRoom { what, drawn: 0 })
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// The error of a decoder that ran out, naming `what` it was decoding.
     pub(crate) fn error(&self, what: &'static str) -> FormatError {
         if self.pool_refused.get() {
@@ -237,12 +252,7 @@ fn check_decoded_size_from(
     );
     match walked {
         Err(_) if budget.exceeded() => Err(budget.error(what)),
-        _ => match pool {
-            Some(pool) if !pool.take(budget.limit - budget.left.get()) => {
-                Err(FormatError::NoRoom { what, drawn: 0 })
-            }
-            _ => Ok(()),
-        },
+        _ => budget.take_estimate_from(pool, what),
     }
 }
 
@@ -297,12 +307,7 @@ fn check_json_values_from(
     if !(budget.take(json.len()) && budget.take(values.saturating_mul(per_value))) {
         return Err(budget.error(what));
     }
-    match pool {
-        Some(pool) if !pool.take(budget.limit - budget.left.get()) => {
-            Err(FormatError::NoRoom { what, drawn: 0 })
-        }
-        _ => Ok(()),
-    }
+    budget.take_estimate_from(pool, what)
 }
 
 /// What [`check_decoded_size`] estimates a derived decoder allocates for `buf`.
