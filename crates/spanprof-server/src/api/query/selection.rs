@@ -204,6 +204,21 @@ pub fn check_profile_type(
     ))
 }
 
+/// 400 when `min_duration` is longer than `max_duration` (both read from `p`).
+pub fn durations_in_order(
+    p: &QueryParams,
+    min: Option<u64>,
+    max: Option<u64>,
+) -> Result<(), ApiError> {
+    match (min, max) {
+        (Some(min), Some(max)) if min > max => {
+            let x = p.one("min_duration")?.expect("parsed above");
+            Err(x.bad("is longer than max_duration"))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn span_filter(p: &QueryParams) -> Result<Option<SpanFilter>, ApiError> {
     let f = SpanFilter {
         name: p.one("span_name")?.map(|x| x.value.to_owned()),
@@ -220,12 +235,7 @@ fn span_filter(p: &QueryParams) -> Result<Option<SpanFilter>, ApiError> {
             }
         }
     }
-    if let (Some(min), Some(max)) = (f.min_duration_ns, f.max_duration_ns) {
-        if min > max {
-            let x = p.one("min_duration")?.expect("parsed above");
-            return Err(x.bad("is longer than max_duration"));
-        }
-    }
+    durations_in_order(p, f.min_duration_ns, f.max_duration_ns)?;
     let any = f.name.is_some()
         || f.min_duration_ns.is_some()
         || f.max_duration_ns.is_some()

@@ -11,7 +11,7 @@ use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
-use super::selection::{check_profile_type, span_range, time_range};
+use super::selection::{check_profile_type, durations_in_order, span_range, time_range};
 use crate::AppState;
 
 /// Spans a search returns when `limit` is not given.
@@ -162,12 +162,7 @@ pub async fn search(
             .unwrap_or(DEFAULT_LIMIT),
         attributes: Vec::new(),
     };
-    if let (Some(min), Some(max)) = (q.min_duration_ns, q.max_duration_ns) {
-        if min > max {
-            let x = p.one("min_duration")?.expect("parsed above");
-            return Err(x.bad("is longer than max_duration"));
-        }
-    }
+    durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;
     let spans = blocking(&app, move |store| {
         let coverage = CoverageOf::new(store, profile_type)?;
