@@ -1052,3 +1052,93 @@ fn status_says_where_the_listeners_are() {
     );
     assert!(status["listeners"]["otlp_grpc"].is_null(), "{status}");
 }
+
+/// A span's summary lists the types of its own samples, not every type of its service: a
+/// mutex profile of the same service, without span labels, is not among them.
+#[test]
+fn a_spans_types_available_are_those_of_its_samples() {
+    let data = GoData::load();
+    let server = TestServer::in_fresh_dir("api-span-types", |_| {});
+    data.ingest(&server);
+    let mut locks = data.profile.clone();
+    for s in &mut locks.sample {
+        s.label.clear();
+    }
+    let at = locks.string_table.len() as i64;
+    locks
+        .string_table
+        .extend(["contentions", "count", "delay", "nanoseconds"].map(String::from));
+    let vt = |t: i64| spanprof_format::pprof::ValueType {
+        r#type: at + t,
+        unit: at + t + 1,
+    };
+    locks.sample_type = vec![vt(0), vt(2)];
+    locks.period_type = Some(vt(0));
+    let from_s = locks.time_nanos / 1_000_000_000;
+    server
+        .post(
+            &format!("/ingest?name={SERVICE}&from={from_s}&format=pprof"),
+            "application/octet-stream",
+            spanprof_format::pprof::encode_gzip(&locks),
+        )
+        .ok();
+    let types = |query: &str| -> Vec<String> {
+        let r = server.get(&format!("/api/v1/flamegraph?{query}")).ok();
+        let summary = &r.json()["summary"];
+        let mut ids: Vec<String> = summary["types_available"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let of_service = types(&format!("service={SERVICE}"));
+    assert_eq!(of_service.len(), 4, "{of_service:?}");
+    let span = data.heaviest_per_name()[0];
+    let of_span = types(&format!("service={SERVICE}&span_id={}", hex(&span.span_id)));
+    assert_eq!(of_span.len(), 2, "{of_span:?}");
+    assert!(of_span.iter().any(|t| t == CPU_TYPE), "{of_span:?}");
+    assert!(of_span.iter().all(|t| of_service.contains(t)));
+    assert!(!of_span.iter().any(|t| t.contains("contentions")));
+    let of_trace = types(&format!("trace_id={}", hex(&span.trace_id)));
+    assert_eq!(of_trace, of_span);
+}
+
+/// Profiles stored under another name than the tracer's (a scrape target named otherwise):
+/// a selection by span name under the tracer's service has its samples, and its summary
+/// names their type in full, among the types available.
+#[test]
+fn spans_of_a_service_profiled_under_another_name_have_their_types() {
+    let data = GoData::load();
+    let server = TestServer::in_fresh_dir("api-other-name", |_| {});
+    let from_s = data.profile.time_nanos / 1_000_000_000;
+    server
+        .post(
+            &format!("/ingest?name={SERVICE}-pprof&from={from_s}&format=pprof"),
+            "application/octet-stream",
+            spanprof_format::pprof::encode_gzip(&data.profile),
+        )
+        .ok();
+    server
+        .post("/v1/traces", "application/json", data.otlp_traces_json())
+        .ok();
+    let name = "GET /cpu-heavy";
+    let r = server
+        .get(&format!(
+            "/api/v1/flamegraph?service={SERVICE}&span_name={}",
+            enc(name)
+        ))
+        .ok();
+    let body = r.json();
+    let summary = &body["summary"];
+    assert_eq!(
+        body["flamegraph"]["total"].as_i64(),
+        Some(data.cpu_where(|s| s.name == name)),
+        "{summary}"
+    );
+    assert_eq!(summary["profile_type"], CPU_TYPE, "{summary}");
+    let types = summary["types_available"].as_array().unwrap();
+    assert!(types.contains(&json!(CPU_TYPE)), "{summary}");
+}

@@ -60,7 +60,8 @@
 //!   `max_nodes=0` for the whole tree, which can be millions of nodes, a gigabyte of JSON),
 //!   and Summary = `{"profile_type": id|null, "unit": "nanoseconds"|null,
 //!   "types_available": [id, …], "samples_selected", "value_selected", "averaged_over":
-//!   n|null}`: `samples_selected` counts stored sample rows (a stack with its series and
+//!   n|null}`: `types_available` are the service's types, or with spans or a trace selected
+//!   those of their samples; `samples_selected` counts stored sample rows (a stack with its series and
 //!   link; a row of a Go CPU profile holds one or more 10 ms ticks), not sampling ticks as a
 //!   span's `samples` does. A snapshot type (`inuse_space`, `inuse_objects`, goroutines: what
 //!   was in use at each profile's time) over several profiles, without spans selected, is
