@@ -448,7 +448,9 @@ fn assert_span_json(got: &Value, want: &SpanTruth) {
     assert_eq!(got["total"].as_i64(), Some(want.cpu_ns));
     assert_eq!(got["samples"].as_i64(), Some(want.cpu_ns / PERIOD_NS));
     assert_eq!(got["period"].as_i64(), Some(PERIOD_NS));
-    let possible = want.duration_ns() as f64 / PERIOD_NS as f64;
+    let own = fixture().data.self_ns(want);
+    assert_eq!(got["self_ns"].as_u64(), Some(own));
+    let possible = own as f64 / PERIOD_NS as f64;
     assert!((got["possible_samples"].as_f64().unwrap() - possible).abs() < 1e-9);
     assert_eq!(got["has_samples"], want.cpu_ns > 0);
     let verdict = match want.span_id {
@@ -520,8 +522,17 @@ fn trace_view_lists_every_span_with_its_own_cpu() {
         assert_eq!(got["offset_ns"].as_u64(), Some(want.start_ns - start));
         assert_eq!(got["depth"].as_u64(), Some(want.parent.is_some() as u64));
     }
+    // The root's children ran part of its time: that part is not its own.
+    assert!(
+        spans
+            .iter()
+            .any(|s| s["self_ns"].as_u64() < s["duration_ns"].as_u64()),
+        "{spans:?}"
+    );
     let total: i64 = want.iter().map(|s| s.cpu_ns).sum();
     assert_eq!(view["total"].as_i64(), Some(total));
+    assert_eq!(view["profile_type"], CPU_TYPE);
+    assert_eq!(view["unit"], "nanoseconds");
     assert_eq!(view["samples"].as_i64(), Some(total / PERIOD_NS));
     // What the trace's flame graph holds beyond its stored spans' totals.
     assert_eq!(

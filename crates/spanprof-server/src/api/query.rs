@@ -98,21 +98,28 @@
 //!   times); it is the default for snapshot types, `sum` for the others.
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
 //!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
-//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "total",
+//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "self_ns", "total",
 //!   "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
-//!   span's own (children excluded) of `type` (default CPU); `possible_samples` = duration /
-//!   period (for a span without samples: the part of it that profile windows cover,
-//!   `covered_ns` (null when it has samples), / period); `coverage` is `"sampled"`, `"no CPU used"` (long enough, no sample: it waited),
-//!   `"shorter than the sampling period"`, `"no samples"` (a non-CPU type),
+//!   span's own (children excluded) of `type` (default CPU), and so is `self_ns`, its time
+//!   outside its stored child spans (a parent waiting for a child is not sampled; an
+//!   asynchronous child running beside it makes this too small); `possible_samples` =
+//!   `self_ns` / period (for a span without samples: the part of its own time that profile
+//!   windows cover, `covered_ns` (null when it has samples), / period; when no profile is
+//!   stored under the span's service name, the windows of the services holding the samples of
+//!   its service's other spans in the same answer count); `coverage` is `"sampled"`,
+//!   `"no CPU used"` (long enough, no sample: it waited),
+//!   `"shorter than the sampling period"` (its own time), `"no samples"` (a non-CPU type),
 //!   `"profiles cover too little of the span"` (less than a period or half of it: it fell
 //!   between two profile windows) or
 //!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
 //!   profiler was off); `has_samples`: any sample of any type names the span.
-//! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns", "total",
-//!   "samples", "unknown_spans_total"|null, "spans_total", "truncated", "spans": [Span +
+//! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns",
+//!   "profile_type"|null, "unit"|null, "total", "samples", "unknown_spans_total"|null,
+//!   "spans_total", "truncated", "spans": [Span +
 //!   "offset_ns" (from the trace start), "depth"]}` in start order, at most the first 20,000
-//!   spans (`truncated` says when there were more; `total` and `samples` are of those shown);
+//!   spans (`truncated` says when there were more; `total` and `samples` are of those shown,
+//!   in `profile_type`: `type`, else the CPU type of the trace's samples; null without any);
 //!   `unknown_spans_total`: the trace's samples in spans that are not stored (not received):
 //!   in `flamegraph?trace_id=`, in no listed span (null when truncated); 404 when no span of
 //!   the trace is stored.

@@ -152,6 +152,31 @@ impl GoData {
             .expect("a known span")
     }
 
+    /// `span`'s own time: its duration less the time its children ran in it (between each
+    /// two boundaries, its own and its children's, whether no child runs).
+    pub fn self_ns(&self, span: &SpanTruth) -> u64 {
+        let children: Vec<&SpanTruth> = self
+            .spans
+            .iter()
+            .filter(|c| c.parent == Some(span.span_id))
+            .collect();
+        let mut cuts: Vec<u64> = children
+            .iter()
+            .flat_map(|c| [c.start_ns, c.end_ns])
+            .chain([span.start_ns, span.end_ns])
+            .filter(|t| (span.start_ns..=span.end_ns).contains(t))
+            .collect();
+        cuts.sort_unstable();
+        cuts.windows(2)
+            .filter(|w| {
+                !children
+                    .iter()
+                    .any(|c| c.start_ns <= w[0] && w[1] <= c.end_ns)
+            })
+            .map(|w| w[1] - w[0])
+            .sum()
+    }
+
     /// Spans of `name`, longest first (then earliest start, then id: the server's order).
     pub fn longest_first(&self, name: &str) -> Vec<&SpanTruth> {
         let mut v: Vec<&SpanTruth> = self.spans.iter().filter(|s| s.name == name).collect();

@@ -72,15 +72,19 @@ pub struct Coverage {
     pub value: i64,
     /// The span's duration in nanoseconds, when the span is known.
     pub duration_ns: Option<u64>,
+    /// The span's own time: its duration outside its stored child spans (their union), when
+    /// the span is known. Its own samples can only come from then, unless a child runs beside
+    /// it (an asynchronous one), which this does not tell.
+    pub self_ns: Option<u64>,
     /// The sampling period of the profiles that hold its samples (e.g. 10000000 ns).
     pub period: Option<i64>,
-    /// How many samples one fully busy thread would have produced in the span's duration
-    /// (duration / period); `samples` near 0 with this ≥ 1 means "no CPU used", this < 1
-    /// means "too short to be sampled". For a span without samples the duration counted is
-    /// only the part that profiles cover ([`Coverage::covered_ns`]).
+    /// How many samples one fully busy thread would have produced in the span's own time
+    /// (`self_ns` / period); `samples` near 0 with this ≥ 1 means "no CPU used", this < 1
+    /// means "too short to be sampled". For a span without samples the time counted is
+    /// only the part of its own time that profiles cover ([`Coverage::covered_ns`]).
     pub possible_samples: Option<f64>,
-    /// For a known span without samples: how many of its nanoseconds the windows of its
-    /// service's profiles of the type cover (their union; a profile without a duration counts
+    /// For a known span without samples: how many nanoseconds of its own time the windows
+    /// of its service's profiles of the type cover (their union; a profile without a duration counts
     /// as covering the whole span). A pull profiler leaves gaps between its windows, and a
     /// span that fell into one was not missed but not watched. `None` otherwise.
     pub covered_ns: Option<u64>,
@@ -89,6 +93,30 @@ pub struct Coverage {
     /// began within that after it ended. It fell into the gap a pull profiler leaves between
     /// two windows (Go's build and answer, the next request), so the profiler was running.
     pub between_windows: bool,
+}
+
+/// A span's own samples of one type, as [`Store::span_coverages`] reads them.
+struct OwnSamples {
+    /// Sum of their values.
+    value: i64,
+    /// Their sampling period; `None` without samples.
+    period: Option<i64>,
+    /// The services whose profiles hold them.
+    services: BTreeSet<u32>,
+    /// The type they were read in.
+    profile_type: ProfileTypeId,
+}
+
+impl OwnSamples {
+    /// Sampling ticks: a value in the period's unit counts value / period ticks (Go CPU:
+    /// ns / 10 ms); counts are ticks already.
+    fn ticks(&self) -> u64 {
+        let t = &self.profile_type;
+        match self.period {
+            Some(p) if p > 0 && t.sample_unit == t.period_unit => (self.value / p) as u64,
+            _ => self.value.max(0) as u64,
+        }
+    }
 }
 
 /// How close to a span the windows around it end and begin for it to have fallen between
@@ -107,30 +135,60 @@ pub(crate) struct Resolved {
     pub available: Vec<ProfileTypeId>,
 }
 
-/// How many nanoseconds of `[start, end)` the union of `(time_ns, duration_ns)` windows
-/// covers; a window without a duration covers it all.
-fn covered(start: u64, end: u64, windows: impl Iterator<Item = (i64, i64)>) -> u64 {
-    let mut parts: Vec<(u64, u64)> = Vec::new();
+/// `[start, end)` less the union of `holes`, as sorted disjoint intervals.
+fn outside(start: u64, end: u64, holes: impl Iterator<Item = (u64, u64)>) -> Vec<(u64, u64)> {
+    let mut holes: Vec<(u64, u64)> = holes
+        .map(|(a, b)| (a.max(start), b.min(end)))
+        .filter(|(a, b)| a < b)
+        .collect();
+    holes.sort_unstable();
+    let (mut parts, mut at) = (Vec::new(), start);
+    for (a, b) in holes {
+        if a > at {
+            parts.push((at, a));
+        }
+        at = at.max(b);
+    }
+    if at < end {
+        parts.push((at, end));
+    }
+    parts
+}
+
+/// How many nanoseconds of `parts` (sorted, disjoint) the union of `(time_ns, duration_ns)`
+/// windows covers; a window without a duration covers them all.
+fn covered(parts: &[(u64, u64)], windows: impl Iterator<Item = (i64, i64)>) -> u64 {
+    let mut union: Vec<(u64, u64)> = Vec::new();
     for (time, duration) in windows {
         if duration <= 0 {
-            return end.saturating_sub(start);
+            return parts.iter().map(|(a, b)| b - a).sum();
         }
         let (from, to) = (
             time.max(0) as u64,
             time.saturating_add(duration).max(0) as u64,
         );
-        let (from, to) = (from.max(start), to.min(end));
         if from < to {
-            parts.push((from, to));
+            union.push((from, to));
         }
     }
-    parts.sort_unstable();
-    let (mut total, mut reached) = (0, start);
-    for (from, to) in parts {
-        let from = from.max(reached);
+    union.sort_unstable();
+    union.dedup_by(|next, kept| {
+        let overlaps = next.0 <= kept.1;
+        if overlaps {
+            kept.1 = kept.1.max(next.1);
+        }
+        overlaps
+    });
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < parts.len() && j < union.len() {
+        let (from, to) = (parts[i].0.max(union[j].0), parts[i].1.min(union[j].1));
         if from < to {
             total += to - from;
-            reached = to;
+        }
+        if parts[i].1 < union[j].1 {
+            i += 1;
+        } else {
+            j += 1;
         }
     }
     total
@@ -758,76 +816,204 @@ impl Store {
         Ok(b.p)
     }
 
-    /// Per-span sampling coverage for the span's samples of `profile_type` (default CPU).
+    /// Sampling coverage of one span (see [`Store::span_coverages`]); of a span not stored,
+    /// only its samples.
     pub fn span_coverage(
         &self,
         span_id: [u8; 8],
         profile_type: Option<&str>,
     ) -> Result<Coverage, StoreError> {
+        let span = {
+            let st = self.state.read().expect("store state lock poisoned");
+            st.span_record(&span_id)?
+        };
+        match span {
+            Some(span) => Ok(self
+                .span_coverages(std::slice::from_ref(&span), profile_type)?
+                .remove(0)),
+            None => {
+                let st = self.state.read().expect("store state lock poisoned");
+                let own = self.own_samples(&st, span_id, profile_type)?;
+                Ok(Coverage {
+                    samples: own.ticks(),
+                    value: own.value,
+                    duration_ns: None,
+                    self_ns: None,
+                    period: own.period,
+                    possible_samples: None,
+                    covered_ns: None,
+                    between_windows: false,
+                })
+            }
+        }
+    }
+
+    /// Per-span sampling coverage of `spans`: their own samples (their child spans' not
+    /// counted) of `profile_type` (default: the CPU type of each span's samples), against
+    /// their own time ([`Coverage::self_ns`]: a parent waiting for its children is not
+    /// sampled meanwhile, and counting that time made a parent whose own 8 ms went
+    /// unsampled read "no CPU used" against 3.2 possible samples). Each trace's spans are
+    /// read once for all the spans of it.
+    ///
+    /// A span without samples is measured against the windows of its service's profiles.
+    /// When its service has no profile of the type under its name (a scrape target named
+    /// otherwise than the tracer names it), the services that hold the samples of `spans`
+    /// of its service stand for it.
+    pub fn span_coverages(
+        &self,
+        spans: &[SpanRecord],
+        profile_type: Option<&str>,
+    ) -> Result<Vec<Coverage>, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let mut own = Vec::with_capacity(spans.len());
+        // Tracer service → the services whose profiles hold its spans' samples.
+        let mut profiled_as: HashMap<&str, BTreeSet<u32>> = HashMap::new();
+        for s in spans {
+            let o = self.own_samples(&st, s.span_id, profile_type)?;
+            profiled_as
+                .entry(s.service.as_str())
+                .or_default()
+                .extend(&o.services);
+            own.push(o);
+        }
+        let mut children: HashMap<[u8; 8], Vec<(u64, u64)>> = HashMap::new();
+        let mut traces_read = HashSet::new();
+        for s in spans {
+            if traces_read.insert(s.trace_id) {
+                for c in st.trace_records(&s.trace_id)? {
+                    if let Some(parent) = c.parent_span_id {
+                        children
+                            .entry(parent)
+                            .or_default()
+                            .push((c.start_ns, c.end_ns));
+                    }
+                }
+            }
+        }
+        // (service name, type) of every series: whether a service is profiled under its name.
+        let named: HashSet<(&str, &ProfileTypeId)> = st
+            .series
+            .iter()
+            .map(|k| {
+                (
+                    st.services[k.service as usize].name.as_str(),
+                    &k.profile_type,
+                )
+            })
+            .collect();
+        spans
+            .iter()
+            .zip(own)
+            .map(|(span, own)| {
+                let parts = outside(
+                    span.start_ns,
+                    span.end_ns,
+                    children.get(&span.span_id).into_iter().flatten().copied(),
+                );
+                let services: Vec<&str> =
+                    if named.contains(&(span.service.as_str(), &own.profile_type)) {
+                        vec![span.service.as_str()]
+                    } else {
+                        profiled_as[span.service.as_str()]
+                            .iter()
+                            .map(|&i| st.services[i as usize].name.as_str())
+                            .collect()
+                    };
+                self.coverage_of(&st, span, &parts, own, &services)
+            })
+            .collect()
+    }
+
+    /// The samples of span `span_id` itself, of `profile_type` (default: the CPU type of
+    /// its samples).
+    fn own_samples(
+        &self,
+        st: &State,
+        span_id: [u8; 8],
+        profile_type: Option<&str>,
+    ) -> Result<OwnSamples, StoreError> {
         let sel = Selection {
             span_ids: vec![span_id],
             profile_type: profile_type.map(str::to_owned),
             ..Default::default()
         };
-        let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve(&sel)?;
-        let (mut value, mut period) = (0i64, None);
-        self.for_each_sample(&st, &r, |block, i| {
+        let (mut value, mut period, mut services) = (0i64, None, BTreeSet::new());
+        self.for_each_sample(st, &r, |block, i| {
             value = value.saturating_add(block.values[i]);
             period.get_or_insert(block.period);
+            services.insert(st.series[block.series as usize].service);
         })?;
-        let span = st.span_record(&span_id)?;
+        Ok(OwnSamples {
+            value,
+            period,
+            services,
+            profile_type: r.profile_type,
+        })
+    }
+
+    /// `span`'s coverage from its own samples, its own time (`parts`) and the windows of
+    /// the profiles of `services` around it.
+    fn coverage_of(
+        &self,
+        st: &State,
+        span: &SpanRecord,
+        parts: &[(u64, u64)],
+        mut own: OwnSamples,
+        services: &[&str],
+    ) -> Result<Coverage, StoreError> {
+        let self_ns: u64 = parts.iter().map(|(a, b)| b - a).sum();
         let (mut covered_ns, mut between_windows) = (None, false);
-        if period.is_none() {
+        if own.period.is_none() {
             // No samples: the period of the service's profiles that cover the span, and how
-            // much of it they cover, tell "no CPU used" from "too short to be sampled".
-            if let Some(span) = &span {
+            // much of its own time they cover, tell "no CPU used" from "too short to be
+            // sampled".
+            let mut windows = Vec::new();
+            for service in services {
                 let around = Selection {
-                    service: Some(span.service.clone()),
-                    profile_type: Some(r.profile_type.to_string()),
+                    service: Some((*service).to_owned()),
+                    profile_type: Some(own.profile_type.to_string()),
                     from_ns: span.start_ns as i64,
                     to_ns: span.end_ns.max(span.start_ns + 1) as i64,
                     overlapping: true,
                     ..Default::default()
                 };
                 let covering = st.resolve(&around)?;
-                if let Some((index, b)) = covering.blocks.first() {
-                    period = self.block_period(index, *b)?;
+                if let Some((index, b)) = covering.blocks.first().filter(|_| own.period.is_none()) {
+                    own.period = self.block_period(index, *b)?;
                 }
-                let windows = covering.blocks.iter().map(|(index, b)| {
+                windows.extend(covering.blocks.iter().map(|(index, b)| {
                     let m = &index.blocks[*b as usize];
                     (m.time_ns, m.duration_ns)
-                });
-                covered_ns = Some(covered(span.start_ns, span.end_ns, windows));
-                if covered_ns == Some(0) {
+                }));
+                if windows.is_empty() && self_ns > 0 {
                     // The period of the windows around it, if it fell between two.
-                    let before = self.window_before(&st, &around, span)?;
-                    between_windows = before.is_some();
-                    if let Some((index, b)) = before.filter(|_| period.is_none()) {
-                        period = self.block_period(&index, b)?;
+                    if let Some((index, b)) = self.window_before(st, &around, span)? {
+                        between_windows = true;
+                        if own.period.is_none() {
+                            own.period = self.block_period(&index, b)?;
+                        }
                     }
                 }
             }
+            covered_ns = Some(covered(parts, windows.into_iter()));
+            between_windows &= covered_ns == Some(0);
         }
-        let t = &r.profile_type;
-        // Samples in sampling ticks: a value in the period's unit counts value / period ticks
-        // (Go CPU: ns / 10 ms); counts are ticks already.
-        let samples = match period {
-            Some(p) if p > 0 && t.sample_unit == t.period_unit => (value / p) as u64,
-            _ => value.max(0) as u64,
-        };
-        let duration_ns = span.as_ref().map(SpanRecord::duration_ns);
+        let t = &own.profile_type;
         // Only time periods turn a duration into a number of possible samples.
-        let time_period = period.filter(|&p| p > 0 && t.period_unit == "nanoseconds");
+        let time_period = own
+            .period
+            .filter(|&p| p > 0 && t.period_unit == "nanoseconds");
         let possible_samples = covered_ns
-            .or(duration_ns)
+            .or(Some(self_ns))
             .zip(time_period)
             .map(|(d, p)| d as f64 / p as f64);
         Ok(Coverage {
-            samples,
-            value,
-            duration_ns,
-            period,
+            samples: own.ticks(),
+            value: own.value,
+            duration_ns: Some(span.duration_ns()),
+            self_ns: Some(self_ns),
+            period: own.period,
             possible_samples,
             covered_ns,
             between_windows,

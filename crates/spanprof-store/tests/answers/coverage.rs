@@ -1,6 +1,7 @@
 //! `span_coverage`: what a span got (samples, value) against what its duration allows
 //! (duration / period), for a busy span, spans without samples and one shorter than a period.
 
+use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::fixture::*;
@@ -20,6 +21,30 @@ fn busiest(c: &Copy) -> &spanprof_store::spans::SpanRecord {
         .unwrap()
 }
 
+/// `span`'s duration less the time its children among `spans` ran in it: between each two
+/// boundaries (its own and its children's), whether no child runs.
+fn own_time(span: &SpanRecord, spans: &[SpanRecord]) -> u64 {
+    let children: Vec<&SpanRecord> = spans
+        .iter()
+        .filter(|c| c.parent_span_id == Some(span.span_id))
+        .collect();
+    let mut cuts: Vec<u64> = children
+        .iter()
+        .flat_map(|c| [c.start_ns, c.end_ns])
+        .chain([span.start_ns, span.end_ns])
+        .filter(|t| (span.start_ns..=span.end_ns).contains(t))
+        .collect();
+    cuts.sort_unstable();
+    cuts.windows(2)
+        .filter(|w| {
+            !children
+                .iter()
+                .any(|c| c.start_ns <= w[0] && w[1] <= c.end_ns)
+        })
+        .map(|w| w[1] - w[0])
+        .sum()
+}
+
 #[test]
 fn span_coverage_of_a_busy_span() {
     let c = Copy::new(0, 0, 1);
@@ -32,14 +57,63 @@ fn span_coverage_of_a_busy_span() {
     assert_eq!(got.value, want.cpu_ns);
     assert_eq!(got.duration_ns, Some(duration));
     assert_eq!(got.period, Some(PERIOD_NS));
-    assert_eq!(
-        got.possible_samples,
-        Some(duration as f64 / PERIOD_NS as f64)
-    );
+    // Its own time: outside its children.
+    let own = own_time(span, &c.spans);
+    assert_eq!(got.self_ns, Some(own));
+    assert_eq!(got.possible_samples, Some(own as f64 / PERIOD_NS as f64));
     // Same span under the count type: the value is the number of ticks.
     let counted = store.span_coverage(span.span_id, Some(COUNT_TYPE)).unwrap();
     assert_eq!(counted.value, want.ticks);
     assert_eq!(counted.possible_samples, got.possible_samples);
+}
+
+/// A parent is measured by its own time: the time its children ran is theirs (a parent
+/// waiting for them is not sampled), and counting it made a parent with 1 ms of its own read
+/// "no CPU used" against 10 possible samples.
+#[test]
+fn span_coverage_counts_a_parents_own_time_only() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let like = c.span(IDLE);
+    let start = like.start_ns + SEC as u64;
+    let span = |tag: u8, parent: Option<[u8; 8]>, from_ms: u64, to_ms: u64| SpanRecord {
+        span_id: [tag, 0x0f, 0x5e, 0, 0, 0, 0, 1],
+        parent_span_id: parent,
+        start_ns: start + from_ms * MS as u64,
+        end_ns: start + to_ms * MS as u64,
+        ..like.clone()
+    };
+    let parent = span(0xa0, None, 0, 100);
+    // Two overlapping children, one past the parent's end: 1-100 ms is theirs.
+    let children = [
+        span(0xa1, Some(parent.span_id), 1, 96),
+        span(0xa2, Some(parent.span_id), 90, 120),
+    ];
+    let mut spans = vec![parent.clone()];
+    spans.extend(children.iter().cloned());
+    store.ingest(&[], spans.clone()).unwrap();
+    assert_eq!(own_time(&parent, &spans), MS as u64);
+    let got = store.span_coverage(parent.span_id, None).unwrap();
+    assert_eq!(
+        got,
+        Coverage {
+            samples: 0,
+            value: 0,
+            duration_ns: Some(100 * MS as u64),
+            self_ns: Some(MS as u64),
+            period: Some(PERIOD_NS),
+            possible_samples: Some(0.1),
+            covered_ns: Some(MS as u64),
+            between_windows: false,
+        }
+    );
+    // Many at once read the trace once and agree with one at a time.
+    let all = store.span_coverages(&spans, None).unwrap();
+    assert_eq!(all[0], got);
+    for (child, c) in children.iter().zip(&all[1..]) {
+        assert_eq!(c, &store.span_coverage(child.span_id, None).unwrap());
+        assert_eq!(c.self_ns, Some(child.duration_ns()));
+    }
 }
 
 /// `samples` is what `possible_samples` (duration / period, in ticks of one busy thread) is
@@ -84,6 +158,7 @@ fn span_coverage_of_a_span_shorter_than_the_period() {
             samples: 1,
             value: PERIOD_NS,
             duration_ns: Some(SHORTEST_LIGHT_NS),
+            self_ns: Some(SHORTEST_LIGHT_NS),
             period: Some(PERIOD_NS),
             possible_samples: Some(0.4),
             covered_ns: None,
@@ -113,6 +188,7 @@ fn span_coverage_of_spans_without_samples() {
                 samples: 0,
                 value: 0,
                 duration_ns: Some(duration),
+                self_ns: Some(duration),
                 period: Some(PERIOD_NS),
                 possible_samples: Some(possible),
                 covered_ns: Some(duration),
@@ -202,6 +278,7 @@ fn span_coverage_of_a_span_between_two_windows() {
             samples: 0,
             value: 0,
             duration_ns: Some(100 * MS as u64),
+            self_ns: Some(100 * MS as u64),
             period: Some(PERIOD_NS),
             possible_samples: Some(0.0),
             covered_ns: Some(0),
@@ -253,4 +330,33 @@ fn span_coverage_in_a_window_without_samples() {
     // Nothing to draw, and the service and its types are listed.
     assert_eq!(cpu(&store, &Selection::default()), 0);
     assert!(store.services(0, 0).contains(&SERVICE.to_owned()));
+}
+
+/// Profiles scraped under another name than the tracer gives the service: a span without
+/// samples is measured against the windows of the services that hold the samples of the
+/// other spans of its service asked about with it (they were "no profile covers the span").
+#[test]
+fn span_coverage_of_a_service_profiled_under_another_name() {
+    let mut c = Copy::new(0, 0, 1);
+    for s in &mut c.spans {
+        s.service = "checkout".into();
+    }
+    let (_dir, store) = store_with(&c);
+    let (busy, idle) = (busiest(&c).clone(), c.span(IDLE).clone());
+    let alone = store.span_coverage(idle.span_id, None).unwrap();
+    assert_eq!(
+        (alone.covered_ns, alone.period, alone.possible_samples),
+        (Some(0), None, None),
+        "nothing is profiled as checkout"
+    );
+    let both = store.span_coverages(&[busy, idle], None).unwrap();
+    assert!(both[0].value > 0);
+    assert_eq!(
+        (both[1].covered_ns, both[1].period, both[1].possible_samples),
+        (
+            Some(IDLE_NS),
+            Some(PERIOD_NS),
+            Some(IDLE_NS as f64 / PERIOD_NS as f64)
+        )
+    );
 }

@@ -39,10 +39,9 @@ pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
     if c.value > 0 {
         return SAMPLED;
     }
-    let (unwatched, mostly_unwatched) = match (c.covered_ns, c.duration_ns) {
-        (Some(covered), Some(duration)) if covered < duration => {
-            (Some(covered), covered < duration / 2)
-        }
+    // Against its own time: what its children ran is theirs.
+    let (unwatched, mostly_unwatched) = match (c.covered_ns, c.self_ns) {
+        (Some(covered), Some(own)) if covered < own => (Some(covered), covered < own / 2),
         _ => (None, false),
     };
     match c.possible_samples {
@@ -81,9 +80,26 @@ impl CoverageOf {
         })
     }
 
-    /// The span as JSON with its own samples (children excluded) and coverage.
-    fn span_json(&self, store: &Store, span: &SpanRecord) -> Result<Map<String, Value>, ApiError> {
-        let c = store.span_coverage(span.span_id, self.profile_type.as_deref())?;
+    /// The spans as JSON, each with its own samples (children excluded) and coverage.
+    fn spans_json(
+        &self,
+        store: &Store,
+        spans: &[SpanRecord],
+    ) -> Result<Vec<Map<String, Value>>, ApiError> {
+        let coverages = store.span_coverages(spans, self.profile_type.as_deref())?;
+        spans
+            .iter()
+            .zip(coverages)
+            .map(|(span, c)| self.span_json(store, span, &c))
+            .collect()
+    }
+
+    fn span_json(
+        &self,
+        store: &Store,
+        span: &SpanRecord,
+        c: &Coverage,
+    ) -> Result<Map<String, Value>, ApiError> {
         let attributes: Map<String, Value> = span
             .attributes
             .iter()
@@ -99,13 +115,14 @@ impl CoverageOf {
             "status_code": span.status_code,
             "start_ns": span.start_ns.to_string(),
             "duration_ns": span.duration_ns(),
+            "self_ns": c.self_ns,
             "total": c.value,
             "samples": c.samples,
             "possible_samples": c.possible_samples,
             "covered_ns": c.covered_ns,
             "period": c.period,
             "has_samples": store.has_samples(&span.span_id)?,
-            "coverage": verdict(&c, self.cpu),
+            "coverage": verdict(c, self.cpu),
             "attributes": attributes,
         });
         let Value::Object(map) = v else {
@@ -166,11 +183,11 @@ pub async fn search(
     let profile_type = type_param(&p)?;
     let spans = blocking(&app, move |store| {
         let coverage = CoverageOf::new(store, profile_type)?;
-        store
-            .search_spans(&q)?
-            .iter()
-            .map(|s| coverage.span_json(store, s).map(Value::Object))
-            .collect::<Result<Vec<Value>, ApiError>>()
+        Ok(coverage
+            .spans_json(store, &store.search_spans(&q)?)?
+            .into_iter()
+            .map(Value::Object)
+            .collect::<Vec<Value>>())
     })
     .await?;
     Ok(axum::Json(json!({ "spans": spans })).into_response())
@@ -215,8 +232,10 @@ pub async fn trace(
         let (mut total, mut samples) = (0i64, 0u64);
         let shown = records.len().min(crate::api::MAX_TRACE_SPANS);
         let mut spans = Vec::with_capacity(shown);
-        for s in &records[..shown] {
-            let mut span = coverage.span_json(store, s)?;
+        for (s, mut span) in records
+            .iter()
+            .zip(coverage.spans_json(store, &records[..shown])?)
+        {
             total += span["total"].as_i64().unwrap_or(0);
             samples += span["samples"].as_u64().unwrap_or(0);
             span.insert("offset_ns".into(), (s.start_ns - start).into());
@@ -225,13 +244,13 @@ pub async fn trace(
         }
         // The trace's samples in spans that are not stored (never received, or sent without
         // their trace's other spans): in the trace's flame graph, in no span's total.
-        let whole = store
-            .flame_graph(&Selection {
-                profile_type: coverage.profile_type.clone(),
-                ..whole
-            })?
-            .1
-            .value_selected;
+        let whole = Selection {
+            profile_type: coverage.profile_type.clone(),
+            ..whole
+        };
+        // What the totals are in, for clients to word them ("of CPU", "goroutines").
+        let resolved = store.profile_type_of(&whole)?;
+        let whole = store.flame_graph(&whole)?.1.value_selected;
         let unknown_spans_total = if shown < records.len() {
             Value::Null
         } else {
@@ -245,6 +264,8 @@ pub async fn trace(
             "trace_id": id,
             "start_ns": start.to_string(),
             "duration_ns": end.saturating_sub(start),
+            "profile_type": resolved.as_ref().map(ToString::to_string),
+            "unit": resolved.as_ref().map(|t| t.sample_unit.as_str()),
             "total": total,
             "samples": samples,
             "unknown_spans_total": unknown_spans_total,
@@ -346,6 +367,7 @@ mod tests {
             samples: 0,
             value: 0,
             duration_ns: Some(duration_ms * MS),
+            self_ns: Some(duration_ms * MS),
             period: Some(period as i64),
             possible_samples: Some(watched as f64 / period as f64),
             covered_ns: covered_ms.map(|c| c * MS),
@@ -385,5 +407,13 @@ mod tests {
         };
         assert_eq!(verdict(&between, true), PARTLY_PROFILED);
         assert_eq!(verdict(&coverage(200, Some(200)), false), NO_SAMPLES);
+        // A parent whose children ran all but 5 ms of its 200: its own time is short, and
+        // profiles watched all of it.
+        let parent = Coverage {
+            self_ns: Some(5_000_000),
+            possible_samples: Some(0.5),
+            ..coverage(200, Some(5))
+        };
+        assert_eq!(verdict(&parent, true), TOO_SHORT);
     }
 }
