@@ -55,6 +55,22 @@ def ingest_hostile(base, now):
         assert r.status == 200, r.status
 
 
+def send_span(base, now):
+    """One 200 ms server span over OTLP/HTTP JSON, ended a second ago; returns its trace id."""
+    trace, span = "7e" * 16, "5a" * 8
+    end = (int(now) - 1) * 10**9
+    body = json.dumps({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": trace, "spanId": span, "name": "GET /orders", "kind": 2,
+            "startTimeUnixNano": str(end - 200 * 10**6), "endTimeUnixNano": str(end)}]}]}]}).encode()
+    req = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.status
+    return trace, span
+
+
 def browser(args):
     opts = webdriver.ChromeOptions()
     opts.binary_location = args.chromium
@@ -148,6 +164,12 @@ def run(c, args):
     c.shot("empty")
     c.open(args.empty_base, "#/explore")
     c.wait("explore's no-data notice", lambda: "No data yet" in c.text())
+    # A span on a server without any profile: waiting will not bring its samples.
+    trace, span = send_span(args.empty_base, args.now)
+    c.open(args.empty_base, "#/trace?" + urllib.parse.urlencode({"trace": trace, "span": span}))
+    c.wait("the unprofiled span's notice", lambda: "No samples in this span" in c.text())
+    assert "No profile is stored at all" in c.text(), c.text()
+    assert "Reload" not in c.text(), c.text()
 
     # 2. Traces search: the slowest GET /cpu-heavy span comes first; open the slowest sampled.
     c.open(args.base, "#/traces?" + urllib.parse.urlencode({"service": "goapp", "name": "GET /cpu-heavy"}))

@@ -43,26 +43,45 @@ function endedSecondsAgo(span) {
   return (Date.now() - endMs) / 1000;
 }
 
-/** What a span's coverage verdict means, for a span whose flame graph is empty. */
-export function coverageNotice(span) {
+/** The span's own time (outside its child spans, whose samples are theirs), in ns. */
+function ownNs(span) {
+  return span.self_ns != null ? Number(span.self_ns) : Number(span.duration_ns);
+}
+
+/** "The span lasted 320 ms", or, when its children took part of it, "Outside its child
+ * spans, the span ran 8 ms of its 320 ms". */
+function ranFor(span) {
+  return ownNs(span) < Number(span.duration_ns)
+    ? `Outside its child spans, the span ran ${units.duration(ownNs(span))} of its ${units.duration(span.duration_ns)}`
+    : `The span lasted ${units.duration(span.duration_ns)}`;
+}
+
+/** What a span's coverage verdict means, for a span whose flame graph is empty; `profiled`:
+ * whether the server holds any profile at all (else nothing will arrive by waiting). */
+export function coverageNotice(span, profiled = true) {
   const verdict = span.coverage;
   const period = span.period ? units.duration(span.period) : "the sampling period";
   const lines = {
-    "shorter than the sampling period": `The span lasted ${units.duration(span.duration_ns)}, shorter than ` +
+    "shorter than the sampling period": `${ranFor(span)}, shorter than ` +
       `the sampling period (${period}): a profiler takes one sample per period, so a span this short ` +
       "is usually missed. Look at many such spans together (Explore with the span name).",
-    "no CPU used": `The span lasted ${units.duration(span.duration_ns)} (${span.possible_samples != null
+    "no CPU used": `${ranFor(span)} (${span.possible_samples != null
       ? `${span.possible_samples.toFixed(1)} sampling periods of ${period}` : "several sampling periods"}) ` +
       "without a CPU sample: most likely it was waiting (I/O, locks, other services), not computing, " +
       "or its process did not get a CPU. Its child spans may show where the time went.",
     "no samples": "This profile type has no sample naming the span.",
     "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
       "profiler leaves short gaps between its windows, and the profiles cover " +
-      (span.covered_ns != null ? `only ${units.duration(span.covered_ns)} of its ${units.duration(span.duration_ns)}`
+      (span.covered_ns != null ? `only ${units.duration(span.covered_ns)} of its ${units.duration(ownNs(span))}` +
+        (ownNs(span) < Number(span.duration_ns) ? " outside its child spans" : "")
         : "too little of it") +
       ", too little to tell whether it computed or waited. Its neighbours in the trace, or a push " +
       "profiler, tell more.",
-    "no profile covers the span": endedSecondsAgo(span) < 120
+    "no profile covers the span": !profiled
+      ? "No profile is stored at all: spanprof gets the samples from a profiler, which it pulls " +
+        "(spanprof serve --scrape name=http://host:6060 for a Go service's /debug/pprof) or which " +
+        "pushes to it (a Pyroscope SDK to /ingest, an OpenTelemetry profiler over OTLP)."
+      : endedSecondsAgo(span) < 120
       ? `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ago, and the profile of the ` +
         "time it ran has not arrived yet: a scraped CPU profile comes at the end of its window (15 s by " +
         "default). Reload in a few seconds."
@@ -125,7 +144,7 @@ export class TracesView {
         el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
         el("td", { class: "num" }, s.total ? units.duration(s.total) : "–"),
-        el("td", { class: "num", title: "samples taken / sampling periods the span lasted " +
+        el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans " +
           "(a busy span gets about one a period, give or take one: sampling is random)" },
           `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
         el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
@@ -172,6 +191,16 @@ export class TraceView {
         return;
       }
       if (params.trace !== this.traceId) return;
+      // A trace without samples on a server without profiles: say so, not "reload".
+      this.profiled = true;
+      if (!this.trace.total) {
+        try {
+          this.profiled = (await api.get("services")).services.length > 0;
+        } catch {
+          // Unknown: the notices keep their usual wording.
+        }
+        if (params.trace !== this.traceId) return;
+      }
       this.drawTrace();
     }
     if (!this.trace) return;
@@ -182,10 +211,11 @@ export class TraceView {
     const t = this.trace;
     replace(this.head, el("h1", {}, "Trace ", el("code", {}, t.trace_id)),
       el("p", { class: "muted" }, `${units.timestamp(t.start_ns)} · ${units.duration(t.duration_ns)} · ` +
-        `${plural(t.spans.length, "span")} · ${units.duration(t.total)} of CPU in ` +
-        `${plural(t.samples, "sample")}` +
+        `${plural(t.spans.length, "span")} · ` +
+        (t.total ? `${units.headline(t.total, t.profile_type, t.unit)} in ${plural(t.samples, "sample")}`
+          : "no samples") +
         (t.unknown_spans_total > 0
-          ? ` · ${units.duration(t.unknown_spans_total)} more in spans of the trace that were not received ` +
+          ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
           : "")),
       el("a", { href: "#/traces" }, "← back to the search"));
@@ -197,12 +227,12 @@ export class TraceView {
       const row = el("div", { class: "wf-row", dataset: { spanId: s.span_id }, tabindex: 0,
         onclick: () => this.nav.patch({ span: s.span_id, zoom: "", search: "" }) },
       el("div", { class: "wf-label", style: { paddingLeft: `${s.depth * 14 + 4}px` } },
-        el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has CPU samples" : s.coverage },
+        el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
           s.total > 0 ? "●" : "○"),
         el("span", { class: "wf-service" }, s.service), " ", el("span", { class: "wf-name" }, s.name)),
       el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
       el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
-      el("div", { class: "num wf-cpu" }, s.total ? units.duration(s.total) : "–"));
+      el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
       this.rows.set(s.span_id, row);
       return row;
     }));
@@ -213,7 +243,7 @@ export class TraceView {
     const span = this.trace.spans.find((s) => s.span_id === params.span);
     if (!span) {
       this.panelBox.hidden = true;
-      replace(this.spanHead, el("p", { class: "muted" }, "Click a span to open its flame graph (● = has CPU samples)."));
+      replace(this.spanHead, el("p", { class: "muted" }, "Click a span to open its flame graph (● = has samples)."));
       return;
     }
     const children = params.children === "1";
@@ -229,7 +259,7 @@ export class TraceView {
     this.panelBox.hidden = false;
     this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
       include_child_spans: children ? "true" : "" }, params, children
-      ? notice("empty", "No samples in this span or its children", coverageNotice(span).lastChild)
-      : coverageNotice(span));
+      ? notice("empty", "No samples in this span or its children", coverageNotice(span, this.profiled).lastChild)
+      : coverageNotice(span, this.profiled));
   }
 }
