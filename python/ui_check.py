@@ -259,6 +259,23 @@ def run(c, args):
                                        "no profile covers the span"]), c.text()
     c.shot("span-without-samples")
 
+    # 10b. The span's type picker offers the types of its samples; choosing one shows its
+    # flame graph and the trace's totals in it.
+    c.open(args.base, "#/trace?" + urllib.parse.urlencode({"trace": args.trace, "span": args.span}))
+    c.wait("the span's type picker", lambda: c.shown("select[name=type]"))
+    options = [o.get_attribute("value") for o in c.css("select[name=type] option")]
+    assert len(options) >= 2 and all(":" in o for o in options), options
+    assert not any("alloc" in o or "inuse" in o for o in options), options
+    counted = [o for o in options if o.split(":")[1] == "samples"]
+    assert counted, options
+    c.css(f"select[name=type] option[value='{counted[0]}']")[0].click()
+    c.wait("type= in the URL", lambda: "type=" in d.current_url)
+    c.wait("the span's sample count", lambda: c.flame_loaded() and c.shown(".summary")
+           and c.shown(".summary")[0].text.endswith(" samples"))
+    c.wait("the trace's totals in samples", lambda: "of CPU" not in c.shown(".trace-head")[0].text
+           and " samples" in c.shown(".trace-head")[0].text)
+    c.shot("span-type-samples")
+
     # 11. A trace that is not stored says so, with the way back; a failed request says what
     # failed.
     c.open(args.base, "#/trace?trace=" + "ab" * 16)

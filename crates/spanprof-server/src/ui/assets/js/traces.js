@@ -171,8 +171,10 @@ export class TraceView {
   }
 
   async update(params) {
-    if (params.trace !== this.traceId) {
+    // A span's type picker reloads the trace too: its totals are in the type chosen.
+    if (params.trace !== this.traceId || (params.type || "") !== this.typeShown) {
       this.traceId = params.trace;
+      this.typeShown = params.type || "";
       this.trace = null;
       replace(this.head, el("p", { class: "muted" }, "Loading the trace…"));
       replace(this.waterfall);
@@ -212,8 +214,9 @@ export class TraceView {
     replace(this.head, el("h1", {}, "Trace ", el("code", {}, t.trace_id)),
       el("p", { class: "muted" }, `${units.timestamp(t.start_ns)} · ${units.duration(t.duration_ns)} · ` +
         `${plural(t.spans.length, "span")} · ` +
-        (t.total ? `${units.headline(t.total, t.profile_type, t.unit)} in ${plural(t.samples, "sample")}`
-          : "no samples") +
+        // Counted types count samples already ("42 samples", "252 goroutines").
+        (t.total ? units.headline(t.total, t.profile_type, t.unit) +
+          (t.unit === "count" ? "" : ` in ${plural(t.samples, "sample")}`) : "no samples") +
         (t.unknown_spans_total > 0
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
@@ -238,6 +241,24 @@ export class TraceView {
     }));
   }
 
+  /** Fills the span's type picker with the types of its samples; shown when there is a
+   * choice (or a type was asked for). */
+  async fillTypes(select, label, span, params) {
+    let summary;
+    try {
+      ({ summary } = await api.get("flamegraph", { span_id: span.span_id, type: params.type,
+        include_child_spans: params.children === "1" ? "true" : "", max_nodes: 1 }));
+    } catch {
+      return; // The panel's own request reports what went wrong.
+    }
+    const ids = summary.types_available || [];
+    replace(select, ids.map((id) => {
+      const [name, sampleType, unit] = id.split(":");
+      return el("option", { value: id, selected: id === summary.profile_type }, `${name} · ${sampleType} (${unit})`);
+    }));
+    label.hidden = ids.length < 2 && !params.type;
+  }
+
   select(params) {
     for (const [id, row] of this.rows) row.classList.toggle("selected", id === params.span);
     const span = this.trace.spans.find((s) => s.span_id === params.span);
@@ -247,11 +268,17 @@ export class TraceView {
       return;
     }
     const children = params.children === "1";
+    // The types of the span's own samples (a span has no heap profile), filled once known.
+    const types = el("select", { name: "type", "aria-label": "profile type",
+      onchange: () => this.nav.patch({ type: types.value, zoom: "", search: "" }) });
+    const typeLabel = el("label", {}, " · Type ", types);
+    typeLabel.hidden = true;
+    this.fillTypes(types, typeLabel, span, params);
     const toggle = el("input", { type: "checkbox", class: "children-toggle", checked: children,
       onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
       `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
-    el("label", { class: "switch" }, toggle, " include child spans"), " · ",
+    el("label", { class: "switch" }, toggle, " include child spans"), typeLabel, " · ",
     el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
       a: span.span_id, ...(children ? { children: "1" } : {}) })}` }, `compare with every ${span.name} span`), " · ",
     el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "slow", service: span.service,
