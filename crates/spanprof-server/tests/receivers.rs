@@ -293,6 +293,14 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
             "{path}: the message {text:?} does not mention {mentions:?}"
         );
     }
+    // A body neither protobuf nor JSON is answered in text.
+    let (status, text) = server.post(
+        "/v1/traces",
+        &[("content-type", "application/x-www-form-urlencoded")],
+        b"a=b",
+    );
+    assert_eq!(status, 415);
+    assert!(text.starts_with("Content-Type \""), "{text:?}");
     // A v1.9-numbered payload is refused with the reason, not misread.
     let mut v19 = Vec::new();
     // ProfilesData{resource_profiles{scope_profiles{profiles{samples{stack_index:1, values(field 2, packed):[5], attribute_indices(field 3, packed):[1]}}}}}

@@ -157,8 +157,13 @@ async fn profiles(
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let json = is_json(&headers);
+    if let Err(r) = check_content_type(&headers) {
+        r.record(&app, "otlp_profiles");
+        // Neither protobuf nor JSON: the message as text, not in a format the client
+        // did not send.
+        return r.into_response();
+    }
     let answer = async {
-        check_content_type(&headers)?;
         let raw = payload(&headers, body?, &app.config.limits)?;
         let response = ingest_profiles(&app, raw, json, "otlp_profiles").await?;
         let json_body = match &response.partial_success {
@@ -181,8 +186,13 @@ async fn traces(
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
     let json = is_json(&headers);
+    if let Err(r) = check_content_type(&headers) {
+        r.record(&app, "otlp_traces");
+        // Neither protobuf nor JSON: the message as text, not in a format the client
+        // did not send.
+        return r.into_response();
+    }
     let answer = async {
-        check_content_type(&headers)?;
         let raw = payload(&headers, body?, &app.config.limits)?;
         let response = ingest_traces(&app, raw, json, "otlp_traces").await?;
         Ok::<_, Rejection>(reply(
