@@ -520,6 +520,22 @@ fn flame_of_one_span_matches_go_tool_pprof() {
             assert_eq!(got, want, "{selector} {id} on {}: stacks", input.display());
         }
     }
+    // The SVG's heading names the selection, as the server's /api/v1/svg does.
+    let (selector, _, id) = &cases[0];
+    let run = spanprof([
+        "flame".as_ref(),
+        orig.as_os_str(),
+        selector.as_ref(),
+        id.as_ref(),
+        "--format".as_ref(),
+        "svg".as_ref(),
+    ]);
+    run.assert_no_panic().assert_success();
+    assert!(
+        run.stdout.contains(&format!("span {id} · ")),
+        "{}",
+        &run.stdout[..run.stdout.len().min(600)]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

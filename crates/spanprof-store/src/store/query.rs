@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 
 use hashbrown::{HashMap, HashSet};
+use spanprof_format::link::to_hex;
 use spanprof_format::pprof;
 use spanprof_format::profile_type::ProfileTypeId;
 
@@ -45,6 +46,43 @@ pub struct Selection {
     /// Count every profile whose window overlaps the time range, not only those taken in it
     /// (what covered a span's time). Selections of spans or a trace always do.
     pub overlapping: bool,
+}
+
+impl Selection {
+    /// What the selection shows, for an image's heading: service, spans or trace, span
+    /// name, then the type (`goapp · span 79141fc6e5920f9a and its children ·
+    /// process_cpu:cpu:…`).
+    pub fn describe(&self, profile_type: &str) -> String {
+        let sel = self;
+        let mut parts: Vec<String> = Vec::new();
+        parts.extend(sel.service.clone());
+        let children = if sel.include_child_spans {
+            " and their children"
+        } else {
+            ""
+        };
+        match sel.span_ids.as_slice() {
+            [] => {}
+            [one] => parts.push(format!(
+                "span {}{}",
+                to_hex(one),
+                if sel.include_child_spans {
+                    " and its children"
+                } else {
+                    ""
+                }
+            )),
+            many => parts.push(format!("{} spans{children}", many.len())),
+        }
+        if let Some(t) = &sel.trace_id {
+            parts.push(format!("trace {}", to_hex(t)));
+        }
+        if let Some(name) = sel.span_filter.as_ref().and_then(|f| f.name.as_ref()) {
+            parts.push(format!("{name:?} spans{children}"));
+        }
+        parts.push(profile_type.to_owned());
+        parts.join(" · ")
+    }
 }
 
 /// Spans chosen by name and duration rather than by id.

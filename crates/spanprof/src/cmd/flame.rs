@@ -150,11 +150,19 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Format::Json => tree.to_nested_json(),
         Format::Svg => {
             let used = summary.used_types.first().cloned().unwrap_or_default();
+            // The heading names what was selected, as the server's /api/v1/svg does.
+            let shown = Selection {
+                service: args.service.clone(),
+                span_ids: selector.span_ids.clone(),
+                trace_id: selector.trace_id,
+                include_child_spans: args.include_child_spans,
+                ..Default::default()
+            };
             render_svg(
                 &tree,
                 &SvgOptions {
                     unit: used.sample_unit.clone(),
-                    profile_type: used.to_string(),
+                    profile_type: shown.describe(&used.to_string()),
                     ..Default::default()
                 },
             )

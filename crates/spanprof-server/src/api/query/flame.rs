@@ -184,39 +184,6 @@ pub async fn top(
     Ok(axum::Json(body).into_response())
 }
 
-/// What an image shows, for its heading: service, spans or trace, span name, then the type
-/// (`goapp · span 79141fc6e5920f9a and its children · process_cpu:cpu:…`).
-fn heading(sel: &spanprof_store::store::Selection, profile_type: &str) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    parts.extend(sel.service.clone());
-    let children = if sel.include_child_spans {
-        " and their children"
-    } else {
-        ""
-    };
-    match sel.span_ids.as_slice() {
-        [] => {}
-        [one] => parts.push(format!(
-            "span {}{}",
-            spanprof_format::link::to_hex(one),
-            if sel.include_child_spans {
-                " and its children"
-            } else {
-                ""
-            }
-        )),
-        many => parts.push(format!("{} spans{children}", many.len())),
-    }
-    if let Some(t) = &sel.trace_id {
-        parts.push(format!("trace {}", spanprof_format::link::to_hex(t)));
-    }
-    if let Some(name) = sel.span_filter.as_ref().and_then(|f| f.name.as_ref()) {
-        parts.push(format!("{name:?} spans{children}"));
-    }
-    parts.push(profile_type.to_owned());
-    parts.join(" · ")
-}
-
 /// `GET /api/v1/svg`: the selection's flame graph as a standalone SVG image (the same
 /// drawing as `spanprof flame --format svg`), to save or to put in a document. Names are
 /// escaped as XML text and the image has no script.
@@ -231,7 +198,7 @@ pub async fn svg(
         q.check_type(store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let used = summary.used_types.first().cloned().unwrap_or_default();
-        let mut title = heading(&q.selection, &used.to_string());
+        let mut title = q.selection.describe(&used.to_string());
         if let Some(n) = averaged {
             title.push_str(&format!(" · average of {n} profiles"));
         }

@@ -56,7 +56,7 @@ export function headline(total, profileType, unit) {
     case "alloc_objects": return `${v} objects allocated`;
     case "inuse_space": return `${v} in use`;
     case "inuse_objects": return `${v} objects in use`;
-    case "goroutine": case "goroutines": return `${v} goroutines`;
+    case "goroutine": case "goroutines": return `${v} goroutine${Number(total) === 1 ? "" : "s"}`;
     case "contentions": return `${v} ${name === "block" ? "blocking events" : "contentions"}`;
     case "delay": return name === "block" ? `${v} blocked` : `${v} of lock wait`;
     default: break;
