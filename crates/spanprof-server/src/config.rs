@@ -145,13 +145,19 @@ pub struct ForwarderConfig {
 
 impl ForwarderConfig {
     /// A forwarder of profiles and traces with the default batching (256 records or 1 s),
-    /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue.
+    /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue; credentials in
+    /// `endpoint` (`https://user:password@host`) become a basic `authorization` header (and
+    /// stay out of the logs).
     pub fn new(name: impl Into<String>, protocol: ForwardProtocol, endpoint: &str) -> Self {
+        let (endpoint, basic) = split_credentials(endpoint.trim_end_matches('/'));
         ForwarderConfig {
             name: name.into(),
             protocol,
-            endpoint: endpoint.trim_end_matches('/').to_owned(),
-            headers: Vec::new(),
+            endpoint,
+            headers: basic
+                .map(|b| ("authorization".to_owned(), b))
+                .into_iter()
+                .collect(),
             tls: TlsSettings::default(),
             gzip: false,
             profiles: true,
@@ -165,7 +171,53 @@ impl ForwarderConfig {
             queue_max_bytes: 1 << 30,
         }
     }
+
+    /// Whether the forwarder can work as given: a queue that holds a batch, retries that
+    /// wait, a timeout, valid headers with one authorization at most.
+    pub fn check(&self) -> Result<(), String> {
+        if self.queue_max_bytes < MIN_FORWARD_QUEUE_BYTES {
+            return Err(format!(
+                "queue size (queue_size, --forward-queue-size) {} bytes: must be at least \
+                 1MiB (the queue on disk holds the batches waiting for the endpoint)",
+                self.queue_max_bytes
+            ));
+        }
+        if self.retry_max < MIN_RETRY_DELAY {
+            return Err(format!(
+                "longest retry delay (retry_max, --forward-retry-max) {:?}: must be at least \
+                 100ms (retrying faster floods the endpoint and the log while it is down)",
+                self.retry_max
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err("timeout 0s: an export needs some time to answer".into());
+        }
+        if self.batch_max == 0 {
+            return Err("batch size 0: a batch holds one record at least".into());
+        }
+        let mut authorizations = 0;
+        for (k, v) in &self.headers {
+            hyper::header::HeaderName::try_from(k.as_str())
+                .map_err(|e| format!("header {k:?}: {e}"))?;
+            hyper::header::HeaderValue::try_from(v.as_str())
+                .map_err(|e| format!("header {k:?}: {e}"))?;
+            authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
+        }
+        if authorizations > 1 {
+            return Err(
+                "more than one authorization (an authorization header, credentials \
+                 in the endpoint): give one"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
 }
+
+/// Smallest on-disk queue a forwarder may have.
+pub const MIN_FORWARD_QUEUE_BYTES: u64 = 1 << 20;
+/// Shortest longest delay between a forwarder's retries.
+pub const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 
 /// Request size limits, in bytes, and what one profile may hold.
 #[derive(Debug, Clone)]
@@ -322,6 +374,13 @@ impl ScrapeTarget {
     /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),
     /// headers with valid names and values, one authorization at most.
     pub fn check(&self) -> Result<(), String> {
+        if self.service.trim().is_empty() {
+            return Err(
+                "the service name is empty: name the target as its tracer names \
+                 the service"
+                    .into(),
+            );
+        }
         if self.interval < Duration::from_secs(1) {
             return Err(format!(
                 "interval {:?}: must be at least 1s (a CPU window lasts whole seconds)",
@@ -446,6 +505,36 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::split_credentials;
+
+    #[test]
+    fn a_forwarder_is_checked_and_keeps_its_credentials_out_of_the_endpoint() {
+        use super::{ForwardProtocol, ForwarderConfig, ScrapeTarget};
+        let f = ForwarderConfig::new("down", ForwardProtocol::Http, "https://me:s%40fe@h:4318/");
+        assert_eq!(f.endpoint, "https://h:4318");
+        assert_eq!(
+            f.headers,
+            [("authorization".to_owned(), "Basic bWU6c0BmZQ==".to_owned())]
+        );
+        assert!(f.check().is_ok());
+        let refused = |change: &dyn Fn(&mut ForwarderConfig), why: &str| {
+            let mut g = f.clone();
+            change(&mut g);
+            let e = g.check().unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&|g| g.queue_max_bytes = 0, "must be at least 1MiB");
+        refused(
+            &|g| g.retry_max = std::time::Duration::ZERO,
+            "must be at least 100ms",
+        );
+        refused(
+            &|g| g.headers.push(("Authorization".into(), "Bearer x".into())),
+            "more than one authorization",
+        );
+        refused(&|g| g.batch_max = 0, "batch size 0");
+        let e = ScrapeTarget::new(" ", "http://h:6060").check().unwrap_err();
+        assert!(e.contains("the service name is empty"), "{e}");
+    }
 
     #[test]
     fn a_target_given_twice_is_refused() {

@@ -533,7 +533,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         f.batch_max = e.batch_size.unwrap_or(f.batch_max);
         f.batch_age = e.batch_age.unwrap_or(f.batch_age);
         f.retry_max = e.retry_max.unwrap_or(f.retry_max);
+        f.retry_initial = f.retry_initial.min(f.retry_max);
         f.queue_max_bytes = e.queue_size.unwrap_or(f.queue_max_bytes);
+        f.check()
+            .map_err(|m| invalid(format!("exporters {:?}: {m}", f.name)))?;
         base.forward.push(f);
     }
     Ok(base)

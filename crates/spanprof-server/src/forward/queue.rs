@@ -154,16 +154,18 @@ impl DiskQueue {
         if self.log.active_bytes() > self.segment_bytes {
             rotate();
         }
-        let mut dropped = 0;
+        let (mut dropped, mut sealed) = (0, false);
         while self.log.total_bytes() > self.max_bytes {
             let Some(oldest) = self.log.segments().first().cloned() else {
                 break;
             };
             if oldest.active {
-                // Everything is in one segment: seal it so it can go.
-                if !rotate() {
+                // Everything is in one segment: seal it so it can go (once: a new, empty
+                // segment over the size is as small as the queue gets).
+                if sealed || !rotate() {
                     break;
                 }
+                sealed = true;
                 continue;
             }
             if let Err(e) = self.log.delete_segment(oldest.id) {
@@ -312,6 +314,19 @@ mod tests {
         assert!(dropped > 0);
         assert!(q.disk_bytes() <= 3 << 20);
         assert_eq!(q.pending_records() as u64 + dropped, 12);
+    }
+
+    /// A queue smaller than an empty segment (forwarders refuse such a size; the queue
+    /// must not hang on one anyway) drops what it cannot hold and returns: it spun forever,
+    /// sealing and deleting empty segments.
+    #[test]
+    fn a_queue_smaller_than_a_segment_drops_and_returns() {
+        let dir = tempfile::tempdir().unwrap();
+        let (q, _) = DiskQueue::open(dir.path(), 0).unwrap();
+        let dropped = q.append(&[(Signal::Traces, b"span".as_slice())]).unwrap();
+        assert_eq!((dropped, q.pending_records()), (1, 0));
+        let dropped = q.append(&[(Signal::Traces, b"span".as_slice())]).unwrap();
+        assert_eq!((dropped, q.pending_records()), (1, 0));
     }
 
     /// Starting a new segment after an append (here its file name is taken; on a full disk

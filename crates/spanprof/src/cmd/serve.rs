@@ -379,6 +379,10 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
             _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
         }
     }
+    for f in &out {
+        f.check()
+            .map_err(|e| anyhow::anyhow!("forwarder {:?} ({}): {e}", f.name, f.endpoint))?;
+    }
     Ok(out)
 }
 
