@@ -16,7 +16,8 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr, as text or as JSON lines
 /// (`--log-format json`); set the level with RUST_LOG (e.g. RUST_LOG=debug). SIGTERM or
-/// Ctrl-C finishes requests in flight, flushes and exits.
+/// Ctrl-C finishes requests in flight, flushes and exits (within 20 s; a second one exits at
+/// once: acknowledged data is on disk either way).
 ///
 /// Forwarding (`--forward-otlp-grpc`, `--forward-otlp-http`) sends a copy of everything
 /// accepted to other OTLP receivers (Pyroscope, Tempo, Jaeger, a collector, another
@@ -210,7 +211,7 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
     // supervisor, a test) stops it cleanly instead of killing it.
     let signal = {
         let _runtime = runtime.enter();
-        shutdown_signal().context("installing the SIGTERM and SIGINT handlers")?
+        Signals::install().context("installing the SIGTERM and SIGINT handlers")?
     };
     runtime.block_on(async {
         spanprof_server::serve(config, stop_on_signal(signal, stopped_rx), |bound| {
@@ -247,12 +248,12 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
 /// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog: it exits the
-/// process unless `stopped` is closed (the server stopped) within the grace.
-async fn stop_on_signal(
-    signal: impl std::future::Future<Output = ()>,
-    stopped: std::sync::mpsc::Receiver<()>,
-) {
-    signal.await;
+/// process unless `stopped` is closed (the server stopped) within the grace. A second signal
+/// exits at once (an operator who presses Ctrl-C again does not want to wait for a stalled
+/// upload).
+async fn stop_on_signal(mut signals: Signals, stopped: std::sync::mpsc::Receiver<()>) {
+    let first = signals.next().await;
+    tracing::info!(signal = first, "stopping (send it again to exit at once)");
     std::thread::spawn(move || {
         if stopped.recv_timeout(STOP_GRACE) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
             return;
@@ -260,6 +261,14 @@ async fn stop_on_signal(
         tracing::warn!(
             grace_s = STOP_GRACE.as_secs(),
             "still stopping (a slow request in flight): exiting now; acknowledged data is on disk"
+        );
+        std::process::exit(1);
+    });
+    tokio::spawn(async move {
+        let again = signals.next().await;
+        tracing::warn!(
+            signal = again,
+            "a second signal while stopping: exiting now; acknowledged data is on disk"
         );
         std::process::exit(1);
     });
@@ -386,23 +395,42 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
     Ok(out)
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT); the handlers are installed when this is called,
-/// not when the future is first polled.
-fn shutdown_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
+/// SIGTERM and Ctrl-C (SIGINT), their handlers installed when this is made (not when first
+/// awaited).
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate())?;
-        let mut interrupt = signal(SignalKind::interrupt())?;
-        Ok(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = interrupt.recv() => {}
-            }
-        })
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> std::io::Result<Signals> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Signals {
+                term: signal(SignalKind::terminate())?,
+                interrupt: signal(SignalKind::interrupt())?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Signals {})
     }
-    #[cfg(not(unix))]
-    Ok(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
+
+    /// The next signal, named.
+    async fn next(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.term.recv() => "SIGTERM",
+                _ = self.interrupt.recv() => "SIGINT",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
 }

@@ -106,6 +106,28 @@ impl Server {
         log
     }
 
+    /// Sends `signal` (`TERM`, `INT`) to the server.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the server to exit, `within` at most (failed past it, and killed on drop);
+    /// returns its exit status and whole log.
+    pub fn wait_exit(mut self, within: Duration) -> (std::process::ExitStatus, String) {
+        let exit = super::poll("the server's exit", within, || {
+            self.child
+                .try_wait()
+                .unwrap()
+                .ok_or_else(|| "still running".to_owned())
+        });
+        let rest = self.drain.take().unwrap().join().unwrap();
+        (exit, format!("{}{rest}", self.log))
+    }
+
     /// The value of `metric` (name with labels, as in /metrics), 0 when absent.
     pub fn metric(&self, metric: &str) -> f64 {
         let r = super::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();

@@ -1,0 +1,49 @@
+//! Stopping `spanprof serve`: a second SIGTERM or Ctrl-C exits at once, whatever is in
+//! flight (a stalled upload held the first one's drain for its whole grace).
+
+mod support;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use support::process_dir;
+use support::serve::Server;
+
+#[test]
+fn a_second_signal_exits_at_once_while_an_upload_stalls() {
+    let dir = process_dir("shutdown");
+    let server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
+    // An upload that sends its headers and half its body, then nothing.
+    let mut upload = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        upload,
+        "POST /ingest?name=stalled&format=pprof HTTP/1.1\r\nHost: {}\r\n\
+         Content-Length: 1000\r\n\r\n",
+        server.addr
+    )
+    .unwrap();
+    upload.write_all(&[0u8; 500]).unwrap();
+    server.wait_for(
+        "the stalled upload in flight",
+        Duration::from_secs(10),
+        |s| s.metric("spanprof_inflight_bytes") > 0.0,
+    );
+
+    // The first signal waits for the upload (up to its 20 s grace); the second does not.
+    server.signal("TERM");
+    let asked = Instant::now();
+    server.signal("INT");
+    let (exit, log) = server.wait_exit(Duration::from_secs(5));
+    assert!(asked.elapsed() < Duration::from_secs(5));
+    assert_eq!(exit.code(), Some(1), "{log}");
+    assert!(
+        log.contains("stopping (send it again to exit at once)"),
+        "{log}"
+    );
+    assert!(
+        log.contains("a second signal while stopping: exiting now"),
+        "{log}"
+    );
+    drop(upload);
+}
