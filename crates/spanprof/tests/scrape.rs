@@ -24,6 +24,8 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
         format!("missing=http://{}/nothing", live.addr()),
         format!("dead=http://127.0.0.1:{dead_port}"),
         format!("hung=http://{hung_addr}"),
+        // A replica of `live` that is down: its own series, by `instance`.
+        format!("live=http://127.0.0.1:{dead_port}"),
     ];
     let mut args = vec![
         "--scrape-profiles",
@@ -57,12 +59,21 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
             }
         },
     );
-    let live_scrapes = metric("spanprof_scrapes_total", "live");
+    let replica = |name: &str, addr: &str| {
+        server.metric(&format!(
+            "{name}{{target=\"live\",instance=\"{addr}\",profile=\"heap\"}}"
+        ))
+    };
+    let live_addr = live.addr().to_string();
+    let live_scrapes = replica("spanprof_scrapes_total", &live_addr);
     assert!(
         live_scrapes >= 4.0,
         "the live target was scraped {live_scrapes} times while the hung one timed out twice"
     );
-    assert_eq!(metric("spanprof_scrape_up", "live"), 1.0);
+    assert_eq!(replica("spanprof_scrape_up", &live_addr), 1.0);
+    let down = format!("127.0.0.1:{dead_port}");
+    assert_eq!(replica("spanprof_scrape_up", &down), 0.0);
+    assert!(replica("spanprof_scrape_errors_total", &down) >= 1.0);
     assert_eq!(metric("spanprof_scrape_up", "dead"), 0.0);
     assert_eq!(metric("spanprof_scrapes_total", "dead"), 0.0);
 
@@ -123,7 +134,14 @@ fn failing_targets_are_counted_logged_once_and_slow_nothing_else() {
     assert!(warnings("missing")
         .iter()
         .all(|l| l.contains("404 page not found")));
-    assert!(warnings("live").is_empty(), "{:#?}", warnings("live"));
+    // Of `live`, only its down replica's failures.
+    assert!(
+        warnings("live")
+            .iter()
+            .all(|l| l.contains(&format!("url=http://127.0.0.1:{dead_port}/"))),
+        "{:#?}",
+        warnings("live")
+    );
     let back: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("scrape succeeded again") && l.contains("service=dead "))

@@ -112,7 +112,13 @@ async fn scrape_loop(
     let window = cpu.then(|| Duration::from_secs(seconds));
     let url = format!("{}{path}", target.url);
     let headers = request_headers(&target);
-    let labels: [(&'static str, &str); 2] = [("target", &target.service), ("profile", &kind)];
+    // Replicas of one service are targets of one name: `instance` tells them apart, as in
+    // Prometheus.
+    let labels: [(&'static str, &str); 3] = [
+        ("target", &target.service),
+        ("instance", instance_of(&target.url)),
+        ("profile", &kind),
+    ];
     let mut outcomes = Outcomes::new(&app, &target, &url, labels);
     // Heap, allocs, mutex and block count since the program started: each profile is
     // stored as what happened since the one before.
@@ -187,7 +193,7 @@ struct Outcomes<'a> {
     app: &'a AppState,
     target: &'a ScrapeTarget,
     url: &'a str,
-    labels: [(&'static str, &'a str); 2],
+    labels: [(&'static str, &'a str); 3],
     /// Failures in a row.
     failures: u32,
     /// The error last logged for this run of failures.
@@ -201,7 +207,7 @@ impl<'a> Outcomes<'a> {
         app: &'a AppState,
         target: &'a ScrapeTarget,
         url: &'a str,
-        labels: [(&'static str, &'a str); 2],
+        labels: [(&'static str, &'a str); 3],
     ) -> Self {
         Outcomes {
             app,
@@ -230,7 +236,7 @@ impl<'a> Outcomes<'a> {
                 self.failures = 0;
                 self.logged = None;
                 app.metrics.add("spanprof_scrapes_total", labels, 1.0);
-                if labels[1].1 == "cpu" {
+                if labels[2].1 == "cpu" {
                     self.cpu_window(window);
                 }
             }
@@ -264,11 +270,17 @@ impl<'a> Outcomes<'a> {
             tracing::debug!(service = %self.target.service, gap_ms = gap as f64 / 1e6, "CPU window stored");
             self.app.metrics.add(
                 "spanprof_scrape_unprofiled_seconds_total",
-                &[("target", self.labels[0].1)],
+                &self.labels[..2],
                 gap as f64 / 1e9,
             );
         }
     }
+}
+
+/// The `host:port` of a target's URL (its `instance` label).
+fn instance_of(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())]
 }
 
 /// The time a scraped profile covers, in the target's clock (ns since the epoch; 0 when the

@@ -128,12 +128,21 @@ impl Server {
         (exit, format!("{}{rest}", self.log))
     }
 
-    /// The value of `metric` (name with labels, as in /metrics), 0 when absent.
+    /// The value of `metric` (a name with labels, as in /metrics: the first series of the
+    /// name with these labels among its own), 0 when absent.
     pub fn metric(&self, metric: &str) -> f64 {
         let r = super::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
+        let (name, labels) = series_parts(metric);
         String::from_utf8_lossy(&r.body)
             .lines()
-            .find_map(|l| l.strip_prefix(metric)?.strip_prefix(' ')?.parse().ok())
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let (n, has) = series_parts(series);
+                (n == name && labels.iter().all(|l| has.contains(l)))
+                    .then(|| value.parse().ok())
+                    .flatten()
+            })
             .unwrap_or(0.0)
     }
 
@@ -182,6 +191,21 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A series' name and its `k="v"` labels (values without commas, as the tests' are).
+fn series_parts(series: &str) -> (&str, Vec<&str>) {
+    match series.split_once('{') {
+        Some((name, labels)) => (
+            name,
+            labels
+                .trim_end_matches('}')
+                .split(',')
+                .filter(|l| !l.is_empty())
+                .collect(),
+        ),
+        None => (series, Vec::new()),
     }
 }
 
