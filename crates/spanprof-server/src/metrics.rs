@@ -39,7 +39,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_linked_samples_total", "Received samples linked to a span, per receiver."),
     ("spanprof_received_spans_total", "Spans received, per receiver."),
     ("spanprof_rejected_spans_total", "Spans refused (bad ids or times), per receiver."),
-    ("spanprof_rejected_total", "Requests refused, per receiver and reason (the answer said why)."),
+    ("spanprof_rejected_total", "Requests refused, per receiver and reason (the answer said why); receiver=\"store\" counts the profiles the store refused (a request is answered 400, or OTLP's partial_success names them)."),
     ("spanprof_stored_profiles_total", "Profiles written to the store."),
     ("spanprof_stored_samples_total", "Samples written to the store."),
     ("spanprof_stored_spans_total", "Spans written to the store."),

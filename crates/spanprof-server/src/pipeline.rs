@@ -637,16 +637,27 @@ fn store_write(
             metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
             if report.rejected_profiles > 0 {
                 let invalid = report.rejected_profiles - report.limited_profiles;
+                let now = Instant::now();
                 for (reason, n) in [("invalid", invalid), ("limit", report.limited_profiles)] {
-                    if n > 0 {
-                        metrics.add(
-                            "spanprof_rejected_total",
-                            &[("receiver", "store"), ("reason", reason)],
-                            n as f64,
+                    if n == 0 {
+                        continue;
+                    }
+                    metrics.add(
+                        "spanprof_rejected_total",
+                        &[("receiver", "store"), ("reason", reason)],
+                        n as f64,
+                    );
+                    // Once per 10 s and reason at most, as receivers' refusals: a sender
+                    // past a limit repeats at every batch.
+                    if let Some(suppressed) = metrics.refusal_to_log("store", reason, now) {
+                        tracing::warn!(
+                            reason,
+                            problems = ?report.problems,
+                            suppressed,
+                            "profiles refused by the store"
                         );
                     }
                 }
-                tracing::warn!(problems = ?report.problems, "profiles refused by the store");
             }
             Ok(report)
         }
