@@ -340,6 +340,26 @@ impl Pipeline {
             max: cfg.max_bytes,
         });
         let health = Arc::new(Health::default());
+        // Every series an alert may watch exists from the start, at 0: `increase()` of a
+        // series that appears with its first event misses that event.
+        for gauge in [
+            "spanprof_queue_depth",
+            "spanprof_queue_bytes",
+            "spanprof_pipeline_write_failing",
+        ] {
+            metrics.set(gauge, &[], 0.0);
+        }
+        metrics.add("spanprof_pipeline_batches_total", &[], 0.0);
+        if sinks.store.is_some() {
+            for counter in [
+                "spanprof_stored_profiles_total",
+                "spanprof_stored_samples_total",
+                "spanprof_stored_spans_total",
+                "spanprof_store_errors_total",
+            ] {
+                metrics.add(counter, &[], 0.0);
+            }
+        }
         let task = tokio::spawn(batcher(
             sinks,
             cfg,

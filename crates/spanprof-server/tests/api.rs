@@ -978,6 +978,15 @@ fn unknown_paths_say_what_each_listener_serves() {
         metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),
         "{metrics}"
     );
+    // Before any data: the series an alert watches are there, at 0.
+    for series in [
+        "spanprof_store_errors_total 0\n",
+        "spanprof_stored_profiles_total 0\n",
+        "spanprof_queue_depth 0\n",
+        "spanprof_pipeline_write_failing 0\n",
+    ] {
+        assert!(metrics.contains(series), "{series}{metrics}");
+    }
 }
 
 /// The SVG says what it shows (service, span, type) and its values read as durations.

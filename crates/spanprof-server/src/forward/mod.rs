@@ -241,6 +241,20 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
         )
     };
     failing(false);
+    // Its series exist from the start, at 0 (an alert's `increase()` sees the first event).
+    let signals = [("profiles", f.cfg.profiles), ("traces", f.cfg.traces)];
+    for (signal, _) in signals.iter().filter(|(_, on)| *on) {
+        let labels = [("forwarder", name.as_str()), ("signal", *signal)];
+        metrics.add("spanprof_forwarded_records_total", &labels, 0.0);
+        metrics.add("spanprof_forward_failed_total", &labels, 0.0);
+    }
+    for reason in ["rejected", "queue_full"] {
+        metrics.add(
+            "spanprof_forward_dropped_records_total",
+            &[("forwarder", &name), ("reason", reason)],
+            0.0,
+        );
+    }
     loop {
         if *stop.borrow() {
             break;

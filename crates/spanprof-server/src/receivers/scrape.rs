@@ -119,6 +119,10 @@ async fn scrape_loop(
         ("instance", instance_of(&target.url)),
         ("profile", &kind),
     ];
+    // Counted from 0 (an alert's `increase()` sees the first failure).
+    app.metrics.add("spanprof_scrapes_total", &labels, 0.0);
+    app.metrics
+        .add("spanprof_scrape_errors_total", &labels, 0.0);
     let mut outcomes = Outcomes::new(&app, &target, &url, labels);
     // Heap, allocs, mutex and block count since the program started: each profile is
     // stored as what happened since the one before.
