@@ -214,6 +214,9 @@ impl ForwarderConfig {
     }
 }
 
+/// Smallest store segment.
+pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
+
 /// Smallest on-disk queue a forwarder may have.
 pub const MIN_FORWARD_QUEUE_BYTES: u64 = 1 << 20;
 /// Shortest longest delay between a forwarder's retries.
@@ -381,9 +384,10 @@ impl ScrapeTarget {
                     .into(),
             );
         }
-        if self.interval < Duration::from_secs(1) {
+        if self.interval < Duration::from_secs(1) || self.interval.subsec_nanos() != 0 {
             return Err(format!(
-                "interval {:?}: must be at least 1s (a CPU window lasts whole seconds)",
+                "interval {:?}: must be whole seconds, at least 1s (a CPU window lasts \
+                 whole seconds)",
                 self.interval
             ));
         }
@@ -464,6 +468,41 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
 }
 
 impl ServerConfig {
+    /// Refuses settings that cannot work, naming the setting (file key and flag): a body
+    /// limit of 0 refused every request, a retention of 0 deleted data as it came, and a
+    /// segment size of 0 started a segment at every write.
+    pub fn check(&self) -> Result<(), String> {
+        if self.limits.max_body_bytes == 0 || self.limits.max_decompressed_bytes == 0 {
+            return Err(
+                "server.max_body_size and server.max_decompressed_size must not be 0: \
+                 every request would be refused (give a size such as 32MiB)"
+                    .into(),
+            );
+        }
+        if self.retention_age == Some(Duration::ZERO) {
+            return Err(
+                "storage.retention (--retention) 0s would delete the data as it is \
+                 written: give an age such as 7d, or leave it out to keep data whatever its age"
+                    .into(),
+            );
+        }
+        if self.retention_bytes == Some(0) {
+            return Err(
+                "storage.max_size (--max-size) 0 would delete the data as it is \
+                 written: give a size such as 20GiB, or leave it out for no size limit"
+                    .into(),
+            );
+        }
+        if self.segment_bytes < MIN_SEGMENT_BYTES {
+            return Err(format!(
+                "storage.segment_size {} bytes: must be at least 64KiB (retention deletes \
+                 whole segments; smaller ones start a file at nearly every write)",
+                self.segment_bytes
+            ));
+        }
+        Ok(())
+    }
+
     /// The store settings for the data directory.
     pub fn store_config(&self) -> StoreConfig {
         let mut c = StoreConfig::new(&self.data_dir);
@@ -534,6 +573,30 @@ mod tests {
         refused(&|g| g.batch_max = 0, "batch size 0");
         let e = ScrapeTarget::new(" ", "http://h:6060").check().unwrap_err();
         assert!(e.contains("the service name is empty"), "{e}");
+        let mut t = ScrapeTarget::new("a", "http://h:6060");
+        t.interval = std::time::Duration::from_millis(1500);
+        assert!(t.check().unwrap_err().contains("must be whole seconds"));
+    }
+
+    #[test]
+    fn settings_that_cannot_work_are_refused() {
+        use super::ServerConfig;
+        use std::time::Duration;
+        let base = ServerConfig::default();
+        assert!(base.check().is_ok());
+        let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
+            let mut c = base.clone();
+            change(&mut c);
+            let e = c.check().unwrap_err();
+            assert!(e.contains(why), "{e}");
+        };
+        refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
+        refused(
+            &|c| c.retention_age = Some(Duration::ZERO),
+            "storage.retention",
+        );
+        refused(&|c| c.retention_bytes = Some(0), "storage.max_size");
+        refused(&|c| c.segment_bytes = 0, "storage.segment_size 0 bytes");
     }
 
     #[test]

@@ -193,6 +193,7 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
         config.span_profiles_include_children = true;
     }
     config.forward.extend(forwarders(&args)?);
+    config.check().map_err(anyhow::Error::msg)?;
     let _demo_dir = if args.demo {
         let dir = TempDir::new()?;
         config.data_dir = dir.0.clone();
