@@ -153,9 +153,13 @@ pub async fn serve(
         otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
     };
     let store_cfg = config.store_config();
-    let dir = store_cfg.dir.display().to_string();
+    // Absolute in the log, whatever the working directory was.
+    let dir = std::path::absolute(&store_cfg.dir)
+        .unwrap_or_else(|_| store_cfg.dir.clone())
+        .display()
+        .to_string();
     // Opening replays the newest segment (seconds for a store with millions of symbols).
-    tracing::info!(dir = %dir, "opening the store");
+    tracing::info!(dir = %dir, version = env!("CARGO_PKG_VERSION"), "opening the store");
     let opening = std::time::Instant::now();
     let (store, report) = tokio::task::spawn_blocking(move || Store::open(store_cfg))
         .await
@@ -174,7 +178,9 @@ pub async fn serve(
         retention = %retention,
         max_size = %max_size,
         segment_size = config.segment_bytes,
-        "retention: whole segments past the age or the size are deleted, oldest first"
+        min_free_disk = config.min_free_disk,
+        "retention: whole segments past the age or the size are deleted, oldest first, and \
+         while the disk has less than min_free_disk bytes and 5 % free"
     );
     // Retention deletes whole segments (a segment passes segment_size by its last record,
     // and its index counts too): a limit of a few segments keeps little, or nothing once
@@ -211,6 +217,11 @@ pub async fn serve(
     }
     let store = Arc::new(store);
     let metrics = Arc::new(Metrics::default());
+    metrics.set(
+        "spanprof_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
     let forwarders = {
         let (forward, dir, metrics) = (
             config.forward.clone(),

@@ -64,6 +64,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_queued_records", "Records in a forwarder's disk queue not yet delivered."),
     ("spanprof_forward_queue_bytes", "Disk taken by a forwarder's queue (delivered records stay until their segment is reclaimed)."),
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
+    ("spanprof_build_info", "1, with the running spanprof's version as a label."),
     ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
     ("spanprof_store_segments", "Segments of the store's log."),
     ("spanprof_store_series", "Series in the store."),

@@ -973,6 +973,11 @@ fn unknown_paths_say_what_each_listener_serves() {
             "{text}"
         );
     }
+    // Health on both listeners: a load balancer may front either alone.
+    for addr in [server.addr, otlp] {
+        let r = server.request_at(addr, "GET", "/health", None);
+        assert_eq!((r.status, r.body.as_slice()), (200, b"ok\n".as_slice()));
+    }
     let metrics = String::from_utf8_lossy(&server.get("/metrics").body).into_owned();
     assert!(
         metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),

@@ -65,8 +65,17 @@ fn main() -> ExitCode {
     } else {
         "warn"
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // A RUST_LOG that does not parse is said once logging runs, not silently replaced.
+    let (filter, bad_filter) = match std::env::var("RUST_LOG") {
+        Ok(v) if !v.trim().is_empty() => match tracing_subscriber::EnvFilter::try_new(&v) {
+            Ok(f) => (f, None),
+            Err(e) => (
+                tracing_subscriber::EnvFilter::new(default),
+                Some((v, e.to_string())),
+            ),
+        },
+        _ => (tracing_subscriber::EnvFilter::new(default), None),
+    };
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -85,6 +94,14 @@ fn main() -> ExitCode {
     } else {
         logs.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .init();
+    }
+    if let Some((value, error)) = bad_filter {
+        tracing::warn!(
+            rust_log = %value,
+            %error,
+            "RUST_LOG is not a valid filter (e.g. info, debug, spanprof_server=debug): \
+             logging at {default}"
+        );
     }
     let result = match cli.command {
         Command::Serve(a) => cmd::serve::run(a, json),

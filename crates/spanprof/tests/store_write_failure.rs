@@ -354,8 +354,9 @@ fn a_failed_write_brings_retention_forward() {
     // The settings are logged at start; four segments of 64 KiB fit without a warning.
     assert!(
         log.contains(
-            "retention: whole segments past the age or the size are deleted, oldest first \
-             retention=none max_size=262144 bytes segment_size=65536"
+            "retention: whole segments past the age or the size are deleted, oldest first, \
+             and while the disk has less than min_free_disk bytes and 5 % free \
+             retention=none max_size=262144 bytes segment_size=65536 min_free_disk="
         ),
         "{log}"
     );

@@ -158,7 +158,7 @@ pub fn not_found(
     let serves = match listener {
         Listener::Otlp => {
             "this is spanprof's OTLP/HTTP listener: POST /v1development/profiles (OTLP \
-             Profiles) and POST /v1/traces"
+             Profiles), POST /v1/traces and GET /health"
         }
         Listener::Main => {
             "spanprof serves the UI at /, its API under /api/v1/ (services, flamegraph, spans, \

@@ -5,7 +5,7 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use axum::Router;
 use prost::Message;
 use spanprof_format::otlp::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
@@ -27,10 +27,12 @@ pub fn routes() -> Router<AppState> {
         .route("/v1/traces", post(traces))
 }
 
-/// A router with only the OTLP routes (the `:4318` listener); other paths are 404s that
-/// say where profiles and traces go.
+/// A router with only the OTLP routes and `/health` (the `:4318` listener); other paths are
+/// 404s that say where profiles and traces go.
 pub fn router(state: AppState) -> Router {
     routes()
+        // A load balancer in front of this port alone checks it here, as on the main one.
+        .route("/health", get(crate::api::ops::health))
         .method_not_allowed_fallback(crate::api::ops::method_not_allowed)
         .fallback(crate::api::ops::not_found_otlp)
         .with_state(state)
