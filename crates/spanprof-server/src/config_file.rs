@@ -349,21 +349,78 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
     d.deserialize_any(V)
 }
 
+/// A listen address; parsed inside the visit, as [`duration`], so that an error names its
+/// key (`server.otlp_http_addr: …`).
 fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
-    let s = String::deserialize(d)?;
-    parse_listen_addr(&s)
-        .map(Some)
-        .map_err(serde::de::Error::custom)
+    Ok(optional_listen_addr(d, false)?.flatten())
 }
 
+/// A listen address, or `off` (`none`, empty) for none.
 fn optional_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<SocketAddr>>, D::Error> {
-    let s = String::deserialize(d)?;
-    match s.as_str() {
-        "off" | "none" | "" => Ok(Some(None)),
-        a => parse_listen_addr(a)
-            .map(|a| Some(Some(a)))
-            .map_err(|e| serde::de::Error::custom(format!("{e} (or off)"))),
+    optional_listen_addr(d, true)
+}
+
+fn optional_listen_addr<'de, D: Deserializer<'de>>(
+    d: D,
+    may_be_off: bool,
+) -> Result<Option<Option<SocketAddr>>, D::Error> {
+    struct V(bool);
+    impl serde::de::Visitor<'_> for V {
+        type Value = Option<Option<SocketAddr>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str(if self.0 {
+                "a listen address such as 0.0.0.0:4318 or :4318, or off"
+            } else {
+                "a listen address such as 0.0.0.0:4040 or :4040"
+            })
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            match s {
+                "off" | "none" | "" if self.0 => Ok(Some(None)),
+                a => parse_listen_addr(a)
+                    .map(|a| Some(Some(a)))
+                    .map_err(|e| E::custom(if self.0 { format!("{e} (or off)") } else { e })),
+            }
+        }
     }
+    d.deserialize_str(V(may_be_off))
+}
+
+/// A YAML error as a user reads it: serde's Rust type names in words, and a line for an
+/// unknown top-level section (the parser gives none at the root).
+fn worded(message: String, text: &str) -> String {
+    let mut m = message
+        .replace("expected usize", "expected a whole number")
+        .replace("expected u64", "expected a whole number")
+        .replace("expected u32", "expected a whole number")
+        .replace("expected a boolean", "expected true or false")
+        .replace(
+            "expected struct File",
+            "expected sections (server, storage, receivers, processors, exporters) with their keys",
+        );
+    // A section given a value: "expected struct Server" names our type.
+    if let Some(at) = m.find("expected struct ") {
+        let name_end = m[at + "expected struct ".len()..]
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .map_or(m.len(), |i| at + "expected struct ".len() + i);
+        m.replace_range(at..name_end, "expected a mapping of keys");
+    }
+    if !m.contains(" at line ") {
+        if let Some(name) = m
+            .strip_prefix("unknown field `")
+            .and_then(|r| r.split_once('`'))
+            .map(|(name, _)| name.to_owned())
+        {
+            let line = text
+                .lines()
+                .position(|l| l.starts_with(&format!("{name}:")))
+                .map(|i| i + 1);
+            if let Some(line) = line {
+                m.push_str(&format!(" at line {line} column 1"));
+            }
+        }
+    }
+    m
 }
 
 /// Reads `path` onto `base`: what the file sets replaces the base's value; lists (scrape
@@ -378,7 +435,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     } else {
         serde_norway::from_str(&text).map_err(|e| ConfigError::Invalid {
             path: path.to_owned(),
-            message: e.to_string(),
+            message: worded(e.to_string(), &text),
         })?
     };
     let invalid = |message: String| ConfigError::Invalid {
@@ -567,6 +624,24 @@ mod tests {
                 "receivers:\n  scrape:\n    - service: a\n      url: http://h\n      timeout: soon\n",
                 "receivers.scrape[0].timeout: \"soon\" is not a duration",
             ),
+            (
+                "server:\n  otlp_http_addr: 127.0.0.1:70000\n",
+                "server.otlp_http_addr: \"127.0.0.1:70000\" is not a listen address",
+            ),
+            // Serde's Rust names in words; a line for an unknown section.
+            (
+                "storage:\n  max_series: many\n",
+                "storage.max_series: invalid type: string \"many\", expected a whole number",
+            ),
+            (
+                "server: 5\n",
+                "server: invalid type: integer `5`, expected a mapping of keys at line 1",
+            ),
+            (
+                "# spanprof\nstorag:\n  dir: /tmp/x\n",
+                "unknown field `storag`, expected one of `server`",
+            ),
+            ("# spanprof\nstorag:\n  dir: /tmp/x\n", "at line 2 column 1"),
         ] {
             let e = load_str(text).unwrap_err().to_string();
             assert!(e.contains(error), "{text}: {e}");
