@@ -40,6 +40,17 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// exporters that send every few seconds or minutes.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
+tokio::task_local! {
+    /// The address of the client whose request the task serves: logs of refused requests
+    /// say who sent them.
+    static PEER: std::net::SocketAddr;
+}
+
+/// The client of the request being served on this task, if any.
+pub fn peer() -> Option<std::net::SocketAddr> {
+    PEER.try_with(|p| *p).ok()
+}
+
 /// Bytes that tell HTTP/1 from HTTP/2: the length of the HTTP/2 connection preface.
 const PREFACE_BYTES: usize = 24;
 
@@ -91,9 +102,9 @@ pub async fn serve_with(
     };
     let mut stopped = std::pin::pin!(stopped);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 // A connection reset before it was taken: nothing to do.
                 Err(e) if matches!(
                     e.kind(),
@@ -120,7 +131,12 @@ pub async fn serve_with(
             deadlines.header,
             Arc::clone(&activity),
         ));
-        let conn = builder.serve_connection(io, service.clone()).into_owned();
+        // Each request runs with its client's address at hand (`peer()`).
+        let service = service.clone();
+        let with_peer = hyper::service::service_fn(move |req| {
+            PEER.scope(peer, hyper::service::Service::call(&service, req))
+        });
+        let conn = builder.serve_connection(io, with_peer).into_owned();
         connections.spawn(run_connection(
             conn,
             |c| c.graceful_shutdown(),

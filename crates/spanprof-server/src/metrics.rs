@@ -192,12 +192,16 @@ impl Metrics {
         let Some(suppressed) = self.refusal_to_log(receiver, reason, Instant::now()) else {
             return;
         };
+        // Who sent it (the last one, when others were suppressed).
+        let client = crate::listen::peer().map(|p| p.to_string());
+        let client = client.as_deref().unwrap_or("-");
         if status >= 500 {
             tracing::error!(
                 target: "spanprof_server::receivers",
                 receiver,
                 reason,
                 status,
+                client,
                 suppressed,
                 "request failed: {message}"
             );
@@ -207,6 +211,7 @@ impl Metrics {
                 receiver,
                 reason,
                 status,
+                client,
                 suppressed,
                 "request refused: {message}"
             );

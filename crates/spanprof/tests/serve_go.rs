@@ -209,6 +209,13 @@ fn json_logs_are_one_object_a_line() {
     assert_eq!(refusal["level"], "WARN");
     assert_eq!(refusal["receiver"], "otlp_profiles");
     assert_eq!(refusal["status"], 400);
+    // Who sent it.
+    assert!(
+        refusal["client"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("127.0.0.1:")),
+        "{refusal}"
+    );
     find("stopped");
 }
 
