@@ -386,6 +386,12 @@ fn timeseries_totals_and_exemplars() {
     // What the values are: the CPU type, in nanoseconds, written as integers as elsewhere.
     assert_eq!(ts["profile_type"], CPU_TYPE);
     assert_eq!(ts["unit"], "nanoseconds");
+    // What one point stands for: the profile's window, longer than the 1 s step.
+    assert_eq!(
+        ts["profile_duration_ns"].as_i64(),
+        Some(data.profile.duration_nanos)
+    );
+    assert!(data.profile.duration_nanos > 1_000_000_000);
     let series = ts["series"].as_array().unwrap();
     assert_eq!(series.len(), 1);
     assert_eq!(series[0]["labels"], json!({ "service_name": SERVICE }));

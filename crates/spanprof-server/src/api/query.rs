@@ -90,9 +90,12 @@
 //!
 //!   Both sides must resolve to one profile type.
 //! - `GET /api/v1/timeseries?…&step=15s&group_by=region&aggregation=sum|average&exemplars=3`
-//!   → `{"profile_type": id|null, "unit"|null, "step_ns", "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points":
-//!   [{"timestamp_ms", "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null,
-//!   "span_id"}]}]}]}`;
+//!   → `{"profile_type": id|null, "unit"|null, "step_ns", "profile_duration_ns",
+//!   "aggregation", "series": [{"labels": {"region": "eu"}|{}, "points": [{"timestamp_ms",
+//!   "value", "exemplars": [{"timestamp_ms", "value", "trace_id"|null, "span_id"}]}]}]}`;
+//!   a profile counts at its time, whole: `profile_duration_ns` is the longest window one
+//!   profile covers (a scraped CPU profile's 15 s), and a step shorter than it shows each
+//!   window in one step and nothing in the next ones;
 //!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;
 //!   `exemplars` defaults to 0. `average` divides a bucket's sum by its profiles (distinct
 //!   times); it is the default for snapshot types, `sum` for the others.

@@ -1251,6 +1251,20 @@ impl Store {
         Ok(out)
     }
 
+    /// The longest window one profile of the selection covers, in ns (0 for none, or for
+    /// snapshots): what one point of its time series stands for. A step shorter than it
+    /// shows each window's total in one step and none in the steps after.
+    pub fn longest_profile_ns(&self, sel: &Selection) -> Result<i64, StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        Ok(r.blocks
+            .iter()
+            .map(|(index, b)| index.blocks[*b as usize].duration_ns)
+            .max()
+            .unwrap_or(0)
+            .max(0))
+    }
+
     /// A stored span.
     pub fn span(&self, span_id: &[u8; 8]) -> Result<Option<SpanRecord>, StoreError> {
         self.state

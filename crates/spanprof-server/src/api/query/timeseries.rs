@@ -47,7 +47,7 @@ pub async fn timeseries(
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
         .unwrap_or(0);
     let label = group_by.clone();
-    let (groups, aggregation, profile_type) = blocking(&app, move |store| {
+    let (groups, aggregation, profile_type, longest) = blocking(&app, move |store| {
         q.check_type(store)?;
         // Snapshots (the heap in use, goroutines) are averaged per step by default: a step
         // holding four scrapes of a 10 MB heap is 10 MB, not 40.
@@ -72,7 +72,8 @@ pub async fn timeseries(
             exemplars,
         )?;
         let profile_type = store.profile_type_of(&q.selection)?;
-        Ok((groups, aggregation, profile_type))
+        let longest = store.longest_profile_ns(&q.selection)?;
+        Ok((groups, aggregation, profile_type, longest))
     })
     .await?;
     let series: Vec<Value> = groups
@@ -96,6 +97,7 @@ pub async fn timeseries(
         "profile_type": profile_type.as_ref().map(ToString::to_string),
         "unit": profile_type.as_ref().map(|t| t.sample_unit.clone()),
         "step_ns": step_ns,
+        "profile_duration_ns": longest,
         "aggregation": aggregation,
         "series": series,
     }))

@@ -103,9 +103,17 @@ export class Timeline {
       if (to - from < 6 * 3600e3) from = (await firstPoint({ ...selection, from: String(from) }, "10s")) ?? from;
     }
     if (to <= from) from = to - 60e3;
-    const stepMs = Math.max(1000, Math.ceil((to - from) / BUCKETS / 1000) * 1000);
-    const d = await api.get("timeseries", { ...selection, step: `${stepMs}ms` });
+    let stepMs = Math.max(1000, Math.ceil((to - from) / BUCKETS / 1000) * 1000);
+    let d = await api.get("timeseries", { ...selection, step: `${stepMs}ms` });
     if (key !== this.key) return;
+    // A profile counts whole at its time: steps shorter than its window (a scraped CPU
+    // profile's 15 s) would draw each window as one spike with gaps after it.
+    const windowMs = Math.ceil(Number(d.profile_duration_ns || 0) / 1e9) * 1000;
+    if (windowMs > stepMs) {
+      stepMs = windowMs;
+      d = await api.get("timeseries", { ...selection, step: `${stepMs}ms` });
+      if (key !== this.key) return;
+    }
     this.stepMs = stepMs;
     this.domain = [from, to];
     // One series without group_by; several are summed per step.
