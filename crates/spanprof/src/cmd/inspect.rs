@@ -162,16 +162,19 @@ fn print_top(out: &mut String, data: &ProfilesData, args: &Args) -> anyhow::Resu
     }
     let mut sorted = spans.spans.clone();
     sorted.sort_by(|a, b| b.total.cmp(&a.total).then(a.span_id.cmp(&b.span_id)));
+    // Rows, not ticks: a Go CPU row holds every 10 ms tick of one stack (the server's span
+    // answers count ticks, its `samples`).
     writeln!(
         out,
-        "spans by total ({} spans; unlinked: {}):",
+        "spans by total ({} spans; unlinked: {}; rows: sample rows, each one stack with its \
+         ticks):",
         sorted.len(),
         format_value(spans.unlinked_total as i64, unit)
     )?;
     writeln!(
         out,
         "  {:<32} {:<16} {:>8} {:>10}",
-        "trace_id", "span_id", "samples", "total"
+        "trace_id", "span_id", "rows", "total"
     )?;
     for s in sorted.iter().take(args.top) {
         writeln!(
