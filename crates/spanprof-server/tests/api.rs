@@ -979,10 +979,16 @@ fn unknown_paths_say_what_each_listener_serves() {
             "{text}"
         );
     }
-    // Health on both listeners: a load balancer may front either alone.
+    // Health (readiness) and liveness on both listeners: a load balancer may front either.
     for addr in [server.addr, otlp] {
-        let r = server.request_at(addr, "GET", "/health", None);
-        assert_eq!((r.status, r.body.as_slice()), (200, b"ok\n".as_slice()));
+        for path in ["/health", "/ready", "/live"] {
+            let r = server.request_at(addr, "GET", path, None);
+            assert_eq!(
+                (r.status, r.body.as_slice()),
+                (200, b"ok\n".as_slice()),
+                "{path}"
+            );
+        }
     }
     let metrics = String::from_utf8_lossy(&server.get("/metrics").body).into_owned();
     assert!(

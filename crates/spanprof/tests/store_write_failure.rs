@@ -218,6 +218,9 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
         "{text}"
     );
     assert_eq!(server.metric("spanprof_pipeline_write_failing"), 1.0);
+    // Alive all the same: a liveness probe must not restart it over a full disk.
+    let live = support::http::get(&server.addr, "/live", Duration::from_secs(30)).unwrap();
+    assert_eq!(live.status, 200);
 
     // Writes work again.
     set_file_size_limit(server.pid(), libc::RLIM_INFINITY);

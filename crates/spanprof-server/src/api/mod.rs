@@ -59,6 +59,8 @@ pub fn router(state: AppState) -> Router {
         .merge(tempo::routes())
         .merge(crate::ui::routes())
         .route("/health", get(ops::health))
+        .route("/ready", get(ops::health))
+        .route("/live", get(ops::live))
         .route("/metrics", get(ops::metrics))
         .method_not_allowed_fallback(ops::method_not_allowed)
         .fallback(ops::not_found_main)

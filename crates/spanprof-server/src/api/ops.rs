@@ -31,6 +31,12 @@ pub async fn health(State(app): State<AppState>) -> axum::response::Response {
     }
 }
 
+/// Live: the process answers (a liveness probe). Always 200: a full disk makes `/health`
+/// (readiness) 503, and restarting the process for it would not free the disk.
+pub async fn live() -> &'static str {
+    "ok\n"
+}
+
 /// Prometheus text: pipeline counters plus the store's sizes.
 pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     let store = app.store.clone();
@@ -158,13 +164,13 @@ pub fn not_found(
     let serves = match listener {
         Listener::Otlp => {
             "this is spanprof's OTLP/HTTP listener: POST /v1development/profiles (OTLP \
-             Profiles), POST /v1/traces and GET /health"
+             Profiles), POST /v1/traces, GET /health (/ready) and /live"
         }
         Listener::Main => {
             "spanprof serves the UI at /, its API under /api/v1/ (services, flamegraph, spans, \
              traces/{id}, pprof, …), Pyroscope's /ingest, /push.v1.PusherService/Push and \
              query API, Tempo's /api/traces and /api/search, OTLP/HTTP POST \
-             /v1development/profiles and /v1/traces, /health and /metrics"
+             /v1development/profiles and /v1/traces, /health (/ready), /live and /metrics"
         }
     };
     let hint = match path {

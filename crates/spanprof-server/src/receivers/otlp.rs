@@ -33,6 +33,8 @@ pub fn router(state: AppState) -> Router {
     routes()
         // A load balancer in front of this port alone checks it here, as on the main one.
         .route("/health", get(crate::api::ops::health))
+        .route("/ready", get(crate::api::ops::health))
+        .route("/live", get(crate::api::ops::live))
         .method_not_allowed_fallback(crate::api::ops::method_not_allowed)
         .fallback(crate::api::ops::not_found_otlp)
         .with_state(state)
