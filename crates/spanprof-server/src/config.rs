@@ -195,23 +195,29 @@ impl ForwarderConfig {
         if self.batch_max == 0 {
             return Err("batch size 0: a batch holds one record at least".into());
         }
-        let mut authorizations = 0;
-        for (k, v) in &self.headers {
-            hyper::header::HeaderName::try_from(k.as_str())
-                .map_err(|e| format!("header {k:?}: {e}"))?;
-            hyper::header::HeaderValue::try_from(v.as_str())
-                .map_err(|e| format!("header {k:?}: {e}"))?;
-            authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
-        }
-        if authorizations > 1 {
-            return Err(
-                "more than one authorization (an authorization header, credentials \
-                 in the endpoint): give one"
-                    .into(),
-            );
-        }
-        Ok(())
+        check_headers(
+            &self.headers,
+            0,
+            "an authorization header, credentials in the endpoint",
+        )
     }
+}
+
+/// Checks request headers (valid names and values) and that there is one authorization at
+/// most, counting `others` given another way (`ways` names the ways, for the message).
+fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Result<(), String> {
+    let mut authorizations = others;
+    for (k, v) in headers {
+        hyper::header::HeaderName::try_from(k.as_str())
+            .map_err(|e| format!("header {k:?}: {e}"))?;
+        hyper::header::HeaderValue::try_from(v.as_str())
+            .map_err(|e| format!("header {k:?}: {e}"))?;
+        authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
+    }
+    if authorizations > 1 {
+        return Err(format!("more than one authorization ({ways}): give one"));
+    }
+    Ok(())
 }
 
 /// Smallest store segment.
@@ -410,22 +416,11 @@ impl ScrapeTarget {
                 SCRAPE_PROFILES.join(", ")
             ));
         }
-        let mut authorizations = usize::from(self.bearer_token_file.is_some());
-        for (k, v) in &self.headers {
-            hyper::header::HeaderName::try_from(k.as_str())
-                .map_err(|e| format!("header {k:?}: {e}"))?;
-            hyper::header::HeaderValue::try_from(v.as_str())
-                .map_err(|e| format!("header {k:?}: {e}"))?;
-            authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
-        }
-        if authorizations > 1 {
-            return Err(
-                "more than one authorization (an authorization header, credentials \
-                 in the url, bearer_token_file): give one"
-                    .into(),
-            );
-        }
-        Ok(())
+        check_headers(
+            &self.headers,
+            usize::from(self.bearer_token_file.is_some()),
+            "an authorization header, credentials in the url, bearer_token_file",
+        )
     }
 }
 
