@@ -169,13 +169,43 @@ pub struct Failing {
     pub error: String,
 }
 
-/// The run of failed writes going on, shared by the batcher and the pipeline's handles.
-#[derive(Default)]
-struct Health(std::sync::Mutex<Option<Failing>>);
+/// How long requests may wait in the queue with no batch taken or written before `/health`
+/// says the pipeline is stuck (a write that hangs: a disk that does not answer). A batch
+/// is written in milliseconds; a slow disk's fsync takes seconds.
+pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The run of failed writes going on, and when the batcher last moved, shared by the
+/// batcher and the pipeline's handles.
+struct Health {
+    failing: std::sync::Mutex<Option<Failing>>,
+    /// When the batcher last took a batch or finished writing one.
+    moved: std::sync::Mutex<std::time::Instant>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            failing: std::sync::Mutex::default(),
+            moved: std::sync::Mutex::new(std::time::Instant::now()),
+        }
+    }
+}
 
 impl Health {
+    fn moved(&self) {
+        *self.moved.lock().expect("pipeline health lock poisoned") = std::time::Instant::now();
+    }
+
+    /// How long the batcher has not moved, when `waiting` requests wait and that is
+    /// [`STALL_AFTER`] or more at `now`.
+    fn stalled(&self, waiting: usize, now: std::time::Instant) -> Option<std::time::Duration> {
+        let still = now
+            .saturating_duration_since(*self.moved.lock().expect("pipeline health lock poisoned"));
+        (waiting > 0 && still >= STALL_AFTER).then_some(still)
+    }
+
     fn note<T>(&self, written: &Result<T, WriteFailure>) {
-        let mut failing = self.0.lock().expect("pipeline health lock poisoned");
+        let mut failing = self.failing.lock().expect("pipeline health lock poisoned");
         match (written, failing.as_mut()) {
             (Ok(_), _) => *failing = None,
             (Err(e), Some(run)) => {
@@ -401,10 +431,19 @@ impl Pipeline {
     /// sink failed to write until the next batch written.
     pub fn failing(&self) -> Option<Failing> {
         self.health
-            .0
+            .failing
             .lock()
             .expect("pipeline health lock poisoned")
             .clone()
+    }
+
+    /// How long requests have waited with the pipeline not moving, when that is
+    /// [`STALL_AFTER`] or more, and how many wait: a sink's write that hangs.
+    pub fn stalled(&self) -> Option<(std::time::Duration, usize)> {
+        let waiting = self.tx.max_capacity() - self.tx.capacity();
+        self.health
+            .stalled(waiting, std::time::Instant::now())
+            .map(|d| (d, waiting))
     }
 }
 
@@ -420,6 +459,7 @@ async fn batcher(
     // When the previous write started.
     let mut last_write: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
+        health.moved();
         // Group commit: what queued up during the previous write goes into this batch, and
         // while receivers are still decoding requests the batch waits for them (up to
         // `batch_age`): one durable write for all, and no wait when nothing more is coming.
@@ -504,6 +544,7 @@ async fn batcher(
             ),
         };
         health.note(&result);
+        health.moved();
         metrics.set(
             "spanprof_pipeline_write_failing",
             &[],
@@ -700,6 +741,22 @@ fn store_write(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn health_says_stalled_only_while_requests_wait_on_a_batcher_that_does_not_move() {
+        let health = super::Health::default();
+        let start = *health.moved.lock().unwrap();
+        let later = start + super::STALL_AFTER;
+        assert_eq!(health.stalled(3, later), Some(super::STALL_AFTER));
+        assert_eq!(health.stalled(0, later), None, "nothing waits");
+        assert_eq!(
+            health.stalled(3, start + super::STALL_AFTER / 2),
+            None,
+            "not long enough"
+        );
+        health.moved();
+        assert_eq!(health.stalled(3, later), None, "it moved");
+    }
+
     use std::time::{Duration, Instant};
 
     use prost::Message;

@@ -5,11 +5,23 @@ use axum::response::IntoResponse;
 
 use crate::AppState;
 
-/// Ready: the listeners are bound and the store is open (handlers only run then), and the
-/// last batch was written. While batches fail (a full disk, a log that refuses writes until
+/// Ready: the listeners are bound and the store is open (handlers only run then), the
+/// last batch was written, and requests do not wait on a write that hangs
+/// ([`crate::pipeline::STALL_AFTER`]). While batches fail (a full disk, a log that refuses writes until
 /// a restart), 503 saying which sink fails, for how long and why: every receiver answers
 /// 503 then, so a load balancer should send elsewhere and an operator should look.
 pub async fn health(State(app): State<AppState>) -> axum::response::Response {
+    if let Some((still, waiting)) = app.pipeline.stalled() {
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: {waiting} requests have waited {} s with no batch written: a \
+                 write hangs (a disk that does not answer?); requests wait until it ends\n",
+                still.as_secs()
+            ),
+        )
+            .into_response();
+    }
     match app.pipeline.failing() {
         None => "ok\n".into_response(),
         Some(f) => {
