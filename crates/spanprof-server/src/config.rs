@@ -178,7 +178,8 @@ impl ForwarderConfig {
         if self.queue_max_bytes < MIN_FORWARD_QUEUE_BYTES {
             return Err(format!(
                 "queue size (queue_size, --forward-queue-size) {} bytes: must be at least \
-                 1MiB (the queue on disk holds the batches waiting for the endpoint)",
+                 256MiB (the queue on disk holds the requests waiting for the endpoint, each \
+                 up to server.max_decompressed_size)",
                 self.queue_max_bytes
             ));
         }
@@ -223,8 +224,10 @@ fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Res
 /// Smallest store segment.
 pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
 
-/// Smallest on-disk queue a forwarder may have.
-pub const MIN_FORWARD_QUEUE_BYTES: u64 = 1 << 20;
+/// Smallest on-disk queue a forwarder may have: a few of the largest requests (a record is
+/// one request, up to `server.max_decompressed_size`, 64 MiB by default); a smaller one drops
+/// a large push as soon as it is queued, with the endpoint up.
+pub const MIN_FORWARD_QUEUE_BYTES: u64 = 256 << 20;
 /// Shortest longest delay between a forwarder's retries.
 pub const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 
@@ -556,7 +559,7 @@ mod tests {
             let e = g.check().unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(&|g| g.queue_max_bytes = 0, "must be at least 1MiB");
+        refused(&|g| g.queue_max_bytes = 1 << 20, "must be at least 256MiB");
         refused(
             &|g| g.retry_max = std::time::Duration::ZERO,
             "must be at least 100ms",

@@ -580,7 +580,8 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
             Protocol::Http => ForwardProtocol::Http,
         };
         let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
-        f.headers = e.headers.into_iter().collect();
+        // Beside the authorization that credentials in the endpoint made, if any.
+        f.headers.extend(e.headers);
         f.tls = e.tls.into();
         f.gzip = e.gzip.unwrap_or(f.gzip);
         if let Some(signals) = e.signals {
@@ -918,6 +919,18 @@ mod tests {
         .to_string();
         assert!(e.contains("carrier-pigeon") && e.contains("line 3"), "{e}");
         assert!(load_str("").is_ok());
+        // Credentials in an exporter's endpoint are sent beside its headers.
+        let c = load_str(
+            "exporters:\n  - name: x\n    protocol: http\n    endpoint: https://me:pw@h:4318\n    headers: {x-tenant: a}\n",
+        )
+        .unwrap();
+        assert_eq!(c.forward[0].endpoint, "https://h:4318");
+        let names: Vec<&str> = c.forward[0]
+            .headers
+            .iter()
+            .map(|(k, _)| k.as_str())
+            .collect();
+        assert_eq!(names, ["authorization", "x-tenant"]);
         assert!(load_str("server:\n  otlp_http_addr: off\n")
             .unwrap()
             .otlp_http_addr

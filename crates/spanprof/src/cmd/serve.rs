@@ -350,7 +350,7 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
         }
         let mut f = ForwarderConfig::new(name, protocol, url);
         f.gzip = args.forward_gzip;
-        f.batch_max = args.forward_batch_size.max(1);
+        f.batch_max = args.forward_batch_size;
         f.batch_age = args.forward_batch_age;
         f.retry_max = args.forward_retry_max;
         f.retry_initial = f.retry_initial.min(f.retry_max);
