@@ -105,8 +105,10 @@
 //!   "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
 //!   span's own (children excluded) of `type` (default CPU), and so is `self_ns`, its time
-//!   outside its stored child spans (a parent waiting for a child is not sampled; an
-//!   asynchronous child running beside it makes this too small); `possible_samples` =
+//!   outside its stored child spans that have samples of their own (a parent waiting for a
+//!   labelled child is not sampled; an unlabelled child, such as an auto-instrumented client
+//!   span, stays the parent's time; an asynchronous child running beside it makes this too
+//!   small); `possible_samples` =
 //!   `self_ns` / period (for a span without samples: the part of its own time that profile
 //!   windows cover, `covered_ns` (null when it has samples), / period; when no profile is
 //!   stored under the span's service name, the windows of the services holding the samples of
@@ -122,7 +124,8 @@
 //!   "spans_total", "truncated", "spans": [Span +
 //!   "offset_ns" (from the trace start), "depth"]}` in start order, at most the first 20,000
 //!   spans (`truncated` says when there were more; `total` and `samples` are of those shown,
-//!   in `profile_type`: `type`, else the CPU type of the trace's samples; null without any);
+//!   in `profile_type`: `type`, else the CPU type of the trace's samples, else of the
+//!   store's; null when the store holds no profile);
 //!   `unknown_spans_total`: the trace's samples in spans that are not stored (not received):
 //!   in `flamegraph?trace_id=`, in no listed span (null when truncated); 404 when no span of
 //!   the trace is stored.

@@ -152,13 +152,13 @@ impl GoData {
             .expect("a known span")
     }
 
-    /// `span`'s own time: its duration less the time its children ran in it (between each
-    /// two boundaries, its own and its children's, whether no child runs).
+    /// `span`'s own time: its duration less the time its children with samples ran in it
+    /// (between each two boundaries, its own and those children's, whether none runs).
     pub fn self_ns(&self, span: &SpanTruth) -> u64 {
         let children: Vec<&SpanTruth> = self
             .spans
             .iter()
-            .filter(|c| c.parent == Some(span.span_id))
+            .filter(|c| c.parent == Some(span.span_id) && c.cpu_ns > 0)
             .collect();
         let mut cuts: Vec<u64> = children
             .iter()

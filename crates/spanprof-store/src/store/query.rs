@@ -110,9 +110,11 @@ pub struct Coverage {
     pub value: i64,
     /// The span's duration in nanoseconds, when the span is known.
     pub duration_ns: Option<u64>,
-    /// The span's own time: its duration outside its stored child spans (their union), when
-    /// the span is known. Its own samples can only come from then, unless a child runs beside
-    /// it (an asynchronous one), which this does not tell.
+    /// The span's own time: its duration outside its stored child spans that have samples of
+    /// their own (their union), when the span is known. Its own samples can only come from
+    /// then, unless a child runs beside it (an asynchronous one), which this does not tell.
+    /// A child without samples (an auto-instrumented client span sets no labels) counts as
+    /// the parent's time.
     pub self_ns: Option<u64>,
     /// The sampling period of the profiles that hold its samples (e.g. 10000000 ns).
     pub period: Option<i64>,
@@ -891,54 +893,53 @@ impl Store {
     /// their own time ([`Coverage::self_ns`]: a parent waiting for its children is not
     /// sampled meanwhile, and counting that time made a parent whose own 8 ms went
     /// unsampled read "no CPU used" against 3.2 possible samples). Each trace's spans are
-    /// read once for all the spans of it.
+    /// read once for all the spans of it. The store is read-locked span by span, not for
+    /// the whole answer: writers wait for one span's lookups at most.
     ///
     /// A span without samples is measured against the windows of its service's profiles.
     /// When its service has no profile of the type under its name (a scrape target named
     /// otherwise than the tracer names it), the services that hold the samples of `spans`
-    /// of its service stand for it.
+    /// of its service stand for it (so the answer for one span alone can differ).
     pub fn span_coverages(
         &self,
         spans: &[SpanRecord],
         profile_type: Option<&str>,
     ) -> Result<Vec<Coverage>, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
+        let read = || self.state.read().expect("store state lock poisoned");
         let mut own = Vec::with_capacity(spans.len());
         // Tracer service → the services whose profiles hold its spans' samples.
         let mut profiled_as: HashMap<&str, BTreeSet<u32>> = HashMap::new();
         for s in spans {
-            let o = self.own_samples(&st, s.span_id, profile_type)?;
+            let o = self.own_samples(&read(), s.span_id, profile_type)?;
             profiled_as
                 .entry(s.service.as_str())
                 .or_default()
                 .extend(&o.services);
             own.push(o);
         }
+        // Each span's children that have samples of their own: the labelled ones, whose
+        // samples are theirs. A child without any (an auto-instrumented client span, which
+        // sets no labels) ran on its parent's labels, or waited: its time stays the parent's.
         let mut children: HashMap<[u8; 8], Vec<(u64, u64)>> = HashMap::new();
         let mut traces_read = HashSet::new();
         for s in spans {
             if traces_read.insert(s.trace_id) {
+                let st = read();
                 for c in st.trace_records(&s.trace_id)? {
                     if let Some(parent) = c.parent_span_id {
-                        children
-                            .entry(parent)
-                            .or_default()
-                            .push((c.start_ns, c.end_ns));
+                        if span_has_samples(&st, &c.span_id)? {
+                            children
+                                .entry(parent)
+                                .or_default()
+                                .push((c.start_ns, c.end_ns));
+                        }
                     }
                 }
             }
         }
-        // (service name, type) of every series: whether a service is profiled under its name.
-        let named: HashSet<(&str, &ProfileTypeId)> = st
-            .series
-            .iter()
-            .map(|k| {
-                (
-                    st.services[k.service as usize].name.as_str(),
-                    &k.profile_type,
-                )
-            })
-            .collect();
+        // (service name, type) of every series, when a span without samples needs to know
+        // whether its service is profiled under its name.
+        let mut named: Option<HashSet<(String, ProfileTypeId)>> = None;
         spans
             .iter()
             .zip(own)
@@ -948,15 +949,29 @@ impl Store {
                     span.end_ns,
                     children.get(&span.span_id).into_iter().flatten().copied(),
                 );
-                let services: Vec<&str> =
-                    if named.contains(&(span.service.as_str(), &own.profile_type)) {
-                        vec![span.service.as_str()]
-                    } else {
-                        profiled_as[span.service.as_str()]
+                let st = read();
+                let mut services: Vec<String> = vec![span.service.clone()];
+                if own.period.is_none() {
+                    let named = named.get_or_insert_with(|| {
+                        st.series
                             .iter()
-                            .map(|&i| st.services[i as usize].name.as_str())
+                            .map(|k| {
+                                (
+                                    st.services[k.service as usize].name.clone(),
+                                    k.profile_type.clone(),
+                                )
+                            })
                             .collect()
-                    };
+                    });
+                    if !named.contains(&(span.service.clone(), own.profile_type.clone())) {
+                        services = profiled_as
+                            .get(span.service.as_str())
+                            .into_iter()
+                            .flatten()
+                            .map(|&i| st.services[i as usize].name.clone())
+                            .collect();
+                    }
+                }
                 self.coverage_of(&st, span, &parts, own, &services)
             })
             .collect()
@@ -998,7 +1013,7 @@ impl Store {
         span: &SpanRecord,
         parts: &[(u64, u64)],
         mut own: OwnSamples,
-        services: &[&str],
+        services: &[String],
     ) -> Result<Coverage, StoreError> {
         let self_ns: u64 = parts.iter().map(|(a, b)| b - a).sum();
         let (mut covered_ns, mut between_windows) = (None, false);
@@ -1009,7 +1024,7 @@ impl Store {
             let mut windows = Vec::new();
             for service in services {
                 let around = Selection {
-                    service: Some((*service).to_owned()),
+                    service: Some(service.clone()),
                     profile_type: Some(own.profile_type.to_string()),
                     from_ns: span.start_ns as i64,
                     to_ns: span.end_ns.max(span.start_ns + 1) as i64,
@@ -1034,6 +1049,8 @@ impl Store {
                     }
                 }
             }
+            // Windows that overlap only its children's time watched the process too.
+            between_windows |= !windows.is_empty();
             covered_ns = Some(covered(parts, windows.into_iter()));
             between_windows &= covered_ns == Some(0);
         }
@@ -1348,12 +1365,19 @@ impl Store {
 
     /// Whether any stored sample is linked to this span (directly).
     pub fn has_samples(&self, span_id: &[u8; 8]) -> Result<bool, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let indexes = st
-            .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
-            .map_err(StoreError::Invalid)?;
-        Ok(indexes.iter().any(|i| !i.span_blocks(span_id).is_empty()))
+        span_has_samples(
+            &self.state.read().expect("store state lock poisoned"),
+            span_id,
+        )
     }
+}
+
+/// Whether any stored sample is linked to span `span_id` (directly).
+fn span_has_samples(st: &State, span_id: &[u8; 8]) -> Result<bool, StoreError> {
+    let indexes = st
+        .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
+        .map_err(StoreError::Invalid)?;
+    Ok(indexes.iter().any(|i| !i.span_blocks(span_id).is_empty()))
 }
 
 /// `q`'s time range as segment time ranges are compared with it: from, and

@@ -21,12 +21,13 @@ fn busiest(c: &Copy) -> &spanprof_store::spans::SpanRecord {
         .unwrap()
 }
 
-/// `span`'s duration less the time its children among `spans` ran in it: between each two
-/// boundaries (its own and its children's), whether no child runs.
-fn own_time(span: &SpanRecord, spans: &[SpanRecord]) -> u64 {
+/// `span`'s duration less the time its children among `spans` that have samples (`sampled`)
+/// ran in it: between each two boundaries (its own and those children's), whether none of
+/// them runs.
+fn own_time(span: &SpanRecord, spans: &[SpanRecord], sampled: impl Fn(&[u8; 8]) -> bool) -> u64 {
     let children: Vec<&SpanRecord> = spans
         .iter()
-        .filter(|c| c.parent_span_id == Some(span.span_id))
+        .filter(|c| c.parent_span_id == Some(span.span_id) && sampled(&c.span_id))
         .collect();
     let mut cuts: Vec<u64> = children
         .iter()
@@ -58,7 +59,7 @@ fn span_coverage_of_a_busy_span() {
     assert_eq!(got.duration_ns, Some(duration));
     assert_eq!(got.period, Some(PERIOD_NS));
     // Its own time: outside its children.
-    let own = own_time(span, &c.spans);
+    let own = own_time(span, &c.spans, |id| c.sums.by_span.contains_key(id));
     assert_eq!(got.self_ns, Some(own));
     assert_eq!(got.possible_samples, Some(own as f64 / PERIOD_NS as f64));
     // Same span under the count type: the value is the number of ticks.
@@ -67,52 +68,69 @@ fn span_coverage_of_a_busy_span() {
     assert_eq!(counted.possible_samples, got.possible_samples);
 }
 
-/// A parent is measured by its own time: the time its children ran is theirs (a parent
-/// waiting for them is not sampled), and counting it made a parent with 1 ms of its own read
-/// "no CPU used" against 10 possible samples.
+/// A parent is measured by its own time: the time its children with samples of their own
+/// (labelled ones) ran is theirs (a parent waiting for them is not sampled), and counting it
+/// made a parent with 2 ms of its own read "no CPU used" against many possible samples. A
+/// child without samples (an auto-instrumented client span sets no labels) stays the
+/// parent's time.
 #[test]
 fn span_coverage_counts_a_parents_own_time_only() {
-    let c = Copy::new(0, 0, 1);
-    let (_dir, store) = store_with(&c);
-    let like = c.span(IDLE);
-    let start = like.start_ns + SEC as u64;
-    let span = |tag: u8, parent: Option<[u8; 8]>, from_ms: u64, to_ms: u64| SpanRecord {
+    let mut c = Copy::new(0, 0, 1);
+    // A sorting child, sampled, gets a new parent without samples: 1 ms before it to 1 ms
+    // after it, with an unlabelled client span in the first half millisecond.
+    let child = c.span(SORT).clone();
+    assert!(c.sums.by_span.contains_key(&child.span_id));
+    let span = |tag: u8, parent: Option<[u8; 8]>, start_ns: u64, end_ns: u64| SpanRecord {
         span_id: [tag, 0x0f, 0x5e, 0, 0, 0, 0, 1],
         parent_span_id: parent,
-        start_ns: start + from_ms * MS as u64,
-        end_ns: start + to_ms * MS as u64,
-        ..like.clone()
+        start_ns,
+        end_ns,
+        ..child.clone()
     };
-    let parent = span(0xa0, None, 0, 100);
-    // Two overlapping children, one past the parent's end: 1-100 ms is theirs.
-    let children = [
-        span(0xa1, Some(parent.span_id), 1, 96),
-        span(0xa2, Some(parent.span_id), 90, 120),
-    ];
-    let mut spans = vec![parent.clone()];
-    spans.extend(children.iter().cloned());
-    store.ingest(&[], spans.clone()).unwrap();
-    assert_eq!(own_time(&parent, &spans), MS as u64);
+    let parent = span(
+        0xa0,
+        None,
+        child.start_ns - MS as u64,
+        child.end_ns + MS as u64,
+    );
+    let client = span(
+        0xa1,
+        Some(parent.span_id),
+        parent.start_ns,
+        parent.start_ns + MS as u64 / 2,
+    );
+    for s in &mut c.spans {
+        if s.span_id == child.span_id {
+            s.parent_span_id = Some(parent.span_id);
+        }
+    }
+    c.spans.extend([parent.clone(), client.clone()]);
+    let (_dir, store) = store_with(&c);
+    assert_eq!(
+        own_time(&parent, &c.spans, |id| c.sums.by_span.contains_key(id)),
+        2 * MS as u64
+    );
     let got = store.span_coverage(parent.span_id, None).unwrap();
     assert_eq!(
         got,
         Coverage {
             samples: 0,
             value: 0,
-            duration_ns: Some(100 * MS as u64),
-            self_ns: Some(MS as u64),
+            duration_ns: Some(child.duration_ns() + 2 * MS as u64),
+            self_ns: Some(2 * MS as u64),
             period: Some(PERIOD_NS),
-            possible_samples: Some(0.1),
-            covered_ns: Some(MS as u64),
+            possible_samples: Some(0.2),
+            covered_ns: Some(2 * MS as u64),
             between_windows: false,
         }
     );
     // Many at once read the trace once and agree with one at a time.
-    let all = store.span_coverages(&spans, None).unwrap();
+    let family = [parent.clone(), client.clone(), child.clone()];
+    let all = store.span_coverages(&family, None).unwrap();
     assert_eq!(all[0], got);
-    for (child, c) in children.iter().zip(&all[1..]) {
-        assert_eq!(c, &store.span_coverage(child.span_id, None).unwrap());
-        assert_eq!(c.self_ns, Some(child.duration_ns()));
+    for (s, c) in family.iter().zip(&all).skip(1) {
+        assert_eq!(c, &store.span_coverage(s.span_id, None).unwrap());
+        assert_eq!(c.self_ns, Some(s.duration_ns()), "no children");
     }
 }
 
