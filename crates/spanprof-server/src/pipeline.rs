@@ -169,39 +169,38 @@ pub struct Failing {
     pub error: String,
 }
 
-/// How long requests may wait in the queue with no batch taken or written before `/health`
-/// says the pipeline is stuck (a write that hangs: a disk that does not answer). A batch
-/// is written in milliseconds; a slow disk's fsync takes seconds.
+/// How long one batch may take (gathered, then written) before `/health` says the pipeline
+/// is stuck (a write that hangs: a disk that does not answer). A batch is written in
+/// milliseconds; a slow disk's fsync takes seconds.
 pub const STALL_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The run of failed writes going on, and when the batcher last moved, shared by the
 /// batcher and the pipeline's handles.
+#[derive(Default)]
 struct Health {
     failing: std::sync::Mutex<Option<Failing>>,
-    /// When the batcher last took a batch or finished writing one.
-    moved: std::sync::Mutex<std::time::Instant>,
-}
-
-impl Default for Health {
-    fn default() -> Self {
-        Health {
-            failing: std::sync::Mutex::default(),
-            moved: std::sync::Mutex::new(std::time::Instant::now()),
-        }
-    }
+    /// When the batch being gathered or written was started; `None` while the batcher
+    /// waits for requests.
+    batch_since: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl Health {
-    fn moved(&self) {
-        *self.moved.lock().expect("pipeline health lock poisoned") = std::time::Instant::now();
+    /// A batch starts (`true`) or is done (`false`).
+    fn batch(&self, started: bool) {
+        *self
+            .batch_since
+            .lock()
+            .expect("pipeline health lock poisoned") = started.then(std::time::Instant::now);
     }
 
-    /// How long the batcher has not moved, when `waiting` requests wait and that is
-    /// [`STALL_AFTER`] or more at `now`.
-    fn stalled(&self, waiting: usize, now: std::time::Instant) -> Option<std::time::Duration> {
-        let still = now
-            .saturating_duration_since(*self.moved.lock().expect("pipeline health lock poisoned"));
-        (waiting > 0 && still >= STALL_AFTER).then_some(still)
+    /// How long the batch under way has taken at `now`, when that is [`STALL_AFTER`] or
+    /// more.
+    fn stalled(&self, now: std::time::Instant) -> Option<std::time::Duration> {
+        let since = (*self
+            .batch_since
+            .lock()
+            .expect("pipeline health lock poisoned"))?;
+        Some(now.saturating_duration_since(since)).filter(|d| *d >= STALL_AFTER)
     }
 
     fn note<T>(&self, written: &Result<T, WriteFailure>) {
@@ -437,13 +436,10 @@ impl Pipeline {
             .clone()
     }
 
-    /// How long requests have waited with the pipeline not moving, when that is
-    /// [`STALL_AFTER`] or more, and how many wait: a sink's write that hangs.
-    pub fn stalled(&self) -> Option<(std::time::Duration, usize)> {
-        let waiting = self.tx.max_capacity() - self.tx.capacity();
-        self.health
-            .stalled(waiting, std::time::Instant::now())
-            .map(|d| (d, waiting))
+    /// How long the batch under way has taken, when that is [`STALL_AFTER`] or more: a
+    /// sink's write that hangs, with its requests (and those queued behind) waiting.
+    pub fn stalled(&self) -> Option<std::time::Duration> {
+        self.health.stalled(std::time::Instant::now())
     }
 }
 
@@ -459,7 +455,7 @@ async fn batcher(
     // When the previous write started.
     let mut last_write: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
-        health.moved();
+        health.batch(true);
         // Group commit: what queued up during the previous write goes into this batch, and
         // while receivers are still decoding requests the batch waits for them (up to
         // `batch_age`): one durable write for all, and no wait when nothing more is coming.
@@ -544,7 +540,7 @@ async fn batcher(
             ),
         };
         health.note(&result);
-        health.moved();
+        health.batch(false);
         metrics.set(
             "spanprof_pipeline_write_failing",
             &[],
@@ -742,19 +738,22 @@ fn store_write(
 #[cfg(test)]
 mod tests {
     #[test]
-    fn health_says_stalled_only_while_requests_wait_on_a_batcher_that_does_not_move() {
+    fn health_says_stalled_only_while_a_batch_takes_too_long() {
         let health = super::Health::default();
-        let start = *health.moved.lock().unwrap();
-        let later = start + super::STALL_AFTER;
-        assert_eq!(health.stalled(3, later), Some(super::STALL_AFTER));
-        assert_eq!(health.stalled(0, later), None, "nothing waits");
+        let now = std::time::Instant::now();
+        assert_eq!(health.stalled(now + super::STALL_AFTER), None, "idle");
+        health.batch(true);
+        let later = now + 2 * super::STALL_AFTER;
+        assert!(health
+            .stalled(later)
+            .is_some_and(|d| d >= super::STALL_AFTER));
         assert_eq!(
-            health.stalled(3, start + super::STALL_AFTER / 2),
+            health.stalled(std::time::Instant::now()),
             None,
-            "not long enough"
+            "just started"
         );
-        health.moved();
-        assert_eq!(health.stalled(3, later), None, "it moved");
+        health.batch(false);
+        assert_eq!(health.stalled(later), None, "done");
     }
 
     use std::time::{Duration, Instant};

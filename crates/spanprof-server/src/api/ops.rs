@@ -11,13 +11,13 @@ use crate::AppState;
 /// a restart), 503 saying which sink fails, for how long and why: every receiver answers
 /// 503 then, so a load balancer should send elsewhere and an operator should look.
 pub async fn health(State(app): State<AppState>) -> axum::response::Response {
-    if let Some((still, waiting)) = app.pipeline.stalled() {
+    if let Some(took) = app.pipeline.stalled() {
         return (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             format!(
-                "not ready: {waiting} requests have waited {} s with no batch written: a \
-                 write hangs (a disk that does not answer?); requests wait until it ends\n",
-                still.as_secs()
+                "not ready: the batch being written has taken {} s: a write hangs (a disk \
+                 that does not answer?); its requests and those queued wait until it ends\n",
+                took.as_secs()
             ),
         )
             .into_response();
