@@ -1090,13 +1090,9 @@ fn status_says_where_the_listeners_are() {
     assert!(status["listeners"]["otlp_grpc"].is_null(), "{status}");
 }
 
-/// A span's summary lists the types of its own samples, not every type of its service: a
-/// mutex profile of the same service, without span labels, is not among them.
-#[test]
-fn a_spans_types_available_are_those_of_its_samples() {
-    let data = GoData::load();
-    let server = TestServer::in_fresh_dir("api-span-types", |_| {});
-    data.ingest(&server);
+/// The Go profile's stacks as an unlabelled mutex profile (contentions, delay), pushed as
+/// `service`'s.
+fn post_locks(server: &TestServer, data: &GoData, service: &str) {
     let mut locks = data.profile.clone();
     for s in &mut locks.sample {
         s.label.clear();
@@ -1114,11 +1110,21 @@ fn a_spans_types_available_are_those_of_its_samples() {
     let from_s = locks.time_nanos / 1_000_000_000;
     server
         .post(
-            &format!("/ingest?name={SERVICE}&from={from_s}&format=pprof"),
+            &format!("/ingest?name={service}&from={from_s}&format=pprof"),
             "application/octet-stream",
             spanprof_format::pprof::encode_gzip(&locks),
         )
         .ok();
+}
+
+/// A span's summary lists the types of its own samples, not every type of its service: a
+/// mutex profile of the same service, without span labels, is not among them.
+#[test]
+fn a_spans_types_available_are_those_of_its_samples() {
+    let data = GoData::load();
+    let server = TestServer::in_fresh_dir("api-span-types", |_| {});
+    data.ingest(&server);
+    post_locks(&server, &data, SERVICE);
     let types = |query: &str| -> Vec<String> {
         let r = server.get(&format!("/api/v1/flamegraph?{query}")).ok();
         let summary = &r.json()["summary"];
@@ -1178,4 +1184,17 @@ fn spans_of_a_service_profiled_under_another_name_have_their_types() {
     assert_eq!(summary["profile_type"], CPU_TYPE, "{summary}");
     let types = summary["types_available"].as_array().unwrap();
     assert!(types.contains(&json!(CPU_TYPE)), "{summary}");
+    // The tracer's name holds other profiles (a mutex profile): the spans' CPU type is still
+    // one to ask for, as it is theirs.
+    post_locks(&server, &data, SERVICE);
+    let r = server
+        .get(&format!(
+            "/api/v1/flamegraph?service={SERVICE}&span_name={}&type={CPU_TYPE}",
+            enc(name)
+        ))
+        .ok();
+    assert_eq!(
+        r.json()["flamegraph"]["total"].as_i64(),
+        Some(data.cpu_where(|s| s.name == name))
+    );
 }

@@ -126,9 +126,9 @@ impl SelectionQuery {
     }
 
     /// 400 when `service` names no service with profiles (unless spans or a trace are
-    /// selected: then it is the spans' service), or `type` no profile type the service has: a
-    /// typo would otherwise answer an empty graph. A store without any data answers empty
-    /// instead.
+    /// selected: then it is the spans' service), or `type` no profile type the service has
+    /// (any service has, with spans or a trace selected): a typo would otherwise answer an
+    /// empty graph. A store without any data answers empty instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
         let by_spans = selects_spans(&self.selection);
         if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
@@ -150,11 +150,15 @@ impl SelectionQuery {
                 }
             }
         }
+        // With spans or a trace selected, their samples may be stored under other services
+        // (a scrape target named otherwise): their type is checked against every service's.
+        let service = match by_spans {
+            true => None,
+            false => self.selection.service.as_deref(),
+        };
         match &self.type_param {
             None => Ok(()),
-            Some((shown, wanted)) => {
-                check_profile_type(store, self.selection.service.as_deref(), shown, wanted)
-            }
+            Some((shown, wanted)) => check_profile_type(store, service, shown, wanted),
         }
     }
 }
