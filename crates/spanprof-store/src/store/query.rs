@@ -1268,8 +1268,8 @@ impl Store {
         Ok(out)
     }
 
-    /// The longest window one profile of the selection covers, in ns (0 for none, or for
-    /// snapshots): what one point of its time series stands for. A step shorter than it
+    /// The longest window one profile of the selection covers, in ns (0 without any): what
+    /// one point of its time series stands for. A step shorter than it
     /// shows each window's total in one step and none in the steps after.
     pub fn longest_profile_ns(&self, sel: &Selection) -> Result<i64, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");

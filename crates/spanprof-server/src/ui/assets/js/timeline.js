@@ -108,8 +108,10 @@ export class Timeline {
     if (key !== this.key) return;
     // A profile counts whole at its time: steps shorter than its window (a scraped CPU
     // profile's 15 s) would draw each window as one spike with gaps after it.
+    // (Not for one long upload among short ones: a window over a quarter of the range is
+    // drawn as a spike rather than the whole timeline made of four bars.)
     const windowMs = Math.ceil(Number(d.profile_duration_ns || 0) / 1e9) * 1000;
-    if (windowMs > stepMs) {
+    if (windowMs > stepMs && windowMs <= (to - from) / 4) {
       stepMs = windowMs;
       d = await api.get("timeseries", { ...selection, step: `${stepMs}ms` });
       if (key !== this.key) return;

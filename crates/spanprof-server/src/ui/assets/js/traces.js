@@ -176,14 +176,18 @@ export class TraceView {
       this.traceId = params.trace;
       this.typeShown = params.type || "";
       this.trace = null;
+      // Answers to an earlier load (another trace, or type) that come late are dropped.
+      const load = {};
+      this.load = load;
       replace(this.head, el("p", { class: "muted" }, "Loading the trace…"));
       replace(this.waterfall);
       replace(this.spanHead);
       this.panelBox.hidden = true;
+      let trace;
       try {
-        this.trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
+        trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
       } catch (e) {
-        if (params.trace !== this.traceId) return;
+        if (this.load !== load) return;
         const back = el("a", { href: "#/traces" }, "← back to the search");
         replace(this.head, e.status === 404
           ? notice("empty", `Trace ${params.trace} is not stored`,
@@ -192,17 +196,19 @@ export class TraceView {
           : notice("error", "The trace could not be loaded", e.message, back));
         return;
       }
-      if (params.trace !== this.traceId) return;
+      if (this.load !== load) return;
       // A trace without samples on a server without profiles: say so, not "reload".
-      this.profiled = true;
-      if (!this.trace.total) {
+      let profiled = true;
+      if (!trace.total) {
         try {
-          this.profiled = (await api.get("services")).services.length > 0;
+          profiled = (await api.get("services")).services.length > 0;
         } catch {
           // Unknown: the notices keep their usual wording.
         }
-        if (params.trace !== this.traceId) return;
+        if (this.load !== load) return;
       }
+      this.trace = trace;
+      this.profiled = profiled;
       this.drawTrace();
     }
     if (!this.trace) return;
