@@ -93,9 +93,10 @@ fn services_types_labels_and_series_list_what_was_ingested() {
     );
     assert_eq!(types["profile_types"][0]["is_cpu"], true);
     assert_eq!(types["profile_types"][0]["sample_unit"], "nanoseconds");
+    assert_eq!(types["default"], CPU_TYPE);
     assert_eq!(
         get_json("/api/v1/profile-types?service=nobody"),
-        json!({ "profile_types": [] })
+        json!({ "profile_types": [], "default": null })
     );
 
     let names = get_json(&format!("/api/v1/label-names?service={SERVICE}"));
@@ -1147,6 +1148,28 @@ fn a_spans_types_available_are_those_of_its_samples() {
     assert!(!of_span.iter().any(|t| t.contains("contentions")));
     let of_trace = types(&format!("trace_id={}", hex(&span.trace_id)));
     assert_eq!(of_trace, of_span);
+    // A span without samples has no type of its own (not its service's).
+    assert_eq!(
+        types(&format!("service={SERVICE}&span_id={}", hex(&DB_SPAN))),
+        Vec::<String>::new()
+    );
+    // What a span's type picker asks: its types, and the one it opens with.
+    let r = server
+        .get(&format!(
+            "/api/v1/profile-types?span_id={}",
+            hex(&span.span_id)
+        ))
+        .ok();
+    let picker = r.json();
+    let mut ids: Vec<String> = picker["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    assert_eq!(ids, of_span);
+    assert_eq!(picker["default"], CPU_TYPE);
 }
 
 /// Profiles stored under another name than the tracer's (a scrape target named otherwise):

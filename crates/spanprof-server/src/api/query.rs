@@ -44,8 +44,11 @@
 //!   profiles taken in the range (as the profile endpoints count them; so do `/series` and
 //!   the label endpoints); with `spans=true` also those with spans (a tracer's name for a
 //!   service)
-//! - `GET /api/v1/profile-types?service` → `{"profile_types": [{"id", "name", "sample_type",
-//!   "sample_unit", "period_type", "period_unit", "is_cpu"}]}`
+//! - `GET /api/v1/profile-types?service&span_id&trace_id&include_child_spans` →
+//!   `{"profile_types": [{"id", "name", "sample_type", "sample_unit", "period_type",
+//!   "period_unit", "is_cpu"}], "default": id|null}`: the service's types (every service's
+//!   without one), or with spans or a trace those of their samples (none for spans without
+//!   samples); `default` is the one a selection takes without `type`
 //! - `GET /api/v1/label-names?…` → `{"names": ["__name__", "__profile_type__", "service_name", …]}`
 //! - `GET /api/v1/label-values?name=…&…` → `{"name": "region", "values": ["eu", …]}`
 //! - `GET /api/v1/series?…` → `{"series": [{"labels": {"service_name": "checkout", …}}]}`

@@ -173,6 +173,9 @@ pub(crate) struct Resolved {
     /// When set, only samples whose link names this trace or one of its stored spans.
     pub trace: Option<([u8; 16], HashSet<[u8; 8]>)>,
     pub available: Vec<ProfileTypeId>,
+    /// `available` are the types of the selected spans' or trace's samples (not the
+    /// service's, or every service's, for a selection of spans without samples).
+    pub of_samples: bool,
 }
 
 /// `[start, end)` less the union of `holes`, as sorted disjoint intervals.
@@ -393,6 +396,8 @@ impl State {
         } else {
             BTreeSet::new()
         };
+        // Whether they are the types of the selected samples, not a fallback.
+        let of_samples = !available.is_empty();
         if available.is_empty() {
             available = of_series(&service_ok);
         }
@@ -425,6 +430,7 @@ impl State {
             spans,
             trace,
             available,
+            of_samples,
         })
     }
 
@@ -1117,15 +1123,10 @@ impl Store {
 
     /// Profile types present (for one service, when given).
     pub fn profile_types(&self, service: Option<&str>) -> Vec<ProfileTypeId> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let set: BTreeSet<ProfileTypeId> = st
-            .series
-            .iter()
-            .filter(|k| !super::state::is_forgotten(k))
-            .filter(|k| service.is_none_or(|s| st.services[k.service as usize].name == s))
-            .map(|k| k.profile_type.clone())
-            .collect();
-        set.into_iter().collect()
+        types_of_service(
+            &self.state.read().expect("store state lock poisoned"),
+            service,
+        )
     }
 
     /// Services with profiles taken in the time range (0 = open end), as the profile queries
@@ -1268,6 +1269,26 @@ impl Store {
         Ok(out)
     }
 
+    /// The type the selection resolves to (`None` when it resolves to none), and the types
+    /// it has: its service's, or with spans or a trace selected those of their samples (none
+    /// for spans without samples). Full ids, names included (`mutex:…` and `block:…` have
+    /// the same sample types).
+    pub fn selection_types(
+        &self,
+        sel: &Selection,
+    ) -> Result<(Option<ProfileTypeId>, Vec<ProfileTypeId>), StoreError> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve(sel)?;
+        let by_spans = r.spans.is_some() || r.trace.is_some();
+        let available = match (by_spans, r.of_samples) {
+            (true, true) => r.available,
+            (true, false) => Vec::new(),
+            (false, _) => types_of_service(&st, sel.service.as_deref()),
+        };
+        let used = (r.profile_type != ProfileTypeId::default()).then_some(r.profile_type);
+        Ok((used, available))
+    }
+
     /// The longest window one profile of the selection covers, in ns (0 without any): what
     /// one point of its time series stands for. A step shorter than it
     /// shows each window's total in one step and none in the steps after.
@@ -1370,6 +1391,18 @@ impl Store {
             span_id,
         )
     }
+}
+
+/// Profile types present (of one service, when given), sorted.
+fn types_of_service(st: &State, service: Option<&str>) -> Vec<ProfileTypeId> {
+    let set: BTreeSet<ProfileTypeId> = st
+        .series
+        .iter()
+        .filter(|k| !super::state::is_forgotten(k))
+        .filter(|k| service.is_none_or(|s| st.services[k.service as usize].name == s))
+        .map(|k| k.profile_type.clone())
+        .collect();
+    set.into_iter().collect()
 }
 
 /// Whether any stored sample is linked to span `span_id` (directly).

@@ -52,16 +52,26 @@ pub async fn services(
     Ok(axum::Json(json!({ "services": services })).into_response())
 }
 
-/// `GET /api/v1/profile-types?service`.
+/// `GET /api/v1/profile-types?service&span_id&trace_id&include_child_spans`: a service's
+/// types, or with spans or a trace those of their samples (what a span's type picker
+/// offers), and the one a selection takes without `type`.
 pub async fn profile_types(
     State(app): State<AppState>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
-    p.allow("/api/v1/profile-types", &["service"])?;
-    let service = p.one("service")?.map(|x| x.value.to_owned());
-    let types = blocking(&app, move |store| {
-        Ok(store.profile_types(service.as_deref()))
+    p.allow(
+        "/api/v1/profile-types",
+        &["service", "span_id", "trace_id", "include_child_spans"],
+    )?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let (default, types) = blocking(&app, move |store| {
+        if super::selection::selects_spans(&q.selection) {
+            return Ok(store.selection_types(&q.selection)?);
+        }
+        let types = store.profile_types(q.selection.service.as_deref());
+        let default = types.iter().find(|t| t.is_cpu()).or(types.first()).cloned();
+        Ok((default, types))
     })
     .await?;
     let types: Vec<Value> = types
@@ -78,7 +88,11 @@ pub async fn profile_types(
             })
         })
         .collect();
-    Ok(axum::Json(json!({ "profile_types": types })).into_response())
+    Ok(axum::Json(json!({
+        "profile_types": types,
+        "default": default.as_ref().map(ToString::to_string),
+    }))
+    .into_response())
 }
 
 /// `GET /api/v1/label-names?service&type&from&to&query`.

@@ -10,7 +10,7 @@ use spanprof_store::store::{Selection, SpanFilter, Store};
 use spanprof_store::FlameTree;
 
 use super::error::{blocking, json_text, ApiError};
-use super::flame::{flame_of, max_nodes, summary_json, type_ids};
+use super::flame::{flame_of, max_nodes, summary_json};
 use super::params::{self, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::AppState;
@@ -97,8 +97,8 @@ pub async fn diff(
                 ru.map(ToString::to_string).unwrap_or_default(),
             )));
         }
-        let left_types = type_ids(store, &left);
-        let right_types = type_ids(store, &right);
+        let left_types = store.selection_types(&left)?;
+        let right_types = store.selection_types(&right)?;
         Ok(format!(
             "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
             diff_layout_json(&lt, &rt, max_nodes),

@@ -5,7 +5,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use spanprof_format::profile_type::{is_snapshot_type, ProfileTypeId};
 use spanprof_store::store::Selection;
-use spanprof_store::{FlameTree, FunctionOrder, ProfileType, SelectionSummary, DEFAULT_MAX_NODES};
+use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NODES};
 
 use super::error::{blocking, json_text, ApiError};
 use super::params::{self, QueryParams};
@@ -46,59 +46,23 @@ fn averages(sel: &Selection, sample_type: &str) -> bool {
     is_snapshot_type(sample_type) && !super::selection::selects_spans(sel)
 }
 
-/// The full ids (with their names) a selection's types can be: its service's, or every
-/// service's when it selects spans or a trace (their samples may be in other services).
-pub fn type_ids(store: &spanprof_store::store::Store, sel: &Selection) -> Vec<ProfileTypeId> {
-    if super::selection::selects_spans(sel) {
-        store.profile_types(None)
-    } else {
-        store.profile_types(sel.service.as_deref())
-    }
-}
+/// A selection's types for its summary: the one it resolved to, and those it has (its
+/// service's, or with spans or a trace selected those of their samples), as full ids
+/// ([`spanprof_store::store::Store::selection_types`]).
+pub type SelectionTypes = (Option<ProfileTypeId>, Vec<ProfileTypeId>);
 
-/// Whether full id `t` is the type `u` a summary names.
-fn is_type(t: &ProfileTypeId, u: &ProfileType) -> bool {
-    (
-        &t.sample_type,
-        &t.sample_unit,
-        &t.period_type,
-        &t.period_unit,
-    ) == (
-        &u.sample_type,
-        &u.sample_unit,
-        &u.period_type,
-        &u.period_unit,
-    )
-}
-
-/// The selection summary: the profile type used (full id), what exists, what was read, and
-/// over how many profiles the values are averaged (`averaged_over`, else null: a sum).
-/// `types` are the full ids of [`type_ids`]; `types_available` lists those the selection
-/// has: a span's types are those of its samples, not every type of its service.
+/// The selection summary: the profile type used (full id), the types the selection has,
+/// what was read, and over how many profiles the values are averaged (`averaged_over`, else
+/// null: a sum).
 pub fn summary_json(
     summary: &SelectionSummary,
-    types: &[ProfileTypeId],
+    (used, available): &SelectionTypes,
     averaged_over: Option<u64>,
 ) -> Value {
-    let used = summary
-        .used_types
-        .first()
-        .filter(|t| !t.sample_type.is_empty());
-    let profile_type = used.map(|u| {
-        types
-            .iter()
-            .find(|t| is_type(t, u))
-            .map_or_else(|| u.to_string(), ToString::to_string)
-    });
-    let available: Vec<String> = types
-        .iter()
-        .filter(|t| summary.available_types.iter().any(|u| is_type(t, u)))
-        .map(ToString::to_string)
-        .collect();
     json!({
-        "profile_type": profile_type,
-        "unit": used.map(|u| u.sample_unit.as_str()),
-        "types_available": available,
+        "profile_type": used.as_ref().map(ToString::to_string),
+        "unit": used.as_ref().map(|u| u.sample_unit.as_str()),
+        "types_available": available.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "samples_selected": summary.samples_selected,
         "value_selected": summary.value_selected,
         "averaged_over": averaged_over,
@@ -131,7 +95,7 @@ pub async fn flamegraph(
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
-        let types = type_ids(store, &q.selection);
+        let types = store.selection_types(&q.selection)?;
         // The nested tree is written as text: a deep tree as a `Value` could overflow the
         // stack when dropped.
         Ok(format!(
@@ -167,7 +131,7 @@ pub async fn top(
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
-        let types = type_ids(store, &q.selection);
+        let types = store.selection_types(&q.selection)?;
         let functions: Vec<Value> = tree
             .top_functions(order)
             .into_iter()

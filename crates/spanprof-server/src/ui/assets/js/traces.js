@@ -250,18 +250,17 @@ export class TraceView {
   /** Fills the span's type picker with the types of its samples; shown when there is a
    * choice (or a type was asked for). */
   async fillTypes(select, label, span, params) {
-    let summary;
+    let answer;
     try {
-      ({ summary } = await api.get("flamegraph", { span_id: span.span_id, type: params.type,
-        include_child_spans: params.children === "1" ? "true" : "", max_nodes: 1 }));
+      answer = await api.get("profile-types", { span_id: span.span_id,
+        include_child_spans: params.children === "1" ? "true" : "" });
     } catch {
       return; // The panel's own request reports what went wrong.
     }
-    const ids = summary.types_available || [];
-    replace(select, ids.map((id) => {
-      const [name, sampleType, unit] = id.split(":");
-      return el("option", { value: id, selected: id === summary.profile_type }, `${name} · ${sampleType} (${unit})`);
-    }));
+    const ids = answer.profile_types.map((t) => t.id);
+    const chosen = ids.includes(params.type) ? params.type : answer.default;
+    replace(select, answer.profile_types.map((t) =>
+      el("option", { value: t.id, selected: t.id === chosen }, `${t.name} · ${t.sample_type} (${t.sample_unit})`)));
     label.hidden = ids.length < 2 && !params.type;
   }
 
