@@ -3,6 +3,7 @@
 usage: otlp_grpc_send.py ADDR profiles FILE [--gzip]   # FILE: binary ExportProfilesServiceRequest
        otlp_grpc_send.py ADDR traces TRACE_ID SPAN_ID NAME START_NS END_NS
        otlp_grpc_send.py ADDR garbage                  # an Export call with an invalid payload
+       otlp_grpc_send.py ADDR health                   # grpc.health.v1.Health/Check: SERVING or NOT_SERVING
 Prints one JSON line: {"ok": true, "response": "..."} or {"ok": false, "code": "...", "details": "..."},
 the latter with "status_code" and "retry_delay_s" when the answer carries a google.rpc.Status with a
 RetryInfo in grpc-status-details-bin (what OTLP clients read to know whether and when to retry).
@@ -39,6 +40,13 @@ def main():
             export = channel.unary_unary("/opentelemetry.proto.collector.trace.v1.TraceService/Export",
                                          request_serializer=lambda b: b, response_deserializer=lambda b: b)
             response = export(b"\xff\xff\xff\xff", timeout=30)
+        elif kind == "health":
+            # The standard health check, as a Kubernetes gRPC probe calls it (an empty request:
+            # the whole server). HealthCheckResponse is field 1, a varint: 1 SERVING, 2 NOT_SERVING.
+            check = channel.unary_unary("/grpc.health.v1.Health/Check",
+                                        request_serializer=lambda b: b, response_deserializer=lambda b: b)
+            raw = check(b"", timeout=30)
+            response = {b"\x08\x01": "SERVING", b"\x08\x02": "NOT_SERVING"}.get(raw, raw.hex())
         else:
             raise SystemExit(f"unknown kind {kind}")
         print(json.dumps({"ok": True, "response": str(response)}))

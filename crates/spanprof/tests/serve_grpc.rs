@@ -43,6 +43,14 @@ fn otlp_grpc_from_a_real_client_is_stored() {
         "{r}"
     );
 
+    // The standard gRPC health check (Kubernetes gRPC probes) says the server serves.
+    let r = otlp_grpc_send(&[&grpc_addr, "health"]);
+    assert_eq!(
+        (r["ok"].clone(), r["response"].clone()),
+        (true.into(), "SERVING".into()),
+        "{r}"
+    );
+
     // SIGTERM: finish, flush, exit 0.
     server.stop();
 

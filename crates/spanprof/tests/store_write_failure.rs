@@ -221,6 +221,9 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     // Alive all the same: a liveness probe must not restart it over a full disk.
     let live = support::http::get(&server.addr, "/live", Duration::from_secs(30)).unwrap();
     assert_eq!(live.status, 200);
+    // gRPC health checks say so too.
+    let r = otlp_grpc_send(&[&grpc_addr, "health"]);
+    assert_eq!(r["response"], "NOT_SERVING", "{r}");
 
     // Writes work again.
     set_file_size_limit(server.pid(), libc::RLIM_INFINITY);

@@ -7,40 +7,41 @@ use crate::AppState;
 
 /// Ready: the listeners are bound and the store is open (handlers only run then), the
 /// last batch was written, and requests do not wait on a write that hangs
-/// ([`crate::pipeline::STALL_AFTER`]). While batches fail (a full disk, a log that refuses writes until
-/// a restart), 503 saying which sink fails, for how long and why: every receiver answers
-/// 503 then, so a load balancer should send elsewhere and an operator should look.
+/// ([`crate::pipeline::STALL_AFTER`]). While batches fail (a full disk, a log that refuses
+/// writes until a restart), 503 saying which sink fails, for how long and why: every
+/// receiver answers 503 then, so a load balancer should send elsewhere and an operator
+/// should look.
 pub async fn health(State(app): State<AppState>) -> axum::response::Response {
-    if let Some(took) = app.pipeline.stalled() {
-        return (
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "not ready: the batch being written has taken {} s: a write hangs (a disk \
-                 that does not answer?); its requests and those queued wait until it ends\n",
-                took.as_secs()
-            ),
-        )
-            .into_response();
-    }
-    match app.pipeline.failing() {
+    match not_ready(&app) {
         None => "ok\n".into_response(),
-        Some(f) => {
-            let seconds = f.since.elapsed().map_or(0, |d| d.as_secs());
-            let batches = match f.batches {
-                1 => "the last batch".to_owned(),
-                n => format!("the last {n} batches"),
-            };
-            (
-                axum::http::StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "not ready: {} could not write {batches} (failing for {seconds} s): {}; \
-                     receivers answer 503 (retry later) until a write works\n",
-                    f.sink, f.error
-                ),
-            )
-                .into_response()
-        }
+        Some(why) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready: {why}\n"),
+        )
+            .into_response(),
     }
+}
+
+/// Why the server is not ready (see [`health`]), or `None` when it is.
+pub fn not_ready(app: &AppState) -> Option<String> {
+    if let Some(took) = app.pipeline.stalled() {
+        return Some(format!(
+            "the batch being written has taken {} s: a write hangs (a disk that does not \
+             answer?); its requests and those queued wait until it ends",
+            took.as_secs()
+        ));
+    }
+    let f = app.pipeline.failing()?;
+    let seconds = f.since.elapsed().map_or(0, |d| d.as_secs());
+    let batches = match f.batches {
+        1 => "the last batch".to_owned(),
+        n => format!("the last {n} batches"),
+    };
+    Some(format!(
+        "{} could not write {batches} (failing for {seconds} s): {}; receivers answer 503 \
+         (retry later) until a write works",
+        f.sink, f.error
+    ))
 }
 
 /// Live: the process answers (a liveness probe). Always 200: a full disk makes `/health`

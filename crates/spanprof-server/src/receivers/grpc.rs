@@ -29,13 +29,26 @@ pub const PROFILES_EXPORT: &str =
 /// gRPC method path of trace export.
 pub const TRACES_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
 
+/// gRPC method path of the standard health check (`grpc.health.v1`), which Kubernetes gRPC
+/// probes and gRPC load balancers call.
+pub const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
+
 /// The gRPC listener's routes.
 pub fn router(state: AppState) -> Router {
     Router::new()
         .route(PROFILES_EXPORT, post(profiles))
         .route(TRACES_EXPORT, post(traces))
-        .fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export") })
+        .route(HEALTH_CHECK, post(health_check))
+        .fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export, and grpc.health.v1.Health/Check") })
         .with_state(state)
+}
+
+/// `grpc.health.v1.Health/Check`: SERVING while `/health` says ok, else NOT_SERVING, for the
+/// server as a whole whatever service the request names. The answer is a
+/// `HealthCheckResponse` (field 1, its status: 1 SERVING, 2 NOT_SERVING).
+async fn health_check(State(app): State<AppState>) -> Response {
+    let serving = crate::api::ops::not_ready(&app).is_none();
+    ok(vec![0x08, if serving { 1 } else { 2 }])
 }
 
 async fn profiles(
