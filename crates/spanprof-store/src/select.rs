@@ -109,6 +109,12 @@ pub struct SelectionSummary {
     /// Distinct times of the profiles read (a store's answers; 0 otherwise): how many
     /// snapshots a snapshot type's total adds up.
     pub profile_times: u64,
+    /// A store's answers: the type the selection resolved to, as a full id (names included:
+    /// `mutex:…` and `block:…` have the same sample types); `None` otherwise.
+    pub profile_type_id: Option<spanprof_format::profile_type::ProfileTypeId>,
+    /// A store's answers: the full ids of the types the selection has (see
+    /// [`crate::store::Store::selection_types`]); empty otherwise.
+    pub type_ids: Vec<spanprof_format::profile_type::ProfileTypeId>,
 }
 
 /// A profile type selector parsed from [`SampleSelector::profile_type`].

@@ -707,11 +707,14 @@ impl Store {
         let mut tree = FlameTree::new();
         let mut frames = Vec::new();
         let mut locations = Vec::new();
+        let (profile_type_id, type_ids) = type_ids(&st, sel, &r);
         let mut summary = SelectionSummary {
             available_types: r.available.iter().map(to_select_type).collect(),
             used_types: vec![to_select_type(&r.profile_type)],
             samples_selected: agg.samples,
             profile_times: profile_times(&r),
+            profile_type_id,
+            type_ids,
             ..Default::default()
         };
         for (&(service, node), &value) in &agg.by_node {
@@ -1279,14 +1282,7 @@ impl Store {
     ) -> Result<(Option<ProfileTypeId>, Vec<ProfileTypeId>), StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve(sel)?;
-        let by_spans = r.spans.is_some() || r.trace.is_some();
-        let available = match (by_spans, r.of_samples) {
-            (true, true) => r.available,
-            (true, false) => Vec::new(),
-            (false, _) => types_of_service(&st, sel.service.as_deref()),
-        };
-        let used = (r.profile_type != ProfileTypeId::default()).then_some(r.profile_type);
-        Ok((used, available))
+        Ok(type_ids(&st, sel, &r))
     }
 
     /// The longest window one profile of the selection covers, in ns (0 without any): what
@@ -1391,6 +1387,23 @@ impl Store {
             span_id,
         )
     }
+}
+
+/// The type `r` (resolved from `sel`) is in, and the types the selection has, as
+/// [`Store::selection_types`] gives them.
+fn type_ids(
+    st: &State,
+    sel: &Selection,
+    r: &Resolved,
+) -> (Option<ProfileTypeId>, Vec<ProfileTypeId>) {
+    let by_spans = r.spans.is_some() || r.trace.is_some();
+    let available = match (by_spans, r.of_samples) {
+        (true, true) => r.available.clone(),
+        (true, false) => Vec::new(),
+        (false, _) => types_of_service(st, sel.service.as_deref()),
+    };
+    let used = (r.profile_type != ProfileTypeId::default()).then(|| r.profile_type.clone());
+    (used, available)
 }
 
 /// Profile types present (of one service, when given), sorted.

@@ -97,14 +97,12 @@ pub async fn diff(
                 ru.map(ToString::to_string).unwrap_or_default(),
             )));
         }
-        let left_types = store.selection_types(&left)?;
-        let right_types = store.selection_types(&right)?;
         Ok(format!(
             "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
             diff_layout_json(&lt, &rt, max_nodes),
             diff_tree_json_within(&lt, &rt, max_nodes),
-            summary_json(&ls, &left_types, la),
-            summary_json(&rs, &right_types, ra),
+            summary_json(&ls, la),
+            summary_json(&rs, ra),
         ))
     })
     .await?;

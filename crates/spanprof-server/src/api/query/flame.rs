@@ -3,7 +3,7 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use spanprof_format::profile_type::{is_snapshot_type, ProfileTypeId};
+use spanprof_format::profile_type::is_snapshot_type;
 use spanprof_store::store::Selection;
 use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NODES};
 
@@ -46,23 +46,16 @@ fn averages(sel: &Selection, sample_type: &str) -> bool {
     is_snapshot_type(sample_type) && !super::selection::selects_spans(sel)
 }
 
-/// A selection's types for its summary: the one it resolved to, and those it has (its
-/// service's, or with spans or a trace selected those of their samples), as full ids
-/// ([`spanprof_store::store::Store::selection_types`]).
-pub type SelectionTypes = (Option<ProfileTypeId>, Vec<ProfileTypeId>);
-
-/// The selection summary: the profile type used (full id), the types the selection has,
-/// what was read, and over how many profiles the values are averaged (`averaged_over`, else
-/// null: a sum).
-pub fn summary_json(
-    summary: &SelectionSummary,
-    (used, available): &SelectionTypes,
-    averaged_over: Option<u64>,
-) -> Value {
+/// The selection summary: the profile type used (full id), the types the selection has
+/// (its service's, or with spans or a trace selected those of their samples), what was
+/// read, and over how many profiles the values are averaged (`averaged_over`, else null: a
+/// sum).
+pub fn summary_json(summary: &SelectionSummary, averaged_over: Option<u64>) -> Value {
+    let used = summary.profile_type_id.as_ref();
     json!({
-        "profile_type": used.as_ref().map(ToString::to_string),
-        "unit": used.as_ref().map(|u| u.sample_unit.as_str()),
-        "types_available": available.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "profile_type": used.map(ToString::to_string),
+        "unit": used.map(|u| u.sample_unit.as_str()),
+        "types_available": summary.type_ids.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "samples_selected": summary.samples_selected,
         "value_selected": summary.value_selected,
         "averaged_over": averaged_over,
@@ -95,14 +88,13 @@ pub async fn flamegraph(
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
-        let types = store.selection_types(&q.selection)?;
         // The nested tree is written as text: a deep tree as a `Value` could overflow the
         // stack when dropped.
         Ok(format!(
             "{{\"flamegraph\":{},\"tree\":{},\"summary\":{}}}",
             layout_json(&tree, max_nodes),
             tree.to_nested_json_within(max_nodes),
-            summary_json(&summary, &types, averaged),
+            summary_json(&summary, averaged),
         ))
     })
     .await?;
@@ -131,7 +123,6 @@ pub async fn top(
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
-        let types = store.selection_types(&q.selection)?;
         let functions: Vec<Value> = tree
             .top_functions(order)
             .into_iter()
@@ -141,7 +132,7 @@ pub async fn top(
         Ok(json!({
             "functions": functions,
             "total": tree.total(),
-            "summary": summary_json(&summary, &types, averaged),
+            "summary": summary_json(&summary, averaged),
         }))
     })
     .await?;
