@@ -1,5 +1,6 @@
 //! Stopping `spanprof serve`: a second SIGTERM or Ctrl-C exits at once, whatever is in
-//! flight (a stalled upload held the first one's drain for its whole grace).
+//! flight (a stalled upload held the first one's drain for its whole grace); two at the same
+//! moment (a terminal's Ctrl-C beside a wrapper's SIGTERM) are one request to stop.
 
 mod support;
 
@@ -7,13 +8,13 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use support::process_dir;
 use support::serve::Server;
+use support::{poll, process_dir};
 
 #[test]
 fn a_second_signal_exits_at_once_while_an_upload_stalls() {
     let dir = process_dir("shutdown");
-    let server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
+    let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
     // An upload that sends its headers and half its body, then nothing.
     let mut upload = TcpStream::connect(&server.addr).unwrap();
     write!(
@@ -30,17 +31,28 @@ fn a_second_signal_exits_at_once_while_an_upload_stalls() {
         |s| s.metric("spanprof_inflight_bytes") > 0.0,
     );
 
-    // The first signal waits for the upload (up to its 20 s grace); the second does not.
+    // The first signal waits for the upload (up to its 20 s grace); a second one right
+    // after it is the same request, and the server still waits.
     server.signal("TERM");
     let asked = Instant::now();
     server.signal("INT");
+    // A second signal later than that exits at once. (Sent until it does: one that comes
+    // too soon after the first is taken as the first's twin too.)
+    poll("an exit on a later signal", Duration::from_secs(5), || {
+        if server.exited() {
+            return Ok(());
+        }
+        server.signal("INT");
+        Err("still running".to_owned())
+    });
     let (exit, log) = server.wait_exit(Duration::from_secs(5));
-    assert!(asked.elapsed() < Duration::from_secs(5));
+    assert!(asked.elapsed() < Duration::from_secs(6));
     assert_eq!(exit.code(), Some(1), "{log}");
     assert!(
         log.contains("stopping (send it again to exit at once)"),
         "{log}"
     );
+    assert!(log.contains("taken as the same request to stop"), "{log}");
     assert!(
         log.contains("a second signal while stopping: exiting now"),
         "{log}"

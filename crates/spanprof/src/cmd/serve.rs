@@ -248,12 +248,19 @@ pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
 /// then is safe: acknowledged data is on disk, and the store recovers as after a crash.
 const STOP_GRACE: Duration = Duration::from_secs(20);
 
+/// Signals this soon after the first are the same request to stop, delivered twice: Ctrl-C in
+/// a terminal signals the whole process group, so a wrapper that forwards it (a shell script,
+/// a process supervisor) sends a second one within milliseconds. A person pressing Ctrl-C
+/// again is slower than this.
+const SAME_REQUEST: Duration = Duration::from_millis(250);
+
 /// Resolves on SIGTERM or Ctrl-C, and starts the [`STOP_GRACE`] watchdog: it exits the
 /// process unless `stopped` is closed (the server stopped) within the grace. A second signal
 /// exits at once (an operator who presses Ctrl-C again does not want to wait for a stalled
-/// upload).
+/// upload), unless it came within [`SAME_REQUEST`] of the first.
 async fn stop_on_signal(mut signals: Signals, stopped: std::sync::mpsc::Receiver<()>) {
     let first = signals.next().await;
+    let first_at = std::time::Instant::now();
     tracing::info!(signal = first, "stopping (send it again to exit at once)");
     std::thread::spawn(move || {
         if stopped.recv_timeout(STOP_GRACE) != Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
@@ -266,7 +273,19 @@ async fn stop_on_signal(mut signals: Signals, stopped: std::sync::mpsc::Receiver
         std::process::exit(1);
     });
     tokio::spawn(async move {
-        let again = signals.next().await;
+        let again = loop {
+            let again = signals.next().await;
+            let after = first_at.elapsed();
+            if after >= SAME_REQUEST {
+                break again;
+            }
+            tracing::info!(
+                signal = again,
+                after_ms = after.as_millis() as u64,
+                "a second signal right after the first: taken as the same request to stop \
+                 (send it again to exit at once)"
+            );
+        };
         tracing::warn!(
             signal = again,
             "a second signal while stopping: exiting now; acknowledged data is on disk"

@@ -115,6 +115,11 @@ impl Server {
         assert!(status.success());
     }
 
+    /// Whether the server has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+
     /// Waits for the server to exit, `within` at most (failed past it, and killed on drop);
     /// returns its exit status and whole log.
     pub fn wait_exit(mut self, within: Duration) -> (std::process::ExitStatus, String) {
