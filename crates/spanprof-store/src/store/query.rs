@@ -141,8 +141,6 @@ struct OwnSamples {
     value: i64,
     /// Their sampling period; `None` without samples.
     period: Option<i64>,
-    /// The services whose profiles hold them.
-    services: BTreeSet<u32>,
     /// The type they were read in.
     profile_type: ProfileTypeId,
 }
@@ -907,8 +905,9 @@ impl Store {
     ///
     /// A span without samples is measured against the windows of its service's profiles.
     /// When its service has no profile of the type under its name (a scrape target named
-    /// otherwise than the tracer names it), the services that hold the samples of `spans`
-    /// of its service stand for it (so the answer for one span alone can differ).
+    /// otherwise than the tracer names it), the services that hold the samples of the spans
+    /// of its service in its trace stand for it (the same whatever else is asked about with
+    /// it).
     pub fn span_coverages(
         &self,
         spans: &[SpanRecord],
@@ -916,33 +915,35 @@ impl Store {
     ) -> Result<Vec<Coverage>, StoreError> {
         let read = || self.state.read().expect("store state lock poisoned");
         let mut own = Vec::with_capacity(spans.len());
-        // Tracer service → the services whose profiles hold its spans' samples.
-        let mut profiled_as: HashMap<&str, BTreeSet<u32>> = HashMap::new();
         for s in spans {
-            let o = self.own_samples(&read(), s.span_id, profile_type)?;
-            profiled_as
-                .entry(s.service.as_str())
-                .or_default()
-                .extend(&o.services);
-            own.push(o);
+            own.push(self.own_samples(&read(), s.span_id, profile_type)?);
         }
         // Each span's children that have samples of their own: the labelled ones, whose
         // samples are theirs. A child without any (an auto-instrumented client span, which
         // sets no labels) ran on its parent's labels, or waited: its time stays the parent's.
         let mut children: HashMap<[u8; 8], Vec<(u64, u64)>> = HashMap::new();
+        // (trace, tracer service) → the services whose profiles hold the samples of that
+        // service's spans in that trace.
+        let mut profiled_as: HashMap<([u8; 16], String), BTreeSet<u32>> = HashMap::new();
         let mut traces_read = HashSet::new();
         for s in spans {
             if traces_read.insert(s.trace_id) {
                 let st = read();
                 for c in st.trace_records(&s.trace_id)? {
-                    if let Some(parent) = c.parent_span_id {
-                        if span_has_samples(&st, &c.span_id)? {
-                            children
-                                .entry(parent)
-                                .or_default()
-                                .push((c.start_ns, c.end_ns));
-                        }
+                    let services = span_sample_services(&st, &c.span_id)?;
+                    if services.is_empty() {
+                        continue;
                     }
+                    if let Some(parent) = c.parent_span_id {
+                        children
+                            .entry(parent)
+                            .or_default()
+                            .push((c.start_ns, c.end_ns));
+                    }
+                    profiled_as
+                        .entry((c.trace_id, c.service))
+                        .or_default()
+                        .extend(services);
                 }
             }
         }
@@ -974,7 +975,7 @@ impl Store {
                     });
                     if !named.contains(&(span.service.clone(), own.profile_type.clone())) {
                         services = profiled_as
-                            .get(span.service.as_str())
+                            .get(&(span.trace_id, span.service.clone()))
                             .into_iter()
                             .flatten()
                             .map(|&i| st.services[i as usize].name.clone())
@@ -1000,16 +1001,14 @@ impl Store {
             ..Default::default()
         };
         let r = st.resolve(&sel)?;
-        let (mut value, mut period, mut services) = (0i64, None, BTreeSet::new());
+        let (mut value, mut period) = (0i64, None);
         self.for_each_sample(st, &r, |block, i| {
             value = value.saturating_add(block.values[i]);
             period.get_or_insert(block.period);
-            services.insert(st.series[block.series as usize].service);
         })?;
         Ok(OwnSamples {
             value,
             period,
-            services,
             profile_type: r.profile_type,
         })
     }
@@ -1382,10 +1381,8 @@ impl Store {
 
     /// Whether any stored sample is linked to this span (directly).
     pub fn has_samples(&self, span_id: &[u8; 8]) -> Result<bool, StoreError> {
-        span_has_samples(
-            &self.state.read().expect("store state lock poisoned"),
-            span_id,
-        )
+        let st = self.state.read().expect("store state lock poisoned");
+        Ok(!span_sample_services(&st, span_id)?.is_empty())
     }
 }
 
@@ -1419,11 +1416,20 @@ fn types_of_service(st: &State, service: Option<&str>) -> Vec<ProfileTypeId> {
 }
 
 /// Whether any stored sample is linked to span `span_id` (directly).
-fn span_has_samples(st: &State, span_id: &[u8; 8]) -> Result<bool, StoreError> {
+/// The services whose profiles hold samples linked to this span (of any type; none when it
+/// has no samples), from the indexes alone.
+fn span_sample_services(st: &State, span_id: &[u8; 8]) -> Result<BTreeSet<u32>, StoreError> {
     let indexes = st
         .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
         .map_err(StoreError::Invalid)?;
-    Ok(indexes.iter().any(|i| !i.span_blocks(span_id).is_empty()))
+    Ok(indexes
+        .iter()
+        .flat_map(|i| {
+            i.span_blocks(span_id)
+                .iter()
+                .map(|&b| st.series[i.blocks[b as usize].series as usize].service)
+        })
+        .collect())
 }
 
 /// `q`'s time range as segment time ranges are compared with it: from, and

@@ -352,29 +352,50 @@ fn span_coverage_in_a_window_without_samples() {
 
 /// Profiles scraped under another name than the tracer gives the service: a span without
 /// samples is measured against the windows of the services that hold the samples of the
-/// other spans of its service asked about with it (they were "no profile covers the span").
+/// other spans of its service in its trace (they were "no profile covers the span"), the
+/// same whether it is asked about alone or with others (the answer depended on what else
+/// was asked: a span search of one span and the trace view disagreed).
 #[test]
 fn span_coverage_of_a_service_profiled_under_another_name() {
     let mut c = Copy::new(0, 0, 1);
     for s in &mut c.spans {
         s.service = "checkout".into();
     }
+    let idle = c.span(IDLE).clone();
+    // A span of the same service, without samples, alone in a trace of its own.
+    let mut lone = idle.clone();
+    lone.trace_id = [0x7e; 16];
+    lone.span_id = [0x7e; 8];
+    lone.parent_span_id = None;
+    c.spans.push(lone.clone());
     let (_dir, store) = store_with(&c);
-    let (busy, idle) = (busiest(&c).clone(), c.span(IDLE).clone());
+    let busy = busiest(&c).clone();
+    let measured = (
+        Some(IDLE_NS),
+        Some(PERIOD_NS),
+        Some(IDLE_NS as f64 / PERIOD_NS as f64),
+    );
     let alone = store.span_coverage(idle.span_id, None).unwrap();
     assert_eq!(
         (alone.covered_ns, alone.period, alone.possible_samples),
-        (Some(0), None, None),
-        "nothing is profiled as checkout"
+        measured
     );
-    let both = store.span_coverages(&[busy, idle], None).unwrap();
+    let both = store
+        .span_coverages(&[busy, idle.clone(), lone.clone()], None)
+        .unwrap();
     assert!(both[0].value > 0);
     assert_eq!(
         (both[1].covered_ns, both[1].period, both[1].possible_samples),
-        (
-            Some(IDLE_NS),
-            Some(PERIOD_NS),
-            Some(IDLE_NS as f64 / PERIOD_NS as f64)
-        )
+        measured
+    );
+    // No span of its trace has samples: nothing stands for its service.
+    assert_eq!(
+        (both[2].covered_ns, both[2].period, both[2].possible_samples),
+        (Some(0), None, None),
+        "nothing is profiled as checkout in its trace"
+    );
+    assert_eq!(
+        store.span_coverage(lone.span_id, None).unwrap().covered_ns,
+        Some(0)
     );
 }
