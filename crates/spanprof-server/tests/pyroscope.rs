@@ -612,7 +612,34 @@ fn raw_pprof_bodies_gzip_or_not_and_time_from_the_query() {
             )
             .assert_ok_empty(&app);
     }
+    // Stamped when written, at the end of its window, as the Node.js SDK's wall profiles
+    // are (@datadog/pprof: time = Date.now(), duration = the window; from/until = the window
+    // in whole seconds): stored over the window the upload names.
+    let end_ns: i64 = 1_650_000_004_430_000_000;
+    let mut ended = profile.clone();
+    ended.time_nanos = end_ns;
+    ended.duration_nanos = 5_030_000_000;
+    server
+        .post(
+            "/ingest?name=ended&from=1650000000&until=1650000004&format=pprof&spyName=nodespy",
+            &[octet],
+            &pprof::encode_gzip(&ended),
+        )
+        .assert_ok_empty("stamped at its end");
+
     let (store, _dir) = server.stop_and_open_store();
+    let ended_at = |from_ns: i64, to_ns: i64| Selection {
+        from_ns,
+        to_ns,
+        ..select("ended", CPU_TYPE)
+    };
+    let start_ns = end_ns - 5_030_000_000;
+    assert_eq!(total(&store, &ended_at(start_ns, start_ns + 1)), cpu_total);
+    assert_eq!(
+        total(&store, &ended_at(start_ns + 1, 0)),
+        0,
+        "not after its start"
+    );
     for app in ["raw", "gz", "encoded", "prefixed", "plain"] {
         assert_eq!(total(&store, &select(app, CPU_TYPE)), cpu_total, "{app}");
     }

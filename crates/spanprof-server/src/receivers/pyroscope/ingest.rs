@@ -33,6 +33,8 @@ struct Params {
     name: LabelSet,
     from_ns: i64,
     until_ns: i64,
+    /// Whether `until` was given (else it is now).
+    until_given: bool,
     /// Hz; Pyroscope's default is 100, and an unreadable value counts as the default.
     /// Hz; past [`MAX_SAMPLE_RATE`] a text upload is refused (pprof carries its own period).
     sample_rate: u64,
@@ -68,6 +70,7 @@ impl Params {
             name,
             from_ns: time("from"),
             until_ns: time("until"),
+            until_given: get("until").is_some(),
             sample_rate,
             spy_name: get("spyName").unwrap_or("unknown").to_owned(),
             format: get("format").unwrap_or("").to_owned(),
@@ -317,6 +320,18 @@ fn pprof_series(
     }
     if profile.duration_nanos <= 0 {
         profile.duration_nanos = (params.until_ns - params.from_ns).max(0);
+    }
+    // pprof's time is when the profile starts, but some profilers stamp it when they write
+    // it, at its end (the Node.js SDK's wall profiles: @datadog/pprof sets Date.now()).
+    // Taken as the start, the window sat one upload interval late, and spans in it read "no
+    // profile covers the span". The upload's `from`/`until` tell: a time nearer `until` than
+    // `from` is the end of the window.
+    if params.until_given
+        && profile.duration_nanos > 0
+        && profile.time_nanos.abs_diff(params.until_ns)
+            < profile.time_nanos.abs_diff(params.from_ns)
+    {
+        profile.time_nanos -= profile.duration_nanos;
     }
     qualify_script_functions(&mut profile, &params.spy_name);
     let display = display.unwrap_or_else(default_display_names);
