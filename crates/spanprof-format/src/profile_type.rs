@@ -87,6 +87,27 @@ impl ProfileTypeId {
         self.sample_type == "cpu"
             || (self.name == "process_cpu" && self.sample_unit == "nanoseconds")
     }
+
+    /// How this type ranks as the one a query takes when none is given, lowest first: CPU
+    /// time, then wall-clock time (what a profiler without CPU time, as the Node.js SDK's,
+    /// measures a span in), then any other.
+    pub fn default_rank(&self) -> u8 {
+        if self.is_cpu() {
+            0
+        } else if self.sample_type == "wall" && self.sample_unit == "nanoseconds" {
+            1
+        } else {
+            2
+        }
+    }
+
+    /// Of `types`, the one a query takes when none is given (or when a name covers several
+    /// of them): the first of the lowest [`ProfileTypeId::default_rank`].
+    pub fn preferred<'a>(
+        types: impl IntoIterator<Item = &'a ProfileTypeId>,
+    ) -> Option<&'a ProfileTypeId> {
+        types.into_iter().min_by_key(|t| t.default_rank())
+    }
 }
 
 /// Whether profiles of sample type `sample_type` are snapshots: Go's `inuse_space` and
@@ -170,5 +191,22 @@ mod tests {
             ""
         );
         assert!(ProfileTypeId::parse("nope").is_none());
+    }
+
+    #[test]
+    fn the_default_type_is_cpu_then_wall_time_then_the_first() {
+        let id = |s: &str| ProfileTypeId::parse(s).unwrap();
+        // The Node.js SDK's types: sorted, the heap's come first.
+        let node = [
+            id("memory:inuse_objects:count:space:bytes"),
+            id("memory:inuse_space:bytes:space:bytes"),
+            id("wall:samples:count:wall:nanoseconds"),
+            id("wall:wall:nanoseconds:wall:nanoseconds"),
+        ];
+        assert_eq!(ProfileTypeId::preferred(&node), Some(&node[3]));
+        let with_cpu = [node[3].clone(), id("wall:cpu:nanoseconds:wall:nanoseconds")];
+        assert_eq!(ProfileTypeId::preferred(&with_cpu), Some(&with_cpu[1]));
+        assert_eq!(ProfileTypeId::preferred(&node[..2]), Some(&node[0]));
+        assert_eq!(ProfileTypeId::preferred(&[]), None);
     }
 }

@@ -1094,28 +1094,116 @@ fn status_says_where_the_listeners_are() {
 /// The Go profile's stacks as an unlabelled mutex profile (contentions, delay), pushed as
 /// `service`'s.
 fn post_locks(server: &TestServer, data: &GoData, service: &str) {
-    let mut locks = data.profile.clone();
-    for s in &mut locks.sample {
-        s.label.clear();
+    post_as(
+        server,
+        data,
+        service,
+        [("contentions", "count"), ("delay", "nanoseconds")],
+        false,
+    );
+}
+
+/// Posts the Go CPU profile's samples to `/ingest` as `service`, as a profile of the two
+/// sample types `types` (the first also its period type), with their span labels or not.
+fn post_as(
+    server: &TestServer,
+    data: &GoData,
+    service: &str,
+    types: [(&str, &str); 2],
+    span_labels: bool,
+) {
+    let mut p = data.profile.clone();
+    if !span_labels {
+        for s in &mut p.sample {
+            s.label.clear();
+        }
     }
-    let at = locks.string_table.len() as i64;
-    locks
-        .string_table
-        .extend(["contentions", "count", "delay", "nanoseconds"].map(String::from));
+    let at = p.string_table.len() as i64;
+    p.string_table.extend(
+        types
+            .iter()
+            .flat_map(|(t, u)| [t.to_string(), u.to_string()]),
+    );
     let vt = |t: i64| spanprof_format::pprof::ValueType {
         r#type: at + t,
         unit: at + t + 1,
     };
-    locks.sample_type = vec![vt(0), vt(2)];
-    locks.period_type = Some(vt(0));
-    let from_s = locks.time_nanos / 1_000_000_000;
+    p.sample_type = vec![vt(0), vt(2)];
+    p.period_type = Some(vt(0));
+    let from_s = p.time_nanos / 1_000_000_000;
     server
         .post(
             &format!("/ingest?name={service}&from={from_s}&format=pprof"),
             "application/octet-stream",
-            spanprof_format::pprof::encode_gzip(&locks),
+            spanprof_format::pprof::encode_gzip(&p),
         )
         .ok();
+}
+
+/// A service without CPU profiles (the Node.js SDK sends wall-clock and heap profiles)
+/// defaults to its wall-clock time, not to the first of its types (the heap's objects in
+/// use, which sort first); `type=wall` means that time; and the series of a service with
+/// only snapshot types is averaged per step by default, as when the type is named.
+#[test]
+fn a_service_without_cpu_profiles_defaults_to_wall_time() {
+    let data = GoData::load();
+    let server = TestServer::in_fresh_dir("api-wall", |_| {});
+    post_as(
+        &server,
+        &data,
+        "nodeapp",
+        [("samples", "count"), ("wall", "nanoseconds")],
+        true,
+    );
+    let heap = [("inuse_objects", "count"), ("inuse_space", "bytes")];
+    post_as(&server, &data, "nodeapp", heap, false);
+    post_as(&server, &data, "heaponly", heap, false);
+    let json = |path: &str| server.get(path).ok().json();
+    let types = json("/api/v1/profile-types?service=nodeapp");
+    let ids: Vec<&str> = types["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 4, "{types}");
+    let wall = *ids
+        .iter()
+        .find(|id| id.split(':').nth(1) == Some("wall"))
+        .unwrap_or_else(|| panic!("no wall-clock type in {ids:?}"));
+    assert_eq!(types["default"], wall, "{types}");
+    let wall_ns: i64 = data.profile.sample.iter().map(|s| s.value[1]).sum();
+    for query in ["service=nodeapp", "service=nodeapp&type=wall"] {
+        let fg = json(&format!("/api/v1/flamegraph?{query}"));
+        assert_eq!(fg["summary"]["profile_type"], wall, "{query}");
+        assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(wall_ns), "{query}");
+    }
+    let span = data.heaviest_per_name()[0];
+    let fg = json(&format!(
+        "/api/v1/flamegraph?span_id={}",
+        hex(&span.span_id)
+    ));
+    assert_eq!(fg["summary"]["profile_type"], wall);
+    // The span search says which type its totals are in.
+    server
+        .post("/v1/traces", "application/json", data.otlp_traces_json())
+        .ok();
+    let spans = json(&format!("/api/v1/spans?service={SERVICE}&limit=1000"));
+    let found = spans["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["span_id"] == hex(&span.span_id))
+        .unwrap_or_else(|| panic!("span {} not in {spans}", hex(&span.span_id)));
+    assert_eq!(found["profile_type"], wall, "{found}");
+    assert_eq!(found["unit"], "nanoseconds", "{found}");
+    assert_eq!(found["total"], span.cpu_ns, "{found}");
+    let series = json("/api/v1/timeseries?service=heaponly&step=60s");
+    assert_eq!(series["aggregation"], "average", "{series}");
+    assert_eq!(
+        series["profile_type"],
+        "memory:inuse_objects:count:inuse_objects:count"
+    );
 }
 
 /// A span's summary lists the types of its own samples, not every type of its service: a

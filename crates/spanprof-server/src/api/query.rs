@@ -11,7 +11,7 @@
 //! | parameter | meaning |
 //! |---|---|
 //! | `service` | service name (`service_name` label); absent = every service. With spans selected (`span_id`, `trace_id`, `span_name`, durations) it is the spans' service (the tracer's `service.name`), and their samples count whatever the profiles' service is called (a scrape target named otherwise, child spans in other services): it narrows a span filter (`span_name`, durations), while ids (`span_id`, `trace_id`) select on their own |
-//! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type (else the first type). A type the service does not have, or one naming several types (`memory`), is a 400 listing them; a name covering CPU time and its sample count (`process_cpu`) means the CPU time |
+//! | `type` | profile type: full id `process_cpu:cpu:nanoseconds:cpu:nanoseconds`, `cpu:nanoseconds`, `cpu` or a name; absent = the CPU type, else wall-clock time (`wall:wall:nanoseconds:…`, the Node.js SDK's), else the first type. A type the service does not have, or one naming several types (`memory`), is a 400 listing them; a name covering CPU (or wall-clock) time and its sample count (`process_cpu`, `wall`) means the time |
 //! | `from`, `to` | RFC 3339 (a `+` offset written `%2B`), unix s (a fraction too)/ms/ns, `now`, `now-1h`; `to` exclusive; absent = all of time. The profiles taken in the range (a 15 s CPU window counts at its start, as the timeline buckets it); with spans or a trace selected, every profile window that overlaps it |
 //! | `query` | label matchers, `{region="eu", pod=~"api-.*"}` (matchers only: a name before `{` is a 400 pointing to `type` or `service`) |
 //! | `span_id` | repeatable; 16 hex characters |
@@ -104,10 +104,11 @@
 //!   times); it is the default for snapshot types, `sum` for the others.
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
 //!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
-//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "self_ns", "total",
-//!   "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
+//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "self_ns",
+//!   "profile_type"|null, "unit"|null, "total", "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
-//!   span's own (children excluded) of `type` (default CPU), and so is `self_ns`, its time
+//!   span's own (children excluded) of `type` (default the CPU type of the span's samples;
+//!   `profile_type` and `unit` name it), and so is `self_ns`, its time
 //!   outside its stored child spans that have samples of their own (a parent waiting for a
 //!   labelled child is not sampled; an unlabelled child, such as an auto-instrumented client
 //!   span, stays the parent's time; an asynchronous child running beside it makes this too
@@ -115,7 +116,7 @@
 //!   `self_ns` / period (for a span without samples: the part of its own time that profile
 //!   windows cover, `covered_ns` (null when it has samples), / period; when no profile is
 //!   stored under the span's service name, the windows of the services holding the samples of
-//!   its service's other spans in the same answer count); `coverage` is `"sampled"`,
+//!   its service's other spans in its trace count); `coverage` is `"sampled"`,
 //!   `"no CPU used"` (long enough, no sample: it waited),
 //!   `"shorter than the sampling period"` (its own time), `"no samples"` (a non-CPU type),
 //!   `"profiles cover too little of the span"` (less than a period or half of it: it fell

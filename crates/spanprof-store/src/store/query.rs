@@ -133,6 +133,9 @@ pub struct Coverage {
     /// began within that after it ended. It fell into the gap a pull profiler leaves between
     /// two windows (Go's build and answer, the next request), so the profiler was running.
     pub between_windows: bool,
+    /// The profile type `samples` and `value` are of (a span's default is the CPU type of its
+    /// samples, or wall-clock time); `None` when the store has no profile at all.
+    pub profile_type: Option<ProfileTypeId>,
 }
 
 /// A span's own samples of one type, as [`Store::span_coverages`] reads them.
@@ -146,6 +149,11 @@ struct OwnSamples {
 }
 
 impl OwnSamples {
+    /// Their type, unless the store had none to resolve.
+    fn known_type(&self) -> Option<ProfileTypeId> {
+        (self.profile_type != ProfileTypeId::default()).then(|| self.profile_type.clone())
+    }
+
     /// Sampling ticks: a value in the period's unit counts value / period ticks (Go CPU:
     /// ns / 10 ms); counts are ticks already.
     fn ticks(&self) -> u64 {
@@ -405,20 +413,18 @@ impl State {
         let mut available: Vec<ProfileTypeId> = available.into_iter().collect();
         let profile_type = match &sel.profile_type {
             Some(wanted) => {
-                let mut m: Vec<&ProfileTypeId> =
-                    available.iter().filter(|t| t.matches(wanted)).collect();
-                // A name like `process_cpu` covers several types: prefer CPU time.
-                m.sort_by_key(|t| !t.is_cpu());
+                // A name like `process_cpu` covers several types: prefer CPU time (or
+                // wall-clock time).
+                let m = ProfileTypeId::preferred(available.iter().filter(|t| t.matches(wanted)));
                 // A type with no data gives an empty answer (the summary lists what exists).
-                m.first().map_or_else(
+                m.map_or_else(
                     || ProfileTypeId::parse(wanted).unwrap_or_default(),
-                    |t| (*t).clone(),
+                    Clone::clone,
                 )
             }
-            None => match available.iter().find(|t| t.is_cpu()).or(available.first()) {
-                Some(t) => t.clone(),
-                None => ProfileTypeId::default(),
-            },
+            None => ProfileTypeId::preferred(&available)
+                .cloned()
+                .unwrap_or_default(),
         };
         blocks.retain(|(index, b)| *type_of(index, *b) == profile_type);
         available.sort();
@@ -890,6 +896,7 @@ impl Store {
                     possible_samples: None,
                     covered_ns: None,
                     between_windows: false,
+                    profile_type: own.known_type(),
                 })
             }
         }
@@ -1080,6 +1087,7 @@ impl Store {
             possible_samples,
             covered_ns,
             between_windows,
+            profile_type: own.known_type(),
         })
     }
 

@@ -1,10 +1,17 @@
 //! `span_coverage`: what a span got (samples, value) against what its duration allows
 //! (duration / period), for a busy span, spans without samples and one shorter than a period.
 
+use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::fixture::*;
+
+/// The type a span's coverage is in without `type`: the CPU type of its samples, else of its
+/// service's profiles.
+fn cpu_type() -> ProfileTypeId {
+    ProfileTypeId::parse(CPU_TYPE).unwrap()
+}
 
 fn store_with(c: &Copy) -> (tempfile::TempDir, Store) {
     let dir = temp_dir();
@@ -122,6 +129,7 @@ fn span_coverage_counts_a_parents_own_time_only() {
             possible_samples: Some(0.2),
             covered_ns: Some(2 * MS as u64),
             between_windows: false,
+            profile_type: Some(cpu_type()),
         }
     );
     // Many at once read the trace once and agree with one at a time.
@@ -181,6 +189,7 @@ fn span_coverage_of_a_span_shorter_than_the_period() {
             possible_samples: Some(0.4),
             covered_ns: None,
             between_windows: false,
+            profile_type: Some(cpu_type()),
         }
     );
 }
@@ -211,6 +220,7 @@ fn span_coverage_of_spans_without_samples() {
                 possible_samples: Some(possible),
                 covered_ns: Some(duration),
                 between_windows: false,
+                profile_type: Some(cpu_type()),
             },
             "{name}"
         );
@@ -301,6 +311,7 @@ fn span_coverage_of_a_span_between_two_windows() {
             possible_samples: Some(0.0),
             covered_ns: Some(0),
             between_windows: true,
+            profile_type: Some(cpu_type()),
         }
     );
     let got = store.span_coverage(after.span_id, None).unwrap();

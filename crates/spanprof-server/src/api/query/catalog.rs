@@ -4,6 +4,8 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 
+use spanprof_format::profile_type::ProfileTypeId;
+
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::selection::{span_range, time_range, SelectionQuery, SERIES_PARAMS};
@@ -70,7 +72,7 @@ pub async fn profile_types(
             return Ok(store.selection_types(&q.selection)?);
         }
         let types = store.profile_types(q.selection.service.as_deref());
-        let default = types.iter().find(|t| t.is_cpu()).or(types.first()).cloned();
+        let default = ProfileTypeId::preferred(&types).cloned();
         Ok((default, types))
     })
     .await?;

@@ -184,10 +184,12 @@ pub fn check_profile_type(
         .filter(|t| t.matches(wanted))
         .cloned()
         .collect();
-    // Several types match: a name covering CPU time and its sample count means the CPU time
-    // (`process_cpu`); any other choice (`memory`, `delay:nanoseconds` of mutex and block)
-    // would be a guess the answer does not show.
-    if matching.len() > 1 && matching.iter().filter(|t| t.is_cpu()).count() != 1 {
+    // Several types match: a name covering CPU (or wall-clock) time and its sample count
+    // means the time (`process_cpu`, `wall`); any other choice (`memory`, `delay:nanoseconds`
+    // of mutex and block) would be a guess the answer does not show.
+    let best = ProfileTypeId::preferred(&matching).map(ProfileTypeId::default_rank);
+    let at_best = |rank: u8| matching.iter().filter(|t| t.default_rank() == rank).count();
+    if matching.len() > 1 && !best.is_some_and(|rank| rank < 2 && at_best(rank) == 1) {
         return Err(ApiError::bad_param(
             shown,
             wanted,

@@ -116,6 +116,8 @@ impl CoverageOf {
             "start_ns": span.start_ns.to_string(),
             "duration_ns": span.duration_ns(),
             "self_ns": c.self_ns,
+            "profile_type": c.profile_type.as_ref().map(ToString::to_string),
+            "unit": c.profile_type.as_ref().map(|t| t.sample_unit.as_str()),
             "total": c.value,
             "samples": c.samples,
             "possible_samples": c.possible_samples,
@@ -372,6 +374,7 @@ mod tests {
             possible_samples: Some(watched as f64 / period as f64),
             covered_ns: covered_ms.map(|c| c * MS),
             between_windows: false,
+            profile_type: None,
         }
     }
 

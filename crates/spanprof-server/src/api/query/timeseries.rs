@@ -49,20 +49,13 @@ pub async fn timeseries(
     let label = group_by.clone();
     let (groups, aggregation, profile_type, longest) = blocking(&app, move |store| {
         q.check_type(store)?;
+        let profile_type = store.profile_type_of(&q.selection)?;
         // Snapshots (the heap in use, goroutines) are averaged per step by default: a step
-        // holding four scrapes of a 10 MB heap is 10 MB, not 40.
-        let aggregation = aggregation.unwrap_or_else(|| {
-            let wanted = q.selection.profile_type.as_deref();
-            let types = store.profile_types(q.selection.service.as_deref());
-            let mut selected = types
-                .iter()
-                .filter(|t| wanted.is_some_and(|w| t.matches(w)));
-            match selected.next() {
-                Some(first) if first.is_snapshot() && selected.all(|t| t.is_snapshot()) => {
-                    Aggregation::Average
-                }
-                _ => Aggregation::Sum,
-            }
+        // holding four scrapes of a 10 MB heap is 10 MB, not 40. (Of the type the selection
+        // resolves to: with no `type` given, a service without CPU profiles defaults to one.)
+        let aggregation = aggregation.unwrap_or(match &profile_type {
+            Some(t) if t.is_snapshot() => Aggregation::Average,
+            _ => Aggregation::Sum,
         });
         let groups = store.time_series(
             &q.selection,
@@ -71,7 +64,6 @@ pub async fn timeseries(
             aggregation,
             exemplars,
         )?;
-        let profile_type = store.profile_type_of(&q.selection)?;
         let longest = store.longest_profile_ns(&q.selection)?;
         Ok((groups, aggregation, profile_type, longest))
     })
