@@ -281,10 +281,12 @@ impl<'a> Outcomes<'a> {
     }
 }
 
-/// The `host:port` of a target's URL (its `instance` label).
+/// A target's `instance` label: its URL's `host:port`, and its path when it has one (two
+/// services behind one proxy, `http://proxy/a` and `http://proxy/b`, are two instances).
+/// Credentials are out of the URL by now (a basic authorization header).
 fn instance_of(url: &str) -> &str {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())]
+    rest[..rest.find(['?', '#']).unwrap_or(rest.len())].trim_end_matches('/')
 }
 
 /// The time a scraped profile covers, in the target's clock (ns since the epoch; 0 when the
@@ -529,9 +531,21 @@ fn stamp_deltas(data: &mut ProfilesData, since_ns: i64) {
 mod tests {
     use std::time::Duration;
 
-    use super::{excerpt, retry_delay, sampled_window, stamp_deltas};
+    use super::{excerpt, instance_of, retry_delay, sampled_window, stamp_deltas};
     use spanprof_format::pprof::{Function, Line, Location, Profile, Sample, ValueType};
     use spanprof_format::Batch;
+
+    #[test]
+    fn an_instance_is_a_targets_address_and_path() {
+        for (url, instance) in [
+            ("http://10.0.0.7:6060", "10.0.0.7:6060"),
+            ("https://api.internal", "api.internal"),
+            ("http://proxy:8080/a/", "proxy:8080/a"),
+            ("http://[::1]:6060/svc?x=1", "[::1]:6060/svc"),
+        ] {
+            assert_eq!(instance_of(url), instance, "{url}");
+        }
+    }
 
     #[test]
     fn a_cpu_window_ends_when_the_window_asked_for_does() {
