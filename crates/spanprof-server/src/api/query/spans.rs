@@ -6,6 +6,7 @@ use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use spanprof_format::link::to_hex;
+use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::{Coverage, Selection, Store};
 
@@ -35,7 +36,9 @@ pub const NOT_PROFILED: &str = "no profile covers the span";
 pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 
 /// What a span's coverage means, in words.
-pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
+pub fn verdict(c: &Coverage) -> &'static str {
+    // "No CPU used" only where the samples are of CPU time (not wall-clock time, a count).
+    let cpu_type = c.profile_type.as_ref().is_some_and(ProfileTypeId::is_cpu);
     if c.value > 0 {
         return SAMPLED;
     }
@@ -56,10 +59,9 @@ pub fn verdict(c: &Coverage, cpu_type: bool) -> &'static str {
     }
 }
 
-/// The coverage lookups of one request: the profile type asked for, and whether it is CPU.
+/// The coverage lookups of one request: the profile type asked for.
 struct CoverageOf {
     profile_type: Option<String>,
-    cpu: bool,
 }
 
 impl CoverageOf {
@@ -68,15 +70,8 @@ impl CoverageOf {
         if let Some((shown, wanted)) = &profile_type {
             check_profile_type(store, None, shown, wanted)?;
         }
-        let wanted = profile_type.map(|(_, w)| w);
-        let cpu = store
-            .profile_types(None)
-            .iter()
-            .filter(|t| wanted.as_deref().is_none_or(|w| t.matches(w)))
-            .any(|t| t.is_cpu());
         Ok(CoverageOf {
-            profile_type: wanted,
-            cpu,
+            profile_type: profile_type.map(|(_, w)| w),
         })
     }
 
@@ -124,7 +119,7 @@ impl CoverageOf {
             "covered_ns": c.covered_ns,
             "period": c.period,
             "has_samples": store.has_samples(&span.span_id)?,
-            "coverage": verdict(c, self.cpu),
+            "coverage": verdict(c),
             "attributes": attributes,
         });
         let Value::Object(map) = v else {
@@ -374,7 +369,7 @@ mod tests {
             possible_samples: Some(watched as f64 / period as f64),
             covered_ns: covered_ms.map(|c| c * MS),
             between_windows: false,
-            profile_type: None,
+            profile_type: ProfileTypeId::parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds"),
         }
     }
 
@@ -391,25 +386,26 @@ mod tests {
             (3, Some(0), NOT_PROFILED),
         ] {
             let c = coverage(duration, covered);
-            assert_eq!(
-                verdict(&c, true),
-                want,
-                "{duration} ms, {covered:?} ms covered"
-            );
+            assert_eq!(verdict(&c), want, "{duration} ms, {covered:?} ms covered");
         }
         let sampled = Coverage {
             value: 10,
             ..coverage(200, None)
         };
-        assert_eq!(verdict(&sampled, true), SAMPLED);
+        assert_eq!(verdict(&sampled), SAMPLED);
         // Windows end just before it and begin just after: it fell into the gap of a pull
         // profiler that was running.
         let between = Coverage {
             between_windows: true,
             ..coverage(200, Some(0))
         };
-        assert_eq!(verdict(&between, true), PARTLY_PROFILED);
-        assert_eq!(verdict(&coverage(200, Some(200)), false), NO_SAMPLES);
+        assert_eq!(verdict(&between), PARTLY_PROFILED);
+        // Of a type other than CPU time (wall-clock time, a count), no sample is no sample.
+        let wall = Coverage {
+            profile_type: ProfileTypeId::parse("wall:wall:nanoseconds:wall:nanoseconds"),
+            ..coverage(200, Some(200))
+        };
+        assert_eq!(verdict(&wall), NO_SAMPLES);
         // A parent whose children ran all but 5 ms of its 200: its own time is short, and
         // profiles watched all of it.
         let parent = Coverage {
@@ -417,6 +413,6 @@ mod tests {
             possible_samples: Some(0.5),
             ..coverage(200, Some(5))
         };
-        assert_eq!(verdict(&parent, true), TOO_SHORT);
+        assert_eq!(verdict(&parent), TOO_SHORT);
     }
 }
