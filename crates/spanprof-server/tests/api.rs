@@ -793,6 +793,10 @@ fn bad_parameters_are_400_naming_the_parameter() {
             r#"limit "0": expected a whole number from 1"#,
         ),
         (
+            "/api/v1/flamegraph?service=goapp&to=0",
+            r#"to "0": is not after 1970-01-01T00:00:00Z (leave it out for no end)"#,
+        ),
+        (
             "/api/v1/timeseries?step=0s",
             r#"step "0s": must be longer than 0"#,
         ),

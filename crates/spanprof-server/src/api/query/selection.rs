@@ -49,7 +49,18 @@ pub fn span_range((from, to): (i64, i64)) -> (u64, u64) {
 /// `from` and `to` in ns since the Unix epoch (0 = open), checked to be in order.
 pub fn time_range(p: &QueryParams, now_ns: i64) -> Result<(i64, i64), ApiError> {
     let from = p.parsed("from", params::time(now_ns))?.unwrap_or(0);
-    let to = p.parsed("to", params::time(now_ns))?.unwrap_or(0);
+    let to = p.parsed("to", params::time(now_ns))?;
+    // 0 stands for no end below: a `to` at the epoch (or before) is refused, not read so.
+    if let (Some(to), Some(x)) = (to, p.one("to")?) {
+        if to <= 0 {
+            return Err(ApiError::bad_param(
+                x.shown,
+                x.value,
+                "is not after 1970-01-01T00:00:00Z (leave it out for no end)",
+            ));
+        }
+    }
+    let to = to.unwrap_or(0);
     if to != 0 && from >= to {
         let shown = |n| {
             p.one(n)
