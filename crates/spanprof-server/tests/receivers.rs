@@ -787,6 +787,37 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
         "{}",
         partial.error_message
     );
+    // In OTLP/JSON too, with the count (an int64: a string), without which a client reads
+    // the message as a warning about data that was all stored; the answer is in the
+    // request's content type.
+    let data = spanprof_format::otlp::ProfilesData::decode(&otlp_request()[..]).unwrap();
+    let json = spanprof_format::json::encode_profiles_data(&data);
+    let (status, head, body) = server.post_raw(
+        "/v1development/profiles",
+        &[("content-type", "application/json")],
+        json.as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    assert!(head.contains("content-type: application/json"), "{head}");
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        answer["partialSuccess"]["rejectedProfiles"], "2",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["partialSuccess"]["errorMessage"],
+        partial.error_message.as_str()
+    );
+    let (status, head, _) = server.post_raw(
+        "/v1development/profiles",
+        &[("content-type", "application/protobuf")],
+        &otlp_request(),
+    );
+    assert_eq!(status, 200);
+    assert!(
+        head.contains("content-type: application/protobuf"),
+        "{head}"
+    );
     let (status, text) = server.post("/ingest?name=refused&format=pprof", &[], CPU);
     assert_eq!(status, 400, "{text}");
     assert!(

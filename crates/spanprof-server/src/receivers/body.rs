@@ -148,21 +148,18 @@ impl Rejection {
     /// The answer of an OTLP/HTTP receiver: the same status, and as the body the
     /// `google.rpc.Status` (code and message) OTLP/HTTP requires of every 4xx and 5xx, in the
     /// request's encoding (binary protobuf, or JSON when the request was JSON).
-    pub fn into_otlp_response(self, json: bool) -> Response {
+    pub fn into_otlp_response(self, content_type: &'static str) -> Response {
         let code = self.grpc_code();
-        let (content_type, body) = if json {
+        let body = if content_type == JSON {
             let status = serde_json::json!({ "code": code, "message": self.message });
-            ("application/json", status.to_string().into_bytes())
+            status.to_string().into_bytes()
         } else {
             let status = RpcStatus {
                 code: code as i32,
                 message: self.message,
                 details: Vec::new(),
             };
-            (
-                "application/x-protobuf",
-                prost::Message::encode_to_vec(&status),
-            )
+            prost::Message::encode_to_vec(&status)
         };
         with_retry_hint(
             self.status,
@@ -433,6 +430,27 @@ pub fn decode<'a>(
 }
 
 /// Whether the request says its body is JSON.
+/// The JSON media type.
+pub const JSON: &str = "application/json";
+
+/// The media type of an OTLP/HTTP answer: the request's, as the specification says
+/// (`application/json`, `application/protobuf`, else `application/x-protobuf`).
+pub fn otlp_answer_type(headers: &HeaderMap) -> &'static str {
+    if is_json(headers) {
+        return JSON;
+    }
+    let protobuf = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/protobuf"));
+    if protobuf {
+        "application/protobuf"
+    } else {
+        "application/x-protobuf"
+    }
+}
+
 pub fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get("content-type")

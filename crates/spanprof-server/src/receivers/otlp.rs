@@ -15,7 +15,7 @@ use spanprof_format::trace::{
 };
 use spanprof_store::spans::spans_from_otlp;
 
-use super::body::{is_json, payload, Rejection};
+use super::body::{otlp_answer_type, payload, Rejection, JSON};
 use super::inflight::{ChargedBody, Drawing};
 use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
@@ -40,11 +40,27 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-fn reply(json: bool, protobuf: Vec<u8>, json_body: String) -> Response {
-    if json {
-        ([("content-type", "application/json")], json_body).into_response()
+/// The answer, in `content_type` ([`otlp_answer_type`]).
+fn reply(content_type: &'static str, protobuf: Vec<u8>, json_body: String) -> Response {
+    let body = if content_type == JSON {
+        json_body.into_bytes()
     } else {
-        ([("content-type", "application/x-protobuf")], protobuf).into_response()
+        protobuf
+    };
+    ([("content-type", content_type)], body).into_response()
+}
+
+/// A profiles export's answer in OTLP/JSON: `partialSuccess` with the count of rejected
+/// profiles (an int64, so a string) and the message. Without the count a client reads the
+/// message as a warning about data that was all accepted.
+fn profiles_response_json(response: &ExportProfilesServiceResponse) -> String {
+    match &response.partial_success {
+        Some(p) => serde_json::json!({"partialSuccess": {
+            "rejectedProfiles": p.rejected_profiles.to_string(),
+            "errorMessage": p.error_message,
+        }})
+        .to_string(),
+        None => "{}".to_owned(),
     }
 }
 
@@ -160,7 +176,7 @@ async fn profiles(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
-    let json = is_json(&headers);
+    let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
         r.record(&app, "otlp_profiles");
         // Neither protobuf nor JSON: the message as text, not in a format the client
@@ -169,18 +185,16 @@ async fn profiles(
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_profiles(&app, raw, json, "otlp_profiles").await?;
-        let json_body = match &response.partial_success {
-            Some(p) => {
-                serde_json::json!({"partialSuccess": {"errorMessage": p.error_message}}).to_string()
-            }
-            None => "{}".to_owned(),
-        };
-        Ok::<_, Rejection>(reply(json, response.encode_to_vec(), json_body))
+        let response = ingest_profiles(&app, raw, answer_type == JSON, "otlp_profiles").await?;
+        Ok::<_, Rejection>(reply(
+            answer_type,
+            response.encode_to_vec(),
+            profiles_response_json(&response),
+        ))
     };
     answer.await.unwrap_or_else(|r| {
         r.record(&app, "otlp_profiles");
-        r.into_otlp_response(json)
+        r.into_otlp_response(answer_type)
     })
 }
 
@@ -189,7 +203,7 @@ async fn traces(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
-    let json = is_json(&headers);
+    let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
         r.record(&app, "otlp_traces");
         // Neither protobuf nor JSON: the message as text, not in a format the client
@@ -198,16 +212,16 @@ async fn traces(
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_traces(&app, raw, json, "otlp_traces").await?;
+        let response = ingest_traces(&app, raw, answer_type == JSON, "otlp_traces").await?;
         Ok::<_, Rejection>(reply(
-            json,
+            answer_type,
             response.encode_to_vec(),
             encode_response_json(&response),
         ))
     };
     answer.await.unwrap_or_else(|r| {
         r.record(&app, "otlp_traces");
-        r.into_otlp_response(json)
+        r.into_otlp_response(answer_type)
     })
 }
 
