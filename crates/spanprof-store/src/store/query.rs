@@ -159,7 +159,8 @@ impl OwnSamples {
     fn ticks(&self) -> u64 {
         let t = &self.profile_type;
         match self.period {
-            Some(p) if p > 0 && t.sample_unit == t.period_unit => (self.value / p) as u64,
+            // Values may be negative (a diff profile's): no ticks, not 2^64 of them.
+            Some(p) if p > 0 && t.sample_unit == t.period_unit => (self.value / p).max(0) as u64,
             _ => self.value.max(0) as u64,
         }
     }
@@ -1636,5 +1637,29 @@ impl Store {
         let grouped = points.into_iter().map(|(g, p)| (g.unwrap_or_default(), p));
         crate::series::bucket_grouped(grouped, sel.from_ns, to_ns, step_ns, aggregation, exemplars)
             .map_err(|e| StoreError::Invalid(e.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negative_values_are_no_ticks() {
+        let own = |value| OwnSamples {
+            value,
+            period: Some(10_000_000),
+            profile_type: ProfileTypeId::parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds")
+                .unwrap(),
+        };
+        assert_eq!(own(35_000_000).ticks(), 3);
+        assert_eq!(own(-5).ticks(), 0);
+        assert_eq!(own(-20_000_000).ticks(), 0);
+        let count = OwnSamples {
+            profile_type: ProfileTypeId::parse("process_cpu:samples:count:cpu:nanoseconds")
+                .unwrap(),
+            ..own(-3)
+        };
+        assert_eq!(count.ticks(), 0);
     }
 }
