@@ -183,7 +183,7 @@ fn json_errors_name_the_path() {
         ),
         (
             r#"{"dictionary":{"linkTable":[{"traceId":"AAECAwQFBgcICQoLDA0ODw=="}]}}"#.into(),
-            "dictionary.linkTable[0].traceId: expected 32 hex digits (16 bytes), found 24 characters".into(),
+            "dictionary.linkTable[0].traceId: expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex)".into(),
         ),
         (
             r#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[{"profileId":"00"}]}]}]}"#.into(),

@@ -27,16 +27,33 @@ pub(super) fn decode_id(text: &str, len: usize) -> Result<Vec<u8>, String> {
         return Ok(Vec::new());
     }
     if b.len() != 2 * len {
-        return Err(format!(
+        let mut m = format!(
             "expected {} hex digits ({len} bytes), found {} characters",
             2 * len,
             text.chars().count()
-        ));
+        );
+        if looks_like_base64(b, len) {
+            m.push_str(
+                " (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids \
+                 in hex)",
+            );
+        }
+        return Err(m);
     }
     b.chunks_exact(2)
         .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
         .collect::<Option<Vec<u8>>>()
         .ok_or_else(|| format!("invalid hex id {text:?}"))
+}
+
+/// Whether `b` is padded base64 of `len` bytes (what `MessageToJson` and `protojson` make of an
+/// id; its length is never that of the id's hex).
+fn looks_like_base64(b: &[u8], len: usize) -> bool {
+    let body = b.strip_suffix(b"==").or(b.strip_suffix(b"=")).unwrap_or(b);
+    b.len() == len.div_ceil(3) * 4
+        && body
+            .iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_'))
 }
 
 #[cfg(test)]
@@ -59,5 +76,13 @@ mod tests {
             "invalid hex id \"00abfg10\""
         );
         assert!(decode_id("ééé", 3).is_err());
+        // protobuf's JSON mapping writes bytes in base64.
+        assert_eq!(
+            decode_id("3I8kPXFTimiWrpsqe5GAng==", 16).unwrap_err(),
+            "expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own \
+             JSON mapping writes bytes: OTLP/JSON writes ids in hex)"
+        );
+        assert!(decode_id("AAECAwQFBgc=", 8).unwrap_err().contains("base64"));
+        assert!(!decode_id("00ab", 8).unwrap_err().contains("base64"));
     }
 }

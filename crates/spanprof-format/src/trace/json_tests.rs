@@ -255,7 +255,7 @@ fn trace_json_errors_name_the_path_and_the_problem() {
         (
             // Python's json_format writes ids in base64, which is not OTLP JSON.
             with_spans(r#"{"traceId":"AQIDBAUGBwgJCgsMDQ4PEA=="}"#),
-            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits (16 bytes), found 24 characters",
+            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex)",
         ),
         (
             with_spans(r#"{"kind":"SERVER"}"#),
