@@ -5,6 +5,7 @@
 //! [`forward`]er's on-disk queue before the receiver answers; the API reads from the store.
 
 pub mod api;
+pub mod clock;
 pub mod config;
 pub mod config_file;
 pub mod demo;

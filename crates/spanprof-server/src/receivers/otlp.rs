@@ -8,7 +8,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use prost::Message;
-use spanprof_format::otlp::{ExportProfilesPartialSuccess, ExportProfilesServiceResponse};
+use spanprof_format::otlp::{
+    ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData,
+};
 use spanprof_format::trace::{
     decode_request_drawing, decode_request_json_drawing, encode_response_json,
     ExportTraceServiceResponse,
@@ -17,6 +19,7 @@ use spanprof_store::spans::spans_from_otlp;
 
 use super::body::{otlp_answer_type, payload, Rejection, JSON};
 use super::inflight::{ChargedBody, Drawing};
+use crate::clock::{is_unset_time, now_ns};
 use crate::pipeline::{SubmitError, Work};
 use crate::AppState;
 
@@ -103,8 +106,10 @@ pub(crate) async fn ingest_profiles(
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
         .map_err(|e| drawing.refusal("invalid OTLP profiles payload", &e, held))?;
-    let (linked, report) = spanprof_format::link_in_place::link_in_place(data, &app.config.link)
-        .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    let (mut linked, report) =
+        spanprof_format::link_in_place::link_in_place(data, &app.config.link)
+            .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    date_undated(&mut linked, now_ns());
     drop(drawing);
     app.metrics.record_received(receiver, &report);
     // Profiles the store refused are the request's rejected part; the rest is stored.
@@ -127,6 +132,32 @@ pub(crate) async fn ingest_profiles(
             error_message: messages.join("; "),
         }),
     })
+}
+
+/// Dates the profiles that have no time (`time_unix_nano` 0, or before 1971: a producer
+/// that left it unset): at their earliest sample timestamp, else as ending when they came
+/// (`now_ns`), as Pyroscope dates an upload without one. Stored at 1970, no time range a
+/// query asks for held them, and their spans read "no profile covers the span".
+fn date_undated(data: &mut ProfilesData, now_ns: i64) {
+    let profiles = data
+        .resource_profiles
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles);
+    for p in profiles {
+        if !is_unset_time(i64::try_from(p.time_unix_nano).unwrap_or(i64::MAX)) {
+            continue;
+        }
+        let earliest = p
+            .samples
+            .iter()
+            .flat_map(|s| &s.timestamps_unix_nano)
+            .copied()
+            .filter(|&t| !is_unset_time(i64::try_from(t).unwrap_or(i64::MAX)))
+            .min();
+        p.time_unix_nano =
+            earliest.unwrap_or_else(|| (now_ns as u64).saturating_sub(p.duration_nano));
+    }
 }
 
 /// Decodes and stores an OTLP traces request (protobuf or JSON); the answer to give. `raw`
@@ -253,4 +284,58 @@ pub async fn not_found() -> impl IntoResponse {
         StatusCode::NOT_FOUND,
         "not found: OTLP/HTTP accepts POST /v1/traces and POST /v1development/profiles\n",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use spanprof_format::otlp::{Profile, ResourceProfiles, Sample, ScopeProfiles};
+
+    use super::{date_undated, ProfilesData};
+
+    #[test]
+    fn an_undated_profile_is_dated_by_its_samples_or_its_arrival() {
+        const NOW: i64 = 1_800_000_000_000_000_000;
+        const SEC: u64 = 1_000_000_000;
+        let profile = |time: u64, stamps: &[u64]| Profile {
+            time_unix_nano: time,
+            duration_nano: 10 * SEC,
+            samples: vec![Sample {
+                timestamps_unix_nano: stamps.to_vec(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let stamped = NOW as u64 - 7 * SEC;
+        let mut data = ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                scope_profiles: vec![ScopeProfiles {
+                    profiles: vec![
+                        profile(0, &[]),
+                        profile(0, &[stamped + SEC, stamped, 0]),
+                        // Microseconds where nanoseconds belong: 1970 too.
+                        profile(1_700_000_000_000_000, &[]),
+                        profile(NOW as u64 - 60 * SEC, &[]),
+                    ],
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        date_undated(&mut data, NOW);
+        let times: Vec<u64> = data.resource_profiles[0].scope_profiles[0]
+            .profiles
+            .iter()
+            .map(|p| p.time_unix_nano)
+            .collect();
+        assert_eq!(
+            times,
+            [
+                NOW as u64 - 10 * SEC,
+                stamped,
+                NOW as u64 - 10 * SEC,
+                NOW as u64 - 60 * SEC
+            ]
+        );
+    }
 }

@@ -39,6 +39,7 @@ use spanprof_store::series::{Aggregation, SeriesPoint};
 use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{ProfileType, DEFAULT_MAX_NODES};
 
+use crate::clock::now_ns;
 use crate::AppState;
 
 /// Largest `maxNodes` accepted (Pyroscope's limit).
@@ -139,13 +140,6 @@ impl Params {
                 .map(|(_, v)| v.as_str())
         })
     }
-}
-
-fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// `from`/`until` as whole milliseconds, `from ≤ until`.

@@ -266,12 +266,7 @@ pub fn percentile(s: &str) -> Result<f64, String> {
     }
 }
 
-/// Now, in nanoseconds since the Unix epoch.
-pub fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
+pub use crate::clock::now_ns;
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,6 @@
 //! takes anything else for a failure.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -16,6 +15,7 @@ use super::folded::{self, TextFormat};
 use super::labels::{self, LabelSet, SERVICE_NAME};
 use super::multipart;
 use super::{decode_pprof, submit, Series};
+use crate::clock::{is_unset_time, now_ns};
 use crate::pipeline::Incoming;
 use crate::receivers::body::{payload, Rejection};
 use crate::receivers::inflight::Charge;
@@ -40,12 +40,6 @@ struct Params {
     sample_rate: u64,
     spy_name: String,
     format: String,
-}
-
-fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl Params {
@@ -412,12 +406,6 @@ fn text_series(
         labels,
     };
     Ok(Some((t.profile, series)))
-}
-
-/// Whether a pprof time is missing: zero, or in 1970 (a µs value read as ns).
-pub fn is_unset_time(time_nanos: i64) -> bool {
-    const YEAR_1971_NS: i64 = 365 * 86_400 * 1_000_000_000;
-    time_nanos < YEAR_1971_NS
 }
 
 #[cfg(test)]

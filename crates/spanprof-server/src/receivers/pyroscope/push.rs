@@ -11,7 +11,8 @@ use spanprof_format::budget::{check_decoded_size_drawing, check_json_values_draw
 use spanprof_format::pprof;
 
 use super::labels::{self, METRIC_NAME, SERVICE_NAME};
-use super::{decode_pprof, ingest::is_unset_time, submit, Series};
+use super::{decode_pprof, submit, Series};
+use crate::clock::is_unset_time;
 use crate::pipeline::Incoming;
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{gunzip_part, is_json, payload, Rejection, Unpacked};
