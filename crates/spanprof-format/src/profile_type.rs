@@ -88,16 +88,26 @@ impl ProfileTypeId {
             || (self.name == "process_cpu" && self.sample_unit == "nanoseconds")
     }
 
+    /// Whether samples of this type are taken while on a CPU: CPU time, or a count of CPU
+    /// samples (`samples:count` with a `cpu` period, what the OpenTelemetry eBPF profiler
+    /// sends). A span with none over several periods used no CPU.
+    pub fn samples_cpu(&self) -> bool {
+        self.is_cpu() || (self.sample_type == "samples" && self.period_type == "cpu")
+    }
+
     /// How this type ranks as the one a query takes when none is given, lowest first: CPU
-    /// time, then wall-clock time (what a profiler without CPU time, as the Node.js SDK's,
-    /// measures a span in), then any other.
+    /// time, then CPU sample counts (a profiler that sends only those, as the OpenTelemetry
+    /// eBPF profiler), then wall-clock time (what a profiler without CPU time, as the Node.js
+    /// SDK's, measures a span in), then any other.
     pub fn default_rank(&self) -> u8 {
         if self.is_cpu() {
             0
-        } else if self.sample_type == "wall" && self.sample_unit == "nanoseconds" {
+        } else if self.samples_cpu() {
             1
-        } else {
+        } else if self.sample_type == "wall" && self.sample_unit == "nanoseconds" {
             2
+        } else {
+            3
         }
     }
 
@@ -207,6 +217,13 @@ mod tests {
         let with_cpu = [node[3].clone(), id("wall:cpu:nanoseconds:wall:nanoseconds")];
         assert_eq!(ProfileTypeId::preferred(&with_cpu), Some(&with_cpu[1]));
         assert_eq!(ProfileTypeId::preferred(&node[..2]), Some(&node[0]));
+        // The OpenTelemetry eBPF profiler's CPU sample counts, beside other types; a Go CPU
+        // profile's count type is second to its CPU time.
+        let ebpf = id("process_cpu:samples:count:cpu:nanoseconds");
+        let with_counts = [node[0].clone(), node[3].clone(), ebpf.clone()];
+        assert_eq!(ProfileTypeId::preferred(&with_counts), Some(&ebpf));
+        let go = [ebpf, id("process_cpu:cpu:nanoseconds:cpu:nanoseconds")];
+        assert_eq!(ProfileTypeId::preferred(&go), Some(&go[1]));
         assert_eq!(ProfileTypeId::preferred(&[]), None);
     }
 }

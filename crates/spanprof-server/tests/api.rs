@@ -1098,42 +1098,40 @@ fn status_says_where_the_listeners_are() {
 /// The Go profile's stacks as an unlabelled mutex profile (contentions, delay), pushed as
 /// `service`'s.
 fn post_locks(server: &TestServer, data: &GoData, service: &str) {
-    post_as(
-        server,
-        data,
-        service,
-        [("contentions", "count"), ("delay", "nanoseconds")],
-        false,
-    );
+    let types = [("contentions", "count"), ("delay", "nanoseconds")];
+    post_as(server, data, service, &types, types[0], false);
 }
 
-/// Posts the Go CPU profile's samples to `/ingest` as `service`, as a profile of the two
-/// sample types `types` (the first also its period type), with their span labels or not.
+/// Posts the Go CPU profile's samples to `/ingest` as `service`, as a profile of sample
+/// types `types` (one or two: the samples' first values) and period type `period`, with
+/// their span labels or not.
 fn post_as(
     server: &TestServer,
     data: &GoData,
     service: &str,
-    types: [(&str, &str); 2],
+    types: &[(&str, &str)],
+    period: (&str, &str),
     span_labels: bool,
 ) {
     let mut p = data.profile.clone();
-    if !span_labels {
-        for s in &mut p.sample {
+    for s in &mut p.sample {
+        s.value.truncate(types.len());
+        if !span_labels {
             s.label.clear();
         }
     }
-    let at = p.string_table.len() as i64;
-    p.string_table.extend(
-        types
-            .iter()
-            .flat_map(|(t, u)| [t.to_string(), u.to_string()]),
-    );
-    let vt = |t: i64| spanprof_format::pprof::ValueType {
-        r#type: at + t,
-        unit: at + t + 1,
+    let mut vt = |(t, u): (&str, &str)| {
+        p.string_table.extend([t.to_owned(), u.to_owned()]);
+        let at = p.string_table.len() as i64;
+        spanprof_format::pprof::ValueType {
+            r#type: at - 2,
+            unit: at - 1,
+        }
     };
-    p.sample_type = vec![vt(0), vt(2)];
-    p.period_type = Some(vt(0));
+    let sample_type = types.iter().map(|&t| vt(t)).collect();
+    let period_type = vt(period);
+    p.sample_type = sample_type;
+    p.period_type = Some(period_type);
     let from_s = p.time_nanos / 1_000_000_000;
     server
         .post(
@@ -1144,6 +1142,49 @@ fn post_as(
         .ok();
 }
 
+/// The OpenTelemetry eBPF profiler sends counts of CPU samples (`samples:count` with a
+/// `cpu:nanoseconds` period), no CPU time: they are what a query without `type` takes (not
+/// the first type in order), and a span without any over several periods used no CPU.
+#[test]
+fn cpu_sample_counts_stand_for_cpu_time_when_there_is_none() {
+    let data = GoData::load();
+    let server = TestServer::in_fresh_dir("api-ebpf", |_| {});
+    let counts = [("samples", "count")];
+    post_as(
+        &server,
+        &data,
+        SERVICE,
+        &counts,
+        ("cpu", "nanoseconds"),
+        true,
+    );
+    let heap = [("alloc_objects", "count"), ("alloc_space", "bytes")];
+    post_as(&server, &data, SERVICE, &heap, heap[1], false);
+    server
+        .post("/v1/traces", "application/json", data.otlp_traces_json())
+        .ok();
+    let json = |path: &str| server.get(path).ok().json();
+    let counts_type = "process_cpu:samples:count:cpu:nanoseconds";
+    let types = json(&format!("/api/v1/profile-types?service={SERVICE}"));
+    assert_eq!(types["default"], counts_type, "{types}");
+    let fg = json(&format!("/api/v1/flamegraph?service={SERVICE}"));
+    assert_eq!(fg["summary"]["profile_type"], counts_type);
+    let samples: i64 = data.profile.sample.iter().map(|s| s.value[0]).sum();
+    assert_eq!(fg["flamegraph"]["total"].as_i64(), Some(samples));
+    let trace = json(&format!(
+        "/api/v1/traces/{}",
+        hex(&data.span(&DB_SPAN).trace_id)
+    ));
+    assert_eq!(trace["profile_type"], counts_type, "{trace}");
+    let db = trace["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["span_id"] == hex(&DB_SPAN))
+        .unwrap();
+    assert_eq!(db["coverage"], "no CPU used", "{db}");
+}
+
 /// A service without CPU profiles (the Node.js SDK sends wall-clock and heap profiles)
 /// defaults to its wall-clock time, not to the first of its types (the heap's objects in
 /// use, which sort first); `type=wall` means that time; and the series of a service with
@@ -1152,16 +1193,11 @@ fn post_as(
 fn a_service_without_cpu_profiles_defaults_to_wall_time() {
     let data = GoData::load();
     let server = TestServer::in_fresh_dir("api-wall", |_| {});
-    post_as(
-        &server,
-        &data,
-        "nodeapp",
-        [("samples", "count"), ("wall", "nanoseconds")],
-        true,
-    );
+    let wall = [("samples", "count"), ("wall", "nanoseconds")];
+    post_as(&server, &data, "nodeapp", &wall, wall[0], true);
     let heap = [("inuse_objects", "count"), ("inuse_space", "bytes")];
-    post_as(&server, &data, "nodeapp", heap, false);
-    post_as(&server, &data, "heaponly", heap, false);
+    post_as(&server, &data, "nodeapp", &heap, heap[0], false);
+    post_as(&server, &data, "heaponly", &heap, heap[0], false);
     let json = |path: &str| server.get(path).ok().json();
     let types = json("/api/v1/profile-types?service=nodeapp");
     let ids: Vec<&str> = types["profile_types"]

@@ -200,7 +200,7 @@ pub fn check_profile_type(
     // of mutex and block) would be a guess the answer does not show.
     let best = ProfileTypeId::preferred(&matching).map(ProfileTypeId::default_rank);
     let at_best = |rank: u8| matching.iter().filter(|t| t.default_rank() == rank).count();
-    if matching.len() > 1 && !best.is_some_and(|rank| rank < 2 && at_best(rank) == 1) {
+    if matching.len() > 1 && !best.is_some_and(|rank| rank < 3 && at_best(rank) == 1) {
         return Err(ApiError::bad_param(
             shown,
             wanted,

@@ -37,8 +37,12 @@ pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 
 /// What a span's coverage means, in words.
 pub fn verdict(c: &Coverage) -> &'static str {
-    // "No CPU used" only where the samples are of CPU time (not wall-clock time, a count).
-    let cpu_type = c.profile_type.as_ref().is_some_and(ProfileTypeId::is_cpu);
+    // "No CPU used" only where samples are taken on a CPU (CPU time or CPU sample counts;
+    // not wall-clock time, not allocations).
+    let cpu_type = c
+        .profile_type
+        .as_ref()
+        .is_some_and(ProfileTypeId::samples_cpu);
     if c.value > 0 {
         return SAMPLED;
     }
