@@ -294,11 +294,16 @@ fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<
             k => labels.push((k.to_owned(), v)),
         }
     }
-    (
-        service.unwrap_or_else(|| "unknown_service".to_owned()),
-        name,
-        labels,
-    )
+    // As OpenTelemetry's resource conventions name a service without a name:
+    // `unknown_service:<process.executable.name>`, else `unknown_service` (the eBPF profiler
+    // profiles every process of a host; they were all one service).
+    let service = service.unwrap_or_else(|| {
+        match labels.iter().find(|(k, _)| k == "process.executable.name") {
+            Some((_, exe)) => format!("unknown_service:{exe}"),
+            None => "unknown_service".to_owned(),
+        }
+    });
+    (service, name, labels)
 }
 
 /// Splits every profile of `data` into blocks per series (sample attribute sets become labels;
@@ -983,7 +988,39 @@ fn order_samples(b: &mut Block) -> Vec<u32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{near_max_symbol_bytes, SeriesLimits};
+    use super::{near_max_symbol_bytes, resource_labels, SeriesLimits};
+    use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+
+    #[test]
+    fn a_resource_without_a_service_name_is_its_executables_unknown_service() {
+        let resource = |attrs: &[(&str, &str)]| Resource {
+            attributes: attrs
+                .iter()
+                .map(|(k, v)| KeyValue {
+                    key: (*k).into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::StringValue((*v).into())),
+                    }),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let service = |attrs| resource_labels(Some(&resource(attrs))).0;
+        assert_eq!(
+            service(&[("process.executable.name", "nginx"), ("host.name", "h1")]),
+            "unknown_service:nginx"
+        );
+        assert_eq!(service(&[("host.name", "h1")]), "unknown_service");
+        assert_eq!(
+            service(&[
+                ("process.executable.name", "nginx"),
+                ("service.name", "web")
+            ]),
+            "web"
+        );
+        assert_eq!(resource_labels(None).0, "unknown_service");
+    }
 
     #[test]
     fn near_the_series_and_symbol_limits_is_nine_tenths_of_them() {
