@@ -50,6 +50,16 @@ fn flame_total(query: &str) -> i64 {
     total
 }
 
+/// The ids of a `/profile-types` answer, in its order.
+fn type_ids(answer: &Value) -> Vec<&str> {
+    answer["profile_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].as_str().unwrap())
+        .collect()
+}
+
 fn hex(id: &[u8]) -> String {
     to_hex(id)
 }
@@ -78,12 +88,7 @@ fn services_types_labels_and_series_list_what_was_ingested() {
         json!({ "services": [] })
     );
     let types = get_json(&format!("/api/v1/profile-types?service={SERVICE}"));
-    let ids: Vec<&str> = types["profile_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
+    let ids = type_ids(&types);
     assert_eq!(
         ids,
         [
@@ -1200,12 +1205,7 @@ fn a_service_without_cpu_profiles_defaults_to_wall_time() {
     post_as(&server, &data, "heaponly", &heap, heap[0], false);
     let json = |path: &str| server.get(path).ok().json();
     let types = json("/api/v1/profile-types?service=nodeapp");
-    let ids: Vec<&str> = types["profile_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap())
-        .collect();
+    let ids = type_ids(&types);
     assert_eq!(ids.len(), 4, "{types}");
     let wall = *ids
         .iter()
@@ -1289,12 +1289,7 @@ fn a_spans_types_available_are_those_of_its_samples() {
         ))
         .ok();
     let picker = r.json();
-    let mut ids: Vec<String> = picker["profile_types"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["id"].as_str().unwrap().to_owned())
-        .collect();
+    let mut ids = type_ids(&picker);
     ids.sort();
     assert_eq!(ids, of_span);
     assert_eq!(picker["default"], CPU_TYPE);
