@@ -43,8 +43,11 @@ export class ExploreView {
     let services;
     try {
       services = await servicePicker(this.service, params.service);
-      const { profile_types: types } = await api.get("profile-types", { service: params.service });
-      replace(this.type, el("option", { value: "" }, "CPU (default)"),
+      const { profile_types: types, default: byDefault } = await api.get("profile-types", { service: params.service });
+      // What a selection without a type shows: CPU time, else what the service has instead.
+      const fallback = types.find((t) => t.id === byDefault);
+      replace(this.type, el("option", { value: "" },
+        fallback ? `${fallback.name} · ${fallback.sample_type} (default)` : "CPU (default)"),
         types.map((t) => el("option", { value: t.id, selected: t.id === params.type }, `${t.name} · ${t.sample_type} (${t.sample_unit})`)));
     } catch (e) {
       replace(this.status, notice("error", "The pickers could not be filled", e.message));

@@ -133,7 +133,8 @@ export class TracesView {
       return;
     }
     replace(this.results, el("table", { class: "spans" },
-      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", "CPU", "Samples / expected", "Coverage"]
+      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", totalHeading(spans),
+        "Samples / expected", "Coverage"]
         .map((h) => el("th", {}, h)))),
       el("tbody", {}, spans.map((s) => {
         const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
@@ -143,13 +144,22 @@ export class TracesView {
         el("td", {}, s.service),
         el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
-        el("td", { class: "num" }, s.total ? units.duration(s.total) : "–"),
+        el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
         el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans " +
           "(a busy span gets about one a period, give or take one: sampling is random)" },
           `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
         el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
       }))));
   }
+}
+
+/** The heading of the spans' own totals: what their type measures (each span's total is in
+ * the type of its own samples; a service without CPU profiles has wall-clock time or counts). */
+function totalHeading(spans) {
+  const kinds = new Set(spans.map((s) => String(s.profile_type || "").split(":")[1]).filter(Boolean));
+  if (kinds.size !== 1) return "Total";
+  const [kind] = kinds;
+  return { cpu: "CPU", wall: "Wall time", samples: "CPU samples" }[kind] || kind;
 }
 
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
