@@ -1324,17 +1324,46 @@ impl Store {
     }
 
     /// Spans matching `q` over the segments that overlap its time range, longest first.
+    /// Segments are searched one at a time, with the store unlocked (see
+    /// [`Store::for_each_segment`]): the longest of each, then the longest of those.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let indexes = span_indexes(&st, q)?;
-        let mut found: Vec<SpanRecord> = search(indexes.iter().flat_map(|i| i.spans().iter()), q)
-            .into_iter()
-            .cloned()
-            .collect();
+        let mut found: Vec<SpanRecord> = Vec::new();
+        self.for_each_segment(q, |index| {
+            found.extend(search(index.spans().iter(), q).into_iter().cloned());
+            ControlFlow::Continue(())
+        })?;
         // The same span in two segments (sent twice) is one span.
         let mut seen = HashSet::new();
         found.retain(|s| seen.insert(s.span_id));
-        Ok(found)
+        Ok(search(found.iter(), q).into_iter().cloned().collect())
+    }
+
+    /// Calls `f` with the index of every segment whose time range overlaps `q`'s, one at a
+    /// time, until `f` breaks. The store's state is locked only to list them: sealed indexes
+    /// are read from their files (through the cache) and their spans decoded while writers
+    /// go on (held locked, a span search of a large store stalled every ingest for seconds),
+    /// and only the one in hand is kept beside the cache's (all of them at once took
+    /// gigabytes). A segment deleted meanwhile (retention, compaction) is skipped.
+    fn for_each_segment(
+        &self,
+        q: &SpanQuery,
+        mut f: impl FnMut(&SegmentIndex) -> ControlFlow<()>,
+    ) -> Result<(), StoreError> {
+        let (from, to) = span_range(q);
+        let (refs, loader) = self
+            .state
+            .read()
+            .expect("store state lock poisoned")
+            .index_refs(from, to, |_| true);
+        for r in &refs {
+            let Some(index) = loader.load(r).map_err(StoreError::Invalid)? else {
+                continue;
+            };
+            if f(&index).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` with every span of the segments whose time range overlaps `q`'s, whatever
@@ -1342,20 +1371,19 @@ impl Store {
     /// twice (into two segments) is visited twice. Every span of a trace is there unless
     /// [`Store::trace_may_be_outside`] says otherwise. Nothing is copied: for answers that
     /// keep a little of each span (tag names, traces found), where collecting every matching
-    /// span of a large store took gigabytes. `f` runs with the store's state read-locked.
+    /// span of a large store took gigabytes. `f` runs with the store's state unlocked, one
+    /// segment at a time ([`Store::for_each_segment`]).
     pub fn for_each_segment_span(
         &self,
         q: &SpanQuery,
         mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let indexes = span_indexes(&st, q)?;
-        for span in indexes.iter().flat_map(|i| i.spans().iter()) {
-            if f(span).is_break() {
-                break;
+        self.for_each_segment(q, |index| {
+            for span in index.spans().iter() {
+                f(span)?;
             }
-        }
-        Ok(())
+            ControlFlow::Continue(())
+        })
     }
 
     /// The services of the spans in `[from_ns, to_ns]` (ns since the epoch, inclusive), sorted:
@@ -1451,12 +1479,6 @@ fn span_range(q: &SpanQuery) -> (i64, i64) {
         q.to_ns as i64
     };
     (from, to)
-}
-
-/// The segment indexes whose time range overlaps `q`'s.
-fn span_indexes(st: &State, q: &SpanQuery) -> Result<Vec<Arc<SegmentIndex>>, StoreError> {
-    let (from, to) = span_range(q);
-    st.indexes(from, to, |_| true).map_err(StoreError::Invalid)
 }
 
 /// Most frames (locations) of one stack an answer shows: a deeper stack keeps its leaf-most

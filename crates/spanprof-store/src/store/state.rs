@@ -105,7 +105,34 @@ pub(crate) struct State {
     pub sealing: BTreeMap<u64, Arc<SegmentIndex>>,
     /// Where sealed segments' indexes are written.
     pub index_dir: PathBuf,
-    pub cache: IndexCache,
+    /// Shared with queries that read sealed indexes after letting go of the state lock
+    /// ([`State::index_refs`]).
+    pub cache: Arc<IndexCache>,
+}
+
+/// A segment's index as a long query reaches it: in memory already (the active segment, those
+/// being sealed), or sealed, read from its file (through the cache) when the query gets to
+/// it, with the store's state unlocked ([`State::index_refs`]).
+pub(crate) enum IndexRef {
+    Loaded(Arc<SegmentIndex>),
+    Sealed(u64),
+}
+
+/// Reads the sealed indexes of [`IndexRef`]s without the state lock.
+pub(crate) struct IndexLoader {
+    dir: PathBuf,
+    cache: Arc<IndexCache>,
+}
+
+impl IndexLoader {
+    /// The index `r` names; `None` for a sealed segment deleted since it was listed
+    /// (retention or compaction got there first).
+    pub fn load(&self, r: &IndexRef) -> Result<Option<Arc<SegmentIndex>>, String> {
+        match r {
+            IndexRef::Loaded(index) => Ok(Some(Arc::clone(index))),
+            IndexRef::Sealed(id) => self.cache.get_if_present(&self.dir, *id),
+        }
+    }
 }
 
 impl State {
@@ -123,7 +150,7 @@ impl State {
             sealed: BTreeMap::new(),
             sealing: BTreeMap::new(),
             index_dir,
-            cache: IndexCache::new(cache_segments),
+            cache: Arc::new(IndexCache::new(cache_segments)),
         }
     }
 
@@ -553,6 +580,34 @@ impl State {
         out.extend(self.sealing.values().cloned());
         out.push(Arc::clone(&self.active));
         Ok(out)
+    }
+
+    /// [`State::indexes`], with sealed indexes not read yet: for a query that reads every
+    /// segment (a span search), so that it reads them one at a time with the state unlocked
+    /// (the lock held while index files were read and their spans decoded, seconds on a large
+    /// store, stalled every ingest behind it) and keeps one decoded at a time beside the
+    /// cache's (all of them at once took gigabytes).
+    pub fn index_refs(
+        &self,
+        from_ns: i64,
+        to_ns: i64,
+        keep: impl Fn(&SealedSummary) -> bool,
+    ) -> (Vec<IndexRef>, IndexLoader) {
+        let mut out: Vec<IndexRef> = self
+            .sealed
+            .iter()
+            .filter(|(_, summary)| {
+                segment_overlaps(summary.time_range, from_ns, to_ns) && keep(summary)
+            })
+            .map(|(&id, _)| IndexRef::Sealed(id))
+            .collect();
+        out.extend(self.sealing.values().cloned().map(IndexRef::Loaded));
+        out.push(IndexRef::Loaded(Arc::clone(&self.active)));
+        let loader = IndexLoader {
+            dir: self.index_dir.clone(),
+            cache: Arc::clone(&self.cache),
+        };
+        (out, loader)
     }
 
     /// Bytes of the sealed segments' index files.

@@ -258,3 +258,49 @@ fn metadata_segment_spans_and_traces_outside_a_time_range() {
     assert!(!store.trace_may_be_outside(&[2; 16], &recent));
     assert!(!store.trace_may_be_outside(&[1; 16], &SpanQuery::default()));
 }
+
+/// A visit of every segment's spans (a span search) holds no lock while it goes: an ingest
+/// started from inside it finishes (it waited for the whole search, seconds on a large
+/// store, stalling every receiver), and sees the segments as they are.
+#[test]
+fn metadata_span_visits_let_ingest_go_on() {
+    let dir = temp_dir();
+    let store = std::sync::Arc::new(open(dir.path()));
+    let span = |id: u8| SpanRecord {
+        trace_id: [id; 16],
+        span_id: [id; 8],
+        name: "s".into(),
+        service: SERVICE.into(),
+        start_ns: 1_000_000_000,
+        end_ns: 2_000_000_000,
+        ..Default::default()
+    };
+    for id in 1..=3 {
+        store.ingest(&[], vec![span(id)]).unwrap();
+        store.rotate().unwrap();
+    }
+    let mut visited = 0;
+    store
+        .for_each_segment_span(&SpanQuery::default(), |_| {
+            visited += 1;
+            if visited == 1 {
+                let writer = std::sync::Arc::clone(&store);
+                let (done, finished) = std::sync::mpsc::channel();
+                std::thread::spawn(move || {
+                    let _ = done.send(writer.ingest(&[], vec![span(9)]).is_ok());
+                });
+                assert_eq!(
+                    finished.recv_timeout(std::time::Duration::from_secs(30)),
+                    Ok(true),
+                    "an ingest waited for the span visit"
+                );
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .unwrap();
+    assert!(visited >= 3, "{visited}");
+    assert_eq!(
+        stored_span(&store, &[9; 8]).map(|s| s.span_id),
+        Some([9; 8])
+    );
+}
