@@ -936,9 +936,11 @@ impl Store {
         let mut traces_read = HashSet::new();
         for s in spans {
             if traces_read.insert(s.trace_id) {
-                let st = read();
-                for c in st.trace_records(&s.trace_id)? {
-                    let services = span_sample_services(&st, &c.span_id)?;
+                let records = read().trace_records(&s.trace_id)?;
+                // Locked span by span: a trace of hundreds of spans, each looked up in the
+                // segments its Bloom filters may hold, is long, and writers wait meanwhile.
+                for c in records {
+                    let services = span_sample_services(&read(), &c.span_id)?;
                     if services.is_empty() {
                         continue;
                     }
