@@ -42,4 +42,4 @@ pub use codec::{decode_spans, encode_spans, SpanDecodeError, SPAN_FORMAT_VERSION
 pub use index::SpanIndex;
 pub use ingest::{spans_from_otlp, SpanIngestReport, MAX_REASONS};
 pub use record::{SpanRecord, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES, UNKNOWN_SERVICE};
-pub use search::{duration_percentile, search, SpanQuery};
+pub use search::{duration_percentile, percentile, search, SpanQuery};

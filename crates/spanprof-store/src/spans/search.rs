@@ -97,14 +97,18 @@ pub fn duration_percentile<'a>(
     service: Option<&str>,
     p: f64,
 ) -> Option<u64> {
-    if !(0.0..=100.0).contains(&p) {
-        return None;
-    }
     let mut durations: Vec<u64> = spans
         .filter(|s| s.name == name && service.is_none_or(|svc| s.service == svc))
         .map(SpanRecord::duration_ns)
         .collect();
-    if durations.is_empty() {
+    percentile(&mut durations, p)
+}
+
+/// The `p`th percentile (0 to 100) of `durations` by the nearest-rank method (see
+/// [`duration_percentile`]); reorders them. `None` when there are none or `p` is outside
+/// 0..=100 (or NaN).
+pub fn percentile(durations: &mut [u64], p: f64) -> Option<u64> {
+    if !(0.0..=100.0).contains(&p) || durations.is_empty() {
         return None;
     }
     let n = durations.len();

@@ -19,7 +19,7 @@ use crate::codec::Get;
 use crate::flamegraph::FlameTree;
 use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::select::{ProfileType, SelectionSummary};
-use crate::spans::{duration_percentile, search, SpanQuery, SpanRecord};
+use crate::spans::{percentile, search, SpanQuery, SpanRecord};
 
 /// Which samples a query is about.
 #[derive(Debug, Clone, Default)]
@@ -279,7 +279,24 @@ fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
 const SPAN_TIME_LOOKUPS: usize = 1024;
 
 impl State {
+    ///
+    /// A selection with a span filter goes through [`Store::read_resolved`], which finds the
+    /// filter's spans first with the store unlocked; here it would select no span.
     pub(crate) fn resolve(&self, sel: &Selection) -> Result<Resolved, StoreError> {
+        debug_assert!(
+            sel.span_filter.is_none(),
+            "span filters resolve in Store::read_resolved"
+        );
+        self.resolve_with(sel, Vec::new())
+    }
+
+    /// [`State::resolve`], with `filtered` the spans of `sel`'s span filter
+    /// ([`Store::filtered_spans`]).
+    fn resolve_with(
+        &self,
+        sel: &Selection,
+        filtered: Vec<[u8; 8]>,
+    ) -> Result<Resolved, StoreError> {
         let matchers: Vec<LabelMatcher> = match &sel.label_selector {
             Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
             _ => Vec::new(),
@@ -295,7 +312,7 @@ impl State {
         let mut spans: Option<HashSet<[u8; 8]>> = None;
         if !sel.span_ids.is_empty() || sel.span_filter.is_some() {
             let mut set: HashSet<[u8; 8]> = match &sel.span_filter {
-                Some(f) => self.filtered_spans(sel, f)?.into_iter().collect(),
+                Some(_) => filtered.into_iter().collect(),
                 None => sel.span_ids.iter().copied().collect(),
             };
             if sel.span_filter.is_some() && !sel.span_ids.is_empty() {
@@ -437,38 +454,6 @@ impl State {
             available,
             of_samples,
         })
-    }
-
-    fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Result<Vec<[u8; 8]>, StoreError> {
-        let indexes = self.indexes(0, 0, |_| true).map_err(StoreError::Invalid)?;
-        let all = || indexes.iter().flat_map(|i| i.spans().iter());
-        let mut min = f.min_duration_ns;
-        let mut max = f.max_duration_ns;
-        if let Some(name) = &f.name {
-            if let Some(p) = f.above_percentile {
-                min = min.max(duration_percentile(all(), name, sel.service.as_deref(), p));
-            }
-            if let Some(p) = f.below_percentile {
-                if let Some(d) = duration_percentile(all(), name, sel.service.as_deref(), p) {
-                    max = Some(max.map_or(d, |m| m.min(d)));
-                }
-            }
-        }
-        let q = SpanQuery {
-            service: sel.service.clone(),
-            name: f.name.clone(),
-            min_duration_ns: min,
-            max_duration_ns: max,
-            from_ns: sel.from_ns.max(0) as u64,
-            to_ns: if sel.to_ns == 0 {
-                u64::MAX
-            } else {
-                sel.to_ns as u64
-            },
-            limit: usize::MAX,
-            attributes: Vec::new(),
-        };
-        Ok(search(all(), &q).into_iter().map(|s| s.span_id).collect())
     }
 
     /// A stored span, from whichever segment holds it.
@@ -706,8 +691,7 @@ impl Store {
         &self,
         sel: &Selection,
     ) -> Result<(FlameTree, SelectionSummary), StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let (st, r) = self.read_resolved(sel)?;
         let agg = self.aggregate(&st, &r)?;
         let mut tree = FlameTree::new();
         let mut frames = Vec::new();
@@ -754,15 +738,14 @@ impl Store {
     /// How many profiles (distinct profile times) the selection reads: what a snapshot
     /// type's sums are averaged over.
     pub fn profile_times(&self, sel: &Selection) -> Result<u64, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        Ok(profile_times(&st.resolve(sel)?))
+        let r = self.resolved(sel)?;
+        Ok(profile_times(&r))
     }
 
     /// The selection as one pprof profile (for `go tool pprof`): one sample per stack and
     /// span, with `span_id` / `trace_id` labels (trace ids bound from stored spans).
     pub fn pprof(&self, sel: &Selection) -> Result<pprof::Profile, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let (st, r) = self.read_resolved(sel)?;
         let mut b = PprofWriter::default();
         let t = &r.profile_type;
         let (ty, unit, pty, punit) = (
@@ -1223,8 +1206,7 @@ impl Store {
     /// The profile type a selection resolves to (`type`, else the CPU type of what it
     /// selects, else the first), as the answers to it are in; `None` when it selects no type.
     pub fn profile_type_of(&self, sel: &Selection) -> Result<Option<ProfileTypeId>, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let r = self.resolved(sel)?;
         Ok((r.profile_type != ProfileTypeId::default()).then_some(r.profile_type))
     }
 
@@ -1235,8 +1217,7 @@ impl Store {
         sel: &Selection,
         group_by: Option<&str>,
     ) -> Result<Vec<(Option<String>, crate::series::Point)>, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let (st, r) = self.read_resolved(sel)?;
         // Per block: the value of each span, and of samples without one. One point each, so
         // bucket totals are exact and exemplars carry their own span's value.
         let mut per_block: HashMap<(i64, u32), BlockTotals> = HashMap::new();
@@ -1290,8 +1271,7 @@ impl Store {
         &self,
         sel: &Selection,
     ) -> Result<(Option<ProfileTypeId>, Vec<ProfileTypeId>), StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let (st, r) = self.read_resolved(sel)?;
         Ok(type_ids(&st, sel, &r))
     }
 
@@ -1299,8 +1279,7 @@ impl Store {
     /// one point of its time series stands for. A step shorter than it
     /// shows each window's total in one step and none in the steps after.
     pub fn longest_profile_ns(&self, sel: &Selection) -> Result<i64, StoreError> {
-        let st = self.state.read().expect("store state lock poisoned");
-        let r = st.resolve(sel)?;
+        let r = self.resolved(sel)?;
         Ok(r.blocks
             .iter()
             .map(|(index, b)| index.blocks[*b as usize].duration_ns)
@@ -1338,6 +1317,86 @@ impl Store {
         let mut seen = HashSet::new();
         found.retain(|s| seen.insert(s.span_id));
         Ok(search(found.iter(), q).into_iter().cloned().collect())
+    }
+
+    /// `sel` resolved, and the store's state read-locked for the caller to read what it
+    /// resolved to. A span filter's spans are found first, with the store unlocked: it reads
+    /// every segment's spans (seconds on a large store, every ingest waiting, when locked).
+    fn read_resolved(
+        &self,
+        sel: &Selection,
+    ) -> Result<(std::sync::RwLockReadGuard<'_, State>, Resolved), StoreError> {
+        let filtered = match &sel.span_filter {
+            Some(f) => self.filtered_spans(sel, f)?,
+            None => Vec::new(),
+        };
+        let st = self.state.read().expect("store state lock poisoned");
+        let r = st.resolve_with(sel, filtered)?;
+        Ok((st, r))
+    }
+
+    /// `sel` resolved ([`Store::read_resolved`]), for a caller that needs no more of the
+    /// store's state.
+    fn resolved(&self, sel: &Selection) -> Result<Resolved, StoreError> {
+        Ok(self.read_resolved(sel)?.1)
+    }
+
+    /// The spans `f` (of `sel`) picks: by name, service and duration, durations also as
+    /// percentiles of all the spans of the name (of every time), in `sel`'s time range.
+    fn filtered_spans(&self, sel: &Selection, f: &SpanFilter) -> Result<Vec<[u8; 8]>, StoreError> {
+        let every_time = SpanQuery::default();
+        let mut min = f.min_duration_ns;
+        let mut max = f.max_duration_ns;
+        if let Some(name) = &f.name {
+            if f.above_percentile.is_some() || f.below_percentile.is_some() {
+                let mut durations = Vec::new();
+                self.for_each_segment(&every_time, |index| {
+                    durations.extend(
+                        index
+                            .spans()
+                            .iter()
+                            .filter(|s| {
+                                s.name == *name
+                                    && sel.service.as_deref().is_none_or(|svc| s.service == svc)
+                            })
+                            .map(SpanRecord::duration_ns),
+                    );
+                    ControlFlow::Continue(())
+                })?;
+                if let Some(p) = f.above_percentile {
+                    min = min.max(percentile(&mut durations, p));
+                }
+                if let Some(p) = f.below_percentile {
+                    if let Some(d) = percentile(&mut durations, p) {
+                        max = Some(max.map_or(d, |m| m.min(d)));
+                    }
+                }
+            }
+        }
+        let q = SpanQuery {
+            service: sel.service.clone(),
+            name: f.name.clone(),
+            min_duration_ns: min,
+            max_duration_ns: max,
+            from_ns: sel.from_ns.max(0) as u64,
+            to_ns: if sel.to_ns == 0 {
+                u64::MAX
+            } else {
+                sel.to_ns as u64
+            },
+            limit: usize::MAX,
+            attributes: Vec::new(),
+        };
+        let mut found = Vec::new();
+        self.for_each_segment(&every_time, |index| {
+            found.extend(
+                search(index.spans().iter(), &q)
+                    .into_iter()
+                    .map(|s| s.span_id),
+            );
+            ControlFlow::Continue(())
+        })?;
+        Ok(found)
     }
 
     /// Calls `f` with the index of every segment whose time range overlaps `q`'s, one at a
