@@ -279,9 +279,9 @@ fn overlaps(time_ns: i64, duration_ns: i64, from_ns: i64, to_ns: i64) -> bool {
 const SPAN_TIME_LOOKUPS: usize = 1024;
 
 impl State {
-    ///
-    /// A selection with a span filter goes through [`Store::read_resolved`], which finds the
-    /// filter's spans first with the store unlocked; here it would select no span.
+    /// What `sel` selects: its blocks, spans, trace and profile type. A selection with a
+    /// span filter goes through [`Store::read_resolved`], which finds the filter's spans
+    /// first with the store unlocked; here it would select no span.
     pub(crate) fn resolve(&self, sel: &Selection) -> Result<Resolved, StoreError> {
         debug_assert!(
             sel.span_filter.is_none(),
@@ -1204,7 +1204,8 @@ impl Store {
     }
 
     /// The profile type a selection resolves to (`type`, else the CPU type of what it
-    /// selects, else the first), as the answers to it are in; `None` when it selects no type.
+    /// selects, else as [`ProfileTypeId::preferred`] picks), as the answers to it are in;
+    /// `None` when it selects no type.
     pub fn profile_type_of(&self, sel: &Selection) -> Result<Option<ProfileTypeId>, StoreError> {
         let r = self.resolved(sel)?;
         Ok((r.profile_type != ProfileTypeId::default()).then_some(r.profile_type))

@@ -570,16 +570,13 @@ impl State {
         to_ns: i64,
         keep: impl Fn(&SealedSummary) -> bool,
     ) -> Result<Vec<Arc<SegmentIndex>>, String> {
-        let mut out = Vec::new();
-        for (&id, summary) in &self.sealed {
-            if segment_overlaps(summary.time_range, from_ns, to_ns) && keep(summary) {
-                out.push(self.cache.get(&self.index_dir, id)?);
-            }
-        }
-        // Newer than every sealed segment, older than the active one (at most a couple).
-        out.extend(self.sealing.values().cloned());
-        out.push(Arc::clone(&self.active));
-        Ok(out)
+        let (refs, _) = self.index_refs(from_ns, to_ns, keep);
+        refs.into_iter()
+            .map(|r| match r {
+                IndexRef::Loaded(index) => Ok(index),
+                IndexRef::Sealed(id) => self.cache.get(&self.index_dir, id),
+            })
+            .collect()
     }
 
     /// [`State::indexes`], with sealed indexes not read yet: for a query that reads every
@@ -601,6 +598,7 @@ impl State {
             })
             .map(|(&id, _)| IndexRef::Sealed(id))
             .collect();
+        // Newer than every sealed segment, older than the active one (at most a couple).
         out.extend(self.sealing.values().cloned().map(IndexRef::Loaded));
         out.push(IndexRef::Loaded(Arc::clone(&self.active)));
         let loader = IndexLoader {
