@@ -429,7 +429,6 @@ pub fn decode<'a>(
         })
 }
 
-/// Whether the request says its body is JSON.
 /// The JSON media type.
 pub const JSON: &str = "application/json";
 
@@ -451,6 +450,7 @@ pub fn otlp_answer_type(headers: &HeaderMap) -> &'static str {
     }
 }
 
+/// Whether the request says its body is JSON.
 pub fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get("content-type")
