@@ -204,7 +204,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_type_is_cpu_then_wall_time_then_the_first() {
+    fn the_default_type_is_cpu_time_then_cpu_counts_then_wall_time_then_the_first() {
         let id = |s: &str| ProfileTypeId::parse(s).unwrap();
         // The Node.js SDK's types: sorted, the heap's come first.
         let node = [
