@@ -240,10 +240,12 @@ pub async fn serve(
     let (forward_stop_tx, forward_stop_rx) = watch::channel(false);
     let senders = forwarders.start(forward_stop_rx);
     let write_failed = Arc::new(tokio::sync::Notify::new());
+    let over_limit = Arc::new(tokio::sync::Notify::new());
     let sinks = Sinks {
         store: config.store.then(|| Arc::clone(&store)),
         forward: forwarders,
         write_failed: Arc::clone(&write_failed),
+        over_limit: Arc::clone(&over_limit),
     };
     let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
     let state = AppState {
@@ -274,7 +276,8 @@ pub async fn serve(
     let maintenance = tokio::spawn(maintain(
         Arc::clone(&state.store),
         Arc::clone(&config),
-        write_failed,
+        Arc::clone(&state.metrics),
+        [write_failed, over_limit],
         stop_rx.clone(),
     ));
     let mut servers = Vec::new();
@@ -339,22 +342,37 @@ const EARLY_RETENTION_EVERY: std::time::Duration = std::time::Duration::from_sec
 /// past the size limit, or while the disk is nearly full (`storage.min_free_disk`) are
 /// deleted, oldest first; small sealed segments are merged.
 ///
-/// A failed store write (a full disk) brings the next retention run forward, to at most
-/// [`EARLY_RETENTION_EVERY`] after the last one, without compaction (which writes).
+/// A failed store write (a full disk), or a store grown past its size limit, brings the
+/// next retention run forward, to at most [`EARLY_RETENTION_EVERY`] after the last one,
+/// without compaction (which writes).
+///
+/// `spanprof_retention_runs_total{trigger}` counts the runs: `schedule`, `write_failed`,
+/// `over_limit`.
 async fn maintain(
     store: Arc<Store>,
     config: Arc<ServerConfig>,
-    write_failed: Arc<tokio::sync::Notify>,
+    metrics: Arc<Metrics>,
+    [write_failed, over_limit]: [Arc<tokio::sync::Notify>; 2],
     mut stop: watch::Receiver<bool>,
 ) {
+    const RUNS: &str = "spanprof_retention_runs_total";
+    for trigger in ["schedule", "write_failed", "over_limit"] {
+        metrics.add(RUNS, &[("trigger", trigger)], 0.0);
+    }
+    const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
     let small = config.segment_bytes / 4;
     let mut last = tokio::time::Instant::now();
+    // The minute's runs keep their schedule whatever early runs come between them, so that
+    // compaction is not put off by a store that stays past its limit.
+    let mut next = last + EVERY;
     loop {
-        let early = tokio::select! {
-            _ = tokio::time::sleep(std::time::Duration::from_secs(60)) => false,
-            _ = write_failed.notified() => true,
+        let trigger = tokio::select! {
+            _ = tokio::time::sleep_until(next) => "schedule",
+            _ = write_failed.notified() => "write_failed",
+            _ = over_limit.notified() => "over_limit",
             _ = stop.wait_for(|s| *s) => return,
         };
+        let early = trigger != "schedule";
         if early {
             tokio::select! {
                 _ = tokio::time::sleep_until(last + EARLY_RETENTION_EVERY) => {}
@@ -362,6 +380,10 @@ async fn maintain(
             }
         }
         last = tokio::time::Instant::now();
+        if !early {
+            next = last + EVERY;
+        }
+        metrics.add(RUNS, &[("trigger", trigger)], 1.0);
         let store_stats = Arc::clone(&store);
         let store = Arc::clone(&store);
         let done = tokio::task::spawn_blocking(move || {

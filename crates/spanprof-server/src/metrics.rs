@@ -66,6 +66,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
     ("spanprof_build_info", "1, with the running spanprof's version as a label."),
     ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
+    ("spanprof_retention_runs_total", "Retention runs, per trigger: schedule (once a minute, with compaction), write_failed (a store write failed: a full disk makes room), over_limit (the store grew past storage.max_size)."),
     ("spanprof_store_segments", "Segments of the store's log."),
     ("spanprof_store_series", "Series in the store."),
     ("spanprof_store_max_series", "Limit of spanprof_store_series (storage.max_series; 0: none)."),

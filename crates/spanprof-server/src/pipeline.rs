@@ -29,6 +29,9 @@ pub struct Sinks {
     pub forward: Arc<Forwarders>,
     /// Woken when a store write fails: retention runs early (a full disk makes room).
     pub write_failed: Arc<Notify>,
+    /// Woken when a write leaves the store past its size limit: retention runs early (a
+    /// store under heavy ingest grew a minute of data past it, waiting for the minute's run).
+    pub over_limit: Arc<Notify>,
 }
 
 /// What a receiver hands over: linked profiles, or spans.
@@ -592,14 +595,20 @@ fn write(
                 Vec::new()
             };
             (
-                store_write(store, profiles, spans, metrics).map_err(|e| {
-                    sinks.write_failed.notify_one();
-                    WriteFailure {
-                        sink: "the store".into(),
-                        message: e,
-                        kept: false,
-                    }
-                })?,
+                store_write(store, profiles, spans, metrics)
+                    .map_err(|e| {
+                        sinks.write_failed.notify_one();
+                        WriteFailure {
+                            sink: "the store".into(),
+                            message: e,
+                            kept: false,
+                        }
+                    })
+                    .inspect(|_| {
+                        if store.over_size_limit() {
+                            sinks.over_limit.notify_one();
+                        }
+                    })?,
                 forwarded_spans,
             )
         }
@@ -809,6 +818,7 @@ mod tests {
             store: Some(Arc::new(store)),
             forward: Arc::new(forward),
             write_failed: Arc::new(Notify::new()),
+            over_limit: Arc::new(Notify::new()),
         };
         let cfg = QueueConfig {
             capacity: 16,

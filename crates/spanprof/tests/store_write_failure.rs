@@ -319,11 +319,12 @@ fn a_forward_queue_that_cannot_write_says_what_was_kept() {
     server.stop();
 }
 
-/// A failed write brings the next retention run forward (a full disk makes room within
-/// seconds, not at the minute's run): with the store past `storage.max_size`, the first
-/// failed write has the oldest segments deleted about 5 s after the server started.
+/// A store past `storage.max_size` is trimmed within seconds, not at the minute's run (a
+/// store under heavy ingest grew a minute of data past its limit), and a failed write brings
+/// the next run forward too (a full disk makes room within seconds): both are counted in
+/// `spanprof_retention_runs_total` by trigger.
 #[test]
-fn a_failed_write_brings_retention_forward() {
+fn a_failed_write_or_the_size_limit_brings_retention_forward() {
     let dir = process_dir("early-retention");
     let config = dir.join("spanprof.yaml");
     std::fs::write(
@@ -337,21 +338,29 @@ fn a_failed_write_brings_retention_forward() {
         "127.0.0.1:0",
         &["--config", config.to_str().unwrap()],
     );
+    let runs = |s: &Server, trigger: &str| {
+        s.metric(&format!(
+            "spanprof_retention_runs_total{{trigger=\"{trigger}\"}}"
+        ))
+    };
     let otlp = std::fs::read(go_cpu_otlp(&dir)).unwrap();
     for _ in 0..60 {
         assert_eq!(send_otlp(&server, &otlp).status, 200);
     }
-    let segments = server.metric("spanprof_store_segments");
-    let disk = server.metric("spanprof_store_disk_bytes");
-    assert!(
-        disk > (256 << 10) as f64,
-        "{disk} bytes in {segments} segments"
+    // The minute's run would come 60 s after the start.
+    server.wait_for(
+        "retention at the size limit",
+        Duration::from_secs(30),
+        |s| {
+            runs(s, "over_limit") >= 1.0
+                && s.metric("spanprof_store_disk_bytes") <= (256 << 10) as f64
+        },
     );
+    assert_eq!(runs(&server, "schedule"), 0.0);
     set_file_size_limit(server.pid(), active_segment_bytes(&data.join("segments")));
     assert_eq!(send_otlp(&server, &otlp).status, 503);
-    // The minute's run would come 60 s after the start.
     server.wait_for("retention brought forward", Duration::from_secs(30), |s| {
-        s.metric("spanprof_store_segments") < segments
+        runs(s, "write_failed") >= 1.0
     });
     // The newest data stays (four segments fit the limit).
     assert!(server.metric("spanprof_store_samples") > 0.0);

@@ -463,6 +463,19 @@ impl Store {
         s
     }
 
+    /// Whether the store is past its size limit ([`StoreConfig::retention_bytes`]): the
+    /// next [`Store::enforce_retention`] has segments to delete.
+    pub fn over_size_limit(&self) -> bool {
+        self.cfg.retention_bytes.is_some_and(|max| {
+            let index_bytes = self
+                .state
+                .read()
+                .expect("store state lock poisoned")
+                .index_bytes();
+            self.log.total_bytes() + index_bytes > max
+        })
+    }
+
     /// Deletes whole sealed segments whose data is all older than the retention age, then the
     /// oldest ones while the store is over the size limit or the disk is nearly full
     /// ([`StoreConfig::min_free_disk_bytes`]). Returns the segments deleted.
