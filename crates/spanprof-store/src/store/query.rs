@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use super::segments::SealedSummary;
 use super::segments::SegmentIndex;
-use super::state::{segment_overlaps, SeriesKey, State};
+use super::state::{segment_overlaps, IndexRef, SeriesKey, State};
 use super::{Store, StoreError};
 use crate::block::{Block, LinkIds};
 use crate::codec::Get;
@@ -919,6 +919,9 @@ impl Store {
         let mut traces_read = HashSet::new();
         for s in spans {
             if traces_read.insert(s.trace_id) {
+                // The segments of the trace, read and their spans decoded unlocked first: a
+                // sealed segment's spans take long to decode, and writers would wait.
+                self.warm_spans(|summary| summary.trace_bloom.may_contain(&s.trace_id))?;
                 let records = read().trace_records(&s.trace_id)?;
                 // Locked span by span: a trace of hundreds of spans, each looked up in the
                 // segments its Bloom filters may hold, is long, and writers wait meanwhile.
@@ -1398,6 +1401,24 @@ impl Store {
             ControlFlow::Continue(())
         })?;
         Ok(found)
+    }
+
+    /// Reads into the index cache, with the store unlocked, the sealed indexes `keep` picks,
+    /// with their spans decoded, so that a locked lookup that follows (a trace's spans) finds
+    /// them there: read and decoded with the lock held, one segment's spans took about a
+    /// second, and every writer waited.
+    fn warm_spans(&self, keep: impl Fn(&SealedSummary) -> bool) -> Result<(), StoreError> {
+        let (refs, loader) = self
+            .state
+            .read()
+            .expect("store state lock poisoned")
+            .index_refs(0, 0, keep);
+        for r in refs.iter().filter(|r| matches!(r, IndexRef::Sealed(_))) {
+            if let Some(index) = loader.load(r).map_err(StoreError::Invalid)? {
+                index.spans();
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` with the index of every segment whose time range overlaps `q`'s, one at a
