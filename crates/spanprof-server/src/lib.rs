@@ -364,10 +364,11 @@ async fn maintain(
     let mut last = tokio::time::Instant::now();
     // The minute's runs keep their schedule whatever early runs come between them, so that
     // compaction is not put off by a store that stays past its limit.
-    let mut next = last + EVERY;
+    let mut schedule = tokio::time::interval_at(last + EVERY, EVERY);
+    schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let trigger = tokio::select! {
-            _ = tokio::time::sleep_until(next) => "schedule",
+            _ = schedule.tick() => "schedule",
             _ = write_failed.notified() => "write_failed",
             _ = over_limit.notified() => "over_limit",
             _ = stop.wait_for(|s| *s) => return,
@@ -380,9 +381,6 @@ async fn maintain(
             }
         }
         last = tokio::time::Instant::now();
-        if !early {
-            next = last + EVERY;
-        }
         metrics.add(RUNS, &[("trigger", trigger)], 1.0);
         let store_stats = Arc::clone(&store);
         let store = Arc::clone(&store);
