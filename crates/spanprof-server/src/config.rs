@@ -543,6 +543,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 mod tests {
     use super::split_credentials;
 
+    /// `base` changed by `change` fails `check` with a message containing `why`.
+    #[track_caller]
+    fn assert_refused<T: Clone>(
+        base: &T,
+        check: impl Fn(&T) -> Result<(), String>,
+        change: &dyn Fn(&mut T),
+        why: &str,
+    ) {
+        let mut changed = base.clone();
+        change(&mut changed);
+        let e = check(&changed).unwrap_err();
+        assert!(e.contains(why), "{e}");
+    }
+
     #[test]
     fn a_forwarder_is_checked_and_keeps_its_credentials_out_of_the_endpoint() {
         use super::{ForwardProtocol, ForwarderConfig, ScrapeTarget};
@@ -554,10 +568,7 @@ mod tests {
         );
         assert!(f.check().is_ok());
         let refused = |change: &dyn Fn(&mut ForwarderConfig), why: &str| {
-            let mut g = f.clone();
-            change(&mut g);
-            let e = g.check().unwrap_err();
-            assert!(e.contains(why), "{e}");
+            assert_refused(&f, ForwarderConfig::check, change, why)
         };
         refused(&|g| g.queue_max_bytes = 1 << 20, "must be at least 256MiB");
         refused(
@@ -583,10 +594,7 @@ mod tests {
         let base = ServerConfig::default();
         assert!(base.check().is_ok());
         let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
-            let mut c = base.clone();
-            change(&mut c);
-            let e = c.check().unwrap_err();
-            assert!(e.contains(why), "{e}");
+            assert_refused(&base, ServerConfig::check, change, why)
         };
         refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
         refused(
