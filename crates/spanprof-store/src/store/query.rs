@@ -151,7 +151,7 @@ struct OwnSamples {
 impl OwnSamples {
     /// Their type, unless the store had none to resolve.
     fn known_type(&self) -> Option<ProfileTypeId> {
-        (self.profile_type != ProfileTypeId::default()).then(|| self.profile_type.clone())
+        resolved_type(&self.profile_type)
     }
 
     /// Sampling ticks: a value in the period's unit counts value / period ticks (Go CPU:
@@ -1206,14 +1206,6 @@ impl Store {
         Ok(set.into_iter().collect())
     }
 
-    /// The profile type a selection resolves to (`type`, else the CPU type of what it
-    /// selects, else as [`ProfileTypeId::preferred`] picks), as the answers to it are in;
-    /// `None` when it selects no type.
-    pub fn profile_type_of(&self, sel: &Selection) -> Result<Option<ProfileTypeId>, StoreError> {
-        let r = self.resolved(sel)?;
-        Ok((r.profile_type != ProfileTypeId::default()).then_some(r.profile_type))
-    }
-
     /// Totals of the selection over time: (block start ns, value, top span of the block) for
     /// every block, with the series' value of label `group_by` when given.
     pub fn points(
@@ -1279,17 +1271,24 @@ impl Store {
         Ok(type_ids(&st, sel, &r))
     }
 
-    /// The longest window one profile of the selection covers, in ns (0 without any): what
-    /// one point of its time series stands for. A step shorter than it
-    /// shows each window's total in one step and none in the steps after.
-    pub fn longest_profile_ns(&self, sel: &Selection) -> Result<i64, StoreError> {
+    /// What a time series of the selection needs before it is read, from one resolve: the
+    /// type it resolves to (`type`, else the CPU type of what it selects, else as
+    /// [`ProfileTypeId::preferred`] picks; `None` when it selects no type), and the longest
+    /// window one of its profiles covers, in ns (0 without any), what one point stands for
+    /// (a step shorter than it shows each window's total in one step and none after).
+    pub fn type_and_longest_window(
+        &self,
+        sel: &Selection,
+    ) -> Result<(Option<ProfileTypeId>, i64), StoreError> {
         let r = self.resolved(sel)?;
-        Ok(r.blocks
+        let longest = r
+            .blocks
             .iter()
             .map(|(index, b)| index.blocks[*b as usize].duration_ns)
             .max()
             .unwrap_or(0)
-            .max(0))
+            .max(0);
+        Ok((resolved_type(&r.profile_type), longest))
     }
 
     /// A stored span.
@@ -1519,8 +1518,13 @@ fn type_ids(
         (true, false) => Vec::new(),
         (false, _) => types_of_service(st, sel.service.as_deref()),
     };
-    let used = (r.profile_type != ProfileTypeId::default()).then(|| r.profile_type.clone());
-    (used, available)
+    (resolved_type(&r.profile_type), available)
+}
+
+/// A selection's resolved type, `None` when there was none to resolve (the empty default
+/// [`State::resolve`] gives then).
+fn resolved_type(t: &ProfileTypeId) -> Option<ProfileTypeId> {
+    (*t != ProfileTypeId::default()).then(|| t.clone())
 }
 
 /// Profile types present (of one service, when given), sorted.
@@ -1535,7 +1539,6 @@ fn types_of_service(st: &State, service: Option<&str>) -> Vec<ProfileTypeId> {
     set.into_iter().collect()
 }
 
-/// Whether any stored sample is linked to span `span_id` (directly).
 /// The services whose profiles hold samples linked to this span (of any type; none when it
 /// has no samples), from the indexes alone.
 fn span_sample_services(st: &State, span_id: &[u8; 8]) -> Result<BTreeSet<u32>, StoreError> {

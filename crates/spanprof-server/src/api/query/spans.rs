@@ -214,16 +214,21 @@ pub async fn trace(
                  /api/v1/flamegraph?trace_id={id})"
             )));
         }
-        // One type for every span and for the whole trace (without `type`, the one the
-        // trace's samples resolve to: their CPU type), so that the totals add up in one unit.
+        // The whole trace's flame graph, resolved once: its type is every span's (without
+        // `type`, the one the trace's samples resolve to: their CPU type), so that the totals
+        // add up in one unit; its total less the spans' is the samples of spans not stored.
         let whole = Selection {
             trace_id: Some(trace_id),
+            profile_type: profile_type.as_ref().map(|(_, wanted)| wanted.clone()),
             ..Default::default()
         };
+        let (_, whole) = store.flame_graph(&whole)?;
+        // What the totals are in, for clients to word them ("of CPU", "goroutines").
+        let resolved = whole.profile_type_id;
         let profile_type = match profile_type {
             Some(t) => Some(t),
-            None => store
-                .profile_type_of(&whole)?
+            None => resolved
+                .as_ref()
                 .map(|t| ("type".to_owned(), t.to_string())),
         };
         let coverage = CoverageOf::new(store, profile_type)?;
@@ -245,13 +250,7 @@ pub async fn trace(
         }
         // The trace's samples in spans that are not stored (never received, or sent without
         // their trace's other spans): in the trace's flame graph, in no span's total.
-        let whole = Selection {
-            profile_type: coverage.profile_type.clone(),
-            ..whole
-        };
-        // What the totals are in, for clients to word them ("of CPU", "goroutines").
-        let resolved = store.profile_type_of(&whole)?;
-        let whole = store.flame_graph(&whole)?.1.value_selected;
+        let whole = whole.value_selected;
         let unknown_spans_total = if shown < records.len() {
             Value::Null
         } else {

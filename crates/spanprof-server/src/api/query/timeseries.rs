@@ -49,7 +49,8 @@ pub async fn timeseries(
     let label = group_by.clone();
     let (groups, aggregation, profile_type, longest) = blocking(&app, move |store| {
         q.check_type(store)?;
-        let profile_type = store.profile_type_of(&q.selection)?;
+        // Resolved once for both (a span filter reads every segment's spans to resolve).
+        let (profile_type, longest) = store.type_and_longest_window(&q.selection)?;
         // Snapshots (the heap in use, goroutines) are averaged per step by default: a step
         // holding four scrapes of a 10 MB heap is 10 MB, not 40. (Of the type the selection
         // resolves to: with no `type` given, a service without CPU profiles defaults to one.)
@@ -64,7 +65,6 @@ pub async fn timeseries(
             aggregation,
             exemplars,
         )?;
-        let longest = store.longest_profile_ns(&q.selection)?;
         Ok((groups, aggregation, profile_type, longest))
     })
     .await?;
