@@ -17,9 +17,12 @@
 //! Names, services and attribute keys repeat across a batch, and spans of one trace arrive
 //! together, so the tables and the start-time deltas carry most of the saving.
 
+use std::ops::ControlFlow;
+
 use hashbrown::HashMap;
 
 use super::record::SpanRecord;
+use super::view::{Attributes, SpanView};
 
 /// The layout version [`encode_spans`] writes and [`decode_spans`] reads.
 pub const SPAN_FORMAT_VERSION: u8 = 1;
@@ -97,6 +100,22 @@ pub fn encode_spans(spans: &[SpanRecord], out: &mut Vec<u8>) {
 /// left over after the block, is an error; it never panics and allocates no more than the
 /// input's size suggests.
 pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
+    let mut spans = Vec::new();
+    let _always_to_the_end = scan_spans(bytes, |view| {
+        spans.push(view.to_record());
+        ControlFlow::Continue(())
+    })?;
+    Ok(spans)
+}
+
+/// Hands each span of a block written by [`encode_spans`] to `f` as a view borrowing the
+/// block's texts, until `f` breaks (what this returns then; the rest is not read). Damaged
+/// or truncated input is an error, as for [`decode_spans`]; spans before the damage have
+/// been handed out. Allocates nothing per span.
+pub fn scan_spans(
+    bytes: &[u8],
+    mut f: impl FnMut(&SpanView<'_>) -> ControlFlow<()>,
+) -> Result<ControlFlow<()>, SpanDecodeError> {
     let mut r = Cursor { bytes, pos: 0 };
     let version = r.byte("version")?;
     if version != SPAN_FORMAT_VERSION {
@@ -122,8 +141,8 @@ pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
     }
     // A span takes at least 16 bytes: 8 of span id, one each for everything else.
     let count = r.count("span count", 16)?;
-    let mut spans = Vec::with_capacity(count);
     let mut previous_start = 0u64;
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
     for _ in 0..count {
         let trace_id = *r.index(&traces, "trace index")?;
         let span_id = r.array::<8>("span id")?;
@@ -143,17 +162,17 @@ pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
         let end_ns = start_ns.wrapping_add(r.varint("duration")?);
         let kind = r.signed_i32("kind")?;
         let status_code = r.signed_i32("status code")?;
-        let name = r.index(&strings, "name")?.to_string();
-        let service = r.index(&strings, "service")?.to_string();
-        let status_message = r.index(&strings, "status message")?.to_string();
+        let name = *r.index(&strings, "name")?;
+        let service = *r.index(&strings, "service")?;
+        let status_message = *r.index(&strings, "status message")?;
         let n = r.count("attribute count", 2)?;
-        let mut attributes = Vec::with_capacity(n);
+        pairs.clear();
         for _ in 0..n {
-            let key = r.index(&strings, "attribute key")?.to_string();
-            let value = r.index(&strings, "attribute value")?.to_string();
-            attributes.push((key, value));
+            let key = r.position(strings.len(), "attribute key")?;
+            let value = r.position(strings.len(), "attribute value")?;
+            pairs.push((key, value));
         }
-        spans.push(SpanRecord {
+        let view = SpanView {
             trace_id,
             span_id,
             parent_span_id,
@@ -164,8 +183,14 @@ pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
             kind,
             status_code,
             status_message,
-            attributes,
-        });
+            attributes: Attributes::Indexed {
+                strings: &strings,
+                pairs: &pairs,
+            },
+        };
+        if f(&view).is_break() {
+            return Ok(ControlFlow::Break(()));
+        }
     }
     if r.pos != bytes.len() {
         return Err(SpanDecodeError::Damaged {
@@ -173,7 +198,7 @@ pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
             what: "bytes left after the last span",
         });
     }
-    Ok(spans)
+    Ok(ControlFlow::Continue(()))
 }
 
 /// Distinct byte strings in order of first use, and each one's index.
@@ -290,11 +315,17 @@ impl<'a> Cursor<'a> {
         table: &'t [T],
         what: &'static str,
     ) -> Result<&'t T, SpanDecodeError> {
+        let i = self.position(table.len(), what)?;
+        Ok(&table[i])
+    }
+
+    /// An index into a table of `len` items.
+    fn position(&mut self, len: usize, what: &'static str) -> Result<usize, SpanDecodeError> {
         let at = self.pos;
         let i = self.varint(what)?;
         usize::try_from(i)
             .ok()
-            .and_then(|i| table.get(i))
+            .filter(|&i| i < len)
             .ok_or(SpanDecodeError::Damaged {
                 offset: at,
                 what: "index outside its table",

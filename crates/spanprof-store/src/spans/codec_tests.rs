@@ -4,7 +4,9 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 
-use super::codec::{decode_spans, encode_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
+use std::ops::ControlFlow;
+
+use super::codec::{decode_spans, encode_spans, scan_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
 use super::record::SpanRecord;
 
 /// Times and durations: the extremes the wrapping deltas must survive, and anything.
@@ -67,6 +69,38 @@ proptest! {
     #[test]
     fn spans_codec_round_trips_random_batches(spans in batch()) {
         prop_assert_eq!(decode_spans(&encode(&spans)), Ok(spans));
+    }
+
+    /// Scanning hands out views that read as the records, attribute lookups included, and
+    /// stops where the visitor says.
+    #[test]
+    fn spans_codec_scans_views_in_place_and_stops_when_told(
+        spans in batch(),
+        stop in any::<prop::sample::Index>(),
+    ) {
+        let bytes = encode(&spans);
+        let mut seen = Vec::new();
+        let flow = scan_spans(&bytes, |v| {
+            let record = v.to_record();
+            for (k, value) in &record.attributes {
+                assert!(v.attributes().any(|a| a == (k.as_str(), value.as_str())));
+            }
+            assert_eq!(v.attribute("no such key"), record.attribute("no such key"));
+            seen.push(record);
+            ControlFlow::Continue(())
+        });
+        prop_assert_eq!(flow, Ok(ControlFlow::Continue(())));
+        prop_assert_eq!(&seen, &spans);
+        if !spans.is_empty() {
+            let stop = stop.index(spans.len());
+            let mut visited = 0;
+            let flow = scan_spans(&bytes, |_| {
+                visited += 1;
+                if visited > stop { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+            });
+            prop_assert_eq!(flow, Ok(ControlFlow::Break(())));
+            prop_assert_eq!(visited, stop + 1);
+        }
     }
 
     #[test]

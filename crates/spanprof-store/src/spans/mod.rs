@@ -30,6 +30,7 @@ mod index;
 mod ingest;
 mod record;
 mod search;
+mod view;
 
 #[cfg(test)]
 mod codec_tests;
@@ -38,8 +39,9 @@ mod index_tests;
 #[cfg(test)]
 mod search_tests;
 
-pub use codec::{decode_spans, encode_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
+pub use codec::{decode_spans, encode_spans, scan_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
 pub use index::SpanIndex;
 pub use ingest::{spans_from_otlp, SpanIngestReport, MAX_REASONS};
 pub use record::{SpanRecord, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES, UNKNOWN_SERVICE};
 pub use search::{duration_percentile, percentile, search, SpanQuery};
+pub use view::{Longest, SpanView};

@@ -3,6 +3,7 @@
 use std::cmp::Ordering;
 
 use super::record::SpanRecord;
+use super::view::SpanView;
 
 /// Which spans [`search`] returns. Every filter that is set must hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +47,11 @@ impl Default for SpanQuery {
 impl SpanQuery {
     /// Whether `span` passes every filter.
     pub fn matches(&self, span: &SpanRecord) -> bool {
+        self.matches_view(&span.view())
+    }
+
+    /// Whether the span `span` shows passes every filter.
+    pub fn matches_view(&self, span: &SpanView<'_>) -> bool {
         let duration = span.duration_ns();
         self.service.as_ref().is_none_or(|s| *s == span.service)
             && self.name.as_ref().is_none_or(|n| *n == span.name)
@@ -56,7 +62,7 @@ impl SpanQuery {
             && self
                 .attributes
                 .iter()
-                .all(|(k, v)| span.attributes.iter().any(|(sk, sv)| sk == k && sv == v))
+                .all(|(k, v)| span.attributes().any(|(sk, sv)| sk == k && sv == v))
     }
 }
 

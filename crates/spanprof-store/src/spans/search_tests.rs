@@ -1,6 +1,8 @@
 //! Span search filters and ordering, and duration percentiles at their edges.
 
-use super::{duration_percentile, search, SpanQuery, SpanRecord};
+use super::{
+    duration_percentile, encode_spans, scan_spans, search, Longest, SpanQuery, SpanRecord,
+};
 
 fn span(n: u8, service: &str, name: &str, start_ns: u64, duration_ns: u64) -> SpanRecord {
     SpanRecord {
@@ -152,5 +154,45 @@ fn spans_duration_percentile_uses_nearest_rank() {
     let one = [span(1, "api", "op", 5, 7)];
     for q in [0.0, 1.0, 50.0, 100.0] {
         assert_eq!(duration_percentile(one.iter(), "op", None, q), Some(7));
+    }
+}
+
+/// Searching views of encoded spans, keeping the longest as they come, answers what
+/// `search` answers of the records, for every limit and filter, and a span offered twice
+/// (sent into two segments) is kept once.
+#[test]
+fn spans_search_of_views_keeps_the_longest_once_each() {
+    let all = spans();
+    let mut block = Vec::new();
+    encode_spans(&all, &mut block);
+    let queries = [
+        query(|_| {}),
+        query(|q| q.name = Some("GET /a".into())),
+        query(|q| q.min_duration_ns = Some(30)),
+        query(|q| q.attributes = vec![("http.method".into(), "GET".into())]),
+    ];
+    for base in queries {
+        for limit in 0..=7 {
+            let q = SpanQuery {
+                limit,
+                ..base.clone()
+            };
+            let mut longest = Longest::new(limit);
+            for _ in 0..2 {
+                let flow = scan_spans(&block, |v| {
+                    if q.matches_view(v) {
+                        longest.offer(v);
+                    }
+                    std::ops::ControlFlow::Continue(())
+                });
+                assert_eq!(flow, Ok(std::ops::ControlFlow::Continue(())));
+            }
+            let kept = longest.into_sorted();
+            assert_eq!(
+                ids(&kept.iter().collect::<Vec<_>>()),
+                ids(&search(all.iter(), &q)),
+                "{q:?}"
+            );
+        }
     }
 }

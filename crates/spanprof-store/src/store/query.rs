@@ -19,7 +19,7 @@ use crate::codec::Get;
 use crate::flamegraph::FlameTree;
 use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::select::{ProfileType, SelectionSummary};
-use crate::spans::{percentile, search, SpanQuery, SpanRecord};
+use crate::spans::{percentile, Longest, SpanQuery, SpanRecord, SpanView};
 
 /// Which samples a query is about.
 #[derive(Debug, Clone, Default)]
@@ -1311,15 +1311,15 @@ impl Store {
     /// Segments are searched one at a time, with the store unlocked (see
     /// [`Store::for_each_segment`]): the longest of each, then the longest of those.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
-        let mut found: Vec<SpanRecord> = Vec::new();
-        self.for_each_segment(q, |index| {
-            found.extend(search(index.spans().iter(), q).into_iter().cloned());
+        // The same span in two segments (sent twice) is one span: `Longest` keeps it once.
+        let mut longest = Longest::new(q.limit);
+        self.for_each_segment_span(q, |span| {
+            if q.matches_view(span) {
+                longest.offer(span);
+            }
             ControlFlow::Continue(())
         })?;
-        // The same span in two segments (sent twice) is one span.
-        let mut seen = HashSet::new();
-        found.retain(|s| seen.insert(s.span_id));
-        Ok(search(found.iter(), q).into_iter().cloned().collect())
+        Ok(longest.into_sorted())
     }
 
     /// `sel` resolved, and the store's state read-locked for the caller to read what it
@@ -1353,17 +1353,10 @@ impl Store {
         if let Some(name) = &f.name {
             if f.above_percentile.is_some() || f.below_percentile.is_some() {
                 let mut durations = Vec::new();
-                self.for_each_segment(&every_time, |index| {
-                    durations.extend(
-                        index
-                            .spans()
-                            .iter()
-                            .filter(|s| {
-                                s.name == *name
-                                    && sel.service.as_deref().is_none_or(|svc| s.service == svc)
-                            })
-                            .map(SpanRecord::duration_ns),
-                    );
+                self.for_each_segment_span(&every_time, |s| {
+                    if s.name == name && sel.service.as_deref().is_none_or(|svc| s.service == svc) {
+                        durations.push(s.duration_ns());
+                    }
                     ControlFlow::Continue(())
                 })?;
                 if let Some(p) = f.above_percentile {
@@ -1391,12 +1384,10 @@ impl Store {
             attributes: Vec::new(),
         };
         let mut found = Vec::new();
-        self.for_each_segment(&every_time, |index| {
-            found.extend(
-                search(index.spans().iter(), &q)
-                    .into_iter()
-                    .map(|s| s.span_id),
-            );
+        self.for_each_segment_span(&every_time, |s| {
+            if q.matches_view(s) {
+                found.push(s.span_id);
+            }
             ControlFlow::Continue(())
         })?;
         Ok(found)
@@ -1449,23 +1440,19 @@ impl Store {
     }
 
     /// Calls `f` with every span of the segments whose time range overlaps `q`'s, whatever
-    /// its filters (and its own times: `q.matches` tells), until `f` breaks; a span sent
-    /// twice (into two segments) is visited twice. Every span of a trace is there unless
-    /// [`Store::trace_may_be_outside`] says otherwise. Nothing is copied: for answers that
-    /// keep a little of each span (tag names, traces found), where collecting every matching
-    /// span of a large store took gigabytes. `f` runs with the store's state unlocked, one
-    /// segment at a time ([`Store::for_each_segment`]).
+    /// its filters (and its own times: `q.matches_view` tells), until `f` breaks; a span
+    /// sent twice (into two segments) is visited twice. Every span of a trace is there unless
+    /// [`Store::trace_may_be_outside`] says otherwise. Nothing is copied: each span is a view,
+    /// of a sealed segment's file read in place ([`SegmentIndex::visit_spans`]), for answers
+    /// that keep a little of each span (tag names, traces found, the longest), where
+    /// collecting every matching span of a large store took gigabytes. `f` runs with the
+    /// store's state unlocked, one segment at a time ([`Store::for_each_segment`]).
     pub fn for_each_segment_span(
         &self,
         q: &SpanQuery,
-        mut f: impl FnMut(&SpanRecord) -> ControlFlow<()>,
+        mut f: impl FnMut(&SpanView<'_>) -> ControlFlow<()>,
     ) -> Result<(), StoreError> {
-        self.for_each_segment(q, |index| {
-            for span in index.spans().iter() {
-                f(span)?;
-            }
-            ControlFlow::Continue(())
-        })
+        self.for_each_segment(q, |index| index.visit_spans(&mut f))
     }
 
     /// The services of the spans in `[from_ns, to_ns]` (ns since the epoch, inclusive), sorted:
@@ -1478,8 +1465,8 @@ impl Store {
         };
         let mut services: BTreeSet<String> = BTreeSet::new();
         self.for_each_segment_span(&q, |s| {
-            if q.matches(s) && !services.contains(&s.service) {
-                services.insert(s.service.clone());
+            if q.matches_view(s) && !services.contains(s.service) {
+                services.insert(s.service.to_owned());
             }
             ControlFlow::Continue(())
         })?;

@@ -5,6 +5,7 @@
 //! sealed indexes they need through a small LRU cache; opening replays only the active segment.
 
 use std::hash::BuildHasher;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -14,7 +15,7 @@ use super::state::BlockMeta;
 use crate::block::Block;
 use crate::codec::{CodecError, Get, Put};
 use crate::log::RecordPos;
-use crate::spans::{decode_spans, encode_spans, SpanIndex};
+use crate::spans::{decode_spans, encode_spans, scan_spans, SpanIndex, SpanView};
 
 /// Everything one segment holds, indexed.
 #[derive(Debug, Clone, Default)]
@@ -114,6 +115,30 @@ impl SegmentIndex {
             }
             index
         })
+    }
+
+    /// Calls `f` with each of the segment's spans until it breaks. A sealed segment whose
+    /// spans are not decoded already is read in place from its file, not decoded into a
+    /// [`SpanIndex`]: a search looks at each span once, and decoding them all (hundreds of
+    /// thousands of records, an allocation per text) took most of its time and the memory
+    /// of every segment it passed kept in the index cache.
+    pub fn visit_spans(
+        &self,
+        mut f: impl FnMut(&SpanView<'_>) -> ControlFlow<()>,
+    ) -> ControlFlow<()> {
+        if let (Some(lazy), None) = (&self.lazy, self.spans.get()) {
+            let read = lazy
+                .read(lazy.spans_at, "spans")
+                .and_then(|raw| scan_spans(&raw, &mut f).map_err(|e| e.to_string()));
+            return read.unwrap_or_else(|e| {
+                tracing::error!(segment = self.segment, error = %e, "cannot read the spans of a segment index: queries see none of them");
+                ControlFlow::Continue(())
+            });
+        }
+        for span in self.spans().iter() {
+            f(&span.view())?;
+        }
+        ControlFlow::Continue(())
     }
 
     /// The trace map of an index read back from its file (empty for a live one).

@@ -200,7 +200,7 @@ fn metadata_spans_and_traces_meet_their_samples() {
     let mut visited = Vec::new();
     store
         .for_each_segment_span(&query, |s| {
-            if query.matches(s) {
+            if query.matches_view(s) {
                 visited.push(s.span_id);
             }
             std::ops::ControlFlow::Continue(())
