@@ -24,6 +24,8 @@ mod segments;
 #[cfg(test)]
 mod split_tests;
 mod state;
+#[cfg(test)]
+mod unlocked_read_tests;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};

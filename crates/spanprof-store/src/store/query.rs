@@ -607,16 +607,17 @@ pub(crate) struct Aggregate {
 
 impl Store {
     /// Reads the blocks of a resolved selection and calls `f(block, sample index)` for every
-    /// selected sample.
+    /// selected sample. Needs no lock on the store's state: callers read with it unlocked
+    /// (held, a flame graph or pprof of a large selection stalled every ingest for as long as
+    /// it read, 18 s for a pprof of 20 million samples). The blocks of a segment deleted
+    /// meanwhile (retention, compaction) are skipped.
     pub(crate) fn for_each_sample(
         &self,
-        st: &State,
         r: &Resolved,
         mut f: impl FnMut(&Block, usize),
     ) -> Result<(), StoreError> {
         // The record last read, and its link table (decoded once for all its blocks).
         let mut record: Option<(crate::log::RecordPos, Vec<u8>, Vec<LinkIds>)> = None;
-        let _ = st;
         for (index, b) in &r.blocks {
             let meta = &index.blocks[*b as usize];
             if record.as_ref().is_none_or(|(p, _, _)| *p != meta.pos) {
@@ -632,6 +633,10 @@ impl Store {
                         reason,
                     }) => {
                         tracing_skip(&path, offset, &reason);
+                        record = None;
+                        continue;
+                    }
+                    Err(crate::log::LogError::UnknownSegment { .. }) => {
                         record = None;
                         continue;
                     }
@@ -664,15 +669,21 @@ impl Store {
         Ok(())
     }
 
-    pub(crate) fn aggregate(&self, st: &State, r: &Resolved) -> Result<Aggregate, StoreError> {
+    /// The selection's samples summed per (service, stack node), read unlocked; `services`
+    /// is the service of each series ([`series_services`]).
+    pub(crate) fn aggregate(
+        &self,
+        r: &Resolved,
+        services: &HashMap<u32, u32>,
+    ) -> Result<Aggregate, StoreError> {
         let mut agg = Aggregate {
             by_node: HashMap::new(),
             samples: 0,
             period: None,
             window: None,
         };
-        self.for_each_sample(st, r, |block, i| {
-            let service = st.series[block.series as usize].service;
+        self.for_each_sample(r, |block, i| {
+            let service = services[&block.series];
             let v = agg.by_node.entry((service, block.nodes[i])).or_default();
             *v = v.saturating_add(block.values[i]);
             agg.samples += 1;
@@ -692,11 +703,16 @@ impl Store {
         sel: &Selection,
     ) -> Result<(FlameTree, SelectionSummary), StoreError> {
         let (st, r) = self.read_resolved(sel)?;
-        let agg = self.aggregate(&st, &r)?;
+        let services = series_services(&st, &r);
+        let (profile_type_id, type_ids) = type_ids(&st, sel, &r);
+        drop(st);
+        let agg = self.aggregate(&r, &services)?;
+        // The stacks' frames, with the state locked again: symbol tables only grow while a
+        // service has data (one emptied meanwhile, its data deleted, leaves cut stacks).
+        let st = self.state.read().expect("store state lock poisoned");
         let mut tree = FlameTree::new();
         let mut frames = Vec::new();
         let mut locations = Vec::new();
-        let (profile_type_id, type_ids) = type_ids(&st, sel, &r);
         let mut summary = SelectionSummary {
             available_types: r.available.iter().map(to_select_type).collect(),
             used_types: vec![to_select_type(&r.profile_type)],
@@ -714,7 +730,9 @@ impl Store {
             if v == 0 {
                 continue;
             }
-            let symbols = &st.services[service as usize].symbols;
+            let Some(symbols) = st.services.get(service as usize).map(|s| &s.symbols) else {
+                continue;
+            };
             locations.clear();
             let mut n = node;
             while n != 0 && locations.len() < MAX_STACK_DEPTH {
@@ -762,7 +780,8 @@ impl Store {
         // Per series (whose labels the samples carry), stack and link.
         let mut samples: HashMap<(u32, u32, [u8; 16], [u8; 8]), i64> = HashMap::new();
         let mut window: Option<(i64, i64)> = None;
-        self.for_each_sample(&st, &r, |block, i| {
+        drop(st);
+        self.for_each_sample(&r, |block, i| {
             let link = match block.links[i] {
                 0 => ([0; 16], [0; 8]),
                 l => block.link_table[l as usize - 1],
@@ -780,55 +799,95 @@ impl Store {
         })?;
         let mut keys: Vec<_> = samples.keys().copied().collect();
         keys.sort_unstable();
+        let elided = keys
+            .iter()
+            .filter(|(_, _, trace, span)| *trace == [0; 16] && *span != [0; 8])
+            .map(|k| k.3)
+            .collect();
+        let traces = self.traces_of(elided)?;
+        // The spans' own times, when there are few (see below).
+        let mut of_spans: Option<(i64, i64)> = None;
+        if let Some(spans) = r.spans.as_ref().filter(|s| s.len() <= SPAN_TIME_LOOKUPS) {
+            for id in spans {
+                if let Some(span) = self.span(id)? {
+                    let (s, e) = (span.start_ns as i64, span.end_ns as i64);
+                    of_spans = Some(of_spans.map_or((s, e), |(a, z)| (a.min(s), z.max(e))));
+                }
+            }
+        }
+        // Each series' service and labels and each stack's locations with the state locked
+        // again (see `flame_graph`): there are far fewer of them than samples, which are made
+        // unlocked (all of them, locked, stalled ingest for seconds).
+        let mut of_series: HashMap<u32, Option<(u32, Vec<pprof::Label>)>> = HashMap::new();
+        let mut stacks: HashMap<(u32, u32), Option<Vec<u64>>> = HashMap::new();
+        {
+            let st = self.state.read().expect("store state lock poisoned");
+            for &(series, node, _, _) in &keys {
+                let known = of_series.entry(series).or_insert_with(|| {
+                    let sk = st.series.get(series as usize)?;
+                    // The series' labels (span_name, the SDK's tags, service_name) but the
+                    // internal ones (`__name__`, …), for go tool pprof's -tags and -tagfocus.
+                    let labels = sk.labels.iter().filter(|(k, _)| !k.starts_with("__"));
+                    let labels = labels.map(|(k, v)| pprof::Label {
+                        key: b.s(k),
+                        str: b.s(v),
+                        ..Default::default()
+                    });
+                    Some((sk.service, labels.collect()))
+                });
+                let Some((service, _)) = *known else {
+                    continue;
+                };
+                if stacks.contains_key(&(service, node)) {
+                    continue;
+                }
+                let stack = st.services.get(service as usize).map(|s| {
+                    let symbols = &s.symbols;
+                    let mut location_id = Vec::new();
+                    let mut n = node;
+                    while n != 0 && location_id.len() < MAX_STACK_DEPTH {
+                        let Some(x) = symbols.node(n) else { break };
+                        location_id.push(b.location(service, symbols, x.location));
+                        n = x.parent;
+                    }
+                    if n != 0 {
+                        location_id.push(b.cut_location());
+                    }
+                    location_id
+                });
+                stacks.insert((service, node), stack);
+            }
+        }
+        let (mut span_key, mut trace_key) = (None, None);
         for key @ (series, node, trace, span) in keys {
-            let series = &st.series[series as usize];
-            let service = series.service;
-            let symbols = &st.services[service as usize].symbols;
-            let mut location_id = Vec::new();
-            let mut n = node;
-            while n != 0 && location_id.len() < MAX_STACK_DEPTH {
-                let Some(x) = symbols.node(n) else { break };
-                location_id.push(b.location(service, symbols, x.location));
-                n = x.parent;
-            }
-            if n != 0 {
-                location_id.push(b.cut_location());
-            }
-            // The series' labels (span_name, the SDK's tags, service_name) but the internal
-            // ones (`__name__`, …), for go tool pprof's -tags and -tagfocus.
-            let mut label: Vec<pprof::Label> = series
-                .labels
-                .iter()
-                .filter(|(k, _)| !k.starts_with("__"))
-                .map(|(k, v)| pprof::Label {
-                    key: b.s(k),
-                    str: b.s(v),
-                    ..Default::default()
-                })
-                .collect();
+            let Some(Some((service, labels))) = of_series.get(&series) else {
+                continue;
+            };
+            let Some(Some(location_id)) = stacks.get(&(*service, node)) else {
+                continue;
+            };
+            let mut label = labels.clone();
             if span != [0; 8] {
                 let trace = if trace == [0; 16] {
-                    st.span_record(&span)?.map_or(trace, |s| s.trace_id)
+                    traces.get(&span).copied().unwrap_or(trace)
                 } else {
                     trace
                 };
-                let (k, v) = (b.s("span_id"), b.s(&spanprof_format::link::to_hex(&span)));
                 label.push(pprof::Label {
-                    key: k,
-                    str: v,
+                    key: *span_key.get_or_insert_with(|| b.s("span_id")),
+                    str: b.s(&spanprof_format::link::to_hex(&span)),
                     ..Default::default()
                 });
                 if trace != [0; 16] {
-                    let (k, v) = (b.s("trace_id"), b.s(&spanprof_format::link::to_hex(&trace)));
                     label.push(pprof::Label {
-                        key: k,
-                        str: v,
+                        key: *trace_key.get_or_insert_with(|| b.s("trace_id")),
+                        str: b.s(&spanprof_format::link::to_hex(&trace)),
                         ..Default::default()
                     });
                 }
             }
             b.p.sample.push(pprof::Sample {
-                location_id,
+                location_id: location_id.clone(),
                 value: vec![samples[&key]],
                 label,
             });
@@ -836,17 +895,7 @@ impl Store {
         // The profile's time: the selected spans' own (go tool pprof then says what share of
         // a span's duration was on CPU, not of the scrape window's), else the windows of the
         // profiles read.
-        if let Some(spans) = r.spans.as_ref().filter(|s| s.len() <= SPAN_TIME_LOOKUPS) {
-            let mut of_spans: Option<(i64, i64)> = None;
-            for id in spans {
-                if let Some(span) = st.span_record(id)? {
-                    let (s, e) = (span.start_ns as i64, span.end_ns as i64);
-                    of_spans = Some(of_spans.map_or((s, e), |(a, z)| (a.min(s), z.max(e))));
-                }
-            }
-            window = of_spans.or(window);
-        }
-        if let Some((s, e)) = window {
+        if let Some((s, e)) = of_spans.or(window) {
             b.p.time_nanos = s;
             b.p.duration_nanos = e - s;
         }
@@ -998,7 +1047,7 @@ impl Store {
         };
         let r = st.resolve(&sel)?;
         let (mut value, mut period) = (0i64, None);
-        self.for_each_sample(st, &r, |block, i| {
+        self.for_each_sample(&r, |block, i| {
             value = value.saturating_add(block.values[i]);
             period.get_or_insert(block.period);
         })?;
@@ -1214,10 +1263,11 @@ impl Store {
         group_by: Option<&str>,
     ) -> Result<Vec<(Option<String>, crate::series::Point)>, StoreError> {
         let (st, r) = self.read_resolved(sel)?;
+        drop(st);
         // Per block: the value of each span, and of samples without one. One point each, so
         // bucket totals are exact and exemplars carry their own span's value.
         let mut per_block: HashMap<(i64, u32), BlockTotals> = HashMap::new();
-        self.for_each_sample(&st, &r, |block, i| {
+        self.for_each_sample(&r, |block, i| {
             let e = per_block.entry((block.time_ns, block.series)).or_default();
             let v = match block.links[i] {
                 0 => &mut e.0,
@@ -1225,10 +1275,29 @@ impl Store {
             };
             *v = v.saturating_add(block.values[i]);
         })?;
+        let elided = per_block
+            .values()
+            .flat_map(|(_, spans)| spans.keys())
+            .filter(|(trace, _)| *trace == [0; 16])
+            .map(|&(_, span)| span)
+            .collect();
+        // Exemplars without their trace when it cannot be read.
+        let traces = self.traces_of(elided).unwrap_or_default();
+        // Each series' value of `group_by`, with the state locked again; the points (one per
+        // block and span: millions for a large selection) are made unlocked.
+        let mut groups: HashMap<u32, String> = HashMap::new();
+        if let Some(g) = group_by {
+            let st = self.state.read().expect("store state lock poisoned");
+            for &(_, series) in per_block.keys() {
+                groups.entry(series).or_insert_with(|| {
+                    let label = st.series.get(series as usize).and_then(|s| s.label(g));
+                    label.unwrap_or("").to_owned()
+                });
+            }
+        }
         let mut out = Vec::new();
         for ((time_ns, series), (unlinked, spans)) in per_block {
-            let group =
-                group_by.map(|g| st.series[series as usize].label(g).unwrap_or("").to_owned());
+            let group = group_by.map(|_| groups[&series].clone());
             if unlinked != 0 {
                 out.push((
                     group.clone(),
@@ -1241,7 +1310,7 @@ impl Store {
             }
             for ((t, s), value) in spans {
                 let t = if t == [0; 16] {
-                    st.span_record(&s).ok().flatten().map_or(t, |x| x.trace_id)
+                    traces.get(&s).copied().unwrap_or(t)
                 } else {
                     t
                 };
@@ -1297,6 +1366,29 @@ impl Store {
             .read()
             .expect("store state lock poisoned")
             .span_record(span_id)
+    }
+
+    /// The trace of each of `spans` that is stored, for links stored without their trace
+    /// (bound to the span's record). A few are looked up one by one; more in one pass over
+    /// the segments' spans, unlocked (one by one, each a lock and often an index file read
+    /// with it held).
+    fn traces_of(&self, spans: HashSet<[u8; 8]>) -> Result<HashMap<[u8; 8], [u8; 16]>, StoreError> {
+        let mut out = HashMap::new();
+        if spans.len() <= SPAN_TIME_LOOKUPS {
+            for id in &spans {
+                if let Some(s) = self.span(id)? {
+                    out.insert(*id, s.trace_id);
+                }
+            }
+            return Ok(out);
+        }
+        self.for_each_segment_span(&SpanQuery::default(), |s| {
+            if spans.contains(&s.span_id) {
+                out.insert(s.span_id, s.trace_id);
+            }
+            ControlFlow::Continue(())
+        })?;
+        Ok(out)
     }
 
     /// The spans of a trace, in start order.
@@ -1494,6 +1586,17 @@ impl Store {
 
 /// The type `r` (resolved from `sel`) is in, and the types the selection has, as
 /// [`Store::selection_types`] gives them.
+/// The service of each series of `r`'s blocks.
+fn series_services(st: &State, r: &Resolved) -> HashMap<u32, u32> {
+    let mut out = HashMap::new();
+    for (index, b) in &r.blocks {
+        let series = index.blocks[*b as usize].series;
+        out.entry(series)
+            .or_insert_with(|| st.series[series as usize].service);
+    }
+    out
+}
+
 fn type_ids(
     st: &State,
     sel: &Selection,
