@@ -1360,8 +1360,9 @@ impl Store {
         Ok((resolved_type(&r.profile_type), longest))
     }
 
-    /// A stored span.
+    /// A stored span; as for [`Store::trace`], its segments are read unlocked first.
     pub fn span(&self, span_id: &[u8; 8]) -> Result<Option<SpanRecord>, StoreError> {
+        self.warm_spans(|summary| summary.span_bloom.may_contain(span_id))?;
         self.state
             .read()
             .expect("store state lock poisoned")
@@ -1391,8 +1392,10 @@ impl Store {
         Ok(out)
     }
 
-    /// The spans of a trace, in start order.
+    /// The spans of a trace, in start order. The segments that may hold it are read, and
+    /// their spans decoded, before the store is locked ([`Store::warm_spans`]).
     pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRecord>, StoreError> {
+        self.warm_spans(|summary| summary.trace_bloom.may_contain(trace_id))?;
         self.state
             .read()
             .expect("store state lock poisoned")
