@@ -41,6 +41,10 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_rejected_spans_total", "Spans refused (bad ids or times), per receiver."),
     ("spanprof_rejected_total", "Requests refused, per receiver and reason (the answer said why); receiver=\"store\" counts the profiles the store refused (a request is answered 400, or OTLP's partial_success names them)."),
     ("spanprof_stored_profiles_total", "Profiles written to the store."),
+    (
+        "spanprof_repeated_profiles_total",
+        "Profiles not stored again: the same profile (OTLP profile_id, time, type) was stored lately, and a client sent it again.",
+    ),
     ("spanprof_stored_samples_total", "Samples written to the store."),
     ("spanprof_stored_spans_total", "Spans written to the store."),
     ("spanprof_store_errors_total", "Batches the store could not write (their requests were answered 503)."),

@@ -387,6 +387,7 @@ impl Pipeline {
                 "spanprof_stored_profiles_total",
                 "spanprof_stored_samples_total",
                 "spanprof_stored_spans_total",
+                "spanprof_repeated_profiles_total",
                 "spanprof_store_errors_total",
             ] {
                 metrics.add(counter, &[], 0.0);
@@ -504,9 +505,13 @@ async fn batcher(
         // Each item's answer, and the index in `profiles` of its profiles (if it has some).
         let mut done = Vec::with_capacity(items.len());
         let bytes: usize = items.iter().map(|i| i.bytes).sum();
+        let forwarding = !sinks.forward.is_empty();
         for item in items {
             let source = match item.work {
-                Work::Profiles(p) => {
+                Work::Profiles(mut p) => {
+                    if forwarding {
+                        name_profiles(&mut p);
+                    }
                     profiles.push(p);
                     Some(profiles.len() - 1)
                 }
@@ -572,6 +577,30 @@ async fn batcher(
             &[],
             queued.bytes.load(Ordering::Acquire) as f64,
         );
+    }
+}
+
+/// Gives each profile of `data` that has no id (an empty or all-zero `profile_id`) one of
+/// its own, random. A forwarder whose export is sent again after its answer was lost (the
+/// receiver wrote it, then the connection broke) then names the same profiles twice, and a
+/// receiver that remembers the profiles it stored lately, as spanprof's store does, keeps
+/// them once instead of counting them twice.
+fn name_profiles(data: &mut ProfilesData) {
+    use std::hash::BuildHasher;
+    use std::sync::atomic::AtomicU64;
+    // Keyed from the OS's randomness once per process; a counter makes each id new.
+    static KEYS: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let keys = KEYS.get_or_init(std::hash::RandomState::new);
+    let profiles = data
+        .resource_profiles
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_profiles)
+        .flat_map(|s| &mut s.profiles);
+    for p in profiles.filter(|p| p.profile_id.iter().all(|&b| b == 0)) {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let (a, b) = (keys.hash_one((n, 0u8)), keys.hash_one((n, 1u8)));
+        p.profile_id = [a.to_le_bytes(), b.to_le_bytes()].concat();
     }
 }
 
@@ -700,6 +729,11 @@ fn store_write(
                 report.profiles as f64,
             );
             metrics.add("spanprof_stored_samples_total", &[], report.samples as f64);
+            metrics.add(
+                "spanprof_repeated_profiles_total",
+                &[],
+                report.repeated_profiles as f64,
+            );
             metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
             if report.rejected_profiles > 0 {
                 let invalid = report.rejected_profiles - report.limited_profiles;
@@ -746,6 +780,50 @@ fn store_write(
 
 #[cfg(test)]
 mod tests {
+    /// Profiles without an id get one of their own, 16 bytes, each different; an id given
+    /// by the producer stays.
+    #[test]
+    fn forwarded_profiles_are_named_where_they_have_no_id() {
+        use spanprof_format::otlp::{Profile, ResourceProfiles, ScopeProfiles};
+        let own = vec![5; 16];
+        let profiles = vec![
+            Profile::default(),
+            Profile {
+                profile_id: vec![0; 16],
+                ..Default::default()
+            },
+            Profile {
+                profile_id: own.clone(),
+                ..Default::default()
+            },
+        ];
+        let mut data = super::ProfilesData {
+            resource_profiles: vec![ResourceProfiles {
+                scope_profiles: vec![ScopeProfiles {
+                    profiles,
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut again = data.clone();
+        super::name_profiles(&mut data);
+        super::name_profiles(&mut again);
+        let ids = |d: &super::ProfilesData| -> Vec<Vec<u8>> {
+            let p = &d.resource_profiles[0].scope_profiles[0].profiles;
+            p.iter().map(|p| p.profile_id.clone()).collect()
+        };
+        let (a, b) = (ids(&data), ids(&again));
+        assert_eq!((a[2].clone(), b[2].clone()), (own.clone(), own));
+        let named = [&a[0], &a[1], &b[0], &b[1]];
+        assert!(named
+            .iter()
+            .all(|id| id.len() == 16 && id.iter().any(|&x| x != 0)));
+        let distinct: std::collections::HashSet<_> = named.iter().collect();
+        assert_eq!(distinct.len(), 4);
+    }
+
     #[test]
     fn health_says_stalled_only_while_a_batch_takes_too_long() {
         let health = super::Health::default();
@@ -1048,11 +1126,18 @@ mod tests {
         let pending = queue.peek(10, 64 << 20);
         assert_eq!(pending.len(), 1);
         assert_eq!(pending[0].signal, Signal::Profiles);
-        let forwarded = ProfilesData::decode(&queue.read(&pending[0]).unwrap()[..]).unwrap();
+        let mut forwarded = ProfilesData::decode(&queue.read(&pending[0]).unwrap()[..]).unwrap();
         let mut want = sent;
         want.resource_profiles[1].scope_profiles[0]
             .profiles
             .remove(0);
+        // Each named on the way (see `name_profiles`), as the sent ones were not.
+        for rp in &mut forwarded.resource_profiles {
+            for p in rp.scope_profiles.iter_mut().flat_map(|s| &mut s.profiles) {
+                assert_eq!(p.profile_id.len(), 16);
+                p.profile_id.clear();
+            }
+        }
         assert!(forwarded == want, "the request without the refused profile");
     }
 }

@@ -830,6 +830,42 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
     assert_eq!(store.stats().samples, 0);
 }
 
+/// A request sent again (a client whose answer was lost) is acknowledged as the first was,
+/// and its profiles, which name themselves (`profile_id`), are stored once and counted as
+/// repeated: a flame graph of their time does not count them twice.
+#[test]
+fn a_request_sent_again_is_acknowledged_and_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    let mut data = spanprof_format::otlp::ProfilesData::decode(&otlp_request()[..]).unwrap();
+    for (i, p) in data.resource_profiles[0].scope_profiles[0]
+        .profiles
+        .iter_mut()
+        .enumerate()
+    {
+        p.profile_id = vec![i as u8 + 1; 16];
+    }
+    let request = data.encode_to_vec();
+    for _ in 0..2 {
+        let (status, _, body) = server.post_raw(
+            "/v1development/profiles",
+            &[("content-type", "application/x-protobuf")],
+            &request,
+        );
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+        let answer =
+            spanprof_format::otlp::ExportProfilesServiceResponse::decode(&body[..]).unwrap();
+        assert_eq!(answer.partial_success, None);
+    }
+    assert_eq!(metric(&server, "spanprof_stored_profiles_total"), 2.0);
+    assert_eq!(metric(&server, "spanprof_repeated_profiles_total"), 2.0);
+    server.stop();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let p = pprof::decode(CPU, 64 << 20).unwrap();
+    // Both sample types of each sample, once.
+    assert_eq!(store.stats().samples, 2 * p.sample.len() as u64);
+}
+
 /// The store's series limits, end to end: past `storage.max_series` a profile that would
 /// make a new series is refused naming the setting and the series, while profiles of the
 /// series already there are still stored; a label value past its limit is refused on

@@ -38,6 +38,9 @@ pub struct IngestReport {
     pub samples: u64,
     /// Series created by this call.
     pub new_series: u64,
+    /// Profiles not stored because the same profile was stored lately: a request sent again
+    /// (see `recent.rs`). They are not refused.
+    pub repeated_profiles: u64,
     /// Spans stored.
     pub spans: u64,
     /// Why profiles were refused, each naming the profile.
@@ -50,6 +53,8 @@ pub struct IngestReport {
 }
 
 struct Pending {
+    /// The identities of the profiles stored, remembered once the record is written.
+    stored_keys: Vec<u64>,
     blocks: Vec<Block>,
     /// Byte range of each block inside the record.
     ranges: Vec<(u32, u32)>,
@@ -114,6 +119,7 @@ impl Store {
         let mut report = self.ingest_split(a, spans)?;
         let second = self.ingest_split(b, later_spans)?;
         report.profiles += second.profiles;
+        report.repeated_profiles += second.repeated_profiles;
         report.rejected_profiles += second.rejected_profiles;
         report.limited_profiles += second.limited_profiles;
         report.samples += second.samples;
@@ -145,6 +151,7 @@ impl Store {
             let touched_before: Vec<[usize; 5]> =
                 st.services.iter().map(|s| s.symbols.sizes()).collect();
             let mut pending = Pending {
+                stored_keys: Vec::new(),
                 blocks: Vec::new(),
                 ranges: Vec::new(),
                 report: IngestReport::default(),
@@ -228,6 +235,7 @@ impl Store {
             for s in spans {
                 active.spans_mut().insert(s);
             }
+            st.recent.insert(pending.stored_keys);
         }
         // A new generation of symbols starts with a segment: the old one's data ends here.
         if self.segment_is_full() || generation_due {
@@ -334,6 +342,14 @@ fn add_profiles(
             // how they were laid out.
             let mut prev: Option<(&spanprof_format::otlp::Profile, usize, Layout)> = None;
             for (pi, p) in sp.profiles.iter().enumerate() {
+                let key = st.recent.key(service, d, p);
+                if let Some(k) = key {
+                    if st.recent.contains(k) || pending.stored_keys.contains(&k) {
+                        pending.report.repeated_profiles += 1;
+                        prev = None;
+                        continue;
+                    }
+                }
                 let path = format!("resource_profiles[{ri}].scope_profiles[{si}].profiles[{pi}]");
                 let first = pending.blocks.len();
                 let sizes_before = st.services[service as usize].symbols.sizes();
@@ -380,6 +396,7 @@ fn add_profiles(
                 match stored {
                     Ok((blocks, layout)) => {
                         pending.report.profiles += 1;
+                        pending.stored_keys.extend(key);
                         pending.report.samples +=
                             blocks.iter().map(|b| b.nodes.len() as u64).sum::<u64>();
                         pending.blocks.extend(blocks);

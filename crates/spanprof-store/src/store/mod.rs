@@ -20,6 +20,9 @@ mod compact;
 mod compat_tests;
 mod ingest;
 mod query;
+mod recent;
+#[cfg(test)]
+mod repeat_tests;
 mod segments;
 #[cfg(test)]
 mod split_tests;

@@ -108,6 +108,8 @@ pub(crate) struct State {
     /// Shared with queries that read sealed indexes after letting go of the state lock
     /// ([`State::index_refs`]).
     pub cache: Arc<IndexCache>,
+    /// The profiles stored lately, to store a request sent again once.
+    pub recent: super::recent::RecentProfiles,
 }
 
 /// A segment's index as a long query reaches it: in memory already (the active segment, those
@@ -151,6 +153,7 @@ impl State {
             sealing: BTreeMap::new(),
             index_dir,
             cache: Arc::new(IndexCache::new(cache_segments)),
+            recent: Default::default(),
         }
     }
 
