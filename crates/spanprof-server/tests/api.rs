@@ -876,6 +876,11 @@ fn bad_parameters_are_400_naming_the_parameter() {
             "/api/v1/spans?name=a&span_name=b",
             "name and span_name are the same parameter here: give one",
         ),
+        // A misspelt service finds no span: said, not answered "no span matches".
+        (
+            "/api/v1/spans?service=goap",
+            r#"service "goap": no spans or profiles of this service; services with spans: "#,
+        ),
     ];
     let server = &fixture().server;
     for (path, want) in cases {
@@ -903,6 +908,29 @@ fn bad_parameters_are_400_naming_the_parameter() {
             "{path}: {message:?} should start with {want:?}"
         );
     }
+    // A span id that nothing has (a typo) is a 404 on every selection answer, not an empty
+    // graph that reads "this span used no CPU"; a stored span without samples is not.
+    for path in [
+        "/api/v1/flamegraph?span_id=00000000deadbeef",
+        "/api/v1/svg?service=goapp&span_id=00000000deadbeef",
+        "/api/v1/top?span_id=00000000deadbeef&span_id=00000000deadbeee",
+    ] {
+        let r = server.get(path);
+        assert_eq!(r.status, 404, "{path}");
+        let message = r.json()["error"].as_str().unwrap().to_owned();
+        assert!(
+            message.starts_with("span_id 00000000deadbeef") && message.contains("no stored span"),
+            "{path}: {message}"
+        );
+    }
+    let r = server.get("/api/v1/pprof?span_id=00000000deadbeef");
+    assert_eq!(r.status, 404);
+    let known = &fixture().data.spans[0];
+    let with_unknown = format!(
+        "/api/v1/flamegraph?span_id=00000000deadbeef&span_id={}",
+        hex(&known.span_id)
+    );
+    assert_eq!(server.get(&with_unknown).status, 200);
     let r = server.get("/api/v1/flamegraphs");
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]

@@ -1,6 +1,7 @@
 //! The selection parameters every profile endpoint shares, turned into a store [`Selection`]
 //! once and checked (ids, times, label selector, span filters, profile type).
 
+use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::matchers::{parse_selector, MatcherError};
 use spanprof_store::store::{Selection, SpanFilter, Store};
@@ -141,6 +142,7 @@ impl SelectionQuery {
     /// (any service has, with spans or a trace selected): a typo would otherwise answer an
     /// empty graph. A store without any data answers empty instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
+        self.check_spans_known(store)?;
         let by_spans = selects_spans(&self.selection);
         if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
             if store.profile_types(Some(service)).is_empty() {
@@ -171,6 +173,34 @@ impl SelectionQuery {
             None => Ok(()),
             Some((shown, wanted)) => check_profile_type(store, service, shown, wanted),
         }
+    }
+}
+
+impl SelectionQuery {
+    /// 404 when spans are selected by id and none of them is known: no stored span and no
+    /// sample has any of the ids (a typo, or an id copied short). Answered empty, it read as
+    /// "this span used no CPU". A span that is stored, or has samples in another time range,
+    /// answers empty as it should.
+    fn check_spans_known(&self, store: &Store) -> Result<(), ApiError> {
+        let sel = &self.selection;
+        if sel.span_ids.is_empty() || sel.trace_id.is_some() || sel.span_filter.is_some() {
+            return Ok(());
+        }
+        for &id in &sel.span_ids {
+            let of_id = Selection {
+                span_ids: vec![id],
+                ..Default::default()
+            };
+            if store.span(&id)?.is_some() || store.profile_times(&of_id)? > 0 {
+                return Ok(());
+            }
+        }
+        let ids: Vec<String> = sel.span_ids.iter().map(|id| to_hex(id)).collect();
+        Err(ApiError::not_found(format!(
+            "span_id {}: no stored span and no sample has this id (span ids are the 16 hex \
+             characters of the span's own id, as /api/v1/spans lists them)",
+            ids.join(", ")
+        )))
     }
 }
 

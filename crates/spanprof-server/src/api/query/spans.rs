@@ -182,16 +182,49 @@ pub async fn search(
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;
+    let service_param = p.one("service")?.map(|x| x.shown.to_owned());
     let spans = blocking(&app, move |store| {
+        let found = store.search_spans(&q)?;
+        if found.is_empty() {
+            if let (Some(shown), Some(service)) = (&service_param, &q.service) {
+                unknown_service(store, shown, service)?;
+            }
+        }
         let coverage = CoverageOf::new(store, profile_type)?;
         Ok(coverage
-            .spans_json(store, &store.search_spans(&q)?)?
+            .spans_json(store, &found)?
             .into_iter()
             .map(Value::Object)
             .collect::<Vec<Value>>())
     })
     .await?;
     Ok(axum::Json(json!({ "spans": spans })).into_response())
+}
+
+/// 400 when `service` (parameter `shown`) has neither spans nor profiles at any time: a typo
+/// in a span search answered "no span matches", as if the service had no such spans. (A
+/// search that found nothing asks this: it reads every span once more.)
+fn unknown_service(store: &Store, shown: &str, service: &str) -> Result<(), ApiError> {
+    let with_spans = store.span_services(0, u64::MAX)?;
+    if with_spans.is_empty()
+        || with_spans.iter().any(|s| s == service)
+        || !store.profile_types(Some(service)).is_empty()
+    {
+        return Ok(());
+    }
+    let known = &with_spans[..with_spans.len().min(20)];
+    let more = match with_spans.len() {
+        n if n > 20 => format!(" and {} more", n - 20),
+        _ => String::new(),
+    };
+    Err(ApiError::bad_param(
+        shown,
+        service,
+        format!(
+            "no spans or profiles of this service; services with spans: {}{more}",
+            known.join(", ")
+        ),
+    ))
 }
 
 /// `GET /api/v1/traces/{trace_id}?type`.
