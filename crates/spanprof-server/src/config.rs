@@ -363,10 +363,14 @@ pub const SCRAPE_PROFILES: &[&str] = &["cpu", "heap", "allocs", "goroutine", "mu
 
 impl ScrapeTarget {
     /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout;
-    /// credentials in `url` become a basic `authorization` header.
+    /// credentials in `url` become a basic `authorization` header. A URL of the pprof index
+    /// itself (`…/debug/pprof`, what a browser shows) is taken for its base: the paths were
+    /// appended to it, and every scrape was a 404.
     pub fn new(service: impl Into<String>, url: impl Into<String>) -> Self {
         let url = url.into();
-        let (url, basic) = split_credentials(url.trim_end_matches('/'));
+        let url = url.trim_end_matches('/');
+        let url = url.strip_suffix("/debug/pprof").unwrap_or(url);
+        let (url, basic) = split_credentials(url);
         ScrapeTarget {
             service: service.into(),
             url,
@@ -656,5 +660,26 @@ mod tests {
             assert_eq!(url_left, left, "{url}");
             assert_eq!(value.as_deref(), basic, "{url}");
         }
+    }
+
+    /// The pprof index's own URL, as a browser shows it, is taken for the base URL.
+    #[test]
+    fn a_scrape_url_of_the_pprof_index_is_its_base() {
+        for url in [
+            "http://h:6060",
+            "http://h:6060/",
+            "http://h:6060/debug/pprof",
+            "http://h:6060/debug/pprof/",
+        ] {
+            assert_eq!(
+                super::ScrapeTarget::new("s", url).url,
+                "http://h:6060",
+                "{url}"
+            );
+        }
+        // Behind a proxy's path, only the index's part goes.
+        let t = super::ScrapeTarget::new("s", "https://u:p@h/app/debug/pprof/");
+        assert_eq!(t.url, "https://h/app");
+        assert_eq!(t.headers.len(), 1);
     }
 }
