@@ -927,7 +927,7 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
         a.text()
     );
 
-    let cases: [(&str, &str, Vec<u8>, u16, &str); 10] = [
+    let cases: [(&str, &str, Vec<u8>, u16, &str); 11] = [
         (
             "no name",
             "/ingest?format=pprof",
@@ -969,6 +969,13 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
             gz.clone(),
             400,
             "format=pprof",
+        ),
+        (
+            "binary with a misspelt format",
+            "/ingest?name=a&format=ppfor",
+            gz.clone(),
+            400,
+            "format=\"ppfor\" is not a format /ingest knows",
         ),
         (
             "bad count",
@@ -1058,7 +1065,7 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
         .assert_ok_empty("after the bad ones");
     let metrics = server.request("GET", "/metrics", &[], b"").text();
     for line in [
-        r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="invalid"} 13"#,
+        r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="invalid"} 14"#,
         r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="unsupported"} 3"#,
         r#"spanprof_received_profiles_total{receiver="pyroscope_ingest"} 2"#,
     ] {

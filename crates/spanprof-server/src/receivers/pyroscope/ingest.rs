@@ -372,9 +372,19 @@ fn text_series(
         return Ok(None);
     }
     let text = std::str::from_utf8(raw).map_err(|_| {
-        Rejection::bad(
-            "the body is not folded text (the default format); send format=pprof for a raw pprof body or multipart/form-data with a `profile` part",
-        )
+        // A format this does not know reads as folded text, as in Pyroscope: name it, for a
+        // misspelt `format=pprof`.
+        let unknown = match params.format.as_str() {
+            "" | "folded" | "lines" => String::new(),
+            other => format!(
+                "format={other:?} is not a format /ingest knows (pprof, folded, lines), so "
+            ),
+        };
+        Rejection::bad(format!(
+            "{unknown}the body is read as folded text (the default format), and it is not \
+             text; send format=pprof for a raw pprof body or multipart/form-data with a \
+             `profile` part"
+        ))
     })?;
     let t = folded::to_pprof(
         text,
