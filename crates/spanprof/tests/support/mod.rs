@@ -585,15 +585,21 @@ fn take_capture() -> Capture {
     }
 }
 
-/// Whether a sample of the pprof at `path` has a label whose key names a span id.
+/// Whether a sample of the pprof at `path` has a label whose key names a span id as
+/// spanprof links them by default (not `custom.span_id` of `/cpu-light?keys=custom`: a
+/// profile whose only labelled goroutine was one of those has no link, and a test of the
+/// links failed on it).
 fn has_span_labels(path: &Path) -> bool {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let p = spanprof_format::pprof::decode(&bytes, 64 << 20)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let key = |i: i64| p.string_table.get(i as usize).map_or("", String::as_str);
-    p.sample
-        .iter()
-        .any(|s| s.label.iter().any(|l| key(l.key).ends_with("span_id")))
+    let span_keys = spanprof_format::LinkConfig::default().span_id_keys;
+    p.sample.iter().any(|s| {
+        s.label
+            .iter()
+            .any(|l| span_keys.iter().any(|k| k == key(l.key)))
+    })
 }
 
 /// A fresh directory `target/tmp/{purpose}/{test binary}-{pid}` for this test process;
