@@ -29,6 +29,9 @@ const PROFILES: &[(&str, &[u8])] = &[
     ("heap", include_bytes!("../demo/goapp/heap.pb.gz")),
 ];
 
+/// The window each recorded CPU profile was asked for (`record-demo.sh`'s `?seconds=10`).
+const CPU_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The recorded spans: gzip JSON Lines, one OTLP/HTTP JSON trace export per line.
 const SPANS: &[u8] = include_bytes!("../demo/goapp/spans.jsonl.gz");
 
@@ -53,8 +56,13 @@ pub struct Demo {
 pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
     let mut profiles = Vec::with_capacity(PROFILES.len());
     for (i, (name, bytes)) in PROFILES.iter().enumerate() {
-        let p = pprof::decode(bytes, MAX_DECOMPRESSED)
+        let mut p = pprof::decode(bytes, MAX_DECOMPRESSED)
             .map_err(|e| format!("recorded profile {} ({name}): {e}", i + 1))?;
+        if *name == "cpu" {
+            // Ended when sampling stopped, as a scrape ends its windows: Go dates them up to
+            // 200 ms later, and a /cpu-heavy span in that time read "no CPU used".
+            crate::receivers::scrape::sampled_window(&mut p, CPU_WINDOW);
+        }
         profiles.push((*name, p));
     }
     let raw = maybe_gunzip(SPANS, MAX_DECOMPRESSED).map_err(|e| format!("recorded spans: {e}"))?;
@@ -148,6 +156,21 @@ mod tests {
             .map(|d| d.link_table.len().saturating_sub(1))
             .sum();
         assert!(links > 20, "{links} links");
+        // CPU windows end when sampling stopped (Go's own end is up to 200 ms later).
+        let cpu_windows: Vec<u64> = demo
+            .profiles
+            .iter()
+            .flat_map(|d| &d.resource_profiles)
+            .flat_map(|r| &r.scope_profiles)
+            .flat_map(|s| &s.profiles)
+            .filter(|p| p.period > 0 && p.duration_nano > 1_000_000_000)
+            .map(|p| p.duration_nano)
+            .collect();
+        assert!(!cpu_windows.is_empty());
+        assert!(
+            cpu_windows.iter().all(|&d| d == 10_000_000_000),
+            "{cpu_windows:?}"
+        );
         // Named as scraped profiles are (Grafana's datasource asks for process_cpu).
         let names: Vec<&str> = demo
             .profiles

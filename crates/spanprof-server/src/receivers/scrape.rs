@@ -492,7 +492,7 @@ async fn ingest(
 /// and more on a busy one. Spans in that time were not profiled; a window that claimed them
 /// reported them as using no CPU rather than as fallen between two windows. A profile
 /// shorter than asked (a target that ignores `seconds`) keeps its own length.
-fn sampled_window(profile: &mut pprof::Profile, asked: Duration) {
+pub(crate) fn sampled_window(profile: &mut pprof::Profile, asked: Duration) {
     let asked = i64::try_from(asked.as_nanos()).unwrap_or(i64::MAX);
     if profile.time_nanos > 0 && profile.duration_nanos > asked {
         profile.duration_nanos = asked;

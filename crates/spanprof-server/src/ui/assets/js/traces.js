@@ -6,6 +6,7 @@ import { el, howToSend, notice, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
 import * as units from "./units.js";
 
+const CUSTOM = "custom";
 const RANGES = [["", "all time"], ["now-15m", "last 15 minutes"], ["now-1h", "last hour"],
   ["now-6h", "last 6 hours"], ["now-24h", "last 24 hours"], ["now-7d", "last 7 days"]];
 
@@ -14,9 +15,14 @@ export function timeRange(params) {
   const from = el("input", { name: "from", value: params.from || "", placeholder: "from: now-1h, RFC 3339",
     "aria-label": "from", size: 18 });
   const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to", size: 12 });
+  // A range that is none of the presets shows as "custom", not as the first preset.
+  const isPreset = !params.to && RANGES.some(([v]) => v === (params.from || ""));
+  const options = isPreset ? RANGES : [...RANGES, [CUSTOM, "custom range"]];
   const preset = el("select", { "aria-label": "time range",
-    onchange: () => { from.value = preset.value; to.value = ""; } },
-  RANGES.map(([v, label]) => el("option", { value: v, selected: (params.from || "") === v && !params.to }, label)));
+    onchange: () => { if (preset.value !== CUSTOM) { from.value = preset.value; to.value = ""; } } },
+  options.map(([v, label]) => el("option", {
+    value: v, selected: v === CUSTOM ? !isPreset : isPreset && (params.from || "") === v,
+  }, label)));
   return { nodes: [preset, from, to], read: () => ({ from: from.value.trim(), to: to.value.trim() }) };
 }
 
@@ -127,8 +133,9 @@ export class TracesView {
     }
     if (!spans.length) {
       replace(this.results, services.length
-        ? notice("empty", "No span matches", "Remove a filter or widen the time range (a span name " +
-          "matches whole: GET /cpu-heavy, not cpu-heavy). Spans arrive over OTLP traces.")
+        ? notice("empty", "No span matches", "Remove a filter or widen the time range" +
+          (params.name ? ` (a span name matches whole: "${params.name}" must be a span's entire name, ` +
+            "as its tracer sent it)" : "") + ". Spans arrive over OTLP traces.")
         : notice("empty", "No data yet", howToSend()));
       return;
     }
