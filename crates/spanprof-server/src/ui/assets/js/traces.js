@@ -286,7 +286,12 @@ export class TraceView {
     const span = this.trace.spans.find((s) => s.span_id === params.span);
     if (!span) {
       this.panelBox.hidden = true;
-      replace(this.spanHead, el("p", { class: "muted" }, "Click a span to open its flame graph (● = has samples)."));
+      const hint = el("p", { class: "muted" }, "Click a span to open its flame graph (● = has samples).");
+      // A span id in the address that is not in this trace (copied short, or of another
+      // trace) is said, not dropped.
+      replace(this.spanHead, params.span
+        ? [notice("empty", `Span ${params.span} is not in this trace`, "Its spans are listed above."), hint]
+        : hint);
       return;
     }
     const children = params.children === "1";
