@@ -579,50 +579,43 @@ impl<const N: usize> IdBlocks<N> {
         prefetch(&self.slots[hash as usize & self.mask()]);
     }
 
-    /// The position of `id`'s entry, added if it has none. The table has room.
-    fn find_or_insert(&mut self, hash: u64, id: [u8; N]) -> usize {
+    /// Where `id` (of hash `hash`) is: `Ok` its entry's position, or `Err` the empty slot
+    /// it would go in. The table is not empty.
+    fn probe(&self, hash: u64, id: &[u8; N]) -> Result<usize, usize> {
         let tag = hash >> 32 << 32;
         let mask = self.mask();
         let mut i = hash as usize & mask;
         loop {
             let slot = self.slots[i];
             if slot == 0 {
-                let at = self.entries.len();
-                self.entries.push((id, BlockIds::default()));
-                self.slots[i] = tag | (at as u64 + 1);
-                return at;
+                return Err(i);
             }
             if slot >> 32 << 32 == tag {
                 let at = (slot as u32 - 1) as usize;
-                if self.entries[at].0 == id {
-                    return at;
+                if self.entries[at].0 == *id {
+                    return Ok(at);
                 }
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// The position of `id`'s entry, added if it has none. The table has room.
+    fn find_or_insert(&mut self, hash: u64, id: [u8; N]) -> usize {
+        self.probe(hash, &id).unwrap_or_else(|empty| {
+            let at = self.entries.len();
+            self.entries.push((id, BlockIds::default()));
+            self.slots[empty] = hash >> 32 << 32 | (at as u64 + 1);
+            at
+        })
+    }
+
     fn get(&self, id: &[u8; N]) -> Option<&[u32]> {
         if self.slots.is_empty() {
             return None;
         }
-        let hash = self.hasher.hash_one(id);
-        let tag = hash >> 32 << 32;
-        let mask = self.mask();
-        let mut i = hash as usize & mask;
-        loop {
-            let slot = self.slots[i];
-            if slot == 0 {
-                return None;
-            }
-            if slot >> 32 << 32 == tag {
-                let (found, blocks) = &self.entries[(slot as u32 - 1) as usize];
-                if found == id {
-                    return Some(blocks);
-                }
-            }
-            i = (i + 1) & mask;
-        }
+        let at = self.probe(self.hasher.hash_one(id), id).ok()?;
+        Some(&self.entries[at].1)
     }
 
     fn len(&self) -> usize {
