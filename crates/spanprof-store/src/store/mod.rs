@@ -28,6 +28,8 @@ mod segments;
 mod split_tests;
 mod state;
 #[cfg(test)]
+mod test_data;
+#[cfg(test)]
 mod unlocked_read_tests;
 
 use std::path::{Path, PathBuf};

@@ -2,24 +2,15 @@
 //! (`profile_id`) and were stored lately are left out, and counted; profiles without an id,
 //! or with the same id at another time, are stored as before.
 
-use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
-use spanprof_format::{pprof, Batch, LinkConfig};
+use spanprof_format::otlp::ProfilesData;
 
-use super::{Selection, Store, StoreConfig};
-
-const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
+use super::test_data::{go_cpu_request, unsynced_store};
+use super::{Selection, Store};
 
 /// The testdata profile for service `api` (two profiles: its two sample types), each
 /// profile given `id` (none when `None`) and its time moved by `shift_ns`.
 fn request(id: Option<u8>, shift_ns: u64) -> ProfilesData {
-    let p = pprof::decode(CPU, 64 << 20).unwrap();
-    let mut batch = Batch::new(Some(LinkConfig::default()));
-    let resource = Resource {
-        attributes: vec![string_kv("service.name", "api")],
-        ..Default::default()
-    };
-    batch.add_pprof(&p, resource).unwrap();
-    let mut data = batch.finish().0;
+    let mut data = go_cpu_request("api");
     for (i, p) in data.resource_profiles[0].scope_profiles[0]
         .profiles
         .iter_mut()
@@ -42,9 +33,7 @@ fn total(store: &Store) -> u64 {
 #[test]
 fn a_request_sent_again_is_stored_once() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = StoreConfig::new(dir.path());
-    cfg.sync = false;
-    let (store, _) = Store::open(cfg).unwrap();
+    let store = unsynced_store(dir.path());
     let first = store.ingest(&[&request(Some(1), 0)], Vec::new()).unwrap();
     assert_eq!((first.profiles, first.repeated_profiles), (2, 0));
     let once = total(&store);

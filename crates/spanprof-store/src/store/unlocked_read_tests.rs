@@ -2,31 +2,14 @@
 //! meanwhile): a segment deleted between the selection's resolve and its read (by retention
 //! or compaction) leaves its blocks out of the answer instead of failing it.
 
-use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
-use spanprof_format::{pprof, Batch, LinkConfig};
-
-use super::{Selection, Store, StoreConfig};
-
-const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
-
-fn request() -> ProfilesData {
-    let p = pprof::decode(CPU, 64 << 20).unwrap();
-    let mut batch = Batch::new(Some(LinkConfig::default()));
-    let resource = Resource {
-        attributes: vec![string_kv("service.name", "api")],
-        ..Default::default()
-    };
-    batch.add_pprof(&p, resource).unwrap();
-    batch.finish().0
-}
+use super::test_data::{go_cpu_request, unsynced_store};
+use super::{Selection, Store};
 
 #[test]
 fn blocks_of_a_segment_deleted_after_the_resolve_are_left_out() {
     let dir = tempfile::tempdir().unwrap();
-    let mut cfg = StoreConfig::new(dir.path());
-    cfg.sync = false;
-    let (store, _) = Store::open(cfg).unwrap();
-    let data = request();
+    let store = unsynced_store(dir.path());
+    let data = go_cpu_request("api");
     // The same profile in two segments.
     store.ingest(&[&data], Vec::new()).unwrap();
     store.rotate().unwrap();
