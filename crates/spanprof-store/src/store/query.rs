@@ -1403,8 +1403,9 @@ impl Store {
     }
 
     /// Spans matching `q` over the segments that overlap its time range, longest first.
-    /// Segments are searched one at a time, with the store unlocked (see
-    /// [`Store::for_each_segment`]): the longest of each, then the longest of those.
+    /// Segments are searched one at a time, with the store unlocked, their spans read in
+    /// place ([`Store::for_each_segment_span`]): only the `q.limit` longest so far are
+    /// copied out.
     pub fn search_spans(&self, q: &SpanQuery) -> Result<Vec<SpanRecord>, StoreError> {
         // The same span in two segments (sent twice) is one span: `Longest` keeps it once.
         let mut longest = Longest::new(q.limit);

@@ -203,13 +203,14 @@ pub async fn search(
 
 /// 400 when `service` (parameter `shown`) has neither spans nor profiles at any time: a typo
 /// in a span search answered "no span matches", as if the service had no such spans. (A
-/// search that found nothing asks this: it reads every span once more.)
+/// search that found nothing asks this; a service without profiles costs a read of every
+/// span once more.)
 fn unknown_service(store: &Store, shown: &str, service: &str) -> Result<(), ApiError> {
+    if !store.profile_types(Some(service)).is_empty() {
+        return Ok(());
+    }
     let with_spans = store.span_services(0, u64::MAX)?;
-    if with_spans.is_empty()
-        || with_spans.iter().any(|s| s == service)
-        || !store.profile_types(Some(service)).is_empty()
-    {
+    if with_spans.is_empty() || with_spans.iter().any(|s| s == service) {
         return Ok(());
     }
     let known = &with_spans[..with_spans.len().min(20)];
