@@ -191,7 +191,9 @@ impl SelectionQuery {
                 span_ids: vec![id],
                 ..Default::default()
             };
-            if store.span(&id)?.is_some() || store.profile_times(&of_id)? > 0 {
+            // Samples first: an index lookup, where a span record may decode a whole
+            // segment's spans.
+            if store.profile_times(&of_id)? > 0 || store.span(&id)?.is_some() {
                 return Ok(());
             }
         }
