@@ -53,10 +53,15 @@ pub enum SpanDecodeError {
 
 /// Appends the encoding of `spans` to `out`; [`decode_spans`] of exactly those bytes gives
 /// `spans` back.
-pub fn encode_spans(spans: &[SpanRecord], out: &mut Vec<u8>) {
+pub fn encode_spans<'a>(
+    spans: impl IntoIterator<Item = &'a SpanRecord, IntoIter: ExactSizeIterator>,
+    out: &mut Vec<u8>,
+) {
+    let spans = spans.into_iter();
+    let count = spans.len();
     let mut strings = Table::default();
     let mut traces = Table::default();
-    let mut body = Vec::with_capacity(spans.len() * 48);
+    let mut body = Vec::with_capacity(count * 48);
     let mut previous_start = 0u64;
     for s in spans {
         put_varint(&mut body, traces.index(&s.trace_id[..]));
@@ -92,7 +97,7 @@ pub fn encode_spans(spans: &[SpanRecord], out: &mut Vec<u8>) {
     for id in &traces.items {
         out.extend_from_slice(id);
     }
-    put_varint(out, spans.len() as u64);
+    put_varint(out, count as u64);
     out.extend_from_slice(&body);
 }
 

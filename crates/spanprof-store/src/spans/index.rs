@@ -120,7 +120,7 @@ impl SpanIndex {
     }
 
     /// Every span, in no particular order.
-    pub fn iter(&self) -> impl Iterator<Item = &SpanRecord> {
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &SpanRecord> {
         self.by_id.values().map(|s| &**s)
     }
 

@@ -183,7 +183,7 @@ impl Store {
             }
             blocks.clear();
             let mut sb = Vec::new();
-            encode_spans(spans, &mut sb);
+            encode_spans(spans.iter(), &mut sb);
             spans.clear();
             rec.bytes(&sb);
             written.push((self.log.append(&[&rec])?[0], rec));

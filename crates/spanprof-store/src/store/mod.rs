@@ -320,6 +320,9 @@ pub struct Store {
     writer: Mutex<()>,
     /// Threads writing the index files of segments sealed by ingest (joined on drop).
     sealers: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The index of a segment sealed before, emptied, for the next active segment to reuse
+    /// the memory of (see [`SegmentIndex::sized_like`]).
+    spare_index: Arc<Mutex<Option<SegmentIndex>>>,
     /// Bytes of the snapshot that starts the active segment (every symbol and series). A
     /// segment is sealed once it holds `segment_max_bytes` past it: counted in, a snapshot
     /// larger than a segment (many series, a large program's symbols) sealed the segment at
@@ -453,6 +456,7 @@ impl Store {
                 state,
                 writer: Mutex::new(()),
                 sealers: Mutex::new(Vec::new()),
+                spare_index: Arc::default(),
                 snapshot_bytes,
                 seal_retry_at: Mutex::new(None),
                 _lock: lock,
@@ -678,11 +682,17 @@ impl Store {
 
     pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
         let next = self.rotate_log()?;
+        let spare = self
+            .spare_index
+            .lock()
+            .expect("store spare index lock poisoned")
+            .take();
         let index = self
             .state
             .write()
             .expect("store state lock poisoned")
-            .begin_seal(next);
+            .begin_seal(next, spare);
+        let spare_index = Arc::clone(&self.spare_index);
         let state = Arc::clone(&self.state);
         let dir = state
             .read()
@@ -705,8 +715,15 @@ impl Store {
                         .expect("store state lock poisoned")
                         .finish_seal(segment, summary);
                     match sealed {
-                        // Freed here, with no lock held.
-                        Some(index) => drop(index),
+                        // Emptied for the next segment here, with no lock held, unless a
+                        // query still reads it (then freed by the query).
+                        Some(index) => {
+                            if let Ok(index) = Arc::try_unwrap(index) {
+                                let emptied = index.emptied();
+                                *spare_index.lock().expect("store spare index lock poisoned") =
+                                    Some(emptied);
+                            }
+                        }
                         // Deleted while its index was written (retention, compaction).
                         None => {
                             let _ = std::fs::remove_file(segments::index_path(&dir, segment));

@@ -531,8 +531,9 @@ impl State {
     /// Starts sealing the active segment: it stays queryable from memory (in `sealing`) while
     /// its index file is written elsewhere, and appends go to `next`. Returns its index, for
     /// [`write_index`] and then [`State::finish_seal`].
-    pub fn begin_seal(&mut self, next: u64) -> Arc<SegmentIndex> {
-        let fresh = Arc::new(SegmentIndex::sized_like(next, &self.active));
+    /// `spare` is an emptied index whose memory the next one reuses.
+    pub fn begin_seal(&mut self, next: u64, spare: Option<SegmentIndex>) -> Arc<SegmentIndex> {
+        let fresh = Arc::new(SegmentIndex::sized_like(next, &self.active, spare));
         let index = std::mem::replace(&mut self.active, fresh);
         self.sealing.insert(index.segment, Arc::clone(&index));
         index
