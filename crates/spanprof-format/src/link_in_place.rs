@@ -21,70 +21,128 @@ use crate::error::FormatError;
 use crate::link::{IdRole, LinkConfig, LinkTables, SampleLinker};
 use crate::merge::{link_ids, resolve_key_values, resolve_value, slot};
 use crate::otlp::{
-    any_value, AnyValue, KeyValueAndUnit, Link, ProfilesData, ProfilesDictionary, Sample, ValueType,
+    any_value, AnyValue, KeyValueAndUnit, Link, Profile, ProfilesData, ProfilesDictionary, Sample,
+    ValueType,
 };
 
 /// Links the id attributes of every sample of `data` (the pipeline stage for OTLP input),
-/// checking every index a sample reaches; see the module documentation.
+/// checking every index a sample reaches; see the module documentation. The first profile
+/// that does not check refuses the whole request, as [`crate::merge::link`] does.
 pub fn link_in_place(
-    mut data: ProfilesData,
+    data: ProfilesData,
     config: &LinkConfig,
 ) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    let linked = link_each_in_place(data, config)?;
+    match linked.refused.into_iter().next() {
+        Some(first) => Err(first),
+        None => Ok((linked.data, linked.report)),
+    }
+}
+
+/// What [`link_each_in_place`] made of a request.
+#[derive(Debug)]
+pub struct Linked {
+    /// The request, linked, without the profiles refused.
+    pub data: ProfilesData,
+    /// Counts of the profiles kept.
+    pub report: ConversionReport,
+    /// Why profiles were refused, each naming its place in the request, in request order:
+    /// a profile, or a resource or scope whose attributes do not check, with all its
+    /// profiles.
+    pub refused: Vec<FormatError>,
+    /// How many profiles were refused.
+    pub refused_profiles: u64,
+}
+
+/// As [`link_in_place`], but a profile that does not check (an index out of range, a link id
+/// of the wrong length) is left out and named in [`Linked::refused`], and the rest is linked:
+/// OTLP's partial success, so that one bad profile does not cost an exporter the good ones
+/// sent with it. What linking added to the dictionary for a refused profile is taken out
+/// again. A request with profiles, every one of them refused, is refused whole, with the
+/// first reason.
+pub fn link_each_in_place(
+    mut data: ProfilesData,
+    config: &LinkConfig,
+) -> Result<Linked, FormatError> {
     let mut linking = InPlace::new(data.dictionary.take().unwrap_or_default(), config);
     let mut report = ConversionReport {
         inputs: 1,
         ..Default::default()
     };
+    let mut refused = Vec::new();
+    let mut refused_profiles = 0;
     let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
     for (ri, rp) in data.resource_profiles.iter_mut().enumerate() {
         if let Some(r) = &mut rp.resource {
-            r.attributes = resolve_key_values(&linking.t.d, &r.attributes)
-                .map_err(|e| at(format!("resource_profiles[{ri}].resource"))(e))?;
+            match resolve_key_values(&linking.t.d, &r.attributes) {
+                Ok(attributes) => r.attributes = attributes,
+                Err(e) => {
+                    refused.push(at(format!("resource_profiles[{ri}].resource"))(e));
+                    refused_profiles += rp
+                        .scope_profiles
+                        .iter()
+                        .map(|s| s.profiles.len())
+                        .sum::<usize>();
+                    rp.scope_profiles.clear();
+                    continue;
+                }
+            }
         }
         for (si, sp) in rp.scope_profiles.iter_mut().enumerate() {
             let path = format!("resource_profiles[{ri}].scope_profiles[{si}]");
             if let Some(s) = &mut sp.scope {
-                s.attributes = resolve_key_values(&linking.t.d, &s.attributes)
-                    .map_err(|e| at(format!("{path}.scope"))(e))?;
-            }
-            for (pi, p) in sp.profiles.iter_mut().enumerate() {
-                let path = format!("{path}.profiles[{pi}]");
-                let field = |f: String| at(format!("{path}.{f}"));
-                for (i, s) in p.samples.iter_mut().enumerate() {
-                    linking.sample(s, i, &path)?;
-                }
-                let mut kept = Vec::with_capacity(p.attribute_indices.len());
-                for (j, &a) in p.attribute_indices.iter().enumerate() {
-                    let role = linking
-                        .attribute(a)
-                        .map_err(|e| field(format!("attribute_indices[{j}]"))(e))?;
-                    if !linking.drops(role) {
-                        kept.push(a);
+                match resolve_key_values(&linking.t.d, &s.attributes) {
+                    Ok(attributes) => s.attributes = attributes,
+                    Err(e) => {
+                        refused.push(at(format!("{path}.scope"))(e));
+                        refused_profiles += sp.profiles.len();
+                        sp.profiles.clear();
+                        continue;
                     }
                 }
-                p.attribute_indices = kept;
-                if let Some(t) = p.sample_type {
-                    linking
-                        .value_type(t)
-                        .map_err(|e| field("sample_type".into())(e))?;
-                }
-                if let Some(t) = p.period_type {
-                    linking
-                        .value_type(t)
-                        .map_err(|e| field("period_type".into())(e))?;
-                }
-                report.profiles += 1;
-                report.samples += p.samples.len() as u64;
-                report.linked_samples +=
-                    p.samples.iter().filter(|s| s.link_index != 0).count() as u64;
             }
+            let mut kept = Vec::with_capacity(sp.profiles.len());
+            for (pi, mut p) in std::mem::take(&mut sp.profiles).into_iter().enumerate() {
+                let mark = linking.mark();
+                match linking.profile(&mut p, &format!("{path}.profiles[{pi}]")) {
+                    Ok(()) => {
+                        report.profiles += 1;
+                        report.samples += p.samples.len() as u64;
+                        report.linked_samples +=
+                            p.samples.iter().filter(|s| s.link_index != 0).count() as u64;
+                        kept.push(p);
+                    }
+                    Err(e) => {
+                        linking.roll_back(mark);
+                        refused.push(e);
+                        refused_profiles += 1;
+                    }
+                }
+            }
+            sp.profiles = kept;
         }
+    }
+    if report.profiles == 0 && !refused.is_empty() {
+        return Err(refused.swap_remove(0));
     }
     report.link = linking.linker.report;
     let d = linking.t.finish();
     report.links = d.link_table.len().saturating_sub(1) as u64;
     data.dictionary = Some(d);
-    Ok((data, report))
+    Ok(Linked {
+        data,
+        report,
+        refused,
+        refused_profiles: refused_profiles as u64,
+    })
+}
+
+/// How far linking had gone, to go back to when a profile is refused.
+struct Mark {
+    links: usize,
+    strings: usize,
+    attributes: usize,
+    report: crate::link::LinkReport,
 }
 
 /// The dictionary as received, and what linking adds to it: kept apart until the end, so
@@ -212,6 +270,60 @@ impl<'c> InPlace<'c> {
             linker: SampleLinker::default(),
             attrs: Vec::new(),
         }
+    }
+
+    /// Checks and links one profile (at `path`): its samples, its own attributes and its
+    /// value types.
+    fn profile(&mut self, p: &mut Profile, path: &str) -> Result<(), FormatError> {
+        let field = |f: String| move |e: String| FormatError::Invalid(format!("{path}.{f}: {e}"));
+        for (i, s) in p.samples.iter_mut().enumerate() {
+            self.sample(s, i, path)?;
+        }
+        let mut kept = Vec::with_capacity(p.attribute_indices.len());
+        for (j, &a) in p.attribute_indices.iter().enumerate() {
+            let role = self
+                .attribute(a)
+                .map_err(|e| field(format!("attribute_indices[{j}]"))(e))?;
+            if !self.drops(role) {
+                kept.push(a);
+            }
+        }
+        p.attribute_indices = kept;
+        if let Some(t) = p.sample_type {
+            self.value_type(t)
+                .map_err(|e| field("sample_type".into())(e))?;
+        }
+        if let Some(t) = p.period_type {
+            self.value_type(t)
+                .map_err(|e| field("period_type".into())(e))?;
+        }
+        Ok(())
+    }
+
+    fn mark(&self) -> Mark {
+        Mark {
+            links: self.t.added_links.len(),
+            strings: self.t.added_strings.len(),
+            attributes: self.t.added_attributes.len(),
+            report: self.linker.report,
+        }
+    }
+
+    /// Takes out what was added to the tables since `mark`. (What was checked stays checked:
+    /// entries are checked whole or not at all, and a refused profile's entries may be the
+    /// next profile's too.)
+    fn roll_back(&mut self, mark: Mark) {
+        let t = &mut self.t;
+        for l in t.added_links.drain(mark.links..) {
+            if let (Ok(trace), Ok(span)) = (l.trace_id.try_into(), l.span_id.try_into()) {
+                t.links.remove(&(trace, span));
+            }
+        }
+        for s in t.added_strings.drain(mark.strings..) {
+            t.strings.remove(&s);
+        }
+        t.added_attributes.truncate(mark.attributes);
+        self.linker.report = mark.report;
     }
 
     /// Whether an attribute of this role leaves the sample (a linked id, not kept).

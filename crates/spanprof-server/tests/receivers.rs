@@ -830,6 +830,54 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
     assert_eq!(store.stats().samples, 0);
 }
 
+/// A profile whose link names a span id of the wrong length is refused alone, in OTLP's
+/// partial success, naming it: the other profiles of the request (here the real Go profile's
+/// two sample types) are stored, and the exporter is not told to drop them all (400).
+#[test]
+fn a_profile_with_a_bad_link_is_refused_and_the_rest_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    let mut data = spanprof_format::otlp::ProfilesData::decode(&otlp_request()[..]).unwrap();
+    let d = data.dictionary.as_mut().unwrap();
+    if d.link_table.is_empty() {
+        d.link_table.push(spanprof_format::otlp::Link::default());
+    }
+    d.link_table.push(spanprof_format::otlp::Link {
+        trace_id: vec![1; 16],
+        span_id: vec![2; 5],
+    });
+    let bad_link = d.link_table.len() as i32 - 1;
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    let mut bad = profiles[0].clone();
+    bad.samples[3].link_index = bad_link;
+    profiles.push(bad);
+    let partial = server.otlp_partial_success(&data.encode_to_vec());
+    assert_eq!(partial.rejected_profiles, 1, "{}", partial.error_message);
+    assert!(
+        partial.error_message.contains(
+            "profiles[2].samples[3].link_index: link_table[1].span_id has 5 bytes, a span id has 8"
+        ),
+        "{}",
+        partial.error_message
+    );
+    assert_eq!(metric(&server, "spanprof_stored_profiles_total"), 2.0);
+    // Every profile bad: the request is refused whole.
+    let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
+    profiles.truncate(1);
+    profiles[0].samples[0].link_index = bad_link;
+    let (status, text) = server.post(
+        "/v1development/profiles",
+        &[("content-type", "application/x-protobuf")],
+        &data.encode_to_vec(),
+    );
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("span id has 8"), "{text}");
+    server.stop();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let p = pprof::decode(CPU, 64 << 20).unwrap();
+    assert_eq!(store.stats().samples, 2 * p.sample.len() as u64);
+}
+
 /// A request sent again (a client whose answer was lost) is acknowledged as the first was,
 /// and its profiles, which name themselves (`profile_id`), are stored once and counted as
 /// repeated: a flame graph of their time does not count them twice.

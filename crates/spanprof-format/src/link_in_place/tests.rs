@@ -543,3 +543,86 @@ fn a_bad_link_is_refused_with_its_path() {
 fn hex(b: &[u8]) -> String {
     crate::link::to_hex(b)
 }
+
+/// One profile with a bad link among good ones: it alone is refused, named by its place, and
+/// the link linking made for its earlier samples leaves the dictionary with it.
+#[test]
+fn a_profile_with_a_bad_link_is_refused_alone() {
+    let mut d = ProfilesDictionary {
+        string_table: vec![String::new()],
+        attribute_table: vec![KeyValueAndUnit::default()],
+        link_table: vec![
+            Link::default(),
+            Link {
+                trace_id: vec![1; 16],
+                span_id: vec![2; 4],
+            },
+        ],
+        ..Default::default()
+    };
+    let span = attribute(&mut d, "otel.profile.span_id", SPAN);
+    let span2 = attribute(&mut d, "otel.profile.span_id", SPAN2);
+    let trace = attribute(&mut d, "otel.profile.trace_id", TRACE);
+    let sample = |attribute_indices: Vec<i32>, link_index: i32| Sample {
+        attribute_indices,
+        link_index,
+        values: vec![1],
+        ..Default::default()
+    };
+    let profile = |samples: Vec<Sample>| Profile {
+        samples,
+        ..Default::default()
+    };
+    let data = ProfilesData {
+        resource_profiles: vec![ResourceProfiles {
+            scope_profiles: vec![ScopeProfiles {
+                profiles: vec![
+                    profile(vec![sample(vec![span, trace], 0)]),
+                    // Links (SPAN2, TRACE), then reaches the 4-byte span id.
+                    profile(vec![sample(vec![span2, trace], 0), sample(vec![], 1)]),
+                    profile(vec![sample(vec![span, trace], 0), sample(vec![], 0)]),
+                ],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+        dictionary: Some(d),
+    };
+    let strict = link_in_place(data.clone(), &LinkConfig::default()).unwrap_err();
+    let linked = super::link_each_in_place(data, &LinkConfig::default()).unwrap();
+    assert_eq!(linked.refused.len(), 1);
+    assert_eq!(linked.refused_profiles, 1);
+    assert_eq!(linked.refused[0].to_string(), strict.to_string());
+    assert_eq!(
+        strict.to_string(),
+        "resource_profiles[0].scope_profiles[0].profiles[1].samples[1].link_index: \
+         link_table[1].span_id has 4 bytes, a span id has 8"
+    );
+    let profiles = &linked.data.resource_profiles[0].scope_profiles[0].profiles;
+    assert_eq!(profiles.len(), 2);
+    assert_eq!((linked.report.profiles, linked.report.samples), (2, 3));
+    assert_eq!(linked.report.link.linked_samples, 2);
+    // The two kept profiles share one new link, and the refused one's is gone.
+    let d = linked.data.dictionary.as_ref().unwrap();
+    assert_eq!(d.link_table.len(), 3, "{:?}", d.link_table);
+    let l = &d.link_table[profiles[0].samples[0].link_index as usize];
+    assert_eq!(
+        (hex(&l.trace_id), hex(&l.span_id)),
+        (TRACE.into(), SPAN.into())
+    );
+    assert_eq!(
+        profiles[1].samples[0].link_index,
+        profiles[0].samples[0].link_index
+    );
+
+    // Every profile refused: the request is, with the first reason.
+    let mut only_bad = linked.data.clone();
+    only_bad.resource_profiles[0].scope_profiles[0].profiles =
+        vec![profile(vec![sample(vec![], 1)])];
+    let err = super::link_each_in_place(only_bad, &LinkConfig::default()).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("profiles[0].samples[0].link_index"),
+        "{err}"
+    );
+}

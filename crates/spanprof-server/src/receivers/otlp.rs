@@ -106,18 +106,32 @@ pub(crate) async fn ingest_profiles(
     let data = decoded
         .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
         .map_err(|e| drawing.refusal("invalid OTLP profiles payload", &e, held))?;
-    let (mut linked, report) =
-        spanprof_format::link_in_place::link_in_place(data, &app.config.link)
-            .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    // A profile that does not check is refused alone, and the rest is linked.
+    let spanprof_format::link_in_place::Linked {
+        data: mut linked,
+        report,
+        refused: invalid,
+        refused_profiles: invalid_profiles,
+    } = spanprof_format::link_in_place::link_each_in_place(data, &app.config.link)
+        .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     date_undated(&mut linked, now_ns());
     drop(drawing);
     app.metrics.record_received(receiver, &report);
-    // Profiles the store refused are the request's rejected part; the rest is stored.
+    let invalid: Vec<String> = invalid
+        .iter()
+        .map(|e| format!("invalid profile: {e}"))
+        .collect();
+    if !invalid.is_empty() {
+        app.metrics
+            .record_refused(receiver, "invalid_profile", 400, &invalid.join("; "));
+    }
+    // Profiles the store refused are the request's rejected part too; the rest is stored.
     let refused = match incoming.submit(Work::Profiles(linked), receiver).await {
         Ok(()) => Vec::new(),
         Err(SubmitError::Refused(problems)) => problems,
         Err(e) => return Err(e.into()),
     };
+    let rejected = invalid_profiles as i64 + refused.len() as i64;
     // Ids that could not become links are a warning, not a rejection.
     let warning = (report.link.invalid_ids > 0).then(|| {
         format!(
@@ -125,10 +139,10 @@ pub(crate) async fn ingest_profiles(
             report.link.invalid_ids
         )
     });
-    let messages: Vec<String> = refused.iter().cloned().chain(warning).collect();
+    let messages: Vec<String> = invalid.into_iter().chain(refused).chain(warning).collect();
     Ok(ExportProfilesServiceResponse {
         partial_success: (!messages.is_empty()).then(|| ExportProfilesPartialSuccess {
-            rejected_profiles: refused.len() as i64,
+            rejected_profiles: rejected,
             error_message: messages.join("; "),
         }),
     })
