@@ -6,7 +6,7 @@ use anyhow::Context;
 use spanprof_format::detect::{decode_input, Input};
 use spanprof_format::gzip::DEFAULT_MAX_DECOMPRESSED;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
-use spanprof_format::{Batch, ConversionReport, LinkConfig};
+use spanprof_format::{Batch, ConversionReport, FormatError, LinkConfig};
 
 /// How ids on samples become span links.
 #[derive(clap::Args, Debug, Clone)]
@@ -29,8 +29,8 @@ pub struct LinkArgs {
     /// back gives the same labels.
     #[arg(long)]
     keep_link_attributes: bool,
-    /// Largest decompressed input accepted, e.g. 64MiB.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size)]
+    /// Largest decompressed input accepted, e.g. 64MiB (at least 1 byte).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = parse_max_decompressed)]
     pub max_decompressed: usize,
     /// Set the resource attribute service.name on profiles converted from pprof.
     #[arg(long = "service-name", value_name = "NAME")]
@@ -81,6 +81,14 @@ impl Default for LinkArgs {
     }
 }
 
+/// `--max-decompressed`: a size, not 0 (which would refuse every input).
+pub fn parse_max_decompressed(s: &str) -> Result<usize, String> {
+    match crate::units::parse_size(s)? {
+        0 => Err("0 bytes would refuse every input; give a size such as 256MiB".into()),
+        n => Ok(n),
+    }
+}
+
 /// Reads a profile file (or standard input for `-`) of at most `max_decompressed` bytes (the
 /// largest profile decoded, compressed or not): a device or a huge file given by mistake
 /// (`/dev/zero`) is an error, not a read until memory runs out.
@@ -100,7 +108,7 @@ pub fn read(path: &Path, max_decompressed: usize) -> anyhow::Result<Vec<u8>> {
     let limit = max_decompressed.saturating_add(max_decompressed / 64 + 1024);
     let mut buf = Vec::new();
     source
-        .take(limit as u64 + 1)
+        .take((limit as u64).saturating_add(1))
         .read_to_end(&mut buf)
         .with_context(|| format!("cannot read {name}"))?;
     if buf.len() > limit {
@@ -115,7 +123,19 @@ pub fn read(path: &Path, max_decompressed: usize) -> anyhow::Result<Vec<u8>> {
 /// Decodes one file of any supported kind.
 pub fn decode(path: &Path, max_decompressed: usize) -> anyhow::Result<Input> {
     let bytes = read(path, max_decompressed)?;
-    decode_input(&bytes, max_decompressed).with_context(|| format!("{}", path.display()))
+    decode_bytes(&bytes, max_decompressed).with_context(|| format!("{}", path.display()))
+}
+
+/// Decodes the bytes of a file of any supported kind; past the size limit, the error says
+/// which flag raises it.
+pub fn decode_bytes(bytes: &[u8], max_decompressed: usize) -> anyhow::Result<Input> {
+    decode_input(bytes, max_decompressed).map_err(|e| {
+        let hint = match e {
+            FormatError::TooLarge { .. } => " (--max-decompressed raises the limit)",
+            _ => "",
+        };
+        anyhow::anyhow!("{e}{hint}")
+    })
 }
 
 /// Decodes every input and merges them into one linked `ProfilesData`.
@@ -123,15 +143,47 @@ pub fn load_linked(
     paths: &[PathBuf],
     link: &LinkArgs,
 ) -> anyhow::Result<(ProfilesData, ConversionReport)> {
+    load_linked_seeing(paths, link, |_, _| {})
+}
+
+/// [`load_linked`], showing each input to `seen` as it is decoded (each is read once:
+/// standard input cannot be read again).
+pub fn load_linked_seeing(
+    paths: &[PathBuf],
+    link: &LinkArgs,
+    mut seen: impl FnMut(&Path, &Input),
+) -> anyhow::Result<(ProfilesData, ConversionReport)> {
+    if paths.iter().filter(|p| *p == Path::new("-")).count() > 1 {
+        anyhow::bail!("standard input (-) can be given once");
+    }
     let mut batch = Batch::new(Some(link.config()));
     for path in paths {
-        match decode(path, link.max_decompressed)? {
+        let input = decode(path, link.max_decompressed)?;
+        seen(path, &input);
+        match input {
             Input::Pprof(p) => batch.add_pprof(&p, link.resource()),
             Input::Otlp(d) => batch.add_profiles_data(&d),
         }
         .with_context(|| format!("{}", path.display()))?;
     }
     Ok(batch.finish())
+}
+
+/// Writes `bytes` to the file `path` whole or not at all: into a temporary file beside it,
+/// renamed over it once written, so that a failed write (a full disk) leaves what was there.
+pub fn write_file(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let name = path
+        .file_name()
+        .with_context(|| format!("cannot write {}: not a file name", path.display()))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// Writes to standard output; a reader that went away (`spanprof inspect | head`) is not an

@@ -134,7 +134,8 @@ fn gzip_bomb_is_refused() {
         std::fs::metadata(&path).unwrap().len() < 2 << 20,
         "bomb too big"
     );
-    assert_refused(&path, &["limit", "too large", "exceeds"]);
+    // Naming the flag that raises the limit, for a real profile that large.
+    assert_refused(&path, &["(--max-decompressed raises the limit)"]);
 }
 
 /// An endless input (`/dev/zero`, given by mistake) is refused once it is larger than a
@@ -247,4 +248,70 @@ fn store_only_flame_flags_with_input_files_are_refused() {
             .contains("--service, --query select from a store: give --data DIR"),
         "{run}"
     );
+}
+
+/// Standard input is read once, by every command: `inspect -` describes it (it was read
+/// twice, and the second read found nothing), and `-` twice is refused.
+#[test]
+fn standard_input_is_read_once() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let run = support::spanprof_with_stdin(["inspect", "-"], &cpu);
+    run.assert_no_panic().assert_success();
+    assert!(run.stdout.contains("-: pprof, 598 samples"), "{run}");
+    assert!(run.stdout.contains("main."), "no function listed: {run}");
+    let out = scratch_dir().join("stdin-twice.otlp");
+    let run =
+        support::spanprof_with_stdin(["convert", "-", "-", "-o", out.to_str().unwrap()], &cpu);
+    run.assert_no_panic();
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stderr.contains("standard input (-) can be given once"),
+        "{run}"
+    );
+}
+
+/// `--max-decompressed 0` would refuse every input: refused itself, saying so; the largest
+/// size there is does not overflow into a limit of nothing.
+#[test]
+fn max_decompressed_of_0_is_refused_and_of_the_most_is_no_limit() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let run = spanprof([
+        "inspect".as_ref(),
+        cpu.as_os_str(),
+        "--max-decompressed".as_ref(),
+        "0".as_ref(),
+    ]);
+    run.assert_no_panic();
+    assert!(!run.status.success(), "{run}");
+    assert!(run.stderr.contains("would refuse every input"), "{run}");
+    let most = usize::MAX.to_string();
+    let run = spanprof([
+        "inspect".as_ref(),
+        cpu.as_os_str(),
+        "--max-decompressed".as_ref(),
+        most.as_ref(),
+    ]);
+    run.assert_no_panic().assert_success();
+}
+
+/// A flame graph of a span no sample has draws nothing: exit 1, and the output file given
+/// keeps what it held (it was emptied).
+#[test]
+fn flame_of_nothing_leaves_the_output_file_as_it_was() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let out = scratch_dir().join(format!("flame-nothing.{}.txt", std::process::id()));
+    std::fs::write(&out, "keep me\n").unwrap();
+    let run = spanprof([
+        "flame".as_ref(),
+        cpu.as_os_str(),
+        "--span-id".as_ref(),
+        "0000000000000001".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    run.assert_no_panic();
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(run.stderr.contains("left as it was"), "{run}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
+    let _ = std::fs::remove_file(&out);
 }

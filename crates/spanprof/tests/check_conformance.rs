@@ -175,3 +175,28 @@ fn every_file_is_checked() {
         "the violation is blamed on the conformant file: {run}"
     );
 }
+
+/// `convert` to a name ending in `.gz` writes gzip-compressed OTLP when the name says OTLP
+/// (`.otlp.gz`, `.json.gz`), and `check` reads it back as conformant.
+#[test]
+fn gzipped_otlp_from_convert_passes_check() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    for name in ["cpu.otlp.gz", "cpu.json.gz"] {
+        let out = dir().join(name);
+        let run = spanprof([
+            "convert".as_ref(),
+            cpu.as_os_str(),
+            "-o".as_ref(),
+            out.as_os_str(),
+        ]);
+        run.assert_no_panic().assert_success();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(&bytes[..2], &[0x1f, 0x8b], "{name} is not gzip");
+        let run = check(&out, &[]);
+        assert_eq!(run.code(), Some(0), "{run}");
+        assert!(
+            !run.stdout.contains("pprof"),
+            "{name} was written as pprof: {run}"
+        );
+    }
+}

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use spanprof_format::check::{check, CheckOptions};
-use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::detect::Input;
 use spanprof_format::FormatError;
 
 use std::fmt::Write as _;
 
-use crate::input::{read, write_stdout};
+use crate::input::{decode_bytes, read, write_stdout};
 
 /// Check OTLP Profiles payloads for conformance.
 ///
@@ -32,8 +32,8 @@ pub struct Args {
     /// Skip the rule that all samples of a profile share one shape.
     #[arg(long)]
     no_sample_shapes: bool,
-    /// Largest decompressed input accepted, e.g. 64MiB.
-    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::units::parse_size)]
+    /// Largest decompressed input accepted, e.g. 64MiB (at least 1 byte).
+    #[arg(long, value_name = "SIZE", default_value = "64MiB", value_parser = crate::input::parse_max_decompressed)]
     max_decompressed: usize,
 }
 
@@ -48,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let mut out = String::new();
         let shown = path.display();
         let decoded = read(path, args.max_decompressed)
-            .and_then(|bytes| Ok(decode_input(&bytes, args.max_decompressed)?));
+            .and_then(|bytes| decode_bytes(&bytes, args.max_decompressed));
         match decoded {
             Ok(Input::Otlp(data)) => {
                 let found = check(&data, &opts);

@@ -9,7 +9,7 @@ use spanprof_format::merge::split_by_resource;
 use spanprof_format::to_pprof::{otlp_to_merged_pprof, otlp_to_pprof, service_name, PprofOptions};
 use spanprof_format::{json, pprof};
 
-use crate::input::{load_linked, write_stdout, LinkArgs};
+use crate::input::{load_linked, write_file, write_stdout, LinkArgs};
 
 /// Convert pprof ⇄ OTLP Profiles, linking samples to spans.
 ///
@@ -26,8 +26,10 @@ pub struct Args {
     /// Output file (`-` for standard output).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
-    /// Output format; by default from OUT's extension: .pb.gz/.pprof/.gz → pprof, .json →
-    /// otlp-json, anything else → otlp (binary protobuf ExportProfilesServiceRequest).
+    /// Output format; by default from OUT's extension: .otlp → otlp, .json → otlp-json,
+    /// .pb.gz/.pprof and any other .gz → pprof, anything else → otlp (binary protobuf
+    /// ExportProfilesServiceRequest). OTLP output to a name ending in .gz (out.otlp.gz,
+    /// out.json.gz) is gzip-compressed; pprof output always is.
     #[arg(long, value_enum)]
     to: Option<Format>,
     /// With pprof output: label key for the span id of linked samples (unless they kept
@@ -62,13 +64,26 @@ fn format_from_path(path: &Path) -> Format {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    if name.ends_with(".pb.gz") || name.ends_with(".pprof") || name.ends_with(".gz") {
-        Format::Pprof
-    } else if name.ends_with(".json") {
+    let (stem, gz) = match name.strip_suffix(".gz") {
+        Some(stem) => (stem, true),
+        None => (name.as_str(), false),
+    };
+    if stem.ends_with(".otlp") {
+        Format::Otlp
+    } else if stem.ends_with(".json") {
         Format::OtlpJson
+    } else if gz || stem.ends_with(".pprof") {
+        // `.pb.gz`, any other `.gz`, `.pprof`: what pprof files are called.
+        Format::Pprof
     } else {
         Format::Otlp
     }
+}
+
+/// Whether OUT's name asks for gzip (`.gz`): pprof always is; OTLP output then is too.
+fn gzipped_name(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"))
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -129,10 +144,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn write(path: &Path, bytes: &[u8], format: Format) -> anyhow::Result<()> {
+    let gzipped;
+    let bytes = if format != Format::Pprof && gzipped_name(path) {
+        gzipped = spanprof_format::gzip::gzip(bytes);
+        &gzipped[..]
+    } else {
+        bytes
+    };
     if path == Path::new("-") {
         write_stdout(bytes)?;
     } else {
-        std::fs::write(path, bytes).with_context(|| format!("cannot write {}", path.display()))?;
+        write_file(path, bytes)?;
     }
     let name = clap::ValueEnum::to_possible_value(&format)
         .map(|v| v.get_name().to_owned())
@@ -162,6 +184,25 @@ fn numbered(path: &Path, n: usize) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_output_format_follows_the_name() {
+        for (name, format) in [
+            ("out.pb.gz", Format::Pprof),
+            ("out.pprof", Format::Pprof),
+            ("cpu.gz", Format::Pprof),
+            ("out.otlp", Format::Otlp),
+            ("out.otlp.gz", Format::Otlp),
+            ("OUT.JSON", Format::OtlpJson),
+            ("out.json.gz", Format::OtlpJson),
+            ("out.bin", Format::Otlp),
+            ("-", Format::Otlp),
+        ] {
+            assert_eq!(format_from_path(Path::new(name)), format, "{name}");
+        }
+        assert!(gzipped_name(Path::new("d/out.otlp.GZ")));
+        assert!(!gzipped_name(Path::new("out.otlp")));
+    }
 
     #[test]
     fn split_names_keep_the_extension() {

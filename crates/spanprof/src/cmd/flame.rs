@@ -9,7 +9,7 @@ use spanprof_store::store::Selection;
 use spanprof_store::time::parse_time;
 use spanprof_store::{render_svg, FlameTree, SampleSelector, SelectionSummary, SvgOptions};
 
-use crate::input::{load_linked, write_stdout, LinkArgs};
+use crate::input::{load_linked, write_file, write_stdout, LinkArgs};
 
 /// Draw the flame graph of one span, one trace, or a whole profile.
 ///
@@ -169,9 +169,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     };
     match &args.output {
-        Some(path) if path != Path::new("-") => {
-            std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))?
+        // Nothing drawn: a file given keeps what it held.
+        Some(path) if path != Path::new("-") && summary.samples_selected == 0 => {
+            eprintln!("spanprof flame: {} left as it was", path.display());
         }
+        Some(path) if path != Path::new("-") => write_file(path, out.as_bytes())?,
         _ => write_stdout(out.as_bytes())?,
     }
     // Nothing matched: said above, and told to scripts as grep does.

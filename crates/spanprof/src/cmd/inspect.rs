@@ -5,12 +5,12 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::detect::Input;
 use spanprof_format::link::to_hex;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_store::{span_totals, FlameTree, FunctionOrder, SampleSelector};
 
-use crate::input::{load_linked, read, write_stdout, LinkArgs};
+use crate::input::{load_linked_seeing, write_stdout, LinkArgs};
 use crate::units::format_value;
 
 /// Summarise profile files: types, samples, links, top functions and per-span totals.
@@ -35,23 +35,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
-    for path in &args.inputs {
-        let kind = match decode_input(
-            &read(path, args.link.max_decompressed)?,
-            args.link.max_decompressed,
-        ) {
-            Ok(Input::Pprof(p)) => format!(
+    let (data, report) = load_linked_seeing(&args.inputs, &args.link, |path, input| {
+        let kind = match input {
+            Input::Pprof(p) => format!(
                 "pprof, {} samples, {} sample types",
                 p.sample.len(),
                 p.sample_type.len()
             ),
-            Ok(Input::Otlp(_)) => "OTLP Profiles".to_string(),
-            Err(e) => anyhow::bail!("{}: {e}", path.display()),
+            Input::Otlp(_) => "OTLP Profiles".to_string(),
         };
-        writeln!(out, "{}: {kind}", path.display())?;
-    }
-    let (data, report) = load_linked(&args.inputs, &args.link)?;
-    writeln!(out, "converted {report}")?;
+        let _ = writeln!(out, "{}: {kind}", path.display());
+    })?;
+    writeln!(out, "read {report}")?;
     print_profiles(&mut out, &data)?;
     print_top(&mut out, &data, &args)?;
     write_stdout(out.as_bytes())?;

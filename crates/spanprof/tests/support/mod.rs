@@ -133,9 +133,14 @@ fn truncate(s: &str, max: usize) -> &str {
 
 /// Runs `cmd` to completion, killing it after `timeout`; output is read concurrently so a
 /// chatty child cannot block on a full pipe.
-pub fn run(mut cmd: Command, timeout: Duration) -> Run {
+pub fn run(cmd: Command, timeout: Duration) -> Run {
+    run_with_stdin(cmd, timeout, Stdio::null())
+}
+
+/// [`run`], with `stdin` as the child's standard input.
+pub fn run_with_stdin(mut cmd: Command, timeout: Duration, stdin: Stdio) -> Run {
     let cmdline = format!("{cmd:?}");
-    cmd.stdin(Stdio::null())
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd
@@ -180,6 +185,19 @@ where
     let mut cmd = Command::new(spanprof_bin());
     cmd.args(args);
     run(cmd, COMMAND_TIMEOUT)
+}
+
+/// Runs the spanprof CLI with `args`, reading the file `input` on its standard input.
+pub fn spanprof_with_stdin<I, S>(args: I, input: &Path) -> Run
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(spanprof_bin());
+    cmd.args(args);
+    let file = std::fs::File::open(input)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", input.display()));
+    run_with_stdin(cmd, COMMAND_TIMEOUT, file.into())
 }
 
 /// A `go` command that works offline and without a home directory.
