@@ -23,10 +23,11 @@ pub struct LinkArgs {
     /// otel.profile.span_name, span_name.
     #[arg(long = "span-name-key", value_name = "KEY")]
     span_name_keys: Vec<String>,
-    /// Keep the id labels on samples after linking (by default the link carries them). pprof
-    /// written from such OTLP has them as they came (key and case) instead of
-    /// --span-id-label / --trace-id-label labels: `convert --keep-link-attributes` there and
-    /// back gives the same labels.
+    /// Keep the id labels on samples after linking (by default the link carries them, and
+    /// pprof made from it labels them `span_id`/`trace_id`). To get a pprof's own id labels
+    /// (key and case) back after a round trip, give it to both legs: `convert
+    /// --keep-link-attributes a.pb.gz -o a.otlp`, then `convert --keep-link-attributes a.otlp
+    /// -o b.pb.gz`.
     #[arg(long)]
     keep_link_attributes: bool,
     /// Largest decompressed input accepted, e.g. 64MiB (at least 1 byte).
