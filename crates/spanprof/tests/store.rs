@@ -290,3 +290,31 @@ fn span_only_samples_bind_to_their_trace_in_both_arrival_orders() {
         }
     }
 }
+
+/// Importing a file again stores its samples again (the store cannot tell a file imported
+/// twice from two profiles taken at once), and says so: the second import warns, the first
+/// does not.
+#[test]
+fn importing_a_file_again_warns_that_it_counts_twice() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let data = process_dir("store-import-twice").join("data");
+    let args = [
+        "import",
+        "--data",
+        data.to_str().unwrap(),
+        "--service-name",
+        "goapp",
+        cpu.to_str().unwrap(),
+    ];
+    let first = spanprof(args);
+    first.assert_no_panic().assert_success();
+    assert!(!first.stderr.contains("warning"), "{first}");
+    let second = spanprof(args);
+    second.assert_no_panic().assert_success();
+    assert!(
+        second
+            .stderr
+            .contains("already holds profiles of goapp taken when these were"),
+        "{second}"
+    );
+}

@@ -94,6 +94,32 @@ impl Store {
         Ok(report)
     }
 
+    /// The services of `data` of which the store already holds profiles taken when `data`'s
+    /// were: what storing `data` again (a file imported twice) would count twice. Profiles
+    /// without a time are not asked about.
+    pub fn services_already_holding(&self, data: &ProfilesData) -> Vec<String> {
+        let mut found = Vec::new();
+        for rp in &data.resource_profiles {
+            let (service, _, _) = resource_labels(rp.resource.as_ref());
+            let times = rp
+                .scope_profiles
+                .iter()
+                .flat_map(|s| &s.profiles)
+                .filter_map(|p| i64::try_from(p.time_unix_nano).ok().filter(|&t| t > 0));
+            let Some((from, to)) = times.fold(None, |r: Option<(i64, i64)>, t| {
+                Some(r.map_or((t, t), |(a, b)| (a.min(t), b.max(t))))
+            }) else {
+                continue;
+            };
+            if !found.contains(&service)
+                && self.services(from, to.saturating_add(1)).contains(&service)
+            {
+                found.push(service);
+            }
+        }
+        found
+    }
+
     fn ingest_split(
         &self,
         profiles: &[&ProfilesData],

@@ -4,13 +4,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::detect::Input;
 use spanprof_format::gzip::maybe_gunzip;
 use spanprof_format::trace::{decode_request, decode_request_json, ExportTraceServiceRequest};
 use spanprof_format::Batch;
 use spanprof_store::spans::spans_from_otlp;
 
-use crate::input::{read, LinkArgs};
+use crate::input::{decode, read, LinkArgs};
 
 /// Import profiles and spans into a store directory (for `flame --data` and the server).
 ///
@@ -59,11 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     for path in &args.profiles {
-        let input = decode_input(
-            &read(path, args.link.max_decompressed)?,
-            args.link.max_decompressed,
-        )
-        .with_context(|| format!("{}", path.display()))?;
+        let input = decode(path, args.link.max_decompressed)?;
         let mut batch = Batch::new(Some(args.link.config()));
         match input {
             Input::Pprof(p) => batch.add_pprof(&p, args.link.resource()),
@@ -71,6 +67,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
         .with_context(|| format!("{}", path.display()))?;
         let (data, conversion) = batch.finish();
+        for service in store.services_already_holding(&data) {
+            eprintln!(
+                "{}: warning: {} already holds profiles of {service} taken when these were: \
+                 if this file was imported before, its samples now count twice",
+                path.display(),
+                args.data.display()
+            );
+        }
         let report = store.ingest(&[&data], Vec::new())?;
         for p in &report.problems {
             eprintln!("{}: {p}", path.display());
