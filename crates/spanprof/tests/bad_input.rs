@@ -315,3 +315,77 @@ fn flame_of_nothing_leaves_the_output_file_as_it_was() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me\n");
     let _ = std::fs::remove_file(&out);
 }
+
+/// Profiles of different sample types cannot be summed into one pprof: the error says that
+/// `--split` writes one each.
+#[test]
+fn merging_different_sample_types_suggests_split() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let json = scratch_dir().join(format!("cpu.{}.json", std::process::id()));
+    spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "-o".as_ref(),
+        json.as_os_str(),
+    ])
+    .assert_no_panic()
+    .assert_success();
+    // The same profile as a wall-clock one.
+    let wall = scratch_dir().join(format!("wall.{}.json", std::process::id()));
+    let text = std::fs::read_to_string(&json).unwrap();
+    assert!(
+        text.contains("\"cpu\""),
+        "no cpu sample type in {}",
+        json.display()
+    );
+    std::fs::write(&wall, text.replacen("\"cpu\"", "\"wall\"", 1)).unwrap();
+    let out = scratch_dir().join(format!("merged.{}.pb.gz", std::process::id()));
+    let run = spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        wall.as_os_str(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    run.assert_no_panic();
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stderr.contains("cannot merge profiles") && run.stderr.contains("--split"),
+        "{run}"
+    );
+    assert!(!out.exists(), "a file was written: {run}");
+    for f in [json, wall] {
+        let _ = std::fs::remove_file(f);
+    }
+}
+
+/// Binary output to a terminal (`-o -` typed at a shell) is refused, as gzip does, rather
+/// than written as noise; a pipe gets it. `script` (util-linux) gives the command a terminal.
+#[test]
+fn binary_output_to_a_terminal_is_refused() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let command = format!("{} convert {} -o -", support::spanprof_bin(), cpu.display());
+    let mut script = std::process::Command::new("script");
+    script.args(["-qec", &command, "/dev/null"]);
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        panic!("`script` is missing: install util-linux's bsdutils (apt-get install bsdutils)");
+    }
+    let run = support::run(script, std::time::Duration::from_secs(60));
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stdout
+            .contains("not writing binary OTLP protobuf to a terminal"),
+        "{run}"
+    );
+    let piped = spanprof([
+        "convert".as_ref(),
+        cpu.as_os_str(),
+        "-o".as_ref(),
+        "-".as_ref(),
+    ]);
+    piped.assert_no_panic().assert_success();
+}

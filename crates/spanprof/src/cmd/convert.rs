@@ -87,8 +87,21 @@ fn gzipped_name(path: &Path) -> bool {
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let (data, report) = load_linked(&args.inputs, &args.link)?;
     let format = args.to.unwrap_or_else(|| format_from_path(&args.output));
+    if args.output == Path::new("-")
+        && format != Format::OtlpJson
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        anyhow::bail!(
+            "not writing binary {} to a terminal: redirect standard output, or give -o a file",
+            if format == Format::Pprof {
+                "pprof"
+            } else {
+                "OTLP protobuf"
+            }
+        );
+    }
+    let (data, report) = load_linked(&args.inputs, &args.link)?;
     let opts = PprofOptions {
         span_id_label: args.span_id_label.clone(),
         trace_id_label: args.trace_id_label.clone(),
@@ -96,9 +109,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     eprintln!("converted {report}");
     if !args.split {
         let bytes = match format {
-            Format::Pprof => pprof::encode_gzip(
-                &otlp_to_merged_pprof(&data, &opts).context("converting to pprof")?,
-            ),
+            Format::Pprof => {
+                pprof::encode_gzip(&otlp_to_merged_pprof(&data, &opts).map_err(|e| {
+                    let hint = if e.to_string().contains("cannot merge profiles") {
+                        " (--split writes one pprof for each)"
+                    } else {
+                        ""
+                    };
+                    anyhow::anyhow!("converting to pprof: {e}{hint}")
+                })?)
+            }
             Format::Otlp => data.encode_to_vec(),
             Format::OtlpJson => json::encode_profiles_data(&data).into_bytes(),
         };

@@ -90,9 +90,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let stats = store.stats();
     eprintln!(
-        "{}: {} services, {} series, {} samples, {} spans, {} bytes on disk",
+        "{}: {} service{}, {} series, {} samples, {} spans, {} bytes on disk",
         args.data.display(),
         stats.services,
+        if stats.services == 1 { "" } else { "s" },
         stats.series,
         stats.samples,
         stats.spans,
