@@ -130,9 +130,56 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146097 + doe - 719468
 }
 
+/// `ns` (since the Unix epoch) as RFC 3339 in UTC to the second, as messages show a time:
+/// `2026-12-01T09:30:00Z`.
+pub fn format_rfc3339(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let (days, sec_of_day) = (secs.div_euclid(86400), secs.rem_euclid(86400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        sec_of_day / 3600,
+        sec_of_day / 60 % 60,
+        sec_of_day % 60
+    )
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (the inverse of
+/// [`days_from_civil`], by the same author).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formatted_times_parse_back() {
+        assert_eq!(format_rfc3339(NOW), "2025-11-29T09:00:00Z");
+        assert_eq!(format_rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
+        // Whole seconds, over leap days and centuries, both ways.
+        for ns in [
+            951_782_400,
+            951_868_799,
+            4_107_542_400,
+            -2_208_988_800,
+            1_709_251_199,
+        ]
+        .map(|s: i64| s * 1_000_000_000)
+        {
+            assert_eq!(parse_time(&format_rfc3339(ns), NOW), Ok(ns), "{ns}");
+        }
+    }
 
     const NOW: i64 = 1_764_406_800_000_000_000; // 2025-11-29T09:00:00Z
 

@@ -318,3 +318,38 @@ fn importing_a_file_again_warns_that_it_counts_twice() {
         "{second}"
     );
 }
+
+/// A time range with none of the store's profiles in it: `flame` says when the profiles it
+/// has were taken (here a profile captured long ago, asked for over the last minute).
+#[test]
+fn flame_of_an_empty_time_range_says_when_the_profiles_were_taken() {
+    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let data = process_dir("store-flame-range").join("data");
+    let d = data.to_str().unwrap();
+    spanprof([
+        "import",
+        "--data",
+        d,
+        "--service-name",
+        "goapp",
+        cpu.to_str().unwrap(),
+    ])
+    .assert_no_panic()
+    .assert_success();
+    let run = spanprof([
+        "flame",
+        "--data",
+        d,
+        "--service",
+        "goapp",
+        "--from",
+        "now-1m",
+    ]);
+    run.assert_no_panic();
+    assert_eq!(run.code(), Some(1), "{run}");
+    assert!(
+        run.stderr
+            .contains("the store's profiles of goapp were taken from 20"),
+        "{run}"
+    );
+}

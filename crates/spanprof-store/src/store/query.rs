@@ -1177,6 +1177,31 @@ impl Store {
         )
     }
 
+    /// When the first and the last profile the store holds were taken (ns since the epoch),
+    /// of `service` only when given; `None` when it holds none. For messages that say why a
+    /// time range matched nothing.
+    pub fn profiles_taken_between(&self, service: Option<&str>) -> Option<(i64, i64)> {
+        let st = self.state.read().expect("store state lock poisoned");
+        let wanted = |series: u32| {
+            service.is_none_or(|name| {
+                st.services[st.series[series as usize].service as usize].name == name
+            })
+        };
+        let sealed = st.sealed.values().flat_map(|s| &s.series).copied();
+        let live = std::iter::once(&st.active)
+            .chain(st.sealing.values())
+            .flat_map(|a| a.blocks.iter())
+            .map(|m| (m.series, m.time_ns, m.time_ns));
+        sealed
+            .chain(live)
+            .filter(|&(series, _, _)| wanted(series))
+            .fold(None, |r, (_, first, last)| {
+                Some(r.map_or((first, last), |(a, b): (i64, i64)| {
+                    (a.min(first), b.max(last))
+                }))
+            })
+    }
+
     /// Services with profiles taken in the time range (0 = open end), as the profile queries
     /// count them: a window that began before the range is not in it.
     pub fn services(&self, from_ns: i64, to_ns: i64) -> Vec<String> {

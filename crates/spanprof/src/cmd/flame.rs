@@ -116,11 +116,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             format!("--trace-id {t:?} is not a trace id: expected 32 hex characters, not all zero")
         })?);
     }
-    let (tree, summary) = match &args.data {
+    let (tree, summary, note) = match &args.data {
         Some(dir) => from_store(dir, &args, selector.clone())?,
         None => {
             let (data, _) = load_linked(&args.inputs, &args.link)?;
-            FlameTree::from_profiles(&data, &selector)?
+            let (tree, summary) = FlameTree::from_profiles(&data, &selector)?;
+            (tree, summary, None)
         }
     };
     if summary.samples_selected == 0 {
@@ -138,6 +139,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+        if let Some(note) = note {
+            eprintln!("spanprof flame: {note}");
+        }
     }
     if summary.bad_indices > 0 {
         eprintln!(
@@ -188,7 +192,7 @@ fn from_store(
     dir: &Path,
     args: &Args,
     selector: SampleSelector,
-) -> anyhow::Result<(FlameTree, SelectionSummary)> {
+) -> anyhow::Result<(FlameTree, SelectionSummary, Option<String>)> {
     let store = crate::store::open_existing(dir)?;
     let now = crate::store::now_ns();
     let time = |s: &Option<String>| {
@@ -225,5 +229,21 @@ fn from_store(
         overlapping: false,
         span_filter: None,
     };
-    Ok(store.flame_graph(&sel)?)
+    let (tree, summary) = store.flame_graph(&sel)?;
+    let mut note = None;
+    if summary.samples_selected == 0 && (sel.from_ns != 0 || sel.to_ns != 0) {
+        // Nothing in the range asked for: say when the profiles there are were taken.
+        let what = args.service.as_deref().unwrap_or("any service");
+        note = Some(
+            match store.profiles_taken_between(args.service.as_deref()) {
+                Some((first, last)) => format!(
+                    "the store's profiles of {what} were taken from {} to {}",
+                    spanprof_store::time::format_rfc3339(first),
+                    spanprof_store::time::format_rfc3339(last)
+                ),
+                None => format!("the store holds no profiles of {what}"),
+            },
+        );
+    }
+    Ok((tree, summary, note))
 }
