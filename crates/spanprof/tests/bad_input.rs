@@ -231,7 +231,7 @@ fn otlp_with_v1_9_sample_numbering_is_refused() {
 /// ignored: the whole file's graph came out as if they had matched).
 #[test]
 fn store_only_flame_flags_with_input_files_are_refused() {
-    let file = support::workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    let file = support::go_cpu_pprof();
     let run = spanprof([
         "flame".as_ref(),
         file.as_os_str(),
@@ -254,7 +254,7 @@ fn store_only_flame_flags_with_input_files_are_refused() {
 /// twice, and the second read found nothing), and `-` twice is refused.
 #[test]
 fn standard_input_is_read_once() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let run = support::spanprof_with_stdin(["inspect", "-"], &cpu);
     run.assert_no_panic().assert_success();
     assert!(run.stdout.contains("-: pprof, 598 samples"), "{run}");
@@ -274,7 +274,7 @@ fn standard_input_is_read_once() {
 /// size there is does not overflow into a limit of nothing.
 #[test]
 fn max_decompressed_of_0_is_refused_and_of_the_most_is_no_limit() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let run = spanprof([
         "inspect".as_ref(),
         cpu.as_os_str(),
@@ -298,7 +298,7 @@ fn max_decompressed_of_0_is_refused_and_of_the_most_is_no_limit() {
 /// keeps what it held (it was emptied).
 #[test]
 fn flame_of_nothing_leaves_the_output_file_as_it_was() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let out = scratch_dir().join(format!("flame-nothing.{}.txt", std::process::id()));
     std::fs::write(&out, "keep me\n").unwrap();
     let run = spanprof([
@@ -320,7 +320,7 @@ fn flame_of_nothing_leaves_the_output_file_as_it_was() {
 /// `--split` writes one each.
 #[test]
 fn merging_different_sample_types_suggests_split() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let json = scratch_dir().join(format!("cpu.{}.json", std::process::id()));
     spanprof([
         "convert".as_ref(),
@@ -363,7 +363,7 @@ fn merging_different_sample_types_suggests_split() {
 /// than written as noise; a pipe gets it. `script` (util-linux) gives the command a terminal.
 #[test]
 fn binary_output_to_a_terminal_is_refused() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let command = format!("{} convert {} -o -", support::spanprof_bin(), cpu.display());
     let mut script = std::process::Command::new("script");
     script.args(["-qec", &command, "/dev/null"]);

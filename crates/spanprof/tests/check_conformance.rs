@@ -180,7 +180,7 @@ fn every_file_is_checked() {
 /// (`.otlp.gz`, `.json.gz`), and `check` reads it back as conformant.
 #[test]
 fn gzipped_otlp_from_convert_passes_check() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     for name in ["cpu.otlp.gz", "cpu.json.gz"] {
         let out = dir().join(name);
         let run = spanprof([

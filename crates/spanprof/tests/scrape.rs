@@ -421,8 +421,7 @@ fn a_cpu_endpoint_that_answers_at_once_is_asked_once_a_window() {
     use std::sync::Arc;
 
     // Serves a Go CPU profile at once, whatever is asked.
-    let profile =
-        std::fs::read(support::workspace_root().join("testdata/go/cpu-10s.pb.gz")).unwrap();
+    let profile = std::fs::read(support::go_cpu_pprof()).unwrap();
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let asked = Arc::new(AtomicUsize::new(0));

@@ -296,7 +296,7 @@ fn span_only_samples_bind_to_their_trace_in_both_arrival_orders() {
 /// does not.
 #[test]
 fn importing_a_file_again_warns_that_it_counts_twice() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let data = process_dir("store-import-twice").join("data");
     let args = [
         "import",
@@ -323,7 +323,7 @@ fn importing_a_file_again_warns_that_it_counts_twice() {
 /// has were taken (here a profile captured long ago, asked for over the last minute).
 #[test]
 fn flame_of_an_empty_time_range_says_when_the_profiles_were_taken() {
-    let cpu = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/go/cpu-10s.pb.gz");
+    let cpu = support::go_cpu_pprof();
     let data = process_dir("store-flame-range").join("data");
     let d = data.to_str().unwrap();
     spanprof([

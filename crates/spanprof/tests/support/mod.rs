@@ -322,11 +322,15 @@ pub fn otlp_grpc_send(args: &[&str]) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("otlp_grpc_send output: {e}\n{run}"))
 }
 
-/// `testdata/go/cpu-10s.pb.gz` (a real Go CPU profile with span labels, 8.53 s of CPU) as
-/// OTLP of service `goapp`, written by `spanprof convert` to `dir/cpu.otlp`; its path.
+/// `testdata/go/cpu-10s.pb.gz`: a real Go CPU profile with span labels, 8.53 s of CPU.
+pub fn go_cpu_pprof() -> PathBuf {
+    workspace_root().join("testdata/go/cpu-10s.pb.gz")
+}
+
+/// [`go_cpu_pprof`] as OTLP of service `goapp`, written by `spanprof convert` to `dir/cpu.otlp`; its path.
 pub fn go_cpu_otlp(dir: &Path) -> PathBuf {
     let out = dir.join("cpu.otlp");
-    let cpu = workspace_root().join("testdata/go/cpu-10s.pb.gz");
+    let cpu = go_cpu_pprof();
     spanprof([
         "convert".as_ref(),
         cpu.as_os_str(),
