@@ -974,6 +974,12 @@ fn unknown_paths_say_what_each_listener_serves() {
     });
     let otlp = server.otlp_http.expect("the OTLP/HTTP listener");
     let body = Some(("application/x-protobuf", Vec::new()));
+    // A Pyroscope SDK pointed at the OTLP port is told the main one.
+    let main_listener = format!(
+        "Pyroscope's /ingest and /push.v1.PusherService/Push, the UI and /api/v1/ are on the \
+         main listener, port {}",
+        server.addr.port()
+    );
     for (path, says) in [
         (
             "/v1/profiles",
@@ -983,6 +989,7 @@ fn unknown_paths_say_what_each_listener_serves() {
             "/v1/metrics",
             "spanprof takes profiles and traces, not metrics",
         ),
+        ("/ingest", main_listener.as_str()),
     ] {
         let r = server.request_at(otlp, "POST", path, body.clone());
         let text = String::from_utf8_lossy(&r.body);
@@ -1030,7 +1037,7 @@ fn unknown_paths_say_what_each_listener_serves() {
     }
     let metrics = String::from_utf8_lossy(&server.get("/metrics").body).into_owned();
     assert!(
-        metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 3"),
+        metrics.contains("spanprof_rejected_total{receiver=\"http\",reason=\"not_found\"} 4"),
         "{metrics}"
     );
     // Before any data: the series an alert watches are there, at 0.

@@ -190,9 +190,18 @@ pub fn not_found(
         "/v1/profiles" | "/v1experimental/profiles" | "/v1alpha/profiles" => {
             "; OTLP Profiles are at /v1development/profiles (the signal is still in \
              development): set the exporter's profiles path to that"
+                .to_owned()
         }
-        "/v1/metrics" | "/v1/logs" => "; spanprof takes profiles and traces, not metrics or logs",
-        _ => "",
+        "/v1/metrics" | "/v1/logs" => {
+            "; spanprof takes profiles and traces, not metrics or logs".to_owned()
+        }
+        // A Pyroscope SDK, a browser or a script pointed at the OTLP port instead of the main.
+        _ if listener == Listener::Otlp => format!(
+            "; Pyroscope's /ingest and /push.v1.PusherService/Push, the UI and /api/v1/ are on \
+             the main listener, port {}",
+            app.bound.http.port()
+        ),
+        _ => String::new(),
     };
     let message = format!("no such endpoint: {method} {path}; {serves}{hint}");
     app.metrics
