@@ -1379,3 +1379,91 @@ fn spans_of_a_service_profiled_under_another_name_have_their_types() {
         Some(data.cpu_where(|s| s.name == name))
     );
 }
+
+/// A span without samples under a sampled first span of its service reads "samples on an
+/// ancestor span", pointing at it, when spans of its name never have samples (a profiler that
+/// labels only the first span of a request, as pyroscope-otel); a span whose name has samples
+/// in other traces (a Go `sortWork` that missed its samples this once) still reads "no CPU
+/// used". In the trace and in a search alike.
+#[test]
+fn spans_never_labelled_point_to_their_sampled_ancestor() {
+    let mut data = GoData::load();
+    let sampled_children: std::collections::HashSet<[u8; 16]> = data
+        .spans
+        .iter()
+        .filter(|s| s.parent.is_some() && s.cpu_ns > 0)
+        .map(|s| s.trace_id)
+        .collect();
+    let root = data
+        .spans
+        .iter()
+        .find(|s| s.parent.is_none() && s.cpu_ns > 0 && !sampled_children.contains(&s.trace_id))
+        .expect("a sampled request span whose trace has no sampled child span")
+        .clone();
+    assert!(
+        data.spans
+            .iter()
+            .any(|s| s.name == "sortWork" && s.cpu_ns > 0),
+        "sortWork spans have samples elsewhere"
+    );
+    let (render, sort) = ([0x51; 8], [0x52; 8]);
+    for (id, name) in [(render, "render template"), (sort, "sortWork")] {
+        data.spans.push(SpanTruth {
+            span_id: id,
+            parent: Some(root.span_id),
+            name: name.into(),
+            start_ns: root.start_ns + 1_000_000,
+            end_ns: root.start_ns + 1_000_000 + 5 * PERIOD_NS as u64,
+            cpu_ns: 0,
+            hot_cum_ns: 0,
+            ..root.clone()
+        });
+    }
+    let server = TestServer::in_fresh_dir("api-ancestor", |_| {});
+    data.ingest(&server);
+    let trace = server
+        .get(&format!("/api/v1/traces/{}", to_hex(&root.trace_id)))
+        .ok()
+        .json();
+    let span = |id: [u8; 8]| {
+        trace["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["span_id"] == to_hex(&id))
+            .unwrap_or_else(|| panic!("{} not in {trace}", to_hex(&id)))
+            .clone()
+    };
+    let (r, s) = (span(render), span(sort));
+    assert_eq!(
+        (&r["coverage"], &r["sampled_ancestor"]),
+        (
+            &json!("samples on an ancestor span"),
+            &json!(to_hex(&root.span_id))
+        ),
+        "{r}"
+    );
+    assert_eq!(
+        (&s["coverage"], &s["sampled_ancestor"]),
+        (&json!("no CPU used"), &Value::Null),
+        "{s}"
+    );
+    assert_eq!(span(root.span_id)["coverage"], "sampled");
+    let search = server
+        .get(&format!(
+            "/api/v1/spans?service={SERVICE}&name=render%20template"
+        ))
+        .ok()
+        .json();
+    assert_eq!(
+        (
+            &search["spans"][0]["coverage"],
+            &search["spans"][0]["sampled_ancestor"]
+        ),
+        (
+            &json!("samples on an ancestor span"),
+            &json!(to_hex(&root.span_id))
+        ),
+        "{search}"
+    );
+}

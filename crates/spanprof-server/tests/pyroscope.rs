@@ -1148,7 +1148,48 @@ fn python_sdk_pushes_span_profiles() {
     let ids: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap())
         .unwrap_or_else(|e| panic!("{e}: {stdout}"));
     let span_id = ids["span_id"].as_str().unwrap().to_owned();
+    let child_id = ids["child_span_id"].as_str().unwrap().to_owned();
     let trace_id = ids["trace_id"].as_str().unwrap().to_owned();
+
+    // The trace, from the SDK's span export: the root span has the samples; its child, which
+    // burnt most of the CPU but which pyroscope-otel does not tag, is pointed at the root
+    // (not called "no CPU used"), in the trace and in a search alike.
+    let get_json = |target: &str| {
+        let a = server.request("GET", target, &[], b"");
+        assert_eq!(a.status, 200, "{target}: {}", a.text());
+        serde_json::from_slice::<serde_json::Value>(&a.body).unwrap()
+    };
+    let trace_json = get_json(&format!("/api/v1/traces/{trace_id}"));
+    let in_trace = |id: &str| {
+        trace_json["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["span_id"] == id)
+            .unwrap_or_else(|| panic!("span {id} not in {trace_json}"))
+            .clone()
+    };
+    let (root, child) = (in_trace(&span_id), in_trace(&child_id));
+    assert_eq!(
+        (&root["name"], &root["coverage"]),
+        (&"checkout".into(), &"sampled".into()),
+        "{root}"
+    );
+    assert_eq!(child["name"], "compute_prices", "{child}");
+    assert_eq!(child["samples"], 0, "{child}");
+    assert_eq!(
+        (&child["coverage"], &child["sampled_ancestor"]),
+        (
+            &"samples on an ancestor span".into(),
+            &span_id.clone().into()
+        ),
+        "{child}"
+    );
+    let search = get_json("/api/v1/spans?service=py-checkout&name=compute_prices");
+    assert_eq!(
+        search["spans"][0]["coverage"], "samples on an ancestor span",
+        "{search}"
+    );
     let (store, _dir) = server.stop_and_open_store();
 
     let all = total(&store, &select("py-checkout", CPU_TYPE));

@@ -122,7 +122,14 @@
 //!   `"profiles cover too little of the span"` (less than a period or half of it: it fell
 //!   between two profile windows) or
 //!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
-//!   profiler was off); `has_samples`: any sample of any type names the span.
+//!   profiler was off), or `"samples on an ancestor span"` (instead of `"no CPU used"` or
+//!   `"no samples"`: an ancestor of the span's service has samples, no span of that service
+//!   whose parent is of the same service has any in the trace, and none of the 50 longest
+//!   spans of its service and name within 15 minutes of it has any, so its profiler seems to
+//!   label only the first span of each request, as pyroscope-otel does; in a search, and for
+//!   the spans of the same name, samples of any type count); `sampled_ancestor`: that
+//!   ancestor's span id, else null;
+//!   `has_samples`: any sample of any type names the span.
 //! - `GET /api/v1/traces/{trace_id}?type` → `{"trace_id", "start_ns", "duration_ns",
 //!   "profile_type"|null, "unit"|null, "total", "samples", "unknown_spans_total"|null,
 //!   "spans_total", "truncated", "spans": [Span +
@@ -154,7 +161,9 @@ use axum::routing::get;
 use axum::Router;
 
 pub use error::ApiError;
-pub use spans::{verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, PARTLY_PROFILED, SAMPLED, TOO_SHORT};
+pub use spans::{
+    verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, ON_ANCESTOR, PARTLY_PROFILED, SAMPLED, TOO_SHORT,
+};
 
 use crate::AppState;
 

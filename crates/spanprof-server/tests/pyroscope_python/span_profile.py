@@ -1,8 +1,11 @@
 """Pushes CPU profiles to spanprof with the real Python SDK (pyroscope-io 1.x) while one
-OpenTelemetry span burns CPU; pyroscope-otel's span processor tags the samples with the span.
+OpenTelemetry span burns CPU, most of it in a child span; pyroscope-otel's span processor tags
+the samples with the span (it tags root spans only, so the child's CPU is the root's). The
+spans go to spanprof's /v1/traces with the SDK's own OTLP/HTTP exporter.
 
 Usage: span_profile.py http://127.0.0.1:PORT
-Prints {"span_id": "<16 hex>", "trace_id": "<32 hex>"} of the span as the last line.
+Prints {"span_id": "<16 hex>", "child_span_id": "<16 hex>", "trace_id": "<32 hex>"} of the
+root span and its child as the last line.
 """
 
 import json
@@ -11,7 +14,10 @@ import time
 
 import pyroscope
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from pyroscope.otel import PyroscopeSpanProcessor
 
 
@@ -36,21 +42,30 @@ def main():
     )
     if ok is False:
         sys.exit("pyroscope.configure failed")
-    provider = TracerProvider()
+    provider = TracerProvider(resource=Resource.create({"service.name": "py-checkout"}))
     provider.add_span_processor(PyroscopeSpanProcessor())
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=server + "/v1/traces")))
     trace.set_tracer_provider(provider)
     tracer = trace.get_tracer("spanprof-test")
 
     burn(0.3)  # outside any span
     with tracer.start_as_current_span("checkout") as span:
-        burn(1.5)
+        burn(0.2)
+        with tracer.start_as_current_span("compute_prices") as child:
+            burn(1.3)
         ctx = span.get_span_context()
     burn(0.3)
     # Let the last upload interval pass, then flush and stop the agent.
     time.sleep(1.5)
     if not pyroscope.shutdown():
         sys.exit("pyroscope.shutdown failed")
-    print(json.dumps({"span_id": format(ctx.span_id, "016x"), "trace_id": format(ctx.trace_id, "032x")}))
+    # Exports the spans still batched.
+    provider.shutdown()
+    print(json.dumps({
+        "span_id": format(ctx.span_id, "016x"),
+        "child_span_id": format(child.get_span_context().span_id, "016x"),
+        "trace_id": format(ctx.trace_id, "032x"),
+    }))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 //! Spans with their CPU: `/api/v1/spans` (search) and `/api/v1/traces/{trace_id}`.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use axum::extract::{Path, RawQuery, State};
 use axum::response::{IntoResponse, Response};
@@ -34,6 +35,13 @@ pub const NOT_PROFILED: &str = "no profile covers the span";
 /// fell (mostly) between two windows of a pull profiler, and no sample in the part watched
 /// says little of the rest.
 pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
+
+/// No sample names the span, but an ancestor of its service has some, no span of that
+/// service below the first of the trace's visit to it has any, and spans of its name have
+/// none elsewhere either: its profiler seems to label only the first span of each request
+/// (pyroscope-otel labels local root spans only), so what the span ran, if anything, is in
+/// that ancestor's samples. `sampled_ancestor` names where to look.
+pub const ON_ANCESTOR: &str = "samples on an ancestor span";
 
 /// What a span's coverage means, in words.
 pub fn verdict(c: &Coverage) -> &'static str {
@@ -124,6 +132,7 @@ impl CoverageOf {
             "period": c.period,
             "has_samples": store.has_samples(&span.span_id)?,
             "coverage": verdict(c),
+            "sampled_ancestor": null,
             "attributes": attributes,
         });
         let Value::Object(map) = v else {
@@ -191,11 +200,9 @@ pub async fn search(
             }
         }
         let coverage = CoverageOf::new(store, profile_type)?;
-        Ok(coverage
-            .spans_json(store, &found)?
-            .into_iter()
-            .map(Value::Object)
-            .collect::<Vec<Value>>())
+        let mut spans = coverage.spans_json(store, &found)?;
+        point_to_sampled_ancestors_found(store, &found, &mut spans)?;
+        Ok(spans.into_iter().map(Value::Object).collect::<Vec<Value>>())
     })
     .await?;
     Ok(axum::Json(json!({ "spans": spans })).into_response())
@@ -272,10 +279,19 @@ pub async fn trace(
         let (mut total, mut samples) = (0i64, 0u64);
         let shown = records.len().min(crate::api::MAX_TRACE_SPANS);
         let mut spans = Vec::with_capacity(shown);
-        for (s, mut span) in records
+        let mut shown_json = coverage.spans_json(store, &records[..shown])?;
+        let sampled: HashSet<[u8; 8]> = records
             .iter()
-            .zip(coverage.spans_json(store, &records[..shown])?)
-        {
+            .zip(&shown_json)
+            .filter(|(_, j)| j["samples"].as_u64().is_some_and(|n| n > 0))
+            .map(|(s, _)| s.span_id)
+            .collect();
+        let ancestors = sampled_ancestors(&records, &sampled);
+        let ancestors = seen_unlabelled_elsewhere(store, &records, ancestors)?;
+        for (s, span) in records.iter().zip(&mut shown_json) {
+            point_to_sampled_ancestor(span, ancestors.get(&s.span_id));
+        }
+        for (s, mut span) in records.iter().zip(shown_json) {
             total += span["total"].as_i64().unwrap_or(0);
             samples += span["samples"].as_u64().unwrap_or(0);
             span.insert("offset_ns".into(), (s.start_ns - start).into());
@@ -312,6 +328,157 @@ pub async fn trace(
     Ok(axum::Json(body).into_response())
 }
 
+/// Marks a span (its JSON) whose samples, if any, are its ancestor's ([`ON_ANCESTOR`]): only
+/// a span the verdict says used no CPU (or had no samples of a non-CPU type) is.
+fn point_to_sampled_ancestor(span: &mut Map<String, Value>, ancestor: Option<&[u8; 8]>) {
+    let Some(ancestor) = ancestor else { return };
+    if span["coverage"] == NO_CPU || span["coverage"] == NO_SAMPLES {
+        span.insert("coverage".into(), ON_ANCESTOR.into());
+        span.insert("sampled_ancestor".into(), to_hex(ancestor).into());
+    }
+}
+
+/// [`point_to_sampled_ancestor`] for the spans a search found (`found`, their JSON in
+/// `spans`), each judged in its whole trace. Only the traces of spans that may change are
+/// read, once each; a span has samples there when any sample of any type names it.
+fn point_to_sampled_ancestors_found(
+    store: &Store,
+    found: &[SpanRecord],
+    spans: &mut [Map<String, Value>],
+) -> Result<(), ApiError> {
+    let mut traces: HashMap<[u8; 16], HashMap<[u8; 8], [u8; 8]>> = HashMap::new();
+    for (s, span) in found.iter().zip(spans) {
+        let may_change = s.parent_span_id.is_some()
+            && (span["coverage"] == NO_CPU || span["coverage"] == NO_SAMPLES);
+        if !may_change {
+            continue;
+        }
+        let ancestors = match traces.entry(s.trace_id) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(new) => {
+                let records = store.trace(&s.trace_id)?;
+                let mut sampled = HashSet::new();
+                for r in records.iter().take(crate::api::MAX_TRACE_SPANS) {
+                    if store.has_samples(&r.span_id)? {
+                        sampled.insert(r.span_id);
+                    }
+                }
+                let ancestors = sampled_ancestors(&records, &sampled);
+                new.insert(seen_unlabelled_elsewhere(store, &records, ancestors)?)
+            }
+        };
+        point_to_sampled_ancestor(span, ancestors.get(&s.span_id));
+    }
+    Ok(())
+}
+
+/// Spans of the same service and name that [`seen_unlabelled_elsewhere`] looks at: the
+/// longest this many...
+const SAME_NAME_SPANS: usize = 50;
+/// ...within this long of the span (either side), in ns.
+const SAME_NAME_WITHIN_NS: u64 = 15 * 60 * 1_000_000_000;
+
+/// `ancestors` ([`sampled_ancestors`] of `records`) less the spans whose name has samples in
+/// other traces: one trace cannot tell a profiler that labels only the first span of a request
+/// from a request whose later spans all missed their samples (a Go handler whose one
+/// `sortWork` span was not sampled, where every other `sortWork` span is). A span stays
+/// pointed to its ancestor when none of the longest [`SAME_NAME_SPANS`] spans of its service
+/// and name within [`SAME_NAME_WITHIN_NS`] of it has a sample of any type.
+fn seen_unlabelled_elsewhere(
+    store: &Store,
+    records: &[SpanRecord],
+    mut ancestors: HashMap<[u8; 8], [u8; 8]>,
+) -> Result<HashMap<[u8; 8], [u8; 8]>, ApiError> {
+    let mut never_sampled: HashMap<(&str, &str), bool> = HashMap::new();
+    for s in records {
+        if !ancestors.contains_key(&s.span_id) {
+            continue;
+        }
+        let key = (s.service.as_str(), s.name.as_str());
+        let never = match never_sampled.get(&key) {
+            Some(&never) => never,
+            None => {
+                let q = SpanQuery {
+                    service: Some(s.service.clone()),
+                    name: Some(s.name.clone()),
+                    from_ns: s.start_ns.saturating_sub(SAME_NAME_WITHIN_NS),
+                    to_ns: s.end_ns.saturating_add(SAME_NAME_WITHIN_NS),
+                    limit: SAME_NAME_SPANS,
+                    ..Default::default()
+                };
+                let mut never = true;
+                for other in store.search_spans(&q)? {
+                    if store.has_samples(&other.span_id)? {
+                        never = false;
+                        break;
+                    }
+                }
+                never_sampled.insert(key, never);
+                never
+            }
+        };
+        if !never {
+            ancestors.remove(&s.span_id);
+        }
+    }
+    Ok(ancestors)
+}
+
+/// For the spans of one trace (`records`, its stored spans; `sampled`, those with samples)
+/// whose samples, if any, are an ancestor's: each with its nearest ancestor that has samples.
+/// Only spans of a service none of whose sampled spans in the trace has a parent of the same
+/// service are: its profiler labels only the first span of each visit to the service.
+/// Ancestors are walked within the service (a parent of another service ends the walk), and
+/// each span once, as in [`depths`].
+fn sampled_ancestors(
+    records: &[SpanRecord],
+    sampled: &HashSet<[u8; 8]>,
+) -> HashMap<[u8; 8], [u8; 8]> {
+    let by_id: HashMap<[u8; 8], &SpanRecord> = records.iter().map(|s| (s.span_id, s)).collect();
+    // A span's parent in its own service: none for a local root.
+    let local_parent = |s: &SpanRecord| {
+        s.parent_span_id
+            .and_then(|p| by_id.get(&p).copied())
+            .filter(|p| p.service == s.service)
+    };
+    let labels_below_first: HashSet<&str> = records
+        .iter()
+        .filter(|s| sampled.contains(&s.span_id) && local_parent(s).is_some())
+        .map(|s| s.service.as_str())
+        .collect();
+    // Each span's nearest sampled ancestor in its service, or none.
+    let mut nearest: HashMap<[u8; 8], Option<[u8; 8]>> = HashMap::with_capacity(records.len());
+    let mut path: Vec<[u8; 8]> = Vec::new();
+    for s in records {
+        let mut at = s;
+        let found = loop {
+            if let Some(&n) = nearest.get(&at.span_id) {
+                break n;
+            }
+            // A parent cycle: its spans have none.
+            if path.len() > records.len() {
+                break None;
+            }
+            path.push(at.span_id);
+            match local_parent(at) {
+                None => break None,
+                Some(p) if sampled.contains(&p.span_id) => break Some(p.span_id),
+                Some(p) => at = p,
+            }
+        };
+        // Every span on the path is without samples but perhaps its first: each has `found`.
+        for id in path.drain(..) {
+            nearest.insert(id, found);
+        }
+    }
+    records
+        .iter()
+        .filter(|s| !sampled.contains(&s.span_id))
+        .filter(|s| !labels_below_first.contains(s.service.as_str()))
+        .filter_map(|s| Some((s.span_id, nearest.get(&s.span_id).copied().flatten()?)))
+        .collect()
+}
+
 /// Each span's number of ancestors among the stored spans of its trace. Each span is
 /// walked once (a walk stops at a span already counted), so a chain of n spans takes n
 /// steps, not n²/2 (a 30,000-span chain took 25 s). A parent cycle counts as a root where
@@ -323,7 +490,7 @@ fn depths(records: &[SpanRecord]) -> HashMap<[u8; 8], usize> {
         .collect();
     let mut depth: HashMap<[u8; 8], usize> = HashMap::with_capacity(parents.len());
     let mut path: Vec<[u8; 8]> = Vec::new();
-    let mut on_path: std::collections::HashSet<[u8; 8]> = std::collections::HashSet::new();
+    let mut on_path: HashSet<[u8; 8]> = HashSet::new();
     for s in records {
         // Up from `s` to a span counted already, a root, a span not stored, or a cycle.
         let mut at = s.span_id;
@@ -391,6 +558,58 @@ mod tests {
         let d = depths(&chain);
         assert_eq!(d[&50_000u64.to_be_bytes()], 49_999);
         assert_eq!(d[&1u64.to_be_bytes()], 0);
+    }
+
+    #[test]
+    fn samples_on_the_first_span_of_a_service_only_are_pointed_to() {
+        let span = |id: u8, parent: Option<u8>, service: &str| SpanRecord {
+            span_id: [id; 8],
+            parent_span_id: parent.map(|p| [p; 8]),
+            service: service.into(),
+            ..Default::default()
+        };
+        let ids = |v: &[u8]| v.iter().map(|i| [*i; 8]).collect::<HashSet<_>>();
+        // shop: 1 ← 2 ← 3, 1 ← 4; 3 calls db (5 ← 6), which calls shop again (7 ← 8).
+        let records = [
+            span(3, Some(2), "shop"),
+            span(2, Some(1), "shop"),
+            span(1, None, "shop"),
+            span(4, Some(1), "shop"),
+            span(5, Some(3), "db"),
+            span(6, Some(5), "db"),
+            span(7, Some(6), "shop"),
+            span(8, Some(7), "shop"),
+        ];
+        // Samples on the first span of each visit: every span below one points to it; the
+        // walk does not cross into another service.
+        let got = sampled_ancestors(&records, &ids(&[1, 5, 7]));
+        let want: HashMap<[u8; 8], [u8; 8]> = [(2, 1), (3, 1), (4, 1), (6, 5), (8, 7)]
+            .map(|(s, a)| ([s; 8], [a; 8]))
+            .into();
+        assert_eq!(got, want);
+        // A sampled span below the first in shop: shop's profiler labels every span, so its
+        // unsampled spans waited; db's are still pointed up.
+        let got = sampled_ancestors(&records, &ids(&[1, 2, 5]));
+        let want: HashMap<[u8; 8], [u8; 8]> = [([6; 8], [5; 8])].into();
+        assert_eq!(got, want);
+        // A parent cycle: the walk ends, and nothing is pointed to (with nothing sampled, or
+        // with a sampled span that has a parent of its service, so is below a first).
+        let cycle = [span(1, Some(2), "a"), span(2, Some(1), "a")];
+        assert!(sampled_ancestors(&cycle, &ids(&[])).is_empty());
+        assert!(sampled_ancestors(&cycle, &ids(&[1])).is_empty());
+        // A long chain below a sampled root: each span walked once (not n²/2 steps).
+        let chain: Vec<SpanRecord> = (0..50_000u32)
+            .map(|i| SpanRecord {
+                span_id: u64::from(i + 1).to_be_bytes(),
+                parent_span_id: (i > 0).then(|| u64::from(i).to_be_bytes()),
+                ..Default::default()
+            })
+            .rev()
+            .collect();
+        let root = 1u64.to_be_bytes();
+        let got = sampled_ancestors(&chain, &[root].into());
+        assert_eq!(got.len(), 49_999);
+        assert!(got.values().all(|a| *a == root));
     }
 
     fn coverage(duration_ms: u64, covered_ms: Option<u64>) -> Coverage {

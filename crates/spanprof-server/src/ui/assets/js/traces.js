@@ -62,10 +62,28 @@ function ranFor(span) {
     : `The span lasted ${units.duration(span.duration_ns)}`;
 }
 
+/** Why a span without samples points to an ancestor's ("samples on an ancestor span"), with a
+ * link to it; `trace`: the span's trace as loaded, for the ancestor's name and samples. */
+function ancestorLine(span, trace) {
+  const ancestor = trace && trace.spans.find((s) => s.span_id === span.sampled_ancestor);
+  const name = ancestor ? `"${ancestor.name}"` : `span ${span.sampled_ancestor}`;
+  const href = `#/trace?${api.query({ trace: span.trace_id, span: span.sampled_ancestor })}`;
+  return el("p", {}, `No sample names this span, but its ancestor ${name}` +
+    (ancestor && ancestor.samples ? ` has ${plural(ancestor.samples, "sample")}` : " has samples") +
+    `, and no ${span.name} span of ${span.service} has samples of its own: its profiler seems to ` +
+    "label only the first span of each request (Pyroscope's OpenTelemetry integration, pyroscope-otel, " +
+    `does). What this span ran, if anything, is in the flame graph of ${name}, with that span's own work. `,
+  el("a", { href, class: "ancestor-link" }, `Open ${name}`), ".");
+}
+
 /** What a span's coverage verdict means, for a span whose flame graph is empty; `profiled`:
- * whether the server holds any profile at all (else nothing will arrive by waiting). */
-export function coverageNotice(span, profiled = true) {
+ * whether the server holds any profile at all (else nothing will arrive by waiting); `trace`:
+ * the span's trace, when loaded. */
+export function coverageNotice(span, profiled = true, trace = null) {
   const verdict = span.coverage;
+  if (verdict === "samples on an ancestor span") {
+    return notice("empty", `No samples in this span: ${verdict}`, ancestorLine(span, trace));
+  }
   const period = span.period ? units.duration(span.period) : "the sampling period";
   const lines = {
     "shorter than the sampling period": `${ranFor(span)}, shorter than ` +
@@ -313,7 +331,8 @@ export class TraceView {
     this.panelBox.hidden = false;
     this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
       include_child_spans: children ? "true" : "" }, params, children
-      ? notice("empty", "No samples in this span or its children", coverageNotice(span, this.profiled).lastChild)
-      : coverageNotice(span, this.profiled));
+      ? notice("empty", "No samples in this span or its children",
+        coverageNotice(span, this.profiled, this.trace).lastChild)
+      : coverageNotice(span, this.profiled, this.trace));
   }
 }
