@@ -108,7 +108,8 @@ export function coverageNotice(span, profiled = true, trace = null) {
       : endedSecondsAgo(span) < 120
       ? `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ago, and the profile of the ` +
         "time it ran has not arrived yet: a scraped CPU profile comes at the end of its window (15 s by " +
-        "default). Reload in a few seconds."
+        "default), a pushing profiler's (a Pyroscope SDK, an OpenTelemetry profiler) with its next " +
+        "upload. Reload in a few seconds."
       : "No profile was taken while this span ran: the profiler was not running, or its profiles did " +
         "not arrive.",
   };
@@ -185,6 +186,18 @@ function totalHeading(spans) {
   if (kinds.size !== 1) return "Total";
   const [kind] = kinds;
   return { cpu: "CPU", wall: "Wall time", samples: "CPU samples" }[kind] || kind;
+}
+
+/** A note for a span with clearly more samples than the sampling periods it ran (one CPU
+ * gives at most one a period, give or take the randomness of sampling): it ran on several
+ * CPUs at once, or its profiler gives samples to spans approximately (a thread's span tag
+ * is read when the sample is taken). None for other spans. */
+function moreSamplesThanPeriods(span) {
+  const possible = span.possible_samples;
+  if (possible == null || !(span.samples > 1.25 * possible + 2)) return [];
+  return [el("p", { class: "muted more-samples" }, `${plural(span.samples, "sample")} in ` +
+    `${expected(possible)} sampling periods of its own time: it ran on more than one CPU at once ` +
+    "(threads, goroutines), or its profiler tells spans apart only approximately.")];
 }
 
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
@@ -323,6 +336,7 @@ export class TraceView {
       onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
       `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
+    ...moreSamplesThanPeriods(span),
     el("label", { class: "switch" }, toggle, " include child spans"), typeLabel, " · ",
     el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
       a: span.span_id, ...(children ? { children: "1" } : {}) })}` }, `compare with every ${span.name} span`), " · ",
