@@ -1537,7 +1537,9 @@ impl Store {
     /// are read from their files (through the cache) and their spans decoded while writers
     /// go on (held locked, a span search of a large store stalled every ingest for seconds),
     /// and only the one in hand is kept beside the cache's (all of them at once took
-    /// gigabytes). A segment deleted meanwhile (retention, compaction) is skipped.
+    /// gigabytes). A segment deleted meanwhile (retention, compaction) is skipped, and so is
+    /// a sealed one without spans (a store of profiles pushed without traces read each
+    /// segment's index for every span search).
     fn for_each_segment(
         &self,
         q: &SpanQuery,
@@ -1548,7 +1550,7 @@ impl Store {
             .state
             .read()
             .expect("store state lock poisoned")
-            .index_refs(from, to, |_| true);
+            .index_refs(from, to, |summary| summary.spans > 0);
         for r in &refs {
             let Some(index) = loader.load(r).map_err(StoreError::Invalid)? else {
                 continue;
