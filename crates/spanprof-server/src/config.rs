@@ -196,6 +196,24 @@ impl ForwarderConfig {
         if self.batch_max == 0 {
             return Err("batch size 0: a batch holds one record at least".into());
         }
+        if !self.profiles && !self.traces {
+            return Err(
+                "signals: none; a forwarder sends profiles, traces or both (leave signals out \
+                 for both)"
+                    .into(),
+            );
+        }
+        // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
+        // the path is added again to each export, which then meets a 404.
+        for signal_path in ["/v1development/profiles", "/v1/traces", "/v1/profiles"] {
+            if let Some(base) = self.endpoint.strip_suffix(signal_path) {
+                return Err(format!(
+                    "endpoint {}: give the base URL ({base}); spanprof adds \
+                     /v1development/profiles and /v1/traces (or the gRPC method) itself",
+                    self.endpoint
+                ));
+            }
+        }
         check_headers(
             &self.headers,
             0,
@@ -584,6 +602,16 @@ mod tests {
             "more than one authorization",
         );
         refused(&|g| g.batch_max = 0, "batch size 0");
+        refused(
+            &|g| (g.profiles, g.traces) = (false, false),
+            "signals: none",
+        );
+        for path in ["/v1development/profiles", "/v1/traces"] {
+            refused(
+                &|g| g.endpoint = format!("http://b:4318{path}"),
+                "give the base URL (http://b:4318)",
+            );
+        }
         let e = ScrapeTarget::new(" ", "http://h:6060").check().unwrap_err();
         assert!(e.contains("the service name is empty"), "{e}");
         let mut t = ScrapeTarget::new("a", "http://h:6060");

@@ -35,7 +35,7 @@ pub enum Outcome {
         /// What happened.
         reason: String,
     },
-    /// The downstream refused it for good (bad request, unknown path): sending it again would
+    /// The downstream refused it for good (a bad request, too large): sending it again would
     /// fail the same way.
     Rejected(String),
 }
@@ -155,13 +155,7 @@ impl Exporter {
             return Outcome::Delivered;
         }
         let reason = format!("HTTP {status}: {}", failure_text(protobuf, &body));
-        match status {
-            StatusCode::TOO_MANY_REQUESTS
-            | StatusCode::BAD_GATEWAY
-            | StatusCode::SERVICE_UNAVAILABLE
-            | StatusCode::GATEWAY_TIMEOUT => Outcome::Retry { after, reason },
-            _ => Outcome::Rejected(reason),
-        }
+        http_outcome(status, reason, after)
     }
 
     async fn grpc(&self, signal: Signal, message: Vec<u8>) -> Outcome {
@@ -194,13 +188,7 @@ impl Exporter {
         let head = response.headers().clone();
         if status != StatusCode::OK {
             let reason = format!("HTTP {status} to a gRPC call");
-            return match status {
-                StatusCode::TOO_MANY_REQUESTS
-                | StatusCode::BAD_GATEWAY
-                | StatusCode::SERVICE_UNAVAILABLE
-                | StatusCode::GATEWAY_TIMEOUT => Outcome::Retry { after, reason },
-                _ => Outcome::Rejected(reason),
-            };
+            return http_outcome(status, reason, after);
         }
         let trailers = match response.into_body().collect().await {
             Ok(c) => c.trailers().cloned(),
@@ -226,6 +214,26 @@ impl Exporter {
             field("grpc-message").unwrap_or_default()
         );
         grpc_outcome(code, reason, field("grpc-status-details-bin"), after)
+    }
+}
+
+/// Added to the reason of an answer that refuses the endpoint, not the export.
+const ENDPOINT_REFUSED: &str = "the endpoint refuses every export (check its address, path, \
+     protocol and credentials); exports stay queued until it takes them";
+
+/// What an HTTP status other than success means for retrying: per OTLP, 429, 502, 503 and
+/// 504 are retried and other failures are final, except the answers that refuse the
+/// endpoint rather than the export (a wrong path or port, missing credentials: 401, 403,
+/// 404, 405, 407, 421), which are retried too: dropped, every export would be lost until
+/// someone reads the log, where queued, they go once the configuration is fixed.
+fn http_outcome(status: StatusCode, reason: String, after: Option<Duration>) -> Outcome {
+    match status.as_u16() {
+        429 | 502 | 503 | 504 => Outcome::Retry { after, reason },
+        401 | 403 | 404 | 405 | 407 | 421 => Outcome::Retry {
+            after,
+            reason: format!("{reason}: {ENDPOINT_REFUSED}"),
+        },
+        _ => Outcome::Rejected(reason),
     }
 }
 
@@ -256,6 +264,13 @@ fn grpc_outcome(
                 reason,
             },
             None => Outcome::Rejected(reason),
+        },
+        // PERMISSION_DENIED, UNIMPLEMENTED (no such service there: a collector without
+        // profiles, a wrong port), UNAUTHENTICATED: the endpoint, not the export, as in
+        // [`http_outcome`].
+        7 | 12 | 16 => Outcome::Retry {
+            after: retry_info.or(after),
+            reason: format!("{reason}: {ENDPOINT_REFUSED}"),
         },
         _ => Outcome::Rejected(reason),
     }
@@ -369,5 +384,39 @@ mod tests {
         ));
         assert!(matches!(outcome(0, None), Outcome::Delivered));
         assert!(matches!(outcome(3, None), Outcome::Rejected(_)));
+        // The endpoint refused, not the export: kept and retried, saying so.
+        for code in [7, 12, 16] {
+            assert!(
+                matches!(outcome(code, None), Outcome::Retry { reason, .. } if reason.contains("exports stay queued")),
+                "{code}"
+            );
+        }
+    }
+
+    /// HTTP answers: overload and gateway trouble are retried, and so are the answers that
+    /// refuse the endpoint (wrong path or port, credentials); a refused export is dropped.
+    #[test]
+    fn http_answers_are_retried_as_otlp_says_and_endpoint_refusals_kept() {
+        let outcome = |code: u16| {
+            http_outcome(
+                StatusCode::from_u16(code).unwrap(),
+                format!("HTTP {code}"),
+                None,
+            )
+        };
+        for code in [429, 502, 503, 504] {
+            assert!(
+                matches!(outcome(code), Outcome::Retry { reason, .. } if reason == format!("HTTP {code}"))
+            );
+        }
+        for code in [401, 403, 404, 405, 407, 421] {
+            assert!(
+                matches!(outcome(code), Outcome::Retry { reason, .. } if reason.contains("check its address, path")),
+                "{code}"
+            );
+        }
+        for code in [400, 413, 415, 500] {
+            assert!(matches!(outcome(code), Outcome::Rejected(_)), "{code}");
+        }
     }
 }

@@ -8,7 +8,10 @@
 //! the downstream acknowledged. So a restart, or a downstream outage shorter than the queue's
 //! size allows, loses nothing. An export the downstream refuses for good (a 4xx other than
 //! 429; a gRPC error OTLP does not retry, RESOURCE_EXHAUSTED without `RetryInfo` included)
-//! is dropped and counted rather than retried forever ahead of the rest of the queue.
+//! is dropped and counted rather than retried forever ahead of the rest of the queue; but an
+//! answer that refuses the endpoint itself (401, 403, 404, 405, 407, 421; gRPC
+//! PERMISSION_DENIED, UNIMPLEMENTED, UNAUTHENTICATED: a wrong path, port or credentials) is
+//! retried, the forwarder failing, so that fixing the configuration delivers the queue.
 
 pub mod export;
 pub mod queue;
@@ -116,7 +119,12 @@ impl Forwarders {
             if cfg.tls.insecure_skip_verify {
                 tracing::warn!(forwarder = %cfg.name, endpoint = %cfg.endpoint, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the endpoint");
             }
-            tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = %cfg.protocol, queued = queue.pending_records(), "forwarding");
+            let signals = match (cfg.profiles, cfg.traces) {
+                (true, true) => "profiles, traces",
+                (true, false) => "profiles",
+                _ => "traces",
+            };
+            tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = %cfg.protocol, signals, queued = queue.pending_records(), "forwarding");
             let f = Forwarder {
                 cfg: cfg.clone(),
                 queue,
