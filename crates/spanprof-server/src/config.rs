@@ -513,6 +513,15 @@ impl ServerConfig {
                     .into(),
             );
         }
+        if !self.store && self.forward.is_empty() {
+            return Err(
+                "the store is off (--no-store, storage.enabled: false) and there is no \
+                 forwarder: every push would be answered 200 and none of it kept; add one \
+                 (--forward-otlp-grpc, --forward-otlp-http, or exporters in the config file), \
+                 or leave the store on"
+                    .into(),
+            );
+        }
         if self.segment_bytes < MIN_SEGMENT_BYTES {
             return Err(format!(
                 "storage.segment_size {} bytes: must be at least 64KiB (retention deletes \
@@ -629,6 +638,7 @@ mod tests {
             assert_refused(&base, ServerConfig::check, change, why)
         };
         refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
+        refused(&|c| c.store = false, "the store is off (--no-store");
         refused(
             &|c| c.retention_age = Some(Duration::ZERO),
             "storage.retention",
