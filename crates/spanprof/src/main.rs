@@ -79,9 +79,13 @@ fn main() -> ExitCode {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    let json = match (cli.log_format, &cli.command) {
+    let file_config = match &cli.command {
+        Command::Serve(a) => Some(cmd::serve::file_config(a)),
+        _ => None,
+    };
+    let json = match (cli.log_format, &file_config) {
         (Some(format), _) => format == LogFormat::Json,
-        (None, Command::Serve(a)) => cmd::serve::json_logs_in_config(a),
+        (None, Some(Ok(c))) => c.json_logs,
         (None, _) => false,
     };
     if json {
@@ -104,7 +108,11 @@ fn main() -> ExitCode {
         );
     }
     let result = match cli.command {
-        Command::Serve(a) => cmd::serve::run(a, json),
+        Command::Serve(a) => cmd::serve::run(
+            a,
+            json,
+            file_config.expect("read for every serve command"),
+        ),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),

@@ -219,6 +219,30 @@ fn json_logs_are_one_object_a_line() {
     find("stopped");
 }
 
+/// `--config` read from a pipe (`--config <(…)`, `/dev/stdin`) is read once: read a second
+/// time it was empty, so its settings (and its mistakes) were dropped and the server ran on
+/// the defaults.
+#[test]
+fn a_config_file_from_a_pipe_is_read_once() {
+    use std::io::Write;
+    let data = process_dir("config-pipe").join("data");
+    let args = second_server(data.to_str().unwrap(), &["--config", "/dev/stdin"]);
+    let (config, mut writer) = std::io::pipe().unwrap();
+    writer.write_all(b"storage:\n  retention: 5x\n").unwrap();
+    drop(writer);
+    let mut cmd = std::process::Command::new(support::spanprof_bin());
+    cmd.args(&args);
+    // The mistake stops the start at once; on the defaults, the server would run on (and
+    // be killed at the timeout, failing the test).
+    let run = support::run_with_stdin(cmd, Duration::from_secs(30), config.into());
+    run.assert_no_panic();
+    assert!(!run.status.success(), "{run}");
+    assert!(
+        run.stderr.contains("retention") && run.stderr.contains("5x"),
+        "{run}"
+    );
+}
+
 /// A port another process holds (an OpenTelemetry Collector on 4317, say): the error names
 /// the listener and the flag that moves it, once.
 #[test]

@@ -135,26 +135,32 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
 
-/// Whether `--config`'s file asks for JSON logs (`server.log_format: json`), read before
-/// logging starts. A file that cannot be read says so when [`run`] reads it again.
-pub fn json_logs_in_config(args: &Args) -> bool {
-    args.config.as_deref().is_some_and(|path| {
-        spanprof_server::config_file::load(path, ServerConfig::default()).is_ok_and(|c| c.json_logs)
-    })
-}
-
-/// `json_logs`: logs are JSON lines (`--log-format json`), so the line saying where the
-/// server listens is one too.
-pub fn run(args: Args, json_logs: bool) -> anyhow::Result<ExitCode> {
-    // Built-in defaults, then the file, then the flags given.
+/// The configuration before the flags: built-in defaults, then `--config`'s file. Read once,
+/// before logging starts (the file may ask for JSON logs, `server.log_format: json`), and
+/// handed to [`run`]: a second read of a pipe (`--config <(…)`) found it empty and ran on the
+/// defaults.
+pub fn file_config(
+    args: &Args,
+) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
     let base = ServerConfig {
         otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
         ..Default::default()
     };
-    let mut config = match &args.config {
-        Some(path) => spanprof_server::config_file::load(path, base)?,
-        None => base,
-    };
+    match &args.config {
+        Some(path) => spanprof_server::config_file::load(path, base),
+        None => Ok(base),
+    }
+}
+
+/// `json_logs`: logs are JSON lines (`--log-format json`), so the line saying where the
+/// server listens is one too; `file_config`: [`file_config`]'s answer.
+pub fn run(
+    args: Args,
+    json_logs: bool,
+    file_config: Result<ServerConfig, spanprof_server::config_file::ConfigError>,
+) -> anyhow::Result<ExitCode> {
+    // Built-in defaults, then the file, then the flags given.
+    let mut config = file_config?;
     if let Some(d) = &args.data {
         config.data_dir = d.clone();
     }
