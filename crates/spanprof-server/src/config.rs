@@ -513,6 +513,19 @@ impl ServerConfig {
                     .into(),
             );
         }
+        let defaults = ServerConfig::default().queue;
+        for (key, n, default) in [
+            ("queue_capacity", self.queue.capacity, defaults.capacity),
+            ("max_items", self.queue.batch_max, defaults.batch_max),
+        ] {
+            if n == 0 {
+                return Err(format!(
+                    "processors.batch.{key} 0: the queue holds and writes one request at \
+                     least; give a count (default {default}; queue_size is the one where 0 \
+                     means no limit)"
+                ));
+            }
+        }
         if !self.store && self.forward.is_empty() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
@@ -639,6 +652,11 @@ mod tests {
         };
         refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
         refused(&|c| c.store = false, "the store is off (--no-store");
+        refused(
+            &|c| c.queue.capacity = 0,
+            "processors.batch.queue_capacity 0",
+        );
+        refused(&|c| c.queue.batch_max = 0, "processors.batch.max_items 0");
         refused(
             &|c| c.retention_age = Some(Duration::ZERO),
             "storage.retention",

@@ -108,11 +108,9 @@ fn main() -> ExitCode {
         );
     }
     let result = match cli.command {
-        Command::Serve(a) => cmd::serve::run(
-            a,
-            json,
-            file_config.expect("read for every serve command"),
-        ),
+        Command::Serve(a) => {
+            cmd::serve::run(a, json, file_config.expect("read for every serve command"))
+        }
         Command::Convert(a) => cmd::convert::run(a),
         Command::Check(a) => cmd::check::run(a),
         Command::Inspect(a) => cmd::inspect::run(a),

@@ -139,9 +139,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// before logging starts (the file may ask for JSON logs, `server.log_format: json`), and
 /// handed to [`run`]: a second read of a pipe (`--config <(…)`) found it empty and ran on the
 /// defaults.
-pub fn file_config(
-    args: &Args,
-) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
+pub fn file_config(args: &Args) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
     let base = ServerConfig {
         otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
         ..Default::default()
