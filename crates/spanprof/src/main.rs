@@ -56,6 +56,34 @@ enum Command {
     Import(cmd::import::Args),
 }
 
+/// A RUST_LOG directive that reads as a level but is not one (`warning`, `verbose`): it
+/// parses as a log target, which turned off every line, errors included. Names with `_` or
+/// `::` (crates, modules) are left as targets.
+fn not_a_level(filter: &str) -> Option<String> {
+    const LOOK_LIKE_LEVELS: [&str; 10] = [
+        "warning",
+        "verbose",
+        "err",
+        "fatal",
+        "critical",
+        "crit",
+        "information",
+        "notice",
+        "all",
+        "none",
+    ];
+    filter
+        .split(',')
+        .map(str::trim)
+        .find(|d| LOOK_LIKE_LEVELS.contains(&d.to_ascii_lowercase().as_str()))
+        .map(|d| {
+            format!(
+                "{d:?} is not a level (it would name a log target and turn off every other \
+                 line); the levels are off, error, warn, info, debug, trace"
+            )
+        })
+}
+
 fn main() -> ExitCode {
     ignore_file_size_signal();
     let cli = Cli::parse();
@@ -67,18 +95,24 @@ fn main() -> ExitCode {
     };
     // A RUST_LOG that does not parse is said once logging runs, not silently replaced.
     let (filter, bad_filter) = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.trim().is_empty() => match tracing_subscriber::EnvFilter::try_new(&v) {
-            Ok(f) => (f, None),
-            Err(e) => (
-                tracing_subscriber::EnvFilter::new(default),
-                Some((v, e.to_string())),
-            ),
-        },
+        Ok(v) if !v.trim().is_empty() => {
+            match not_a_level(&v).map_or_else(
+                || tracing_subscriber::EnvFilter::try_new(&v).map_err(|e| e.to_string()),
+                Err,
+            ) {
+                Ok(f) => (f, None),
+                Err(e) => (tracing_subscriber::EnvFilter::new(default), Some((v, e))),
+            }
+        }
         _ => (tracing_subscriber::EnvFilter::new(default), None),
     };
+    // A log line that cannot be written is lost, not reported on stderr: that report is an
+    // eprintln!, which panics when stderr is what failed (`2>/dev/full`, a closed pipe), and
+    // took the server down at its first line.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     let file_config = match &cli.command {
         Command::Serve(a) => Some(cmd::serve::file_config(a)),
         _ => None,
@@ -124,7 +158,11 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("spanprof: error: {}", cmd::error_text(&e));
+            // Not eprintln!: an unwritable stderr would turn this exit into a panic.
+            let _ = std::io::Write::write_fmt(
+                &mut std::io::stderr(),
+                format_args!("spanprof: error: {}\n", cmd::error_text(&e)),
+            );
             ExitCode::from(2)
         }
     }
@@ -142,11 +180,31 @@ fn ignore_file_size_signal() {
 
 #[cfg(test)]
 mod tests {
+    use super::not_a_level;
     use clap::CommandFactory;
 
     /// Flag conflicts and bad defaults are caught here rather than at a user's first run.
     #[test]
     fn command_line_definition_is_consistent() {
         super::Cli::command().debug_assert();
+    }
+
+    /// A word that reads as a level but would name a target is caught; levels, targets and
+    /// target=level directives pass.
+    #[test]
+    fn rust_log_words_that_are_not_levels_are_caught() {
+        for bad in ["warning", "Verbose", "info,err", " WARNING "] {
+            assert!(not_a_level(bad).is_some(), "{bad}");
+        }
+        for good in [
+            "warn",
+            "WARN",
+            "debug",
+            "spanprof_server=debug",
+            "info,spanprof_store::store=trace",
+            "h2",
+        ] {
+            assert_eq!(not_a_level(good), None, "{good}");
+        }
     }
 }

@@ -243,6 +243,36 @@ fn a_config_file_from_a_pipe_is_read_once() {
     );
 }
 
+/// A server whose stderr cannot be written (`2>/dev/full`, a closed pipe) serves on: the
+/// logging library's report of a failed write panicked at the first log line (exit 101).
+#[test]
+fn an_unwritable_stderr_does_not_stop_the_server() {
+    let data = process_dir("stderr-full").join("data");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut args = second_server(data.to_str().unwrap(), &[]);
+    args[4] = &addr;
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut child = std::process::Command::new(support::spanprof_bin())
+        .args(&args)
+        .stderr(full)
+        .spawn()
+        .unwrap();
+    let health = poll("the server to answer", Duration::from_secs(30), || {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Ok(Err(format!("exited: {status}")));
+        }
+        get(&addr, "/health", Duration::from_secs(5))
+            .map(|r| Ok(r.status))
+            .map_err(|e| e.to_string())
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(health, Ok(200));
+}
+
 /// A port another process holds (an OpenTelemetry Collector on 4317, say): the error names
 /// the listener and the flag that moves it, once.
 #[test]

@@ -234,7 +234,11 @@ pub fn run(
             if json_logs {
                 tracing::info!(url = %format_args!("http://{url}"), "spanprof serving");
             } else {
-                eprintln!("spanprof serving on http://{url}");
+                // Not eprintln!: an unwritable stderr must not stop the server.
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("spanprof serving on http://{url}\n"),
+                );
             }
         })
         .await
