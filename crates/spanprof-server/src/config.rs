@@ -559,6 +559,35 @@ impl ServerConfig {
     }
 }
 
+/// `bytes` as the config file writes it: `20GiB`, `512MiB`, `64KiB` when whole, else bytes.
+pub fn format_size(bytes: u64) -> String {
+    for (unit, size) in [
+        ("TiB", 1u64 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ] {
+        if bytes >= size && bytes.is_multiple_of(size) {
+            return format!("{}{unit}", bytes / size);
+        }
+    }
+    format!("{bytes}B")
+}
+
+/// `d` as the config file writes it: `7d`, `12h`, `30m` when whole, else seconds.
+pub fn format_duration(d: Duration) -> String {
+    let s = d.as_secs();
+    if d.subsec_nanos() != 0 {
+        return format!("{d:?}");
+    }
+    for (unit, size) in [("d", 86_400), ("h", 3_600), ("m", 60)] {
+        if s >= size && s.is_multiple_of(size) {
+            return format!("{}{unit}", s / size);
+        }
+    }
+    format!("{s}s")
+}
+
 /// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
@@ -639,6 +668,31 @@ mod tests {
         let mut t = ScrapeTarget::new("a", "http://h:6060");
         t.interval = std::time::Duration::from_millis(1500);
         assert!(t.check().unwrap_err().contains("must be whole seconds"));
+    }
+
+    #[test]
+    fn sizes_and_durations_are_shown_as_the_file_writes_them() {
+        use super::{format_duration, format_size, parse_size};
+        use std::time::Duration;
+        for (bytes, shown) in [
+            (20u64 << 30, "20GiB"),
+            (512 << 20, "512MiB"),
+            (64 << 10, "64KiB"),
+            (1000, "1000B"),
+            (0, "0B"),
+        ] {
+            assert_eq!(format_size(bytes), shown);
+            assert_eq!(parse_size(shown), Ok(bytes), "{shown}");
+        }
+        for (secs, shown) in [
+            (7 * 86_400, "7d"),
+            (36 * 3_600, "36h"),
+            (90, "90s"),
+            (0, "0s"),
+        ] {
+            assert_eq!(format_duration(Duration::from_secs(secs)), shown);
+        }
+        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
     }
 
     #[test]

@@ -172,16 +172,23 @@ pub async fn serve(
     for p in &report.problems {
         tracing::warn!(problem = %p, "store damage skipped");
     }
+    if report.truncated_bytes > 0 {
+        tracing::warn!(
+            bytes = report.truncated_bytes,
+            "dropped an unfinished write at the end of the log: the last run stopped while \
+             writing it (killed, or the machine went down), so it was never acknowledged"
+        );
+    }
     let stats = store.stats();
     tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, seconds = format!("{:.2}", opening.elapsed().as_secs_f64()), "store opened");
     let (retention, max_size) = retention_settings(&config);
     tracing::info!(
         retention = %retention,
         max_size = %max_size,
-        segment_size = config.segment_bytes,
-        min_free_disk = config.min_free_disk,
+        segment_size = %config::format_size(config.segment_bytes),
+        min_free_disk = %config::format_size(config.min_free_disk),
         "retention: whole segments past the age or the size are deleted, oldest first, and \
-         while the disk has less than min_free_disk bytes and 5 % free"
+         while the disk has less than min_free_disk and 5 % free"
     );
     // Retention deletes whole segments (a segment passes segment_size by its last record,
     // and its index counts too): a limit of a few segments keeps little, or nothing once
@@ -328,10 +335,10 @@ fn retention_settings(config: &ServerConfig) -> (String, String) {
     (
         config
             .retention_age
-            .map_or("none".to_owned(), |a| format!("{}s", a.as_secs())),
+            .map_or("none".to_owned(), config::format_duration),
         config
             .retention_bytes
-            .map_or("none".to_owned(), |b| format!("{b} bytes")),
+            .map_or("none".to_owned(), config::format_size),
     )
 }
 

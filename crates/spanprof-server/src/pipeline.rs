@@ -209,7 +209,13 @@ impl Health {
     fn note<T>(&self, written: &Result<T, WriteFailure>) {
         let mut failing = self.failing.lock().expect("pipeline health lock poisoned");
         match (written, failing.as_mut()) {
-            (Ok(_), _) => *failing = None,
+            (Ok(_), _) => {
+                // The end of a run is said: its start was an error line, and /health's 503.
+                if let Some(run) = failing.take() {
+                    let seconds = run.since.elapsed().unwrap_or_default().as_secs();
+                    tracing::info!(sink = %run.sink, failed_batches = run.batches, seconds, "writing again: requests are taken again");
+                }
+            }
             (Err(e), Some(run)) => {
                 run.batches += 1;
                 run.sink.clone_from(&e.sink);
@@ -766,10 +772,18 @@ fn store_write(
             if let Some(suppressed) =
                 metrics.refusal_to_log("store", "write_failed", Instant::now())
             {
+                // A full disk: what makes room, beside freeing space by hand.
+                let hint = if e.to_string().contains("No space left") {
+                    "; free space on the disk, or let retention make room: storage.max_size \
+                     (--max-size), storage.min_free_disk"
+                } else {
+                    ""
+                };
                 tracing::error!(
                     error = %e,
                     suppressed,
-                    "store write failed: the batch's requests are answered 503 (retry later)"
+                    "store write failed: the batch's requests are answered 503 (retry \
+                     later){hint}"
                 );
             }
             metrics.add("spanprof_store_errors_total", &[], 1.0);

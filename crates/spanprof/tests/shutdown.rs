@@ -59,3 +59,41 @@ fn a_second_signal_exits_at_once_while_an_upload_stalls() {
     );
     drop(upload);
 }
+
+/// A write cut off by a crash (the process killed, the machine down) is dropped at the next
+/// start, and the log says so: it was never acknowledged, and what was stays.
+#[test]
+fn an_unfinished_write_left_by_a_crash_is_dropped_and_said() {
+    let data = process_dir("unfinished-write").join("data");
+    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    let pprof = std::fs::read(support::go_cpu_pprof()).unwrap();
+    let r = server.send(
+        "/ingest?name=crashed&format=pprof",
+        &[("content-type", "application/octet-stream")],
+        &pprof,
+    );
+    assert_eq!(r.status, 200);
+    server.stop();
+    // What a write cut off half-way leaves: bytes past the last whole record.
+    let newest = std::fs::read_dir(data.join("segments"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .max()
+        .expect("a segment");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&newest)
+        .unwrap()
+        .write_all(&[0x5a; 3000])
+        .unwrap();
+    let server = Server::start(&data, "127.0.0.1:0", &[]);
+    let samples = server.metric("spanprof_store_samples");
+    let log = server.stop();
+    assert!(
+        log.contains("dropped an unfinished write at the end of the log")
+            && log.contains("bytes=3000"),
+        "{log}"
+    );
+    assert!(samples > 0.0, "the acknowledged profile stays:\n{log}");
+}

@@ -242,6 +242,12 @@ fn a_store_that_cannot_write_answers_retry_later_and_loses_nothing() {
     let lines = log.matches("store write failed").count();
     assert!((1..=3).contains(&lines), "{lines} lines:\n{log}");
     assert!(log.contains("suppressed="), "{log}");
+    // And the end of the run is said, as its start was.
+    assert!(
+        log.contains("writing again: requests are taken again")
+            && log.contains("sink=the store failed_batches="),
+        "{log}"
+    );
 
     // Exactly what was acknowledged: rounds 0 and 21, none of the failed ones.
     let server = Server::start(&data, "127.0.0.1:0", &[]);
@@ -370,8 +376,8 @@ fn a_failed_write_or_the_size_limit_brings_retention_forward() {
     assert!(
         log.contains(
             "retention: whole segments past the age or the size are deleted, oldest first, \
-             and while the disk has less than min_free_disk bytes and 5 % free \
-             retention=none max_size=262144 bytes segment_size=65536 min_free_disk="
+             and while the disk has less than min_free_disk and 5 % free \
+             retention=none max_size=256KiB segment_size=64KiB min_free_disk="
         ),
         "{log}"
     );
