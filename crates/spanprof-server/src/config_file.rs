@@ -3,96 +3,8 @@
 //! without a file), unknown keys an error naming the key and its line, durations and sizes
 //! in human units (`15s`, `512MiB`).
 //!
-//! ```yaml
-//! server:
-//!   http_addr: 0.0.0.0:4040
-//!   otlp_http_addr: 0.0.0.0:4318      # or "off"
-//!   otlp_grpc_addr: 0.0.0.0:4317      # or "off"
-//!   max_body_size: 32MiB
-//!   max_decompressed_size: 64MiB
-//!   # Request bodies, their decompressed copies and what their decoders allocate, held at
-//!   # once by every receiver while they read and decode them (0 = no limit; at least
-//!   # max_body_size + max_decompressed_size, and about max_body_size + 7 x
-//!   # max_decompressed_size for requests near the largest size to decode); past it receivers
-//!   # answer 429 / RESOURCE_EXHAUSTED with a retry hint (413 for one request that alone needs
-//!   # more).
-//!   max_inflight_size: 512MiB
-//!   # What one profile may hold (0 = no limit); a profile over one is refused with a 413
-//!   # naming it. Its symbols and stacks are kept as long as its data, so these bound what one request
-//!   # can add to the server's memory.
-//!   max_profile_samples: 100000
-//!   max_profile_locations: 100000
-//!   max_profile_frames: 4000000     # stack depths summed
-//!   max_profile_series: 1000        # distinct sample label sets (span/trace ids are links)
-//!   max_profile_string_length: 65536  # bytes of one function, file or label name
-//!   # What one series' labels may be (0 = no limit); a profile that would make a series
-//!   # past one is refused, naming the label.
-//!   max_label_names_per_series: 64  # service_name and resource attributes included
-//!   max_label_name_length: 1024     # bytes
-//!   max_label_value_length: 2048    # bytes; the profile type too
-//!   # Grafana's span profiles (SelectMergeSpanProfile, and which spans the Tempo API marks
-//!   # with pyroscope.profile.id): false = the span's own samples (exact match, as
-//!   # Pyroscope); true = the span and its descendant spans.
-//!   span_profiles_include_children: false
-//!   log_format: text                # or json: one JSON object a line (--log-format)
-//! storage:
-//!   enabled: true
-//!   dir: ./spanprof-data
-//!   retention: 7d
-//!   max_size: 20GiB
-//!   min_free_disk: 10GiB            # oldest data goes while the disk has less available and
-//!                                   # less than 5 % of it (0 = never)
-//!   segment_size: 16MiB             # data per segment file (more when the snapshot of all
-//!                                   # symbols and series each one starts with is larger)
-//!   max_series: 100000              # series (service, profile type, labels) in memory, ~750
-//!                                   # bytes each, until retention deletes their data; past it
-//!                                   # a profile making one more is refused
-//!   max_symbols_size: 128MiB        # every service's function, file and frame symbols (a
-//!                                   # build's go once retention deleted its data); past it a
-//!                                   # profile adding more is refused
-//!                                   # (warned at 90 %; /metrics: spanprof_store_symbols_bytes)
-//! receivers:
-//!   scrape:
-//!     - service: checkout
-//!       url: http://127.0.0.1:6060
-//!       profiles: [cpu, heap, goroutine]
-//!       interval: 15s
-//!       timeout: 5s                 # per request (default 10s); a CPU one may take its window more
-//!       labels: {env: prod}
-//!     - service: payments           # pprof behind authentication, given one of: a header,
-//!       url: https://10.0.0.7:6060  # user:password@ in the url (basic; not logged), or
-//!       headers: {authorization: Bearer TOKEN}  # bearer_token_file: FILE (read at each
-//!                                   # scrape: a rotated token is used at once)
-//! processors:
-//!   link:
-//!     span_id_keys: [otel.profile.span_id, span_id, profile_id]
-//!     trace_id_keys: [otel.profile.trace_id, trace_id]
-//!     span_name_keys: [otel.profile.span_name, span_name]
-//!     keep_link_attributes: false
-//!   batch:
-//!     queue_capacity: 1024
-//!     queue_size: 512MiB              # decoded requests waiting or being written, about; past
-//!                                     # it (or the capacity) receivers answer 429
-//!     max_items: 256
-//!     max_age: 20ms                   # longest wait for requests still being decoded
-//! exporters:
-//!   - name: tempo
-//!     protocol: grpc                  # or http
-//!     endpoint: http://tempo:4317
-//!     headers: {x-scope-orgid: team-a}
-//!     gzip: true
-//!     signals: [traces]               # default: both
-//!     batch_size: 256
-//!     batch_age: 1s
-//!     retry_max: 30s
-//!     queue_size: 1GiB
-//!     # tls:                          # an https:// endpoint's, as for scrape targets; default:
-//!     #                               # the system's CAs (or SSL_CERT_FILE's), no client cert
-//!     #   ca_file: ca.pem             # PEM CAs to check the peer with instead
-//!     #   cert_file: client.pem       # a client certificate, for mutual TLS,
-//!     #   key_file: client.key        # and its key
-//!     #   insecure_skip_verify: false # take any certificate (warned at start)
-//! ```
+//! Every key, with what it does, is in [`EXAMPLE`] (`config_example.yaml`, printed by
+//! `spanprof serve --config-example`), which a test loads.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -105,6 +17,9 @@ use crate::config::{
     parse_listen_addr, parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig,
     TlsSettings,
 };
+
+/// A configuration file with every key, commented: defaults or example values.
+pub const EXAMPLE: &str = include_str!("config_example.yaml");
 
 /// Why a configuration file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -664,20 +579,7 @@ mod tests {
 
     #[test]
     fn the_documented_example_loads() {
-        let doc: String = include_str!("config_file.rs")
-            .lines()
-            .skip_while(|l| !l.starts_with("//! ```yaml"))
-            .skip(1)
-            .take_while(|l| !l.starts_with("//! ```"))
-            .map(|l| {
-                l.trim_start_matches("//!")
-                    .strip_prefix(' ')
-                    .unwrap_or("")
-                    .to_owned()
-                    + "\n"
-            })
-            .collect();
-        let c = load_str(&doc).unwrap();
+        let c = load_str(EXAMPLE).unwrap();
         assert_eq!(c.scrape.len(), 2);
         assert_eq!(
             c.scrape[1].headers,

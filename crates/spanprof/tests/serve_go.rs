@@ -243,6 +243,18 @@ fn a_config_file_from_a_pipe_is_read_once() {
     );
 }
 
+/// `--config-example` prints the example file with every key (which a unit test loads), and
+/// nothing starts.
+#[test]
+fn config_example_prints_every_key() {
+    let run = support::spanprof(["serve", "--config-example"]);
+    run.assert_no_panic();
+    assert!(run.status.success(), "{run}");
+    let file = support::workspace_root().join("crates/spanprof-server/src/config_example.yaml");
+    assert_eq!(run.stdout, std::fs::read_to_string(file).unwrap());
+    assert!(run.stderr.is_empty(), "{run}");
+}
+
 /// A server whose stderr cannot be written (`2>/dev/full`, a closed pipe) serves on: the
 /// logging library's report of a failed write panicked at the first log line (exit 101).
 #[test]

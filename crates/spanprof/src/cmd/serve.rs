@@ -28,9 +28,13 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// YAML configuration file (sections server, storage, receivers, processors, exporters;
-    /// see the example in the README). Flags given here override what it sets.
+    /// --config-example prints every key). Flags given here override what it sets.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Print a configuration file with every key, commented (defaults or example values),
+    /// and exit: spanprof serve --config-example > spanprof.yaml
+    #[arg(long)]
+    config_example: bool,
     /// Delete data older than this (e.g. 7d); whole segments go, oldest first.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     retention: Option<Duration>,
@@ -157,6 +161,10 @@ pub fn run(
     json_logs: bool,
     file_config: Result<ServerConfig, spanprof_server::config_file::ConfigError>,
 ) -> anyhow::Result<ExitCode> {
+    if args.config_example {
+        print!("{}", spanprof_server::config_file::EXAMPLE);
+        return Ok(ExitCode::SUCCESS);
+    }
     // Built-in defaults, then the file, then the flags given.
     let mut config = file_config?;
     if let Some(d) = &args.data {
