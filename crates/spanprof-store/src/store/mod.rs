@@ -210,7 +210,7 @@ pub enum StoreError {
         dir: std::path::PathBuf,
     },
     /// The directory or its lock file could not be created or locked.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}{}", path.display(), file_on_the_way(path, source))]
     Io {
         /// The file or directory.
         path: std::path::PathBuf,
@@ -218,6 +218,19 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+/// For a "Not a directory" error: which part of `path` is a file (`--data /etc/passwd/x`
+/// said only "Not a directory").
+fn file_on_the_way(path: &std::path::Path, e: &std::io::Error) -> String {
+    if e.kind() != std::io::ErrorKind::NotADirectory {
+        return String::new();
+    }
+    path.ancestors()
+        .skip(1)
+        .find(|a| a.is_file())
+        .map(|f| format!(" ({} is a file, not a directory)", f.display()))
+        .unwrap_or_default()
 }
 
 /// The file a store holds an exclusive lock on while it is open (`flock`; the kernel drops it
@@ -888,5 +901,26 @@ fn lower_priority() {
     // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.
     unsafe {
         libc::setpriority(libc::PRIO_PROCESS, 0, 5);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Store, StoreConfig};
+
+    /// A data directory under a file names the file, not only "Not a directory".
+    #[test]
+    fn a_directory_under_a_file_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("notes.txt");
+        std::fs::write(&file, "x").unwrap();
+        let e = Store::open(StoreConfig::new(file.join("data/store")))
+            .err()
+            .expect("a store under a file");
+        assert!(
+            e.to_string()
+                .ends_with(&format!("({} is a file, not a directory)", file.display())),
+            "{e}"
+        );
     }
 }
