@@ -222,6 +222,32 @@ impl ForwarderConfig {
     }
 }
 
+/// Each forwarder's name is letters, digits, `_` and `-` (it names its queue's directory,
+/// `forward/NAME` in the data directory, and its metrics), and used once.
+pub fn check_forwarder_names(forwarders: &[ForwarderConfig]) -> Result<(), String> {
+    for (i, f) in forwarders.iter().enumerate() {
+        let valid = !f.name.is_empty()
+            && f.name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !valid {
+            return Err(format!(
+                "forwarder {:?}: a name is letters, digits, '_' and '-' (it names the \
+                 forwarder's queue directory and metrics)",
+                f.name
+            ));
+        }
+        if forwarders[..i].iter().any(|g| g.name == f.name) {
+            return Err(format!(
+                "forwarder {}: the name is used twice (exporters in the config file and \
+                 --forward-otlp-grpc/--forward-otlp-http NAME=URL share names); give each its own",
+                f.name
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks request headers (valid names and values) and that there is one authorization at
 /// most, counting `others` given another way (`ways` names the ways, for the message).
 fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Result<(), String> {
@@ -526,6 +552,7 @@ impl ServerConfig {
                 ));
             }
         }
+        check_forwarder_names(&self.forward)?;
         if !self.store && self.forward.is_empty() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
@@ -706,6 +733,24 @@ mod tests {
         };
         refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
         refused(&|c| c.store = false, "the store is off (--no-store");
+        refused(
+            &|c| {
+                let f =
+                    super::ForwarderConfig::new("b", super::ForwardProtocol::Http, "http://x:1");
+                c.forward = vec![f.clone(), f];
+            },
+            "forwarder b: the name is used twice",
+        );
+        refused(
+            &|c| {
+                c.forward = vec![super::ForwarderConfig::new(
+                    "a/b",
+                    super::ForwardProtocol::Http,
+                    "http://x:1",
+                )]
+            },
+            "a name is letters, digits",
+        );
         refused(
             &|c| c.queue.capacity = 0,
             "processors.batch.queue_capacity 0",

@@ -43,6 +43,9 @@ pub enum ForwardError {
         /// What is wrong.
         message: String,
     },
+    /// The forwarders' names are unusable (each names itself in the message).
+    #[error("{0}")]
+    Names(String),
     /// A forwarder's on-disk queue failed.
     #[error("forwarder {name}: queue: {source}")]
     Queue {
@@ -79,25 +82,15 @@ impl Forwarders {
         data_dir: &Path,
         metrics: Arc<Metrics>,
     ) -> Result<Forwarders, ForwardError> {
+        // Checked with the rest of the configuration before the server starts; again here,
+        // where the names become directories.
+        crate::config::check_forwarder_names(configs).map_err(ForwardError::Names)?;
         let mut list: Vec<Arc<Forwarder>> = Vec::new();
         for cfg in configs {
             let config_error = |message: String| ForwardError::Config {
                 name: cfg.name.clone(),
                 message,
             };
-            let valid_name = !cfg.name.is_empty()
-                && cfg
-                    .name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !valid_name {
-                return Err(config_error(
-                    "a name is letters, digits, '_' and '-'".into(),
-                ));
-            }
-            if list.iter().any(|f| f.cfg.name == cfg.name) {
-                return Err(config_error("the name is used twice".into()));
-            }
             let exporter = Exporter::new(cfg).map_err(config_error)?;
             let dir = data_dir.join("forward").join(&cfg.name);
             let queue_error = |source| ForwardError::Queue {
