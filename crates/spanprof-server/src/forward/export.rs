@@ -277,9 +277,16 @@ fn grpc_outcome(
 }
 
 fn unreachable(e: &dyn std::error::Error) -> Outcome {
+    let causes = crate::error_causes(e);
+    // rustls reading a plain-HTTP answer as TLS: say what that means.
+    let hint = if causes.contains("InvalidContentType") {
+        " (the endpoint does not speak TLS: is it http://, not https://?)"
+    } else {
+        ""
+    };
     Outcome::Retry {
         after: None,
-        reason: format!("unreachable: {}", crate::error_causes(e)),
+        reason: format!("unreachable: {causes}{hint}"),
     }
 }
 
@@ -390,6 +397,32 @@ mod tests {
                 matches!(outcome(code, None), Outcome::Retry { reason, .. } if reason.contains("exports stay queued")),
                 "{code}"
             );
+        }
+    }
+
+    /// An https:// endpoint that answers plain HTTP: retried, saying it is not TLS (rustls
+    /// said only "received corrupt message of type InvalidContentType").
+    #[tokio::test]
+    async fn an_https_endpoint_answering_plain_http_is_said_to_be_not_tls() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let mut buf = [0u8; 1024];
+                let _ = conn.read(&mut buf).await;
+                let _ = conn
+                    .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                    .await;
+            }
+        });
+        let cfg = ForwarderConfig::new("b", ForwardProtocol::Http, &format!("https://{addr}"));
+        let exporter = Exporter::new(&cfg).unwrap();
+        match exporter.export(Signal::Traces, Vec::new()).await {
+            Outcome::Retry { reason, .. } => {
+                assert!(reason.contains("does not speak TLS"), "{reason}")
+            }
+            other => panic!("{other:?}"),
         }
     }
 
