@@ -861,6 +861,24 @@ fn a_profile_with_a_bad_link_is_refused_and_the_rest_stored() {
         partial.error_message
     );
     assert_eq!(metric(&server, "spanprof_stored_profiles_total"), 2.0);
+    // The same request in OTLP/JSON (the ids in hex, the bad one 10 digits) is answered
+    // the same: the wrong length is judged where protobuf's is, not when the JSON is read.
+    let json = spanprof_format::json::encode_profiles_data(&data);
+    let (status, _, body) = server.post_raw(
+        "/v1development/profiles",
+        &[("content-type", "application/json")],
+        json.as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+    let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        answer["partialSuccess"]["rejectedProfiles"], "1",
+        "{answer}"
+    );
+    assert_eq!(
+        answer["partialSuccess"]["errorMessage"],
+        partial.error_message.as_str()
+    );
     // Every profile bad: the request is refused whole.
     let profiles = &mut data.resource_profiles[0].scope_profiles[0].profiles;
     profiles.truncate(1);
@@ -875,7 +893,44 @@ fn a_profile_with_a_bad_link_is_refused_and_the_rest_stored() {
     server.stop();
     let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
     let p = pprof::decode(CPU, 64 << 20).unwrap();
-    assert_eq!(store.stats().samples, 2 * p.sample.len() as u64);
+    // The good profiles of the protobuf and of the JSON request (they have no profile_id to
+    // tell them as one): two sample types each.
+    assert_eq!(store.stats().samples, 2 * 2 * p.sample.len() as u64);
+}
+
+/// A span whose id has the wrong length is rejected alone in OTLP/JSON, as in protobuf: the
+/// other spans of the request are stored, and the answer counts and names the rejected one.
+#[test]
+fn a_json_span_with_a_wrong_length_id_is_rejected_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    let span = |id: &str| {
+        format!(
+            r#"{{"traceId":"0af7651916cd43dd8448eb211c80319c","spanId":"{id}","name":"GET /x",
+               "startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000100000000"}}"#
+        )
+    };
+    let body = format!(
+        r#"{{"resourceSpans":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"svc"}}}}]}},
+            "scopeSpans":[{{"spans":[{},{}]}}]}}]}}"#,
+        span("b7ad6b7169203331"),
+        span("b7ad6b71692033")
+    );
+    let (status, _, answer) = server.post_raw(
+        "/v1/traces",
+        &[("content-type", "application/json")],
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&answer));
+    let answer: serde_json::Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(answer["partialSuccess"]["rejectedSpans"], "1", "{answer}");
+    let message = answer["partialSuccess"]["errorMessage"].as_str().unwrap();
+    assert!(
+        message.contains("spans[1].span_id: 7 bytes, a span id has 8"),
+        "{message}"
+    );
+    assert_eq!(metric(&server, "spanprof_stored_spans_total"), 1.0);
+    server.stop();
 }
 
 /// A request sent again (a client whose answer was lost) is acknowledged as the first was,

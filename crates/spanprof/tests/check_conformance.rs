@@ -126,6 +126,35 @@ fn wrong_length_link_ids_are_a_violation() {
     assert_violation(&check(&path, &[]), &path, "span");
 }
 
+/// In OTLP JSON too: a link id of the wrong length (hex of 4 bytes) is a violation at its
+/// path, not a file that cannot be read.
+#[test]
+fn wrong_length_link_ids_in_json_are_a_violation() {
+    let good = request("link-ids-for-json.otlp", "");
+    let json = dir().join("bad-link-ids.json");
+    let run = spanprof([
+        "convert".as_ref(),
+        good.as_os_str(),
+        "-o".as_ref(),
+        json.as_os_str(),
+    ]);
+    run.assert_no_panic().assert_success();
+    let text = std::fs::read_to_string(&json).unwrap();
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let link = &mut doc["dictionary"]["linkTable"][1];
+    assert_eq!(link["spanId"], "b7ad6b7169203331", "{link}");
+    link["spanId"] = "b7ad6b71".into();
+    std::fs::write(&json, doc.to_string()).unwrap();
+    let run = check(&json, &[]);
+    assert_violation(&run, &json, "span");
+    assert!(
+        lines_about(&run, &json)
+            .iter()
+            .any(|l| l.contains("link_table[1]")),
+        "{run}"
+    );
+}
+
 #[test]
 fn duplicates_are_reported_only_with_dupes() {
     // A second `Function` equal to entry 1, referenced so that it is not also an orphan.

@@ -178,16 +178,16 @@ fn json_errors_name_the_path() {
             "dictionary.linkTable[1].traceId: invalid hex id \"zz0102030405060708090a0b0c0d0e0f\"".into(),
         ),
         (
-            r#"{"dictionary":{"linkTable":[{},{"spanId":"0102"}]}}"#.into(),
-            "dictionary.linkTable[1].spanId: expected 16 hex digits (8 bytes), found 4 characters".into(),
+            r#"{"dictionary":{"linkTable":[{},{"spanId":"01020"}]}}"#.into(),
+            "dictionary.linkTable[1].spanId: invalid hex id \"01020\" (an odd number of digits: each byte is two)".into(),
         ),
         (
             r#"{"dictionary":{"linkTable":[{"traceId":"AAECAwQFBgcICQoLDA0ODw=="}]}}"#.into(),
-            "dictionary.linkTable[0].traceId: expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex)".into(),
+            "dictionary.linkTable[0].traceId: invalid hex id \"AAECAwQFBgcICQoLDA0ODw==\" (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex, 32 digits for 16 bytes)".into(),
         ),
         (
-            r#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[{"profileId":"00"}]}]}]}"#.into(),
-            "resourceProfiles[0].scopeProfiles[0].profiles[0].profileId: expected 32 hex digits (16 bytes), found 2 characters".into(),
+            r#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[{"profileId":"0g"}]}]}]}"#.into(),
+            "resourceProfiles[0].scopeProfiles[0].profiles[0].profileId: invalid hex id \"0g\"".into(),
         ),
         (
             r#"{"resourceProfiles":[{"scopeProfiles":[{"profiles":[{"originalPayload":"a*=="}]}]}]}"#.into(),
@@ -301,4 +301,23 @@ fn another_signals_json_is_named_not_taken_as_no_profiles() {
         .unwrap()
         .resource_profiles
         .is_empty());
+}
+
+/// Ids of the wrong length are decoded as protobuf's bytes are, for the conformance check and
+/// linking to judge (one bad link refuses its profile, not the whole document).
+#[test]
+fn wrong_length_hex_ids_decode_as_their_bytes() {
+    let data = decode_str(
+        r#"{"dictionary":{"linkTable":[{},{"traceId":"0102","spanId":"0a0b0c"}]},
+            "resourceProfiles":[{"scopeProfiles":[{"profiles":[{"profileId":"00ff"}]}]}]}"#,
+    );
+    let link = &data.dictionary.as_ref().unwrap().link_table[1];
+    assert_eq!(
+        (link.trace_id.as_slice(), link.span_id.as_slice()),
+        (&[1u8, 2][..], &[10u8, 11, 12][..])
+    );
+    assert_eq!(
+        data.resource_profiles[0].scope_profiles[0].profiles[0].profile_id,
+        [0, 0xff]
+    );
 }

@@ -20,30 +20,33 @@ fn digit(c: u8) -> Option<u8> {
     }
 }
 
-/// Decodes hex (either case) of an id of exactly `len` bytes; the empty string is the unset id.
+/// Decodes the hex (either case) of an id; the empty string is the unset id. An id of other
+/// than `len` bytes is decoded as it is, as protobuf's bytes are: its length is judged where a
+/// protobuf id's is (the conformance check names it, linking refuses its profile, a span
+/// with it is rejected alone), so one wrong id does not make a whole JSON document
+/// unreadable. `len` is the id's proper length, for the hint on base64.
 pub(super) fn decode_id(text: &str, len: usize) -> Result<Vec<u8>, String> {
     let b = text.as_bytes();
-    if b.is_empty() {
-        return Ok(Vec::new());
-    }
-    if b.len() != 2 * len {
-        let mut m = format!(
-            "expected {} hex digits ({len} bytes), found {} characters",
-            2 * len,
-            text.chars().count()
-        );
-        if looks_like_base64(b, len) {
-            m.push_str(
+    let decoded = (b.len() % 2 == 0)
+        .then(|| {
+            b.chunks_exact(2)
+                .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
+                .collect::<Option<Vec<u8>>>()
+        })
+        .flatten();
+    decoded.ok_or_else(|| {
+        let mut m = format!("invalid hex id {text:?}");
+        if b.len() != 2 * len && looks_like_base64(b, len) {
+            m.push_str(&format!(
                 " (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids \
-                 in hex)",
-            );
+                 in hex, {} digits for {len} bytes)",
+                2 * len
+            ));
+        } else if b.len() % 2 == 1 {
+            m.push_str(" (an odd number of digits: each byte is two)");
         }
-        return Err(m);
-    }
-    b.chunks_exact(2)
-        .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(|| format!("invalid hex id {text:?}"))
+        m
+    })
 }
 
 /// Whether `b` is padded base64 of `len` bytes (what `MessageToJson` and `protojson` make of an
@@ -67,22 +70,24 @@ mod tests {
         assert_eq!(s, "00abff10");
         assert_eq!(decode_id("00ABfF10", 4).unwrap(), [0x00, 0xab, 0xff, 0x10]);
         assert_eq!(decode_id("", 4).unwrap(), Vec::<u8>::new());
-        assert_eq!(
-            decode_id("00ab", 4).unwrap_err(),
-            "expected 8 hex digits (4 bytes), found 4 characters"
-        );
+        // Another length is decoded: whoever reads the id judges its length.
+        assert_eq!(decode_id("00ab", 4).unwrap(), [0x00, 0xab]);
         assert_eq!(
             decode_id("00abfg10", 4).unwrap_err(),
             "invalid hex id \"00abfg10\""
+        );
+        assert_eq!(
+            decode_id("00abf", 4).unwrap_err(),
+            "invalid hex id \"00abf\" (an odd number of digits: each byte is two)"
         );
         assert!(decode_id("ééé", 3).is_err());
         // protobuf's JSON mapping writes bytes in base64.
         assert_eq!(
             decode_id("3I8kPXFTimiWrpsqe5GAng==", 16).unwrap_err(),
-            "expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own \
-             JSON mapping writes bytes: OTLP/JSON writes ids in hex)"
+            "invalid hex id \"3I8kPXFTimiWrpsqe5GAng==\" (base64, as protobuf's own JSON \
+             mapping writes bytes: OTLP/JSON writes ids in hex, 32 digits for 16 bytes)"
         );
         assert!(decode_id("AAECAwQFBgc=", 8).unwrap_err().contains("base64"));
-        assert!(!decode_id("00ab", 8).unwrap_err().contains("base64"));
+        assert!(!decode_id("00abx", 8).unwrap_err().contains("base64"));
     }
 }

@@ -245,8 +245,8 @@ fn trace_json_encodes_responses() {
 fn trace_json_errors_name_the_path_and_the_problem() {
     let cases = [
         (
-            with_spans(r#"{"spanId":"81a2b3c4d5e6f7"}"#),
-            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].spanId: expected 16 hex digits (8 bytes), found 14 characters",
+            with_spans(r#"{"spanId":"81a2b3c4d5e6f"}"#),
+            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].spanId: invalid hex id \"81a2b3c4d5e6f\" (an odd number of digits: each byte is two)",
         ),
         (
             with_spans(r#"{},{"traceId":"zz1c2e3d4f5061728394a5b6c7d8e9f0"}"#),
@@ -255,7 +255,7 @@ fn trace_json_errors_name_the_path_and_the_problem() {
         (
             // Python's json_format writes ids in base64, which is not OTLP JSON.
             with_spans(r#"{"traceId":"AQIDBAUGBwgJCgsMDQ4PEA=="}"#),
-            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].traceId: expected 32 hex digits (16 bytes), found 24 characters (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex)",
+            "OTLP JSON: resourceSpans[0].scopeSpans[0].spans[0].traceId: invalid hex id \"AQIDBAUGBwgJCgsMDQ4PEA==\" (base64, as protobuf's own JSON mapping writes bytes: OTLP/JSON writes ids in hex, 32 digits for 16 bytes)",
         ),
         (
             with_spans(r#"{"kind":"SERVER"}"#),

@@ -382,11 +382,12 @@ fn decode_checked_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, For
 /// Decodes an OTLP JSON `ExportTraceServiceRequest` (or `TracesData`) document.
 ///
 /// Keys may be lowerCamelCase or snake_case; unknown keys are ignored; `traceId`, `spanId`
-/// and `parentSpanId` are hex (either case, 32 / 16 digits, or empty); 64-bit integers are
+/// and `parentSpanId` are hex (either case; an id of the wrong length is decoded as it is, and
+/// rejected with its span alone, as a protobuf one is); 64-bit integers are
 /// numbers or decimal strings; `kind` and `status.code` are numbers (their proto names are
 /// accepted too). Fails with [`FormatError::Json`] naming the path of the offending value,
-/// e.g. `resourceSpans[0].scopeSpans[0].spans[2].spanId: expected 16 hex digits (8 bytes),
-/// found 14 characters`. Never panics, whatever the input.
+/// e.g. `resourceSpans[0].scopeSpans[0].spans[2].spanId: invalid hex id "81a2b3c4d5e6f"
+/// (an odd number of digits: each byte is two)`. Never panics, whatever the input.
 pub fn decode_request_json(json: &[u8]) -> Result<ExportTraceServiceRequest, FormatError> {
     json_decode::document(json, None)
 }
