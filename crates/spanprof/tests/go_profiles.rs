@@ -779,3 +779,45 @@ fn split_gives_one_pprof_per_service() {
         "heap's default type comes back:\n{top}"
     );
 }
+
+/// Go labels every heap sample with its allocation size (`bytes`, a number label). A number is
+/// a measurement of its sample, not a label to split series by: stored, a heap profile is one
+/// series per sample type whatever its sizes (it was a series per size, and a profile of over
+/// 1,000 sizes was refused whole), and `bytes` is no label name.
+#[test]
+fn stored_heap_sizes_are_no_series_labels() {
+    use spanprof_store::store::{Selection, Store, StoreConfig};
+    let heap = capture().profile(ProfileKind::Heap);
+    let raw = pprof_raw(&heap, &[]);
+    let sizes: BTreeSet<&String> = raw
+        .samples
+        .iter()
+        .filter_map(|s| s.labels.get("bytes"))
+        .collect();
+    assert!(sizes.len() > 1, "the heap profile has sizes: {sizes:?}");
+    let dir = temp_dir();
+    let data = dir.path().join("data");
+    let run = spanprof([
+        "import".as_ref(),
+        "--data".as_ref(),
+        data.as_os_str(),
+        heap.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+    ]);
+    run.assert_no_panic().assert_success();
+    let (store, _) = Store::open(StoreConfig::new(&data)).unwrap();
+    let all = Selection {
+        service: Some("goapp".into()),
+        ..Default::default()
+    };
+    let series = store.series(&all).unwrap();
+    assert_eq!(series.len(), raw.sample_types.len(), "{series:?}");
+    assert!(
+        !store
+            .label_names(&all)
+            .unwrap()
+            .contains(&"bytes".to_owned()),
+        "{series:?}"
+    );
+}

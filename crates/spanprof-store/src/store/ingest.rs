@@ -314,6 +314,18 @@ fn string_of(v: &AnyValue) -> Option<String> {
     })
 }
 
+/// A sample attribute's value as a series label: strings (and booleans). A number is a
+/// measurement of the one sample (the allocation size Go's heap profiles label every sample
+/// with, a thread id), not a label to split series by: one series per distinct size grew
+/// without end, and a heap profile with over 1,000 sizes was refused whole. Pyroscope leaves
+/// pprof's number labels out of series the same way. The store does not keep them.
+fn sample_label_of(v: &AnyValue) -> Option<String> {
+    match v.value.as_ref()? {
+        any_value::Value::StringValue(_) | any_value::Value::BoolValue(_) => string_of(v),
+        _ => None,
+    }
+}
+
 fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<(String, String)>) {
     let mut service = None;
     let mut name = None;
@@ -807,7 +819,7 @@ fn profile_blocks(
     let mut groups: HashMap<Vec<i32>, usize> = HashMap::new();
     let mut blocks: Vec<(Block, HashMap<LinkIds, u32>)> = Vec::new();
     // Per attribute table entry, once classified: its label (key, value) and role, or
-    // `Some(None)` when it is not a string-like value.
+    // `Some(None)` when it is no label (a number: see `sample_label_of`).
     let mut attr_roles: Vec<Option<Option<(String, String, IdRole)>>> =
         vec![None; d.attribute_table.len()];
     let mut label_attrs = Vec::new();
@@ -874,7 +886,7 @@ fn profile_blocks(
             if attr_roles[x].is_none() {
                 let kv = &d.attribute_table[x];
                 let key = dict_str(d, kv.key_strindex)?.to_owned();
-                let r = kv.value.as_ref().and_then(string_of).map(|v| {
+                let r = kv.value.as_ref().and_then(sample_label_of).map(|v| {
                     let role = link_keys.role(&key, Some(&v));
                     (key, v, role)
                 });
