@@ -578,8 +578,29 @@ mod tests {
     }
 
     #[test]
-    fn the_documented_example_loads() {
-        let c = load_str(EXAMPLE).unwrap();
+    fn the_documented_example_sets_the_defaults() {
+        // As printed, the file starts the server as `spanprof serve` does without one.
+        let serve = || ServerConfig {
+            otlp_grpc_addr: Some("0.0.0.0:4317".parse().unwrap()),
+            ..ServerConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spanprof.yaml");
+        std::fs::write(&path, EXAMPLE).unwrap();
+        assert_eq!(
+            format!("{:?}", load(&path, serve()).unwrap()),
+            format!("{:?}", serve())
+        );
+    }
+
+    #[test]
+    fn the_documented_examples_load() {
+        // Its examples are the lines commented out in the first column.
+        let taken_up: String = EXAMPLE
+            .lines()
+            .map(|l| format!("{}\n", l.strip_prefix('#').unwrap_or(l)))
+            .collect();
+        let c = load_str(&taken_up).unwrap();
         assert_eq!(c.scrape.len(), 2);
         assert_eq!(
             c.scrape[1].headers,

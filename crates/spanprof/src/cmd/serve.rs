@@ -31,8 +31,9 @@ pub struct Args {
     /// --config-example prints every key). Flags given here override what it sets.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Print a configuration file with every key, commented (defaults or example values),
-    /// and exit: spanprof serve --config-example > spanprof.yaml
+    /// Print a configuration file with every key and what it does, and exit: the defaults
+    /// set, and examples to take up (scrape targets, an exporter, a retention) commented
+    /// out. spanprof serve --config-example > spanprof.yaml
     #[arg(long)]
     config_example: bool,
     /// Delete data older than this (e.g. 7d); whole segments go, oldest first.
