@@ -931,6 +931,25 @@ fn bad_parameters_are_400_naming_the_parameter() {
         hex(&known.span_id)
     );
     assert_eq!(server.get(&with_unknown).status, 200);
+    // A trace id too: an empty answer read as a trace that used no CPU, and `go tool pprof`
+    // printed an empty profile.
+    for path in [
+        "/api/v1/flamegraph?trace_id=0123456789abcdef0123456789abcdef",
+        "/api/v1/pprof?trace_id=0123456789abcdef0123456789abcdef",
+    ] {
+        let r = server.get(path);
+        assert_eq!(r.status, 404, "{path}");
+        let body = String::from_utf8(r.body.clone()).unwrap();
+        assert!(
+            body.contains("trace_id 0123456789abcdef0123456789abcdef: no stored span"),
+            "{path}: {body}"
+        );
+    }
+    let known_trace = format!(
+        "/api/v1/flamegraph?trace_id={}",
+        hex(&fixture().data.spans[0].trace_id)
+    );
+    assert_eq!(server.get(&known_trace).status, 200);
     let r = server.get("/api/v1/flamegraphs");
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]

@@ -33,7 +33,8 @@
 //!
 //! Errors: `{"error": "…"}` with 400 for a bad request, naming the parameter first
 //! (`span_id "xyz": expected 16 hex characters (not all zero)`), 404 for an unknown trace or
-//! endpoint, 500 when the store fails; `/pprof` answers them as text with `X-Go-Pprof: 1`,
+//! endpoint (and for a `span_id` or `trace_id` selection that no stored span and no sample
+//! has), 500 when the store fails; `/pprof` answers them as text with `X-Go-Pprof: 1`,
 //! which `go tool pprof` prints. `span_id`, `trace_id` and `span_name` given empty
 //! (`span_id=`, a script's unset variable) are a 400, not absent: absent would widen the
 //! answer to the whole service.

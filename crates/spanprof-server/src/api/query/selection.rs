@@ -143,6 +143,7 @@ impl SelectionQuery {
     /// empty graph. A store without any data answers empty instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
         self.check_spans_known(store)?;
+        self.check_trace_known(store)?;
         let by_spans = selects_spans(&self.selection);
         if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
             if store.profile_types(Some(service)).is_empty() {
@@ -202,6 +203,29 @@ impl SelectionQuery {
             "span_id {}: no stored span and no sample has this id (span ids are the 16 hex \
              characters of the span's own id, as /api/v1/spans lists them)",
             ids.join(", ")
+        )))
+    }
+}
+
+impl SelectionQuery {
+    /// 404 when a trace is selected by id that no stored span and no sample has, as for span
+    /// ids: answered empty (and `go tool pprof` printed an empty profile), a mistyped id read
+    /// as a trace that used no CPU.
+    fn check_trace_known(&self, store: &Store) -> Result<(), ApiError> {
+        let Some(id) = self.selection.trace_id else {
+            return Ok(());
+        };
+        let of_id = Selection {
+            trace_id: Some(id),
+            ..Default::default()
+        };
+        if !store.trace(&id)?.is_empty() || store.profile_times(&of_id)? > 0 {
+            return Ok(());
+        }
+        Err(ApiError::not_found(format!(
+            "trace_id {}: no stored span and no sample has this id (trace ids are 32 hex \
+             characters, as /api/v1/spans lists them)",
+            to_hex(&id)
         )))
     }
 }
