@@ -122,8 +122,10 @@
 //!   `"shorter than the sampling period"` (its own time), `"no samples"` (a non-CPU type),
 //!   `"profiles cover too little of the span"` (less than a period or half of it: it fell
 //!   between two profile windows) or
-//!   `"no profile covers the span"` (and no windows end and begin within 1 s of it: the
-//!   profiler was off), or `"samples on an ancestor span"` (instead of `"no CPU used"` or
+//!   `"profile not received yet"` (it ended less than 2 minutes ago, and no profile of its
+//!   service reaches its time yet: a scraped window is stored when it ends, a push SDK's with
+//!   its next upload; ask again shortly), `"no profile covers the span"` (and no windows end
+//!   and begin within 1 s of it: the profiler was off), or `"samples on an ancestor span"` (instead of `"no CPU used"` or
 //!   `"no samples"`: an ancestor of the span's service has samples, no span of that service
 //!   whose parent is of the same service has any in the trace, and none of the 50 longest
 //!   spans of its service and name within 15 minutes of it has any, so its profiler seems to
@@ -163,7 +165,8 @@ use axum::Router;
 
 pub use error::ApiError;
 pub use spans::{
-    verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, ON_ANCESTOR, PARTLY_PROFILED, SAMPLED, TOO_SHORT,
+    verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, ON_ANCESTOR, PARTLY_PROFILED, PENDING, SAMPLED,
+    TOO_SHORT,
 };
 
 use crate::AppState;

@@ -133,6 +133,11 @@ pub struct Coverage {
     /// began within that after it ended. It fell into the gap a pull profiler leaves between
     /// two windows (Go's build and answer, the next request), so the profiler was running.
     pub between_windows: bool,
+    /// For a known span without samples that no window covers: its service is profiled
+    /// (it has profiles of the type), but none of them reaches the span's time yet: the
+    /// profile of that time is still to come (a scraped window is stored when it ends, a
+    /// pushing profiler's with its next upload), or the profiler stopped before the span.
+    pub after_last_window: bool,
     /// The profile type `samples` and `value` are of (a span's default is the CPU type of its
     /// samples, or wall-clock time); `None` when the store has no profile at all.
     pub profile_type: Option<ProfileTypeId>,
@@ -428,6 +433,20 @@ impl State {
         if available.is_empty() && by_spans {
             available = of_series(&|_| true);
         }
+        // The default of spans' samples: the preferred type of the services that hold them,
+        // not of the samples alone. A span whose CPU window has not arrived yet, but whose
+        // goroutines were counted meanwhile, read "sampled" with a total of 1 goroutine next
+        // to spans with their CPU time.
+        let mut candidates = available.clone();
+        if by_spans && of_samples {
+            let services: HashSet<u32> = blocks
+                .iter()
+                .map(|(index, b)| self.series[index.blocks[*b as usize].series as usize].service)
+                .collect();
+            candidates.extend(of_series(&|k| {
+                services.contains(&k.service) && !super::state::is_forgotten(k)
+            }));
+        }
         let mut available: Vec<ProfileTypeId> = available.into_iter().collect();
         let profile_type = match &sel.profile_type {
             Some(wanted) => {
@@ -440,7 +459,7 @@ impl State {
                     Clone::clone,
                 )
             }
-            None => ProfileTypeId::preferred(&available)
+            None => ProfileTypeId::preferred(&candidates)
                 .cloned()
                 .unwrap_or_default(),
         };
@@ -929,6 +948,7 @@ impl Store {
                     possible_samples: None,
                     covered_ns: None,
                     between_windows: false,
+                    after_last_window: false,
                     profile_type: own.known_type(),
                 })
             }
@@ -1070,6 +1090,7 @@ impl Store {
     ) -> Result<Coverage, StoreError> {
         let self_ns: u64 = parts.iter().map(|(a, b)| b - a).sum();
         let (mut covered_ns, mut between_windows) = (None, false);
+        let mut after_last_window = false;
         if own.period.is_none() {
             // No samples: the period of the service's profiles that cover the span, and how
             // much of its own time they cover, tell "no CPU used" from "too short to be
@@ -1106,6 +1127,21 @@ impl Store {
             between_windows |= !windows.is_empty();
             covered_ns = Some(covered(parts, windows.into_iter()));
             between_windows &= covered_ns == Some(0);
+            if covered_ns == Some(0) && !between_windows && !services.is_empty() {
+                // No window from its start on, of any service that stands for it.
+                let mut later = false;
+                for service in services {
+                    let since = Selection {
+                        service: Some(service.clone()),
+                        profile_type: Some(own.profile_type.to_string()),
+                        from_ns: span.start_ns as i64,
+                        overlapping: true,
+                        ..Default::default()
+                    };
+                    later |= !st.resolve(&since)?.blocks.is_empty();
+                }
+                after_last_window = !later;
+            }
         }
         let t = &own.profile_type;
         // Only time periods turn a duration into a number of possible samples.
@@ -1125,6 +1161,7 @@ impl Store {
             possible_samples,
             covered_ns,
             between_windows,
+            after_last_window,
             profile_type: own.known_type(),
         })
     }

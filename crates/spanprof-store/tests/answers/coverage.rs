@@ -129,6 +129,7 @@ fn span_coverage_counts_a_parents_own_time_only() {
             possible_samples: Some(0.2),
             covered_ns: Some(2 * MS as u64),
             between_windows: false,
+            after_last_window: false,
             profile_type: Some(cpu_type()),
         }
     );
@@ -189,6 +190,7 @@ fn span_coverage_of_a_span_shorter_than_the_period() {
             possible_samples: Some(0.4),
             covered_ns: None,
             between_windows: false,
+            after_last_window: false,
             profile_type: Some(cpu_type()),
         }
     );
@@ -220,6 +222,7 @@ fn span_coverage_of_spans_without_samples() {
                 possible_samples: Some(possible),
                 covered_ns: Some(duration),
                 between_windows: false,
+                after_last_window: false,
                 profile_type: Some(cpu_type()),
             },
             "{name}"
@@ -311,6 +314,7 @@ fn span_coverage_of_a_span_between_two_windows() {
             possible_samples: Some(0.0),
             covered_ns: Some(0),
             between_windows: true,
+            after_last_window: false,
             profile_type: Some(cpu_type()),
         }
     );
@@ -319,6 +323,75 @@ fn span_coverage_of_a_span_between_two_windows() {
         (got.covered_ns, got.between_windows, got.possible_samples),
         (Some(0), false, None)
     );
+    // No window reaches its time (yet): the next one would hold its samples.
+    assert!(got.after_last_window, "{got:?}");
+    // A span before the first window is not waiting for one.
+    let before = span(0xb3, 0, 100 * MS as u64);
+    let before = SpanRecord {
+        start_ns: first.time_ns as u64 - 300 * MS as u64,
+        end_ns: first.time_ns as u64 - 200 * MS as u64,
+        ..before
+    };
+    store.ingest(&[], vec![before.clone()]).unwrap();
+    let got = store.span_coverage(before.span_id, None).unwrap();
+    assert_eq!((got.covered_ns, got.after_last_window), (Some(0), false));
+}
+
+/// A span whose only samples are of a type other than its service's CPU type (a goroutine
+/// profile counted it while its CPU window was still open) is measured in CPU time, the
+/// default of its service: 0 so far, not "sampled" with a total of 1 goroutine beside spans
+/// with their CPU time.
+#[test]
+fn span_coverage_defaults_to_its_services_cpu_type() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let idle = c.span(IDLE).clone();
+    assert!(!has_samples(&store, &idle.span_id));
+    // One goroutine, labelled with the idle span, as Go's goroutine profile writes it.
+    let mut g = c.pprof.clone();
+    let string = |g: &mut spanprof_format::pprof::Profile, s: &str| {
+        g.string_table.push(s.into());
+        g.string_table.len() as i64 - 1
+    };
+    let goroutine = string(&mut g, "goroutine");
+    let count = string(&mut g, "count");
+    let key = string(&mut g, "span_id");
+    let value = string(&mut g, &hex(&idle.span_id));
+    let mut sample = g.sample[0].clone();
+    sample.value = vec![1];
+    sample.label = vec![spanprof_format::pprof::Label {
+        key,
+        str: value,
+        ..Default::default()
+    }];
+    g.sample = vec![sample];
+    g.sample_type = vec![spanprof_format::pprof::ValueType {
+        r#type: goroutine,
+        unit: count,
+    }];
+    g.period_type = Some(spanprof_format::pprof::ValueType {
+        r#type: goroutine,
+        unit: count,
+    });
+    g.period = 1;
+    g.time_nanos = idle.start_ns as i64;
+    g.duration_nanos = 0;
+    let (data, _) = spanprof_format::to_otlp::pprof_to_otlp(
+        &g,
+        resource(),
+        Some(spanprof_format::LinkConfig::default()),
+    )
+    .unwrap();
+    store.ingest(&[&data], Vec::new()).unwrap();
+    assert!(has_samples(&store, &idle.span_id));
+    let got = store.span_coverage(idle.span_id, None).unwrap();
+    assert_eq!(got.profile_type, Some(cpu_type()), "{got:?}");
+    assert_eq!(got.value, 0);
+    // Asked for, the goroutine is there.
+    let counted = store
+        .span_coverage(idle.span_id, Some("goroutines"))
+        .unwrap();
+    assert_eq!(counted.value, 1, "{counted:?}");
 }
 
 /// A CPU window without samples (an idle process's) is stored as a window: a span in it used

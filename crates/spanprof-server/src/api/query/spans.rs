@@ -31,6 +31,14 @@ pub const NO_SAMPLES: &str = "no samples";
 pub const TOO_SHORT: &str = "shorter than the sampling period";
 /// No profile of the span's service covers its time.
 pub const NOT_PROFILED: &str = "no profile covers the span";
+/// The span ended lately, and no profile of its service reaches its time yet: the one of its
+/// time is still to come (a scraped CPU window is stored when it ends, a push SDK's with its
+/// next upload). Answered [`NOT_PROFILED`] once it ended [`PENDING_FOR_NS`] ago.
+pub const PENDING: &str = "profile not received yet";
+/// How long after a span ended a profile of its time may still arrive, ns: a window of a
+/// scrape interval (15 s by default) and its scrape timeout, or a push SDK's upload interval,
+/// with room to spare.
+pub const PENDING_FOR_NS: u64 = 120_000_000_000;
 /// Profiles cover less than one sampling period of the span, or less than half of it: it
 /// fell (mostly) between two windows of a pull profiler, and no sample in the part watched
 /// says little of the rest.
@@ -43,8 +51,9 @@ pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 /// that ancestor's samples. `sampled_ancestor` names where to look.
 pub const ON_ANCESTOR: &str = "samples on an ancestor span";
 
-/// What a span's coverage means, in words.
-pub fn verdict(c: &Coverage) -> &'static str {
+/// What a span's coverage means, in words; `recent`: the span ended less than
+/// [`PENDING_FOR_NS`] ago.
+pub fn verdict(c: &Coverage, recent: bool) -> &'static str {
     // "No CPU used" only where samples are taken on a CPU (CPU time or CPU sample counts;
     // not wall-clock time, not allocations).
     let cpu_type = c
@@ -53,6 +62,9 @@ pub fn verdict(c: &Coverage) -> &'static str {
         .is_some_and(ProfileTypeId::samples_cpu);
     if c.value > 0 {
         return SAMPLED;
+    }
+    if c.after_last_window && recent {
+        return PENDING;
     }
     // Against its own time: what its children ran is theirs.
     let (unwatched, mostly_unwatched) = match (c.covered_ns, c.self_ns) {
@@ -131,7 +143,7 @@ impl CoverageOf {
             "covered_ns": c.covered_ns,
             "period": c.period,
             "has_samples": store.has_samples(&span.span_id)?,
-            "coverage": verdict(c),
+            "coverage": verdict(c, ended_lately(span)),
             "sampled_ancestor": null,
             "attributes": attributes,
         });
@@ -140,6 +152,15 @@ impl CoverageOf {
         };
         Ok(map)
     }
+}
+
+/// Whether `span` ended less than [`PENDING_FOR_NS`] ago (or ends after now, by the server's
+/// clock).
+fn ended_lately(span: &SpanRecord) -> bool {
+    let now_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    now_ns.saturating_sub(span.end_ns) < PENDING_FOR_NS
 }
 
 fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
@@ -625,6 +646,7 @@ mod tests {
             possible_samples: Some(watched as f64 / period as f64),
             covered_ns: covered_ms.map(|c| c * MS),
             between_windows: false,
+            after_last_window: false,
             profile_type: ProfileTypeId::parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds"),
         }
     }
@@ -642,26 +664,30 @@ mod tests {
             (3, Some(0), NOT_PROFILED),
         ] {
             let c = coverage(duration, covered);
-            assert_eq!(verdict(&c), want, "{duration} ms, {covered:?} ms covered");
+            assert_eq!(
+                verdict(&c, true),
+                want,
+                "{duration} ms, {covered:?} ms covered"
+            );
         }
         let sampled = Coverage {
             value: 10,
             ..coverage(200, None)
         };
-        assert_eq!(verdict(&sampled), SAMPLED);
+        assert_eq!(verdict(&sampled, true), SAMPLED);
         // Windows end just before it and begin just after: it fell into the gap of a pull
         // profiler that was running.
         let between = Coverage {
             between_windows: true,
             ..coverage(200, Some(0))
         };
-        assert_eq!(verdict(&between), PARTLY_PROFILED);
+        assert_eq!(verdict(&between, true), PARTLY_PROFILED);
         // Of a type other than CPU time (wall-clock time, a count), no sample is no sample.
         let wall = Coverage {
             profile_type: ProfileTypeId::parse("wall:wall:nanoseconds:wall:nanoseconds"),
             ..coverage(200, Some(200))
         };
-        assert_eq!(verdict(&wall), NO_SAMPLES);
+        assert_eq!(verdict(&wall, true), NO_SAMPLES);
         // A parent whose children ran all but 5 ms of its 200: its own time is short, and
         // profiles watched all of it.
         let parent = Coverage {
@@ -669,6 +695,20 @@ mod tests {
             possible_samples: Some(0.5),
             ..coverage(200, Some(5))
         };
-        assert_eq!(verdict(&parent), TOO_SHORT);
+        assert_eq!(verdict(&parent, true), TOO_SHORT);
+        // No profile reaches its time yet: to come, while the span is recent.
+        let pending = Coverage {
+            after_last_window: true,
+            period: None,
+            possible_samples: None,
+            ..coverage(200, Some(0))
+        };
+        assert_eq!(verdict(&pending, true), PENDING);
+        assert_eq!(verdict(&pending, false), NOT_PROFILED);
+        let sampled_after = Coverage {
+            value: 10,
+            ..pending
+        };
+        assert_eq!(verdict(&sampled_after, true), SAMPLED);
     }
 }

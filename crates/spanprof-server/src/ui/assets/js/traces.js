@@ -101,15 +101,14 @@ export function coverageNotice(span, profiled = true, trace = null) {
         : "too little of it") +
       ", too little to tell whether it computed or waited. Its neighbours in the trace, or a push " +
       "profiler, tell more.",
+    "profile not received yet": `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ` +
+      "ago, and the profile of the time it ran has not arrived yet: a scraped CPU profile comes at the " +
+      "end of its window (15 s by default), a pushing profiler's (a Pyroscope SDK, an OpenTelemetry " +
+      "profiler) with its next upload. Reload in a few seconds.",
     "no profile covers the span": !profiled
       ? "No profile is stored at all: spanprof gets the samples from a profiler, which it pulls " +
         "(spanprof serve --scrape name=http://host:6060 for a Go service's /debug/pprof) or which " +
         "pushes to it (a Pyroscope SDK to /ingest, an OpenTelemetry profiler over OTLP)."
-      : endedSecondsAgo(span) < 120
-      ? `The span ended ${Math.max(0, Math.round(endedSecondsAgo(span)))} s ago, and the profile of the ` +
-        "time it ran has not arrived yet: a scraped CPU profile comes at the end of its window (15 s by " +
-        "default), a pushing profiler's (a Pyroscope SDK, an OpenTelemetry profiler) with its next " +
-        "upload. Reload in a few seconds."
       : "No profile was taken while this span ran: the profiler was not running, or its profiles did " +
         "not arrive.",
   };
