@@ -525,34 +525,74 @@ fn a_link_to_the_all_zero_span_is_refused_naming_it() {
     );
 }
 
-/// Sample values that add up past i64::MAX stop at it: they wrapped to a negative total,
-/// which answers drop (a profile acknowledged and then showing nothing).
+/// A profile whose values add up past 2^53 (one sample of `i64::MAX` made its service's totals
+/// saturate, and the real values beside it vanished from view), or with a negative value, is
+/// refused naming the sample; the profiles beside it are stored, and the totals are theirs.
 #[test]
-fn values_adding_up_past_the_largest_stop_at_it() {
+fn profiles_with_values_past_any_real_one_or_negative_are_refused() {
     let mut b = DictionaryBuilder::new();
     let main = b.location(&["main.main"]);
     let stack = b.stack(&[main]);
     let link = b.link(&T1, &S1);
-    let p = b.profile(
-        ("cpu", "nanoseconds"),
-        ("cpu", "nanoseconds"),
+    let cpu = ("cpu", "nanoseconds");
+    let good = b.profile(
+        cpu,
+        cpu,
+        vec![sample(stack, link, &[7]), sample(stack, 0, &[5])],
+    );
+    let huge = b.profile(
+        cpu,
+        cpu,
+        vec![sample(stack, 0, &[5]), sample(stack, link, &[i64::MAX])],
+    );
+    let past = b.profile(
+        cpu,
+        cpu,
         vec![
-            sample(stack, link, &[i64::MAX]),
-            sample(stack, link, &[i64::MAX]),
-            sample(stack, 0, &[5]),
+            sample(stack, link, &[1 << 52]),
+            sample(stack, link, &[(1 << 52) + 1]),
         ],
     );
-    let data = b.finish(vec![vec![p]]);
+    let negative = b.profile(cpu, cpu, vec![sample(stack, link, &[-3])]);
+    let at_most = b.profile(
+        cpu,
+        cpu,
+        vec![sample(stack, 0, &[1 << 52]), sample(stack, 0, &[1 << 52])],
+    );
+    let data = b.finish(vec![vec![good, huge, past, negative, at_most]]);
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
-    store.ingest(&[&data], Vec::new()).unwrap();
+    let report = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!(
+        (report.profiles, report.rejected_profiles),
+        (2, 3),
+        "{report:?}"
+    );
+    let at = |i: usize| format!("resource_profiles[0].scope_profiles[0].profiles[{i}]: ");
+    assert_eq!(
+        report.problems,
+        [
+            format!(
+                "{}samples[1]: the profile's values add up to more than 9007199254740992 \
+                 (2^53), more than any real profile holds",
+                at(1)
+            ),
+            format!(
+                "{}samples[1]: the profile's values add up to more than 9007199254740992 \
+                 (2^53), more than any real profile holds",
+                at(2)
+            ),
+            format!(
+                "{}samples[0].values: -3 is negative (a profile's values count or measure what \
+                 happened)",
+                at(3)
+            ),
+        ]
+    );
     let sel = Selection {
         profile_type: Some("cpu".into()),
         ..Default::default()
     };
     let (tree, _) = store.flame_graph(&sel).unwrap();
-    assert_eq!(tree.total(), i64::MAX as u64);
-    let pprof = store.pprof(&sel).unwrap();
-    let values: Vec<i64> = pprof.sample.iter().map(|s| s.value[0]).collect();
-    assert!(values.contains(&i64::MAX), "{values:?}");
+    assert_eq!(tree.total(), 12 + (1 << 53));
 }

@@ -534,13 +534,43 @@ fn same_samples(a: &spanprof_format::otlp::Profile, b: &spanprof_format::otlp::P
         })
 }
 
-/// A sample's value: the sum of its values, or its number of timestamps when it has none.
-fn sample_value(s: &spanprof_format::otlp::Sample) -> i64 {
-    if s.values.is_empty() {
+/// Most the values of one profile may add up to: 2^53, more than any real profile holds (104
+/// days of CPU or wall-clock time in nanoseconds, 8 PiB of allocations), and what a JSON
+/// number carries exactly. One sample of `i64::MAX` made every total of its service's
+/// answers saturate, and the real values beside it vanished from view.
+pub const MAX_PROFILE_TOTAL: i64 = 1 << 53;
+
+/// Sample `i`'s value: the sum of its values, or its number of timestamps when it has none;
+/// added to `total`, the profile's so far. A negative value (profiles count or measure what
+/// happened) and a total past [`MAX_PROFILE_TOTAL`] are refused.
+fn sample_value(
+    s: &spanprof_format::otlp::Sample,
+    i: usize,
+    total: &mut i64,
+) -> Result<i64, String> {
+    let value = if s.values.is_empty() {
         s.timestamps_unix_nano.len() as i64
     } else {
-        s.values.iter().fold(0i64, |a, v| a.saturating_add(*v))
+        let mut sum = 0i64;
+        for &v in &s.values {
+            if v < 0 {
+                return Err(format!(
+                    "samples[{i}].values: {v} is negative (a profile's values count or measure \
+                     what happened)"
+                ));
+            }
+            sum = sum.saturating_add(v);
+        }
+        sum
+    };
+    *total = total.saturating_add(value);
+    if *total > MAX_PROFILE_TOTAL {
+        return Err(format!(
+            "samples[{i}]: the profile's values add up to more than {MAX_PROFILE_TOTAL} (2^53), \
+             more than any real profile holds"
+        ));
     }
+    Ok(value)
 }
 
 /// The blocks of `p`, whose samples are those of the profile stored just before as `before`
@@ -560,7 +590,12 @@ fn reuse_blocks(
     let profile_type = profile_type_of(d, p, name_hint)?;
     check_profile_type(&profile_type, series_limits)?;
     let mut blocks = Vec::with_capacity(before.len());
+    let mut total = 0i64;
     for (b, (labels, members)) in before.iter().zip(layout.labels.iter().zip(&layout.members)) {
+        let values = members
+            .iter()
+            .map(|&i| sample_value(&p.samples[i as usize], i as usize, &mut total))
+            .collect::<Result<Vec<i64>, String>>()?;
         let key = SeriesKey {
             service,
             profile_type: profile_type.clone(),
@@ -572,10 +607,7 @@ fn reuse_blocks(
             duration_ns,
             period: p.period,
             nodes: b.nodes.clone(),
-            values: members
-                .iter()
-                .map(|&i| sample_value(&p.samples[i as usize]))
-                .collect(),
+            values,
             links: b.links.clone(),
             link_table: b.link_table.clone(),
         });
@@ -827,6 +859,7 @@ fn profile_blocks(
         labels: Vec::new(),
         members: Vec::new(),
     };
+    let mut total = 0i64;
     for (i, s) in p.samples.iter().enumerate() {
         let node = st.services[service as usize]
             .symbols
@@ -939,7 +972,7 @@ fn profile_blocks(
             }
         };
         let (block, links) = &mut blocks[g];
-        let value = sample_value(s);
+        let value = sample_value(s, i, &mut total)?;
         layout.members[g].push(i as u32);
         let link_ix = match link {
             None => 0,
