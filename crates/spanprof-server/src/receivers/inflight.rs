@@ -309,11 +309,17 @@ impl FromRequest<AppState> for ChargedBody {
     }
 }
 
-/// The 413 of a body past the size limit.
-fn too_large() -> Rejection {
+/// Bytes of a body that must have arrived before room for all it announced is taken.
+const TRUST_ANNOUNCED: usize = 1 << 20;
+
+/// The 413 of a body past the size limit, `limit` bytes.
+fn too_large(limit: usize) -> Rejection {
     Rejection::new(
         StatusCode::PAYLOAD_TOO_LARGE,
-        "the request body is larger than the server's limit (server.max_body_size)",
+        format!(
+            "the request body is larger than the server's limit of {limit} bytes \
+             (server.max_body_size)"
+        ),
     )
 }
 
@@ -336,7 +342,7 @@ pub async fn read(
         .and_then(|v| v.trim().parse::<usize>().ok());
     if let Some(n) = announced {
         if n > limit {
-            return Err(too_large());
+            return Err(too_large(limit));
         }
         if n > inflight.available() {
             let busy = inflight.no_room_for(n);
@@ -353,8 +359,13 @@ pub async fn read(
         }
     }
     let mut body = req.into_body();
-    // Memory for what has arrived, not for what is announced (grown as the bytes come).
-    let mut buf = Vec::with_capacity(announced.unwrap_or(0).min(1 << 20));
+    // Memory for what has arrived, not for what is announced: grown as the bytes come, and
+    // charged as it is taken (what had arrived alone was charged, and the doubling buffers
+    // held up to twice that, and as much again freed on the way: 60 uploads of 31 MB took
+    // the server to 1.4 GB within a budget of 512 MiB). Doubling up to
+    // [`TRUST_ANNOUNCED`], then the announced length at once: a client that has sent that
+    // much is sending its body.
+    let mut buf: Vec<u8> = Vec::new();
     let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
     loop {
         let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
@@ -388,13 +399,21 @@ pub async fn read(
         };
         let total = buf.len() + data.len();
         if total > limit {
-            return Err(too_large());
+            return Err(too_large(limit));
         }
-        if total > charge.bytes() {
-            if let Err(busy) = charge.grow(total - charge.bytes()) {
+        if total > buf.capacity() {
+            let old = buf.capacity();
+            let new = match announced {
+                Some(n) if old >= TRUST_ANNOUNCED => n,
+                Some(n) => old.saturating_mul(2).min(n),
+                None => old.saturating_mul(2).min(limit),
+            }
+            .max(total);
+            if let Err(busy) = charge.grow(new - old) {
                 drop((buf, charge));
                 return Err(refuse_read(busy, body, limit - total, idle).await);
             }
+            buf.reserve_exact(new - buf.len());
         }
         buf.extend_from_slice(&data);
     }
