@@ -596,3 +596,26 @@ fn profiles_with_values_past_any_real_one_or_negative_are_refused() {
     let (tree, _) = store.flame_graph(&sel).unwrap();
     assert_eq!(tree.total(), 12 + (1 << 53));
 }
+
+/// A `:` inside a part of the profile type (it separates the parts of a type id) is refused:
+/// `a:b:c` as a name made an id that named another type, and that no query could name.
+#[test]
+fn a_profile_type_part_with_a_colon_is_refused() {
+    let mut b = DictionaryBuilder::new();
+    let main = b.location(&["main.main"]);
+    let stack = b.stack(&[main]);
+    let cpu = ("cpu", "nanoseconds");
+    let good = b.profile(cpu, cpu, vec![sample(stack, 0, &[7])]);
+    let colon = b.profile(("cpu:x", "nanoseconds"), cpu, vec![sample(stack, 0, &[5])]);
+    let data = b.finish(vec![vec![good, colon]]);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let report = store.ingest(&[&data], Vec::new()).unwrap();
+    assert_eq!((report.profiles, report.rejected_profiles), (1, 1));
+    assert!(
+        report.problems[0].contains("\"cpu:x\", a part of the profile type, has a ':' in it"),
+        "{:?}",
+        report.problems
+    );
+    assert_eq!(store.profile_types(None).len(), 1);
+}

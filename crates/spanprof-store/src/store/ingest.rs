@@ -655,6 +655,23 @@ fn profile_type_of(
     if profile_type.sample_type.is_empty() {
         return Err("profile has no sample type".into());
     }
+    // `:` separates the parts of a type id: one inside a part made an id that named another
+    // type, and that no query could name.
+    for part in [
+        &profile_type.name,
+        &profile_type.sample_type,
+        &profile_type.sample_unit,
+        &profile_type.period_type,
+        &profile_type.period_unit,
+    ] {
+        if part.contains(':') {
+            return Err(format!(
+                "{:?}, a part of the profile type, has a ':' in it, which separates the parts \
+                 of a profile type id (name:sample_type:sample_unit:period_type:period_unit)",
+                shown(part)
+            ));
+        }
+    }
     Ok(profile_type)
 }
 

@@ -177,6 +177,9 @@ fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
 fn series_of(pairs: &[LabelPair]) -> Result<Series, String> {
     let mut labels = labels::sanitize_all(pairs.iter().map(|l| (l.name.clone(), l.value.clone())))?;
     let name = labels.remove(METRIC_NAME).filter(|n| !n.is_empty());
+    if let Some(n) = &name {
+        check_profile_name(n)?;
+    }
     let service = labels
         .remove(SERVICE_NAME)
         .filter(|s| !s.is_empty())
@@ -187,6 +190,23 @@ fn series_of(pairs: &[LabelPair]) -> Result<Series, String> {
         name,
         labels,
     })
+}
+
+/// A profile name (`__name__`) as Pyroscope's validation takes one, a metric name, without
+/// `:`: it is the first part of the profile type id (`name:sample_type:sample_unit:…`), and
+/// `a:b:c` made a type id that named another type (and that its own queries could not name).
+fn check_profile_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    let first = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Ok(());
+    }
+    Err(format!(
+        "label __name__ {name:?} is not a profile name: letters, digits and _, not starting \
+         with a digit (process_cpu, memory, goroutines, …)"
+    ))
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -394,5 +414,10 @@ mod tests {
             vec![("otel_scope_name".to_owned(), "pyroscope-rs".to_owned())]
         );
         assert_eq!(series_of(&[]).unwrap().service, "unknown_service");
+        for bad in ["a:b:c", "bad name!", "1cpu", "mémoire"] {
+            let e = series_of(&[pair("__name__", bad)]).err().unwrap();
+            assert!(e.contains("is not a profile name"), "{bad}: {e}");
+        }
+        assert!(series_of(&[pair("__name__", "_alloc_in_new_tlab2")]).is_ok());
     }
 }
