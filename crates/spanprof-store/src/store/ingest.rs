@@ -314,13 +314,15 @@ fn string_of(v: &AnyValue) -> Option<String> {
     })
 }
 
-/// A sample attribute's value as a series label: strings (and booleans). A number is a
+/// A sample attribute's value as a series label: strings (not empty: selectors match an empty
+/// label as a missing one) and booleans. A number is a
 /// measurement of the one sample (the allocation size Go's heap profiles label every sample
 /// with, a thread id), not a label to split series by: one series per distinct size grew
 /// without end, and a heap profile with over 1,000 sizes was refused whole. Pyroscope leaves
 /// pprof's number labels out of series the same way. The store does not keep them.
 fn sample_label_of(v: &AnyValue) -> Option<String> {
     match v.value.as_ref()? {
+        any_value::Value::StringValue(s) if s.is_empty() => None,
         any_value::Value::StringValue(_) | any_value::Value::BoolValue(_) => string_of(v),
         _ => None,
     }
@@ -331,7 +333,14 @@ fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<
     let mut name = None;
     let mut labels = Vec::new();
     for kv in resource.map_or(&[][..], |r| &r.attributes) {
-        let Some(v) = kv.value.as_ref().and_then(string_of) else {
+        // An empty value is no label (selectors match it as a missing one): an empty
+        // `service.name` stored the service `""`, which no query could select.
+        let Some(v) = kv
+            .value
+            .as_ref()
+            .and_then(string_of)
+            .filter(|v| !v.is_empty())
+        else {
             continue;
         };
         match kv.key.as_str() {
@@ -1125,6 +1134,11 @@ mod tests {
             "web"
         );
         assert_eq!(resource_labels(None).0, "unknown_service");
+        // Empty is missing: no service "", no label of an empty value.
+        assert_eq!(service(&[("service.name", "")]), "unknown_service");
+        assert!(resource_labels(Some(&resource(&[("env", "")])))
+            .2
+            .is_empty());
     }
 
     #[test]

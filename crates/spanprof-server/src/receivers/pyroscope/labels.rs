@@ -57,7 +57,10 @@ fn is_app_char(c: char) -> bool {
 impl LabelSet {
     /// Parses `app{k1=v1,k2=v2}`. The app name ends at the first `{`; pairs are split at `,`
     /// and end at `}`; keys and values are trimmed; there is no escaping (a value cannot hold
-    /// `,` or `}`). A pair without `=` is ignored, and so is anything after the closing `}`.
+    /// `,` or `}`). A pair without `=` is ignored, and so is anything after the closing `}`. A
+    /// tag with an empty value is no tag (as in Prometheus, whose selectors match an empty
+    /// label as a missing one): `service_name=` stored the service `""`, which no query could
+    /// select, where the app name names it.
     pub fn parse(name: &str) -> Result<LabelSet, LabelSetError> {
         let (app, rest) = match name.find('{') {
             Some(i) => (&name[..i], Some(&name[i + 1..])),
@@ -86,7 +89,9 @@ impl LabelSet {
             let (key, value) = (key.trim(), value.trim());
             if key == METRIC_NAME {
                 // Pyroscope lets a `__name__` tag replace the app name.
-                set.app = value.to_owned();
+                if !value.is_empty() {
+                    set.app = value.to_owned();
+                }
                 continue;
             }
             if key.is_empty() {
@@ -98,7 +103,9 @@ impl LabelSet {
                     bad,
                 });
             }
-            set.tags.insert(key.to_owned(), value.to_owned());
+            if !value.is_empty() {
+                set.tags.insert(key.to_owned(), value.to_owned());
+            }
         }
         if set.app.is_empty() {
             return Err(LabelSetError::MissingApp);
@@ -170,6 +177,13 @@ mod tests {
             "b",
             "a __name__ tag names the app"
         );
+        // An empty value is no tag: the app name stays the service.
+        let s = LabelSet::parse("a{service_name=,env= ,__name__=}").unwrap();
+        assert_eq!((s.app.as_str(), s.tags.len()), ("a", 0));
+        assert!(matches!(
+            LabelSet::parse("app{a-b=}"),
+            Err(LabelSetError::BadKey { bad: '-', .. })
+        ));
     }
 
     #[test]
