@@ -615,11 +615,17 @@ pub fn format_duration(d: Duration) -> String {
     format!("{s}s")
 }
 
-/// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`.
+/// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`. Units are binary, as
+/// Pyroscope's and Kubernetes' `Mi` are: `MB` and `M` mean MiB too.
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
+    if unit.starts_with(['.', ',']) && unit[1..].starts_with(|c: char| c.is_ascii_digit()) {
+        return Err(format!(
+            "{s:?}: a size is a whole number of its unit (1.5GiB is 1536MiB)"
+        ));
+    }
     let n: u64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a size (try 64MiB)"))?;
@@ -631,7 +637,8 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 1 << 40,
         other => {
             return Err(format!(
-                "unknown size unit {other:?} in {s:?} (use B, KiB, MiB, GiB, TiB)"
+                "unknown size unit {other:?} in {s:?} (use B, KiB, MiB, GiB, TiB; KB, MB, GB and \
+                 TB mean the same)"
             ))
         }
     };
@@ -720,6 +727,13 @@ mod tests {
             assert_eq!(format_duration(Duration::from_secs(secs)), shown);
         }
         assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(parse_size("10MB"), Ok(10 << 20), "binary, as MiB");
+        let e = parse_size("1.5GiB").unwrap_err();
+        assert!(
+            e.contains("a whole number of its unit (1.5GiB is 1536MiB)"),
+            "{e}"
+        );
+        assert!(parse_size("12 parsecs").unwrap_err().contains("MB"));
     }
 
     #[test]

@@ -257,6 +257,21 @@ fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
                 .map(Some)
                 .map_err(|_| E::custom(format!("{n} is not a size: sizes are not negative")))
         }
+        fn visit_u128<E: serde::de::Error>(self, n: u128) -> Result<Self::Value, E> {
+            u64::try_from(n)
+                .map(Some)
+                .map_err(|_| E::custom(format!("{n} bytes is too large")))
+        }
+        fn visit_i128<E: serde::de::Error>(self, n: i128) -> Result<Self::Value, E> {
+            Err(E::custom(format!(
+                "{n} is not a size: sizes are not negative"
+            )))
+        }
+        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Self::Value, E> {
+            Err(E::custom(format!(
+                "{n} is not a size: a size is a whole number of bytes, or of a unit (512MiB)"
+            )))
+        }
         fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
             parse_size(s).map(Some).map_err(E::custom)
         }
@@ -828,6 +843,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("size unit") && e.contains("line 2"), "{e}");
+        for (text, says) in [
+            (
+                "storage:\n  max_size: 99999999999999999999999\n",
+                "bytes is too large",
+            ),
+            ("storage:\n  max_size: 1.5\n", "a whole number of bytes"),
+            ("storage:\n  max_size: 1.5GiB\n", "1536MiB"),
+        ] {
+            let e = load_str(text).unwrap_err().to_string();
+            assert!(e.contains(says) && !e.contains("u128"), "{text}: {e}");
+        }
         let e = load_str("server:\n  otlp_http_addr: nowhere\n")
             .unwrap_err()
             .to_string();

@@ -1,26 +1,10 @@
 //! Human-readable sizes on the command line and values in output.
 
-/// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`.
+/// Parses a byte size such as `64MiB`, `512k`, `1G` or `1048576`, as the server's
+/// configuration does ([`spanprof_server::config::parse_size`]).
 pub fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (try 64MiB)"))?;
-    let mult: usize = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?} in {s:?} (use B, KiB, MiB, GiB)"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    let n = spanprof_server::config::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("{s:?} is too large"))
 }
 
 /// Formats `value` of `unit` (a pprof/OTLP unit such as `nanoseconds`, `bytes`, `count`) the

@@ -122,8 +122,9 @@ pub(crate) async fn ingest_profiles(
         .map(|e| format!("invalid profile: {e}"))
         .collect();
     if !invalid.is_empty() {
+        // Refused in a partial success: the request itself is answered 200.
         app.metrics
-            .record_refused(receiver, "invalid_profile", 400, &invalid.join("; "));
+            .record_refused(receiver, "invalid_profile", 200, &invalid.join("; "));
     }
     // Profiles the store refused are the request's rejected part too; the rest is stored.
     let refused = match incoming.submit(Work::Profiles(linked), receiver).await {
