@@ -27,7 +27,9 @@ fn digit(c: u8) -> Option<u8> {
 /// unreadable. `len` is the id's proper length, for the hint on base64.
 pub(super) fn decode_id(text: &str, len: usize) -> Result<Vec<u8>, String> {
     let b = text.as_bytes();
-    let decoded = (b.len() % 2 == 0)
+    let decoded = b
+        .len()
+        .is_multiple_of(2)
         .then(|| {
             b.chunks_exact(2)
                 .map(|pair| Some(digit(pair[0])? << 4 | digit(pair[1])?))
@@ -42,7 +44,7 @@ pub(super) fn decode_id(text: &str, len: usize) -> Result<Vec<u8>, String> {
                  in hex, {} digits for {len} bytes)",
                 2 * len
             ));
-        } else if b.len() % 2 == 1 {
+        } else if !b.len().is_multiple_of(2) {
             m.push_str(" (an odd number of digits: each byte is two)");
         }
         m
