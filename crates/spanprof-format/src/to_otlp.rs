@@ -59,12 +59,25 @@ enum IdIndex {
 }
 
 impl IdIndex {
-    fn new(ids: impl ExactSizeIterator<Item = u64> + Clone) -> IdIndex {
+    /// The index of `what`'s ids (`location`, …); an id given twice is an error (a sample
+    /// naming it could mean either, and a duplicated id was reported as another one missing).
+    fn new(
+        what: &str,
+        ids: impl ExactSizeIterator<Item = u64> + Clone,
+    ) -> Result<IdIndex, FormatError> {
         let n = ids.len();
         if ids.clone().enumerate().all(|(i, id)| id == i as u64 + 1) {
-            return IdIndex::Dense(n);
+            return Ok(IdIndex::Dense(n));
         }
-        IdIndex::Sparse(ids.enumerate().map(|(i, id)| (id, i)).collect())
+        let mut map = HashMap::with_capacity(n);
+        for (i, id) in ids.enumerate() {
+            if let Some(first) = map.insert(id, i) {
+                return Err(FormatError::Invalid(format!(
+                    "pprof {what} id {id} is given twice ({what}[{first}] and {what}[{i}])"
+                )));
+            }
+        }
+        Ok(IdIndex::Sparse(map))
     }
 
     fn get(&self, id: u64) -> Option<usize> {
@@ -101,9 +114,9 @@ impl Batch {
             functions: vec![UNSET; p.function.len()],
             mappings: vec![UNSET; p.mapping.len()],
             locations: vec![UNSET; p.location.len()],
-            function_ids: IdIndex::new(p.function.iter().map(|f| f.id)),
-            mapping_ids: IdIndex::new(p.mapping.iter().map(|m| m.id)),
-            location_ids: IdIndex::new(p.location.iter().map(|l| l.id)),
+            function_ids: IdIndex::new("function", p.function.iter().map(|f| f.id))?,
+            mapping_ids: IdIndex::new("mapping", p.mapping.iter().map(|m| m.id))?,
+            location_ids: IdIndex::new("location", p.location.iter().map(|l| l.id))?,
             labels: HashMap::new(),
         };
         let width = p.sample_type.len();

@@ -123,6 +123,26 @@ fn out_of_range_pprof_indices_are_named() {
         err,
         "pprof sample[0].location_id[0]: location id 7 not found"
     );
+    // An id given twice is named, not the id a sample then misses.
+    let mut twice = p.clone();
+    twice.location = vec![
+        pprof::Location {
+            id: 1,
+            ..Default::default()
+        },
+        pprof::Location {
+            id: 1,
+            ..Default::default()
+        },
+    ];
+    twice.sample[0].location_id = vec![2];
+    let err = pprof_to_otlp(&twice, Default::default(), None)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "pprof location id 1 is given twice (location[0] and location[1])"
+    );
 
     let p = pprof::Profile {
         sample_type: vec![pprof::ValueType { r#type: 1, unit: 9 }],
