@@ -113,6 +113,20 @@ fn record(span: &Span, service: &str) -> Result<(SpanRecord, bool), String> {
         )?),
     };
     let start_ns = span.start_time_unix_nano;
+    // As profiles' (signed nanoseconds): a later time is no time a query asks for, and a
+    // trace of such a span lasted 584 years.
+    for (field, t) in [
+        ("start_time_unix_nano", start_ns),
+        ("end_time_unix_nano", span.end_time_unix_nano),
+    ] {
+        if t > i64::MAX as u64 {
+            return Err(format!(
+                "{field}: {t} is past the latest time the store keeps ({} ns since the epoch, \
+                 in the year 2262)",
+                i64::MAX
+            ));
+        }
+    }
     let clamped = span.end_time_unix_nano < start_ns;
     let status = span.status.as_ref();
     let record = SpanRecord {
@@ -279,6 +293,34 @@ mod tests {
         let partial = report.partial_success().unwrap();
         assert_eq!(partial.rejected_spans, 5);
         assert!(partial.error_message.contains("; "));
+    }
+
+    #[test]
+    fn spans_past_the_latest_time_kept_are_rejected() {
+        let mut late_start = span(1, 1, None);
+        late_start.start_time_unix_nano = u64::MAX - 1;
+        late_start.end_time_unix_nano = u64::MAX;
+        let mut late_end = span(1, 2, None);
+        late_end.end_time_unix_nano = (1 << 63) + 5;
+        let (records, report) = spans_from_otlp(&[one_scope(
+            None,
+            vec![late_start, late_end, span(1, 3, None)],
+        )]);
+        assert_eq!((records.len(), report.rejected), (1, 2));
+        assert!(
+            report.reasons[0].ends_with(&format!(
+                "spans[0].start_time_unix_nano: {} is past the latest time the store keeps \
+                 (9223372036854775807 ns since the epoch, in the year 2262)",
+                u64::MAX - 1
+            )),
+            "{:?}",
+            report.reasons
+        );
+        assert!(
+            report.reasons[1].contains("spans[1].end_time_unix_nano"),
+            "{:?}",
+            report.reasons
+        );
     }
 
     #[test]
