@@ -1486,3 +1486,43 @@ fn spans_never_labelled_point_to_their_sampled_ancestor() {
         "{search}"
     );
 }
+
+/// A span search of a service with profiles but no span at all (a scrape target named
+/// otherwise than its tracer names the service) says so, and names the services that have
+/// spans; it answered an empty list and nothing more.
+#[test]
+fn a_search_of_a_service_with_profiles_but_no_spans_says_why() {
+    let server = TestServer::in_fresh_dir("api-no-spans", |_| {});
+    let data = &fixture().data;
+    data.ingest(&server);
+    let gz = std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../testdata/go/cpu-10s.pb.gz"
+    ))
+    .unwrap();
+    server
+        .post(
+            "/ingest?name=checkout&format=pprof",
+            "application/octet-stream",
+            gz,
+        )
+        .ok();
+    let answer = server
+        .get("/api/v1/spans?service=checkout&from=0")
+        .ok()
+        .json();
+    assert_eq!(answer["spans"], json!([]), "{answer}");
+    let hint = answer["hint"].as_str().unwrap_or_default();
+    assert!(
+        hint.starts_with("checkout has profiles but no spans")
+            && hint.contains(&format!("services with spans: {SERVICE}")),
+        "{answer}"
+    );
+    // A search that finds spans, or a service with spans, has no hint.
+    let found = server
+        .get(&format!("/api/v1/spans?service={SERVICE}&from=0&limit=1"))
+        .ok()
+        .json();
+    assert!(found.get("hint").is_none(), "{found}");
+    server.stop().unwrap();
+}

@@ -104,7 +104,8 @@
 //!   `exemplars` defaults to 0. `average` divides a bucket's sum by its profiles (distinct
 //!   times); it is the default for snapshot types, `sum` for the others.
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
-//!   `{"spans": [Span]}` longest first, Span = `{"trace_id", "span_id", "parent_span_id"|null,
+//!   `{"spans": [Span], "hint"?}` longest first (`hint`, when nothing matched and `service`
+//!   has profiles but no spans at all: why, and the services that have spans), Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "self_ns",
 //!   "profile_type"|null, "unit"|null, "total", "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
 //!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the

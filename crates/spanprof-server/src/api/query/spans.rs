@@ -213,20 +213,54 @@ pub async fn search(
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
-    let spans = blocking(&app, move |store| {
+    let (spans, hint) = blocking(&app, move |store| {
         let found = store.search_spans(&q)?;
+        let mut hint = None;
         if found.is_empty() {
             if let (Some(shown), Some(service)) = (&service_param, &q.service) {
                 unknown_service(store, shown, service)?;
+                hint = profiles_without_spans(store, service)?;
             }
         }
         let coverage = CoverageOf::new(store, profile_type)?;
         let mut spans = coverage.spans_json(store, &found)?;
         point_to_sampled_ancestors_found(store, &found, &mut spans)?;
-        Ok(spans.into_iter().map(Value::Object).collect::<Vec<Value>>())
+        let spans = spans.into_iter().map(Value::Object).collect::<Vec<Value>>();
+        Ok((spans, hint))
     })
     .await?;
-    Ok(axum::Json(json!({ "spans": spans })).into_response())
+    let mut body = json!({ "spans": spans });
+    if let Some(hint) = hint {
+        body["hint"] = hint.into();
+    }
+    Ok(axum::Json(body).into_response())
+}
+
+/// Why a search of `service` found nothing, when it has profiles but no span at any time: a
+/// scrape target named otherwise than its tracer names the service (`--scrape checkout=…` for
+/// a program whose spans say `goapp`) answered an empty list and nothing more.
+fn profiles_without_spans(store: &Store, service: &str) -> Result<Option<String>, ApiError> {
+    if store.profile_types(Some(service)).is_empty() {
+        return Ok(None);
+    }
+    let with_spans = store.span_services(0, u64::MAX)?;
+    if with_spans.iter().any(|s| s == service) {
+        return Ok(None);
+    }
+    let known = match with_spans.len() {
+        0 => "no service has spans yet".to_owned(),
+        n if n > 20 => format!(
+            "services with spans: {} and {} more",
+            with_spans[..20].join(", "),
+            n - 20
+        ),
+        _ => format!("services with spans: {}", with_spans.join(", ")),
+    };
+    Ok(Some(format!(
+        "{service} has profiles but no spans: spans are stored under the service.name their \
+         tracer gives them ({known}); name the scrape target or push as the tracer names the \
+         service, and its spans and profiles are found under one name"
+    )))
 }
 
 /// 400 when `service` (parameter `shown`) has neither spans nor profiles at any time: a typo

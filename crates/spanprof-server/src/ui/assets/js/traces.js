@@ -140,9 +140,10 @@ export class TracesView {
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
     let services;
     let spans;
+    let hint;
     try {
       // Both at once: the search does not wait for the picker.
-      [services, { spans }] = await Promise.all([servicePicker(this.service, params.service, true),
+      [services, { spans, hint }] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
           from: params.from, to: params.to, limit: 100 })]);
     } catch (e) {
@@ -150,7 +151,9 @@ export class TracesView {
       return;
     }
     if (!spans.length) {
-      replace(this.results, services.length
+      replace(this.results, hint
+        ? notice("empty", "No span matches", hint + ".")
+        : services.length
         ? notice("empty", "No span matches", "Remove a filter or widen the time range" +
           (params.name ? ` (a span name matches whole: "${params.name}" must be a span's entire name, ` +
             "as its tracer sent it)" : "") + ". Spans arrive over OTLP traces.")
@@ -159,7 +162,7 @@ export class TracesView {
     }
     replace(this.results, el("table", { class: "spans" },
       el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", totalHeading(spans),
-        "Samples / expected", "Coverage"]
+        "Samples / periods", "Coverage"]
         .map((h) => el("th", {}, h)))),
       el("tbody", {}, spans.map((s) => {
         const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
@@ -170,8 +173,9 @@ export class TracesView {
         el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
         el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
-        el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans " +
-          "(a busy span gets about one a period, give or take one: sampling is random)" },
+        el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
+          "the most one thread busy all the time would get (give or take one: sampling is random). " +
+          "Fewer is no loss: the span waited, or shared its CPU" },
           `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
         el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
       }))));
