@@ -443,9 +443,9 @@ impl ScrapeTarget {
         }
         if self.interval < Duration::from_secs(1) || self.interval.subsec_nanos() != 0 {
             return Err(format!(
-                "interval {:?}: must be whole seconds, at least 1s (a CPU window lasts \
+                "interval {}: must be whole seconds, at least 1s (a CPU window lasts \
                  whole seconds)",
-                self.interval
+                format_duration(self.interval)
             ));
         }
         if self.timeout.is_zero() {

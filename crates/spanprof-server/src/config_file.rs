@@ -682,7 +682,7 @@ mod tests {
             (
                 "http://h:6060",
                 "      interval: 0s\n",
-                "interval 0ns: must be whole seconds, at least 1s",
+                "interval 0s: must be whole seconds, at least 1s",
             ),
             ("http://h:6060", "      timeout: 0s\n", "timeout 0s"),
         ] {

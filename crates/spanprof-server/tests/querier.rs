@@ -951,6 +951,16 @@ fn select_merge_stacktraces_flame_graphs() {
         br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_TREE"}"#,
     );
     assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
+    // A method not served is Connect's unimplemented too, naming those that are.
+    let (status, v) = error("AnalyzeQuery", "application/json", b"{}");
+    assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("AnalyzeQuery is not served here; spanprof serves ProfileTypes"),
+        "{v}"
+    );
     for (field, value, what) in [
         ("stackTraceSelector", json!({}), "stack_trace_selector"),
         ("async", json!({"requestId": "x"}), "async"),

@@ -71,7 +71,7 @@ fn label_selector(s: &str) -> Result<Option<String>, ConnectError> {
         return Ok(None);
     }
     spanprof_store::matchers::parse_selector(s)
-        .map_err(|e| ConnectError::invalid(format!("label selector {s:?}: {e}")))?;
+        .map_err(|e| ConnectError::invalid(e.to_string()))?;
     Ok(Some(s.to_owned()))
 }
 

@@ -297,6 +297,16 @@ rpc!(select_merge_stacktraces => methods::select_merge_stacktraces);
 rpc!(select_merge_profile => methods::select_merge_profile);
 rpc!(select_series => methods::select_series);
 
+/// A method of `querier.v1.QuerierService` not served: Connect's `unimplemented` (a plain-text
+/// 404 told a Connect client nothing it could read), naming the methods that are.
+async fn unknown_method(axum::extract::Path(method): axum::extract::Path<String>) -> ConnectError {
+    ConnectError::unimplemented(format!(
+        "querier.v1.QuerierService/{method} is not served here; spanprof serves ProfileTypes, \
+         LabelNames, LabelValues, Series, SelectMergeSpanProfile, SelectMergeStacktraces, \
+         SelectMergeProfile and SelectSeries"
+    ))
+}
+
 /// The `querier.v1.QuerierService` routes.
 pub fn routes() -> Router<AppState> {
     const P: &str = "/querier.v1.QuerierService/";
@@ -318,6 +328,7 @@ pub fn routes() -> Router<AppState> {
             post(select_merge_profile),
         )
         .route(&format!("{P}SelectSeries"), post(select_series))
+        .route(&format!("{P}{{method}}"), post(unknown_method))
         .layer(DefaultBodyLimit::max(MAX_QUERY_BODY))
         .merge(render::routes())
 }
