@@ -106,7 +106,8 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
     let otlp = go_cpu_otlp(&dir);
 
     // Two uploads that announce 1 MiB each and send all of it but a byte hold the whole
-    // budget (but 2 bytes: a body is charged for what has arrived).
+    // budget (a body is charged the memory it holds: once a mebibyte has come, all it
+    // announced).
     const HELD: usize = (1 << 20) - 1;
     let held: Vec<std::net::TcpStream> = (0..2)
         .map(|_| {
@@ -123,7 +124,7 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
     server.wait_for(
         "the held uploads to be charged",
         Duration::from_secs(30),
-        |s| s.metric("spanprof_inflight_bytes") == (2 * HELD) as f64,
+        |s| s.metric("spanprof_inflight_bytes") == (2 << 20) as f64,
     );
     let r = otlp_grpc_send(&[&grpc_addr, "profiles", otlp.to_str().unwrap()]);
     assert_eq!(r["code"], "RESOURCE_EXHAUSTED", "{r}");
