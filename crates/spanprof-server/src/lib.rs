@@ -307,9 +307,11 @@ pub async fn serve(
             stop_rx.clone(),
         )));
     }
+    let inflight = Arc::clone(&state.inflight);
     drop(state);
     shutdown.await;
     tracing::info!("shutting down: finishing requests in flight and flushing the store");
+    inflight.stop();
     let _ = stop_tx.send(true);
     for s in servers {
         s.await.expect("listener task panicked")?;

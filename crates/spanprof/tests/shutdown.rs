@@ -1,35 +1,79 @@
-//! Stopping `spanprof serve`: a second SIGTERM or Ctrl-C exits at once, whatever is in
-//! flight (a stalled upload held the first one's drain for its whole grace); two at the same
-//! moment (a terminal's Ctrl-C beside a wrapper's SIGTERM) are one request to stop.
+//! Stopping `spanprof serve`: an upload that stalls is answered 503 at once, one still
+//! arriving is waited for; a second SIGTERM or Ctrl-C exits at once, whatever is in flight;
+//! two at the same moment (a terminal's Ctrl-C beside a wrapper's SIGTERM) are one request
+//! to stop.
 
 mod support;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use support::serve::Server;
 use support::{poll, process_dir};
 
-#[test]
-fn a_second_signal_exits_at_once_while_an_upload_stalls() {
-    let dir = process_dir("shutdown");
-    let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
-    // An upload that sends its headers and half its body, then nothing.
+/// An upload of `length` bytes that sends its headers and `sent` bytes of its body.
+fn upload(server: &Server, length: usize, sent: usize) -> TcpStream {
     let mut upload = TcpStream::connect(&server.addr).unwrap();
     write!(
         upload,
         "POST /ingest?name=stalled&format=pprof HTTP/1.1\r\nHost: {}\r\n\
-         Content-Length: 1000\r\n\r\n",
+         Content-Length: {length}\r\n\r\n",
         server.addr
     )
     .unwrap();
-    upload.write_all(&[0u8; 500]).unwrap();
-    server.wait_for(
-        "the stalled upload in flight",
-        Duration::from_secs(10),
-        |s| s.metric("spanprof_inflight_bytes") > 0.0,
+    upload.write_all(&vec![0u8; sent]).unwrap();
+    server.wait_for("the upload in flight", Duration::from_secs(10), |s| {
+        s.metric("spanprof_inflight_bytes") > 0.0
+    });
+    upload
+}
+
+/// An upload that stalls when the server is asked to stop is answered 503 (send it again)
+/// within a second or two, and the server stops then: it held the drain for its whole grace,
+/// 20 s, and its client got no answer.
+#[test]
+fn an_upload_stalled_at_the_stop_is_answered_503_and_the_stop_is_prompt() {
+    let dir = process_dir("shutdown-stalled");
+    let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
+    let mut stalled = upload(&server, 100_000, 1_000);
+    stalled
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let asked = Instant::now();
+    server.signal("TERM");
+    let mut answer = String::new();
+    let _ = stalled.read_to_string(&mut answer);
+    assert!(
+        answer.starts_with("HTTP/1.1 503") && answer.contains("the server is stopping"),
+        "{answer:?}"
     );
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after:"),
+        "{answer:?}"
+    );
+    let (exit, log) = server.wait_exit(Duration::from_secs(10));
+    assert!(asked.elapsed() < Duration::from_secs(5), "{log}");
+    assert_eq!(exit.code(), Some(0), "{log}");
+}
+
+#[test]
+fn a_second_signal_exits_at_once_while_an_upload_arrives() {
+    let dir = process_dir("shutdown");
+    let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
+    // An upload that sends a byte every 200 ms: still arriving, never stalled.
+    let mut trickle = upload(&server, 100_000, 500);
+    let done = Arc::new(AtomicBool::new(false));
+    let sender = {
+        let done = Arc::clone(&done);
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) && trickle.write_all(&[0]).is_ok() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    };
 
     // The first signal waits for the upload (up to its 20 s grace); a second one right
     // after it is the same request, and the server still waits.
@@ -57,7 +101,8 @@ fn a_second_signal_exits_at_once_while_an_upload_stalls() {
         log.contains("a second signal while stopping: exiting now"),
         "{log}"
     );
-    drop(upload);
+    done.store(true, Ordering::Relaxed);
+    sender.join().unwrap();
 }
 
 /// A write cut off by a crash (the process killed, the machine down) is dropped at the next

@@ -32,11 +32,18 @@ pub const BODY_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// not hold what it sent for good either (a 64 MiB body needs 220 KB/s).
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// Once the server is stopping, how long a request body may stall before the request is
+/// answered 503 (send it again): a stalled upload held the shutdown for its whole drain
+/// time, 20 s, and its client got no answer. A body still arriving goes on.
+pub const STOPPING_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Bytes of request bodies held now, against a limit.
 #[derive(Debug)]
 pub struct Inflight {
     used: AtomicUsize,
     max: usize,
+    /// Whether the server is stopping (see [`STOPPING_IDLE_TIMEOUT`]).
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 impl Inflight {
@@ -45,7 +52,14 @@ impl Inflight {
         Arc::new(Inflight {
             used: AtomicUsize::new(0),
             max,
+            stopping: tokio::sync::watch::Sender::new(false),
         })
+    }
+
+    /// The server stops: bodies that stall for [`STOPPING_IDLE_TIMEOUT`] from now on are
+    /// answered 503.
+    pub fn stop(&self) {
+        self.stopping.send_replace(true);
     }
 
     /// Bytes charged now.
@@ -367,9 +381,30 @@ pub async fn read(
     // much is sending its body.
     let mut buf: Vec<u8> = Vec::new();
     let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
+    let mut stopping = inflight.stopping.subscribe();
     loop {
+        let stopped = *stopping.borrow_and_update();
+        let idle = match stopped {
+            true => idle.min(STOPPING_IDLE_TIMEOUT),
+            false => idle,
+        };
         let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
-        let frame = match tokio::time::timeout(wait, body.frame()).await {
+        let next = tokio::select! {
+            next = tokio::time::timeout(wait, body.frame()) => next,
+            // The server is stopping: wait for the next piece as long as it allows.
+            Ok(()) = stopping.changed(), if !stopped => continue,
+        };
+        let frame = match next {
+            Err(_) if stopped => {
+                return Err(Rejection::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the server is stopping and the request body stalled after {} bytes: \
+                         send the request again",
+                        buf.len()
+                    ),
+                ))
+            }
             Err(_) if wait < idle => {
                 return Err(Rejection::new(
                     StatusCode::REQUEST_TIMEOUT,

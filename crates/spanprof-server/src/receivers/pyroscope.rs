@@ -149,10 +149,8 @@ fn sanitize_sample_label_keys(profile: &mut pprof::Profile, link: &LinkConfig) {
     }
 }
 
-/// Converts and links `profiles`, hands them to the pipeline as one batch, and returns once
-/// they are durable.
-/// Converts and links `profiles`, lets go of their `charge` (see [`decode_pprof`]) and sends
-/// them down the pipeline.
+/// Converts and links `profiles`, lets go of their `charge` (see [`decode_pprof`]), hands
+/// them to the pipeline as one batch, and returns once they are durable.
 async fn submit(
     app: &AppState,
     incoming: Incoming,
