@@ -437,8 +437,11 @@ impl State {
         // not of the samples alone. A span whose CPU window has not arrived yet, but whose
         // goroutines were counted meanwhile, read "sampled" with a total of 1 goroutine next
         // to spans with their CPU time.
+        // (Only when the samples' own types have no CPU time: a scan of every series per
+        // span of a search.)
         let mut candidates = available.clone();
-        if by_spans && of_samples {
+        let best = ProfileTypeId::preferred(&available).map(ProfileTypeId::default_rank);
+        if by_spans && of_samples && best != Some(0) {
             let services: HashSet<u32> = blocks
                 .iter()
                 .map(|(index, b)| self.series[index.blocks[*b as usize].series as usize].service)
