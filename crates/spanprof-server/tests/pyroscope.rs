@@ -927,7 +927,7 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
         a.text()
     );
 
-    let cases: [(&str, &str, Vec<u8>, u16, &str); 11] = [
+    let cases: [(&str, &str, Vec<u8>, u16, &str); 13] = [
         (
             "no name",
             "/ingest?format=pprof",
@@ -983,6 +983,20 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
             b"main;f x\n".to_vec(),
             400,
             "line 1",
+        ),
+        (
+            "a bad byte in folded text",
+            "/ingest?name=a",
+            b"main;a 3\nmain;\xff\xfe;b 2\n".to_vec(),
+            400,
+            "folded text line 2: byte 14 is not UTF-8",
+        ),
+        (
+            "raw pprof as folded",
+            "/ingest?name=a",
+            pprof::encode(&pprof::decode(&gz, 64 << 20).unwrap()),
+            400,
+            "the body is read as folded text (the default format), and it is not text",
         ),
         (
             "trie",
@@ -1065,7 +1079,7 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
         .assert_ok_empty("after the bad ones");
     let metrics = server.request("GET", "/metrics", &[], b"").text();
     for line in [
-        r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="invalid"} 14"#,
+        r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="invalid"} 16"#,
         r#"spanprof_rejected_total{receiver="pyroscope_ingest",reason="unsupported"} 3"#,
         r#"spanprof_received_profiles_total{receiver="pyroscope_ingest"} 2"#,
     ] {

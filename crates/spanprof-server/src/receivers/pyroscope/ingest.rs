@@ -371,19 +371,39 @@ fn text_series(
     {
         return Ok(None);
     }
-    let text = std::str::from_utf8(raw).map_err(|_| {
+    let text = std::str::from_utf8(raw).map_err(|e| {
+        let at = e.valid_up_to();
+        let named = matches!(params.format.as_str(), "folded" | "lines");
+        // Folded text with one bad byte (a frame name in another encoding) is told by its
+        // line; what is not text at all (a raw pprof body starts with a newline byte too),
+        // by the formats it could be.
+        let folded_before = std::str::from_utf8(&raw[..at])
+            .ok()
+            .and_then(|t| t.split_once('\n'))
+            .and_then(|(first, _)| first.trim_end().rsplit_once(' '))
+            .is_some_and(|(_, count)| {
+                !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit())
+            });
+        if named || folded_before {
+            let line = raw[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            return Rejection::bad(format!(
+                "folded text line {line}: byte {at} is not UTF-8 (frame names are UTF-8 text)"
+            ));
+        }
         // A format this does not know reads as folded text, as in Pyroscope: name it, for a
         // misspelt `format=pprof`.
-        let unknown = match params.format.as_str() {
-            "" | "folded" | "lines" => String::new(),
-            other => format!(
-                "format={other:?} is not a format /ingest knows (pprof, folded, lines), so "
+        let (unknown, read_as) = match params.format.as_str() {
+            "" => (String::new(), "folded text (the default format)"),
+            other => (
+                format!(
+                    "format={other:?} is not a format /ingest knows (pprof, folded, lines), so "
+                ),
+                "folded text",
             ),
         };
         Rejection::bad(format!(
-            "{unknown}the body is read as folded text (the default format), and it is not \
-             text; send format=pprof for a raw pprof body or multipart/form-data with a \
-             `profile` part"
+            "{unknown}the body is read as {read_as}, and it is not text; send format=pprof \
+             for a raw pprof body or multipart/form-data with a `profile` part"
         ))
     })?;
     let t = folded::to_pprof(
