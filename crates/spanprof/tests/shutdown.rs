@@ -37,7 +37,7 @@ fn upload(server: &Server, length: usize, sent: usize) -> TcpStream {
 #[test]
 fn an_upload_stalled_at_the_stop_is_answered_503_and_the_stop_is_prompt() {
     let dir = process_dir("shutdown-stalled");
-    let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
+    let server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
     let mut stalled = upload(&server, 100_000, 1_000);
     stalled
         .set_read_timeout(Some(Duration::from_secs(10)))
