@@ -99,7 +99,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
         .map_err(ServerError::Demo)?;
     let (profiles, spans, samples) = (demo.profiles.len(), demo.spans.len(), demo.samples);
     let submit = |work| state.pipeline.submit(work, "demo");
-    submit(pipeline::Work::Spans(demo.spans))
+    submit(pipeline::Work::Spans(demo.spans, None))
         .await
         .map_err(|e| ServerError::Demo(e.to_string()))?;
     for data in demo.profiles {

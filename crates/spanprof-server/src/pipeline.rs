@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use hashbrown::HashMap;
 use spanprof_format::otlp::ProfilesData;
+use spanprof_format::trace::ExportTraceServiceRequest;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::{IngestReport, Store};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -39,8 +40,12 @@ pub struct Sinks {
 pub enum Work {
     /// Profiles, already decoded and linked.
     Profiles(ProfilesData),
-    /// Spans from OTLP traces.
-    Spans(Vec<SpanRecord>),
+    /// Spans from OTLP traces: the records the store keeps, and, when forwarders take
+    /// traces, the request they came in without its rejected spans, which forwarders send on
+    /// as it came (a record keeps string attributes only, and no events, links or resource
+    /// attributes: Tempo got spans without their exceptions and pods). Without it,
+    /// forwarders send the records.
+    Spans(Vec<SpanRecord>, Option<ExportTraceServiceRequest>),
 }
 
 impl Work {
@@ -84,19 +89,23 @@ impl Work {
                     .sum();
                 dictionary + samples
             }
-            Work::Spans(spans) => spans
-                .iter()
-                .map(|s| {
-                    size_of::<SpanRecord>()
-                        + s.name.len()
-                        + s.service.len()
-                        + s.status_message.len()
-                        + s.attributes
-                            .iter()
-                            .map(|(k, v)| 48 + k.len() + v.len())
-                            .sum::<usize>()
-                })
-                .sum(),
+            Work::Spans(spans, request) => {
+                let records: usize = spans
+                    .iter()
+                    .map(|s| {
+                        size_of::<SpanRecord>()
+                            + s.name.len()
+                            + s.service.len()
+                            + s.status_message.len()
+                            + s.attributes
+                                .iter()
+                                .map(|(k, v)| 48 + k.len() + v.len())
+                                .sum::<usize>()
+                    })
+                    .sum();
+                // Its encoding, which about is what its strings and ids take.
+                records + request.as_ref().map_or(0, prost::Message::encoded_len)
+            }
         }
     }
 }
@@ -508,6 +517,8 @@ async fn batcher(
         );
         let mut profiles = Vec::new();
         let mut spans = Vec::new();
+        // The spans' requests as they came, for forwarders.
+        let mut traces = Vec::new();
         // Each item's answer, and the index in `profiles` of its profiles (if it has some).
         let mut done = Vec::with_capacity(items.len());
         let bytes: usize = items.iter().map(|i| i.bytes).sum();
@@ -521,7 +532,12 @@ async fn batcher(
                     profiles.push(p);
                     Some(profiles.len() - 1)
                 }
-                Work::Spans(s) => {
+                Work::Spans(s, request) => {
+                    if forwarding {
+                        let request =
+                            request.unwrap_or_else(|| crate::forward::traces::export_request(&s));
+                        traces.extend(request.resource_spans);
+                    }
                     spans.extend(s);
                     None
                 }
@@ -532,7 +548,10 @@ async fn batcher(
         let metrics_w = Arc::clone(&metrics);
         let written = tokio::task::spawn_blocking(move || {
             let started = std::time::Instant::now();
-            let result = write(&sinks, &profiles, spans, &metrics_w);
+            let traces = ExportTraceServiceRequest {
+                resource_spans: traces,
+            };
+            let result = write(&sinks, &profiles, spans, &traces, &metrics_w);
             metrics_w.observe(
                 "spanprof_pipeline_write_seconds",
                 DURATION_BUCKETS,
@@ -612,46 +631,38 @@ fn name_profiles(data: &mut ProfilesData) {
 
 /// Writes one batch durably to every sink: the store first, then the forwarders' queues with
 /// what the store took (what is acknowledged is what goes on: a profile the store refused is
-/// not sent downstream either, where an invalid one could fail a whole export). Returns the
-/// profiles the store refused: the index in `profiles` of the request each is in, and why.
+/// not sent downstream either, where an invalid one could fail a whole export) and `traces`,
+/// the batch's spans as they came. Returns the profiles the store refused: the index in
+/// `profiles` of the request each is in, and why.
 fn write(
     sinks: &Sinks,
     profiles: &[ProfilesData],
     spans: Vec<SpanRecord>,
+    traces: &ExportTraceServiceRequest,
     metrics: &Metrics,
 ) -> Result<Vec<(usize, String)>, WriteFailure> {
     let forwarding = !sinks.forward.is_empty();
-    let (report, spans) = match &sinks.store {
-        None => (IngestReport::default(), spans),
-        Some(store) => {
-            let forwarded_spans = if forwarding {
-                spans.clone()
-            } else {
-                Vec::new()
-            };
-            (
-                store_write(store, profiles, spans, metrics)
-                    .map_err(|e| {
-                        sinks.write_failed.notify_one();
-                        WriteFailure {
-                            sink: "the store".into(),
-                            message: e,
-                            kept: false,
-                        }
-                    })
-                    .inspect(|_| {
-                        if store.over_size_limit() {
-                            sinks.over_limit.notify_one();
-                        }
-                    })?,
-                forwarded_spans,
-            )
-        }
+    let report = match &sinks.store {
+        None => IngestReport::default(),
+        Some(store) => store_write(store, profiles, spans, metrics)
+            .map_err(|e| {
+                sinks.write_failed.notify_one();
+                WriteFailure {
+                    sink: "the store".into(),
+                    message: e,
+                    kept: false,
+                }
+            })
+            .inspect(|_| {
+                if store.over_size_limit() {
+                    sinks.over_limit.notify_one();
+                }
+            })?,
     };
     if forwarding {
         let forwarded = without_refused(profiles, &report);
         let refs: Vec<&ProfilesData> = forwarded.iter().map(|p| p.as_ref()).collect();
-        if let Err(e) = sinks.forward.enqueue(&refs, &spans) {
+        if let Err(e) = sinks.forward.enqueue(&refs, traces) {
             if let Some(suppressed) =
                 metrics.refusal_to_log("forward_queue", "write_failed", Instant::now())
             {
@@ -950,7 +961,9 @@ mod tests {
         let (p, metrics) = pipeline(dir.path(), Duration::from_secs(30));
         // Alone, an item is written at once: nothing else was announced.
         let t = Instant::now();
-        p.submit(Work::Spans(vec![span(1)]), "test").await.unwrap();
+        p.submit(Work::Spans(vec![span(1)], None), "test")
+            .await
+            .unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert_eq!(batches(&metrics), (1.0, 1.0));
 
@@ -958,7 +971,7 @@ mod tests {
         let announced = p.incoming();
         let first = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(2)]), "test").await }
+            async move { p.submit(Work::Spans(vec![span(2)], None), "test").await }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         // It took the item and decided nothing: a batch is counted when it is decided.
@@ -969,7 +982,7 @@ mod tests {
         );
         assert!(!first.is_finished());
         announced
-            .submit(Work::Spans(vec![span(3)]), "test")
+            .submit(Work::Spans(vec![span(3)], None), "test")
             .await
             .unwrap();
         first.await.unwrap().unwrap();
@@ -980,7 +993,7 @@ mod tests {
         let t = Instant::now();
         let waiting = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(4)]), "test").await }
+            async move { p.submit(Work::Spans(vec![span(4)], None), "test").await }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         assert_eq!(
@@ -1007,7 +1020,7 @@ mod tests {
     #[tokio::test]
     async fn a_queue_full_of_bytes_refuses_more_until_written() {
         let dir = tempfile::tempdir().unwrap();
-        let spans = |n: u8| Work::Spans((0..50).map(|i| span(n.wrapping_add(i))).collect());
+        let spans = |n: u8| Work::Spans((0..50).map(|i| span(n.wrapping_add(i))).collect(), None);
         let each = spans(1).approx_bytes();
         assert!(each > 50 * std::mem::size_of::<SpanRecord>(), "{each}");
         let (p, metrics, _task) = pipeline_with(

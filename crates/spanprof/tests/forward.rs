@@ -189,3 +189,102 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
         "parent {parent} with children"
     );
 }
+
+/// Traces are forwarded as they came, not as the store keeps them: a collector or Tempo behind
+/// spanprof gets the spans' events, typed attributes, resource attributes and scope (a stored
+/// span keeps string attributes only, and no events or resource attributes), without the spans
+/// spanprof rejected.
+#[test]
+fn traces_are_forwarded_as_they_came() {
+    use spanprof_format::trace::decode_request;
+    let dir = process_dir("forward-traces");
+    let collector = support::http::Recorder::start();
+    let forward = format!("collector={}", collector.url());
+    let a = Server::start(
+        &dir.join("a"),
+        "127.0.0.1:0",
+        &[
+            "--otlp-grpc-addr",
+            "off",
+            "--forward-otlp-http",
+            forward.as_str(),
+            "--forward-batch-age",
+            "100ms",
+        ],
+    );
+    let sent = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [
+            {"key": "service.name", "value": {"stringValue": "shop"}},
+            {"key": "k8s.pod.name", "value": {"stringValue": "shop-7d9f"}},
+        ]},
+        "scopeSpans": [{
+            "scope": {"name": "io.opentelemetry.okhttp", "version": "1.2.3"},
+            "spans": [
+                {
+                    "traceId": "8d436a4758e64f45f8cc086da251209b", "spanId": "1991fb31dff3b9ba",
+                    "name": "GET /cart", "kind": 2,
+                    "startTimeUnixNano": "1700000000000000000",
+                    "endTimeUnixNano": "1700000000250000000",
+                    "attributes": [{"key": "http.response.status_code", "value": {"intValue": "503"}}],
+                    "events": [{"name": "exception", "timeUnixNano": "1700000000100000000",
+                        "attributes": [{"key": "exception.type", "value": {"stringValue": "Timeout"}}]}],
+                },
+                // Rejected (a 7-byte span id): not sent on.
+                {
+                    "traceId": "8d436a4758e64f45f8cc086da251209b", "spanId": "1991fb31dff3b9",
+                    "name": "bad", "startTimeUnixNano": "1700000000000000000",
+                    "endTimeUnixNano": "1700000000000000001",
+                },
+            ],
+        }],
+    }]});
+    a.post(
+        "/v1/traces",
+        "application/json",
+        &serde_json::to_vec(&sent).unwrap(),
+    );
+    let got = loop {
+        let r = collector
+            .next(Duration::from_secs(30))
+            .expect("the forwarded export");
+        if r.path == "/v1/traces" {
+            break r;
+        }
+    };
+    let body = match got
+        .headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("content-encoding") && v == "gzip")
+    {
+        true => spanprof_format::gzip::gunzip(&got.body, 64 << 20).unwrap(),
+        false => got.body,
+    };
+    let request = decode_request(&body).unwrap();
+    let rs = &request.resource_spans;
+    assert_eq!(rs.len(), 1, "{request:?}");
+    let pod = rs[0]
+        .resource
+        .as_ref()
+        .unwrap()
+        .attributes
+        .iter()
+        .any(|kv| kv.key == "k8s.pod.name");
+    assert!(pod, "the resource attributes: {request:?}");
+    let scope = &rs[0].scope_spans[0];
+    assert_eq!(
+        scope
+            .scope
+            .as_ref()
+            .map(|s| (s.name.as_str(), s.version.as_str())),
+        Some(("io.opentelemetry.okhttp", "1.2.3"))
+    );
+    assert_eq!(scope.spans.len(), 1, "the rejected span is not sent on");
+    let span = &scope.spans[0];
+    assert_eq!(span.events.len(), 1, "{span:?}");
+    assert_eq!(
+        span.attributes[0].value.as_ref().unwrap().value,
+        Some(spanprof_format::otlp::any_value::Value::IntValue(503)),
+        "typed attributes"
+    );
+    a.stop();
+}

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 use spanprof_format::otlp::ProfilesData;
+use spanprof_format::trace::ExportTraceServiceRequest;
 use spanprof_store::log::LogError;
-use spanprof_store::spans::SpanRecord;
 use tokio::sync::{watch, Notify};
 
 use crate::config::ForwarderConfig;
@@ -140,13 +140,13 @@ impl Forwarders {
     pub fn enqueue(
         &self,
         profiles: &[&ProfilesData],
-        spans: &[SpanRecord],
+        traces: &ExportTraceServiceRequest,
     ) -> Result<(), ForwardError> {
         if self.list.is_empty() {
             return Ok(());
         }
         let profiles: Vec<Vec<u8>> = profiles.iter().map(|p| p.encode_to_vec()).collect();
-        let traces = (!spans.is_empty()).then(|| traces::export_request(spans).encode_to_vec());
+        let traces = (!traces.resource_spans.is_empty()).then(|| traces.encode_to_vec());
         let mut queued = false;
         for f in &self.list {
             let mut records: Vec<(Signal, &[u8])> = Vec::new();

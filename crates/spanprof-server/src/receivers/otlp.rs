@@ -15,7 +15,7 @@ use spanprof_format::trace::{
     decode_request_drawing, decode_request_json_drawing, encode_response_json,
     ExportTraceServiceResponse,
 };
-use spanprof_store::spans::spans_from_otlp;
+use spanprof_store::spans::{spans_from_otlp, spans_from_otlp_retaining};
 
 use super::body::{otlp_answer_type, payload, Rejection, JSON};
 use super::inflight::{ChargedBody, Drawing};
@@ -194,8 +194,15 @@ pub(crate) async fn ingest_traces(
     }
     .map_err(|e| drawing.refusal("invalid OTLP traces payload", &e, held))?;
     drop(raw);
-    let (spans, report) = spans_from_otlp(&request.resource_spans);
-    drop(request);
+    // Forwarders send the request on as it came (its rejected spans taken out).
+    let forwarded = app.config.forward.iter().any(|f| f.traces);
+    let mut request = request;
+    let (spans, report) = if forwarded {
+        spans_from_otlp_retaining(&mut request.resource_spans)
+    } else {
+        spans_from_otlp(&request.resource_spans)
+    };
+    let request = forwarded.then_some(request);
     drop(drawing);
     app.metrics.add(
         "spanprof_received_spans_total",
@@ -210,7 +217,9 @@ pub(crate) async fn ingest_traces(
         );
     }
     if !spans.is_empty() {
-        incoming.submit(Work::Spans(spans), receiver).await?;
+        incoming
+            .submit(Work::Spans(spans, request), receiver)
+            .await?;
     }
     Ok(ExportTraceServiceResponse {
         partial_success: report.partial_success(),

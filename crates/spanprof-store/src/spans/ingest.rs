@@ -50,6 +50,39 @@ impl SpanIngestReport {
 /// kept with `end_ns = start_ns`, and the report says so. The service is the resource's
 /// `service.name` (stringified when not a string), or [`UNKNOWN_SERVICE`].
 pub fn spans_from_otlp(resource_spans: &[ResourceSpans]) -> (Vec<SpanRecord>, SpanIngestReport) {
+    convert(resource_spans, |_| {})
+}
+
+/// [`spans_from_otlp`], taking the rejected spans out of `resource_spans` (and the scopes and
+/// resources they leave empty): what is left is the request as it came for what was accepted,
+/// to send on to another backend whole (a record keeps string attributes, and no events,
+/// links or resource attributes).
+pub fn spans_from_otlp_retaining(
+    resource_spans: &mut Vec<ResourceSpans>,
+) -> (Vec<SpanRecord>, SpanIngestReport) {
+    let mut rejected = Vec::new();
+    let out = convert(resource_spans, |at| rejected.push(at));
+    if !rejected.is_empty() {
+        for (r, rs) in resource_spans.iter_mut().enumerate() {
+            for (s, ss) in rs.scope_spans.iter_mut().enumerate() {
+                let mut i = 0;
+                ss.spans.retain(|_| {
+                    i += 1;
+                    !rejected.contains(&[r, s, i - 1])
+                });
+            }
+            rs.scope_spans.retain(|ss| !ss.spans.is_empty());
+        }
+        resource_spans.retain(|rs| !rs.scope_spans.is_empty());
+    }
+    out
+}
+
+/// The records of `resource_spans`, telling `rejected` where each rejected span is.
+fn convert(
+    resource_spans: &[ResourceSpans],
+    mut rejected: impl FnMut([usize; 3]),
+) -> (Vec<SpanRecord>, SpanIngestReport) {
     let mut records = Vec::new();
     let mut report = SpanIngestReport::default();
     for (r, rs) in resource_spans.iter().enumerate() {
@@ -76,6 +109,7 @@ pub fn spans_from_otlp(resource_spans: &[ResourceSpans]) -> (Vec<SpanRecord>, Sp
                     Err(problem) => {
                         report.rejected += 1;
                         report.note(|| format!("{}.{problem}", at()));
+                        rejected([r, s, i]);
                     }
                 }
             }
@@ -293,6 +327,21 @@ mod tests {
         let partial = report.partial_success().unwrap();
         assert_eq!(partial.rejected_spans, 5);
         assert!(partial.error_message.contains("; "));
+    }
+
+    #[test]
+    fn retaining_takes_out_the_rejected_spans_and_what_they_leave_empty() {
+        let mut short = span(1, 2, None);
+        short.span_id.pop();
+        let mut request = vec![
+            one_scope(service(None), vec![span(1, 1, None), short.clone()]),
+            one_scope(None, vec![short]),
+        ];
+        let (records, report) = spans_from_otlp_retaining(&mut request);
+        assert_eq!((records.len(), report.rejected), (1, 2));
+        assert_eq!(request.len(), 1);
+        assert_eq!(request[0].scope_spans[0].spans, vec![span(1, 1, None)]);
+        assert_eq!(request[0].resource, service(None));
     }
 
     #[test]
