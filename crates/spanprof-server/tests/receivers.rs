@@ -824,6 +824,12 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
         text.contains("refused by the store") && text.contains("server.max_profile_series"),
         "{text}"
     );
+    // Named as the pprof's sample types, not as places in an OTLP request it never sent.
+    assert!(
+        text.contains("the cpu/nanoseconds samples of refused: ")
+            && !text.contains("resource_profiles["),
+        "{text}"
+    );
     server.stop();
     // Nothing of them was stored.
     let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();

@@ -18,13 +18,13 @@ use std::collections::BTreeMap;
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
-use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
+use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
 use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
 
 use super::body::{gunzip_part, Rejection, Unpacked};
 use super::inflight::{Charge, Drawing};
-use crate::pipeline::{Incoming, Work};
+use crate::pipeline::{Incoming, SubmitError, Work};
 use crate::AppState;
 
 pub use ingest::PREV_PROFILE_MESSAGE;
@@ -169,6 +169,66 @@ async fn submit(
     let (data, report) = batch.finish();
     drop(charge);
     app.metrics.record_received(receiver, &report);
-    incoming.submit(Work::Profiles(data), receiver).await?;
-    Ok(())
+    let places = places(&data);
+    match incoming.submit(Work::Profiles(data), receiver).await {
+        Err(SubmitError::Refused(problems)) => Err(SubmitError::Refused(
+            problems
+                .iter()
+                .map(|p| in_pprof_terms(p, &places))
+                .collect(),
+        )
+        .into()),
+        other => Ok(other?),
+    }
+}
+
+/// Each converted profile's place in the OTLP request (as the store's refusals name it), and
+/// what it is to a client that sent pprof: `the cpu/nanoseconds samples of checkout`.
+fn places(data: &ProfilesData) -> Vec<(String, String)> {
+    let d = data.dictionary.as_ref();
+    let text = |i: i32| {
+        d.and_then(|d| d.string_table.get(usize::try_from(i).ok()?))
+            .map_or("", String::as_str)
+    };
+    let mut out = Vec::new();
+    for (r, rp) in data.resource_profiles.iter().enumerate() {
+        let service = rp
+            .resource
+            .iter()
+            .flat_map(|res| &res.attributes)
+            .find(|kv| kv.key == "service.name")
+            .and_then(|kv| match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(s) => Some(s.as_str()),
+                _ => None,
+            })
+            .unwrap_or("");
+        for (s, sp) in rp.scope_profiles.iter().enumerate() {
+            for (i, p) in sp.profiles.iter().enumerate() {
+                let t = p.sample_type.unwrap_or_default();
+                out.push((
+                    format!("resource_profiles[{r}].scope_profiles[{s}].profiles[{i}]: "),
+                    format!(
+                        "the {}/{} samples of {service}: ",
+                        text(t.type_strindex),
+                        text(t.unit_strindex)
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A refusal of the store, which names the OTLP profile, named as the pprof's sample type:
+/// a pprof upload refused for "resource_profiles[0].scope_profiles[0].profiles[1]" named
+/// nothing its client sent.
+fn in_pprof_terms(problem: &str, places: &[(String, String)]) -> String {
+    places
+        .iter()
+        .find_map(|(otlp, pprof)| {
+            problem
+                .strip_prefix(otlp.as_str())
+                .map(|rest| format!("{pprof}{rest}"))
+        })
+        .unwrap_or_else(|| problem.to_owned())
 }
