@@ -103,9 +103,12 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
         .await
         .map_err(|e| ServerError::Demo(e.to_string()))?;
     for data in demo.profiles {
-        submit(pipeline::Work::Profiles(data))
-            .await
-            .map_err(|e| ServerError::Demo(e.to_string()))?;
+        submit(pipeline::Work::Profiles(
+            data,
+            spanprof_store::store::Storing::EachAlone,
+        ))
+        .await
+        .map_err(|e| ServerError::Demo(e.to_string()))?;
     }
     tracing::info!(
         service = demo::SERVICE,

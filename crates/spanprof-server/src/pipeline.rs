@@ -14,7 +14,7 @@ use hashbrown::HashMap;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_format::trace::ExportTraceServiceRequest;
 use spanprof_store::spans::SpanRecord;
-use spanprof_store::store::{IngestReport, Store};
+use spanprof_store::store::{IngestReport, Request, Store, Storing};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::QueueConfig;
@@ -38,8 +38,9 @@ pub struct Sinks {
 /// What a receiver hands over: linked profiles, or spans.
 #[derive(Debug)]
 pub enum Work {
-    /// Profiles, already decoded and linked.
-    Profiles(ProfilesData),
+    /// Profiles, already decoded and linked, and how the store takes them: each alone, or
+    /// all or none (receivers that can only answer "stored" or an error).
+    Profiles(ProfilesData, Storing),
     /// Spans from OTLP traces: the records the store keeps, and, when forwarders take
     /// traces, the request they came in without its rejected spans, which forwarders send on
     /// as it came (a record keeps string attributes only, and no events, links or resource
@@ -55,7 +56,7 @@ impl Work {
         use spanprof_format::otlp as o;
         use std::mem::size_of;
         match self {
-            Work::Profiles(data) => {
+            Work::Profiles(data, _) => {
                 let d = data.dictionary.as_ref();
                 let dictionary = d.map_or(0, |d| {
                     d.string_table.iter().map(|s| s.len() + 24).sum::<usize>()
@@ -519,17 +520,20 @@ async fn batcher(
         let mut spans = Vec::new();
         // The spans' requests as they came, for forwarders.
         let mut traces = Vec::new();
+        // How the store takes each of `profiles`.
+        let mut storing = Vec::new();
         // Each item's answer, and the index in `profiles` of its profiles (if it has some).
         let mut done = Vec::with_capacity(items.len());
         let bytes: usize = items.iter().map(|i| i.bytes).sum();
         let forwarding = !sinks.forward.is_empty();
         for item in items {
             let source = match item.work {
-                Work::Profiles(mut p) => {
+                Work::Profiles(mut p, how) => {
                     if forwarding {
                         name_profiles(&mut p);
                     }
                     profiles.push(p);
+                    storing.push(how);
                     Some(profiles.len() - 1)
                 }
                 Work::Spans(s, request) => {
@@ -551,7 +555,13 @@ async fn batcher(
             let traces = ExportTraceServiceRequest {
                 resource_spans: traces,
             };
-            let result = write(&sinks, &profiles, spans, &traces, &metrics_w);
+            let requests: Vec<Request<'_>> = profiles
+                .iter()
+                .zip(&storing)
+                .map(|(data, &storing)| Request { data, storing })
+                .collect();
+            let result = write(&sinks, &requests, spans, &traces, &metrics_w);
+            drop(requests);
             metrics_w.observe(
                 "spanprof_pipeline_write_seconds",
                 DURATION_BUCKETS,
@@ -636,7 +646,7 @@ fn name_profiles(data: &mut ProfilesData) {
 /// `profiles` of the request each is in, and why.
 fn write(
     sinks: &Sinks,
-    profiles: &[ProfilesData],
+    profiles: &[Request<'_>],
     spans: Vec<SpanRecord>,
     traces: &ExportTraceServiceRequest,
     metrics: &Metrics,
@@ -693,9 +703,9 @@ fn write(
 
 /// Each request of `profiles` without the profiles the store refused (and without the scopes
 /// and resources left empty); a request with nothing refused is not copied, one with nothing
-/// left is left out.
+/// left (or stored all or none, with one refused) is left out.
 fn without_refused<'a>(
-    profiles: &'a [ProfilesData],
+    profiles: &[Request<'a>],
     report: &IngestReport,
 ) -> Vec<std::borrow::Cow<'a, ProfilesData>> {
     use std::borrow::Cow;
@@ -704,11 +714,14 @@ fn without_refused<'a>(
         refused.entry(source).or_default().push(place);
     }
     let mut out = Vec::with_capacity(profiles.len());
-    for (i, data) in profiles.iter().enumerate() {
+    for (i, &Request { data, storing }) in profiles.iter().enumerate() {
         let Some(places) = refused.get(&i) else {
             out.push(Cow::Borrowed(data));
             continue;
         };
+        if storing == Storing::AllOrNone {
+            continue;
+        }
         let mut kept = data.clone();
         for (ri, rp) in kept.resource_profiles.iter_mut().enumerate() {
             for (si, sp) in rp.scope_profiles.iter_mut().enumerate() {
@@ -733,12 +746,11 @@ fn without_refused<'a>(
 /// Ingests into the store, counting what it stored and refused.
 fn store_write(
     store: &Store,
-    profiles: &[ProfilesData],
+    profiles: &[Request<'_>],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
 ) -> Result<IngestReport, String> {
-    let refs: Vec<&ProfilesData> = profiles.iter().collect();
-    match store.ingest(&refs, spans) {
+    match store.ingest_requests(profiles, spans) {
         Ok(report) => {
             metrics.add(
                 "spanprof_stored_profiles_total",
@@ -1086,11 +1098,14 @@ mod tests {
         let announced = p.incoming();
         let first = tokio::spawn({
             let (p, data) = (p.clone(), otlp(&labelled));
-            async move { p.submit(Work::Profiles(data), "test").await }
+            async move {
+                p.submit(Work::Profiles(data, Storing::EachAlone), "test")
+                    .await
+            }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         announced
-            .submit(Work::Profiles(otlp(&plain)), "test")
+            .submit(Work::Profiles(otlp(&plain), Storing::EachAlone), "test")
             .await
             .unwrap();
         match first.await.unwrap() {
@@ -1135,7 +1150,10 @@ mod tests {
             0,
         );
         let sent = request();
-        match p.submit(Work::Profiles(sent.clone()), "test").await {
+        match p
+            .submit(Work::Profiles(sent.clone(), Storing::EachAlone), "test")
+            .await
+        {
             Err(SubmitError::Refused(problems)) => {
                 assert_eq!(problems.len(), 1, "{problems:?}");
                 assert!(

@@ -836,6 +836,77 @@ fn profiles_the_store_refuses_are_reported_not_acknowledged() {
     assert_eq!(store.stats().samples, 0);
 }
 
+/// A Pyroscope upload is stored all or none: its only answers are 200 and an error, so a
+/// pprof of which one sample type is refused (here a negative CPU time) leaves none of its
+/// others stored either; a client sending it again corrected would otherwise store its
+/// sample counts twice.
+#[test]
+fn a_pyroscope_upload_with_one_refused_sample_type_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |_| {});
+    let mut p = pprof::decode(CPU, 64 << 20).unwrap();
+    let cpu = p
+        .sample_type
+        .iter()
+        .position(|t| p.string_table[t.r#type as usize] == "cpu")
+        .unwrap();
+    p.sample[0].value[cpu] = -1;
+    let bad = pprof::encode_gzip(&p);
+    let (status, text) = server.post("/ingest?name=halfbad&format=pprof", &[], &bad);
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("the cpu/nanoseconds samples of halfbad: ") && text.contains("negative"),
+        "{text}"
+    );
+    let push = pushv1::PushRequest {
+        series: vec![pushv1::RawProfileSeries {
+            labels: vec![pushv1::LabelPair {
+                name: "service_name".into(),
+                value: "halfbad-push".into(),
+            }],
+            samples: vec![pushv1::RawSample {
+                raw_profile: bad.clone(),
+                id: String::new(),
+            }],
+        }],
+    }
+    .encode_to_vec();
+    let (status, text) = server.post(
+        "/push.v1.PusherService/Push",
+        &[("content-type", "application/proto")],
+        &push,
+    );
+    assert_eq!(status, 400, "{text}");
+    // The same profile corrected is stored whole, once.
+    p.sample[0].value[cpu] = 1;
+    let (status, text) = server.post(
+        "/ingest?name=halfbad&format=pprof",
+        &[],
+        &pprof::encode_gzip(&p),
+    );
+    assert_eq!(status, 200, "{text}");
+    server.stop();
+    // What the corrected upload stores on its own.
+    let alone = tempfile::tempdir().unwrap();
+    let reference = Server::start(alone.path(), |_| {});
+    let (status, text) = reference.post(
+        "/ingest?name=halfbad&format=pprof",
+        &[],
+        &pprof::encode_gzip(&p),
+    );
+    assert_eq!(status, 200, "{text}");
+    reference.stop();
+    let stats = |dir: &std::path::Path| {
+        let (store, _) = Store::open(StoreConfig::new(dir)).unwrap();
+        let s = store.stats();
+        (store.services(0, 0), s.series, s.blocks, s.samples)
+    };
+    let (services, series, blocks, samples) = stats(dir.path());
+    assert_eq!(services, ["halfbad"]);
+    assert!(blocks > 0 && samples > 0);
+    assert_eq!((services, series, blocks, samples), stats(alone.path()));
+}
+
 /// A profile whose link names a span id of the wrong length is refused alone, in OTLP's
 /// partial success, naming it: the other profiles of the request (here the real Go profile's
 /// two sample types) are stored, and the exporter is not told to drop them all (400).

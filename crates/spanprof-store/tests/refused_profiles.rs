@@ -619,3 +619,88 @@ fn a_profile_type_part_with_a_colon_is_refused() {
     );
     assert_eq!(store.profile_types(None).len(), 1);
 }
+
+/// A request stored all or none (a Pyroscope upload, answered 200 or an error) leaves nothing
+/// of itself when one of its profiles is refused: a pprof whose cpu type was refused left its
+/// sample count type stored beside a 400. The requests beside it are stored as they are.
+#[test]
+fn a_request_stored_all_or_none_leaves_nothing_when_one_profile_is_refused() {
+    use spanprof_store::store::{Request, Storing};
+    let request = |service: &str, function: &str, cpu: i64| {
+        let mut b = DictionaryBuilder::new();
+        let main = b.location(&[function]);
+        let stack = b.stack(&[main]);
+        let count = b.profile(
+            ("samples", "count"),
+            ("cpu", "nanoseconds"),
+            vec![sample(stack, 0, &[1])],
+        );
+        let time = b.profile(
+            ("cpu", "nanoseconds"),
+            ("cpu", "nanoseconds"),
+            vec![sample(stack, 0, &[cpu])],
+        );
+        let mut data = b.finish(vec![vec![count, time]]);
+        data.resource_profiles[0].resource = Some(Resource {
+            attributes: vec![string_kv("service.name", service)],
+            ..Default::default()
+        });
+        data
+    };
+    let (bad, good, partial) = (
+        request("bad", "main.main", -5),
+        request("good", "main.main", 7),
+        request("partial", "main.main", -5),
+    );
+    // Refused for a service already there: the symbols it brought go too.
+    let bad_good = request("good", "main.refused", -5);
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    let report = store
+        .ingest_requests(
+            &[
+                Request {
+                    data: &good,
+                    storing: Storing::AllOrNone,
+                },
+                Request {
+                    data: &bad,
+                    storing: Storing::AllOrNone,
+                },
+                Request {
+                    data: &partial,
+                    storing: Storing::EachAlone,
+                },
+                Request {
+                    data: &bad_good,
+                    storing: Storing::AllOrNone,
+                },
+            ],
+            Vec::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        (report.profiles, report.rejected_profiles),
+        (3, 5),
+        "{report:?}"
+    );
+    assert_eq!(report.problem_sources, [1, 2, 3]);
+    assert_eq!(store.services(0, 0), ["good", "partial"]);
+    let of = |service: &str| Selection {
+        service: Some(service.into()),
+        ..Default::default()
+    };
+    assert!(store.series(&of("bad")).unwrap().is_empty());
+    assert_eq!(store.series(&of("partial")).unwrap().len(), 1);
+    assert_eq!(store.series(&of("good")).unwrap().len(), 2);
+    // The symbols are those of the requests stored.
+    let alone = tempfile::tempdir().unwrap();
+    let (reference, _) = Store::open(StoreConfig::new(alone.path())).unwrap();
+    reference.ingest(&[&good, &partial], Vec::new()).unwrap();
+    assert_eq!(store.stats().symbols, reference.stats().symbols);
+    // And after reopening: nothing of it was written.
+    drop(store);
+    let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+    assert_eq!(store.services(0, 0), ["good", "partial"]);
+    assert_eq!(store.stats().symbols, reference.stats().symbols);
+}

@@ -16,6 +16,7 @@ use spanprof_format::trace::{
     ExportTraceServiceResponse,
 };
 use spanprof_store::spans::{spans_from_otlp, spans_from_otlp_retaining};
+use spanprof_store::store::Storing;
 
 use super::body::{otlp_answer_type, payload, Rejection, JSON};
 use super::inflight::{ChargedBody, Drawing};
@@ -127,7 +128,10 @@ pub(crate) async fn ingest_profiles(
             .record_refused(receiver, "invalid_profile", 200, &invalid.join("; "));
     }
     // Profiles the store refused are the request's rejected part too; the rest is stored.
-    let refused = match incoming.submit(Work::Profiles(linked), receiver).await {
+    let refused = match incoming
+        .submit(Work::Profiles(linked, Storing::EachAlone), receiver)
+        .await
+    {
         Ok(()) => Vec::new(),
         Err(SubmitError::Refused(problems)) => problems,
         Err(e) => return Err(e.into()),

@@ -20,7 +20,7 @@ use axum::routing::post;
 use axum::Router;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
-use spanprof_store::store::PROFILE_NAME_ATTRIBUTE;
+use spanprof_store::store::{Storing, PROFILE_NAME_ATTRIBUTE};
 
 use super::body::{gunzip_part, Rejection, Unpacked};
 use super::inflight::{Charge, Drawing};
@@ -170,7 +170,10 @@ async fn submit(
     drop(charge);
     app.metrics.record_received(receiver, &report);
     let places = places(&data);
-    match incoming.submit(Work::Profiles(data), receiver).await {
+    match incoming
+        .submit(Work::Profiles(data, Storing::AllOrNone), receiver)
+        .await
+    {
         Err(SubmitError::Refused(problems)) => Err(SubmitError::Refused(
             problems
                 .iter()

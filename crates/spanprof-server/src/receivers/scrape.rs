@@ -22,6 +22,7 @@ use spanprof_format::otlp::ProfilesData;
 use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::pprof::delta::{is_cumulative, Cumulative, Delta};
 use spanprof_format::{pprof, Batch};
+use spanprof_store::store::Storing;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -475,7 +476,7 @@ async fn ingest(
         }
         app.metrics.record_received("scrape", &report);
         app.pipeline
-            .submit(Work::Profiles(data), "scrape")
+            .submit(Work::Profiles(data, Storing::EachAlone), "scrape")
             .await
             .map_err(|e| e.to_string())
     }

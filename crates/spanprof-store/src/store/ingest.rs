@@ -52,6 +52,97 @@ pub struct IngestReport {
     pub problem_places: Vec<[usize; 3]>,
 }
 
+/// One request to store: its profiles, and how.
+#[derive(Clone, Copy, Debug)]
+pub struct Request<'a> {
+    /// The profiles.
+    pub data: &'a ProfilesData,
+    /// Each alone, or all or none.
+    pub storing: Storing,
+}
+
+/// How the profiles of one request are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Storing {
+    /// Each on its own: a refused one leaves the others stored (OTLP, whose partial success
+    /// says which were refused).
+    EachAlone,
+    /// All, or none when one is refused: for receivers whose only answers are "stored" and
+    /// an error (Pyroscope's), where a 400 for a pprof of which one sample type was refused
+    /// left the others stored, and its client, sending it again corrected, stored them twice.
+    AllOrNone,
+}
+
+/// What ingest had done before a request, to take the request back whole
+/// ([`Storing::AllOrNone`]).
+struct Undo {
+    services: usize,
+    /// The services the request names that were there before it: each one's symbol table
+    /// sizes and bytes (only these, not every service's, for each request).
+    touched: Vec<(usize, [usize; 5], u64)>,
+    symbol_bytes: u64,
+    series: usize,
+    blocks: usize,
+    keys: usize,
+    problems: usize,
+    report: IngestReport,
+}
+
+impl Undo {
+    fn take(st: &State, pending: &Pending, data: &ProfilesData) -> Undo {
+        let mut touched: Vec<(usize, [usize; 5], u64)> = Vec::new();
+        for rp in &data.resource_profiles {
+            let (name, _, _) = resource_labels(rp.resource.as_ref());
+            if let Some(&id) = st.service_ids.get(&name) {
+                let s = &st.services[id as usize];
+                if !touched.iter().any(|t| t.0 == id as usize) {
+                    touched.push((id as usize, s.symbols.sizes(), s.bytes));
+                }
+            }
+        }
+        Undo {
+            services: st.services.len(),
+            touched,
+            symbol_bytes: st.symbol_bytes,
+            series: st.series.len(),
+            blocks: pending.blocks.len(),
+            keys: pending.stored_keys.len(),
+            problems: pending.report.problems.len(),
+            report: IngestReport {
+                problems: Vec::new(),
+                problem_sources: Vec::new(),
+                problem_places: Vec::new(),
+                ..pending.report.clone()
+            },
+        }
+    }
+
+    /// Takes back what the request stored: its profiles count as refused with the one that
+    /// was (its problems stay in the report).
+    fn undo(self, st: &mut State, pending: &mut Pending) {
+        let stored = pending.report.profiles - self.report.profiles;
+        for &(id, sizes, bytes) in &self.touched {
+            let service = &mut st.services[id];
+            service.symbols.truncate(sizes);
+            service.bytes = bytes;
+        }
+        for id in (self.services..st.services.len()).rev() {
+            let empty = crate::symbols::SymbolTable::new().sizes();
+            st.services[id].symbols.truncate(empty);
+            st.forget_new_service(id as u32);
+        }
+        st.symbol_bytes = self.symbol_bytes;
+        st.truncate_series(self.series);
+        pending.blocks.truncate(self.blocks);
+        pending.stored_keys.truncate(self.keys);
+        let r = &mut pending.report;
+        r.profiles = self.report.profiles;
+        r.samples = self.report.samples;
+        r.repeated_profiles = self.report.repeated_profiles;
+        r.rejected_profiles += stored;
+    }
+}
+
 struct Pending {
     /// The identities of the profiles stored, remembered once the record is written.
     stored_keys: Vec<u64>,
@@ -73,6 +164,22 @@ impl Store {
     pub fn ingest(
         &self,
         profiles: &[&ProfilesData],
+        spans: Vec<SpanRecord>,
+    ) -> Result<IngestReport, StoreError> {
+        let requests: Vec<Request<'_>> = profiles
+            .iter()
+            .map(|&data| Request {
+                data,
+                storing: Storing::EachAlone,
+            })
+            .collect();
+        self.ingest_requests(&requests, spans)
+    }
+
+    /// [`Store::ingest`], each request stored as its [`Storing`] says.
+    pub fn ingest_requests(
+        &self,
+        profiles: &[Request<'_>],
         spans: Vec<SpanRecord>,
     ) -> Result<IngestReport, StoreError> {
         let series_before = self
@@ -122,7 +229,7 @@ impl Store {
 
     fn ingest_split(
         &self,
-        profiles: &[&ProfilesData],
+        profiles: &[Request<'_>],
         spans: Vec<SpanRecord>,
     ) -> Result<IngestReport, StoreError> {
         let mut spans = match self.ingest_record(profiles, spans, max_record_len())? {
@@ -164,7 +271,7 @@ impl Store {
     /// are handed back.
     fn ingest_record(
         &self,
-        profiles: &[&ProfilesData],
+        profiles: &[Request<'_>],
         spans: Vec<SpanRecord>,
         max: usize,
     ) -> Result<Result<IngestReport, Vec<SpanRecord>>, StoreError> {
@@ -182,8 +289,19 @@ impl Store {
                 ranges: Vec::new(),
                 report: IngestReport::default(),
             };
-            for (source, data) in profiles.iter().enumerate() {
-                add_profiles(&mut st, data, source, &self.cfg, &mut pending);
+            for (source, request) in profiles.iter().enumerate() {
+                match request.storing {
+                    Storing::EachAlone => {
+                        add_profiles(&mut st, request.data, source, &self.cfg, &mut pending)
+                    }
+                    Storing::AllOrNone => {
+                        let before = Undo::take(&st, &pending, request.data);
+                        add_profiles(&mut st, request.data, source, &self.cfg, &mut pending);
+                        if pending.report.problems.len() > before.problems {
+                            before.undo(&mut st, &mut pending);
+                        }
+                    }
+                }
             }
             pending.report.new_series = (st.series.len() - series_before) as u64;
             warn_near_series_limit(live_before, st.live_series(), &self.cfg.series);

@@ -36,7 +36,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 pub use compact::CompactReport;
-pub use ingest::{IngestReport, PROFILE_NAME_ATTRIBUTE, SERVICE_LABEL};
+pub use ingest::{
+    IngestReport, Request, Storing, MAX_PROFILE_TOTAL, PROFILE_NAME_ATTRIBUTE, SERVICE_LABEL,
+};
 pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
 use segments::SegmentIndex;
 pub use state::SeriesKey;
