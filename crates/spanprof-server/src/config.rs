@@ -322,7 +322,8 @@ pub struct ScrapeTarget {
     pub service: String,
     /// Base URL, e.g. `http://127.0.0.1:6060` (the `/debug/pprof/...` paths are appended).
     pub url: String,
-    /// Profiles to take: `cpu`, `heap`, `allocs`, `goroutine`, `mutex`, `block`.
+    /// Profiles to take: `cpu`, `heap`, `allocs`, `goroutine`, `mutex`, `block` (`heap` or
+    /// `allocs`: Go answers both with the same profile).
     pub profiles: Vec<String>,
     /// Time between non-CPU scrapes; also the CPU window length (windows are back to back).
     pub interval: Duration,
@@ -466,6 +467,28 @@ impl ScrapeTarget {
                 "unknown profile kind {kind:?}: use {}",
                 SCRAPE_PROFILES.join(", ")
             ));
+        }
+        if let Some((_, kind)) = self
+            .profiles
+            .iter()
+            .enumerate()
+            .find(|(i, k)| self.profiles[..*i].contains(k))
+        {
+            return Err(format!(
+                "profile kind {kind:?} is given twice: each would be stored, and counted, twice"
+            ));
+        }
+        if ["heap", "allocs"]
+            .iter()
+            .all(|k| self.profiles.iter().any(|p| p == k))
+        {
+            return Err(
+                "heap and allocs are both given: Go answers both with the same \
+                 profile (alloc_objects, alloc_space, inuse_objects, inuse_space; only the \
+                 view `go tool pprof` opens differs), so allocations would be counted twice; \
+                 take one"
+                    .into(),
+            );
         }
         check_headers(
             &self.headers,
@@ -702,6 +725,16 @@ mod tests {
         let mut t = ScrapeTarget::new("a", "http://h:6060");
         t.interval = std::time::Duration::from_millis(1500);
         assert!(t.check().unwrap_err().contains("must be whole seconds"));
+        let kinds = |kinds: &[&str]| {
+            let mut t = ScrapeTarget::new("a", "http://h:6060");
+            t.profiles = kinds.iter().map(|k| k.to_string()).collect();
+            t.check()
+        };
+        let e = kinds(&["cpu", "heap", "cpu"]).unwrap_err();
+        assert!(e.contains("\"cpu\" is given twice"), "{e}");
+        let e = kinds(&["allocs", "cpu", "heap"]).unwrap_err();
+        assert!(e.contains("heap and allocs are both given"), "{e}");
+        assert!(kinds(&["cpu", "allocs", "mutex", "block", "goroutine"]).is_ok());
     }
 
     #[test]

@@ -66,7 +66,8 @@ pub struct Args {
     /// file). Repeat for several services.
     #[arg(long = "scrape", value_name = "NAME=URL")]
     scrape: Vec<String>,
-    /// Profiles to pull from every --scrape target (cpu, heap, allocs, goroutine, mutex, block).
+    /// Profiles to pull from every --scrape target (cpu, heap, allocs, goroutine, mutex, block;
+    /// heap or allocs, not both: Go answers them with the same profile).
     #[arg(
         long,
         default_value = "cpu,heap,goroutine",
