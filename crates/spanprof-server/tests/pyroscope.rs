@@ -989,7 +989,7 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
             "/ingest?name=a",
             b"main;a 3\nmain;\xff\xfe;b 2\n".to_vec(),
             400,
-            "folded text line 2: byte 14 is not UTF-8",
+            "folded text line 2: its byte 6 is not UTF-8",
         ),
         (
             "raw pprof as folded",

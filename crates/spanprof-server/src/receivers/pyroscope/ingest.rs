@@ -386,8 +386,10 @@ fn text_series(
             });
         if named || folded_before {
             let line = raw[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+            // Counted from the line's start (1 for its first byte), not the body's.
+            let column = at - raw[..at].iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1) + 1;
             return Rejection::bad(format!(
-                "folded text line {line}: byte {at} is not UTF-8 (frame names are UTF-8 text)"
+                "folded text line {line}: its byte {column} is not UTF-8 (frame names are UTF-8 text)"
             ));
         }
         // A format this does not know reads as folded text, as in Pyroscope: name it, for a
