@@ -124,8 +124,9 @@
 //!   `"profiles cover too little of the span"` (less than a period or half of it: it fell
 //!   between two profile windows) or
 //!   `"profile not received yet"` (it ended less than 2 minutes ago, and no profile of its
-//!   service reaches its time yet: a scraped window is stored when it ends, a push SDK's with
-//!   its next upload; ask again shortly), `"no profile covers the span"` (and no windows end
+//!   service, or none yet of a service profiled under another name, reaches its time: a
+//!   scraped window is stored when it ends, a push SDK's with its next upload; ask again
+//!   shortly), `"no profile covers the span"` (and no windows end
 //!   and begin within 1 s of it: the profiler was off), or `"samples on an ancestor span"` (instead of `"no CPU used"` or
 //!   `"no samples"`: an ancestor of the span's service has samples, no span of that service
 //!   whose parent is of the same service has any in the trace, and none of the 50 longest

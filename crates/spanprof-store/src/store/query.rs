@@ -133,10 +133,12 @@ pub struct Coverage {
     /// began within that after it ended. It fell into the gap a pull profiler leaves between
     /// two windows (Go's build and answer, the next request), so the profiler was running.
     pub between_windows: bool,
-    /// For a known span without samples that no window covers: its service is profiled
-    /// (it has profiles of the type), but none of them reaches the span's time yet: the
-    /// profile of that time is still to come (a scraped window is stored when it ends, a
-    /// pushing profiler's with its next upload), or the profiler stopped before the span.
+    /// For a known span without samples that no window covers: none of the profiles of the
+    /// type that stand for its service (its own, or those whose samples name its spans in
+    /// the trace, when it is profiled under another name; none of either yet, when a
+    /// target named otherwise has not sent the trace's samples) reaches the span's time
+    /// yet: the profile of that time is still to come (a scraped window is stored when it
+    /// ends, a pushing profiler's with its next upload), or the profiler stopped before it.
     pub after_last_window: bool,
     /// The profile type `samples` and `value` are of (a span's default is the CPU type of its
     /// samples, or wall-clock time); `None` when the store has no profile at all.
@@ -1130,8 +1132,9 @@ impl Store {
             between_windows |= !windows.is_empty();
             covered_ns = Some(covered(parts, windows.into_iter()));
             between_windows &= covered_ns == Some(0);
-            if covered_ns == Some(0) && !between_windows && !services.is_empty() {
-                // No window from its start on, of any service that stands for it.
+            if covered_ns == Some(0) && !between_windows {
+                // No window from its start on, of any service that stands for it (none when
+                // no profile stands for its service yet).
                 let mut later = false;
                 for service in services {
                     let since = Selection {

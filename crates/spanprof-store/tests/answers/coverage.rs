@@ -335,6 +335,16 @@ fn span_coverage_of_a_span_between_two_windows() {
     store.ingest(&[], vec![before.clone()]).unwrap();
     let got = store.span_coverage(before.span_id, None).unwrap();
     assert_eq!((got.covered_ns, got.after_last_window), (Some(0), false));
+    // A span of a service no profile stands for yet (profiled under another name, whose
+    // samples of the trace are still to come) is waiting too, whenever it ran.
+    let elsewhere = SpanRecord {
+        span_id: [0xb4, 0x9a, 0x95, 0, 0, 0, 0, 1],
+        service: "named-otherwise".into(),
+        ..before
+    };
+    store.ingest(&[], vec![elsewhere.clone()]).unwrap();
+    let got = store.span_coverage(elsewhere.span_id, None).unwrap();
+    assert_eq!((got.covered_ns, got.after_last_window), (Some(0), true));
 }
 
 /// A span whose only samples are of a type other than its service's CPU type (a goroutine
