@@ -37,6 +37,12 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(300);
 /// time, 20 s, and its client got no answer. A body still arriving goes on.
 pub const STOPPING_IDLE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// Once the server is stopping, how long a request body still arriving may take before the
+/// request is answered 503 (send it again): one that trickled a byte a second, never
+/// stalling, held the shutdown for its whole drain time, and its client got no answer. Half
+/// the drain time: what arrived in time is still decoded and stored within it.
+pub const STOPPING_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Bytes of request bodies held now, against a limit.
 #[derive(Debug)]
 pub struct Inflight {
@@ -382,19 +388,37 @@ pub async fn read(
     let mut buf: Vec<u8> = Vec::new();
     let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
     let mut stopping = inflight.stopping.subscribe();
+    // When the body must be in by, once the server is stopping.
+    let mut stop_deadline = None;
     loop {
         let stopped = *stopping.borrow_and_update();
         let idle = match stopped {
             true => idle.min(STOPPING_IDLE_TIMEOUT),
             false => idle,
         };
-        let wait = idle.min(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        let now = tokio::time::Instant::now();
+        if stopped {
+            stop_deadline.get_or_insert(now + STOPPING_BODY_TIMEOUT);
+        }
+        let wait = idle.min(deadline.saturating_duration_since(now));
+        let wait = stop_deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
         let next = tokio::select! {
             next = tokio::time::timeout(wait, body.frame()) => next,
             // The server is stopping: wait for the next piece as long as it allows.
             Ok(()) = stopping.changed(), if !stopped => continue,
         };
         let frame = match next {
+            Err(_) if stop_deadline.is_some_and(|d| tokio::time::Instant::now() >= d) => {
+                return Err(Rejection::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "the server is stopping and the request body was still arriving after \
+                         {} s ({} bytes): send the request again",
+                        STOPPING_BODY_TIMEOUT.as_secs(),
+                        buf.len()
+                    ),
+                ))
+            }
             Err(_) if stopped => {
                 return Err(Rejection::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -723,6 +747,43 @@ mod tests {
             e.message.contains("took too long") && e.message.contains("bytes in 300 s"),
             "{}",
             e.message
+        );
+        assert_eq!(inflight.bytes(), 0);
+    }
+
+    /// Once the server stops, a body still trickling in (never stalling) is answered 503
+    /// within [`STOPPING_BODY_TIMEOUT`], not held for the whole drain.
+    #[tokio::test(start_paused = true)]
+    async fn a_trickling_body_is_answered_503_soon_after_the_server_stops() {
+        let inflight = Inflight::new(1000);
+        let req = axum::http::Request::builder()
+            .method("POST")
+            .uri("/ingest")
+            .header("content-length", 995)
+            .body(axum::body::Body::new(Trickles(tokio::time::interval(
+                Duration::from_millis(500),
+            ))))
+            .unwrap();
+        let slow = tokio::spawn({
+            let inflight = Arc::clone(&inflight);
+            async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!slow.is_finished());
+        inflight.stop();
+        let stopped = tokio::time::Instant::now();
+        let e = slow.await.unwrap().unwrap_err();
+        assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            e.message.contains("still arriving after 10 s")
+                && e.message.contains("send the request again"),
+            "{}",
+            e.message
+        );
+        let took = stopped.elapsed();
+        assert!(
+            took >= STOPPING_BODY_TIMEOUT && took < STOPPING_BODY_TIMEOUT + Duration::from_secs(1),
+            "{took:?}"
         );
         assert_eq!(inflight.bytes(), 0);
     }
