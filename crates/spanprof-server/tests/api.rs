@@ -936,6 +936,7 @@ fn bad_parameters_are_400_naming_the_parameter() {
     for path in [
         "/api/v1/flamegraph?trace_id=0123456789abcdef0123456789abcdef",
         "/api/v1/pprof?trace_id=0123456789abcdef0123456789abcdef",
+        "/api/v1/profile-types?trace_id=0123456789abcdef0123456789abcdef",
     ] {
         let r = server.get(path);
         assert_eq!(r.status, 404, "{path}");
@@ -950,6 +951,17 @@ fn bad_parameters_are_400_naming_the_parameter() {
         hex(&fixture().data.spans[0].trace_id)
     );
     assert_eq!(server.get(&known_trace).status, 200);
+    // A diff's side is named as it was sent.
+    let r = server.get(&format!(
+        "/api/v1/diff?left.trace_id=0123456789abcdef0123456789abcdef&right.trace_id={}",
+        hex(&fixture().data.spans[0].trace_id)
+    ));
+    assert_eq!(r.status, 404);
+    let body = String::from_utf8(r.body.clone()).unwrap();
+    assert!(
+        body.contains("left.trace_id 0123456789abcdef0123456789abcdef: no stored span"),
+        "{body}"
+    );
     let r = server.get("/api/v1/flamegraphs");
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]

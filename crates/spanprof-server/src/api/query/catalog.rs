@@ -68,6 +68,8 @@ pub async fn profile_types(
     )?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
     let (default, types) = blocking(&app, move |store| {
+        // An unknown id is a 404, as on the endpoints the types are for.
+        q.check_ids_known(store)?;
         if super::selection::selects_spans(&q.selection) {
             return Ok(store.selection_types(&q.selection)?);
         }

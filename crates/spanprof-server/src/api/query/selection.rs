@@ -38,6 +38,9 @@ pub struct SelectionQuery {
     type_param: Option<(String, String)>,
     /// The same of the `service` parameter.
     service_param: Option<(String, String)>,
+    /// The `span_id` and `trace_id` parameters' names as sent (`left.trace_id` on a diff's
+    /// side), for errors about their ids.
+    id_names: [String; 2],
 }
 
 /// [`time_range`]'s `(from, to)` as a span query takes them: both inclusive, `to` open as
@@ -126,7 +129,13 @@ impl SelectionQuery {
             span_filter: span_filter(p)?,
             overlapping: false,
         };
+        let shown = |name: &str| {
+            p.many(name)
+                .first()
+                .map_or_else(|| name.to_owned(), |x| x.shown.to_owned())
+        };
         Ok(SelectionQuery {
+            id_names: [shown("span_id"), shown("trace_id")],
             selection,
             type_param: p
                 .one("type")?
@@ -142,8 +151,7 @@ impl SelectionQuery {
     /// (any service has, with spans or a trace selected): a typo would otherwise answer an
     /// empty graph. A store without any data answers empty instead.
     pub fn check_type(&self, store: &Store) -> Result<(), ApiError> {
-        self.check_spans_known(store)?;
-        self.check_trace_known(store)?;
+        self.check_ids_known(store)?;
         let by_spans = selects_spans(&self.selection);
         if let (Some((shown, service)), false) = (&self.service_param, by_spans) {
             if store.profile_types(Some(service)).is_empty() {
@@ -178,6 +186,13 @@ impl SelectionQuery {
 }
 
 impl SelectionQuery {
+    /// 404 when spans or a trace are selected by ids no stored span and no sample has
+    /// ([`SelectionQuery::check_type`] checks it, and more).
+    pub fn check_ids_known(&self, store: &Store) -> Result<(), ApiError> {
+        self.check_spans_known(store)?;
+        self.check_trace_known(store)
+    }
+
     /// 404 when spans are selected by id and none of them is known: no stored span and no
     /// sample has any of the ids (a typo, or an id copied short). Answered empty, it read as
     /// "this span used no CPU". A span that is stored, or has samples in another time range,
@@ -200,8 +215,9 @@ impl SelectionQuery {
         }
         let ids: Vec<String> = sel.span_ids.iter().map(|id| to_hex(id)).collect();
         Err(ApiError::not_found(format!(
-            "span_id {}: no stored span and no sample has this id (span ids are the 16 hex \
+            "{} {}: no stored span and no sample has this id (span ids are the 16 hex \
              characters of the span's own id, as /api/v1/spans lists them)",
+            self.id_names[0],
             ids.join(", ")
         )))
     }
@@ -223,8 +239,9 @@ impl SelectionQuery {
             return Ok(());
         }
         Err(ApiError::not_found(format!(
-            "trace_id {}: no stored span and no sample has this id (trace ids are 32 hex \
+            "{} {}: no stored span and no sample has this id (trace ids are 32 hex \
              characters, as /api/v1/spans lists them)",
+            self.id_names[1],
             to_hex(&id)
         )))
     }
