@@ -196,6 +196,14 @@ impl ForwarderConfig {
         if self.batch_max == 0 {
             return Err("batch size 0: a batch holds one record at least".into());
         }
+        let https = self.endpoint.starts_with("https://");
+        if !https && !self.endpoint.starts_with("http://") {
+            return Err(format!(
+                "endpoint {:?} must start with http:// or https://",
+                self.endpoint
+            ));
+        }
+        crate::tls::check_scheme(https, &self.tls)?;
         if !self.profiles && !self.traces {
             return Err(
                 "signals: none; a forwarder sends profiles, traces or both (leave signals out \
@@ -490,6 +498,7 @@ impl ScrapeTarget {
                     .into(),
             );
         }
+        crate::tls::check_scheme(self.url.starts_with("https://"), &self.tls)?;
         check_headers(
             &self.headers,
             usize::from(self.bearer_token_file.is_some()),

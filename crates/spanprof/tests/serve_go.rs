@@ -326,6 +326,31 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
         assert!(!data.exists(), "{} was made", data.display());
     }
     drop(held);
+    // TLS settings for a plain http:// endpoint (they would go unused) are refused with the
+    // rest of the configuration, before the store is made.
+    let dir = process_dir("busy-port");
+    let config = dir.join("tls-over-http.yaml");
+    std::fs::write(
+        &config,
+        "exporters:\n  - name: b\n    protocol: grpc\n    endpoint: http://127.0.0.1:9\n    \
+         tls:\n      ca_file: /etc/ssl/certs/ca-certificates.crt\n",
+    )
+    .unwrap();
+    let run = support::spanprof([
+        "serve",
+        "--data",
+        data_arg,
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    run.assert_no_panic();
+    assert_eq!(run.code(), Some(2), "{run}");
+    assert!(
+        run.stderr
+            .contains("tls settings are for an https:// url; this one is http://"),
+        "{run}"
+    );
+    assert!(!data.exists(), "{} was made", data.display());
     // Addresses as Go and people write them: `:PORT`, `localhost:PORT`; others are refused
     // saying what to give.
     let run = support::spanprof(["serve", "--http-addr", "4040"]);
