@@ -135,10 +135,11 @@ pub struct Coverage {
     pub between_windows: bool,
     /// For a known span without samples that no window covers: none of the profiles of the
     /// type that stand for its service (its own, or those whose samples name its spans in
-    /// the trace, when it is profiled under another name; none of either yet, when a
-    /// target named otherwise has not sent the trace's samples) reaches the span's time
-    /// yet: the profile of that time is still to come (a scraped window is stored when it
-    /// ends, a pushing profiler's with its next upload), or the profiler stopped before it.
+    /// the trace, when it is profiled under another name) reaches the span's time yet: the
+    /// profile of that time is still to come (a scraped window is stored when it ends, a
+    /// pushing profiler's with its next upload), or the profiler stopped before it. When
+    /// none stands for it yet (a target named otherwise has not sent the trace's samples):
+    /// some service with profiles of the type has none from the span's time on yet.
     pub after_last_window: bool,
     /// The profile type `samples` and `value` are of (a span's default is the CPU type of its
     /// samples, or wall-clock time); `None` when the store has no profile at all.
@@ -1133,10 +1134,8 @@ impl Store {
             covered_ns = Some(covered(parts, windows.into_iter()));
             between_windows &= covered_ns == Some(0);
             if covered_ns == Some(0) && !between_windows {
-                // No window from its start on, of any service that stands for it (none when
-                // no profile stands for its service yet).
-                let mut later = false;
-                for service in services {
+                // Whether `service` has no window of the type from the span's start on.
+                let behind = |service: &String| -> Result<bool, StoreError> {
                     let since = Selection {
                         service: Some(service.clone()),
                         profile_type: Some(own.profile_type.to_string()),
@@ -1144,9 +1143,34 @@ impl Store {
                         overlapping: true,
                         ..Default::default()
                     };
-                    later |= !st.resolve(&since)?.blocks.is_empty();
+                    Ok(st.resolve(&since)?.blocks.is_empty())
+                };
+                if services.is_empty() {
+                    // No profile stands for its service yet (one profiled under another name
+                    // whose samples of the trace are still to come): waiting, while a service
+                    // with profiles of the type has a window still to come.
+                    let mut profiled: Vec<&String> = st
+                        .series
+                        .iter()
+                        .filter(|k| k.profile_type == own.profile_type)
+                        .map(|k| &st.services[k.service as usize].name)
+                        .collect();
+                    profiled.sort_unstable();
+                    profiled.dedup();
+                    for service in profiled {
+                        if behind(service)? {
+                            after_last_window = true;
+                            break;
+                        }
+                    }
+                } else {
+                    // No window from its start on, of any service that stands for it.
+                    let mut all_behind = true;
+                    for service in services {
+                        all_behind &= behind(service)?;
+                    }
+                    after_last_window = all_behind;
                 }
-                after_last_window = !later;
             }
         }
         let t = &own.profile_type;

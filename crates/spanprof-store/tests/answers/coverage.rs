@@ -336,15 +336,28 @@ fn span_coverage_of_a_span_between_two_windows() {
     let got = store.span_coverage(before.span_id, None).unwrap();
     assert_eq!((got.covered_ns, got.after_last_window), (Some(0), false));
     // A span of a service no profile stands for yet (profiled under another name, whose
-    // samples of the trace are still to come) is waiting too, whenever it ran.
-    let elsewhere = SpanRecord {
-        span_id: [0xb4, 0x9a, 0x95, 0, 0, 0, 0, 1],
+    // samples of the trace are still to come) is waiting while a profiled service has a
+    // window still to come; not when every one has windows past it.
+    let elsewhere = |tag: u8, from_end: u64| SpanRecord {
         service: "named-otherwise".into(),
-        ..before
+        ..span(tag, from_end, 100 * MS as u64)
     };
-    store.ingest(&[], vec![elsewhere.clone()]).unwrap();
-    let got = store.span_coverage(elsewhere.span_id, None).unwrap();
+    let (waiting, passed) = (
+        elsewhere(0xb4, (window + 400 * MS) as u64),
+        elsewhere(0xb5, 0),
+    );
+    let passed = SpanRecord {
+        start_ns: before.start_ns,
+        end_ns: before.end_ns,
+        ..passed
+    };
+    store
+        .ingest(&[], vec![waiting.clone(), passed.clone()])
+        .unwrap();
+    let got = store.span_coverage(waiting.span_id, None).unwrap();
     assert_eq!((got.covered_ns, got.after_last_window), (Some(0), true));
+    let got = store.span_coverage(passed.span_id, None).unwrap();
+    assert_eq!((got.covered_ns, got.after_last_window), (Some(0), false));
 }
 
 /// A span whose only samples are of a type other than its service's CPU type (a goroutine
