@@ -556,19 +556,7 @@ fn what_decoders_allocate_is_charged_to_the_in_flight_budget() {
     let span = field(2, &field(5, b"GET /cpu-heavy/padding-0123"));
     let spans = span.repeat((48 << 20) / span.len());
     let traces = gz(&field(1, &field(2, &spans)));
-    let push = pushv1::PushRequest {
-        series: vec![pushv1::RawProfileSeries {
-            labels: vec![pushv1::LabelPair {
-                name: "service_name".into(),
-                value: "bomb".into(),
-            }],
-            samples: vec![pushv1::RawSample {
-                raw_profile: pprof_strings.clone(),
-                id: String::new(),
-            }],
-        }],
-    }
-    .encode_to_vec();
+    let push = push_request("bomb", &pprof_strings);
     let proto_gz = [
         ("content-type", "application/x-protobuf"),
         ("content-encoding", "gzip"),
@@ -855,22 +843,12 @@ fn a_pyroscope_upload_with_one_refused_sample_type_stores_nothing() {
     let (status, text) = server.post("/ingest?name=halfbad&format=pprof", &[], &bad);
     assert_eq!(status, 400, "{text}");
     assert!(
-        text.contains("the cpu/nanoseconds samples of halfbad: ") && text.contains("negative"),
+        text.contains("the cpu/nanoseconds samples of halfbad: ")
+            && text.contains("negative")
+            && text.contains("(nothing of the upload was stored: send it again corrected)"),
         "{text}"
     );
-    let push = pushv1::PushRequest {
-        series: vec![pushv1::RawProfileSeries {
-            labels: vec![pushv1::LabelPair {
-                name: "service_name".into(),
-                value: "halfbad-push".into(),
-            }],
-            samples: vec![pushv1::RawSample {
-                raw_profile: bad.clone(),
-                id: String::new(),
-            }],
-        }],
-    }
-    .encode_to_vec();
+    let push = push_request("halfbad-push", &bad);
     let (status, text) = server.post(
         "/push.v1.PusherService/Push",
         &[("content-type", "application/proto")],
@@ -1345,22 +1323,11 @@ fn request_bodies_held_at_once_are_bounded() {
         text.contains("the profile is larger, decompressed"),
         "{text}"
     );
-    let push = pushv1::PushRequest {
-        series: vec![pushv1::RawProfileSeries {
-            labels: vec![pushv1::LabelPair {
-                name: "service_name".into(),
-                value: "app".into(),
-            }],
-            samples: vec![pushv1::RawSample {
-                raw_profile: bomb.clone(),
-                id: String::new(),
-            }],
-        }],
-    };
+    let push = push_request("app", &bomb);
     let (status, text) = server.post(
         "/push.v1.PusherService/Push",
         &[("content-type", "application/proto")],
-        &push.encode_to_vec(),
+        &push,
     );
     assert_eq!(status, 429, "{text}");
     assert!(
@@ -1429,4 +1396,21 @@ fn a_body_is_charged_the_memory_it_holds() {
         held >= (3 << 20) as f64 && held <= (6 << 20) as f64
     });
     drop(chunked);
+}
+
+/// A `push.v1` request (protobuf) of one series, `service`'s, with one raw pprof.
+fn push_request(service: &str, pprof: &[u8]) -> Vec<u8> {
+    pushv1::PushRequest {
+        series: vec![pushv1::RawProfileSeries {
+            labels: vec![pushv1::LabelPair {
+                name: "service_name".into(),
+                value: service.into(),
+            }],
+            samples: vec![pushv1::RawSample {
+                raw_profile: pprof.to_vec(),
+                id: String::new(),
+            }],
+        }],
+    }
+    .encode_to_vec()
 }

@@ -174,13 +174,19 @@ async fn submit(
         .submit(Work::Profiles(data, Storing::AllOrNone), receiver)
         .await
     {
-        Err(SubmitError::Refused(problems)) => Err(SubmitError::Refused(
-            problems
-                .iter()
-                .map(|p| in_pprof_terms(p, &places))
-                .collect(),
-        )
-        .into()),
+        Err(SubmitError::Refused(problems)) => {
+            let mut refused: Rejection = SubmitError::Refused(
+                problems
+                    .iter()
+                    .map(|p| in_pprof_terms(p, &places))
+                    .collect(),
+            )
+            .into();
+            refused
+                .message
+                .push_str(" (nothing of the upload was stored: send it again corrected)");
+            Err(refused)
+        }
         other => Ok(other?),
     }
 }

@@ -117,10 +117,13 @@ impl Undo {
         }
     }
 
-    /// Takes back what the request stored: its profiles count as refused with the one that
-    /// was (its problems stay in the report).
+    /// Takes back what the request stored: its profiles (stored, or left out as repeated)
+    /// count as refused with the one that was, for the same reason (its problems stay in
+    /// the report).
     fn undo(self, st: &mut State, pending: &mut Pending) {
-        let stored = pending.report.profiles - self.report.profiles;
+        let stored = (pending.report.profiles - self.report.profiles)
+            + (pending.report.repeated_profiles - self.report.repeated_profiles);
+        let limited = pending.report.limited_profiles > self.report.limited_profiles;
         for &(id, sizes, bytes) in &self.touched {
             let service = &mut st.services[id];
             service.symbols.truncate(sizes);
@@ -140,6 +143,9 @@ impl Undo {
         r.samples = self.report.samples;
         r.repeated_profiles = self.report.repeated_profiles;
         r.rejected_profiles += stored;
+        if limited {
+            r.limited_profiles += stored;
+        }
     }
 }
 
