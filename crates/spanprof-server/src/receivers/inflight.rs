@@ -375,7 +375,8 @@ pub async fn read(
             if waits {
                 return Err(busy);
             }
-            return Err(refuse_read(busy, req.into_body(), limit, idle).await);
+            let patience = Patience::new(inflight, idle);
+            return Err(refuse_read(busy, req.into_body(), limit, patience).await);
         }
     }
     let mut body = req.into_body();
@@ -386,69 +387,10 @@ pub async fn read(
     // [`TRUST_ANNOUNCED`], then the announced length at once: a client that has sent that
     // much is sending its body.
     let mut buf: Vec<u8> = Vec::new();
-    let deadline = tokio::time::Instant::now() + BODY_TIMEOUT;
-    let mut stopping = inflight.stopping.subscribe();
-    // When the body must be in by, once the server is stopping.
-    let mut stop_deadline = None;
+    let mut patience = Patience::new(inflight, idle);
     loop {
-        let stopped = *stopping.borrow_and_update();
-        let idle = match stopped {
-            true => idle.min(STOPPING_IDLE_TIMEOUT),
-            false => idle,
-        };
-        let now = tokio::time::Instant::now();
-        if stopped {
-            stop_deadline.get_or_insert(now + STOPPING_BODY_TIMEOUT);
-        }
-        let wait = idle.min(deadline.saturating_duration_since(now));
-        let wait = stop_deadline.map_or(wait, |d| wait.min(d.saturating_duration_since(now)));
-        let next = tokio::select! {
-            next = tokio::time::timeout(wait, body.frame()) => next,
-            // The server is stopping: wait for the next piece as long as it allows.
-            Ok(()) = stopping.changed(), if !stopped => continue,
-        };
-        let frame = match next {
-            Err(_) if stop_deadline.is_some_and(|d| tokio::time::Instant::now() >= d) => {
-                return Err(Rejection::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "the server is stopping and the request body was still arriving after \
-                         {} s ({} bytes): send the request again",
-                        STOPPING_BODY_TIMEOUT.as_secs(),
-                        buf.len()
-                    ),
-                ))
-            }
-            Err(_) if stopped => {
-                return Err(Rejection::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    format!(
-                        "the server is stopping and the request body stalled after {} bytes: \
-                         send the request again",
-                        buf.len()
-                    ),
-                ))
-            }
-            Err(_) if wait < idle => {
-                return Err(Rejection::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the request body took too long: {} bytes in {} s",
-                        buf.len(),
-                        BODY_TIMEOUT.as_secs()
-                    ),
-                ))
-            }
-            Err(_) => {
-                return Err(Rejection::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the request body stalled: nothing arrived for {} s after {} bytes",
-                        idle.as_secs_f64(),
-                        buf.len()
-                    ),
-                ))
-            }
+        let frame = match patience.next(&mut body).await {
+            Err(expired) => return Err(expired.rejection(buf.len())),
             Ok(None) => break,
             Ok(Some(Err(e))) => return Err(unreadable(e, buf.len())),
             Ok(Some(Ok(frame))) => frame,
@@ -470,7 +412,7 @@ pub async fn read(
             .max(total);
             if let Err(busy) = charge.grow(new - old) {
                 drop((buf, charge));
-                return Err(refuse_read(busy, body, limit - total, idle).await);
+                return Err(refuse_read(busy, body, limit - total, patience).await);
             }
             buf.reserve_exact(new - buf.len());
         }
@@ -482,6 +424,110 @@ pub async fn read(
     })
 }
 
+/// How long the next piece of a request body is waited for: the idle timeout, within
+/// [`BODY_TIMEOUT`] for the whole body; once the server stops, [`STOPPING_IDLE_TIMEOUT`]
+/// and [`STOPPING_BODY_TIMEOUT`] from then.
+struct Patience {
+    idle: Duration,
+    deadline: tokio::time::Instant,
+    stop_deadline: Option<tokio::time::Instant>,
+    stopping: tokio::sync::watch::Receiver<bool>,
+}
+
+/// Why a body's next piece was not waited for any longer.
+enum Expired {
+    /// [`BODY_TIMEOUT`] is over.
+    Deadline,
+    /// The server stopped [`STOPPING_BODY_TIMEOUT`] ago.
+    StillArriving,
+    /// Nothing arrived for the idle timeout given (the server is stopping, when `stopping`).
+    Stalled { idle: Duration, stopping: bool },
+}
+
+impl Patience {
+    fn new(inflight: &Inflight, idle: Duration) -> Self {
+        Patience {
+            idle,
+            deadline: tokio::time::Instant::now() + BODY_TIMEOUT,
+            stop_deadline: None,
+            stopping: inflight.stopping.subscribe(),
+        }
+    }
+
+    /// The body's next frame, unless it takes longer than allowed.
+    async fn next(
+        &mut self,
+        body: &mut axum::body::Body,
+    ) -> Result<Option<Result<hyper::body::Frame<Bytes>, axum::Error>>, Expired> {
+        loop {
+            let stopped = *self.stopping.borrow_and_update();
+            let now = tokio::time::Instant::now();
+            let idle = match stopped {
+                true => self.idle.min(STOPPING_IDLE_TIMEOUT),
+                false => self.idle,
+            };
+            if stopped {
+                self.stop_deadline
+                    .get_or_insert(now + STOPPING_BODY_TIMEOUT);
+            }
+            let until = self
+                .stop_deadline
+                .map_or(self.deadline, |d| d.min(self.deadline));
+            let wait = idle.min(until.saturating_duration_since(now));
+            tokio::select! {
+                next = tokio::time::timeout(wait, body.frame()) => {
+                    let now = tokio::time::Instant::now();
+                    return next.map_err(|_| match () {
+                        () if now >= self.deadline => Expired::Deadline,
+                        () if self.stop_deadline.is_some_and(|d| now >= d) => Expired::StillArriving,
+                        () => Expired::Stalled { idle, stopping: stopped },
+                    });
+                }
+                // The server is stopping: wait for the next piece as long as it allows.
+                Ok(()) = self.stopping.changed(), if !stopped => continue,
+            }
+        }
+    }
+}
+
+impl Expired {
+    /// The answer, `got` bytes having arrived.
+    fn rejection(self, got: usize) -> Rejection {
+        let (status, message) = match self {
+            Expired::Deadline => (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body took too long: {got} bytes in {} s",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ),
+            Expired::StillArriving => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server is stopping and the request body was still arriving after \
+                     {} s ({got} bytes): send the request again",
+                    STOPPING_BODY_TIMEOUT.as_secs()
+                ),
+            ),
+            Expired::Stalled { stopping: true, .. } => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server is stopping and the request body stalled after {got} bytes: \
+                     send the request again"
+                ),
+            ),
+            Expired::Stalled { idle, .. } => (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the request body stalled: nothing arrived for {} s after {got} bytes",
+                    idle.as_secs_f64()
+                ),
+            ),
+        };
+        Rejection::new(status, message)
+    }
+}
+
 /// `busy`, once the rest of `body` (at most `limit` more bytes) has been read and let go: a
 /// client still sending when the server answers and closes gets a reset instead of the answer,
 /// and would not know to retry later.
@@ -489,9 +535,9 @@ async fn refuse_read(
     busy: Rejection,
     mut body: axum::body::Body,
     mut limit: usize,
-    idle: Duration,
+    mut patience: Patience,
 ) -> Rejection {
-    while let Ok(Some(Ok(frame))) = tokio::time::timeout(idle, body.frame()).await {
+    while let Ok(Some(Ok(frame))) = patience.next(&mut body).await {
         if let Ok(data) = frame.into_data() {
             if data.len() > limit {
                 break;
@@ -688,7 +734,7 @@ mod tests {
         assert_eq!(inflight.bytes(), 0);
     }
 
-    /// A byte every 20 s, forever: never stalls for the idle timeout.
+    /// A byte at every tick, forever: never stalls for the idle timeout.
     struct Trickles(tokio::time::Interval);
 
     impl hyper::body::Body for Trickles {
@@ -705,13 +751,14 @@ mod tests {
         }
     }
 
-    fn trickling(announced: usize) -> Request {
+    /// A request announcing `announced` bytes that sends one `every`.
+    fn trickling(announced: usize, every: Duration) -> Request {
         axum::http::Request::builder()
             .method("POST")
             .uri("/ingest")
             .header("content-length", announced)
             .body(axum::body::Body::new(Trickles(tokio::time::interval(
-                Duration::from_secs(20),
+                every,
             ))))
             .unwrap()
     }
@@ -724,7 +771,15 @@ mod tests {
         let inflight = Inflight::new(1000);
         let slow = tokio::spawn({
             let inflight = Arc::clone(&inflight);
-            async move { read(trickling(995), 1000, Duration::from_secs(30), &inflight).await }
+            async move {
+                read(
+                    trickling(995, Duration::from_secs(20)),
+                    1000,
+                    Duration::from_secs(30),
+                    &inflight,
+                )
+                .await
+            }
         });
         // Four bytes (at 0, 20, 40 and 60 s) in at most a minute of (paused) time.
         let start = tokio::time::Instant::now();
@@ -756,14 +811,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_trickling_body_is_answered_503_soon_after_the_server_stops() {
         let inflight = Inflight::new(1000);
-        let req = axum::http::Request::builder()
-            .method("POST")
-            .uri("/ingest")
-            .header("content-length", 995)
-            .body(axum::body::Body::new(Trickles(tokio::time::interval(
-                Duration::from_millis(500),
-            ))))
-            .unwrap();
+        let req = trickling(995, Duration::from_millis(500));
         let slow = tokio::spawn({
             let inflight = Arc::clone(&inflight);
             async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
@@ -786,6 +834,45 @@ mod tests {
             "{took:?}"
         );
         assert_eq!(inflight.bytes(), 0);
+    }
+
+    /// A body refused as busy is read to its end before the answer, but not for longer than
+    /// one taken would be: once the server stops, within [`STOPPING_BODY_TIMEOUT`].
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_trickling_body_is_let_go_soon_after_the_server_stops() {
+        let inflight = Inflight::new(100);
+        let req = trickling(500, Duration::from_millis(500));
+        let slow = tokio::spawn({
+            let inflight = Arc::clone(&inflight);
+            async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(!slow.is_finished());
+        inflight.stop();
+        let stopped = tokio::time::Instant::now();
+        let e = slow.await.unwrap().unwrap_err();
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS, "{}", e.message);
+        let took = stopped.elapsed();
+        assert!(
+            took >= STOPPING_BODY_TIMEOUT && took < STOPPING_BODY_TIMEOUT + Duration::from_secs(1),
+            "{took:?}"
+        );
+    }
+
+    /// The body's own deadline is a 408 "took too long" even while the server is stopping.
+    #[tokio::test(start_paused = true)]
+    async fn the_body_deadline_is_told_apart_from_the_stop() {
+        let inflight = Inflight::new(1000);
+        let req = trickling(995, Duration::from_millis(500));
+        let slow = tokio::spawn({
+            let inflight = Arc::clone(&inflight);
+            async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
+        });
+        tokio::time::sleep(BODY_TIMEOUT - Duration::from_secs(3)).await;
+        inflight.stop();
+        let e = slow.await.unwrap().unwrap_err();
+        assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT, "{}", e.message);
+        assert!(e.message.contains("took too long"), "{}", e.message);
     }
 
     #[tokio::test]
