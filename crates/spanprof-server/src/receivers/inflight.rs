@@ -811,16 +811,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_trickling_body_is_answered_503_soon_after_the_server_stops() {
         let inflight = Inflight::new(1000);
-        let req = trickling(995, Duration::from_millis(500));
-        let slow = tokio::spawn({
-            let inflight = Arc::clone(&inflight);
-            async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
-        });
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        assert!(!slow.is_finished());
-        inflight.stop();
-        let stopped = tokio::time::Instant::now();
-        let e = slow.await.unwrap().unwrap_err();
+        let (e, took) = stopped_while_trickling(&inflight, 995).await;
         assert_eq!(e.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(
             e.message.contains("still arriving after 10 s")
@@ -828,7 +819,6 @@ mod tests {
             "{}",
             e.message
         );
-        let took = stopped.elapsed();
         assert!(
             took >= STOPPING_BODY_TIMEOUT && took < STOPPING_BODY_TIMEOUT + Duration::from_secs(1),
             "{took:?}"
@@ -836,14 +826,15 @@ mod tests {
         assert_eq!(inflight.bytes(), 0);
     }
 
-    /// A body refused as busy is read to its end before the answer, but not for longer than
-    /// one taken would be: once the server stops, within [`STOPPING_BODY_TIMEOUT`].
-    #[tokio::test(start_paused = true)]
-    async fn a_refused_trickling_body_is_let_go_soon_after_the_server_stops() {
-        let inflight = Inflight::new(100);
-        let req = trickling(500, Duration::from_millis(500));
+    /// What reading a body announcing `announced` bytes, sent a byte each half second, comes
+    /// to when the server stops 3 s in, and how long after the stop.
+    async fn stopped_while_trickling(
+        inflight: &Arc<Inflight>,
+        announced: usize,
+    ) -> (Rejection, Duration) {
+        let req = trickling(announced, Duration::from_millis(500));
         let slow = tokio::spawn({
-            let inflight = Arc::clone(&inflight);
+            let inflight = Arc::clone(inflight);
             async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
         });
         tokio::time::sleep(Duration::from_secs(3)).await;
@@ -851,8 +842,16 @@ mod tests {
         inflight.stop();
         let stopped = tokio::time::Instant::now();
         let e = slow.await.unwrap().unwrap_err();
+        (e, stopped.elapsed())
+    }
+
+    /// A body refused as busy is read to its end before the answer, but not for longer than
+    /// one taken would be: once the server stops, within [`STOPPING_BODY_TIMEOUT`].
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_trickling_body_is_let_go_soon_after_the_server_stops() {
+        let inflight = Inflight::new(100);
+        let (e, took) = stopped_while_trickling(&inflight, 500).await;
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS, "{}", e.message);
-        let took = stopped.elapsed();
         assert!(
             took >= STOPPING_BODY_TIMEOUT && took < STOPPING_BODY_TIMEOUT + Duration::from_secs(1),
             "{took:?}"
