@@ -129,8 +129,8 @@ impl Undo {
             service.symbols.truncate(sizes);
             service.bytes = bytes;
         }
+        let empty = crate::symbols::SymbolTable::new().sizes();
         for id in (self.services..st.services.len()).rev() {
-            let empty = crate::symbols::SymbolTable::new().sizes();
             st.services[id].symbols.truncate(empty);
             st.forget_new_service(id as u32);
         }

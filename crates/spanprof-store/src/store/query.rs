@@ -1032,6 +1032,8 @@ impl Store {
                 );
                 let st = read();
                 let mut services: Vec<String> = vec![span.service.clone()];
+                // When none stands for it: the services with profiles of its type.
+                let mut profiled = Vec::new();
                 if own.period.is_none() {
                     let named = named.get_or_insert_with(|| {
                         st.series
@@ -1052,8 +1054,15 @@ impl Store {
                             .map(|&i| st.services[i as usize].name.clone())
                             .collect();
                     }
+                    if services.is_empty() {
+                        profiled = named
+                            .iter()
+                            .filter(|(_, t)| *t == own.profile_type)
+                            .map(|(name, _)| name.clone())
+                            .collect();
+                    }
                 }
-                self.coverage_of(&st, span, &parts, own, &services)
+                self.coverage_of(&st, span, &parts, own, &services, &profiled)
             })
             .collect()
     }
@@ -1085,7 +1094,8 @@ impl Store {
     }
 
     /// `span`'s coverage from its own samples, its own time (`parts`) and the windows of
-    /// the profiles of `services` around it.
+    /// the profiles of `services` around it; `profiled`, when `services` is empty: the
+    /// services with profiles of its type, one of which may yet send its samples.
     fn coverage_of(
         &self,
         st: &State,
@@ -1093,6 +1103,7 @@ impl Store {
         parts: &[(u64, u64)],
         mut own: OwnSamples,
         services: &[String],
+        profiled: &[String],
     ) -> Result<Coverage, StoreError> {
         let self_ns: u64 = parts.iter().map(|(a, b)| b - a).sum();
         let (mut covered_ns, mut between_windows) = (None, false);
@@ -1145,32 +1156,17 @@ impl Store {
                     };
                     Ok(st.resolve(&since)?.blocks.is_empty())
                 };
-                if services.is_empty() {
-                    // No profile stands for its service yet (one profiled under another name
-                    // whose samples of the trace are still to come): waiting, while a service
-                    // with profiles of the type has a window still to come.
-                    let mut profiled: Vec<&String> = st
-                        .series
+                // With a service that stands for it: none has a window from its start on.
+                // Without (one profiled under another name whose samples of the trace are
+                // still to come): a service with profiles of the type has a window to come.
+                after_last_window = match services.is_empty() {
+                    true => profiled
                         .iter()
-                        .filter(|k| k.profile_type == own.profile_type)
-                        .map(|k| &st.services[k.service as usize].name)
-                        .collect();
-                    profiled.sort_unstable();
-                    profiled.dedup();
-                    for service in profiled {
-                        if behind(service)? {
-                            after_last_window = true;
-                            break;
-                        }
-                    }
-                } else {
-                    // No window from its start on, of any service that stands for it.
-                    let mut all_behind = true;
-                    for service in services {
-                        all_behind &= behind(service)?;
-                    }
-                    after_last_window = all_behind;
-                }
+                        .try_fold(false, |any, s| Ok::<_, StoreError>(any || behind(s)?))?,
+                    false => services
+                        .iter()
+                        .try_fold(true, |all, s| Ok::<_, StoreError>(all && behind(s)?))?,
+                };
             }
         }
         let t = &own.profile_type;
