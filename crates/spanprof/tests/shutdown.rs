@@ -7,8 +7,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use support::serve::Server;
@@ -65,15 +64,13 @@ fn a_second_signal_exits_at_once_while_an_upload_arrives() {
     let mut server = Server::start(&dir.join("data"), "127.0.0.1:0", &[]);
     // An upload that sends a byte every 200 ms: still arriving, never stalled.
     let mut trickle = upload(&server, 100_000, 500);
-    let done = Arc::new(AtomicBool::new(false));
-    let sender = {
-        let done = Arc::clone(&done);
-        std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) && trickle.write_all(&[0]).is_ok() {
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        })
-    };
+    // Paced by the wait for the end of the test, which ends it at once.
+    let (done, end) = mpsc::channel::<()>();
+    let sender = std::thread::spawn(move || {
+        while end.recv_timeout(Duration::from_millis(200)) == Err(mpsc::RecvTimeoutError::Timeout)
+            && trickle.write_all(&[0]).is_ok()
+        {}
+    });
 
     // The first signal waits for the upload (up to its 20 s grace); a second one right
     // after it is the same request, and the server still waits.
@@ -101,7 +98,7 @@ fn a_second_signal_exits_at_once_while_an_upload_arrives() {
         log.contains("a second signal while stopping: exiting now"),
         "{log}"
     );
-    done.store(true, Ordering::Relaxed);
+    drop(done);
     sender.join().unwrap();
 }
 

@@ -734,8 +734,9 @@ mod tests {
         assert_eq!(inflight.bytes(), 0);
     }
 
-    /// A byte at every tick, forever: never stalls for the idle timeout.
-    struct Trickles(tokio::time::Interval);
+    /// A byte at every tick, forever: never stalls for the idle timeout. Counts the bytes it
+    /// sent.
+    struct Trickles(tokio::time::Interval, Arc<AtomicUsize>);
 
     impl hyper::body::Body for Trickles {
         type Data = Bytes;
@@ -747,20 +748,32 @@ mod tests {
         ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
             // The first tick is at once.
             std::task::ready!(self.0.poll_tick(cx));
+            self.1.fetch_add(1, Ordering::Relaxed);
             std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(b"x")))))
         }
     }
 
-    /// A request announcing `announced` bytes that sends one `every`.
-    fn trickling(announced: usize, every: Duration) -> Request {
-        axum::http::Request::builder()
+    /// A request announcing `announced` bytes that sends one `every`, and the count of
+    /// bytes it sent.
+    fn trickling(announced: usize, every: Duration) -> (Request, Arc<AtomicUsize>) {
+        let sent = Arc::new(AtomicUsize::new(0));
+        let body = Trickles(tokio::time::interval(every), Arc::clone(&sent));
+        let req = axum::http::Request::builder()
             .method("POST")
             .uri("/ingest")
             .header("content-length", announced)
-            .body(axum::body::Body::new(Trickles(tokio::time::interval(
-                every,
-            ))))
-            .unwrap()
+            .body(axum::body::Body::new(body))
+            .unwrap();
+        (req, sent)
+    }
+
+    /// Advances (paused) time until `done`, within `within`.
+    async fn until(what: &str, within: Duration, done: impl Fn() -> bool) {
+        let start = tokio::time::Instant::now();
+        while !done() {
+            assert!(start.elapsed() <= within, "no {what} within {within:?}");
+            tokio::time::advance(Duration::from_millis(100)).await;
+        }
     }
 
     /// A client that announces a large body and sends it a byte at a time holds what it sent,
@@ -773,7 +786,7 @@ mod tests {
             let inflight = Arc::clone(&inflight);
             async move {
                 read(
-                    trickling(995, Duration::from_secs(20)),
+                    trickling(995, Duration::from_secs(20)).0,
                     1000,
                     Duration::from_secs(30),
                     &inflight,
@@ -782,15 +795,10 @@ mod tests {
             }
         });
         // Four bytes (at 0, 20, 40 and 60 s) in at most a minute of (paused) time.
-        let start = tokio::time::Instant::now();
-        while inflight.bytes() < 4 {
-            assert!(
-                start.elapsed() <= Duration::from_secs(61),
-                "{}",
-                inflight.bytes()
-            );
-            tokio::time::advance(Duration::from_millis(100)).await;
-        }
+        until("4 bytes held", Duration::from_secs(61), || {
+            inflight.bytes() >= 4
+        })
+        .await;
         assert_eq!(inflight.bytes(), 4);
         let other = read(request(b"hello world", Some(11)), 1000, IDLE, &inflight)
             .await
@@ -827,17 +835,20 @@ mod tests {
     }
 
     /// What reading a body announcing `announced` bytes, sent a byte each half second, comes
-    /// to when the server stops 3 s in, and how long after the stop.
+    /// to when the server stops once 6 have been sent, and how long after the stop.
     async fn stopped_while_trickling(
         inflight: &Arc<Inflight>,
         announced: usize,
     ) -> (Rejection, Duration) {
-        let req = trickling(announced, Duration::from_millis(500));
+        let (req, sent) = trickling(announced, Duration::from_millis(500));
         let slow = tokio::spawn({
             let inflight = Arc::clone(inflight);
             async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
         });
-        tokio::time::sleep(Duration::from_secs(3)).await;
+        until("6 bytes sent", Duration::from_secs(5), || {
+            sent.load(Ordering::Relaxed) >= 6
+        })
+        .await;
         assert!(!slow.is_finished());
         inflight.stop();
         let stopped = tokio::time::Instant::now();
@@ -862,12 +873,18 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_body_deadline_is_told_apart_from_the_stop() {
         let inflight = Inflight::new(1000);
-        let req = trickling(995, Duration::from_millis(500));
+        let (req, sent) = trickling(995, Duration::from_millis(500));
         let slow = tokio::spawn({
             let inflight = Arc::clone(&inflight);
             async move { read(req, 1000, Duration::from_secs(30), &inflight).await }
         });
-        tokio::time::sleep(BODY_TIMEOUT - Duration::from_secs(3)).await;
+        // Stopped 3 s before the body's deadline (its 595th byte goes at 297 s): the stop
+        // would give it 10 s more.
+        until("595 bytes sent", BODY_TIMEOUT, || {
+            sent.load(Ordering::Relaxed) >= 595
+        })
+        .await;
+        assert!(!slow.is_finished());
         inflight.stop();
         let e = slow.await.unwrap().unwrap_err();
         assert_eq!(e.status, StatusCode::REQUEST_TIMEOUT, "{}", e.message);
