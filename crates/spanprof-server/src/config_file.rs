@@ -499,12 +499,6 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         base.queue.batch_age = d;
     }
     for e in file.exporters {
-        if !e.endpoint.starts_with("http://") && !e.endpoint.starts_with("https://") {
-            return Err(invalid(format!(
-                "exporters {:?}: the endpoint must start with http:// or https://",
-                e.name
-            )));
-        }
         let protocol = match e.protocol {
             Protocol::Grpc => ForwardProtocol::Grpc,
             Protocol::Http => ForwardProtocol::Http,
@@ -867,6 +861,17 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("carrier-pigeon") && e.contains("line 3"), "{e}");
+        let e = load_str(
+            "exporters:\n  - name: x\n    protocol: grpc\n    endpoint: grpc://me:pw@x:4317\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "exporters \"x\": endpoint \"grpc://x:4317\" must start with http:// or https://"
+            ),
+            "{e}"
+        );
         assert!(load_str("").is_ok());
         // Credentials in an exporter's endpoint are sent beside its headers.
         let c = load_str(

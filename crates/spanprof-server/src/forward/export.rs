@@ -53,17 +53,12 @@ pub struct Exporter {
 impl Exporter {
     /// A client for `cfg`; an error names what is wrong with the endpoint or headers.
     pub fn new(cfg: &ForwarderConfig) -> Result<Exporter, String> {
+        // Its scheme and TLS settings are checked with the configuration
+        // (`ForwarderConfig::check`).
         let https = cfg.endpoint.starts_with("https://");
-        if !https && !cfg.endpoint.starts_with("http://") {
-            return Err(format!(
-                "endpoint {:?} must start with http:// or https://",
-                cfg.endpoint
-            ));
-        }
         cfg.endpoint
             .parse::<hyper::Uri>()
             .map_err(|e| format!("endpoint {:?}: {e}", cfg.endpoint))?;
-        crate::tls::check_scheme(https, &cfg.tls)?;
         let mut headers = HeaderMap::new();
         for (k, v) in &cfg.headers {
             let name =

@@ -53,9 +53,7 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         let client = if target.tls.is_default() {
             shared.clone()
         } else {
-            let https = target.url.starts_with("https://");
-            crate::tls::check_scheme(https, &target.tls)
-                .and_then(|()| client(https, &target.tls))
+            client(target.url.starts_with("https://"), &target.tls)
                 .map_err(|e| format!("scrape target {:?}: {e}", target.service))?
         };
         if target.tls.insecure_skip_verify {

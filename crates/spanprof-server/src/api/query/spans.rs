@@ -157,9 +157,7 @@ impl CoverageOf {
 /// Whether `span` ended less than [`PENDING_FOR_NS`] ago (or ends after now, by the server's
 /// clock).
 fn ended_lately(span: &SpanRecord) -> bool {
-    let now_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let now_ns = crate::clock::now_ns().max(0) as u64;
     now_ns.saturating_sub(span.end_ns) < PENDING_FOR_NS
 }
 
