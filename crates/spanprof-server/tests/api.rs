@@ -933,16 +933,33 @@ fn bad_parameters_are_400_naming_the_parameter() {
     assert_eq!(server.get(&with_unknown).status, 200);
     // A trace id too: an empty answer read as a trace that used no CPU, and `go tool pprof`
     // printed an empty profile.
-    for path in [
-        "/api/v1/flamegraph?trace_id=0123456789abcdef0123456789abcdef",
-        "/api/v1/pprof?trace_id=0123456789abcdef0123456789abcdef",
-        "/api/v1/profile-types?trace_id=0123456789abcdef0123456789abcdef",
+    // (A diff's side is named as it was sent.)
+    let diff = format!(
+        "/api/v1/diff?left.trace_id=0123456789abcdef0123456789abcdef&right.trace_id={}",
+        hex(&fixture().data.spans[0].trace_id)
+    );
+    for (path, name) in [
+        (
+            "/api/v1/flamegraph?trace_id=0123456789abcdef0123456789abcdef",
+            "trace_id",
+        ),
+        (
+            "/api/v1/pprof?trace_id=0123456789abcdef0123456789abcdef",
+            "trace_id",
+        ),
+        (
+            "/api/v1/profile-types?trace_id=0123456789abcdef0123456789abcdef",
+            "trace_id",
+        ),
+        (diff.as_str(), "left.trace_id"),
     ] {
         let r = server.get(path);
         assert_eq!(r.status, 404, "{path}");
         let body = String::from_utf8(r.body.clone()).unwrap();
         assert!(
-            body.contains("trace_id 0123456789abcdef0123456789abcdef: no stored span"),
+            body.contains(&format!(
+                "{name} 0123456789abcdef0123456789abcdef: no stored span"
+            )),
             "{path}: {body}"
         );
     }
@@ -951,17 +968,6 @@ fn bad_parameters_are_400_naming_the_parameter() {
         hex(&fixture().data.spans[0].trace_id)
     );
     assert_eq!(server.get(&known_trace).status, 200);
-    // A diff's side is named as it was sent.
-    let r = server.get(&format!(
-        "/api/v1/diff?left.trace_id=0123456789abcdef0123456789abcdef&right.trace_id={}",
-        hex(&fixture().data.spans[0].trace_id)
-    ));
-    assert_eq!(r.status, 404);
-    let body = String::from_utf8(r.body.clone()).unwrap();
-    assert!(
-        body.contains("left.trace_id 0123456789abcdef0123456789abcdef: no stored span"),
-        "{body}"
-    );
     let r = server.get("/api/v1/flamegraphs");
     assert_eq!(r.status, 404);
     assert!(r.json()["error"]
