@@ -137,6 +137,7 @@ impl Undo {
         st.symbol_bytes = self.symbol_bytes;
         st.truncate_series(self.series);
         pending.blocks.truncate(self.blocks);
+        pending.roots.truncate(self.blocks);
         pending.stored_keys.truncate(self.keys);
         let r = &mut pending.report;
         r.profiles = self.report.profiles;
@@ -153,7 +154,12 @@ struct Pending {
     /// The identities of the profiles stored, remembered once the record is written.
     stored_keys: Vec<u64>,
     blocks: Vec<Block>,
-    /// Byte range of each block inside the record.
+    /// For each of `blocks`, the first block of the same samples (its own index, or that of
+    /// the block of the profile's first sample type it repeats with other values): the
+    /// record holds each after that one, so that blocks of the same links are next to each
+    /// other and indexed once ([`SegmentIndex::index_block`]).
+    roots: Vec<u32>,
+    /// Byte range of each block inside the record, in the order the record holds them.
     ranges: Vec<(u32, u32)>,
     report: IngestReport,
 }
@@ -292,6 +298,7 @@ impl Store {
             let mut pending = Pending {
                 stored_keys: Vec::new(),
                 blocks: Vec::new(),
+                roots: Vec::new(),
                 ranges: Vec::new(),
                 report: IngestReport::default(),
             };
@@ -336,13 +343,15 @@ impl Store {
             encode_series(&mut record, &st.series, series_from);
             marks.push((u32::MAX, [st.series.len(), 0, 0, 0, 0]));
             record.uvarint(pending.blocks.len() as u64);
+            let order = pending.order();
             let mut scratch = Vec::new();
-            for (b, table_index) in pending.blocks.iter().zip(&table_index) {
+            for &i in &order {
+                let b = &pending.blocks[i];
                 scratch.clear();
                 if write_self_contained() {
                     b.encode(&mut scratch);
                 } else {
-                    b.encode_linked(table_index, &mut scratch);
+                    b.encode_linked(&table_index[i], &mut scratch);
                 }
                 record.bytes(&scratch);
                 pending
@@ -360,8 +369,9 @@ impl Store {
                 self.cfg.symbol_use_period,
                 self.cfg.symbol_generation_bytes,
             );
-            (record, pending, marks, due)
+            (record, (pending, order), marks, due)
         };
+        let (pending, order) = pending;
         // 2. Make it durable (no state lock held: queries go on meanwhile).
         let pos = self.log.append(&[&record])?[0];
         // 3. Publish.
@@ -379,8 +389,11 @@ impl Store {
                 active.segment, pos.segment,
                 "the active index follows the log's active segment"
             );
-            for (b, &(start, len)) in pending.blocks.iter().zip(&pending.ranges) {
-                active.index_block(pos, start, len, b);
+            let mut previous = None;
+            for (&i, &(start, len)) in order.iter().zip(&pending.ranges) {
+                let b = &pending.blocks[i];
+                active.index_block(pos, start, len, b, previous);
+                previous = Some(b);
             }
             for s in spans {
                 active.spans_mut().insert(s);
@@ -488,6 +501,16 @@ fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<
 /// Splits every profile of `data` into blocks per series (sample attribute sets become labels;
 /// ids become links) and interns their symbols. A profile that cannot be stored is named in
 /// the report's problems, as coming from `source`.
+impl Pending {
+    /// The order the record holds `blocks` in: each after its root, the blocks of one root
+    /// in the order they came.
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.blocks.len()).collect();
+        order.sort_unstable_by_key(|&i| (self.roots[i], i));
+        order
+    }
+}
+
 fn add_profiles(
     st: &mut State,
     data: &ProfilesData,
@@ -525,9 +548,12 @@ fn add_profiles(
                 let first = pending.blocks.len();
                 let sizes_before = st.services[service as usize].symbols.sizes();
                 let series_before = st.series.len();
+                // Where the blocks this profile's repeat begin, when it repeats some.
+                let mut repeats = None;
                 let stored = match prev.take() {
                     // The next sample type of the same pprof: only the values differ.
                     Some((before, at, layout)) if same_samples(before, p) => {
+                        repeats = Some(at);
                         let before_blocks = &pending.blocks[at..at + layout.members.len()];
                         reuse_blocks(
                             st,
@@ -570,6 +596,11 @@ fn add_profiles(
                         pending.stored_keys.extend(key);
                         pending.report.samples +=
                             blocks.iter().map(|b| b.nodes.len() as u64).sum::<u64>();
+                        for j in 0..blocks.len() {
+                            let root =
+                                repeats.map_or((first + j) as u32, |at| pending.roots[at + j]);
+                            pending.roots.push(root);
+                        }
                         pending.blocks.extend(blocks);
                         prev = Some((p, first, layout));
                     }

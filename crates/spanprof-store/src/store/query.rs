@@ -376,11 +376,7 @@ impl State {
         let mut blocks = Vec::new();
         for index in indexes {
             let mut ids: Vec<u32> = if filtering {
-                let mut ids: Vec<u32> = probe
-                    .iter()
-                    .flat_map(|s| index.span_blocks(s))
-                    .copied()
-                    .collect();
+                let mut ids: Vec<u32> = probe.iter().flat_map(|s| index.span_blocks(s)).collect();
                 if let Some((t, _)) = &trace {
                     if spans.is_none() {
                         ids.extend(index.trace_blocks(t));
@@ -1733,8 +1729,7 @@ fn span_sample_services(st: &State, span_id: &[u8; 8]) -> Result<BTreeSet<u32>, 
         .iter()
         .flat_map(|i| {
             i.span_blocks(span_id)
-                .iter()
-                .map(|&b| st.series[i.blocks[b as usize].series as usize].service)
+                .map(|b| st.series[i.blocks[b as usize].series as usize].service)
         })
         .collect())
 }

@@ -200,19 +200,31 @@ impl SegmentIndex {
     }
 
     /// The blocks with samples of span `id`.
-    pub fn span_blocks(&self, id: &[u8; 8]) -> &[u32] {
-        match self.by_span.get(id) {
+    pub fn span_blocks(&self, id: &[u8; 8]) -> impl Iterator<Item = u32> + '_ {
+        let listed = match self.by_span.get(id) {
             Some(b) => b,
             None => self.frozen_spans.get(id),
-        }
+        };
+        self.with_sharers(listed)
     }
 
     /// The blocks with samples linked to trace `id`.
-    pub fn trace_blocks(&self, id: &[u8; 16]) -> &[u32] {
-        match self.by_trace.get(id) {
+    pub fn trace_blocks(&self, id: &[u8; 16]) -> impl Iterator<Item = u32> + '_ {
+        let listed = match self.by_trace.get(id) {
             Some(b) => b,
             None => self.frozen_traces().get(id),
-        }
+        };
+        self.with_sharers(listed)
+    }
+
+    /// The blocks `listed`, each followed by those that share its links
+    /// ([`BlockMeta::shares_links`]): the maps list only the first of them.
+    fn with_sharers<'a>(&'a self, listed: &'a [u32]) -> impl Iterator<Item = u32> + 'a {
+        listed.iter().flat_map(move |&b| {
+            let after = self.blocks.get(b as usize + 1..).unwrap_or_default();
+            let sharing = after.iter().take_while(|m| m.shares_links).count() as u32;
+            b..=b + sharing
+        })
     }
 
     /// Span ids with samples here.
@@ -251,9 +263,24 @@ impl SegmentIndex {
         all
     }
 
-    /// Adds a block to the indexes.
-    pub fn index_block(&mut self, pos: RecordPos, start: u32, len: u32, block: &Block) {
+    /// Adds a block to the indexes; `previous`: the block indexed just before it, when that
+    /// one is of the same record. A block whose links are those of `previous` (the next sample
+    /// type of a profile: a Go CPU profile's two, a heap profile's four) is not listed under
+    /// its spans and traces again: it is marked to share them ([`BlockMeta::shares_links`]),
+    /// and lookups return it after the block listed. The maps, which were most of a sealed
+    /// index's bytes and of the time sealing took, then hold each profile's ids once.
+    pub fn index_block(
+        &mut self,
+        pos: RecordPos,
+        start: u32,
+        len: u32,
+        block: &Block,
+        previous: Option<&Block>,
+    ) {
         let id = self.blocks.len() as u32;
+        let shares_links = id > 0
+            && !block.link_table.is_empty()
+            && previous.is_some_and(|p| p.link_table == block.link_table);
         self.blocks.push(BlockMeta {
             pos,
             start,
@@ -262,7 +289,11 @@ impl SegmentIndex {
             time_ns: block.time_ns,
             duration_ns: block.duration_ns,
             samples: block.nodes.len() as u32,
+            shares_links,
         });
+        if shares_links {
+            return;
+        }
         let links = block.link_table.iter();
         self.by_span
             .push_all(links.clone().map(|(_, span)| *span), id);
@@ -331,7 +362,7 @@ impl SegmentIndex {
         // bench). Room never written to is never mapped.
         let mut out = Vec::with_capacity(
             40 + 10 * self.replaces.len()
-                + 90 * self.blocks.len()
+                + 91 * self.blocks.len()
                 + spans.len() * 12
                 + block_id_count(&spans) * 4,
         );
@@ -354,6 +385,7 @@ impl SegmentIndex {
             out.ivarint(b.time_ns);
             out.ivarint(b.duration_ns);
             out.uvarint(b.samples.into());
+            out.push(u8::from(b.shares_links));
         }
         FrozenIds::encode_fixed(&spans, &mut out);
         traces_out.uvarint(traces.len() as u64);
@@ -392,6 +424,17 @@ impl SegmentIndex {
                 time_ns: g.ivarint()?,
                 duration_ns: g.ivarint()?,
                 samples: g.u32()?,
+                shares_links: match g.u8()? {
+                    0 => false,
+                    1 if !x.blocks.is_empty() => true,
+                    v => {
+                        return Err(CodecError(format!(
+                            "block {}: links shared with the block before ({v}) is not 0 or 1, \
+                             or the first block shares",
+                            x.blocks.len()
+                        )))
+                    }
+                },
             });
         }
         x.frozen_spans = FrozenIds::decode_fixed(&mut g, n)?;
@@ -972,9 +1015,10 @@ fn splitmix(mut x: u64) -> u64 {
 
 /// Version 3: the body in three sections (core, traces, spans); version 4: the core's span
 /// map in fixed-width fields ([`FrozenIds::encode_fixed`]); version 5: blocked Bloom filters
-/// ([`Bloom`]). An index file of an older version reads as missing-with-a-reason, and the
-/// segment is replayed once.
-const INDEX_MAGIC: &[u8; 8] = b"SPANIDX5";
+/// ([`Bloom`]); version 6: a block's flag that it shares the links of the block before
+/// ([`BlockMeta::shares_links`]). An index file of an older version reads as
+/// missing-with-a-reason, and the segment is replayed once.
+const INDEX_MAGIC: &[u8; 8] = b"SPANIDX6";
 
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
@@ -1278,14 +1322,15 @@ mod tests {
             time_ns: 0,
             duration_ns: 0,
             samples: 1,
+            shares_links: false,
         });
         let like = old.clone();
         let lent = (old.by_span.entries.as_ptr(), old.by_span.slots.as_ptr());
         let mut x = SegmentIndex::sized_like(2, &like, Some(old.emptied()));
         assert_eq!(x.segment, 2);
         assert_eq!((x.blocks.len(), x.span_count(), x.trace_count()), (0, 0, 0));
-        assert_eq!(x.span_blocks(&id(5)), &[] as &[u32]);
-        assert_eq!(x.trace_blocks(&[5; 16]), &[] as &[u32]);
+        assert_eq!(x.span_blocks(&id(5)).count(), 0);
+        assert_eq!(x.trace_blocks(&[5; 16]).count(), 0);
         assert_eq!(
             (x.by_span.entries.as_ptr(), x.by_span.slots.as_ptr()),
             lent,
@@ -1293,9 +1338,9 @@ mod tests {
         );
         x.by_span.push_once(id(5), 3);
         x.by_span.push_once(id(9_000), 4);
-        assert_eq!(x.span_blocks(&id(5)), &[3]);
-        assert_eq!(x.span_blocks(&id(9_000)), &[4]);
-        assert_eq!(x.span_blocks(&id(6)), &[] as &[u32]);
+        assert_eq!(x.span_blocks(&id(5)).collect::<Vec<_>>(), [3]);
+        assert_eq!(x.span_blocks(&id(9_000)).collect::<Vec<_>>(), [4]);
+        assert_eq!(x.span_blocks(&id(6)).count(), 0);
         assert!(
             fills_without_growing(&mut x, 10_000, 18_000),
             "the span map grew"
@@ -1423,6 +1468,60 @@ mod tests {
         assert!(fp < 2_000, "{fp} false positives in 100000");
     }
 
+    /// The next sample type of a profile (a block with the links of the block before it, in
+    /// the same record) is listed once under its spans and traces, found through the block
+    /// listed, and stays so in the index file; a block of other links, or of another record,
+    /// is listed on its own.
+    #[test]
+    fn blocks_of_the_same_links_are_listed_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let pos = RecordPos {
+            segment: 3,
+            offset: 24,
+            len: 100,
+        };
+        let block = |series: u32, span: u8| Block {
+            series,
+            time_ns: 5,
+            duration_ns: 10,
+            link_table: vec![([1; 16], [span; 8])],
+            nodes: vec![1],
+            values: vec![3],
+            links: vec![1],
+            ..Default::default()
+        };
+        let (cpu, count, other) = (block(0, 2), block(1, 2), block(0, 4));
+        let mut x = SegmentIndex::new(3);
+        x.index_block(pos, 0, 10, &cpu, None);
+        x.index_block(pos, 10, 10, &count, Some(&cpu));
+        x.index_block(pos, 20, 10, &other, Some(&count));
+        // The same links as the block before, but that block is of another record.
+        x.index_block(pos, 30, 10, &block(1, 4), None);
+        let sharing =
+            |x: &SegmentIndex| x.blocks.iter().map(|m| m.shares_links).collect::<Vec<_>>();
+        let found = |x: &SegmentIndex| {
+            (
+                x.span_blocks(&[2; 8]).collect::<Vec<_>>(),
+                x.span_blocks(&[4; 8]).collect::<Vec<_>>(),
+                x.trace_blocks(&[1; 16]).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(sharing(&x), [false, true, false, false]);
+        assert_eq!(x.by_span.get(&[2; 8]).unwrap(), &[0]);
+        assert_eq!(found(&x), (vec![0, 1], vec![2, 3], vec![0, 1, 2, 3]));
+        write_index(dir.path(), &x).unwrap();
+        let (y, _) = read_index(dir.path(), 3).unwrap().unwrap();
+        assert_eq!(sharing(&y), sharing(&x));
+        assert_eq!(found(&y), found(&x));
+        // A first block cannot share: an index that says so is refused.
+        let mut bad = SegmentIndex::new(4);
+        bad.index_block(pos, 0, 10, &cpu, None);
+        bad.blocks[0].shares_links = true;
+        let [core, ..] = bad.encode();
+        let e = SegmentIndex::decode(&core).unwrap_err();
+        assert!(e.to_string().contains("the first block shares"), "{e}");
+    }
+
     #[test]
     fn index_files_round_trip_and_damage_is_reported() {
         let dir = tempfile::tempdir().unwrap();
@@ -1446,6 +1545,7 @@ mod tests {
             5,
             20,
             &block,
+            None,
         );
         x.replaces = vec![3, 4];
         x.compaction_complete = true;
@@ -1482,10 +1582,15 @@ mod tests {
             (1, 1, 1, vec![3, 4], true)
         );
         assert_eq!(
-            (y.span_blocks(&[2; 8]), y.trace_blocks(&[1; 16])),
-            (&[0][..], &[0][..])
+            (
+                y.span_blocks(&[2; 8]).collect::<Vec<_>>(),
+                y.trace_blocks(&[1; 16]).collect::<Vec<_>>()
+            ),
+            (vec![0], vec![0])
         );
-        assert!(y.span_blocks(&[3; 8]).is_empty() && y.trace_blocks(&[0; 16]).is_empty());
+        assert!(
+            y.span_blocks(&[3; 8]).next().is_none() && y.trace_blocks(&[0; 16]).next().is_none()
+        );
         assert!(read_index(dir.path(), 8).unwrap().is_none());
         // The lazily read sections: read when first asked for.
         assert_eq!(
@@ -1501,7 +1606,7 @@ mod tests {
         bytes[n - 6] ^= 0xff;
         std::fs::write(&p, &bytes).unwrap();
         let (z, _) = read_index(dir.path(), 7).unwrap().unwrap();
-        assert_eq!(z.span_blocks(&[2; 8]), &[0]);
+        assert_eq!(z.span_blocks(&[2; 8]).collect::<Vec<_>>(), [0]);
         assert!(z.spans().is_empty());
         // Inside the core (after the magic and the summary section): the index is refused.
         let summary_len = u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;

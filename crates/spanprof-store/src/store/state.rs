@@ -74,6 +74,10 @@ pub(crate) struct BlockMeta {
     pub time_ns: i64,
     pub duration_ns: i64,
     pub samples: u32,
+    /// Its samples link to the same spans and traces as those of the block before it (the
+    /// next sample type of the same profile): it is in the span and trace maps through that
+    /// block, not under ids of its own ([`SegmentIndex::index_block`]).
+    pub shares_links: bool,
 }
 
 #[derive(Debug)]
@@ -425,6 +429,7 @@ impl State {
                 self.apply_services(&mut g)?;
                 self.apply_series(&mut g)?;
                 let n = g.count()?;
+                let mut previous: Option<Block> = None;
                 for _ in 0..n {
                     let bytes = g.bytes()?;
                     let start = (payload.len() - g.remaining() - bytes.len()) as u32;
@@ -435,7 +440,8 @@ impl State {
                             block.series
                         )));
                     }
-                    into.index_block(pos, start, bytes.len() as u32, &block);
+                    into.index_block(pos, start, bytes.len() as u32, &block, previous.as_ref());
+                    previous = Some(block);
                 }
                 for span in decode_spans(g.bytes()?).map_err(|e| CodecError(e.to_string()))? {
                     into.spans_mut().insert(span);
