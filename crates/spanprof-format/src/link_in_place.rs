@@ -198,6 +198,10 @@ impl LinkTables for Tables {
         if !self.links_seeded {
             // One entry per distinct (trace, span): a pair the request already has is reused.
             self.links_seeded = true;
+            // Sized once for the links the request has and about one new link per attribute
+            // (new links come from span id attributes), not grown (and rehashed) link by link.
+            self.links
+                .reserve(self.d.link_table.len() + self.d.attribute_table.len());
             for (i, l) in self.d.link_table.iter().enumerate().skip(1) {
                 if let (Ok(t), Ok(s)) = (
                     l.trace_id.as_slice().try_into(),

@@ -117,7 +117,9 @@ impl Batch {
             function_ids: IdIndex::new("function", p.function.iter().map(|f| f.id))?,
             mapping_ids: IdIndex::new("mapping", p.mapping.iter().map(|m| m.id))?,
             location_ids: IdIndex::new("location", p.location.iter().map(|l| l.id))?,
-            labels: HashMap::new(),
+            // Sized for about one distinct label per sample (mostly span and trace ids): grown
+            // label by label, its rehashing took 1 % of the server's CPU under the load bench.
+            labels: HashMap::with_capacity(p.sample.len().min(p.string_table.len())),
         };
         let width = p.sample_type.len();
         if width == 0 && !p.sample.is_empty() {

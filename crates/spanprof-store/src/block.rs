@@ -307,7 +307,7 @@ pub(crate) fn decode_link_table(g: &mut Get) -> Result<Vec<LinkIds>, CodecError>
 fn trace_codes(table: &[LinkIds]) -> (Vec<[u8; 16]>, Vec<u8>) {
     let mut traces: Vec<[u8; 16]> = Vec::new();
     let mut codes = Vec::with_capacity(table.len());
-    let mut first_use: HashMap<[u8; 16], usize> = HashMap::new();
+    let mut first_use: HashMap<[u8; 16], usize> = HashMap::with_capacity(table.len());
     for (trace, _) in table {
         let code = if *trace == [0; 16] {
             0
