@@ -56,13 +56,19 @@ def ingest_hostile(base, now):
 
 
 def send_span(base, now):
-    """One 200 ms server span over OTLP/HTTP JSON, ended a second ago; returns its trace id."""
+    """One 200 ms server span over OTLP/HTTP JSON, ended a second ago, failed with a message
+    and with attributes (one of them markup); returns its trace and span ids."""
     trace, span = "7e" * 16, "5a" * 8
     end = (int(now) - 1) * 10**9
+    attributes = [{"key": "http.route", "value": {"stringValue": "/orders/{id}"}},
+                  {"key": "http.response.status_code", "value": {"intValue": "503"}},
+                  {"key": "user.note", "value": {"stringValue": HOSTILE}}]
     body = json.dumps({"resourceSpans": [{
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}}]},
         "scopeSpans": [{"spans": [{
             "traceId": trace, "spanId": span, "name": "GET /orders", "kind": 2,
+            "attributes": attributes,
+            "status": {"code": 2, "message": "inventory timed out"},
             "startTimeUnixNano": str(end - 200 * 10**6), "endTimeUnixNano": str(end)}]}]}]}).encode()
     req = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
                                  headers={"Content-Type": "application/json"})
@@ -170,6 +176,16 @@ def run(c, args):
     c.wait("the unprofiled span's notice", lambda: "No samples in this span" in c.text())
     assert "No profile is stored at all" in c.text(), c.text()
     assert "Reload" not in c.text(), c.text()
+    # What the tracer said of it: kind, error and message, attributes (markup as text).
+    details = " ".join(e.text for e in c.shown(".span-details"))
+    for said in ["server", "error: inventory timed out", "http.route /orders/{id}",
+                 "http.response.status_code 503", f"user.note {HOSTILE}"]:
+        assert said in details, (said, details)
+    assert not d.find_elements("css selector", ".span-details img"), "an attribute became markup"
+    failed = c.css(f".wf-row[data-span-id='{span}'] .wf-name.failed")
+    assert failed and "inventory timed out" in failed[0].get_attribute("title"), "the failed span is not marked"
+    c.no_alert()
+    c.shot("span-details")
 
     # 2. Traces search: the slowest GET /cpu-heavy span comes first; open the slowest sampled.
     c.open(args.base, "#/traces?" + urllib.parse.urlencode({"service": "goapp", "name": "GET /cpu-heavy"}))

@@ -132,6 +132,7 @@ impl CoverageOf {
             "name": span.name,
             "kind": span.kind,
             "status_code": span.status_code,
+            "status_message": span.status_message,
             "start_ns": span.start_ns.to_string(),
             "duration_ns": span.duration_ns(),
             "self_ns": c.self_ns,

@@ -203,6 +203,27 @@ function moreSamplesThanPeriods(span) {
     "(threads, goroutines), or its profiler tells spans apart only approximately.")];
 }
 
+/** OTLP span kinds by number (0, unspecified, is not shown). */
+const SPAN_KINDS = ["", "internal", "server", "client", "producer", "consumer"];
+
+/** What the tracer said of `span` beside its timing: its kind, an error status with its
+ * message, and its attributes (`http.route`, `db.statement`, … : what the request was, to
+ * read beside what its code ran). None when it said nothing. */
+function spanDetails(span) {
+  const facts = [];
+  const kind = SPAN_KINDS[span.kind];
+  if (kind) facts.push(el("span", { class: "span-kind" }, kind));
+  if (span.status_code === 2) {
+    facts.push(el("span", { class: "span-error" },
+      span.status_message ? `error: ${span.status_message}` : "error"));
+  }
+  const attributes = Object.entries(span.attributes || {});
+  if (!facts.length && !attributes.length) return [];
+  return [el("div", { class: "span-details" }, ...facts,
+    ...attributes.map(([key, value]) => el("span", { class: "span-attr", title: `${key} = ${value}` },
+      el("span", { class: "muted" }, key, " "), value)))];
+}
+
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
 function expected(periods) {
   return periods < 10 ? String(Number(periods.toFixed(1))) : String(Math.round(periods));
@@ -289,7 +310,10 @@ export class TraceView {
       el("div", { class: "wf-label", style: { paddingLeft: `${s.depth * 14 + 4}px` } },
         el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
           s.total > 0 ? "●" : "○"),
-        el("span", { class: "wf-service" }, s.service), " ", el("span", { class: "wf-name" }, s.name)),
+        el("span", { class: "wf-service" }, s.service), " ",
+        el("span", { class: s.status_code === 2 ? "wf-name failed" : "wf-name",
+          title: s.status_code === 2 ? `error${s.status_message ? `: ${s.status_message}` : ""}` : undefined },
+        s.name)),
       el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
       el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
       el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
@@ -339,6 +363,7 @@ export class TraceView {
       onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
       `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
+    ...spanDetails(span),
     ...moreSamplesThanPeriods(span),
     el("label", { class: "switch" }, toggle, " include child spans"), typeLabel, " · ",
     el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
