@@ -184,6 +184,11 @@ def run(c, args):
     assert not d.find_elements("css selector", ".span-details img"), "an attribute became markup"
     failed = c.css(f".wf-row[data-span-id='{span}'] .wf-name.failed")
     assert failed and "inventory timed out" in failed[0].get_attribute("title"), "the failed span is not marked"
+    c.open(args.empty_base, "#/traces")
+    c.wait("the failed span's row", lambda: c.css(f"tr.span-row[data-span-id='{span}']"))
+    mark = c.css(f"tr.span-row[data-span-id='{span}'] .failed-mark")
+    assert mark and mark[0].text == "error" and mark[0].get_attribute("title") == "inventory timed out", \
+        "the search does not mark the failed span"
     c.no_alert()
     c.shot("span-details")
 

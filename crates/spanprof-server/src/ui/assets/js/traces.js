@@ -170,7 +170,10 @@ export class TracesView {
           onclick: () => this.nav.go("trace", { trace: s.trace_id, span: s.span_id }) },
         el("td", { class: "num" }, units.duration(s.duration_ns)),
         el("td", {}, s.service),
-        el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name)),
+        el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name),
+          s.status_code === 2
+            ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error")
+            : null),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
         el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
         el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
