@@ -14,6 +14,21 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// mimalloc's `mi_option_purge_delay` (its `mimalloc.h`, the same in v2 and v3): how long, in
+/// ms, memory freed stays mapped before it is given back to the kernel.
+const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+
+/// Keeps freed memory mapped for 100 ms instead of mimalloc's 10 ms, unless
+/// `MIMALLOC_PURGE_DELAY` says otherwise. The server frees and allocates about the same memory
+/// every batch (tens of ms apart): given back after 10 ms, its pages were faulted in and zeroed
+/// again by the kernel each time. Load bench, three alternated pairs: 2.3 % less CPU per
+/// profile, peak RSS 231 -> 239 MB.
+fn tune_allocator() {
+    // SAFETY: sets an option's default (an integer in mimalloc's option table); any value is
+    // valid for this option, and it is called before any thread is started.
+    unsafe { libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 100) };
+}
+
 /// From a slow trace span to the code that burned CPU inside it.
 ///
 /// spanprof converts pprof profiles to OTLP Profiles with every sample linked to the trace
@@ -85,6 +100,7 @@ fn not_a_level(filter: &str) -> Option<String> {
 }
 
 fn main() -> ExitCode {
+    tune_allocator();
     ignore_file_size_signal();
     let cli = Cli::parse();
     // Logs to stderr; RUST_LOG sets the level (the server logs at info by default).
