@@ -351,54 +351,42 @@ impl SegmentIndex {
         }
     }
 
-    /// The index file's three body sections: core (what a span's flame graph needs: blocks
-    /// and the span map), the trace map, the spans.
+    /// The index file's three body sections, whole: core (what a span's flame graph needs:
+    /// blocks and the span map), the trace map, the spans ([`write_index`] streams the first
+    /// two instead).
+    #[cfg(test)]
     fn encode(&self) -> [Vec<u8>; 3] {
-        let spans = self.span_entries();
-        let traces = self.trace_entries();
-        // Each buffer sized once for the most its section can take (a varint of a u64 takes
-        // at most 10 bytes): grown as written, the buffers of a seal were copied over and
-        // over, and each copy faulted in fresh pages (3 % of the server's CPU under the load
-        // bench). Room never written to is never mapped.
-        let mut out = Vec::with_capacity(
-            40 + 10 * self.replaces.len()
-                + 91 * self.blocks.len()
-                + spans.len() * 12
-                + block_id_count(&spans) * 4,
-        );
-        let mut traces_out =
-            Vec::with_capacity(10 + traces.len() * 26 + block_id_count(&traces) * 5);
-        out.uvarint(self.segment);
-        out.uvarint(self.replaces.len() as u64);
+        let core = in_memory(|out| self.encode_core(&self.span_entries(), out));
+        let traces = in_memory(|out| encode_traces(&self.trace_entries(), out));
+        let mut spans = Vec::new();
+        encode_spans(self.spans().iter(), &mut spans);
+        [core, traces, spans]
+    }
+
+    /// The core section: blocks and the span map (`spans`: [`SegmentIndex::span_entries`]).
+    fn encode_core(&self, spans: &[([u8; 8], &[u32])], out: &mut Out) -> std::io::Result<()> {
+        out.buf.uvarint(self.segment);
+        out.buf.uvarint(self.replaces.len() as u64);
         for &r in &self.replaces {
-            out.uvarint(r);
+            out.buf.uvarint(r);
         }
-        out.push(u8::from(self.compaction_complete));
-        out.uvarint(self.blocks.len() as u64);
+        out.buf.push(u8::from(self.compaction_complete));
+        out.buf.uvarint(self.blocks.len() as u64);
         for b in &self.blocks {
-            out.uvarint(b.pos.segment);
-            out.uvarint(b.pos.offset);
-            out.uvarint(b.pos.len.into());
-            out.uvarint(b.start.into());
-            out.uvarint(b.len.into());
-            out.uvarint(b.series.into());
-            out.ivarint(b.time_ns);
-            out.ivarint(b.duration_ns);
-            out.uvarint(b.samples.into());
-            out.push(u8::from(b.shares_links));
+            let o = &mut out.buf;
+            o.uvarint(b.pos.segment);
+            o.uvarint(b.pos.offset);
+            o.uvarint(b.pos.len.into());
+            o.uvarint(b.start.into());
+            o.uvarint(b.len.into());
+            o.uvarint(b.series.into());
+            o.ivarint(b.time_ns);
+            o.ivarint(b.duration_ns);
+            o.uvarint(b.samples.into());
+            o.push(u8::from(b.shares_links));
+            out.spill()?;
         }
-        FrozenIds::encode_fixed(&spans, &mut out);
-        traces_out.uvarint(traces.len() as u64);
-        for (id, blocks) in traces {
-            traces_out.extend_from_slice(&id);
-            traces_out.uvarint(blocks.len() as u64);
-            for &b in blocks {
-                traces_out.uvarint(b.into());
-            }
-        }
-        let mut spans_out = Vec::new();
-        encode_spans(self.spans().iter(), &mut spans_out);
-        [out, traces_out, spans_out]
+        FrozenIds::encode_fixed(spans, out)
     }
 
     fn decode(b: &[u8]) -> Result<SegmentIndex, CodecError> {
@@ -445,9 +433,69 @@ impl SegmentIndex {
     }
 }
 
-/// How many block ids the lists of `entries` hold together.
-fn block_id_count<const N: usize>(entries: &[([u8; N], &[u32])]) -> usize {
-    entries.iter().map(|e| e.1.len()).sum()
+/// The trace map section (`traces`: [`SegmentIndex::trace_entries`]).
+fn encode_traces(traces: &[([u8; 16], &[u32])], out: &mut Out) -> std::io::Result<()> {
+    out.buf.uvarint(traces.len() as u64);
+    for (id, blocks) in traces {
+        out.buf.extend_from_slice(id);
+        out.buf.uvarint(blocks.len() as u64);
+        for &b in *blocks {
+            out.buf.uvarint(b.into());
+        }
+        out.spill()?;
+    }
+    Ok(())
+}
+
+/// What `encode` writes to an [`Out`], gathered.
+#[cfg(test)]
+fn in_memory(encode: impl FnOnce(&mut Out) -> std::io::Result<()>) -> Vec<u8> {
+    let mut whole = Vec::new();
+    let mut keep = |bytes: &[u8]| {
+        whole.extend_from_slice(bytes);
+        Ok(())
+    };
+    let mut out = Out::new(&mut keep);
+    encode(&mut out)
+        .and_then(|()| out.finish())
+        .expect("encodes to memory");
+    whole
+}
+
+/// Bytes an index section is encoded in before they are handed on ([`Out`]): the pieces
+/// [`Pieces`] writes.
+const SPILL_BYTES: usize = 1 << 20;
+
+/// Where an index section is encoded: `buf`, handed to `spill` each time it holds
+/// [`SPILL_BYTES`] (and at the end), then reused. A seal's sections are tens of MB: encoded
+/// whole before they were written, they took as much memory again, in fresh pages the
+/// kernel faulted in and zeroed (2 % of the server's CPU under the load bench).
+struct Out<'s> {
+    buf: Vec<u8>,
+    spill: &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+}
+
+impl<'s> Out<'s> {
+    fn new(spill: &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> Self {
+        Out {
+            buf: Vec::with_capacity(SPILL_BYTES + 4096),
+            spill,
+        }
+    }
+
+    /// Hands the bytes on once there are [`SPILL_BYTES`] of them.
+    fn spill(&mut self) -> std::io::Result<()> {
+        if self.buf.len() >= SPILL_BYTES {
+            (self.spill)(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    /// Hands on what is left.
+    fn finish(self) -> std::io::Result<()> {
+        (self.spill)(&self.buf)
+    }
 }
 
 /// `n` and an eighth more: room for a segment a little bigger than the one it is sized from.
@@ -521,22 +569,24 @@ impl<const N: usize> FrozenIds<N> {
     /// Writes `entries` (sorted by id) in fixed-width fields, so that reading them back is
     /// a few linear copies and checks rather than a varint decode per field (a cold span
     /// query waits for it): `count:uv · total:uv · (id · end:u32le)×count · block:u32le×total`.
-    fn encode_fixed(entries: &[([u8; N], &[u32])], out: &mut Vec<u8>) {
+    fn encode_fixed(entries: &[([u8; N], &[u32])], out: &mut Out) -> std::io::Result<()> {
         let total: usize = entries.iter().map(|e| e.1.len()).sum();
-        out.uvarint(entries.len() as u64);
-        out.uvarint(total as u64);
-        out.reserve(entries.len() * (N + 4) + total * 4);
+        out.buf.uvarint(entries.len() as u64);
+        out.buf.uvarint(total as u64);
         let mut end = 0u32;
         for (id, blocks) in entries {
             end += blocks.len() as u32;
-            out.extend_from_slice(&id[..]);
-            out.extend_from_slice(&end.to_le_bytes());
+            out.buf.extend_from_slice(&id[..]);
+            out.buf.extend_from_slice(&end.to_le_bytes());
+            out.spill()?;
         }
         for (_, blocks) in entries {
             for b in *blocks {
-                out.extend_from_slice(&b.to_le_bytes());
+                out.buf.extend_from_slice(&b.to_le_bytes());
             }
+            out.spill()?;
         }
+        Ok(())
     }
 
     /// Reads what [`FrozenIds::encode_fixed`] wrote, checking that ids ascend, that the
@@ -1044,6 +1094,30 @@ impl Pieces {
         Ok(())
     }
 
+    /// One section that `encode` writes as it goes ([`Out`]): its length is written once
+    /// known, over the zeros that kept its place.
+    fn streamed_section(
+        &mut self,
+        encode: impl FnOnce(&mut Out) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let start = self.at;
+        self.write(&[0; 8])?;
+        let mut crc = flate2::Crc::new();
+        {
+            let mut spill = |bytes: &[u8]| {
+                crc.update(bytes);
+                self.write(bytes)
+            };
+            let mut out = Out::new(&mut spill);
+            encode(&mut out)?;
+            out.finish()?;
+        }
+        let len = (self.at - start - 8) as u64;
+        self.write(&crc.sum().to_le_bytes())?;
+        self.f.write_all_at(&len.to_le_bytes(), start as u64)
+    }
+
     /// One section: length, bytes, checksum.
     fn section(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         let mut crc = flate2::Crc::new();
@@ -1061,22 +1135,22 @@ impl Pieces {
 /// (read when a query first needs them).
 pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<SealedSummary> {
     std::fs::create_dir_all(dir)?;
-    let body = index.encode();
     let mut summary = index.summary(0);
     let summary_bytes = summary.encode();
     let path = index_path(dir, index.segment);
     let tmp = path.with_extension("idx.tmp");
-    // Written section by section, not gathered into one buffer first: that copy of the
-    // sections (tens of MB per seal) raised the server's peak RSS.
+    // Written as encoded, a MiB at a time ([`Out`]), not encoded whole and then written.
     let mut file = Pieces {
         f: std::fs::File::create(&tmp)?,
         at: 0,
     };
     file.write(INDEX_MAGIC)?;
     file.section(&summary_bytes)?;
-    for part in &body {
-        file.section(part)?;
-    }
+    file.streamed_section(|out| index.encode_core(&index.span_entries(), out))?;
+    file.streamed_section(|out| encode_traces(&index.trace_entries(), out))?;
+    let mut spans = Vec::new();
+    encode_spans(index.spans().iter(), &mut spans);
+    file.section(&spans)?;
     file.f.sync_all()?;
     drop(file.f);
     std::fs::rename(&tmp, &path)?;
@@ -1434,8 +1508,7 @@ mod tests {
     fn fixed_width_span_maps_round_trip_and_refuse_nonsense() {
         let (a, b, c) = ([1u8; 8], [2u8; 8], [3u8; 8]);
         let entries: Vec<([u8; 8], &[u32])> = vec![(a, &[0, 2]), (b, &[]), (c, &[1])];
-        let mut out = Vec::new();
-        FrozenIds::encode_fixed(&entries, &mut out);
+        let out = in_memory(|out| FrozenIds::encode_fixed(&entries, out));
         let x = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 3).unwrap();
         assert_eq!(x.iter().map(|(k, v)| (*k, v)).collect::<Vec<_>>(), entries);
         assert_eq!(
@@ -1446,8 +1519,7 @@ mod tests {
         let err = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 2).unwrap_err();
         assert!(err.to_string().contains("block 2 out of range"), "{err}");
         // Ids out of order.
-        let mut out = Vec::new();
-        FrozenIds::encode_fixed(&[(b, &[0][..]), (a, &[0][..])], &mut out);
+        let out = in_memory(|out| FrozenIds::encode_fixed(&[(b, &[0][..]), (a, &[0][..])], out));
         let err = FrozenIds::<8>::decode_fixed(&mut Get::new(&out), 1).unwrap_err();
         assert!(err.to_string().contains("out of order"), "{err}");
         // Cut short.
@@ -1466,6 +1538,56 @@ mod tests {
             .filter(|i| b.may_contain(&i.to_be_bytes()))
             .count();
         assert!(fp < 2_000, "{fp} false positives in 100000");
+    }
+
+    /// Sections of several spills are written whole: the file holds the bytes encoding them
+    /// in memory gives, each with its length and checksum, and reads back.
+    #[test]
+    fn sections_of_several_spills_are_written_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let pos = RecordPos {
+            segment: 9,
+            offset: 24,
+            len: 100,
+        };
+        let trace = |k: u64| {
+            let mut t = [1u8; 16];
+            t[..8].copy_from_slice(&k.to_le_bytes());
+            t
+        };
+        let mut x = SegmentIndex::new(9);
+        for k in 0..120_000u64 {
+            let block = Block {
+                link_table: vec![(trace(k), id(k))],
+                nodes: vec![1],
+                values: vec![3],
+                links: vec![1],
+                ..Default::default()
+            };
+            x.index_block(pos, 0, 10, &block, None);
+        }
+        let [core, traces, spans] = x.encode();
+        assert!(core.len() > 2 * SPILL_BYTES && traces.len() > 2 * SPILL_BYTES);
+        write_index(dir.path(), &x).unwrap();
+        let file = std::fs::read(index_path(dir.path(), 9)).unwrap();
+        let mut sections = Vec::new();
+        let mut at = INDEX_MAGIC.len();
+        while at < file.len() {
+            let len = u64::from_le_bytes(file[at..at + 8].try_into().unwrap()) as usize;
+            let bytes = &file[at + 8..at + 8 + len];
+            let mut crc = flate2::Crc::new();
+            crc.update(bytes);
+            assert_eq!(file[at + 8 + len..at + 12 + len], crc.sum().to_le_bytes());
+            sections.push(bytes.to_vec());
+            at += 12 + len;
+        }
+        assert_eq!(sections.len(), 4);
+        assert!(sections[1] == core && sections[2] == traces && sections[3] == spans);
+        let (y, _) = read_index(dir.path(), 9).unwrap().unwrap();
+        for k in [0, 65_537, 119_999] {
+            assert_eq!(y.span_blocks(&id(k)).collect::<Vec<_>>(), [k as u32]);
+            assert_eq!(y.trace_blocks(&trace(k)).collect::<Vec<_>>(), [k as u32]);
+        }
     }
 
     /// The next sample type of a profile (a block with the links of the block before it, in
