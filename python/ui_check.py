@@ -32,6 +32,7 @@ def parse_args():
     p.add_argument("--trace", required=True, help="its trace id")
     p.add_argument("--other", required=True, help="another sampled GET /cpu-heavy span id")
     p.add_argument("--unsampled", required=True, help="TRACE/SPAN of a span without samples")
+    p.add_argument("--between", required=True, help="TRACE/SPAN of a span between two CPU windows")
     p.add_argument("--now", required=True, help="unix seconds, for the hostile profile")
     p.add_argument("--chromium", required=True)
     p.add_argument("--chromedriver", required=True)
@@ -279,6 +280,11 @@ def run(c, args):
     assert any(v in c.text() for v in ["shorter than the sampling period", "no CPU used",
                                        "no profile covers the span"]), c.text()
     c.shot("span-without-samples")
+    # A span between two windows: said so, and that none of its time was profiled.
+    trace, span = args.between.split("/")
+    c.open(args.base, "#/trace?" + urllib.parse.urlencode({"trace": trace, "span": span}))
+    c.wait("the between-windows notice", lambda: "fell (mostly) between two profiles" in c.text())
+    assert "the profiles cover none of its " in c.text(), c.text()
 
     # 10b. The span's type picker offers the types of its samples; choosing one shows its
     # flame graph and the trace's totals in it.

@@ -118,6 +118,20 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
         unsampled["trace_id"].as_str().unwrap(),
         unsampled["span_id"].as_str().unwrap()
     );
+    // A span wholly between two CPU windows (the recording's windows are ~260 ms apart: Go
+    // stops sampling when the window ends and answers up to 100 ms later, then the next one
+    // is asked for).
+    let between = all["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["coverage"] == "profiles cover too little of the span" && s["covered_ns"] == 0)
+        .unwrap_or_else(|| panic!("no span fell between two windows: {all}"));
+    let between = format!(
+        "{}/{}",
+        between["trace_id"].as_str().unwrap(),
+        between["span_id"].as_str().unwrap()
+    );
 
     let screens = scratch_dir().join("ui-screens");
     let _ = std::fs::remove_dir_all(&screens);
@@ -138,6 +152,7 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
         .args(["--trace", slowest["trace_id"].as_str().unwrap()])
         .args(["--other", other.as_str().unwrap()])
         .args(["--unsampled", &unsampled])
+        .args(["--between", &between])
         .args(["--now", &now_s])
         .arg("--chromium")
         .arg(&chromium)

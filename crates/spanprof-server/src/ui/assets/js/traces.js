@@ -96,7 +96,9 @@ export function coverageNotice(span, profiled = true, trace = null) {
     "no samples": "This profile type has no sample naming the span.",
     "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
       "profiler leaves short gaps between its windows, and the profiles cover " +
-      (span.covered_ns != null ? `only ${units.duration(span.covered_ns)} of its ${units.duration(ownNs(span))}` +
+      (span.covered_ns != null
+        ? (Number(span.covered_ns) > 0 ? `only ${units.duration(span.covered_ns)}` : "none") +
+          ` of its ${units.duration(ownNs(span))}` +
         (ownNs(span) < Number(span.duration_ns) ? " outside its child spans" : "")
         : "too little of it") +
       ", too little to tell whether it computed or waited. Its neighbours in the trace, or a push " +
