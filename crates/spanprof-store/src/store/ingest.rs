@@ -164,6 +164,16 @@ struct Pending {
     report: IngestReport,
 }
 
+impl Pending {
+    /// The order the record holds `blocks` in: each after its root, the blocks of one root
+    /// in the order they came.
+    fn order(&self) -> Vec<usize> {
+        let mut order: Vec<usize> = (0..self.blocks.len()).collect();
+        order.sort_unstable_by_key(|&i| (self.roots[i], i));
+        order
+    }
+}
+
 impl Store {
     /// Stores profiles (already linked by the pipeline) and spans. Returns once they are
     /// durable. A profile that cannot be stored (out-of-range indices) is refused and named in
@@ -289,7 +299,7 @@ impl Store {
     ) -> Result<Result<IngestReport, Vec<SpanRecord>>, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         // 1. Intern symbols and series, build blocks and the record (state write-locked briefly).
-        let (record, pending, marks, generation_due) = {
+        let (record, pending, order, marks, generation_due) = {
             let mut st = self.state.write().expect("store state lock poisoned");
             let series_before = st.series.len();
             let live_before = st.live_series();
@@ -369,9 +379,8 @@ impl Store {
                 self.cfg.symbol_use_period,
                 self.cfg.symbol_generation_bytes,
             );
-            (record, (pending, order), marks, due)
+            (record, pending, order, marks, due)
         };
-        let (pending, order) = pending;
         // 2. Make it durable (no state lock held: queries go on meanwhile).
         let pos = self.log.append(&[&record])?[0];
         // 3. Publish.
@@ -501,16 +510,6 @@ fn resource_labels(resource: Option<&Resource>) -> (String, Option<String>, Vec<
 /// Splits every profile of `data` into blocks per series (sample attribute sets become labels;
 /// ids become links) and interns their symbols. A profile that cannot be stored is named in
 /// the report's problems, as coming from `source`.
-impl Pending {
-    /// The order the record holds `blocks` in: each after its root, the blocks of one root
-    /// in the order they came.
-    fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.blocks.len()).collect();
-        order.sort_unstable_by_key(|&i| (self.roots[i], i));
-        order
-    }
-}
-
 fn add_profiles(
     st: &mut State,
     data: &ProfilesData,
