@@ -1029,6 +1029,9 @@ fn profile_blocks(
     check_profile_type(&profile_type, series_limits)?;
     // Sample attribute set → block; attribute index → (label, or link part).
     let mut groups: HashMap<Vec<i32>, usize> = HashMap::new();
+    // Sets of at most one attribute (most profiles': a span name, or nothing) found by
+    // index, not hashed and compared: `single[0]` for none, `single[a + 1]` for attribute `a`.
+    let mut single: Vec<Option<usize>> = vec![None; d.attribute_table.len() + 1];
     let mut blocks: Vec<(Block, HashMap<LinkIds, u32>)> = Vec::new();
     // Per attribute table entry, once classified: its label (key, value) and role, or
     // `Some(None)` when it is no label (a number: see `sample_label_of`).
@@ -1126,8 +1129,18 @@ fn profile_blocks(
         }
         label_attrs.sort_unstable();
         label_attrs.dedup();
-        let g = match groups.get(&label_attrs) {
-            Some(&g) => g,
+        // Attribute indices were checked against the table above.
+        let slot = match label_attrs[..] {
+            [] => Some(0),
+            [a] => Some(a as usize + 1),
+            _ => None,
+        };
+        let found = match slot {
+            Some(k) => single[k],
+            None => groups.get(&label_attrs).copied(),
+        };
+        let g = match found {
+            Some(g) => g,
             None => {
                 // Checked before the series is made: a profile over the limit adds none past it.
                 ProfileLimits {
@@ -1147,7 +1160,12 @@ fn profile_blocks(
                 // A block's distinct links are at most the profile's (no rehash as it fills).
                 let links = HashMap::with_capacity(d.link_table.len().min(p.samples.len()));
                 blocks.push((block, links));
-                groups.insert(label_attrs.clone(), blocks.len() - 1);
+                match slot {
+                    Some(k) => single[k] = Some(blocks.len() - 1),
+                    None => {
+                        groups.insert(label_attrs.clone(), blocks.len() - 1);
+                    }
+                }
                 blocks.len() - 1
             }
         };
