@@ -294,6 +294,9 @@ pub struct OpenReport {
     pub truncated_bytes: u64,
     /// Damage found and skipped, each naming the file and offset.
     pub problems: Vec<String>,
+    /// Sealed segments whose index file an earlier version wrote: rebuilt from the segment
+    /// (once: the new file is of this version's format).
+    pub rebuilt_indexes: usize,
 }
 
 /// Sizes and counts, for `/metrics` and `inspect`.
@@ -402,12 +405,26 @@ impl Store {
         for seg in log.segments().into_iter().filter(|s| !s.active) {
             match segments::read_summary(&index_dir, seg.id) {
                 Ok(Some(summary)) => indexed.push((seg.id, summary)),
-                Ok(None) => to_replay.push(seg.id),
+                Ok(None) => {
+                    // There, but of an earlier version's format.
+                    if segments::index_path(&index_dir, seg.id).exists() {
+                        report.rebuilt_indexes += 1;
+                    }
+                    to_replay.push(seg.id);
+                }
                 Err(problem) => {
                     report.problems.push(problem);
                     to_replay.push(seg.id);
                 }
             }
+        }
+        if report.rebuilt_indexes > 0 {
+            // Said before the work: a large store takes minutes over it.
+            tracing::info!(
+                segments = report.rebuilt_indexes,
+                "rebuilding the index files an earlier version of spanprof wrote, from their \
+                 segments (once: they are written in this version's format)"
+            );
         }
         let marks = compact::read_marks(&log, &indexed, &to_replay)?;
         {

@@ -1071,6 +1071,13 @@ fn splitmix(mut x: u64) -> u64 {
 /// missing-with-a-reason, and the segment is replayed once.
 const INDEX_MAGIC: &[u8; 8] = b"SPANIDX6";
 
+/// Whether `magic` is that of an index file of an earlier version (`SPANIDX1` to the one
+/// before [`INDEX_MAGIC`]).
+fn is_older_index(magic: &[u8; 8]) -> bool {
+    let (prefix, current) = INDEX_MAGIC.split_at(7);
+    magic.starts_with(prefix) && (b'1'..current[0]).contains(&magic[7])
+}
+
 /// Path of a segment's index file.
 pub(crate) fn index_path(dir: &Path, segment: u64) -> PathBuf {
     dir.join(format!("{segment:016x}.idx"))
@@ -1231,9 +1238,14 @@ fn open_index(dir: &Path, segment: u64) -> Result<Option<(std::fs::File, PathBuf
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     let mut magic = [0u8; 8];
-    if f.read_exact(&mut magic).is_err() || &magic != INDEX_MAGIC {
+    if f.read_exact(&mut magic).is_ok() && is_older_index(&magic) {
+        // Written by an earlier version: rebuilt from its segment like a missing one, and
+        // counted apart from damage ([`super::OpenReport::rebuilt_indexes`]).
+        return Ok(None);
+    }
+    if &magic != INDEX_MAGIC {
         return Err(format!(
-            "{}: not a segment index (or an older format); rebuilding it from the segment",
+            "{}: not a segment index (or one of a newer version); rebuilding it from the segment",
             path.display()
         ));
     }
