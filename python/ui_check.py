@@ -190,6 +190,15 @@ def run(c, args):
     mark = c.css(f"tr.span-row[data-span-id='{span}'] .failed-mark")
     assert mark and mark[0].text == "error" and mark[0].get_attribute("title") == "inventory timed out", \
         "the search does not mark the failed span"
+    # Errors only: the failed span here; none in the demo recording, whose spans all succeeded.
+    c.css("input.errors-only")[0].click()
+    c.css("form.filters button[type=submit]")[0].click()
+    c.wait("status=error in the URL", lambda: "status=error" in d.current_url)
+    c.wait("the failed span, alone", lambda: [r.get_attribute("data-span-id")
+                                             for r in c.css("tr.span-row")] == [span])
+    c.open(args.base, "#/traces?status=error")
+    c.wait("no failed span in the demo", lambda: "No span matches" in c.text())
+    assert c.css("input.errors-only")[0].is_selected()
     c.no_alert()
     c.shot("span-details")
 

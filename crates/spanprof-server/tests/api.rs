@@ -839,6 +839,10 @@ fn bad_parameters_are_400_naming_the_parameter() {
             r#"unknown parameter "span_id""#,
         ),
         (
+            "/api/v1/spans?status=failed",
+            r#"status "failed": expected error, ok or unset"#,
+        ),
+        (
             "/api/v1/traces/xyz",
             r#"trace_id "xyz": expected 32 hex characters"#,
         ),

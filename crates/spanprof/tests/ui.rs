@@ -4,7 +4,7 @@
 //! as its flame graph, `main.countPrimes` is found and zoomed into, child spans toggle, the
 //! URL reloads to the same view and back/forward walk it; a span without samples explains
 //! why, and a failed span shows its kind, error message and attributes (marked in the
-//! waterfall); a trace that is not stored says so, a failed request says what failed, a refused
+//! waterfall and the search, which can keep failed spans only); a trace that is not stored says so, a failed request says what failed, a refused
 //! selection is explained once; a function called `<img src=x onerror=alert(1)>` shows as
 //! text and fires nothing; an empty server says how to send data. Screenshots of every view
 //! go to `target/tmp/ui-screens/` (printed).

@@ -494,9 +494,10 @@ fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
             "service.name" | "resource.service.name" | ".service.name" => f.service = Some(value),
             "name" | "span.name" => f.name = Some(value),
             "status" | "status.code" => {
-                f.status = Some(parse_status(&value).ok_or_else(|| {
-                    ApiError::bad_param(&key, &value, "expected error, ok or unset")
-                })?)
+                f.status = Some(
+                    super::query::params::status(&value)
+                        .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
+                )
             }
             _ => {
                 let k = key
@@ -508,15 +509,6 @@ fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
         }
     }
     Ok(f)
-}
-
-fn parse_status(v: &str) -> Option<i32> {
-    match v.to_ascii_lowercase().as_str() {
-        "unset" | "0" | "status_code_unset" => Some(0),
-        "ok" | "1" | "status_code_ok" => Some(1),
-        "error" | "2" | "status_code_error" => Some(2),
-        _ => None,
-    }
 }
 
 /// Decodes logfmt `key=value key2="quoted value"` pairs (a bare key has an empty value).
@@ -620,11 +612,10 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         attributes: req.filter.attributes.clone(),
         min_duration_ns: req.filter.min_ns,
         max_duration_ns: req.filter.max_ns,
+        status_code: req.filter.status,
         ..Default::default()
     };
-    let wanted = |s: &SpanView<'_>| {
-        query.matches_view(s) && req.filter.status.is_none_or(|c| c == s.status_code)
-    };
+    let wanted = |s: &SpanView<'_>| query.matches_view(s);
     // Per trace, the start of its first matching span; the spans themselves are read again
     // from the traces shown (keeping every matching span took 1.35 GB for 800,000 traces).
     let mut first_match: HashMap<[u8; 16], u64> = HashMap::new();

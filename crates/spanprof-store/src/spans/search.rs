@@ -26,6 +26,8 @@ pub struct SpanQuery {
     /// (key, value) pairs the span's attributes must all contain, compared exactly against the
     /// stored (stringified, bounded) values.
     pub attributes: Vec<(String, String)>,
+    /// OTLP status code the span must have (0 unset, 1 ok, 2 error); `None` = any.
+    pub status_code: Option<i32>,
 }
 
 impl Default for SpanQuery {
@@ -40,6 +42,7 @@ impl Default for SpanQuery {
             to_ns: u64::MAX,
             limit: usize::MAX,
             attributes: Vec::new(),
+            status_code: None,
         }
     }
 }
@@ -59,6 +62,7 @@ impl SpanQuery {
             && self.max_duration_ns.is_none_or(|max| duration <= max)
             && span.start_ns <= self.to_ns
             && span.end_ns >= self.from_ns
+            && self.status_code.is_none_or(|c| c == span.status_code)
             && self
                 .attributes
                 .iter()

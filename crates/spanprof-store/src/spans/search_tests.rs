@@ -102,6 +102,20 @@ fn spans_search_keeps_spans_overlapping_the_time_range() {
 }
 
 #[test]
+fn spans_search_filters_by_status() {
+    let mut all = spans();
+    all[1].status_code = 2;
+    all[5].status_code = 2;
+    all[2].status_code = 1;
+    let by = |code| ids(&search(all.iter(), &query(|q| q.status_code = Some(code))));
+    assert_eq!(by(2), [6, 2]);
+    assert_eq!(by(1), [3]);
+    assert_eq!(by(0), [4, 5, 1]);
+    let any = ids(&search(all.iter(), &SpanQuery::default()));
+    assert_eq!(any.len(), all.len());
+}
+
+#[test]
 fn spans_search_matches_attributes_exactly() {
     let all = spans();
     let with = |attrs: &[(&str, &str)]| {

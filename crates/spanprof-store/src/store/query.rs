@@ -1562,6 +1562,7 @@ impl Store {
             },
             limit: usize::MAX,
             attributes: Vec::new(),
+            status_code: None,
         };
         let mut found = Vec::new();
         self.for_each_segment_span(&every_time, |s| {

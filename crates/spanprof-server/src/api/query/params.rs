@@ -237,6 +237,17 @@ pub fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> {
     }
 }
 
+/// A span status (`error`, `ok`, `unset`; OTLP's numbers and `STATUS_CODE_*` names too), as
+/// its OTLP code.
+pub fn status(s: &str) -> Result<i32, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "unset" | "0" | "status_code_unset" => Ok(0),
+        "ok" | "1" | "status_code_ok" => Ok(1),
+        "error" | "2" | "status_code_error" => Ok(2),
+        _ => Err("expected error, ok or unset".to_owned()),
+    }
+}
+
 /// A duration (`250ms`, `15s`, `1h30m`), in nanoseconds.
 pub fn duration(s: &str) -> Result<u64, String> {
     parse_duration(s).map_err(|_| "expected a duration such as 250ms, 15s or 1h30m".to_owned())

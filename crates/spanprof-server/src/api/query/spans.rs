@@ -167,8 +167,9 @@ fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
         .map(|x| (x.shown.to_owned(), x.value.to_owned())))
 }
 
-/// `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit&type` (`span_name`
-/// is taken for `name`, as the profile endpoints call it).
+/// `GET /api/v1/spans?service&name&min_duration&max_duration&status&from&to&limit&type`
+/// (`span_name` is taken for `name`, as the profile endpoints call it; `status`: `error`, `ok`
+/// or `unset`).
 pub async fn search(
     State(app): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -182,6 +183,7 @@ pub async fn search(
             "span_name",
             "min_duration",
             "max_duration",
+            "status",
             "from",
             "to",
             "limit",
@@ -208,6 +210,7 @@ pub async fn search(
             .parsed("limit", params::count(1, MAX_LIMIT))?
             .unwrap_or(DEFAULT_LIMIT),
         attributes: Vec::new(),
+        status_code: p.parsed("status", params::status)?,
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;

@@ -132,12 +132,15 @@ export class TracesView {
       "aria-label": "span name", size: 24 });
     const minDuration = el("input", { name: "min_duration", value: params.min_duration || "",
       placeholder: "min duration: 100ms", "aria-label": "minimum duration", size: 14 });
+    const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
+      checked: params.status === "error" });
     replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, ...range.nodes,
+      el("label", { class: "switch" }, failed, " errors only"),
       el("button", { type: "submit" }, "Search"));
     this.form.onsubmit = (e) => {
       e.preventDefault();
       this.nav.go("traces", { service: this.service.value, name: name.value.trim(),
-        min_duration: minDuration.value.trim(), ...range.read() });
+        min_duration: minDuration.value.trim(), status: failed.checked ? "error" : "", ...range.read() });
     };
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
     let services;
@@ -147,7 +150,7 @@ export class TracesView {
       // Both at once: the search does not wait for the picker.
       [services, { spans, hint }] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
-          from: params.from, to: params.to, limit: 100 })]);
+          status: params.status, from: params.from, to: params.to, limit: 100 })]);
     } catch (e) {
       replace(this.results, notice("error", "The search failed", e.message));
       return;
