@@ -70,7 +70,7 @@ use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status,
     TracesData,
 };
-use spanprof_store::spans::{SpanQuery, SpanRecord, SpanView};
+use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
 
@@ -615,13 +615,12 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         status_code: req.filter.status,
         ..Default::default()
     };
-    let wanted = |s: &SpanView<'_>| query.matches_view(s);
     // Per trace, the start of its first matching span; the spans themselves are read again
     // from the traces shown (keeping every matching span took 1.35 GB for 800,000 traces).
     let mut first_match: HashMap<[u8; 16], u64> = HashMap::new();
     // Every span of the range's segments (a span sent twice counts once all the same).
     store.for_each_segment_span(&query, |s| {
-        if wanted(s) {
+        if query.matches_view(s) {
             let start = first_match.entry(s.trace_id).or_insert(s.start_ns);
             *start = (*start).min(s.start_ns);
         }
@@ -673,7 +672,7 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         let root = whole.iter().find(|s| s.parent_span_id.is_none());
         let mut matched: Vec<SpanRecord> = whole
             .iter()
-            .filter(|s| wanted(&s.view()))
+            .filter(|s| query.matches_view(&s.view()))
             .cloned()
             .collect();
         matched.sort_by_key(|s| (s.start_ns, s.span_id));

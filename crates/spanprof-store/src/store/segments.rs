@@ -1553,16 +1553,32 @@ mod tests {
         assert!(fp < 2_000, "{fp} false positives in 100000");
     }
 
+    /// A block of one sample of series `series` linked to `link`, at record offset 24 of
+    /// segment `segment` (its position).
+    fn linked_block(segment: u64, series: u32, link: ([u8; 16], [u8; 8])) -> (RecordPos, Block) {
+        let pos = RecordPos {
+            segment,
+            offset: 24,
+            len: 100,
+        };
+        let block = Block {
+            series,
+            time_ns: 5,
+            duration_ns: 10,
+            link_table: vec![link],
+            nodes: vec![1],
+            values: vec![3],
+            links: vec![1],
+            ..Default::default()
+        };
+        (pos, block)
+    }
+
     /// Sections of several spills are written whole: the file holds the bytes encoding them
     /// in memory gives, each with its length and checksum, and reads back.
     #[test]
     fn sections_of_several_spills_are_written_whole() {
         let dir = tempfile::tempdir().unwrap();
-        let pos = RecordPos {
-            segment: 9,
-            offset: 24,
-            len: 100,
-        };
         let trace = |k: u64| {
             let mut t = [1u8; 16];
             t[..8].copy_from_slice(&k.to_le_bytes());
@@ -1570,13 +1586,7 @@ mod tests {
         };
         let mut x = SegmentIndex::new(9);
         for k in 0..120_000u64 {
-            let block = Block {
-                link_table: vec![(trace(k), id(k))],
-                nodes: vec![1],
-                values: vec![3],
-                links: vec![1],
-                ..Default::default()
-            };
+            let (pos, block) = linked_block(9, 0, (trace(k), id(k)));
             x.index_block(pos, 0, 10, &block, None);
         }
         let [core, traces, spans] = x.encode();
@@ -1610,21 +1620,8 @@ mod tests {
     #[test]
     fn blocks_of_the_same_links_are_listed_once() {
         let dir = tempfile::tempdir().unwrap();
-        let pos = RecordPos {
-            segment: 3,
-            offset: 24,
-            len: 100,
-        };
-        let block = |series: u32, span: u8| Block {
-            series,
-            time_ns: 5,
-            duration_ns: 10,
-            link_table: vec![([1; 16], [span; 8])],
-            nodes: vec![1],
-            values: vec![3],
-            links: vec![1],
-            ..Default::default()
-        };
+        let block = |series: u32, span: u8| linked_block(3, series, ([1; 16], [span; 8])).1;
+        let (pos, _) = linked_block(3, 0, ([1; 16], [2; 8]));
         let (cpu, count, other) = (block(0, 2), block(1, 2), block(0, 4));
         let mut x = SegmentIndex::new(3);
         x.index_block(pos, 0, 10, &cpu, None);

@@ -176,9 +176,7 @@ export class TracesView {
         el("td", { class: "num" }, units.duration(s.duration_ns)),
         el("td", {}, s.service),
         el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name),
-          s.status_code === 2
-            ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error")
-            : null),
+          failure(s) ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error") : null),
         el("td", { class: "muted" }, units.timestamp(s.start_ns)),
         el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
         el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
@@ -211,6 +209,12 @@ function moreSamplesThanPeriods(span) {
     "(threads, goroutines), or its profiler tells spans apart only approximately.")];
 }
 
+/** "error: its message" (or "error") for a span whose status is an error; null for others. */
+function failure(span) {
+  if (span.status_code !== 2) return null;
+  return span.status_message ? `error: ${span.status_message}` : "error";
+}
+
 /** OTLP span kinds by number (0, unspecified, is not shown). */
 const SPAN_KINDS = ["", "internal", "server", "client", "producer", "consumer"];
 
@@ -221,10 +225,7 @@ function spanDetails(span) {
   const facts = [];
   const kind = SPAN_KINDS[span.kind];
   if (kind) facts.push(el("span", { class: "span-kind" }, kind));
-  if (span.status_code === 2) {
-    facts.push(el("span", { class: "span-error" },
-      span.status_message ? `error: ${span.status_message}` : "error"));
-  }
+  if (failure(span)) facts.push(el("span", { class: "span-error" }, failure(span)));
   const attributes = Object.entries(span.attributes || {});
   if (!facts.length && !attributes.length) return [];
   return [el("div", { class: "span-details" }, ...facts,
@@ -319,9 +320,7 @@ export class TraceView {
         el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
           s.total > 0 ? "●" : "○"),
         el("span", { class: "wf-service" }, s.service), " ",
-        el("span", { class: s.status_code === 2 ? "wf-name failed" : "wf-name",
-          title: s.status_code === 2 ? `error${s.status_message ? `: ${s.status_message}` : ""}` : undefined },
-        s.name)),
+        el("span", { class: failure(s) ? "wf-name failed" : "wf-name", title: failure(s) ?? undefined }, s.name)),
       el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
       el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
       el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
