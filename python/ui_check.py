@@ -58,14 +58,18 @@ def ingest_hostile(base, now):
 
 def send_span(base, now):
     """One 200 ms server span over OTLP/HTTP JSON, ended a second ago, failed with a message
-    and with attributes (one of them markup); returns its trace and span ids."""
+    and with attributes and resource attributes (one of each markup); returns its trace and
+    span ids."""
     trace, span = "7e" * 16, "5a" * 8
     end = (int(now) - 1) * 10**9
     attributes = [{"key": "http.route", "value": {"stringValue": "/orders/{id}"}},
                   {"key": "http.response.status_code", "value": {"intValue": "503"}},
                   {"key": "user.note", "value": {"stringValue": HOSTILE}}]
     body = json.dumps({"resourceSpans": [{
-        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}}]},
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "orders"}},
+                                    {"key": "host.name", "value": {"stringValue": "orders-7f9c"}},
+                                    {"key": "process.pid", "value": {"intValue": "4242"}},
+                                    {"key": "container.name", "value": {"stringValue": HOSTILE}}]},
         "scopeSpans": [{"spans": [{
             "traceId": trace, "spanId": span, "name": "GET /orders", "kind": 2,
             "attributes": attributes,
@@ -183,6 +187,19 @@ def run(c, args):
                  "http.response.status_code 503", f"user.note {HOSTILE}"]:
         assert said in details, (said, details)
     assert not d.find_elements("css selector", ".span-details img"), "an attribute became markup"
+    # What ran it, folded: the host (and container) in the summary, everything once unfolded.
+    summary = c.shown(".span-resource summary")
+    assert summary and summary[0].text == f"resource: orders-7f9c · {HOSTILE} · 3 attributes", \
+        [e.text for e in summary]
+    assert "process.pid" not in " ".join(e.text for e in c.shown(".span-details")), "the resource is not folded"
+    summary[0].click()
+    c.wait("the unfolded resource", lambda: c.shown(".span-resource .span-details"))
+    resource = c.shown(".span-resource .span-details")[0].text
+    for said in ["host.name orders-7f9c", "process.pid 4242", f"container.name {HOSTILE}"]:
+        assert said in resource, (said, resource)
+    assert "service.name" not in resource, resource
+    c.shot("span-resource")
+    assert not d.find_elements("css selector", ".span-resource img"), "a resource attribute became markup"
     failed = c.css(f".wf-row[data-span-id='{span}'] .wf-name.failed")
     assert failed and "inventory timed out" in failed[0].get_attribute("title"), "the failed span is not marked"
     c.open(args.empty_base, "#/traces")

@@ -453,6 +453,9 @@ func otlpTraces(spans []span) otlpTracesData {
 	return otlpTracesData{ResourceSpans: []otlpResourceSpans{{
 		Resource: otlpResource{Attributes: []otlpKeyValue{
 			{Key: "service.name", Value: otlpAnyValue{StringValue: serviceName()}},
+			{Key: "telemetry.sdk.language", Value: otlpAnyValue{StringValue: "go"}},
+			{Key: "process.runtime.version", Value: otlpAnyValue{StringValue: runtime.Version()}},
+			{Key: "process.pid", Value: otlpAnyValue{StringValue: strconv.Itoa(os.Getpid())}},
 		}},
 		ScopeSpans: []otlpScopeSpans{{Scope: otlpScope{Name: "spanprof.test/goapp"}, Spans: out}},
 	}}}

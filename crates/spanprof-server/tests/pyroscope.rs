@@ -1190,6 +1190,15 @@ fn python_sdk_pushes_span_profiles() {
         "{root}"
     );
     assert_eq!(child["name"], "compute_prices", "{child}");
+    // What ran the spans, as the SDK's resource says (its own detectors add the SDK's name
+    // and language); the service name is the span's `service`, not repeated.
+    for span in [&root, &child] {
+        let resource = &span["resource"];
+        assert_eq!(resource["telemetry.sdk.language"], "python", "{span}");
+        assert_eq!(resource["telemetry.sdk.name"], "opentelemetry", "{span}");
+        assert!(resource.get("service.name").is_none(), "{span}");
+        assert_eq!(span["service"], "py-checkout", "{span}");
+    }
     assert_eq!(child["samples"], 0, "{child}");
     assert_eq!(
         (&child["coverage"], &child["sampled_ancestor"]),

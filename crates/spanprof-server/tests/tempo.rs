@@ -191,6 +191,10 @@ fn kv(key: &str, value: &str) -> KeyValue {
     }
 }
 
+/// The resource attributes the spans are sent with besides `service.name`: the store keeps
+/// them, and every batch read back has them after the service name.
+const RESOURCE: [(&str, &str); 2] = [("host.name", "tempo-host"), ("process.pid", "4242")];
+
 fn traces_json(spans: &[Sent]) -> Vec<u8> {
     let spans = spans
         .iter()
@@ -219,7 +223,9 @@ fn traces_json(spans: &[Sent]) -> Vec<u8> {
     let request = ExportTraceServiceRequest {
         resource_spans: vec![ResourceSpans {
             resource: Some(Resource {
-                attributes: vec![kv("service.name", SERVICE)],
+                attributes: std::iter::once(kv("service.name", SERVICE))
+                    .chain(RESOURCE.iter().map(|&(k, v)| kv(k, v)))
+                    .collect(),
                 ..Default::default()
             }),
             scope_spans: vec![ScopeSpans {
@@ -306,6 +312,14 @@ fn spans_of_json(resource_spans: &Value) -> BTreeMap<String, Got> {
         let attrs = &rs["resource"]["attributes"];
         assert_eq!(attrs[0]["key"], "service.name");
         assert_eq!(attrs[0]["value"]["stringValue"], SERVICE);
+        let others: Vec<(&str, &str)> = attrs.as_array().unwrap()[1..]
+            .iter()
+            .map(|kv| {
+                let v = kv["value"]["stringValue"].as_str().unwrap();
+                (kv["key"].as_str().unwrap(), v)
+            })
+            .collect();
+        assert_eq!(others, RESOURCE, "the resource's other attributes");
         for ss in rs["scopeSpans"].as_array().unwrap() {
             for s in ss["spans"].as_array().unwrap() {
                 let attributes = s["attributes"]
@@ -343,7 +357,10 @@ fn spans_of_proto(data: &TracesData) -> BTreeMap<String, Got> {
     let mut out = BTreeMap::new();
     for rs in &data.resource_spans {
         let res = rs.resource.as_ref().expect("a resource");
-        assert_eq!(res.attributes[0], kv("service.name", SERVICE));
+        let want: Vec<KeyValue> = std::iter::once(kv("service.name", SERVICE))
+            .chain(RESOURCE.iter().map(|&(k, v)| kv(k, v)))
+            .collect();
+        assert_eq!(res.attributes, want, "the resource's attributes");
         for ss in &rs.scope_spans {
             for s in &ss.spans {
                 let attributes = s

@@ -191,9 +191,9 @@ fn forwarded_over_grpc_through_outage_and_restart_loses_nothing() {
 }
 
 /// Traces are forwarded as they came, not as the store keeps them: a collector or Tempo behind
-/// spanprof gets the spans' events, typed attributes, resource attributes and scope (a stored
-/// span keeps string attributes only, and no events or resource attributes), without the spans
-/// spanprof rejected.
+/// spanprof gets the spans' events, typed attributes and scope (a stored span keeps its and
+/// its resource's attributes as text only, and no events), without the spans spanprof
+/// rejected.
 #[test]
 fn traces_are_forwarded_as_they_came() {
     use spanprof_format::trace::decode_request;

@@ -109,6 +109,13 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
         own["total"].as_i64().unwrap() > 0 && own["has_samples"] == true,
         "{own}"
     );
+    // Which process ran it: the resource the app sent with its spans.
+    assert_eq!(own["resource"]["telemetry.sdk.language"], "go", "{own}");
+    assert_eq!(
+        own["resource"]["process.pid"],
+        app.pid().to_string(),
+        "{own}"
+    );
     assert!(
         spans.iter().any(|s| s["parent_span_id"] == span.as_str()),
         "the child span of {span}: {trace_view}"

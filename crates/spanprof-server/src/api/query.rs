@@ -106,9 +106,10 @@
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type` →
 //!   `{"spans": [Span], "hint"?}` longest first (`hint`, when nothing matched and `service`
 //!   has profiles but no spans at all: why, and the services that have spans), Span = `{"trace_id", "span_id", "parent_span_id"|null,
-//!   "service", "name", "kind", "status_code", "start_ns", "duration_ns", "self_ns",
+//!   "service", "name", "kind", "status_code", "status_message", "start_ns", "duration_ns", "self_ns",
 //!   "profile_type"|null, "unit"|null, "total", "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
-//!   "attributes": {k: v}}`: `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
+//!   "attributes": {k: v}, "resource": {k: v}}` (`resource`: the attributes of the resource
+//!   that sent the span, but `service.name`, which is `service`): `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
 //!   span's own (children excluded) of `type` (default the CPU type of the span's samples;
 //!   `profile_type` and `unit` name it), and so is `self_ns`, its time
 //!   outside its stored child spans that have samples of their own (a parent waiting for a

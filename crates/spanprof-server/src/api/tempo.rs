@@ -65,14 +65,15 @@ use axum::Router;
 use prost::Message;
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
-use spanprof_format::otlp::{string_kv, KeyValue, Resource};
+use spanprof_format::otlp::{string_kv, KeyValue};
 use spanprof_format::trace::{
-    encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status,
-    TracesData,
+    encode_request_json, ExportTraceServiceRequest, Span, Status, TracesData,
 };
 use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
+
+use crate::forward::traces::by_resource;
 
 mod traceql;
 
@@ -238,32 +239,16 @@ fn roll_up(spans: &[SpanRecord], own: &[bool]) -> Vec<bool> {
     marked
 }
 
-/// One `ResourceSpans` per service (first-seen order), spans in the store's start order.
+/// One `ResourceSpans` per service and resource (first-seen order), spans in the store's
+/// start order.
 fn traces_data(spans: &[SpanRecord], profiled: &[bool]) -> TracesData {
-    let mut services: Vec<(String, Vec<Span>)> = Vec::new();
-    for (record, has_profile) in spans.iter().zip(profiled) {
-        let span = otlp_span(record, *has_profile);
-        match services.iter_mut().find(|(s, _)| *s == record.service) {
-            Some((_, list)) => list.push(span),
-            None => services.push((record.service.clone(), vec![span])),
-        }
-    }
     TracesData {
-        resource_spans: services
-            .into_iter()
-            .map(|(service, spans)| ResourceSpans {
-                resource: Some(Resource {
-                    attributes: vec![string_kv("service.name", &service)],
-                    ..Default::default()
-                }),
-                scope_spans: vec![ScopeSpans {
-                    scope: None,
-                    spans,
-                    schema_url: String::new(),
-                }],
-                schema_url: String::new(),
-            })
-            .collect(),
+        resource_spans: by_resource(
+            spans
+                .iter()
+                .zip(profiled)
+                .map(|(record, has_profile)| (record, otlp_span(record, *has_profile))),
+        ),
     }
 }
 

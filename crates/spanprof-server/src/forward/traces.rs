@@ -1,22 +1,36 @@
-//! Stored spans back to OTLP traces, for forwarding: one `ResourceSpans` per service (its
-//! `service.name`), attributes as the string values they were stored as.
+//! Stored spans back to OTLP traces, for forwarding: one `ResourceSpans` per service and
+//! resource (its `service.name` and the other attributes stored), attributes as the string
+//! values they were stored as.
 
-use spanprof_format::otlp::{any_value::Value, AnyValue, KeyValue, Resource};
+use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status};
 use spanprof_store::spans::SpanRecord;
 
-/// The OTLP export request carrying `spans`, grouped by service in first-seen order.
+/// The OTLP export request carrying `spans`, grouped by resource in first-seen order.
 pub fn export_request(spans: &[SpanRecord]) -> ExportTraceServiceRequest {
+    ExportTraceServiceRequest {
+        resource_spans: by_resource(spans.iter().map(|s| (s, span(s)))),
+    }
+}
+
+/// One `ResourceSpans` per service and resource, in first-seen order, each holding the
+/// OTLP spans given for its records in the order given.
+pub(crate) fn by_resource<'a>(
+    spans: impl IntoIterator<Item = (&'a SpanRecord, Span)>,
+) -> Vec<ResourceSpans> {
     let mut resource_spans: Vec<ResourceSpans> = Vec::new();
-    let mut services: Vec<&str> = Vec::new();
-    for s in spans {
-        let i = match services.iter().position(|&name| name == s.service) {
+    let mut resources: Vec<&SpanRecord> = Vec::new();
+    for (s, otlp) in spans {
+        let same = |r: &&SpanRecord| r.service == s.service && r.resource == s.resource;
+        let i = match resources.iter().position(same) {
             Some(i) => i,
             None => {
-                services.push(&s.service);
+                resources.push(s);
+                let mut attributes = vec![string_kv("service.name", &s.service)];
+                attributes.extend(s.resource.iter().map(|(k, v)| string_kv(k, v)));
                 resource_spans.push(ResourceSpans {
                     resource: Some(Resource {
-                        attributes: vec![string_kv("service.name", &s.service)],
+                        attributes,
                         ..Default::default()
                     }),
                     scope_spans: vec![ScopeSpans {
@@ -29,9 +43,9 @@ pub fn export_request(spans: &[SpanRecord]) -> ExportTraceServiceRequest {
                 resource_spans.len() - 1
             }
         };
-        resource_spans[i].scope_spans[0].spans.push(span(s));
+        resource_spans[i].scope_spans[0].spans.push(otlp);
     }
-    ExportTraceServiceRequest { resource_spans }
+    resource_spans
 }
 
 fn span(s: &SpanRecord) -> Span {
@@ -59,16 +73,6 @@ fn span(s: &SpanRecord) -> Span {
     }
 }
 
-fn string_kv(key: &str, value: &str) -> KeyValue {
-    KeyValue {
-        key: key.to_owned(),
-        value: Some(AnyValue {
-            value: Some(Value::StringValue(value.to_owned())),
-        }),
-        ..Default::default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -89,6 +93,7 @@ mod tests {
                 status_code: 2,
                 status_message: "boom".into(),
                 attributes: vec![("http.route".into(), "/x".into())],
+                resource: vec![("host.name".to_owned(), "web-1".to_owned())].into(),
             },
             SpanRecord {
                 trace_id: [4; 16],
@@ -102,10 +107,20 @@ mod tests {
                 status_code: 0,
                 status_message: String::new(),
                 attributes: Vec::new(),
+                resource: Default::default(),
+            },
+            // The service of the first on another host: a resource of its own.
+            SpanRecord {
+                trace_id: [6; 16],
+                span_id: [7; 8],
+                name: "GET /y".into(),
+                service: "api".into(),
+                resource: vec![("host.name".to_owned(), "web-2".to_owned())].into(),
+                ..Default::default()
             },
         ];
         let request = export_request(&records);
-        assert_eq!(request.resource_spans.len(), 2);
+        assert_eq!(request.resource_spans.len(), 3);
         let (back, report) = spans_from_otlp(&request.resource_spans);
         assert_eq!(report.rejected, 0);
         assert_eq!(back, records);

@@ -3,35 +3,41 @@
 //! Layout (integers are LEB128 varints; "signed" ones zigzag-encoded first):
 //!
 //! ```text
-//! block    = version:u8 (1) · strings · traces · spans
-//! strings  = count · (byte_len · UTF-8 bytes)*       every distinct text, first use first
-//! traces   = count · [u8; 16]*                        every distinct trace id
-//! spans    = count · span*
-//! span     = trace_index · span_id:[u8; 8] · has_parent:u8 (0|1) · [parent:[u8; 8]]
-//!            · signed start delta (ns, from the previous span's start; wrapping)
-//!            · end − start (ns, wrapping) · signed kind · signed status_code
-//!            · name · service · status_message (string indices)
-//!            · attribute count · (key index · value index)*
+//! block     = version:u8 (2) · strings · traces · resources · spans
+//! strings   = count · (byte_len · UTF-8 bytes)*      every distinct text, first use first
+//! traces    = count · [u8; 16]*                       every distinct trace id
+//! resources = count · attributes*                     every distinct resource
+//! spans     = count · span*
+//! span      = trace_index · span_id:[u8; 8] · has_parent:u8 (0|1) · [parent:[u8; 8]]
+//!             · signed start delta (ns, from the previous span's start; wrapping)
+//!             · end − start (ns, wrapping) · signed kind · signed status_code
+//!             · name · service · status_message (string indices)
+//!             · resource index · attributes
+//! attributes = count · (key index · value index)*
 //! ```
 //!
-//! Names, services and attribute keys repeat across a batch, and spans of one trace arrive
-//! together, so the tables and the start-time deltas carry most of the saving.
+//! Names, services and attribute keys repeat across a batch, the spans of a batch come from
+//! a few resources, and spans of one trace arrive together, so the tables and the start-time
+//! deltas carry most of the saving. Version 1 blocks (written before resources were kept)
+//! have no `resources` and no resource index; their spans read with no resource attributes.
 
 use std::ops::ControlFlow;
 
 use hashbrown::HashMap;
 
-use super::record::SpanRecord;
+use super::record::{SpanRecord, SpanResource};
 use super::view::{Attributes, SpanView};
 
-/// The layout version [`encode_spans`] writes and [`decode_spans`] reads.
-pub const SPAN_FORMAT_VERSION: u8 = 1;
+/// The layout version [`encode_spans`] writes; [`decode_spans`] reads it and version 1.
+pub const SPAN_FORMAT_VERSION: u8 = 2;
 
 /// Why bytes could not be decoded as spans. Offsets are in bytes from the block's start.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SpanDecodeError {
     /// The block was written in a layout this build does not know.
-    #[error("span block has layout version {0}; this build reads version {SPAN_FORMAT_VERSION}")]
+    #[error(
+        "span block has layout version {0}; this build reads versions 1 to {SPAN_FORMAT_VERSION}"
+    )]
     UnknownVersion(u8),
     /// The bytes end in the middle of the block.
     #[error("span block is truncated: {what} missing at byte {offset}")]
@@ -61,6 +67,9 @@ pub fn encode_spans<'a>(
     let count = spans.len();
     let mut strings = Table::default();
     let mut traces = Table::default();
+    let mut resources = Table::default();
+    // The spans of one resource share its list: most spans ask for the one before's.
+    let mut last_resource: Option<(&SpanResource, u64)> = None;
     let mut body = Vec::with_capacity(count * 48);
     let mut previous_start = 0u64;
     for s in spans {
@@ -81,11 +90,20 @@ pub fn encode_spans<'a>(
         for text in [&s.name, &s.service, &s.status_message] {
             put_varint(&mut body, strings.index(text.as_bytes()));
         }
-        put_varint(&mut body, s.attributes.len() as u64);
-        for (key, value) in &s.attributes {
-            put_varint(&mut body, strings.index(key.as_bytes()));
-            put_varint(&mut body, strings.index(value.as_bytes()));
-        }
+        let resource = match last_resource {
+            Some((r, i)) if std::sync::Arc::ptr_eq(r, &s.resource) => i,
+            _ => resources.index(&s.resource[..]),
+        };
+        last_resource = Some((&s.resource, resource));
+        put_varint(&mut body, resource);
+        put_attributes(&mut body, &s.attributes, &mut strings);
+    }
+    // The resources' texts are in the string table too, which is written first: index
+    // them before it is.
+    let mut resource_bytes = Vec::new();
+    put_varint(&mut resource_bytes, resources.items.len() as u64);
+    for attributes in &resources.items {
+        put_attributes(&mut resource_bytes, attributes, &mut strings);
     }
     out.push(SPAN_FORMAT_VERSION);
     put_varint(out, strings.items.len() as u64);
@@ -97,8 +115,21 @@ pub fn encode_spans<'a>(
     for id in &traces.items {
         out.extend_from_slice(id);
     }
+    out.extend_from_slice(&resource_bytes);
     put_varint(out, count as u64);
     out.extend_from_slice(&body);
+}
+
+fn put_attributes<'a>(
+    out: &mut Vec<u8>,
+    attributes: &'a [(String, String)],
+    strings: &mut Table<'a, [u8]>,
+) {
+    put_varint(out, attributes.len() as u64);
+    for (key, value) in attributes {
+        put_varint(out, strings.index(key.as_bytes()));
+        put_varint(out, strings.index(value.as_bytes()));
+    }
 }
 
 /// Decodes a block written by [`encode_spans`]. Damaged or truncated input, including bytes
@@ -106,8 +137,15 @@ pub fn encode_spans<'a>(
 /// input's size suggests.
 pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
     let mut spans = Vec::new();
+    // The spans of one resource share its list, as they did before encoding.
+    let mut resources: Vec<Option<SpanResource>> = Vec::new();
     let _always_to_the_end = scan_spans(bytes, |view| {
-        spans.push(view.to_record());
+        let i = view.resource_index;
+        if resources.len() <= i {
+            resources.resize(i + 1, None);
+        }
+        let resource = resources[i].get_or_insert_with(|| view.resource_record());
+        spans.push(view.record_with(resource.clone()));
         ControlFlow::Continue(())
     })?;
     Ok(spans)
@@ -123,7 +161,7 @@ pub fn scan_spans(
 ) -> Result<ControlFlow<()>, SpanDecodeError> {
     let mut r = Cursor { bytes, pos: 0 };
     let version = r.byte("version")?;
-    if version != SPAN_FORMAT_VERSION {
+    if !(1..=SPAN_FORMAT_VERSION).contains(&version) {
         return Err(SpanDecodeError::UnknownVersion(version));
     }
     let count = r.count("string count", 1)?;
@@ -143,6 +181,18 @@ pub fn scan_spans(
     let mut traces = Vec::with_capacity(count);
     for _ in 0..count {
         traces.push(r.array::<16>("trace id")?);
+    }
+    // Each resource's attributes: a range of `resource_pairs`.
+    let mut resource_pairs: Vec<(usize, usize)> = Vec::new();
+    let mut resources: Vec<(usize, usize)> = Vec::new();
+    if version >= 2 {
+        let count = r.count("resource count", 1)?;
+        resources.reserve(count);
+        for _ in 0..count {
+            let start = resource_pairs.len();
+            r.attributes(strings.len(), &mut resource_pairs)?;
+            resources.push((start, resource_pairs.len()));
+        }
     }
     // A span takes at least 16 bytes: 8 of span id, one each for everything else.
     let count = r.count("span count", 16)?;
@@ -170,13 +220,15 @@ pub fn scan_spans(
         let name = *r.index(&strings, "name")?;
         let service = *r.index(&strings, "service")?;
         let status_message = *r.index(&strings, "status message")?;
-        let n = r.count("attribute count", 2)?;
+        let (resource, resource_index) = if version >= 2 {
+            let i = r.position(resources.len(), "resource index")?;
+            let (start, end) = resources[i];
+            (&resource_pairs[start..end], i)
+        } else {
+            (&[][..], 0)
+        };
         pairs.clear();
-        for _ in 0..n {
-            let key = r.position(strings.len(), "attribute key")?;
-            let value = r.position(strings.len(), "attribute value")?;
-            pairs.push((key, value));
-        }
+        r.attributes(strings.len(), &mut pairs)?;
         let view = SpanView {
             trace_id,
             span_id,
@@ -192,6 +244,11 @@ pub fn scan_spans(
                 strings: &strings,
                 pairs: &pairs,
             },
+            resource: Attributes::Indexed {
+                strings: &strings,
+                pairs: resource,
+            },
+            resource_index,
         };
         if f(&view).is_break() {
             return Ok(ControlFlow::Break(()));
@@ -206,15 +263,24 @@ pub fn scan_spans(
     Ok(ControlFlow::Continue(()))
 }
 
-/// Distinct byte strings in order of first use, and each one's index.
-#[derive(Default)]
-struct Table<'a> {
-    items: Vec<&'a [u8]>,
-    index: HashMap<&'a [u8], u64>,
+/// Distinct items (byte strings, trace ids, resources) in order of first use, and each one's
+/// index.
+struct Table<'a, T: ?Sized> {
+    items: Vec<&'a T>,
+    index: HashMap<&'a T, u64>,
 }
 
-impl<'a> Table<'a> {
-    fn index(&mut self, item: &'a [u8]) -> u64 {
+impl<T: ?Sized> Default for Table<'_, T> {
+    fn default() -> Self {
+        Table {
+            items: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+}
+
+impl<'a, T: ?Sized + Eq + std::hash::Hash> Table<'a, T> {
+    fn index(&mut self, item: &'a T) -> u64 {
         let next = self.items.len() as u64;
         *self.index.entry(item).or_insert_with(|| {
             self.items.push(item);
@@ -322,6 +388,23 @@ impl<'a> Cursor<'a> {
     ) -> Result<&'t T, SpanDecodeError> {
         let i = self.position(table.len(), what)?;
         Ok(&table[i])
+    }
+
+    /// A list of attributes (a count, then key and value indices into a string table of
+    /// `strings` texts), appended to `pairs`.
+    fn attributes(
+        &mut self,
+        strings: usize,
+        pairs: &mut Vec<(usize, usize)>,
+    ) -> Result<(), SpanDecodeError> {
+        let n = self.count("attribute count", 2)?;
+        pairs.reserve(n);
+        for _ in 0..n {
+            let key = self.position(strings, "attribute key")?;
+            let value = self.position(strings, "attribute value")?;
+            pairs.push((key, value));
+        }
+        Ok(())
     }
 
     /// An index into a table of `len` items.

@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use std::ops::ControlFlow;
 
 use super::codec::{decode_spans, encode_spans, scan_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
-use super::record::SpanRecord;
+use super::record::{SpanRecord, SpanResource};
 
 /// Times and durations: the extremes the wrapping deltas must survive, and anything.
 fn ns() -> impl Strategy<Value = u64> {
@@ -30,11 +30,17 @@ fn text() -> impl Strategy<Value = String> {
 fn span() -> impl Strategy<Value = SpanRecord> {
     let trace = prop_oneof![Just([7u8; 16]), any::<[u8; 16]>()];
     let ids = (trace, any::<[u8; 8]>(), prop::option::of(any::<[u8; 8]>()));
-    let texts = (text(), text(), text(), vec((text(), text()), 0..4));
+    let texts = (
+        text(),
+        text(),
+        text(),
+        vec((text(), text()), 0..4),
+        resource(),
+    );
     (ids, texts, ns(), ns(), any::<i32>(), any::<i32>()).prop_map(
         |(
             (trace_id, span_id, parent_span_id),
-            (name, service, status_message, attributes),
+            (name, service, status_message, attributes, resource),
             start_ns,
             end_ns,
             kind,
@@ -51,8 +57,19 @@ fn span() -> impl Strategy<Value = SpanRecord> {
             status_code,
             status_message,
             attributes,
+            resource,
         },
     )
+}
+
+/// Resources that repeat (so the resource table dedupes) or are anything.
+fn resource() -> impl Strategy<Value = SpanResource> {
+    prop_oneof![
+        Just(Vec::new()),
+        Just(vec![("host.name".to_owned(), "web-1".to_owned())]),
+        vec((text(), text()), 0..3),
+    ]
+    .prop_map(SpanResource::from)
 }
 
 fn batch() -> impl Strategy<Value = Vec<SpanRecord>> {
@@ -136,16 +153,22 @@ proptest! {
     #[test]
     fn spans_codec_survives_arbitrary_bytes(mut bytes in vec(any::<u8>(), 0..128)) {
         let _ = decode_spans(&bytes);
-        // Past the version byte, where most of the decoder is.
-        if let Some(first) = bytes.first_mut() {
-            *first = SPAN_FORMAT_VERSION;
+        // Past the version byte, where most of the decoder is, in each version it reads.
+        for version in 1..=SPAN_FORMAT_VERSION {
+            if let Some(first) = bytes.first_mut() {
+                *first = version;
+            }
+            let _ = decode_spans(&bytes);
         }
-        let _ = decode_spans(&bytes);
     }
 }
 
 #[test]
 fn spans_codec_appends_and_is_compact() {
+    let resource = SpanResource::from(vec![
+        ("host.name".to_owned(), "web-1".to_owned()),
+        ("process.pid".to_owned(), "4242".to_owned()),
+    ]);
     let span = |i: u8| SpanRecord {
         trace_id: [7; 16],
         span_id: [i; 8],
@@ -158,18 +181,53 @@ fn spans_codec_appends_and_is_compact() {
         status_code: 0,
         status_message: String::new(),
         attributes: vec![("http.method".into(), "GET".into())],
+        resource: resource.clone(),
     };
     let spans: Vec<SpanRecord> = (1..=100).map(span).collect();
     let mut out = b"prefix".to_vec();
     encode_spans(&spans, &mut out);
     assert_eq!(&out[..6], b"prefix");
     assert_eq!(out[6], SPAN_FORMAT_VERSION);
-    assert_eq!(decode_spans(&out[6..]).unwrap(), spans);
-    // 18 bytes of trace index, span and parent id, 13 for everything else (the same span
-    // takes about 90 bytes as OTLP protobuf).
+    let decoded = decode_spans(&out[6..]).unwrap();
+    assert_eq!(decoded, spans);
+    // The spans of one resource share one list again.
+    assert!(decoded
+        .iter()
+        .all(|s| std::sync::Arc::ptr_eq(&s.resource, &decoded[0].resource)));
+    // 18 bytes of trace index, span and parent id, 14 for everything else, and the
+    // resource's texts once for all (the same span takes about 90 bytes as OTLP protobuf).
     let per_span = (out.len() - 6) / spans.len();
-    assert!(per_span <= 31, "{per_span} bytes per span");
+    assert!(per_span <= 33, "{per_span} bytes per span");
     assert_eq!(decode_spans(&encode(&[])).unwrap(), vec![]);
+}
+
+/// A block as version 1 wrote it (no resources) still reads, its spans with no resource
+/// attributes.
+#[test]
+fn spans_codec_reads_version_1_blocks() {
+    let mut v1 = vec![1, 3, 3, b'G', b'E', b'T', 3, b'a', b'p', b'i', 0, 1];
+    v1.extend([7; 16]);
+    // One span: trace 0, its id, no parent, start +100 (zigzag 200), 50 long, kind 2
+    // (zigzag 4), status 0, name "GET", service "api", no message, one attribute.
+    v1.extend([1, 0]);
+    v1.extend([1; 8]);
+    v1.extend([0, 0xc8, 0x01, 50, 4, 0, 0, 1, 2, 1, 1, 0]);
+    let want = SpanRecord {
+        trace_id: [7; 16],
+        span_id: [1; 8],
+        name: "GET".into(),
+        service: "api".into(),
+        start_ns: 100,
+        end_ns: 150,
+        kind: 2,
+        attributes: vec![("api".into(), "GET".into())],
+        ..Default::default()
+    };
+    assert_eq!(decode_spans(&v1), Ok(vec![want]));
+    // A resource index in a version 1 block is a byte too many.
+    let mut longer = v1.clone();
+    longer.push(0);
+    assert!(decode_spans(&longer).is_err());
 }
 
 #[test]
@@ -183,7 +241,7 @@ fn spans_codec_errors_say_where() {
     );
     assert_eq!(
         decode_spans(&[9]).unwrap_err().to_string(),
-        "span block has layout version 9; this build reads version 1"
+        "span block has layout version 9; this build reads versions 1 to 2"
     );
     let mut bytes = encode(&[SpanRecord::default()]);
     bytes.push(0);

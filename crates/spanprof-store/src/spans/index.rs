@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 
 use hashbrown::{HashMap, HashSet};
 
-use super::record::SpanRecord;
+use super::record::{SpanRecord, SpanResource};
 
 /// Spans held in memory and looked up by span id, trace id or parent.
 ///
@@ -17,6 +17,9 @@ pub struct SpanIndex {
     by_id: HashMap<[u8; 8], Box<SpanRecord>>,
     by_trace: HashMap<[u8; 16], Vec<[u8; 8]>>,
     children: HashMap<[u8; 8], Vec<[u8; 8]>>,
+    /// Every distinct resource of the spans here, once: a service that sends one span a
+    /// request sends its resource with each, and each span kept its own copy.
+    resources: HashSet<SpanResource>,
 }
 
 impl SpanIndex {
@@ -26,7 +29,13 @@ impl SpanIndex {
     }
 
     /// Adds `span`; a span with the same span id is replaced (a re-sent span wins).
-    pub fn insert(&mut self, span: SpanRecord) {
+    pub fn insert(&mut self, mut span: SpanRecord) {
+        match self.resources.get(&span.resource) {
+            Some(shared) => span.resource = shared.clone(),
+            None => {
+                self.resources.insert(span.resource.clone());
+            }
+        }
         if let Some(old) = self.by_id.remove(&span.span_id) {
             self.unlink(&old);
         }

@@ -132,3 +132,21 @@ fn spans_index_drops_spans_that_ended_before_the_cutoff() {
     assert!(index.is_empty());
     assert_eq!(index.descendants(&id(1)), Vec::<[u8; 8]>::new());
 }
+
+/// Spans of equal resources, each sent with its own copy (one span a request), hold one.
+#[test]
+fn spans_index_keeps_each_resource_once() {
+    let resource = |host: &str| -> crate::spans::SpanResource {
+        vec![("host.name".to_owned(), host.to_owned())].into()
+    };
+    let mut index = SpanIndex::new();
+    for (n, host) in [(1, "web-1"), (2, "web-1"), (3, "web-2")] {
+        let mut s = span(n, None, n, 0, 10);
+        s.resource = resource(host);
+        index.insert(s);
+    }
+    let held = |n: u8| index.get(&id(n)).unwrap().resource.clone();
+    assert!(std::sync::Arc::ptr_eq(&held(1), &held(2)));
+    assert!(!std::sync::Arc::ptr_eq(&held(1), &held(3)));
+    assert_eq!(held(3), resource("web-2"));
+}

@@ -4,7 +4,8 @@ use spanprof_format::otlp::{any_value::Value, Resource};
 use spanprof_format::trace::{ExportTracePartialSuccess, ResourceSpans, Span};
 
 use super::record::{
-    bounded_attributes, bounded_to, stringify, SpanRecord, MAX_NAME_BYTES, UNKNOWN_SERVICE,
+    bounded_attributes, bounded_to, stringify, SpanRecord, SpanResource, MAX_NAME_BYTES,
+    UNKNOWN_SERVICE,
 };
 
 /// Most reasons a [`SpanIngestReport`] keeps; the counts cover everything.
@@ -48,15 +49,16 @@ impl SpanIngestReport {
 /// all zeros, or its parent span id is neither empty nor 8 bytes. An all-zero parent id means
 /// "no parent" (some exporters write one for roots). A span that ends before it starts is
 /// kept with `end_ns = start_ns`, and the report says so. The service is the resource's
-/// `service.name` (stringified when not a string), or [`UNKNOWN_SERVICE`].
+/// `service.name` (stringified when not a string), or [`UNKNOWN_SERVICE`]; the resource's
+/// other attributes are kept, bounded as a span's are, in one list its spans share.
 pub fn spans_from_otlp(resource_spans: &[ResourceSpans]) -> (Vec<SpanRecord>, SpanIngestReport) {
     convert(resource_spans, |_| {})
 }
 
 /// [`spans_from_otlp`], taking the rejected spans out of `resource_spans` (and the scopes and
 /// resources they leave empty): what is left is the request as it came for what was accepted,
-/// to send on to another backend whole (a record keeps string attributes, and no events,
-/// links or resource attributes).
+/// to send on to another backend whole (a record keeps attributes as text, and no events,
+/// links or scopes).
 pub fn spans_from_otlp_retaining(
     resource_spans: &mut Vec<ResourceSpans>,
 ) -> (Vec<SpanRecord>, SpanIngestReport) {
@@ -87,10 +89,11 @@ fn convert(
     let mut report = SpanIngestReport::default();
     for (r, rs) in resource_spans.iter().enumerate() {
         let service = service_name(rs.resource.as_ref());
+        let resource = resource_attributes(rs.resource.as_ref());
         for (s, ss) in rs.scope_spans.iter().enumerate() {
             for (i, span) in ss.spans.iter().enumerate() {
                 let at = || format!("resource_spans[{r}].scope_spans[{s}].spans[{i}]");
-                match record(span, &service) {
+                match record(span, &service, &resource) {
                     Ok((record, clamped)) => {
                         if clamped {
                             report.note(|| {
@@ -133,8 +136,21 @@ fn service_name(resource: Option<&Resource>) -> String {
         .unwrap_or_else(|| UNKNOWN_SERVICE.to_owned())
 }
 
+/// The resource's attributes other than `service.name`, bounded as a span's are.
+fn resource_attributes(resource: Option<&Resource>) -> SpanResource {
+    let others = resource
+        .into_iter()
+        .flat_map(|r| &r.attributes)
+        .filter(|kv| kv.key != "service.name");
+    bounded_attributes(others).into()
+}
+
 /// The record of `span`, and whether its end time was clamped; or what is wrong with its ids.
-fn record(span: &Span, service: &str) -> Result<(SpanRecord, bool), String> {
+fn record(
+    span: &Span,
+    service: &str,
+    resource: &SpanResource,
+) -> Result<(SpanRecord, bool), String> {
     let trace_id: [u8; 16] = id(&span.trace_id, "trace_id", "a trace id has 16")?;
     let span_id: [u8; 8] = id(&span.span_id, "span_id", "a span id has 8")?;
     let parent_span_id = match span.parent_span_id.len() {
@@ -177,6 +193,7 @@ fn record(span: &Span, service: &str) -> Result<(SpanRecord, bool), String> {
             .map(|s| bounded_to(&s.message, MAX_NAME_BYTES))
             .unwrap_or_default(),
         attributes: bounded_attributes(&span.attributes),
+        resource: resource.clone(),
     };
     Ok((record, clamped))
 }

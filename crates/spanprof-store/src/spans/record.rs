@@ -1,5 +1,7 @@
-//! The stored form of one span: fixed-size ids, times in ns, and a bounded set of attributes
-//! with their values as text.
+//! The stored form of one span: fixed-size ids, times in ns, and bounded sets of attributes
+//! (the span's and its resource's) with their values as text.
+
+use std::sync::Arc;
 
 use spanprof_format::otlp::{any_value::Value, AnyValue, KeyValue};
 
@@ -47,7 +49,14 @@ pub struct SpanRecord {
     /// Span attributes as (key, value text), in the producer's order: at most
     /// [`MAX_ATTRIBUTES`], each key and value at most [`MAX_ATTRIBUTE_BYTES`] bytes.
     pub attributes: Vec<(String, String)>,
+    /// The attributes of the span's resource other than `service.name` (which is
+    /// `service`): the host, process, SDK and version that ran it, as (key, value text),
+    /// bounded as `attributes` are. Shared: the spans of one resource hold one list.
+    pub resource: SpanResource,
 }
+
+/// A span's resource attributes (see [`SpanRecord::resource`]).
+pub type SpanResource = Arc<[(String, String)]>;
 
 impl SpanRecord {
     /// How long the span ran, in ns (0 when `end_ns` is before `start_ns`).
@@ -66,9 +75,11 @@ impl SpanRecord {
 
 /// The first [`MAX_ATTRIBUTES`] of `attributes`, keys and stringified values cut to
 /// [`MAX_ATTRIBUTE_BYTES`].
-pub(super) fn bounded_attributes(attributes: &[KeyValue]) -> Vec<(String, String)> {
+pub(super) fn bounded_attributes<'a>(
+    attributes: impl IntoIterator<Item = &'a KeyValue>,
+) -> Vec<(String, String)> {
     attributes
-        .iter()
+        .into_iter()
         .take(MAX_ATTRIBUTES)
         .map(|kv| {
             let value = kv.value.as_ref().map(stringify).unwrap_or_default();

@@ -7,7 +7,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use super::record::SpanRecord;
+use super::record::{SpanRecord, SpanResource};
 
 /// One span, borrowed: the fields of a [`SpanRecord`], which says what each holds.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +34,10 @@ pub struct SpanView<'a> {
     pub status_message: &'a str,
     /// [`SpanRecord::attributes`]: [`SpanView::attributes`] reads them.
     pub(super) attributes: Attributes<'a>,
+    /// [`SpanRecord::resource`]: [`SpanView::resource`] reads them.
+    pub(super) resource: Attributes<'a>,
+    /// Which of its block's resources `resource` is (0 for a record's).
+    pub(super) resource_index: usize,
 }
 
 /// A view's attributes: as an encoded block has them (string indices, checked against
@@ -45,6 +49,8 @@ pub(super) enum Attributes<'a> {
         pairs: &'a [(usize, usize)],
     },
     Owned(&'a [(String, String)]),
+    /// A record's resource, which a record copied out of the view shares.
+    Shared(&'a SpanResource),
 }
 
 impl<'a> SpanView<'a> {
@@ -55,18 +61,13 @@ impl<'a> SpanView<'a> {
 
     /// The attributes as (key, value), in the producer's order.
     pub fn attributes(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
-        let (indexed, owned) = match self.attributes {
-            Attributes::Indexed { strings, pairs } => (Some((strings, pairs)), None),
-            Attributes::Owned(pairs) => (None, Some(pairs)),
-        };
-        let indexed = indexed
-            .into_iter()
-            .flat_map(|(strings, pairs)| pairs.iter().map(move |&(k, v)| (strings[k], strings[v])));
-        let owned = owned
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.as_str(), v.as_str()));
-        indexed.chain(owned)
+        self.attributes.iter()
+    }
+
+    /// The resource's attributes (other than `service.name`) as (key, value), in the
+    /// producer's order.
+    pub fn resource(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.resource.iter()
     }
 
     /// The value of attribute `key`, if the span has it.
@@ -76,6 +77,19 @@ impl<'a> SpanView<'a> {
 
     /// The span as a record of its own.
     pub fn to_record(&self) -> SpanRecord {
+        self.record_with(self.resource_record())
+    }
+
+    /// The resource's attributes as a record holds them.
+    pub(super) fn resource_record(&self) -> SpanResource {
+        match self.resource {
+            Attributes::Shared(r) => r.clone(),
+            _ => owned(self.resource()).into(),
+        }
+    }
+
+    /// The span as a record, with `resource` as its resource's attributes.
+    pub(super) fn record_with(&self, resource: SpanResource) -> SpanRecord {
         SpanRecord {
             trace_id: self.trace_id,
             span_id: self.span_id,
@@ -87,10 +101,8 @@ impl<'a> SpanView<'a> {
             kind: self.kind,
             status_code: self.status_code,
             status_message: self.status_message.to_owned(),
-            attributes: self
-                .attributes()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
+            attributes: owned(self.attributes()),
+            resource,
         }
     }
 
@@ -98,6 +110,28 @@ impl<'a> SpanView<'a> {
     /// ranks first).
     fn rank(&self) -> (Reverse<u64>, u64, [u8; 8]) {
         (Reverse(self.duration_ns()), self.start_ns, self.span_id)
+    }
+}
+
+fn owned<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<(String, String)> {
+    pairs.map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+}
+
+impl<'a> Attributes<'a> {
+    fn iter(self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        let (indexed, owned) = match self {
+            Attributes::Indexed { strings, pairs } => (Some((strings, pairs)), None),
+            Attributes::Owned(pairs) => (None, Some(pairs)),
+            Attributes::Shared(pairs) => (None, Some(&pairs[..])),
+        };
+        let indexed = indexed
+            .into_iter()
+            .flat_map(|(strings, pairs)| pairs.iter().map(move |&(k, v)| (strings[k], strings[v])));
+        let owned = owned
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str(), v.as_str()));
+        indexed.chain(owned)
     }
 }
 
@@ -116,6 +150,8 @@ impl SpanRecord {
             status_code: self.status_code,
             status_message: &self.status_message,
             attributes: Attributes::Owned(&self.attributes),
+            resource: Attributes::Shared(&self.resource),
+            resource_index: 0,
         }
     }
 }

@@ -401,6 +401,11 @@ impl GoApp {
         &self.addr
     }
 
+    /// The app's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// `GET path`, which must answer 200.
     pub fn get(&self, path: &str) -> http::Response {
         let response = http::get(&self.addr, path, REQUEST_TIMEOUT)

@@ -119,11 +119,12 @@ impl CoverageOf {
         span: &SpanRecord,
         c: &Coverage,
     ) -> Result<Map<String, Value>, ApiError> {
-        let attributes: Map<String, Value> = span
-            .attributes
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect();
+        let object = |pairs: &[(String, String)]| -> Map<String, Value> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect()
+        };
         let v = json!({
             "trace_id": to_hex(&span.trace_id),
             "span_id": to_hex(&span.span_id),
@@ -146,7 +147,8 @@ impl CoverageOf {
             "has_samples": store.has_samples(&span.span_id)?,
             "coverage": verdict(c, ended_lately(span)),
             "sampled_ancestor": null,
-            "attributes": attributes,
+            "attributes": object(&span.attributes),
+            "resource": object(&span.resource),
         });
         let Value::Object(map) = v else {
             unreachable!("json! of an object")

@@ -220,17 +220,36 @@ const SPAN_KINDS = ["", "internal", "server", "client", "producer", "consumer"];
 
 /** What the tracer said of `span` beside its timing: its kind, an error status with its
  * message, and its attributes (`http.route`, `db.statement`, … : what the request was, to
- * read beside what its code ran). None when it said nothing. */
+ * read beside what its code ran); then, folded, what ran it: its resource's attributes
+ * (host, pod, process, version). None when it said nothing. */
 function spanDetails(span) {
   const facts = [];
   const kind = SPAN_KINDS[span.kind];
   if (kind) facts.push(el("span", { class: "span-kind" }, kind));
   if (failure(span)) facts.push(el("span", { class: "span-error" }, failure(span)));
   const attributes = Object.entries(span.attributes || {});
-  if (!facts.length && !attributes.length) return [];
-  return [el("div", { class: "span-details" }, ...facts,
-    ...attributes.map(([key, value]) => el("span", { class: "span-attr", title: `${key} = ${value}` },
-      el("span", { class: "muted" }, key, " "), value)))];
+  const resource = Object.entries(span.resource || {});
+  const out = [];
+  if (facts.length || attributes.length) {
+    out.push(el("div", { class: "span-details" }, ...facts, ...attributes.map(attribute)));
+  }
+  if (resource.length) {
+    // The few that tell one instance from another, in the fold's title.
+    const telling = RESOURCE_SUMMARY.filter((key) => key in span.resource).map((key) => span.resource[key]);
+    out.push(el("details", { class: "span-resource" },
+      el("summary", {}, `resource: ${[...telling, `${resource.length} attributes`].join(" · ")}`),
+      el("div", { class: "span-details" }, ...resource.map(attribute))));
+  }
+  return out;
+}
+
+/** Resource attributes that name where a span ran, shown in this order before the resource
+ * is unfolded. */
+const RESOURCE_SUMMARY = ["host.name", "k8s.pod.name", "container.name", "service.version",
+  "deployment.environment", "deployment.environment.name"];
+
+function attribute([key, value]) {
+  return el("span", { class: "span-attr", title: `${key} = ${value}` }, el("span", { class: "muted" }, key, " "), value);
 }
 
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
