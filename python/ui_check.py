@@ -20,6 +20,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+# An exception's stack trace as Python prints it: the span's event keeps it, folded.
+STACK = 'Traceback (most recent call last):\n  File "inventory.py", line 12, in reserve\nTimeoutError'
+
 STEP_TIMEOUT_S = 20
 
 
@@ -73,6 +76,10 @@ def send_span(base, now):
         "scopeSpans": [{"spans": [{
             "traceId": trace, "spanId": span, "name": "GET /orders", "kind": 2,
             "attributes": attributes,
+            "events": [{"timeUnixNano": str(end - 50 * 10**6), "name": "exception", "attributes": [
+                {"key": "exception.type", "value": {"stringValue": "TimeoutError"}},
+                {"key": "exception.message", "value": {"stringValue": HOSTILE}},
+                {"key": "exception.stacktrace", "value": {"stringValue": STACK}}]}],
             "status": {"code": 2, "message": "inventory timed out"},
             "startTimeUnixNano": str(end - 200 * 10**6), "endTimeUnixNano": str(end)}]}]}]}).encode()
     req = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
@@ -198,6 +205,16 @@ def run(c, args):
     for said in ["host.name orders-7f9c", "process.pid 4242", f"container.name {HOSTILE}"]:
         assert said in resource, (said, resource)
     assert "service.name" not in resource, resource
+    # What happened in it: the exception, 150 ms after the start, its stack trace folded.
+    event = c.shown(".span-event")
+    assert event and event[0].text.startswith("+150 ms exception") \
+        and f"exception.message {HOSTILE}" in event[0].text and "TimeoutError" in event[0].text, \
+        [e.text for e in event]
+    assert "inventory.py" not in event[0].text, "the stack trace is not folded"
+    event[0].find_element(By.CSS_SELECTOR, "summary").click()
+    c.wait("the unfolded stack trace", lambda: "inventory.py" in c.shown(".span-event pre")[0].text
+           if c.shown(".span-event pre") else False)
+    assert not d.find_elements("css selector", ".span-event img"), "an event attribute became markup"
     c.shot("span-resource")
     assert not d.find_elements("css selector", ".span-resource img"), "a resource attribute became markup"
     failed = c.css(f".wf-row[data-span-id='{span}'] .wf-name.failed")

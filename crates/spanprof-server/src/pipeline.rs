@@ -43,9 +43,8 @@ pub enum Work {
     Profiles(ProfilesData, Storing),
     /// Spans from OTLP traces: the records the store keeps, and, when forwarders take
     /// traces, the request they came in without its rejected spans, which forwarders send on
-    /// as it came (a record keeps string attributes only, and no events, links or resource
-    /// attributes: Tempo got spans without their exceptions and pods). Without it,
-    /// forwarders send the records.
+    /// as it came (a record keeps attributes as text and a bounded number of events, and no
+    /// links or scopes). Without it, forwarders send the records.
     Spans(Vec<SpanRecord>, Option<ExportTraceServiceRequest>),
 }
 

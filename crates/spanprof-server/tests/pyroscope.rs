@@ -1199,6 +1199,27 @@ fn python_sdk_pushes_span_profiles() {
         assert!(resource.get("service.name").is_none(), "{span}");
         assert_eq!(span["service"], "py-checkout", "{span}");
     }
+    // The exception the child recorded, as the SDK's event: type, message, stack trace.
+    let event = &child["events"][0];
+    assert_eq!(event["name"], "exception", "{child}");
+    assert_eq!(
+        event["attributes"]["exception.type"], "LookupError",
+        "{child}"
+    );
+    assert_eq!(
+        event["attributes"]["exception.message"], "no price for sku 42",
+        "{child}"
+    );
+    assert!(
+        event["attributes"]["exception.stacktrace"]
+            .as_str()
+            .is_some_and(|t| t.contains("span_profile.py")),
+        "{child}"
+    );
+    let at: u64 = event["time_ns"].as_str().unwrap().parse().unwrap();
+    let start: u64 = child["start_ns"].as_str().unwrap().parse().unwrap();
+    let end = start + child["duration_ns"].as_u64().unwrap();
+    assert!((start..=end).contains(&at), "{child}");
     assert_eq!(child["samples"], 0, "{child}");
     assert_eq!(
         (&child["coverage"], &child["sampled_ancestor"]),

@@ -108,8 +108,10 @@
 //!   has profiles but no spans at all: why, and the services that have spans), Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "status_message", "start_ns", "duration_ns", "self_ns",
 //!   "profile_type"|null, "unit"|null, "total", "samples", "possible_samples"|null, "covered_ns"|null, "period"|null, "has_samples", "coverage",
-//!   "attributes": {k: v}, "resource": {k: v}}` (`resource`: the attributes of the resource
-//!   that sent the span, but `service.name`, which is `service`): `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
+//!   "attributes": {k: v}, "resource": {k: v}, "events": [{"time_ns", "name", "attributes"}]}`
+//!   (`resource`: the attributes of the resource that sent the span, but `service.name`,
+//!   which is `service`; `events`: what the span recorded, an exception say, at most 16):
+//!   `total` and `samples` (sampling ticks, e.g. 10 ms each) are the
 //!   span's own (children excluded) of `type` (default the CPU type of the span's samples;
 //!   `profile_type` and `unit` name it), and so is `self_ns`, its time
 //!   outside its stored child spans that have samples of their own (a parent waiting for a

@@ -73,7 +73,7 @@ use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
 
-use crate::forward::traces::by_resource;
+use crate::forward::traces::{by_resource, otlp_events};
 
 mod traceql;
 
@@ -276,6 +276,7 @@ fn otlp_span(r: &SpanRecord, has_profile: bool) -> Span {
         end_time_unix_nano: r.end_ns,
         attributes,
         status,
+        events: otlp_events(r),
         ..Default::default()
     }
 }

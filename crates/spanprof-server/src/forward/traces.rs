@@ -3,6 +3,7 @@
 //! values they were stored as.
 
 use spanprof_format::otlp::{string_kv, Resource};
+use spanprof_format::trace::span::Event;
 use spanprof_format::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status};
 use spanprof_store::spans::SpanRecord;
 
@@ -65,7 +66,7 @@ fn span(s: &SpanRecord) -> Span {
         end_time_unix_nano: s.end_ns,
         attributes: s.attributes.iter().map(|(k, v)| string_kv(k, v)).collect(),
         dropped_attributes_count: 0,
-        events: Vec::new(),
+        events: otlp_events(s),
         dropped_events_count: 0,
         links: Vec::new(),
         dropped_links_count: 0,
@@ -73,10 +74,23 @@ fn span(s: &SpanRecord) -> Span {
     }
 }
 
+/// A stored span's events as OTLP's, attributes as the string values they were stored as.
+pub(crate) fn otlp_events(s: &SpanRecord) -> Vec<Event> {
+    s.events
+        .iter()
+        .map(|e| Event {
+            time_unix_nano: e.time_ns,
+            name: e.name.clone(),
+            attributes: e.attributes.iter().map(|(k, v)| string_kv(k, v)).collect(),
+            dropped_attributes_count: 0,
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spanprof_store::spans::spans_from_otlp;
+    use spanprof_store::spans::{spans_from_otlp, SpanEvent};
 
     #[test]
     fn round_trips_through_the_span_ingest() {
@@ -94,6 +108,11 @@ mod tests {
                 status_message: "boom".into(),
                 attributes: vec![("http.route".into(), "/x".into())],
                 resource: vec![("host.name".to_owned(), "web-1".to_owned())].into(),
+                events: vec![SpanEvent {
+                    time_ns: 15,
+                    name: "exception".into(),
+                    attributes: vec![("exception.message".into(), "boom".into())],
+                }],
             },
             SpanRecord {
                 trace_id: [4; 16],
@@ -108,6 +127,7 @@ mod tests {
                 status_message: String::new(),
                 attributes: Vec::new(),
                 resource: Default::default(),
+                events: Vec::new(),
             },
             // The service of the first on another host: a resource of its own.
             SpanRecord {

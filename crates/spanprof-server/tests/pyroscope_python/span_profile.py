@@ -53,6 +53,11 @@ def main():
         burn(0.2)
         with tracer.start_as_current_span("compute_prices") as child:
             burn(1.3)
+            # What the SDK records of an exception caught in the span: an `exception` event.
+            try:
+                raise LookupError("no price for sku 42")
+            except LookupError as e:
+                child.record_exception(e)
         ctx = span.get_span_context()
     burn(0.3)
     # Let the last upload interval pass, then flush and stop the agent.

@@ -12,21 +12,23 @@
 //!             · signed start delta (ns, from the previous span's start; wrapping)
 //!             · end − start (ns, wrapping) · signed kind · signed status_code
 //!             · name · service · status_message (string indices)
-//!             · resource index · attributes
+//!             · resource index · attributes · event count · event*
 //! attributes = count · (key index · value index)*
+//! event     = signed time delta (ns, from the span's start; wrapping) · name index
+//!             · attributes
 //! ```
 //!
 //! Names, services and attribute keys repeat across a batch, the spans of a batch come from
 //! a few resources, and spans of one trace arrive together, so the tables and the start-time
 //! deltas carry most of the saving. Version 1 blocks (written before resources were kept)
-//! have no `resources` and no resource index; their spans read with no resource attributes.
+//! have no `resources`, resource index or events; their spans read with neither.
 
 use std::ops::ControlFlow;
 
 use hashbrown::HashMap;
 
 use super::record::{SpanRecord, SpanResource};
-use super::view::{Attributes, SpanView};
+use super::view::{Attributes, Events, IndexedEvent, SpanView};
 
 /// The layout version [`encode_spans`] writes; [`decode_spans`] reads it and version 1.
 pub const SPAN_FORMAT_VERSION: u8 = 2;
@@ -97,6 +99,12 @@ pub fn encode_spans<'a>(
         last_resource = Some((&s.resource, resource));
         put_varint(&mut body, resource);
         put_attributes(&mut body, &s.attributes, &mut strings);
+        put_varint(&mut body, s.events.len() as u64);
+        for e in &s.events {
+            put_signed(&mut body, e.time_ns.wrapping_sub(s.start_ns) as i64);
+            put_varint(&mut body, strings.index(e.name.as_bytes()));
+            put_attributes(&mut body, &e.attributes, &mut strings);
+        }
     }
     // The resources' texts are in the string table too, which is written first: index
     // them before it is.
@@ -198,6 +206,8 @@ pub fn scan_spans(
     let count = r.count("span count", 16)?;
     let mut previous_start = 0u64;
     let mut pairs: Vec<(usize, usize)> = Vec::new();
+    let mut events: Vec<IndexedEvent> = Vec::new();
+    let mut event_pairs: Vec<(usize, usize)> = Vec::new();
     for _ in 0..count {
         let trace_id = *r.index(&traces, "trace index")?;
         let span_id = r.array::<8>("span id")?;
@@ -229,6 +239,22 @@ pub fn scan_spans(
         };
         pairs.clear();
         r.attributes(strings.len(), &mut pairs)?;
+        events.clear();
+        event_pairs.clear();
+        if version >= 2 {
+            // An event takes at least 3 bytes: its time, name and attribute count.
+            for _ in 0..r.count("event count", 3)? {
+                let time_ns = start_ns.wrapping_add(r.signed("event time")? as u64);
+                let name = r.position(strings.len(), "event name")?;
+                let start = event_pairs.len();
+                r.attributes(strings.len(), &mut event_pairs)?;
+                events.push(IndexedEvent {
+                    time_ns,
+                    name,
+                    attributes: (start, event_pairs.len()),
+                });
+            }
+        }
         let view = SpanView {
             trace_id,
             span_id,
@@ -249,6 +275,11 @@ pub fn scan_spans(
                 pairs: resource,
             },
             resource_index,
+            events: Events::Indexed {
+                strings: &strings,
+                events: &events,
+                pairs: &event_pairs,
+            },
         };
         if f(&view).is_break() {
             return Ok(ControlFlow::Break(()));

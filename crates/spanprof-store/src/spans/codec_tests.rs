@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use std::ops::ControlFlow;
 
 use super::codec::{decode_spans, encode_spans, scan_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
-use super::record::{SpanRecord, SpanResource};
+use super::record::{SpanEvent, SpanRecord, SpanResource};
 
 /// Times and durations: the extremes the wrapping deltas must survive, and anything.
 fn ns() -> impl Strategy<Value = u64> {
@@ -36,11 +36,12 @@ fn span() -> impl Strategy<Value = SpanRecord> {
         text(),
         vec((text(), text()), 0..4),
         resource(),
+        vec(event(), 0..3),
     );
     (ids, texts, ns(), ns(), any::<i32>(), any::<i32>()).prop_map(
         |(
             (trace_id, span_id, parent_span_id),
-            (name, service, status_message, attributes, resource),
+            (name, service, status_message, attributes, resource, events),
             start_ns,
             end_ns,
             kind,
@@ -58,8 +59,17 @@ fn span() -> impl Strategy<Value = SpanRecord> {
             status_message,
             attributes,
             resource,
+            events,
         },
     )
+}
+
+fn event() -> impl Strategy<Value = SpanEvent> {
+    (ns(), text(), vec((text(), text()), 0..3)).prop_map(|(time_ns, name, attributes)| SpanEvent {
+        time_ns,
+        name,
+        attributes,
+    })
 }
 
 /// Resources that repeat (so the resource table dedupes) or are anything.
@@ -182,6 +192,15 @@ fn spans_codec_appends_and_is_compact() {
         status_message: String::new(),
         attributes: vec![("http.method".into(), "GET".into())],
         resource: resource.clone(),
+        // One span in the batch recorded an exception, 0.2 ms in.
+        events: (i == 50)
+            .then(|| SpanEvent {
+                time_ns: 1_700_000_000_000_000_000 + u64::from(i) * 1000 + 200_000,
+                name: "exception".into(),
+                attributes: vec![("exception.type".into(), "TimeoutError".into())],
+            })
+            .into_iter()
+            .collect(),
     };
     let spans: Vec<SpanRecord> = (1..=100).map(span).collect();
     let mut out = b"prefix".to_vec();
@@ -194,10 +213,10 @@ fn spans_codec_appends_and_is_compact() {
     assert!(decoded
         .iter()
         .all(|s| std::sync::Arc::ptr_eq(&s.resource, &decoded[0].resource)));
-    // 18 bytes of trace index, span and parent id, 14 for everything else, and the
+    // 18 bytes of trace index, span and parent id, 15 for everything else, and the
     // resource's texts once for all (the same span takes about 90 bytes as OTLP protobuf).
     let per_span = (out.len() - 6) / spans.len();
-    assert!(per_span <= 33, "{per_span} bytes per span");
+    assert!(per_span <= 34, "{per_span} bytes per span");
     assert_eq!(decode_spans(&encode(&[])).unwrap(), vec![]);
 }
 

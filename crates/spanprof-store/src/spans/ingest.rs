@@ -4,8 +4,8 @@ use spanprof_format::otlp::{any_value::Value, Resource};
 use spanprof_format::trace::{ExportTracePartialSuccess, ResourceSpans, Span};
 
 use super::record::{
-    bounded_attributes, bounded_to, stringify, SpanRecord, SpanResource, MAX_NAME_BYTES,
-    UNKNOWN_SERVICE,
+    bounded, bounded_attributes, bounded_to, stringify, SpanEvent, SpanRecord, SpanResource,
+    MAX_EVENTS, MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES, MAX_NAME_BYTES, UNKNOWN_SERVICE,
 };
 
 /// Most reasons a [`SpanIngestReport`] keeps; the counts cover everything.
@@ -57,8 +57,8 @@ pub fn spans_from_otlp(resource_spans: &[ResourceSpans]) -> (Vec<SpanRecord>, Sp
 
 /// [`spans_from_otlp`], taking the rejected spans out of `resource_spans` (and the scopes and
 /// resources they leave empty): what is left is the request as it came for what was accepted,
-/// to send on to another backend whole (a record keeps attributes as text, and no events,
-/// links or scopes).
+/// to send on to another backend whole (a record keeps attributes as text, a bounded number
+/// of events, and no links or scopes).
 pub fn spans_from_otlp_retaining(
     resource_spans: &mut Vec<ResourceSpans>,
 ) -> (Vec<SpanRecord>, SpanIngestReport) {
@@ -194,8 +194,26 @@ fn record(
             .unwrap_or_default(),
         attributes: bounded_attributes(&span.attributes),
         resource: resource.clone(),
+        events: span.events.iter().take(MAX_EVENTS).map(event).collect(),
     };
     Ok((record, clamped))
+}
+
+/// An OTLP span event as a record keeps it, bounded.
+fn event(e: &spanprof_format::trace::span::Event) -> SpanEvent {
+    SpanEvent {
+        time_ns: e.time_unix_nano,
+        name: bounded_to(&e.name, MAX_NAME_BYTES),
+        attributes: e
+            .attributes
+            .iter()
+            .take(MAX_EVENT_ATTRIBUTES)
+            .map(|kv| {
+                let value = kv.value.as_ref().map(stringify).unwrap_or_default();
+                (bounded(&kv.key), bounded_to(&value, MAX_EVENT_VALUE_BYTES))
+            })
+            .collect(),
+    }
 }
 
 /// `bytes` as an id of `N` bytes that is not all zeros.
@@ -448,5 +466,48 @@ mod tests {
         );
         assert_eq!(r.attribute("http.status_code"), Some("503"));
         assert_eq!(r.attribute("missing"), None);
+    }
+
+    /// Events are kept, the first [`MAX_EVENTS`], each with its first
+    /// [`MAX_EVENT_ATTRIBUTES`] attributes, values (a stack trace) cut to
+    /// [`MAX_EVENT_VALUE_BYTES`]; the resource's attributes but `service.name` are kept.
+    #[test]
+    fn spans_keep_bounded_events_and_the_resource() {
+        use spanprof_format::trace::span::Event;
+        let text = |key: &str, value: String| KeyValue {
+            key: key.into(),
+            value: Some(AnyValue {
+                value: Some(Value::StringValue(value)),
+            }),
+            ..Default::default()
+        };
+        let mut s = span(1, 1, None);
+        s.events = (0..20)
+            .map(|i| Event {
+                time_unix_nano: 120 + i,
+                name: "exception".into(),
+                attributes: std::iter::once(text("exception.stacktrace", "x".repeat(3000)))
+                    .chain((0..10).map(|j| text(&format!("k{j}"), "v".into())))
+                    .collect(),
+                dropped_attributes_count: 0,
+            })
+            .collect();
+        let mut resource = service(Some(Value::StringValue("cart".into()))).unwrap();
+        resource.attributes.push(text("host.name", "web-1".into()));
+        let (records, _) = spans_from_otlp(&[one_scope(Some(resource), vec![s])]);
+        let events = &records[0].events;
+        assert_eq!(events.len(), MAX_EVENTS);
+        assert_eq!(
+            (events[3].time_ns, events[3].name.as_str()),
+            (123, "exception")
+        );
+        let attributes = &events[0].attributes;
+        assert_eq!(attributes.len(), MAX_EVENT_ATTRIBUTES);
+        assert_eq!(attributes[0].1.len(), MAX_EVENT_VALUE_BYTES);
+        assert_eq!(attributes[7], ("k6".to_owned(), "v".to_owned()));
+        assert_eq!(
+            records[0].resource[..],
+            [("host.name".to_owned(), "web-1".to_owned())]
+        );
     }
 }

@@ -42,6 +42,9 @@ mod search_tests;
 pub use codec::{decode_spans, encode_spans, scan_spans, SpanDecodeError, SPAN_FORMAT_VERSION};
 pub use index::SpanIndex;
 pub use ingest::{spans_from_otlp, spans_from_otlp_retaining, SpanIngestReport, MAX_REASONS};
-pub use record::{SpanRecord, SpanResource, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES, UNKNOWN_SERVICE};
+pub use record::{
+    SpanEvent, SpanRecord, SpanResource, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES, MAX_EVENTS,
+    MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES, UNKNOWN_SERVICE,
+};
 pub use search::{duration_percentile, percentile, search, SpanQuery};
 pub use view::{Longest, SpanView};

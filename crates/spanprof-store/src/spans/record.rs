@@ -18,6 +18,18 @@ pub const MAX_ATTRIBUTE_BYTES: usize = 256;
 /// a megabyte each made 660 KB of gzipped OTLP into 1.3 GB on disk.
 pub const MAX_NAME_BYTES: usize = 1024;
 
+/// Most events a [`SpanRecord`] keeps, the first ones (an exception a span recorded, a retry,
+/// a cache miss: what happened in it, and when).
+pub const MAX_EVENTS: usize = 16;
+
+/// Most attributes a [`SpanEvent`] keeps. An exception event has four
+/// (`exception.type`, `.message`, `.stacktrace`, `.escaped`).
+pub const MAX_EVENT_ATTRIBUTES: usize = 8;
+
+/// Longest event attribute value a [`SpanEvent`] keeps, in bytes: the top of an exception's
+/// stack trace, where [`MAX_ATTRIBUTE_BYTES`] would keep its first line.
+pub const MAX_EVENT_VALUE_BYTES: usize = 1024;
+
 /// The service of spans whose resource has no `service.name` (the OpenTelemetry default).
 pub const UNKNOWN_SERVICE: &str = "unknown_service";
 
@@ -53,6 +65,21 @@ pub struct SpanRecord {
     /// `service`): the host, process, SDK and version that ran it, as (key, value text),
     /// bounded as `attributes` are. Shared: the spans of one resource hold one list.
     pub resource: SpanResource,
+    /// What the span said happened in it, in the producer's order: at most [`MAX_EVENTS`].
+    pub events: Vec<SpanEvent>,
+}
+
+/// One event of a span: a time, a name, and attributes as (key, value text), at most
+/// [`MAX_EVENT_ATTRIBUTES`], keys cut to [`MAX_ATTRIBUTE_BYTES`] and values to
+/// [`MAX_EVENT_VALUE_BYTES`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct SpanEvent {
+    /// When it happened, ns since the Unix epoch.
+    pub time_ns: u64,
+    /// What happened, e.g. `exception`; at most [`MAX_NAME_BYTES`] bytes.
+    pub name: String,
+    /// Its attributes, e.g. `exception.message`.
+    pub attributes: Vec<(String, String)>,
 }
 
 /// A span's resource attributes (see [`SpanRecord::resource`]).

@@ -7,7 +7,7 @@
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
-use super::record::{SpanRecord, SpanResource};
+use super::record::{SpanEvent, SpanRecord, SpanResource};
 
 /// One span, borrowed: the fields of a [`SpanRecord`], which says what each holds.
 #[derive(Clone, Copy, Debug)]
@@ -38,6 +38,29 @@ pub struct SpanView<'a> {
     pub(super) resource: Attributes<'a>,
     /// Which of its block's resources `resource` is (0 for a record's).
     pub(super) resource_index: usize,
+    /// [`SpanRecord::events`]: [`SpanView::events`] copies them out.
+    pub(super) events: Events<'a>,
+}
+
+/// A view's events: as an encoded block has them, or a record's.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Events<'a> {
+    Indexed {
+        strings: &'a [&'a str],
+        events: &'a [IndexedEvent],
+        /// The events' attributes, each event's a range of them.
+        pairs: &'a [(usize, usize)],
+    },
+    Owned(&'a [SpanEvent]),
+}
+
+/// An event of an encoded block: its time, its name's string index, and the range of its
+/// attributes in the block's event attribute pairs.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct IndexedEvent {
+    pub(super) time_ns: u64,
+    pub(super) name: usize,
+    pub(super) attributes: (usize, usize),
 }
 
 /// A view's attributes: as an encoded block has them (string indices, checked against
@@ -68,6 +91,28 @@ impl<'a> SpanView<'a> {
     /// producer's order.
     pub fn resource(&self) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
         self.resource.iter()
+    }
+
+    /// The events, copied out.
+    pub fn events(&self) -> Vec<SpanEvent> {
+        match self.events {
+            Events::Owned(events) => events.to_vec(),
+            Events::Indexed {
+                strings,
+                events,
+                pairs,
+            } => events
+                .iter()
+                .map(|e| SpanEvent {
+                    time_ns: e.time_ns,
+                    name: strings[e.name].to_owned(),
+                    attributes: pairs[e.attributes.0..e.attributes.1]
+                        .iter()
+                        .map(|&(k, v)| (strings[k].to_owned(), strings[v].to_owned()))
+                        .collect(),
+                })
+                .collect(),
+        }
     }
 
     /// The value of attribute `key`, if the span has it.
@@ -103,6 +148,7 @@ impl<'a> SpanView<'a> {
             status_message: self.status_message.to_owned(),
             attributes: owned(self.attributes()),
             resource,
+            events: self.events(),
         }
     }
 
@@ -152,6 +198,7 @@ impl SpanRecord {
             attributes: Attributes::Owned(&self.attributes),
             resource: Attributes::Shared(&self.resource),
             resource_index: 0,
+            events: Events::Owned(&self.events),
         }
     }
 }

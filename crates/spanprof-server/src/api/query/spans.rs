@@ -149,6 +149,11 @@ impl CoverageOf {
             "sampled_ancestor": null,
             "attributes": object(&span.attributes),
             "resource": object(&span.resource),
+            "events": span.events.iter().map(|e| json!({
+                "time_ns": e.time_ns.to_string(),
+                "name": e.name,
+                "attributes": object(&e.attributes),
+            })).collect::<Vec<_>>(),
         });
         let Value::Object(map) = v else {
             unreachable!("json! of an object")

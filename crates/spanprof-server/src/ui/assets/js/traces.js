@@ -221,7 +221,8 @@ const SPAN_KINDS = ["", "internal", "server", "client", "producer", "consumer"];
 /** What the tracer said of `span` beside its timing: its kind, an error status with its
  * message, and its attributes (`http.route`, `db.statement`, … : what the request was, to
  * read beside what its code ran); then, folded, what ran it: its resource's attributes
- * (host, pod, process, version). None when it said nothing. */
+ * (host, pod, process, version); then what it said happened in it, its events (an
+ * exception, a retry). None when it said nothing. */
 function spanDetails(span) {
   const facts = [];
   const kind = SPAN_KINDS[span.kind];
@@ -240,7 +241,20 @@ function spanDetails(span) {
       el("summary", {}, `resource: ${[...telling, `${resource.length} attributes`].join(" · ")}`),
       el("div", { class: "span-details" }, ...resource.map(attribute))));
   }
+  if ((span.events || []).length) out.push(el("ol", { class: "span-events" }, ...span.events.map((e) => spanEvent(span, e))));
   return out;
+}
+
+/** One event of `span`: when in the span (from its start), its name and attributes; an
+ * exception's stack trace folded. */
+function spanEvent(span, event) {
+  const at = Number(BigInt(event.time_ns) - BigInt(span.start_ns));
+  const { "exception.stacktrace": stack, ...rest } = event.attributes || {};
+  return el("li", { class: "span-event" },
+    el("span", { class: "muted" }, `${at < 0 ? "−" : "+"}${units.duration(Math.abs(at))} `),
+    el("b", {}, event.name), " ",
+    ...Object.entries(rest).map(attribute),
+    stack === undefined ? null : el("details", {}, el("summary", {}, "stack trace"), el("pre", {}, stack)));
 }
 
 /** Resource attributes that name where a span ran, shown in this order before the resource

@@ -1,11 +1,12 @@
-//! A span's resource attributes (host, process, version) are stored with it and read back
-//! the same wherever the span lives: the active segment, the log replayed at open, a sealed
+//! A span's resource attributes (host, process, version) and events are stored with it and
+//! read back the same wherever the span lives: the active segment, the log replayed at open, a sealed
 //! segment, and a segment compaction wrote.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use spanprof_format::otlp::{string_kv, AnyValue, KeyValue, Resource};
+use spanprof_format::trace::span::Event;
 use spanprof_format::trace::{ResourceSpans, ScopeSpans, Span};
 use spanprof_store::spans::{spans_from_otlp, SpanRecord};
 use spanprof_store::store::{Store, StoreConfig};
@@ -41,6 +42,12 @@ fn resource_spans(host: &str, first: u8, spans: u8) -> ResourceSpans {
                     name: format!("op {i}"),
                     start_time_unix_nano: 1_000 + u64::from(i),
                     end_time_unix_nano: 2_000,
+                    events: vec![Event {
+                        time_unix_nano: 1_500,
+                        name: "retry".into(),
+                        attributes: vec![string_kv("attempt", "2")],
+                        dropped_attributes_count: 0,
+                    }],
                     ..Default::default()
                 })
                 .collect(),
@@ -72,13 +79,23 @@ fn check(store: &Store, when: &str) {
                 span.span_id
             );
         }
+        for span in &trace {
+            let e = &span.events[..];
+            assert!(
+                e.len() == 1
+                    && (e[0].time_ns, e[0].name.as_str()) == (1_500, "retry")
+                    && e[0].attributes == [("attempt".to_owned(), "2".to_owned())],
+                "{when}: events of span {:?}: {e:?}",
+                span.span_id
+            );
+        }
         let one = store.span(&[first + 1; 8]).unwrap().expect("the span");
         assert_eq!(one.resource, trace[0].resource, "{when}: span by id");
     }
 }
 
 #[test]
-fn span_resources_survive_replay_sealing_and_compaction() {
+fn span_resources_and_events_survive_replay_sealing_and_compaction() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (store, _) = Store::open(config(dir.path())).unwrap();
