@@ -1117,6 +1117,85 @@ fn svg_heading_names_the_selection_in_readable_units() {
     );
 }
 
+/// `/api/v1/spans` keeps the spans whose attributes (`attribute=k=v`) and resource's
+/// (`resource=k=v`) hold every pair given; each span answers its resource and events.
+#[test]
+fn spans_search_by_attribute_and_resource() {
+    let server = TestServer::in_fresh_dir("span-resource-search", |_| {});
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let kv = |k: &str, v: &str| json!({"key": k, "value": {"stringValue": v}});
+    let resource_spans: Vec<Value> = [("web-1", "11", "/cart"), ("web-2", "22", "/pay")]
+        .iter()
+        .map(|(host, id, route)| {
+            json!({
+                "resource": {"attributes": [kv("service.name", "shop"), kv("host.name", host)]},
+                "scopeSpans": [{"spans": [{
+                    "traceId": id.repeat(16),
+                    "spanId": id.repeat(8),
+                    "name": "GET",
+                    "attributes": [kv("http.route", route)],
+                    "events": [{"timeUnixNano": (now - 500_000).to_string(), "name": "retry"}],
+                    "startTimeUnixNano": (now - 1_000_000).to_string(),
+                    "endTimeUnixNano": now.to_string(),
+                }]}],
+            })
+        })
+        .collect();
+    let body = json!({ "resourceSpans": resource_spans });
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+        .ok();
+    let found = |query: &str| -> Vec<String> {
+        let v = server
+            .get(&format!("/api/v1/spans?service=shop&{query}"))
+            .ok()
+            .json();
+        v["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["span_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (one, two) = ("11".repeat(8), "22".repeat(8));
+    assert_eq!(found("resource=host.name%3Dweb-2"), [two]);
+    assert_eq!(found("attribute=http.route%3D/cart"), [one]);
+    assert_eq!(
+        found("attribute=http.route%3D/cart&resource=host.name%3Dweb-2"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        found("resource=host.name%3D").len(),
+        0,
+        "an empty value is a value"
+    );
+    let span = &server
+        .get("/api/v1/spans?service=shop&resource=host.name%3Dweb-1")
+        .ok()
+        .json()["spans"][0];
+    assert_eq!(span["resource"], json!({"host.name": "web-1"}), "{span}");
+    assert_eq!(span["events"][0]["name"], "retry", "{span}");
+    assert_eq!(
+        span["events"][0]["time_ns"],
+        (now - 500_000).to_string(),
+        "{span}"
+    );
+    let bad = server.get("/api/v1/spans?resource=host.name");
+    let text = String::from_utf8_lossy(&bad.body);
+    assert_eq!(bad.status, 400, "{text}");
+    assert!(
+        text.contains(r#"resource \"host.name\": expected key=value"#),
+        "{text}"
+    );
+}
+
 /// A tracer that names its service otherwise than the profiles (or sends no profiles): the
 /// service list has it with `spans=true`, for the trace search's picker, and not without.
 #[test]

@@ -519,6 +519,19 @@ fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
     assert_eq!(t["spanSet"]["matched"], f.trace_spans(&heavy).len());
     assert_eq!(t["spanSet"]["spans"].as_array().unwrap().len(), 3);
 
+    // By an attribute of the spans' resource, as TraceQL's `resource.host.name`: every
+    // trace on that host, none on another.
+    let v = get_json(&format!(
+        "/api/search?tags={}&limit=1000",
+        enc("resource.host.name=tempo-host")
+    ));
+    assert_eq!(search_ids(&v).len(), all.len());
+    let v = get_json(&format!(
+        "/api/search?q={}",
+        enc("{ resource.host.name = \"elsewhere\" }")
+    ));
+    assert_eq!(search_ids(&v), Vec::<String>::new());
+
     // Default limit 20.
     let v = get_json(&format!("/api/search?tags={}", enc("service.name=goapp")));
     assert_eq!(search_ids(&v).len(), all.len().min(20));
@@ -661,10 +674,21 @@ fn tempo_tags_tag_values_and_echo() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    assert_eq!(names, ["http.method", "service.name"]);
+    assert_eq!(
+        names,
+        ["host.name", "http.method", "process.pid", "service.name"]
+    );
     let v = get_json("/api/v2/search/tags");
     assert_eq!(v["scopes"][0]["name"], "resource");
+    assert_eq!(
+        v["scopes"][0]["tags"],
+        serde_json::json!(["host.name", "process.pid", "service.name"])
+    );
     assert_eq!(v["scopes"][1]["tags"], serde_json::json!(["http.method"]));
+    assert_eq!(
+        get_json("/api/v2/search/tag/resource.host.name/values")["tagValues"],
+        serde_json::json!([{"type": "string", "value": "tempo-host"}])
+    );
     assert_eq!(
         get_json("/api/search/tag/service.name/values")["tagValues"],
         serde_json::json!([SERVICE])

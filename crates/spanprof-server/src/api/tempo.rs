@@ -35,8 +35,9 @@
 //!   "durationNanos", "attributes": [KeyValue]}], "matched"}`. `tags` is logfmt
 //!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
 //!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
-//!   name), `status`/`status.code` (`error`, `ok`, `unset`), anything else a span attribute
-//!   (a `span.` prefix is dropped); values compare exactly. Without `tags`, other parameters
+//!   name), `status`/`status.code` (`error`, `ok`, `unset`), `resource.x` an attribute of
+//!   the span's resource (`resource.host.name`), anything else a span attribute (a `span.`
+//!   prefix is dropped); values compare exactly. Without `tags`, other parameters
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
 //!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
@@ -46,7 +47,7 @@
 //!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
 //!   "tags": […]}], "metrics": {}}`.
 //! - `GET /api/search/tag/{name}/values` → `{"tagValues": ["…"], "metrics": {}}`;
-//!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `span.x`, `.x`,
+//!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `resource.x`, `span.x`, `.x`,
 //!   `name`, `status`, `kind`) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
 //! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
 //!
@@ -331,6 +332,8 @@ struct SpanFilter {
     name: Option<String>,
     status: Option<i32>,
     attributes: Vec<(String, String)>,
+    /// Of the span's resource (`resource.host.name`).
+    resource: Vec<(String, String)>,
     /// The span's duration bounds in ns (inclusive; TraceQL's `duration`).
     min_ns: Option<u64>,
     max_ns: Option<u64>,
@@ -485,13 +488,16 @@ fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
                         .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
                 )
             }
-            _ => {
-                let k = key
-                    .strip_prefix("span.")
-                    .or_else(|| key.strip_prefix('.'))
-                    .unwrap_or(&key);
-                f.attributes.push((k.to_owned(), value));
-            }
+            _ => match key.strip_prefix("resource.") {
+                Some(k) => f.resource.push((k.to_owned(), value)),
+                None => {
+                    let k = key
+                        .strip_prefix("span.")
+                        .or_else(|| key.strip_prefix('.'))
+                        .unwrap_or(&key);
+                    f.attributes.push((k.to_owned(), value));
+                }
+            },
         }
     }
     Ok(f)
@@ -596,6 +602,7 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         from_ns: req.from_ns,
         to_ns: req.to_ns,
         attributes: req.filter.attributes.clone(),
+        resource: req.filter.resource.clone(),
         min_duration_ns: req.filter.min_ns,
         max_duration_ns: req.filter.max_ns,
         status_code: req.filter.status,
@@ -739,26 +746,34 @@ fn range_query(params: &[(String, String)]) -> Result<SpanQuery, ApiError> {
     })
 }
 
-/// The distinct attribute keys of the spans of the time range in `params`, sorted.
-async fn span_tag_names(
+/// The distinct attribute keys of the spans of the time range in `params`, and of their
+/// resources (with `service.name`), each sorted.
+async fn tag_names(
     app: &AppState,
     params: &[(String, String)],
-) -> Result<Vec<String>, ApiError> {
+) -> Result<(Vec<String>, Vec<String>), ApiError> {
     let query = range_query(params)?;
     blocking(app, move |store| {
-        let mut names: BTreeSet<String> = BTreeSet::new();
+        let mut span: BTreeSet<String> = BTreeSet::new();
+        let mut resource: BTreeSet<String> = BTreeSet::from(["service.name".to_owned()]);
+        let add = |names: &mut BTreeSet<String>, k: &str| {
+            if !names.contains(k) {
+                names.insert(k.to_owned());
+            }
+        };
         store.for_each_segment_span(&query, |s| {
             if !query.matches_view(s) {
                 return ControlFlow::Continue(());
             }
-            for (k, _) in s.attributes() {
-                if k != PROFILE_ID_ATTRIBUTE && !names.contains(k) {
-                    names.insert(k.to_owned());
-                }
+            for (k, _) in s.attributes().filter(|(k, _)| *k != PROFILE_ID_ATTRIBUTE) {
+                add(&mut span, k);
+            }
+            for (k, _) in s.resource() {
+                add(&mut resource, k);
             }
             ControlFlow::Continue(())
         })?;
-        Ok(names.into_iter().collect())
+        Ok((span.into_iter().collect(), resource.into_iter().collect()))
     })
     .await
 }
@@ -770,13 +785,12 @@ async fn tags_v1(State(app): State<AppState>, Query(params): Params) -> Result<R
         .map_or("", |(_, v)| v.as_str())
         .to_owned();
     let names: Vec<String> = match scope.as_str() {
-        "resource" => vec!["service.name".to_owned()],
-        "span" => span_tag_names(&app, &params).await?,
+        "resource" => tag_names(&app, &params).await?.1,
+        "span" => tag_names(&app, &params).await?.0,
         "intrinsic" => INTRINSICS.iter().map(|s| (*s).to_owned()).collect(),
         "" | "all" => {
-            let mut all: BTreeSet<String> =
-                span_tag_names(&app, &params).await?.into_iter().collect();
-            all.insert("service.name".to_owned());
+            let (span, resource) = tag_names(&app, &params).await?;
+            let all: BTreeSet<String> = span.into_iter().chain(resource).collect();
             all.into_iter().collect()
         }
         other => {
@@ -791,10 +805,10 @@ async fn tags_v1(State(app): State<AppState>, Query(params): Params) -> Result<R
 }
 
 async fn tags_v2(State(app): State<AppState>, Query(params): Params) -> Result<Response, ApiError> {
-    let span_tags = span_tag_names(&app, &params).await?;
+    let (span_tags, resource_tags) = tag_names(&app, &params).await?;
     Ok(json_value(json!({
         "scopes": [
-            {"name": "resource", "tags": ["service.name"]},
+            {"name": "resource", "tags": resource_tags},
             {"name": "span", "tags": span_tags},
             {"name": "intrinsic", "tags": INTRINSICS},
         ],
@@ -809,6 +823,7 @@ enum Tag {
     Status,
     Kind,
     Attribute(String),
+    Resource(String),
 }
 
 fn tag_of(name: &str) -> Tag {
@@ -817,6 +832,9 @@ fn tag_of(name: &str) -> Tag {
         "name" | "span:name" => Tag::Name,
         "status" | "span:status" | "status.code" => Tag::Status,
         "kind" | "span:kind" => Tag::Kind,
+        other if other.starts_with("resource.") => {
+            Tag::Resource(other["resource.".len()..].to_owned())
+        }
         other => Tag::Attribute(
             other
                 .strip_prefix("span.")
@@ -875,6 +893,7 @@ async fn tag_values(
                 Tag::Status => Some(status_name(s.status_code)),
                 Tag::Kind => Some(kind_name(s.kind)),
                 Tag::Attribute(k) => s.attribute(k),
+                Tag::Resource(k) => s.resource().find(|(rk, _)| rk == k).map(|(_, v)| v),
             };
             if let Some(v) = value.filter(|v| !values.contains(*v)) {
                 if bytes + v.len() > MAX_TAG_VALUES_BYTES {

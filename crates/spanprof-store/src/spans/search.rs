@@ -26,6 +26,9 @@ pub struct SpanQuery {
     /// (key, value) pairs the span's attributes must all contain, compared exactly against the
     /// stored (stringified, bounded) values.
     pub attributes: Vec<(String, String)>,
+    /// (key, value) pairs the attributes of the span's resource must all contain (the host,
+    /// pod or version that ran it), compared as `attributes` are.
+    pub resource: Vec<(String, String)>,
     /// OTLP status code the span must have (0 unset, 1 ok, 2 error); `None` = any.
     pub status_code: Option<i32>,
 }
@@ -42,6 +45,7 @@ impl Default for SpanQuery {
             to_ns: u64::MAX,
             limit: usize::MAX,
             attributes: Vec::new(),
+            resource: Vec::new(),
             status_code: None,
         }
     }
@@ -67,6 +71,10 @@ impl SpanQuery {
                 .attributes
                 .iter()
                 .all(|(k, v)| span.attributes().any(|(sk, sv)| sk == k && sv == v))
+            && self
+                .resource
+                .iter()
+                .all(|(k, v)| span.resource().any(|(rk, rv)| rk == k && rv == v))
     }
 }
 

@@ -106,10 +106,13 @@ impl<'a> SpanView<'a> {
                 .map(|e| SpanEvent {
                     time_ns: e.time_ns,
                     name: strings[e.name].to_owned(),
-                    attributes: pairs[e.attributes.0..e.attributes.1]
-                        .iter()
-                        .map(|&(k, v)| (strings[k].to_owned(), strings[v].to_owned()))
-                        .collect(),
+                    attributes: owned(
+                        Attributes::Indexed {
+                            strings,
+                            pairs: &pairs[e.attributes.0..e.attributes.1],
+                        }
+                        .iter(),
+                    ),
                 })
                 .collect(),
         }

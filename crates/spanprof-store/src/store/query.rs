@@ -1561,8 +1561,7 @@ impl Store {
                 sel.to_ns as u64
             },
             limit: usize::MAX,
-            attributes: Vec::new(),
-            status_code: None,
+            ..Default::default()
         };
         let mut found = Vec::new();
         self.for_each_segment_span(&every_time, |s| {

@@ -195,9 +195,21 @@ pub async fn search(
             "to",
             "limit",
             "type",
+            "attribute",
+            "resource",
         ],
     )?;
     let (from_ns, to_ns) = span_range(time_range(&p, params::now_ns())?);
+    // `attribute=http.route=/cart`, `resource=host.name=web-1`: repeatable, all must hold.
+    let pairs = |name: &str| -> Result<Vec<(String, String)>, ApiError> {
+        p.many(name)
+            .into_iter()
+            .map(|x| match x.value.split_once('=') {
+                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+                _ => Err(x.bad("expected key=value, e.g. host.name=web-1")),
+            })
+            .collect()
+    };
     let name = match (p.one("name")?, p.one("span_name")?) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
@@ -216,7 +228,8 @@ pub async fn search(
         limit: p
             .parsed("limit", params::count(1, MAX_LIMIT))?
             .unwrap_or(DEFAULT_LIMIT),
-        attributes: Vec::new(),
+        attributes: pairs("attribute")?,
+        resource: pairs("resource")?,
         status_code: p.parsed("status", params::status)?,
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
