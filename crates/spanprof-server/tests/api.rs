@@ -1117,15 +1117,31 @@ fn svg_heading_names_the_selection_in_readable_units() {
     );
 }
 
+/// The clock, ns since the Unix epoch.
+fn now_ns() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Sends OTLP/JSON traces to `server`, which must take them.
+fn post_spans(server: &TestServer, body: &Value) {
+    server
+        .post(
+            "/v1/traces",
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+        .ok();
+}
+
 /// `/api/v1/spans` keeps the spans whose attributes (`attribute=k=v`) and resource's
 /// (`resource=k=v`) hold every pair given; each span answers its resource and events.
 #[test]
 fn spans_search_by_attribute_and_resource() {
     let server = TestServer::in_fresh_dir("span-resource-search", |_| {});
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
+    let now = now_ns();
     let kv = |k: &str, v: &str| json!({"key": k, "value": {"stringValue": v}});
     let resource_spans: Vec<Value> = [("web-1", "11", "/cart"), ("web-2", "22", "/pay")]
         .iter()
@@ -1144,14 +1160,7 @@ fn spans_search_by_attribute_and_resource() {
             })
         })
         .collect();
-    let body = json!({ "resourceSpans": resource_spans });
-    server
-        .post(
-            "/v1/traces",
-            "application/json",
-            body.to_string().into_bytes(),
-        )
-        .ok();
+    post_spans(&server, &json!({ "resourceSpans": resource_spans }));
     let found = |query: &str| -> Vec<String> {
         let v = server
             .get(&format!("/api/v1/spans?service=shop&{query}"))
@@ -1201,10 +1210,7 @@ fn spans_search_by_attribute_and_resource() {
 #[test]
 fn services_with_spans_include_a_tracer_only_name() {
     let server = TestServer::in_fresh_dir("span-services", |_| {});
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos();
+    let now = now_ns();
     let body = json!({"resourceSpans": [{
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "tracer-only"}}]},
         "scopeSpans": [{"spans": [{
@@ -1215,13 +1221,7 @@ fn services_with_spans_include_a_tracer_only_name() {
             "endTimeUnixNano": now.to_string(),
         }]}],
     }]});
-    server
-        .post(
-            "/v1/traces",
-            "application/json",
-            body.to_string().into_bytes(),
-        )
-        .ok();
+    post_spans(&server, &body);
     let services = |query: &str| server.get(&format!("/api/v1/services{query}")).ok().json();
     assert_eq!(services(""), json!({ "services": [] }));
     assert_eq!(
