@@ -145,8 +145,17 @@ fn spans_index_keeps_each_resource_once() {
         s.resource = resource(host);
         index.insert(s);
     }
+    // Spans of one request come with one list: the index keeps the one it holds.
+    let one_request = resource("web-1");
+    for n in [4, 5] {
+        let mut s = span(n, None, n, 0, 10);
+        s.resource = one_request.clone();
+        index.insert(s);
+    }
     let held = |n: u8| index.get(&id(n)).unwrap().resource.clone();
     assert!(std::sync::Arc::ptr_eq(&held(1), &held(2)));
+    assert!(std::sync::Arc::ptr_eq(&held(1), &held(4)));
+    assert!(std::sync::Arc::ptr_eq(&held(1), &held(5)));
     assert!(!std::sync::Arc::ptr_eq(&held(1), &held(3)));
     assert_eq!(held(3), resource("web-2"));
 }
