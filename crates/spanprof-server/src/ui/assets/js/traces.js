@@ -132,15 +132,20 @@ export class TracesView {
       "aria-label": "span name", size: 24 });
     const minDuration = el("input", { name: "min_duration", value: params.min_duration || "",
       placeholder: "min duration: 100ms", "aria-label": "minimum duration", size: 14 });
+    const where = el("input", { name: "where", value: params.where || "",
+      placeholder: "http.route=/cart resource.host.name=web-1", "aria-label": "attributes", size: 30,
+      title: "key=value pairs, separated by spaces, that the span's attributes hold; " +
+        "resource.key=value: its resource's (the host, pod or version that ran it)" });
     const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
       checked: params.status === "error" });
-    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, ...range.nodes,
+    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, where, ...range.nodes,
       el("label", { class: "switch" }, failed, " errors only"),
       el("button", { type: "submit" }, "Search"));
     this.form.onsubmit = (e) => {
       e.preventDefault();
       this.nav.go("traces", { service: this.service.value, name: name.value.trim(),
-        min_duration: minDuration.value.trim(), status: failed.checked ? "error" : "", ...range.read() });
+        min_duration: minDuration.value.trim(), where: where.value.trim(), status: failed.checked ? "error" : "",
+        ...range.read() });
     };
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
     let services;
@@ -150,7 +155,7 @@ export class TracesView {
       // Both at once: the search does not wait for the picker.
       [services, { spans, hint }] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
-          status: params.status, from: params.from, to: params.to, limit: 100 })]);
+          status: params.status, ...wherePairs(params.where), from: params.from, to: params.to, limit: 100 })]);
     } catch (e) {
       replace(this.results, notice("error", "The search failed", e.message));
       return;
@@ -186,6 +191,18 @@ export class TracesView {
         el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
       }))));
   }
+}
+
+/** The search's `where` text (`http.route=/cart resource.host.name=web-1`) as the spans
+ * API's repeatable `attribute` and `resource` parameters; the API refuses a pair without `=`. */
+function wherePairs(where) {
+  const attribute = [];
+  const resource = [];
+  for (const pair of String(where || "").split(/\s+/).filter(Boolean)) {
+    if (pair.startsWith("resource.")) resource.push(pair.slice("resource.".length));
+    else attribute.push(pair);
+  }
+  return { attribute, resource };
 }
 
 /** The heading of the spans' own totals: what their type measures (each span's total is in
