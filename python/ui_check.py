@@ -233,7 +233,8 @@ def run(c, args):
     # By what ran it and what it was: typed into the search, kept in the URL.
     c.open(args.empty_base, "#/traces")
     c.wait("the search form", lambda: c.css("input[name=where]"))
-    c.css("input[name=where]")[0].send_keys("resource.host.name=orders-7f9c http.route=/orders/{id}")
+    c.css("input[name=where]")[0].send_keys(
+        f'resource.host.name=orders-7f9c http.route=/orders/{{id}} user.note="{HOSTILE}"')
     c.css("form.filters button[type=submit]")[0].click()
     c.wait("where= in the URL", lambda: "where=" in d.current_url)
     c.wait("the span on its host", lambda: [r.get_attribute("data-span-id")

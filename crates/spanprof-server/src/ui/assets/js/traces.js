@@ -134,8 +134,9 @@ export class TracesView {
       placeholder: "min duration: 100ms", "aria-label": "minimum duration", size: 14 });
     const where = el("input", { name: "where", value: params.where || "",
       placeholder: "http.route=/cart resource.host.name=web-1", "aria-label": "attributes", size: 30,
-      title: "key=value pairs, separated by spaces, that the span's attributes hold; " +
-        "resource.key=value: its resource's (the host, pod or version that ran it)" });
+      title: "key=value pairs, separated by spaces, that the span's attributes hold " +
+        "(key=\"a value with spaces\"); resource.key=value: its resource's (the host, pod or " +
+        "version that ran it)" });
     const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
       checked: params.status === "error" });
     replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, where, ...range.nodes,
@@ -193,12 +194,14 @@ export class TracesView {
   }
 }
 
-/** The search's `where` text (`http.route=/cart resource.host.name=web-1`) as the spans
- * API's repeatable `attribute` and `resource` parameters; the API refuses a pair without `=`. */
+/** The search's `where` text (`http.route=/cart resource.host.name=web-1`, a value with
+ * spaces in double quotes: `span.name="GET /x"`) as the spans API's repeatable `attribute`
+ * and `resource` parameters; the API refuses a pair without `=`. */
 function wherePairs(where) {
   const attribute = [];
   const resource = [];
-  for (const pair of String(where || "").split(/\s+/).filter(Boolean)) {
+  for (const [, key, quoted, bare] of String(where || "").matchAll(/(\S+?)(?:="([^"]*)"|(=\S*)|(?=\s|$))/g)) {
+    const pair = quoted !== undefined ? `${key}=${quoted}` : key + (bare || "");
     if (pair.startsWith("resource.")) resource.push(pair.slice("resource.".length));
     else attribute.push(pair);
   }
