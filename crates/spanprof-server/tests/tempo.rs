@@ -531,6 +531,21 @@ fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
         enc("{ resource.host.name = \"elsewhere\" }")
     ));
     assert_eq!(search_ids(&v), Vec::<String>::new());
+    // Unscoped (`.host.name`, or a tag with no scope), the span's attributes or its
+    // resource's; `span.` the span's alone.
+    for (tags, traces) in [
+        (".host.name=tempo-host", all.len()),
+        ("host.name=tempo-host", all.len()),
+        ("span.host.name=tempo-host", 0),
+        (".http.method=GET", all.len()),
+    ] {
+        let v = get_json(&format!("/api/search?tags={}&limit=1000", enc(tags)));
+        assert_eq!(search_ids(&v).len(), traces, "{tags}");
+    }
+    assert_eq!(
+        get_json("/api/v2/search/tag/.host.name/values")["tagValues"],
+        serde_json::json!([{"type": "string", "value": "tempo-host"}])
+    );
 
     // Default limit 20.
     let v = get_json(&format!("/api/search?tags={}", enc("service.name=goapp")));

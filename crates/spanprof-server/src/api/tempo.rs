@@ -36,8 +36,8 @@
 //!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
 //!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
 //!   name), `status`/`status.code` (`error`, `ok`, `unset`), `resource.x` an attribute of
-//!   the span's resource (`resource.host.name`), anything else a span attribute (a `span.`
-//!   prefix is dropped); values compare exactly. Without `tags`, other parameters
+//!   the span's resource (`resource.host.name`), `span.x` a span attribute, anything else
+//!   (`.x`, `x`) an attribute of the span or of its resource; values compare exactly. Without `tags`, other parameters
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
 //!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
@@ -334,6 +334,8 @@ struct SpanFilter {
     attributes: Vec<(String, String)>,
     /// Of the span's resource (`resource.host.name`).
     resource: Vec<(String, String)>,
+    /// Of the span or its resource (`.host.name`, and a tag without a scope).
+    either: Vec<(String, String)>,
     /// The span's duration bounds in ns (inclusive; TraceQL's `duration`).
     min_ns: Option<u64>,
     max_ns: Option<u64>,
@@ -488,15 +490,13 @@ fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
                         .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
                 )
             }
-            _ => match key.strip_prefix("resource.") {
-                Some(k) => f.resource.push((k.to_owned(), value)),
-                None => {
-                    let k = key
-                        .strip_prefix("span.")
-                        .or_else(|| key.strip_prefix('.'))
-                        .unwrap_or(&key);
-                    f.attributes.push((k.to_owned(), value));
-                }
+            _ => match tag_of(&key) {
+                Tag::Resource(k) => f.resource.push((k, value)),
+                Tag::Attribute(k) => f.attributes.push((k, value)),
+                Tag::Either(k) => f.either.push((k, value)),
+                // `kind`, `span:name` and their kin, which the arms above do not take: an
+                // attribute named so.
+                _ => f.either.push((key, value)),
             },
         }
     }
@@ -603,6 +603,7 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         to_ns: req.to_ns,
         attributes: req.filter.attributes.clone(),
         resource: req.filter.resource.clone(),
+        either: req.filter.either.clone(),
         min_duration_ns: req.filter.min_ns,
         max_duration_ns: req.filter.max_ns,
         status_code: req.filter.status,
@@ -822,8 +823,12 @@ enum Tag {
     Name,
     Status,
     Kind,
+    /// A span attribute (`span.x`).
     Attribute(String),
+    /// An attribute of the span's resource (`resource.x`).
     Resource(String),
+    /// Either (`.x`, or `x` with no scope), the span's first.
+    Either(String),
 }
 
 fn tag_of(name: &str) -> Tag {
@@ -832,16 +837,11 @@ fn tag_of(name: &str) -> Tag {
         "name" | "span:name" => Tag::Name,
         "status" | "span:status" | "status.code" => Tag::Status,
         "kind" | "span:kind" => Tag::Kind,
-        other if other.starts_with("resource.") => {
-            Tag::Resource(other["resource.".len()..].to_owned())
-        }
-        other => Tag::Attribute(
-            other
-                .strip_prefix("span.")
-                .or_else(|| other.strip_prefix('.'))
-                .unwrap_or(other)
-                .to_owned(),
-        ),
+        other => match (other.strip_prefix("resource."), other.strip_prefix("span.")) {
+            (Some(k), _) => Tag::Resource(k.to_owned()),
+            (_, Some(k)) => Tag::Attribute(k.to_owned()),
+            _ => Tag::Either(other.strip_prefix('.').unwrap_or(other).to_owned()),
+        },
     }
 }
 
@@ -894,6 +894,11 @@ async fn tag_values(
                 Tag::Kind => Some(kind_name(s.kind)),
                 Tag::Attribute(k) => s.attribute(k),
                 Tag::Resource(k) => s.resource().find(|(rk, _)| rk == k).map(|(_, v)| v),
+                Tag::Either(k) => s
+                    .attributes()
+                    .chain(s.resource())
+                    .find(|(ek, _)| ek == k)
+                    .map(|(_, v)| v),
             };
             if let Some(v) = value.filter(|v| !values.contains(*v)) {
                 if bytes + v.len() > MAX_TAG_VALUES_BYTES {

@@ -29,6 +29,9 @@ pub struct SpanQuery {
     /// (key, value) pairs the attributes of the span's resource must all contain (the host,
     /// pod or version that ran it), compared as `attributes` are.
     pub resource: Vec<(String, String)>,
+    /// (key, value) pairs each held by the span's attributes or by its resource's (TraceQL's
+    /// unscoped `.key`).
+    pub either: Vec<(String, String)>,
     /// OTLP status code the span must have (0 unset, 1 ok, 2 error); `None` = any.
     pub status_code: Option<i32>,
 }
@@ -46,6 +49,7 @@ impl Default for SpanQuery {
             limit: usize::MAX,
             attributes: Vec::new(),
             resource: Vec::new(),
+            either: Vec::new(),
             status_code: None,
         }
     }
@@ -75,6 +79,11 @@ impl SpanQuery {
                 .resource
                 .iter()
                 .all(|(k, v)| span.resource().any(|(rk, rv)| rk == k && rv == v))
+            && self.either.iter().all(|(k, v)| {
+                span.attributes()
+                    .chain(span.resource())
+                    .any(|(ek, ev)| ek == k && ev == v)
+            })
     }
 }
 

@@ -230,6 +230,7 @@ pub async fn search(
             .unwrap_or(DEFAULT_LIMIT),
         attributes: pairs("attribute")?,
         resource: pairs("resource")?,
+        either: Vec::new(),
         status_code: p.parsed("status", params::status)?,
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;

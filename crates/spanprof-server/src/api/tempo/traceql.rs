@@ -3,7 +3,8 @@
 //!
 //! - `field = value` on the service (`resource.service.name`, `.service.name`), the span
 //!   name (`name`, `span:name`), the status (`status`, `span:status`: `error`, `ok`,
-//!   `unset`) and any span attribute (`span.key`, `.key`); values are quoted strings, or bare
+//!   `unset`), a span attribute (`span.key`), a resource attribute (`resource.key`) and
+//!   either (`.key`); values are quoted strings, or bare
 //!   numbers, booleans and keywords, compared as text;
 //! - `duration` (`span:duration`) and `traceDuration` (`trace:duration`) compared with `>`,
 //!   `>=`, `<`, `<=` to a Go duration (`100ms`, `1.5s`).
