@@ -219,6 +219,21 @@ def run(c, args):
     assert not d.find_elements("css selector", ".span-resource img"), "a resource attribute became markup"
     failed = c.css(f".wf-row[data-span-id='{span}'] .wf-name.failed")
     assert failed and "inventory timed out" in failed[0].get_attribute("title"), "the failed span is not marked"
+    # An attribute links to the spans that have it too: the host's, and the markup one's
+    # (a value with spaces, quoted in the search it opens).
+    for chip, where in [(".span-resource a.span-attr[title^='host.name ']", "resource.host.name=orders-7f9c"),
+                        (".span-details a.span-attr[title^='user.note ']", f'user.note="{HOSTILE}"')]:
+        links = c.shown(chip)
+        assert links, f"no link on {chip}"
+        links[0].click()
+        c.wait(f"the search for {where}", lambda: urllib.parse.parse_qs(
+            urllib.parse.urlsplit(d.current_url).fragment.partition("?")[2]).get("where") == [where])
+        c.wait("the span, found by it", lambda: [r.get_attribute("data-span-id")
+                                                for r in c.css("tr.span-row")] == [span])
+        d.back()
+        c.wait("the span again", lambda: c.shown(".span-resource"))
+        if not c.shown(".span-resource .span-details"):
+            c.shown(".span-resource summary")[0].click()
     c.open(args.empty_base, "#/traces")
     c.wait("the failed span's row", lambda: c.css(f"tr.span-row[data-span-id='{span}']"))
     mark = c.css(f"tr.span-row[data-span-id='{span}'] .failed-mark")

@@ -252,14 +252,14 @@ function spanDetails(span) {
   const resource = Object.entries(span.resource || {});
   const out = [];
   if (facts.length || attributes.length) {
-    out.push(el("div", { class: "span-details" }, ...facts, ...attributes.map(attribute)));
+    out.push(el("div", { class: "span-details" }, ...facts, ...attributes.map(searchable(span, ""))));
   }
   if (resource.length) {
     // The few that tell one instance from another, in the fold's title.
     const telling = RESOURCE_SUMMARY.filter((key) => key in span.resource).map((key) => span.resource[key]);
     out.push(el("details", { class: "span-resource" },
       el("summary", {}, `resource: ${[...telling, `${resource.length} attributes`].join(" · ")}`),
-      el("div", { class: "span-details" }, ...resource.map(attribute))));
+      el("div", { class: "span-details" }, ...resource.map(searchable(span, "resource.")))));
   }
   if ((span.events || []).length) out.push(el("ol", { class: "span-events" }, ...span.events.map((e) => spanEvent(span, e))));
   return out;
@@ -284,6 +284,19 @@ const RESOURCE_SUMMARY = ["host.name", "k8s.pod.name", "container.name", "servic
 
 function attribute([key, value]) {
   return el("span", { class: "span-attr", title: `${key} = ${value}` }, el("span", { class: "muted" }, key, " "), value);
+}
+
+/** An attribute of `span` (or, with `prefix` "resource.", of its resource) as a link to the
+ * search for the spans of its service that have it too: the other requests of that route,
+ * the other spans of that host. A value the search cannot write (a double quote) stays text. */
+function searchable(span, prefix) {
+  return ([key, value]) => {
+    if (value.includes('"') || /\s/.test(key)) return attribute([key, value]);
+    const pair = `${prefix}${key}=${/\s/.test(value) || value === "" ? `"${value}"` : value}`;
+    return el("a", { class: "span-attr", title: `${key} = ${value} · the spans of ${span.service} with it`,
+      href: `#/traces?${api.query({ service: span.service, where: pair })}` },
+    el("span", { class: "muted" }, key, " "), value);
+  };
 }
 
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
