@@ -893,12 +893,8 @@ async fn tag_values(
                 Tag::Status => Some(status_name(s.status_code)),
                 Tag::Kind => Some(kind_name(s.kind)),
                 Tag::Attribute(k) => s.attribute(k),
-                Tag::Resource(k) => s.resource().find(|(rk, _)| rk == k).map(|(_, v)| v),
-                Tag::Either(k) => s
-                    .attributes()
-                    .chain(s.resource())
-                    .find(|(ek, _)| ek == k)
-                    .map(|(_, v)| v),
+                Tag::Resource(k) => s.resource_attribute(k),
+                Tag::Either(k) => s.attribute(k).or_else(|| s.resource_attribute(k)),
             };
             if let Some(v) = value.filter(|v| !values.contains(*v)) {
                 if bytes + v.len() > MAX_TAG_VALUES_BYTES {

@@ -33,21 +33,7 @@ impl SpanIndex {
 
     /// Adds `span`; a span with the same span id is replaced (a re-sent span wins).
     pub fn insert(&mut self, mut span: SpanRecord) {
-        let kept = match &self.last_resource {
-            Some((came, kept)) if std::sync::Arc::ptr_eq(came, &span.resource) => kept.clone(),
-            _ => {
-                let kept = match self.resources.get(&span.resource) {
-                    Some(kept) => kept.clone(),
-                    None => {
-                        self.resources.insert(span.resource.clone());
-                        span.resource.clone()
-                    }
-                };
-                self.last_resource = Some((span.resource.clone(), kept.clone()));
-                kept
-            }
-        };
-        span.resource = kept;
+        span.resource = self.shared(&span.resource);
         if let Some(old) = self.by_id.remove(&span.span_id) {
             self.unlink(&old);
         }
@@ -59,6 +45,24 @@ impl SpanIndex {
             self.children.entry(parent).or_default().push(span.span_id);
         }
         self.by_id.insert(span.span_id, Box::new(span));
+    }
+
+    /// The list of `resources` equal to `resource`, which becomes one of them if none is.
+    fn shared(&mut self, resource: &SpanResource) -> SpanResource {
+        if let Some((came, kept)) = &self.last_resource {
+            if std::sync::Arc::ptr_eq(came, resource) {
+                return kept.clone();
+            }
+        }
+        let kept = match self.resources.get(resource) {
+            Some(kept) => kept.clone(),
+            None => {
+                self.resources.insert(resource.clone());
+                resource.clone()
+            }
+        };
+        self.last_resource = Some((resource.clone(), kept.clone()));
+        kept
     }
 
     /// Makes room for `spans` more spans of `traces` more traces.

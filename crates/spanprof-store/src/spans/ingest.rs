@@ -4,7 +4,7 @@ use spanprof_format::otlp::{any_value::Value, Resource};
 use spanprof_format::trace::{ExportTracePartialSuccess, ResourceSpans, Span};
 
 use super::record::{
-    bounded, bounded_attributes, bounded_to, stringify, SpanEvent, SpanRecord, SpanResource,
+    bounded_attributes, bounded_pairs, bounded_to, stringify, SpanEvent, SpanRecord, SpanResource,
     MAX_EVENTS, MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES, MAX_NAME_BYTES, UNKNOWN_SERVICE,
 };
 
@@ -204,15 +204,7 @@ fn event(e: &spanprof_format::trace::span::Event) -> SpanEvent {
     SpanEvent {
         time_ns: e.time_unix_nano,
         name: bounded_to(&e.name, MAX_NAME_BYTES),
-        attributes: e
-            .attributes
-            .iter()
-            .take(MAX_EVENT_ATTRIBUTES)
-            .map(|kv| {
-                let value = kv.value.as_ref().map(stringify).unwrap_or_default();
-                (bounded(&kv.key), bounded_to(&value, MAX_EVENT_VALUE_BYTES))
-            })
-            .collect(),
+        attributes: bounded_pairs(&e.attributes, MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES),
     }
 }
 

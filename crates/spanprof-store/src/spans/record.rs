@@ -105,12 +105,22 @@ impl SpanRecord {
 pub(super) fn bounded_attributes<'a>(
     attributes: impl IntoIterator<Item = &'a KeyValue>,
 ) -> Vec<(String, String)> {
+    bounded_pairs(attributes, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES)
+}
+
+/// The first `count` of `attributes`, keys cut to [`MAX_ATTRIBUTE_BYTES`] and stringified
+/// values to `value_bytes`.
+pub(super) fn bounded_pairs<'a>(
+    attributes: impl IntoIterator<Item = &'a KeyValue>,
+    count: usize,
+    value_bytes: usize,
+) -> Vec<(String, String)> {
     attributes
         .into_iter()
-        .take(MAX_ATTRIBUTES)
+        .take(count)
         .map(|kv| {
             let value = kv.value.as_ref().map(stringify).unwrap_or_default();
-            (bounded(&kv.key), bounded(&value))
+            (bounded(&kv.key), bounded_to(&value, value_bytes))
         })
         .collect()
 }

@@ -71,20 +71,20 @@ impl SpanQuery {
             && span.start_ns <= self.to_ns
             && span.end_ns >= self.from_ns
             && self.status_code.is_none_or(|c| c == span.status_code)
-            && self
-                .attributes
-                .iter()
-                .all(|(k, v)| span.attributes().any(|(sk, sv)| sk == k && sv == v))
-            && self
-                .resource
-                .iter()
-                .all(|(k, v)| span.resource().any(|(rk, rv)| rk == k && rv == v))
-            && self.either.iter().all(|(k, v)| {
-                span.attributes()
-                    .chain(span.resource())
-                    .any(|(ek, ev)| ek == k && ev == v)
-            })
+            && all_held(&self.attributes, || span.attributes())
+            && all_held(&self.resource, || span.resource())
+            && all_held(&self.either, || span.attributes().chain(span.resource()))
     }
+}
+
+/// Whether every (key, value) of `pairs` is among those `held` gives.
+fn all_held<'a, I: Iterator<Item = (&'a str, &'a str)>>(
+    pairs: &[(String, String)],
+    held: impl Fn() -> I,
+) -> bool {
+    pairs
+        .iter()
+        .all(|(k, v)| held().any(|(hk, hv)| hk == k && hv == v))
 }
 
 /// Longest first, then earliest start, then span id, so results are deterministic.

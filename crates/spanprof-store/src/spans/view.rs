@@ -123,6 +123,11 @@ impl<'a> SpanView<'a> {
         self.attributes().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
+    /// The value of its resource's attribute `key`, if it has it.
+    pub fn resource_attribute(&self, key: &str) -> Option<&'a str> {
+        self.resource().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
     /// The span as a record of its own.
     pub fn to_record(&self) -> SpanRecord {
         self.record_with(self.resource_record())

@@ -208,6 +208,14 @@ function wherePairs(where) {
   return { attribute, resource };
 }
 
+/** `key=value` as `wherePairs` reads it back: the value in double quotes when it has spaces
+ * or is empty; null when it cannot be written (a double quote in the value, a space in the
+ * key). */
+function wherePair(key, value) {
+  if (value.includes('"') || /\s/.test(key)) return null;
+  return `${key}=${/\s/.test(value) || value === "" ? `"${value}"` : value}`;
+}
+
 /** The heading of the spans' own totals: what their type measures (each span's total is in
  * the type of its own samples; a service without CPU profiles has wall-clock time or counts). */
 function totalHeading(spans) {
@@ -282,20 +290,24 @@ function spanEvent(span, event) {
 const RESOURCE_SUMMARY = ["host.name", "k8s.pod.name", "container.name", "service.version",
   "deployment.environment", "deployment.environment.name"];
 
+/** An attribute as a chip (`tag` with `attrs`): its key, muted, then its value. */
+function chip(tag, attrs, key, value) {
+  return el(tag, { class: "span-attr", title: `${key} = ${value}`, ...attrs }, el("span", { class: "muted" }, key, " "), value);
+}
+
 function attribute([key, value]) {
-  return el("span", { class: "span-attr", title: `${key} = ${value}` }, el("span", { class: "muted" }, key, " "), value);
+  return chip("span", {}, key, value);
 }
 
 /** An attribute of `span` (or, with `prefix` "resource.", of its resource) as a link to the
  * search for the spans of its service that have it too: the other requests of that route,
- * the other spans of that host. A value the search cannot write (a double quote) stays text. */
+ * the other spans of that host. One the search cannot write (a double quote) stays text. */
 function searchable(span, prefix) {
   return ([key, value]) => {
-    if (value.includes('"') || /\s/.test(key)) return attribute([key, value]);
-    const pair = `${prefix}${key}=${/\s/.test(value) || value === "" ? `"${value}"` : value}`;
-    return el("a", { class: "span-attr", title: `${key} = ${value} · the spans of ${span.service} with it`,
-      href: `#/traces?${api.query({ service: span.service, where: pair })}` },
-    el("span", { class: "muted" }, key, " "), value);
+    const pair = wherePair(prefix + key, value);
+    if (pair === null) return attribute([key, value]);
+    return chip("a", { title: `${key} = ${value} · the spans of ${span.service} with it`,
+      href: `#/traces?${api.query({ service: span.service, where: pair })}` }, key, value);
   };
 }
 
