@@ -49,7 +49,9 @@ pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
             let produced = out.len();
             let status = inflater
                 .decompress_vec(&body[consumed..], &mut out, flate2::FlushDecompress::None)
-                .map_err(|e| FormatError::Gzip(format!("corrupt deflate data: {e}")))?;
+                .map_err(|e| {
+                    FormatError::Gzip(format!("corrupt deflate data: {}", inflate_problem(&e)))
+                })?;
             if out.len() > max {
                 return Err(FormatError::TooLarge { limit: max });
             }
@@ -96,6 +98,16 @@ fn initial_capacity(bytes: &[u8], max: usize) -> usize {
         .checked_sub(4)
         .map_or(0, |i| le32(&bytes[i..]) as usize);
     isize.min(bytes.len().saturating_mul(1032)).min(max) + 1
+}
+
+/// What is wrong with the deflate data, as the inflater says it. zlib-rs reports some damage
+/// it finds on its fast path (a distance too far back) as "repeated call with bad state",
+/// which would send a user looking for a bug in the caller: that is said as what it is.
+fn inflate_problem(e: &flate2::DecompressError) -> &str {
+    match e.message() {
+        Some("repeated call with bad state") | None => "invalid compressed data",
+        Some(m) => m,
+    }
 }
 
 fn le32(b: &[u8]) -> u32 {
@@ -174,6 +186,34 @@ mod tests {
         assert_eq!(gunzip(&enc.finish().unwrap(), 100).unwrap(), b"payload");
     }
 
+    /// A deflate bit stream, written least significant bit first.
+    #[derive(Default)]
+    struct Bits {
+        bytes: Vec<u8>,
+        used: u32,
+    }
+
+    impl Bits {
+        /// The low `n` bits of `v`, lowest first (header fields, extra bits).
+        fn put(&mut self, v: u32, n: u32) {
+            for i in 0..n {
+                if self.used.is_multiple_of(8) {
+                    self.bytes.push(0);
+                }
+                let last = self.bytes.last_mut().expect("pushed above");
+                *last |= u8::try_from((v >> i) & 1).expect("one bit") << (self.used % 8);
+                self.used += 1;
+            }
+        }
+
+        /// A Huffman code of `n` bits, which deflate packs highest bit first.
+        fn code(&mut self, code: u32, n: u32) {
+            for i in (0..n).rev() {
+                self.put(code >> i, 1);
+            }
+        }
+    }
+
     #[test]
     fn damage_is_reported() {
         let good = gzip(&[7u8; 1000]);
@@ -196,6 +236,31 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("truncated header"));
+        // A back-reference further back than the output so far, after enough literals for
+        // zlib-rs's fast path (which called it "repeated call with bad state").
+        let mut bits = Bits::default();
+        bits.put(0b011, 3); // the last block, fixed Huffman codes
+        for _ in 0..100 {
+            bits.code(0x30 + u32::from(b'a'), 8);
+        }
+        bits.code(1, 7); // length 3
+        bits.code(20, 5); // distance 1025 (+ 9 extra bits): only 100 bytes are written
+        bits.put(0, 9);
+        for _ in 0..100 {
+            bits.code(0x30 + u32::from(b'b'), 8);
+        }
+        bits.code(0, 7); // end of block
+        let far = [
+            &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255][..],
+            &bits.bytes,
+            &[0; 8],
+        ]
+        .concat();
+        let err = gunzip(&far, 1 << 20).unwrap_err().to_string();
+        assert!(
+            err.contains("corrupt deflate data") && !err.contains("bad state"),
+            "{err}"
+        );
         let trailing = [good.clone(), b"junk".to_vec()].concat();
         assert!(gunzip(&trailing, 1 << 20).is_err());
         assert!(matches!(
