@@ -680,6 +680,76 @@ fn tempo_search_by_traceql_as_grafana_writes_it() {
 }
 
 #[test]
+fn tempo_search_by_traceql_compares_with_not_equal_and_regexes() {
+    let f = fixture();
+    let all = f.traces_recent_first();
+    let ids = |q: &str| search_ids(&get_json(&format!("/api/search?q={}&limit=1000", enc(q))));
+    let with_span_named = |keep: &dyn Fn(&str) -> bool| -> Vec<String> {
+        all.iter()
+            .filter(|t| f.spans.iter().any(|s| s.trace_id == t.0 && keep(&s.name)))
+            .map(|t| to_hex(&t.0))
+            .collect()
+    };
+    let everything: Vec<String> = all.iter().map(|t| to_hex(&t.0)).collect();
+    let selects = with_span_named(&|n| n.starts_with("SELECT"));
+    assert!(!selects.is_empty() && selects.len() < everything.len());
+    // Regexes are anchored: "SELECT" alone is no span's whole name.
+    assert_eq!(ids(r#"{name =~ "SELECT.*"}"#), selects);
+    assert_eq!(ids(r#"{name =~ "SELECT"}"#), Vec::<String>::new());
+    let others = with_span_named(&|n| !n.starts_with("SELECT") && !n.starts_with("GET "));
+    assert!(
+        !others.is_empty() && others.len() < everything.len(),
+        "{others:?}"
+    );
+    assert_eq!(ids(r#"{span:name !~ "SELECT.*|GET .*"}"#), others);
+    assert_eq!(
+        ids(r#"{name != "gateway" && resource.service.name =~ "go.*"}"#),
+        with_span_named(&|n| n != "gateway")
+    );
+    assert_eq!(
+        ids(r#"{resource.service.name != "goapp"}"#),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids(r#"{status != error}"#), everything);
+    // An attribute compared with != or !~ must be there: no span holds `nope`.
+    assert_eq!(ids(r#"{span.nope != "x"}"#), Vec::<String>::new());
+    assert_eq!(ids(r#"{span.http.method !~ "POST|PUT"}"#), everything);
+    assert_eq!(ids(r#"{span.http.method != "GET"}"#), Vec::<String>::new());
+    assert_eq!(
+        ids(r#"{resource.host.name =~ "tempo-.*"}"#),
+        everything,
+        "resource attributes"
+    );
+
+    // A matched span shows its own value of what a regex compared, not the regex.
+    let v = get_json(&format!(
+        "/api/search?q={}&limit=1000",
+        enc(r#"{name =~ "SELECT.*"}"#)
+    ));
+    let shown: Vec<&str> = v["traces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|t| t["spanSet"]["spans"].as_array().unwrap())
+        .map(|s| {
+            let attrs = s["attributes"].as_array().unwrap();
+            assert_eq!(attrs[0]["key"], "name");
+            assert_eq!(attrs[0]["value"]["stringValue"], s["name"]);
+            s["name"].as_str().unwrap()
+        })
+        .collect();
+    assert!(!shown.is_empty() && shown.iter().all(|n| n.starts_with("SELECT")));
+
+    // A regex that does not compile is a 400 that quotes it.
+    let r = f
+        .server
+        .get(&format!("/api/search?q={}", enc(r#"{name =~ "GET (.*"}"#)));
+    assert_eq!(r.status, 400);
+    let body = String::from_utf8_lossy(&r.body);
+    assert!(body.contains("invalid regular expression"), "{body}");
+}
+
+#[test]
 fn tempo_tags_tag_values_and_echo() {
     let f = fixture();
     let v = get_json("/api/search/tags");

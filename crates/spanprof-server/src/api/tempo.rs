@@ -37,7 +37,9 @@
 //!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
 //!   name), `status`/`status.code` (`error`, `ok`, `unset`), `resource.x` an attribute of
 //!   the span's resource (`resource.host.name`), `span.x` a span attribute, anything else
-//!   (`.x`, `x`) an attribute of the span or of its resource; values compare exactly. Without `tags`, other parameters
+//!   (`.x`, `x`) an attribute of the span or of its resource; values compare exactly (`q`
+//!   also takes `!=`, `=~` and `!~`; a matched span shows its own value of what those
+//!   compare). Without `tags`, other parameters
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
 //!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
@@ -70,7 +72,10 @@ use spanprof_format::otlp::{string_kv, KeyValue};
 use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, Span, Status, TracesData,
 };
-use spanprof_store::spans::{SpanQuery, SpanRecord};
+use spanprof_store::matchers::{LabelMatcher, MatchOp};
+use spanprof_store::spans::{
+    status_name, SpanQuery, SpanRecord, SpanView, TextCondition, TextField,
+};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
 
@@ -336,11 +341,23 @@ struct SpanFilter {
     resource: Vec<(String, String)>,
     /// Of the span or its resource (`.host.name`, and a tag without a scope).
     either: Vec<(String, String)>,
+    /// TraceQL's other comparisons (`name =~ "GET .*"`, `span.http.route != "/health"`).
+    conditions: Vec<TextCondition>,
     /// The span's duration bounds in ns (inclusive; TraceQL's `duration`).
     min_ns: Option<u64>,
     max_ns: Option<u64>,
-    /// The tags as given, echoed on matched spans.
-    shown: Vec<(String, String)>,
+    /// The tags as given, echoed on matched spans: the value a tag equals, or for another
+    /// comparison what it compares (the span's value is shown).
+    shown: Vec<(String, Shown)>,
+}
+
+/// What a search result shows for one tag of the search.
+#[derive(Debug, Clone)]
+enum Shown {
+    /// The value every matched span has (the tag's `=`).
+    Value(String),
+    /// The span's own value of this field.
+    Field(TextField),
 }
 
 #[derive(Debug, Clone)]
@@ -373,18 +390,18 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
             .find(|(k, v)| k == name && !v.is_empty())
             .map(|(_, v)| v.as_str())
     };
-    let mut tags: Vec<(String, String)> = Vec::new();
+    let mut tags: Vec<(String, MatchOp, String)> = Vec::new();
     match get("tags") {
         Some(text) => {
             for (k, v) in parse_logfmt(text).map_err(|e| ApiError::bad_param("tags", text, e))? {
-                if tags.iter().any(|(seen, _)| *seen == k) {
+                if tags.iter().any(|(seen, _, _)| *seen == k) {
                     return Err(ApiError::bad_param(
                         "tags",
                         text,
                         format!("tag {k} has been set twice"),
                     ));
                 }
-                tags.push((k, v));
+                tags.push((k, MatchOp::Eq, v));
             }
         }
         // Tempo's legacy form: every other parameter is a tag.
@@ -392,9 +409,9 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
             for (k, v) in params {
                 if !SEARCH_PARAMS.contains(&k.as_str())
                     && !v.is_empty()
-                    && !tags.iter().any(|(seen, _)| seen == k)
+                    && !tags.iter().any(|(seen, _, _)| seen == k)
                 {
-                    tags.push((k.clone(), v.clone()));
+                    tags.push((k.clone(), MatchOp::Eq, v.clone()));
                 }
             }
         }
@@ -403,13 +420,14 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
         Some(q) => traceql::parse(q).map_err(|e| ApiError::bad_param("q", q, e))?,
         None => traceql::Query::default(),
     };
-    for (k, v) in traceql.tags {
-        if tags.iter().any(|(seen, _)| *seen == k) {
+    let given = tags.len();
+    for (k, op, v) in traceql.tags {
+        if tags[..given].iter().any(|(seen, _, _)| *seen == k) {
             return Err(ApiError::bad_request(format!(
                 "{k} is given both in tags and in q"
             )));
         }
-        tags.push((k, v));
+        tags.push((k, op, v));
     }
     let mut filter = span_filter(tags)?;
     (filter.min_ns, filter.max_ns) = (traceql.span_min_ns, traceql.span_max_ns);
@@ -475,29 +493,48 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
     })
 }
 
-fn span_filter(tags: Vec<(String, String)>) -> Result<SpanFilter, ApiError> {
-    let mut f = SpanFilter {
-        shown: tags.clone(),
-        ..Default::default()
-    };
-    for (key, value) in tags {
-        match key.as_str() {
-            "service.name" | "resource.service.name" | ".service.name" => f.service = Some(value),
-            "name" | "span.name" => f.name = Some(value),
-            "status" | "status.code" => {
-                f.status = Some(
-                    super::query::params::status(&value)
-                        .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
-                )
-            }
+fn span_filter(tags: Vec<(String, MatchOp, String)>) -> Result<SpanFilter, ApiError> {
+    let mut f = SpanFilter::default();
+    for (key, op, value) in tags {
+        let field = match key.as_str() {
+            "service.name" | "resource.service.name" | ".service.name" => TextField::Service,
+            "name" | "span.name" => TextField::Name,
+            "status" | "status.code" => TextField::Status,
             _ => match tag_of(&key) {
-                Tag::Resource(k) => f.resource.push((k, value)),
-                Tag::Attribute(k) => f.attributes.push((k, value)),
-                Tag::Either(k) => f.either.push((k, value)),
+                Tag::Resource(k) => TextField::Resource(k),
+                Tag::Attribute(k) => TextField::Attribute(k),
+                Tag::Either(k) => TextField::Either(k),
                 // `kind`, `span:name` and their kin, which the arms above do not take: an
                 // attribute named so.
-                _ => f.either.push((key, value)),
+                _ => TextField::Either(key.clone()),
             },
+        };
+        // A status is compared by its name, whichever way it was given (2, STATUS_CODE_ERROR).
+        let value = match (&field, op) {
+            (TextField::Status, MatchOp::Eq | MatchOp::Ne) => status_name(
+                super::query::params::status(&value)
+                    .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
+            )
+            .to_owned(),
+            _ => value,
+        };
+        if op != MatchOp::Eq {
+            let matcher = LabelMatcher::new(key.clone(), op, value.clone())
+                .map_err(|e| ApiError::bad_param(&key, &value, e.to_string()))?;
+            f.shown.push((key, Shown::Field(field.clone())));
+            f.conditions.push(TextCondition { field, matcher });
+            continue;
+        }
+        f.shown.push((key, Shown::Value(value.clone())));
+        match field {
+            TextField::Service => f.service = Some(value),
+            TextField::Name => f.name = Some(value),
+            TextField::Status => {
+                f.status = Some(super::query::params::status(&value).expect("a status name"))
+            }
+            TextField::Resource(k) => f.resource.push((k, value)),
+            TextField::Attribute(k) => f.attributes.push((k, value)),
+            TextField::Either(k) => f.either.push((k, value)),
         }
     }
     Ok(f)
@@ -607,6 +644,7 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         min_duration_ns: req.filter.min_ns,
         max_duration_ns: req.filter.max_ns,
         status_code: req.filter.status,
+        conditions: req.filter.conditions.clone(),
         ..Default::default()
     };
     // Per trace, the start of its first matching span; the spans themselves are read again
@@ -689,6 +727,21 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
     Ok((found, inspected))
 }
 
+/// The span's value of `field` (of an attribute, the first it holds), if it has one.
+fn shown_value<'a>(field: &TextField, s: &SpanView<'a>) -> Option<&'a str> {
+    let first = |mut pairs: Box<dyn Iterator<Item = (&'a str, &'a str)> + 'a>, key: &str| {
+        pairs.find(|(k, _)| *k == key).map(|(_, v)| v)
+    };
+    match field {
+        TextField::Service => Some(s.service),
+        TextField::Name => Some(s.name),
+        TextField::Status => Some(status_name(s.status_code)),
+        TextField::Attribute(k) => first(Box::new(s.attributes()), k),
+        TextField::Resource(k) => first(Box::new(s.resource()), k),
+        TextField::Either(k) => first(Box::new(s.attributes().chain(s.resource())), k),
+    }
+}
+
 fn search_result(t: &Found, req: &SearchRequest) -> Value {
     let spans: Vec<Value> = t
         .matched
@@ -699,7 +752,13 @@ fn search_result(t: &Found, req: &SearchRequest) -> Value {
                 .filter
                 .shown
                 .iter()
-                .map(|(k, v)| json!({"key": k, "value": {"stringValue": v}}))
+                .filter_map(|(k, shown)| {
+                    let value = match shown {
+                        Shown::Value(v) => v.as_str(),
+                        Shown::Field(field) => shown_value(field, &s.view())?,
+                    };
+                    Some(json!({"key": k, "value": {"stringValue": value}}))
+                })
                 .collect();
             json!({
                 "spanID": to_hex(&s.span_id),
@@ -842,14 +901,6 @@ fn tag_of(name: &str) -> Tag {
             (_, Some(k)) => Tag::Attribute(k.to_owned()),
             _ => Tag::Either(other.strip_prefix('.').unwrap_or(other).to_owned()),
         },
-    }
-}
-
-fn status_name(code: i32) -> &'static str {
-    match code {
-        1 => "ok",
-        2 => "error",
-        _ => "unset",
     }
 }
 

@@ -46,5 +46,7 @@ pub use record::{
     SpanEvent, SpanRecord, SpanResource, MAX_ATTRIBUTES, MAX_ATTRIBUTE_BYTES, MAX_EVENTS,
     MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES, UNKNOWN_SERVICE,
 };
-pub use search::{duration_percentile, percentile, search, SpanQuery};
+pub use search::{
+    duration_percentile, percentile, search, status_name, SpanQuery, TextCondition, TextField,
+};
 pub use view::{Longest, SpanView};

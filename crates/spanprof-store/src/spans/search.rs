@@ -4,6 +4,7 @@ use std::cmp::Ordering;
 
 use super::record::SpanRecord;
 use super::view::SpanView;
+use crate::matchers::{LabelMatcher, MatchOp};
 
 /// Which spans [`search`] returns. Every filter that is set must hold.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +35,77 @@ pub struct SpanQuery {
     pub either: Vec<(String, String)>,
     /// OTLP status code the span must have (0 unset, 1 ok, 2 error); `None` = any.
     pub status_code: Option<i32>,
+    /// Comparisons of the span's texts that must all hold, with any of `=`, `!=`, `=~`, `!~`
+    /// (TraceQL's `name =~ "GET .*"`, `span.http.route != "/health"`).
+    pub conditions: Vec<TextCondition>,
+}
+
+/// Which text of a span a [`TextCondition`] compares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TextField {
+    /// The service name.
+    Service,
+    /// The span name.
+    Name,
+    /// The status, as `unset`, `ok` or `error`.
+    Status,
+    /// The span attribute of this key.
+    Attribute(String),
+    /// The attribute of this key of the span's resource.
+    Resource(String),
+    /// The attribute of this key of the span or of its resource.
+    Either(String),
+}
+
+/// One comparison of a span's text, as TraceQL makes it: `=` and `=~` hold when the text
+/// equals or matches (an attribute: any value the span holds under its key), `!=` and `!~`
+/// when the text is there and differs or does not match (an attribute: the span holds the key,
+/// and none of its values under it equals or matches). A span without the attribute passes
+/// neither, as in Tempo. Regexes are fully anchored (`=~ "GET .*"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TextCondition {
+    /// What is compared.
+    pub field: TextField,
+    /// How; its `name` is not read.
+    pub matcher: LabelMatcher,
+}
+
+impl TextCondition {
+    /// Whether the span `span` shows passes.
+    pub fn holds(&self, span: &SpanView<'_>) -> bool {
+        let text = |t: &str| self.matcher.matches(Some(t));
+        match &self.field {
+            TextField::Service => text(span.service),
+            TextField::Name => text(span.name),
+            TextField::Status => text(status_name(span.status_code)),
+            TextField::Attribute(k) => self.held(k, span.attributes()),
+            TextField::Resource(k) => self.held(k, span.resource()),
+            TextField::Either(k) => self.held(k, span.attributes().chain(span.resource())),
+        }
+    }
+
+    /// Whether the values `pairs` hold under `key` pass.
+    fn held<'a>(&self, key: &str, pairs: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
+        let positive = matches!(self.matcher.op, MatchOp::Eq | MatchOp::Re);
+        let mut any = false;
+        for (_, v) in pairs.filter(|(k, _)| *k == key) {
+            any = true;
+            // The positive form taking one value decides: `=` holds, `!=` fails.
+            if self.matcher.matches(Some(v)) == positive {
+                return positive;
+            }
+        }
+        any && !positive
+    }
+}
+
+/// The name TraceQL gives OTLP status code `code`.
+pub fn status_name(code: i32) -> &'static str {
+    match code {
+        1 => "ok",
+        2 => "error",
+        _ => "unset",
+    }
 }
 
 impl Default for SpanQuery {
@@ -51,6 +123,7 @@ impl Default for SpanQuery {
             resource: Vec::new(),
             either: Vec::new(),
             status_code: None,
+            conditions: Vec::new(),
         }
     }
 }
@@ -74,6 +147,7 @@ impl SpanQuery {
             && all_held(&self.attributes, || span.attributes())
             && all_held(&self.resource, || span.resource())
             && all_held(&self.either, || span.attributes().chain(span.resource()))
+            && self.conditions.iter().all(|c| c.holds(span))
     }
 }
 

@@ -2,7 +2,9 @@
 
 use super::{
     duration_percentile, encode_spans, scan_spans, search, Longest, SpanQuery, SpanRecord,
+    TextCondition, TextField,
 };
+use crate::matchers::{LabelMatcher, MatchOp};
 
 fn span(n: u8, service: &str, name: &str, start_ns: u64, duration_ns: u64) -> SpanRecord {
     SpanRecord {
@@ -135,6 +137,44 @@ fn spans_search_matches_attributes_exactly() {
         with(&[("http.status_code", "500"), ("http.method", "POST")]),
         [0u8; 0]
     );
+}
+
+#[test]
+fn spans_search_compares_texts_with_each_operator() {
+    let mut all = spans();
+    all[1].status_code = 2;
+    all[3].resource = vec![("host.name".to_string(), "db-1".to_string())].into();
+    let mut get = span(7, "api", "GET /c", 600, 5);
+    get.attributes = vec![("http.method".into(), "POST".into())];
+    get.resource = vec![("http.method".into(), "GET".into())].into();
+    all.push(get);
+    let with = |field: TextField, op: MatchOp, value: &str| {
+        let matcher = LabelMatcher::new("", op, value).unwrap();
+        let conditions = vec![TextCondition { field, matcher }];
+        ids(&search(all.iter(), &query(|q| q.conditions = conditions)))
+    };
+    use MatchOp::{Eq, Ne, Nre, Re};
+    use TextField::{Attribute, Either, Name, Resource, Service, Status};
+    assert_eq!(with(Name, Re, "GET /[ab]"), [6, 2, 3, 5, 1]);
+    // Anchored: "GET" alone is no span's whole name.
+    assert_eq!(with(Name, Re, "GET"), [0u8; 0]);
+    assert_eq!(with(Name, Nre, "GET .*"), [4]);
+    assert_eq!(with(Name, Ne, "GET /a"), [4, 3, 7]);
+    assert_eq!(with(Service, Ne, "api"), [4, 5]);
+    assert_eq!(with(Status, Eq, "error"), [2]);
+    assert_eq!(with(Status, Ne, "error"), [4, 6, 3, 5, 1, 7]);
+    // An attribute must be there for != and !~ too (as in Tempo).
+    assert_eq!(with(Attribute("http.method".into()), Ne, "GET"), [7]);
+    assert_eq!(with(Attribute("http.method".into()), Nre, "G.*"), [7]);
+    assert_eq!(with(Attribute("http.status_code".into()), Re, "5.."), [6]);
+    assert_eq!(with(Attribute("nope".into()), Ne, "x"), [0u8; 0]);
+    assert_eq!(with(Resource("host.name".into()), Re, "db-.*"), [4]);
+    assert_eq!(with(Resource("host.name".into()), Ne, "db-1"), [0u8; 0]);
+    // Span 7 holds http.method twice (POST on the span, GET on its resource): `=` takes
+    // either, `!=` neither.
+    assert_eq!(with(Either("http.method".into()), Eq, "GET"), [6, 7]);
+    assert_eq!(with(Either("http.method".into()), Ne, "GET"), [0u8; 0]);
+    assert_eq!(with(Either("http.method".into()), Ne, "PUT"), [6, 7]);
 }
 
 #[test]

@@ -232,6 +232,7 @@ pub async fn search(
         resource: pairs("resource")?,
         either: Vec::new(),
         status_code: p.parsed("status", params::status)?,
+        conditions: Vec::new(),
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;

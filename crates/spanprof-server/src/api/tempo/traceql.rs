@@ -1,7 +1,8 @@
 //! The part of TraceQL that Grafana's trace search writes: one spanset of conditions joined
 //! by `&&`, such as `{resource.service.name="api" && name="GET /x" && duration>100ms}`.
 //!
-//! - `field = value` on the service (`resource.service.name`, `.service.name`), the span
+//! - `field op value`, `op` one of `=`, `!=`, `=~`, `!~` (regexes fully anchored, as
+//!   Tempo's), on the service (`resource.service.name`, `.service.name`), the span
 //!   name (`name`, `span:name`), the status (`status`, `span:status`: `error`, `ok`,
 //!   `unset`), a span attribute (`span.key`), a resource attribute (`resource.key`) and
 //!   either (`.key`); values are quoted strings, or bare
@@ -9,16 +10,20 @@
 //! - `duration` (`span:duration`) and `traceDuration` (`trace:duration`) compared with `>`,
 //!   `>=`, `<`, `<=` to a Go duration (`100ms`, `1.5s`).
 //!
-//! Anything else (`||`, `!=`, regular expressions, pipelines, several spansets) is refused
+//! `!=` and `!~` on an attribute hold for spans that have it, with a value that differs or
+//! does not match (see [`spanprof_store::spans::TextCondition`]).
+//!
+//! Anything else (`||`, pipelines, several spansets) is refused
 //! with a message naming the part, rather than answered wrongly.
 
+use spanprof_store::matchers::MatchOp;
 use spanprof_store::time::parse_duration;
 
-/// A parsed query: tags as the `tags` parameter gives them, and duration bounds in ns
-/// (inclusive).
+/// A parsed query: tags as the `tags` parameter names them, each with its comparison and
+/// value, and duration bounds in ns (inclusive).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Query {
-    pub tags: Vec<(String, String)>,
+    pub tags: Vec<(String, MatchOp, String)>,
     pub span_min_ns: Option<u64>,
     pub span_max_ns: Option<u64>,
     pub trace_min_ns: Option<u64>,
@@ -81,11 +86,17 @@ pub(super) fn parse(q: &str) -> Result<Query, String> {
                 }
             }
             _ => {
-                if op != "=" {
-                    return Err(format!(
-                        "{condition}: only = is supported on {field} (not {op})"
-                    ));
-                }
+                let op = match op {
+                    "=" => MatchOp::Eq,
+                    "!=" => MatchOp::Ne,
+                    "=~" => MatchOp::Re,
+                    "!~" => MatchOp::Nre,
+                    _ => {
+                        return Err(format!(
+                            "{condition}: {field} is compared with =, !=, =~ or !~ (not {op})"
+                        ))
+                    }
+                };
                 let key = match field {
                     "span:name" => "name",
                     "span:status" => "status",
@@ -107,10 +118,16 @@ pub(super) fn parse(q: &str) -> Result<Query, String> {
                     }
                     f => f,
                 };
-                if query.tags.iter().any(|(k, _)| k == key) {
-                    return Err(format!("{field} is compared twice"));
+                // Two values one field equals: no span, or one said twice.
+                if op == MatchOp::Eq
+                    && query
+                        .tags
+                        .iter()
+                        .any(|(k, o, _)| k == key && *o == MatchOp::Eq)
+                {
+                    return Err(format!("{field} is compared twice with ="));
                 }
-                query.tags.push((key.to_owned(), value));
+                query.tags.push((key.to_owned(), op, value));
             }
         }
     }
@@ -203,13 +220,39 @@ fn split_condition(c: &str) -> Result<(&str, &str, String), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, Query};
+    use super::{parse, MatchOp, Query};
 
     fn tags(q: &Query) -> Vec<(&str, &str)> {
         q.tags
             .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .map(|(k, op, v)| {
+                assert_eq!(*op, MatchOp::Eq, "{k}");
+                (k.as_str(), v.as_str())
+            })
             .collect()
+    }
+
+    #[test]
+    fn text_fields_take_each_comparison() {
+        let q = parse(
+            r#"{name=~"GET /.*" && resource.service.name != "db" && span.http.route !~ "/health|/ready" && status != error && name != "GET /x"}"#,
+        )
+        .unwrap();
+        let got: Vec<(&str, MatchOp, &str)> = q
+            .tags
+            .iter()
+            .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("name", MatchOp::Re, "GET /.*"),
+                ("resource.service.name", MatchOp::Ne, "db"),
+                ("span.http.route", MatchOp::Nre, "/health|/ready"),
+                ("status", MatchOp::Ne, "error"),
+                ("name", MatchOp::Ne, "GET /x"),
+            ]
+        );
     }
 
     #[test]
@@ -249,12 +292,14 @@ mod tests {
             (r#"{name="a"} || {name="b"}"#, "only one spanset"),
             (r#"{name="a" || name="b"}"#, "'|' is not supported"),
             (r#"{name="a"} | count() > 1"#, "only one spanset"),
-            (r#"{name!="a"}"#, "only = is supported on name (not !=)"),
-            (r#"{resource.service.name=~"a.*"}"#, "(not =~)"),
+            (
+                r#"{name>"a"}"#,
+                "name is compared with =, !=, =~ or !~ (not >)",
+            ),
             ("{duration=1s}", "durations are compared with"),
             ("{duration>fast}", "duration>fast"),
             ("{kind=server}", "kind is not supported"),
-            (r#"{name="a" && name="b"}"#, "name is compared twice"),
+            (r#"{name="a" && name="b"}"#, "name is compared twice with ="),
             (r#"{name="a" && }"#, "an empty condition"),
             (r#"{name="open}"#, "not closed"),
             ("{name}", "expected field, operator and value"),
