@@ -7,8 +7,8 @@
 //! ```
 //!
 //! `stages` times, on one thread, each stage a profile goes through in the server (decode,
-//! conversion and linking on both routes, durable store ingest, sealing the segment that holds
-//! it): where a server's CPU per profile goes. `--only` names one stage's label to time alone (for `perf record`).
+//! conversion and linking on both routes, durable store ingest of each route's profiles,
+//! sealing the segment that holds it): where a server's CPU per profile goes. `--only` names one stage's label to time alone (for `perf record`).
 //!
 //! `push` makes P distinct profiles from the real Go CPU profile `testdata/go/cpu-10s.pb.gz`
 //! (598 samples; every span and trace id label rewritten to fresh ids), encodes each as
@@ -604,16 +604,35 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
             }),
         );
     }
-    for (label, per_call, sync) in [
-        ("store: durable ingest, 1 a call", 1, true),
-        ("store: durable ingest, 8 a call", 8, true),
-        ("store: durable ingest, 32 a call", 32, true),
+    // The OTLP route's profiles as the store gets them: decoded and linked in place.
+    let otlp_linked = || -> Vec<ProfilesData> {
+        pool.iter()
+            .map(|e| {
+                let data = decode_otlp_protobuf(&e.otlp[..]).expect("decodes");
+                link_in_place(data, &LinkConfig::default())
+                    .expect("links")
+                    .0
+            })
+            .collect()
+    };
+    for (label, per_call, sync, otlp) in [
+        ("store: durable ingest, 1 a call", 1, true, false),
+        ("store: durable ingest, 8 a call", 8, true, false),
+        ("store: durable ingest, 32 a call", 32, true, false),
         // The CPU alone, without the disk's noise: what a change to ingest's code shows in.
-        ("store: ingest without fsync, 8 a call", 8, false),
+        ("store: ingest without fsync, 8 a call", 8, false, false),
+        (
+            "store: OTLP linked in place, no fsync, 8 a call",
+            8,
+            false,
+            true,
+        ),
     ] {
         if !timed(label) {
             continue;
         }
+        let otlp = if otlp { otlp_linked() } else { Vec::new() };
+        let linked = if otlp.is_empty() { &linked } else { &otlp };
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut cfg = StoreConfig::new(dir.path());
         cfg.sync = sync;

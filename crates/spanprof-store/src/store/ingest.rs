@@ -754,11 +754,18 @@ fn reuse_blocks(
     check_profile_type(&profile_type, series_limits)?;
     let mut blocks = Vec::with_capacity(before.len());
     let mut total = 0i64;
+    // Read in the samples' order, then taken in the blocks' (by stack node): each sample's
+    // values are behind a pointer of their own, and read in block order nearly every one
+    // missed the cache (perf, OTLP requests linked in place: `sample_value` took 30 % of
+    // `stack_of`'s time that way, 11 % in order).
+    let all = p
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| sample_value(s, i, &mut total))
+        .collect::<Result<Vec<i64>, String>>()?;
     for (b, (labels, members)) in before.iter().zip(layout.labels.iter().zip(&layout.members)) {
-        let values = members
-            .iter()
-            .map(|&i| sample_value(&p.samples[i as usize], i as usize, &mut total))
-            .collect::<Result<Vec<i64>, String>>()?;
+        let values = members.iter().map(|&i| all[i as usize]).collect();
         let key = SeriesKey {
             service,
             profile_type: profile_type.clone(),
