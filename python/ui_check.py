@@ -257,6 +257,12 @@ def run(c, args):
     c.shot("traces-where")
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "resource.host.name=elsewhere"}))
     c.wait("no span on another host", lambda: "No span matches" in c.text())
+    c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode(
+        {"where": "resource.host.name!=elsewhere http.route=~/orders/.*"}))
+    c.wait("the span, by != and a regex", lambda: [r.get_attribute("data-span-id")
+                                                  for r in c.css("tr.span-row")] == [span])
+    c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.route!~/orders/.*"}))
+    c.wait("none left by !~", lambda: "No span matches" in c.text())
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "orders"}))
     c.wait("a pair without = refused", lambda: "The search failed" in c.text())
     assert "expected key=value" in c.text(), c.text()

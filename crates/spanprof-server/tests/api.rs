@@ -1137,7 +1137,8 @@ fn post_spans(server: &TestServer, body: &Value) {
 }
 
 /// `/api/v1/spans` keeps the spans whose attributes (`attribute=k=v`) and resource's
-/// (`resource=k=v`) hold every pair given; each span answers its resource and events.
+/// (`resource=k=v`) hold every pair given (also `k!=v`, `k=~re`, `k!~re`); each span answers
+/// its resource and events.
 #[test]
 fn spans_search_by_attribute_and_resource() {
     let server = TestServer::in_fresh_dir("span-resource-search", |_| {});
@@ -1174,8 +1175,8 @@ fn spans_search_by_attribute_and_resource() {
             .collect()
     };
     let (one, two) = ("11".repeat(8), "22".repeat(8));
-    assert_eq!(found("resource=host.name%3Dweb-2"), [two]);
-    assert_eq!(found("attribute=http.route%3D/cart"), [one]);
+    assert_eq!(found("resource=host.name%3Dweb-2"), [two.as_str()]);
+    assert_eq!(found("attribute=http.route%3D/cart"), [one.as_str()]);
     assert_eq!(
         found("attribute=http.route%3D/cart&resource=host.name%3Dweb-2"),
         Vec::<String>::new()
@@ -1203,6 +1204,30 @@ fn spans_search_by_attribute_and_resource() {
         text.contains(r#"resource \"host.name\": expected key=value"#),
         "{text}"
     );
+    // The other comparisons, as TraceQL makes them: regexes whole, and a span without the
+    // attribute passes neither `!=` nor `!~`.
+    let both = {
+        let mut b = vec![one.clone(), two.clone()];
+        b.sort();
+        b
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(found("resource=host.name%21%3Dweb-1"), [two.as_str()]);
+    assert_eq!(sorted(found("resource=host.name%3D~web-.*")), both);
+    assert_eq!(found("resource=host.name%3D~web"), Vec::<String>::new());
+    assert_eq!(found("attribute=http.route%21~/c.*"), [two.as_str()]);
+    assert_eq!(found("attribute=user.id%21%3Dx"), Vec::<String>::new());
+    assert_eq!(
+        found("attribute=http.route%3D~/pay%7C/cart&resource=host.name%21~.*-2"),
+        [one.as_str()]
+    );
+    let bad = server.get("/api/v1/spans?attribute=http.route%3D~(");
+    let text = String::from_utf8_lossy(&bad.body);
+    assert_eq!(bad.status, 400, "{text}");
+    assert!(text.contains("invalid regular expression"), "{text}");
 }
 
 /// A tracer that names its service otherwise than the profiles (or sends no profiles): the

@@ -105,7 +105,8 @@
 //!   times); it is the default for snapshot types, `sum` for the others.
 //! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type&status&attribute&resource`
 //!   (`status`: `error`, `ok` or `unset`; `attribute=k=v` and `resource=k=v`, repeatable:
-//!   the span's attributes, and its resource's, hold every pair, values exactly) →
+//!   the span's attributes, and its resource's, hold every pair, values exactly; also
+//!   `k!=v`, `k=~regex`, `k!~regex`, regexes whole, for spans that have `k`, as TraceQL) →
 //!   `{"spans": [Span], "hint"?}` longest first (`hint`, when nothing matched and `service`
 //!   has profiles but no spans at all: why, and the services that have spans), Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "status_message", "start_ns", "duration_ns", "self_ns",

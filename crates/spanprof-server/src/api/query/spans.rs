@@ -8,7 +8,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
-use spanprof_store::spans::{SpanQuery, SpanRecord};
+use spanprof_store::matchers::{LabelMatcher, MatchOp};
+use spanprof_store::spans::{SpanQuery, SpanRecord, TextCondition, TextField};
 use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::error::{blocking, ApiError};
@@ -201,15 +202,33 @@ pub async fn search(
     )?;
     let (from_ns, to_ns) = span_range(time_range(&p, params::now_ns())?);
     // `attribute=http.route=/cart`, `resource=host.name=web-1`: repeatable, all must hold.
-    let pairs = |name: &str| -> Result<Vec<(String, String)>, ApiError> {
-        p.many(name)
-            .into_iter()
-            .map(|x| match x.value.split_once('=') {
-                Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-                _ => Err(x.bad("expected key=value, e.g. host.name=web-1")),
-            })
-            .collect()
+    // Also `attribute=http.route!=/health`, `=~` and `!~` (fully anchored regexes): text
+    // conditions, held as TraceQL holds them (see `TextCondition`).
+    let mut conditions = Vec::new();
+    let mut pairs = |name: &str| -> Result<Vec<(String, String)>, ApiError> {
+        let mut equal = Vec::new();
+        for x in p.many(name) {
+            let Some((key, op, value)) = comparison(x.value) else {
+                return Err(x.bad(
+                    "expected key=value (or key!=value, key=~regex, key!~regex), e.g. \
+                     host.name=web-1",
+                ));
+            };
+            if op == MatchOp::Eq {
+                equal.push((key.to_owned(), value.to_owned()));
+                continue;
+            }
+            let matcher = LabelMatcher::new(key, op, value).map_err(|e| x.bad(e.to_string()))?;
+            let field = match name {
+                "resource" => TextField::Resource(key.to_owned()),
+                _ => TextField::Attribute(key.to_owned()),
+            };
+            conditions.push(TextCondition { field, matcher });
+        }
+        Ok(equal)
     };
+    let attributes = pairs("attribute")?;
+    let resource = pairs("resource")?;
     let name = match (p.one("name")?, p.one("span_name")?) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
@@ -228,11 +247,11 @@ pub async fn search(
         limit: p
             .parsed("limit", params::count(1, MAX_LIMIT))?
             .unwrap_or(DEFAULT_LIMIT),
-        attributes: pairs("attribute")?,
-        resource: pairs("resource")?,
+        attributes,
+        resource,
         either: Vec::new(),
         status_code: p.parsed("status", params::status)?,
-        conditions: Vec::new(),
+        conditions,
     };
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;
@@ -595,9 +614,46 @@ fn depths(records: &[SpanRecord]) -> HashMap<[u8; 8], usize> {
     depth
 }
 
+/// `key=value`, `key!=value`, `key=~regex` or `key!~regex` split at its first operator, the
+/// key not empty; `None` without one.
+fn comparison(pair: &str) -> Option<(&str, MatchOp, &str)> {
+    const OPS: [(&str, MatchOp); 4] = [
+        ("!=", MatchOp::Ne),
+        ("!~", MatchOp::Nre),
+        ("=~", MatchOp::Re),
+        ("=", MatchOp::Eq),
+    ];
+    let (at, op, m) = (0..pair.len())
+        .filter(|&at| pair.is_char_boundary(at))
+        .find_map(|at| {
+            OPS.iter()
+                .find(|(op, _)| pair[at..].starts_with(op))
+                .map(|&(op, m)| (at, op, m))
+        })?;
+    (at > 0).then(|| (&pair[..at], m, &pair[at + op.len()..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comparisons_split_at_their_first_operator() {
+        use MatchOp::{Eq, Ne, Nre, Re};
+        assert_eq!(
+            comparison("http.route=/cart"),
+            Some(("http.route", Eq, "/cart"))
+        );
+        assert_eq!(comparison("a=b=c"), Some(("a", Eq, "b=c")));
+        assert_eq!(comparison("host=~web-.*"), Some(("host", Re, "web-.*")));
+        assert_eq!(comparison("host!=web-1"), Some(("host", Ne, "web-1")));
+        assert_eq!(comparison("host!~web-.*"), Some(("host", Nre, "web-.*")));
+        assert_eq!(comparison("k="), Some(("k", Eq, "")));
+        assert_eq!(comparison("é=ü"), Some(("é", Eq, "ü")));
+        for none in ["host", "=x", "!=x", ""] {
+            assert_eq!(comparison(none), None, "{none}");
+        }
+    }
 
     #[test]
     fn depths_count_stored_ancestors_whatever_the_order_and_survive_cycles() {

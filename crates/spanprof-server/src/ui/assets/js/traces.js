@@ -136,7 +136,8 @@ export class TracesView {
       placeholder: "http.route=/cart resource.host.name=web-1", "aria-label": "attributes", size: 30,
       title: "key=value pairs, separated by spaces, that the span's attributes hold " +
         "(key=\"a value with spaces\"); resource.key=value: its resource's (the host, pod or " +
-        "version that ran it)" });
+        "version that ran it); key!=value, key=~regex (whole value) and key!~regex for spans " +
+        "that have the key with another value" });
     const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
       checked: params.status === "error" });
     replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, where, ...range.nodes,
@@ -195,13 +196,14 @@ export class TracesView {
 }
 
 /** The search's `where` text (`http.route=/cart resource.host.name=web-1`, a value with
- * spaces in double quotes: `span.name="GET /x"`) as the spans API's repeatable `attribute`
- * and `resource` parameters; the API refuses a pair without `=`. */
+ * spaces in double quotes: `span.name="GET /x"`; also `!=`, `=~`, `!~`) as the spans API's
+ * repeatable `attribute` and `resource` parameters; the API refuses a pair without one. */
 function wherePairs(where) {
   const attribute = [];
   const resource = [];
-  for (const [, key, quoted, bare] of String(where || "").matchAll(/(\S+?)(?:="([^"]*)"|(=\S*)|(?=\s|$))/g)) {
-    const pair = quoted !== undefined ? `${key}=${quoted}` : key + (bare || "");
+  const pairs = /(\S+?)(!=|!~|=~|=)(?:"([^"]*)"|(\S*))|(\S+)/g;
+  for (const [, key, op, quoted, bare, alone] of String(where || "").matchAll(pairs)) {
+    const pair = alone !== undefined ? alone : key + op + (quoted !== undefined ? quoted : bare);
     if (pair.startsWith("resource.")) resource.push(pair.slice("resource.".length));
     else attribute.push(pair);
   }
