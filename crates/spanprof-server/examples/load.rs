@@ -631,8 +631,13 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         if !timed(label) {
             continue;
         }
-        let otlp = if otlp { otlp_linked() } else { Vec::new() };
-        let linked = if otlp.is_empty() { &linked } else { &otlp };
+        let decoded;
+        let linked = if otlp {
+            decoded = otlp_linked();
+            &decoded
+        } else {
+            &linked
+        };
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut cfg = StoreConfig::new(dir.path());
         cfg.sync = sync;

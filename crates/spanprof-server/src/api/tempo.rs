@@ -73,9 +73,7 @@ use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, Span, Status, TracesData,
 };
 use spanprof_store::matchers::{LabelMatcher, MatchOp};
-use spanprof_store::spans::{
-    status_name, SpanQuery, SpanRecord, SpanView, TextCondition, TextField,
-};
+use spanprof_store::spans::{status_name, SpanQuery, SpanRecord, TextCondition, TextField};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
 
@@ -510,14 +508,14 @@ fn span_filter(tags: Vec<(String, MatchOp, String)>) -> Result<SpanFilter, ApiEr
             },
         };
         // A status is compared by its name, whichever way it was given (2, STATUS_CODE_ERROR).
-        let value = match (&field, op) {
-            (TextField::Status, MatchOp::Eq | MatchOp::Ne) => status_name(
+        let status = match (&field, op) {
+            (TextField::Status, MatchOp::Eq | MatchOp::Ne) => Some(
                 super::query::params::status(&value)
                     .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
-            )
-            .to_owned(),
-            _ => value,
+            ),
+            _ => None,
         };
+        let value = status.map_or(value, |code| status_name(code).to_owned());
         if op != MatchOp::Eq {
             let matcher = LabelMatcher::new(key.clone(), op, value.clone())
                 .map_err(|e| ApiError::bad_param(&key, &value, e.to_string()))?;
@@ -529,9 +527,7 @@ fn span_filter(tags: Vec<(String, MatchOp, String)>) -> Result<SpanFilter, ApiEr
         match field {
             TextField::Service => f.service = Some(value),
             TextField::Name => f.name = Some(value),
-            TextField::Status => {
-                f.status = Some(super::query::params::status(&value).expect("a status name"))
-            }
+            TextField::Status => f.status = status,
             TextField::Resource(k) => f.resource.push((k, value)),
             TextField::Attribute(k) => f.attributes.push((k, value)),
             TextField::Either(k) => f.either.push((k, value)),
@@ -727,21 +723,6 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
     Ok((found, inspected))
 }
 
-/// The span's value of `field` (of an attribute, the first it holds), if it has one.
-fn shown_value<'a>(field: &TextField, s: &SpanView<'a>) -> Option<&'a str> {
-    let first = |mut pairs: Box<dyn Iterator<Item = (&'a str, &'a str)> + 'a>, key: &str| {
-        pairs.find(|(k, _)| *k == key).map(|(_, v)| v)
-    };
-    match field {
-        TextField::Service => Some(s.service),
-        TextField::Name => Some(s.name),
-        TextField::Status => Some(status_name(s.status_code)),
-        TextField::Attribute(k) => first(Box::new(s.attributes()), k),
-        TextField::Resource(k) => first(Box::new(s.resource()), k),
-        TextField::Either(k) => first(Box::new(s.attributes().chain(s.resource())), k),
-    }
-}
-
 fn search_result(t: &Found, req: &SearchRequest) -> Value {
     let spans: Vec<Value> = t
         .matched
@@ -755,7 +736,7 @@ fn search_result(t: &Found, req: &SearchRequest) -> Value {
                 .filter_map(|(k, shown)| {
                     let value = match shown {
                         Shown::Value(v) => v.as_str(),
-                        Shown::Field(field) => shown_value(field, &s.view())?,
+                        Shown::Field(field) => field.value(&s.view())?,
                     };
                     Some(json!({"key": k, "value": {"stringValue": value}}))
                 })

@@ -70,17 +70,29 @@ pub struct TextCondition {
     pub matcher: LabelMatcher,
 }
 
+impl TextField {
+    /// The span's text of this field; of an attribute, the first value it holds under the key
+    /// (the span's before its resource's), if any.
+    pub fn value<'a>(&self, span: &SpanView<'a>) -> Option<&'a str> {
+        match self {
+            TextField::Service => Some(span.service),
+            TextField::Name => Some(span.name),
+            TextField::Status => Some(status_name(span.status_code)),
+            TextField::Attribute(k) => span.attribute(k),
+            TextField::Resource(k) => span.resource_attribute(k),
+            TextField::Either(k) => span.attribute(k).or_else(|| span.resource_attribute(k)),
+        }
+    }
+}
+
 impl TextCondition {
     /// Whether the span `span` shows passes.
     pub fn holds(&self, span: &SpanView<'_>) -> bool {
-        let text = |t: &str| self.matcher.matches(Some(t));
         match &self.field {
-            TextField::Service => text(span.service),
-            TextField::Name => text(span.name),
-            TextField::Status => text(status_name(span.status_code)),
             TextField::Attribute(k) => self.held(k, span.attributes()),
             TextField::Resource(k) => self.held(k, span.resource()),
             TextField::Either(k) => self.held(k, span.attributes().chain(span.resource())),
+            single => self.matcher.matches(single.value(span)),
         }
     }
 
