@@ -563,6 +563,9 @@ fn tempo_search_by_tags_and_duration_returns_recent_traces_first() {
         .collect();
     assert!(!want.is_empty() && want.len() < all.len());
     assert_eq!(search_ids(&v), want);
+    // A bare 0 is a duration, as in Go: no lower bound.
+    let v = get_json("/api/search?minDuration=0&limit=1000");
+    assert_eq!(search_ids(&v).len(), all.len());
     let v = get_json(&format!(
         "/api/search?maxDuration={}ns&limit=1000",
         median - 1

@@ -32,13 +32,17 @@ pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, String> {
     parse_rfc3339(t).ok_or_else(|| format!("{s:?} is not a time: use RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"))
 }
 
-/// Parses `15s`, `500ms`, `1h30m`, `2d` to nanoseconds.
+/// Parses `15s`, `500ms`, `1h30m`, `2d` to nanoseconds. A bare `0` is zero, as Go's
+/// `time.ParseDuration` has it (`minDuration=0` from a Tempo client); any other number needs a unit.
 pub fn parse_duration(s: &str) -> Result<u64, String> {
     let err = || format!("{s:?} is not a duration (try 15s, 5m, 1h30m, 7d)");
     let mut total: u64 = 0;
     let mut rest = s.trim();
     if rest.is_empty() {
         return Err(err());
+    }
+    if rest == "0" {
+        return Ok(0);
     }
     while !rest.is_empty() {
         let digits = rest
@@ -215,5 +219,7 @@ mod tests {
         assert_eq!(parse_duration("2d"), Ok(172_800_000_000_000));
         assert!(parse_duration("").is_err());
         assert!(parse_duration("5").is_err());
+        assert_eq!(parse_duration("0"), Ok(0));
+        assert!(parse_duration("00").is_err());
     }
 }
