@@ -9,8 +9,8 @@
 //!
 //! - nothing is deduplicated or aggregated: equal samples stay separate samples;
 //! - entries no sample uses any more (the id attributes and their strings) stay in the tables:
-//!   the store never reads them, and a forwarder drops them when it merges queued requests
-//!   into one export (a request forwarded alone carries them, bytes without meaning);
+//!   the store never reads them, and a forwarder drops them when it merges an export's
+//!   queued requests into one (a request exported alone is merged with itself for this);
 //! - a profile's own attribute list loses its id attributes (merge points them at entry 0),
 //!   and location and mapping attributes are left as they are.
 
