@@ -263,6 +263,13 @@ def run(c, args):
                                                   for r in c.css("tr.span-row")] == [span])
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.route!~/orders/.*"}))
     c.wait("none left by !~", lambda: "No span matches" in c.text())
+    # The failed requests by their status code, a number in order (its int attribute).
+    c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode(
+        {"where": "http.response.status_code>=500 http.route=~/orders/.*"}))
+    c.wait("the span, by >= 500", lambda: [r.get_attribute("data-span-id")
+                                          for r in c.css("tr.span-row")] == [span])
+    c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.response.status_code<500"}))
+    c.wait("none below 500", lambda: "No span matches" in c.text())
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "orders"}))
     c.wait("a pair without = refused", lambda: "The search failed" in c.text())
     assert "expected key=value" in c.text(), c.text()

@@ -1137,23 +1137,34 @@ fn post_spans(server: &TestServer, body: &Value) {
 }
 
 /// `/api/v1/spans` keeps the spans whose attributes (`attribute=k=v`) and resource's
-/// (`resource=k=v`) hold every pair given (also `k!=v`, `k=~re`, `k!~re`); each span answers
-/// its resource and events.
+/// (`resource=k=v`) hold every pair given (also `k!=v`, `k=~re`, `k!~re`, and `k>=n` and the
+/// other orders of numbers), and of a kind (`kind=server`); each span answers its resource
+/// and events.
 #[test]
 fn spans_search_by_attribute_and_resource() {
     let server = TestServer::in_fresh_dir("span-resource-search", |_| {});
     let now = now_ns();
     let kv = |k: &str, v: &str| json!({"key": k, "value": {"stringValue": v}});
-    let resource_spans: Vec<Value> = [("web-1", "11", "/cart"), ("web-2", "22", "/pay")]
+    // Span 11 answered 200 as a server, span 22 503 as a client (an OTLP int, as SDKs send
+    // status codes).
+    let shops = [
+        ("web-1", "11", "/cart", 200, 2),
+        ("web-2", "22", "/pay", 503, 3),
+    ];
+    let resource_spans: Vec<Value> = shops
         .iter()
-        .map(|(host, id, route)| {
+        .map(|(host, id, route, code, kind)| {
             json!({
                 "resource": {"attributes": [kv("service.name", "shop"), kv("host.name", host)]},
                 "scopeSpans": [{"spans": [{
                     "traceId": id.repeat(16),
                     "spanId": id.repeat(8),
                     "name": "GET",
-                    "attributes": [kv("http.route", route)],
+                    "kind": kind,
+                    "attributes": [
+                        kv("http.route", route),
+                        json!({"key": "http.response.status_code", "value": {"intValue": code.to_string()}}),
+                    ],
                     "events": [{"timeUnixNano": (now - 500_000).to_string(), "name": "retry"}],
                     "startTimeUnixNano": (now - 1_000_000).to_string(),
                     "endTimeUnixNano": now.to_string(),
@@ -1228,6 +1239,31 @@ fn spans_search_by_attribute_and_resource() {
     let text = String::from_utf8_lossy(&bad.body);
     assert_eq!(bad.status, 400, "{text}");
     assert!(text.contains("invalid regular expression"), "{text}");
+    // Numbers in order: the failed requests, and the ones that did not fail.
+    let code = "attribute=http.response.status_code";
+    assert_eq!(found(&format!("{code}%3E%3D500")), [two.as_str()]);
+    assert_eq!(found(&format!("{code}%3C500")), [one.as_str()]);
+    assert_eq!(found(&format!("{code}%3C%3D200")), [one.as_str()]);
+    assert_eq!(sorted(found(&format!("{code}%3E199"))), both);
+    assert_eq!(found(&format!("{code}%3E503")), Vec::<String>::new());
+    // A route is no number: it is in no order.
+    assert_eq!(found("attribute=http.route%3E0"), Vec::<String>::new());
+    let bad = server.get(&format!("/api/v1/spans?{code}%3E%3Dfast"));
+    let text = String::from_utf8_lossy(&bad.body);
+    assert_eq!(bad.status, 400, "{text}");
+    assert!(
+        text.contains(r#">= compares numbers, and \"fast\" is not a number"#),
+        "{text}"
+    );
+    // The kind, by TraceQL's name, OTLP's or its number.
+    assert_eq!(found("kind=server"), [one.as_str()]);
+    assert_eq!(found("kind=SPAN_KIND_CLIENT"), [two.as_str()]);
+    assert_eq!(found("kind=3"), [two.as_str()]);
+    assert_eq!(found("kind=internal"), Vec::<String>::new());
+    let bad = server.get("/api/v1/spans?kind=sideways");
+    let text = String::from_utf8_lossy(&bad.body);
+    assert_eq!(bad.status, 400, "{text}");
+    assert!(text.contains("expected server, client, internal"), "{text}");
 }
 
 /// A tracer that names its service otherwise than the profiles (or sends no profiles): the

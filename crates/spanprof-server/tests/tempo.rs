@@ -21,7 +21,8 @@ use serde_json::Value;
 use spanprof_format::link::to_hex;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::trace::{
-    encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, TracesData,
+    encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status,
+    TracesData,
 };
 use spanprof_store::store::{Store, StoreConfig};
 
@@ -195,6 +196,18 @@ fn kv(key: &str, value: &str) -> KeyValue {
 /// them, and every batch read back has them after the service name.
 const RESOURCE: [(&str, &str); 2] = [("host.name", "tempo-host"), ("process.pid", "4242")];
 
+/// The HTTP status code a `GET` span answered with (an OTLP int attribute): 503 for one in
+/// three, by span id.
+fn response_code(s: &Sent) -> Option<i64> {
+    let failed = s.span_id[7].is_multiple_of(3);
+    s.name
+        .starts_with("GET ")
+        .then_some(if failed { 503 } else { 200 })
+}
+
+/// The status message of [`DB_CHILD`], the one failed span.
+const FAILURE: &str = "connection reset by peer";
+
 fn traces_json(spans: &[Sent]) -> Vec<u8> {
     let spans = spans
         .iter()
@@ -202,6 +215,15 @@ fn traces_json(spans: &[Sent]) -> Vec<u8> {
             let mut attributes = Vec::new();
             if s.name.starts_with("GET ") {
                 attributes.push(kv("http.method", "GET"));
+            }
+            if let Some(code) = response_code(s) {
+                attributes.push(KeyValue {
+                    key: "http.response.status_code".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(code)),
+                    }),
+                    ..Default::default()
+                });
             }
             if s.span_id == DB_SPAN {
                 // Set blindly by a producer: there is nothing to show, so it must go.
@@ -216,6 +238,10 @@ fn traces_json(spans: &[Sent]) -> Vec<u8> {
                 start_time_unix_nano: s.start_ns,
                 end_time_unix_nano: s.end_ns,
                 attributes,
+                status: (s.span_id == DB_CHILD).then(|| Status {
+                    code: 2,
+                    message: FAILURE.into(),
+                }),
                 ..Default::default()
             }
         })
@@ -753,6 +779,121 @@ fn tempo_search_by_traceql_compares_with_not_equal_and_regexes() {
 }
 
 #[test]
+fn tempo_search_by_traceql_orders_numbers_and_takes_kinds_roots_and_status_messages() {
+    let f = fixture();
+    let all = f.traces_recent_first();
+    let ids = |q: &str| search_ids(&get_json(&format!("/api/search?q={}&limit=1000", enc(q))));
+    let with = |keep: &dyn Fn(&Sent) -> bool| -> Vec<String> {
+        all.iter()
+            .filter(|t| f.spans.iter().any(|s| s.trace_id == t.0 && keep(s)))
+            .map(|t| to_hex(&t.0))
+            .collect()
+    };
+    let everything: Vec<String> = all.iter().map(|t| to_hex(&t.0)).collect();
+    let failed = with(&|s| response_code(s) == Some(503));
+    let fine = with(&|s| response_code(s) == Some(200));
+    assert!(!failed.is_empty() && failed.len() < everything.len());
+    assert!(!fine.is_empty() && fine.len() < everything.len());
+    // Stored as the text "503", compared as the number.
+    assert_eq!(ids("{span.http.response.status_code >= 500}"), failed);
+    assert_eq!(ids("{.http.response.status_code > 499.5}"), failed);
+    assert_eq!(ids("{span.http.response.status_code < 500}"), fine);
+    // One span must pass both.
+    assert_eq!(
+        ids("{span.http.response.status_code >= 200 && span.http.response.status_code <= 200}"),
+        fine
+    );
+    assert_eq!(
+        ids("{span.http.response.status_code > 503}"),
+        Vec::<String>::new()
+    );
+    assert_eq!(ids("{span.http.response.status_code = 503}"), failed);
+
+    // Roots are servers, the rest internal.
+    assert_eq!(ids("{kind = server}"), with(&|s| s.parent.is_none()));
+    assert_eq!(ids("{span:kind = client}"), Vec::<String>::new());
+    assert_eq!(
+        ids(r#"{kind = internal && name = "gateway"}"#),
+        Vec::<String>::new()
+    );
+    let gateway = with(&|s| s.span_id == GATEWAY);
+    assert_eq!(gateway.len(), 1);
+    assert_eq!(ids(r#"{kind = server && name = "gateway"}"#), gateway);
+
+    // The trace's root, whichever span matched.
+    assert_eq!(ids(r#"{rootName = "gateway"}"#), gateway);
+    assert_eq!(
+        ids(r#"{trace:rootName = "gateway" && name = "fetch rows"}"#),
+        gateway
+    );
+    assert_eq!(
+        ids(r#"{rootName != "gateway"}"#),
+        with(&|s| s.parent.is_none() && s.span_id != GATEWAY)
+    );
+    assert_eq!(
+        ids(&format!(r#"{{rootServiceName = "{SERVICE}"}}"#)),
+        everything
+    );
+
+    assert_eq!(ids(r#"{statusMessage =~ "connection reset.*"}"#), gateway);
+    assert_eq!(
+        ids(&format!(
+            r#"{{span:statusMessage = "{FAILURE}" && status = error}}"#
+        )),
+        gateway
+    );
+
+    for (q, says) in [
+        (
+            r#"{name > "a"}"#,
+            "name is compared with =, !=, =~ or !~ (not >)",
+        ),
+        ("{kind >= server}", "kind is compared with"),
+        (
+            "{span.http.response.status_code >= fast}",
+            r#"compares numbers, and \"fast\" is not a number"#,
+        ),
+        ("{kind = sideways}", "expected server, client, internal"),
+    ] {
+        let r = f.server.get(&format!("/api/search?q={}", enc(q)));
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 400, "{q}: {body}");
+        assert!(body.contains(says), "{q}: {body}");
+    }
+
+    // The values Grafana's search builder offers for them.
+    assert_eq!(
+        get_json("/api/v2/search/tag/kind/values")["tagValues"],
+        serde_json::json!([
+            {"type": "keyword", "value": "internal"},
+            {"type": "keyword", "value": "server"}
+        ])
+    );
+    assert_eq!(
+        get_json("/api/search/tag/statusMessage/values")["tagValues"],
+        serde_json::json!([FAILURE])
+    );
+    let roots: BTreeSet<&str> = f
+        .spans
+        .iter()
+        .filter(|s| s.parent.is_none())
+        .map(|s| s.name.as_str())
+        .collect();
+    let got = get_json("/api/search/tag/rootName/values");
+    let got: BTreeSet<&str> = got["tagValues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(got, roots);
+    assert_eq!(
+        get_json("/api/search/tag/rootServiceName/values")["tagValues"],
+        serde_json::json!([SERVICE])
+    );
+}
+
+#[test]
 fn tempo_tags_tag_values_and_echo() {
     let f = fixture();
     let v = get_json("/api/search/tags");
@@ -764,7 +905,13 @@ fn tempo_tags_tag_values_and_echo() {
         .collect();
     assert_eq!(
         names,
-        ["host.name", "http.method", "process.pid", "service.name"]
+        [
+            "host.name",
+            "http.method",
+            "http.response.status_code",
+            "process.pid",
+            "service.name"
+        ]
     );
     let v = get_json("/api/v2/search/tags");
     assert_eq!(v["scopes"][0]["name"], "resource");
@@ -772,7 +919,10 @@ fn tempo_tags_tag_values_and_echo() {
         v["scopes"][0]["tags"],
         serde_json::json!(["host.name", "process.pid", "service.name"])
     );
-    assert_eq!(v["scopes"][1]["tags"], serde_json::json!(["http.method"]));
+    assert_eq!(
+        v["scopes"][1]["tags"],
+        serde_json::json!(["http.method", "http.response.status_code"])
+    );
     assert_eq!(
         get_json("/api/v2/search/tag/resource.host.name/values")["tagValues"],
         serde_json::json!([{"type": "string", "value": "tempo-host"}])

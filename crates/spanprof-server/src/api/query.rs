@@ -103,10 +103,13 @@
 //!   buckets start at `from` (default 0: aligned to the epoch), empty ones are left out;
 //!   `exemplars` defaults to 0. `average` divides a bucket's sum by its profiles (distinct
 //!   times); it is the default for snapshot types, `sum` for the others.
-//! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type&status&attribute&resource`
-//!   (`status`: `error`, `ok` or `unset`; `attribute=k=v` and `resource=k=v`, repeatable:
-//!   the span's attributes, and its resource's, hold every pair, values exactly; also
-//!   `k!=v`, `k=~regex`, `k!~regex`, regexes whole, for spans that have `k`, as TraceQL) →
+//! - `GET /api/v1/spans?service&name&min_duration&max_duration&from&to&limit=100&type&status&kind&attribute&resource`
+//!   (`status`: `error`, `ok` or `unset`; `kind`: `server`, `client`, `internal`,
+//!   `producer`, `consumer` or `unspecified`; `attribute=k=v` and `resource=k=v`,
+//!   repeatable: the span's attributes, and its resource's, hold every pair, values exactly;
+//!   also `k!=v`, `k=~regex`, `k!~regex`, regexes whole, for spans that have `k`, and
+//!   `k>n`, `k>=n`, `k<n`, `k<=n` for a value of `k` that is a number in that order to `n`
+//!   (`attribute=http.response.status_code>=500`), as TraceQL) →
 //!   `{"spans": [Span], "hint"?}` longest first (`hint`, when nothing matched and `service`
 //!   has profiles but no spans at all: why, and the services that have spans), Span = `{"trace_id", "span_id", "parent_span_id"|null,
 //!   "service", "name", "kind", "status_code", "status_message", "start_ns", "duration_ns", "self_ns",

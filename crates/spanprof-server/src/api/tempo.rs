@@ -35,10 +35,12 @@
 //!   "durationNanos", "attributes": [KeyValue]}], "matched"}`. `tags` is logfmt
 //!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
 //!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
-//!   name), `status`/`status.code` (`error`, `ok`, `unset`), `resource.x` an attribute of
-//!   the span's resource (`resource.host.name`), `span.x` a span attribute, anything else
-//!   (`.x`, `x`) an attribute of the span or of its resource; values compare exactly (`q`
-//!   also takes `!=`, `=~` and `!~`; a matched span shows its own value of what those
+//!   name), `status`/`status.code` (`error`, `ok`, `unset`), `statusMessage`, `kind`
+//!   (`server`, `client`, …), `rootName` and `rootServiceName` (of the trace's root span),
+//!   `resource.x` an attribute of the span's resource (`resource.host.name`), `span.x` a
+//!   span attribute, anything else (`.x`, `x`) an attribute of the span or of its resource;
+//!   values compare exactly (`q` also takes `!=`, `=~` and `!~`, and on attributes `>`,
+//!   `>=`, `<`, `<=` to a number; a matched span shows its own value of what those
 //!   compare). Without `tags`, other parameters
 //!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
 //!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
@@ -50,7 +52,7 @@
 //!   "tags": […]}], "metrics": {}}`.
 //! - `GET /api/search/tag/{name}/values` → `{"tagValues": ["…"], "metrics": {}}`;
 //!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `resource.x`, `span.x`, `.x`,
-//!   `name`, `status`, `kind`) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
+//!   `name`, `status`, `statusMessage`, `kind`, `rootName`, `rootServiceName`) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
 //! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
 //!
 //! Errors: 400 for a bad id or parameter with a message naming it, 404 for an unknown trace,
@@ -72,8 +74,9 @@ use spanprof_format::otlp::{string_kv, KeyValue};
 use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, Span, Status, TracesData,
 };
-use spanprof_store::matchers::{LabelMatcher, MatchOp};
-use spanprof_store::spans::{status_name, SpanQuery, SpanRecord, TextCondition, TextField};
+use spanprof_store::spans::{
+    kind_name, status_name, CompareOp, SpanQuery, SpanRecord, TextCondition, TextField,
+};
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
 
@@ -339,8 +342,12 @@ struct SpanFilter {
     resource: Vec<(String, String)>,
     /// Of the span or its resource (`.host.name`, and a tag without a scope).
     either: Vec<(String, String)>,
-    /// TraceQL's other comparisons (`name =~ "GET .*"`, `span.http.route != "/health"`).
+    /// TraceQL's other comparisons (`name =~ "GET .*"`, `span.http.route != "/health"`,
+    /// `kind = server`, `span.http.response.status_code >= 500`).
     conditions: Vec<TextCondition>,
+    /// What the trace's root span must pass (`rootName`, `rootServiceName`): a trace whose
+    /// root is not stored passes none.
+    root: Vec<TextCondition>,
     /// The span's duration bounds in ns (inclusive; TraceQL's `duration`).
     min_ns: Option<u64>,
     max_ns: Option<u64>,
@@ -388,7 +395,7 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
             .find(|(k, v)| k == name && !v.is_empty())
             .map(|(_, v)| v.as_str())
     };
-    let mut tags: Vec<(String, MatchOp, String)> = Vec::new();
+    let mut tags: Vec<(String, CompareOp, String)> = Vec::new();
     match get("tags") {
         Some(text) => {
             for (k, v) in parse_logfmt(text).map_err(|e| ApiError::bad_param("tags", text, e))? {
@@ -399,7 +406,7 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
                         format!("tag {k} has been set twice"),
                     ));
                 }
-                tags.push((k, MatchOp::Eq, v));
+                tags.push((k, CompareOp::Eq, v));
             }
         }
         // Tempo's legacy form: every other parameter is a tag.
@@ -409,7 +416,7 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
                     && !v.is_empty()
                     && !tags.iter().any(|(seen, _, _)| seen == k)
                 {
-                    tags.push((k.clone(), MatchOp::Eq, v.clone()));
+                    tags.push((k.clone(), CompareOp::Eq, v.clone()));
                 }
             }
         }
@@ -491,46 +498,82 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
     })
 }
 
-fn span_filter(tags: Vec<(String, MatchOp, String)>) -> Result<SpanFilter, ApiError> {
+fn span_filter(tags: Vec<(String, CompareOp, String)>) -> Result<SpanFilter, ApiError> {
     let mut f = SpanFilter::default();
     for (key, op, value) in tags {
-        let field = match key.as_str() {
-            "service.name" | "resource.service.name" | ".service.name" => TextField::Service,
-            "name" | "span.name" => TextField::Name,
-            "status" | "status.code" => TextField::Status,
-            _ => match tag_of(&key) {
-                Tag::Resource(k) => TextField::Resource(k),
-                Tag::Attribute(k) => TextField::Attribute(k),
-                Tag::Either(k) => TextField::Either(k),
-                // `kind`, `span:name` and their kin, which the arms above do not take: an
-                // attribute named so.
-                _ => TextField::Either(key.clone()),
-            },
+        // `span.name` is the span's name here too, as Tempo's legacy tags have it.
+        let tag = if key == "span.name" {
+            Tag::Name
+        } else {
+            tag_of(&key)
         };
-        // A status is compared by its name, whichever way it was given (2, STATUS_CODE_ERROR).
-        let status = match (&field, op) {
-            (TextField::Status, MatchOp::Eq | MatchOp::Ne) => Some(
+        // Whether it is the trace's root span that must pass.
+        let (field, of_root) = match tag {
+            Tag::Service => (TextField::Service, false),
+            Tag::Name => (TextField::Name, false),
+            Tag::Status => (TextField::Status, false),
+            Tag::StatusMessage => (TextField::StatusMessage, false),
+            Tag::Kind => (TextField::Kind, false),
+            Tag::RootName => (TextField::Name, true),
+            Tag::RootService => (TextField::Service, true),
+            Tag::Resource(k) => (TextField::Resource(k), false),
+            Tag::Attribute(k) => (TextField::Attribute(k), false),
+            Tag::Either(k) => (TextField::Either(k), false),
+        };
+        let attribute = matches!(
+            field,
+            TextField::Attribute(_) | TextField::Resource(_) | TextField::Either(_)
+        );
+        if op.text_op().is_none() && !attribute {
+            return Err(ApiError::bad_request(format!(
+                "{key} {op} {value:?}: {key} is compared with =, !=, =~ or !~ (not {op}); >, >=, < \
+                 and <= compare numbers, of attributes"
+            )));
+        }
+        // A status or kind is compared by its name, whichever way it was given (2,
+        // STATUS_CODE_ERROR, SPAN_KIND_SERVER).
+        let code = match (&field, op) {
+            (TextField::Status, CompareOp::Eq | CompareOp::Ne) => Some(
                 super::query::params::status(&value)
+                    .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
+            ),
+            (TextField::Kind, CompareOp::Eq | CompareOp::Ne) => Some(
+                super::query::params::kind(&value)
                     .map_err(|why| ApiError::bad_param(&key, &value, &why))?,
             ),
             _ => None,
         };
-        let value = status.map_or(value, |code| status_name(code).to_owned());
-        if op != MatchOp::Eq {
-            let matcher = LabelMatcher::new(key.clone(), op, value.clone())
-                .map_err(|e| ApiError::bad_param(&key, &value, e.to_string()))?;
-            f.shown.push((key, Shown::Field(field.clone())));
-            f.conditions.push(TextCondition { field, matcher });
+        let value = match (&field, code) {
+            (TextField::Status, Some(c)) => status_name(c).to_owned(),
+            (TextField::Kind, Some(c)) => kind_name(c).to_owned(),
+            _ => value,
+        };
+        let condition = || {
+            TextCondition::new(field.clone(), op, &value)
+                .map_err(|e| ApiError::bad_param(&key, &value, e))
+        };
+        if of_root {
+            f.root.push(condition()?);
+            continue;
+        }
+        if op != CompareOp::Eq || matches!(field, TextField::Kind | TextField::StatusMessage) {
+            f.conditions.push(condition()?);
+            let shown = match op {
+                CompareOp::Eq => Shown::Value(value.clone()),
+                _ => Shown::Field(field.clone()),
+            };
+            f.shown.push((key, shown));
             continue;
         }
         f.shown.push((key, Shown::Value(value.clone())));
         match field {
             TextField::Service => f.service = Some(value),
             TextField::Name => f.name = Some(value),
-            TextField::Status => f.status = status,
+            TextField::Status => f.status = code,
             TextField::Resource(k) => f.resource.push((k, value)),
             TextField::Attribute(k) => f.attributes.push((k, value)),
             TextField::Either(k) => f.either.push((k, value)),
+            TextField::Kind | TextField::StatusMessage => unreachable!("taken as conditions above"),
         }
     }
     Ok(f)
@@ -698,6 +741,10 @@ fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize),
         }
         // Like Tempo: the root is the span without a parent.
         let root = whole.iter().find(|s| s.parent_span_id.is_none());
+        let root_passes = |c: &TextCondition| root.is_some_and(|r| c.holds(&r.view()));
+        if !req.filter.root.iter().all(root_passes) {
+            continue;
+        }
         let mut matched: Vec<SpanRecord> = whole
             .iter()
             .filter(|s| query.matches_view(&s.view()))
@@ -862,7 +909,12 @@ enum Tag {
     Service,
     Name,
     Status,
+    StatusMessage,
     Kind,
+    /// The name of the trace's root span.
+    RootName,
+    /// The service of the trace's root span.
+    RootService,
     /// A span attribute (`span.x`).
     Attribute(String),
     /// An attribute of the span's resource (`resource.x`).
@@ -877,22 +929,14 @@ fn tag_of(name: &str) -> Tag {
         "name" | "span:name" => Tag::Name,
         "status" | "span:status" | "status.code" => Tag::Status,
         "kind" | "span:kind" => Tag::Kind,
+        "statusMessage" | "span:statusMessage" => Tag::StatusMessage,
+        "rootName" | "trace:rootName" => Tag::RootName,
+        "rootServiceName" | "trace:rootService" => Tag::RootService,
         other => match (other.strip_prefix("resource."), other.strip_prefix("span.")) {
             (Some(k), _) => Tag::Resource(k.to_owned()),
             (_, Some(k)) => Tag::Attribute(k.to_owned()),
             _ => Tag::Either(other.strip_prefix('.').unwrap_or(other).to_owned()),
         },
-    }
-}
-
-fn kind_name(kind: i32) -> &'static str {
-    match kind {
-        1 => "internal",
-        2 => "server",
-        3 => "client",
-        4 => "producer",
-        5 => "consumer",
-        _ => "unspecified",
     }
 }
 
@@ -924,6 +968,9 @@ async fn tag_values(
                 Tag::Name => Some(s.name),
                 Tag::Status => Some(status_name(s.status_code)),
                 Tag::Kind => Some(kind_name(s.kind)),
+                Tag::StatusMessage => Some(s.status_message).filter(|m| !m.is_empty()),
+                Tag::RootName => s.parent_span_id.is_none().then_some(s.name),
+                Tag::RootService => s.parent_span_id.is_none().then_some(s.service),
                 Tag::Attribute(k) => s.attribute(k),
                 Tag::Resource(k) => s.resource_attribute(k),
                 Tag::Either(k) => s.attribute(k).or_else(|| s.resource_attribute(k)),

@@ -47,6 +47,7 @@ pub use record::{
     MAX_EVENT_ATTRIBUTES, MAX_EVENT_VALUE_BYTES, UNKNOWN_SERVICE,
 };
 pub use search::{
-    duration_percentile, percentile, search, status_name, SpanQuery, TextCondition, TextField,
+    duration_percentile, kind_name, percentile, search, status_name, CompareOp, SpanQuery,
+    TextCondition, TextField,
 };
 pub use view::{Longest, SpanView};

@@ -7,7 +7,7 @@ use super::view::SpanView;
 use crate::matchers::{LabelMatcher, MatchOp};
 
 /// Which spans [`search`] returns. Every filter that is set must hold.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SpanQuery {
     /// Exact service name; `None` = any.
     pub service: Option<String>,
@@ -35,8 +35,9 @@ pub struct SpanQuery {
     pub either: Vec<(String, String)>,
     /// OTLP status code the span must have (0 unset, 1 ok, 2 error); `None` = any.
     pub status_code: Option<i32>,
-    /// Comparisons of the span's texts that must all hold, with any of `=`, `!=`, `=~`, `!~`
-    /// (TraceQL's `name =~ "GET .*"`, `span.http.route != "/health"`).
+    /// Comparisons of the span's texts that must all hold, with any of `=`, `!=`, `=~`, `!~`,
+    /// `>`, `>=`, `<`, `<=` (TraceQL's `name =~ "GET .*"`, `span.http.route != "/health"`,
+    /// `span.http.response.status_code >= 500`, `kind = server`).
     pub conditions: Vec<TextCondition>,
 }
 
@@ -49,6 +50,11 @@ pub enum TextField {
     Name,
     /// The status, as `unset`, `ok` or `error`.
     Status,
+    /// The status message (empty when none).
+    StatusMessage,
+    /// The kind, as TraceQL names it: `unspecified`, `internal`, `server`, `client`,
+    /// `producer` or `consumer`.
+    Kind,
     /// The span attribute of this key.
     Attribute(String),
     /// The attribute of this key of the span's resource.
@@ -57,17 +63,106 @@ pub enum TextField {
     Either(String),
 }
 
+/// How a [`TextCondition`] compares: TraceQL's operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CompareOp {
+    /// `=`: the text equals.
+    Eq,
+    /// `!=`: the text differs.
+    Ne,
+    /// `=~`: the whole text matches the regex.
+    Re,
+    /// `!~`: the whole text does not match the regex.
+    Nre,
+    /// `>`: the text is a number above the value.
+    Gt,
+    /// `>=`: a number at or above it.
+    Ge,
+    /// `<`: a number below it.
+    Lt,
+    /// `<=`: a number at or below it.
+    Le,
+}
+
+impl CompareOp {
+    /// Every operator with its text, the two-character ones first (so that a scan for the
+    /// first operator in `a>=1` finds `>=`, not `>`).
+    pub const ALL: [(&'static str, CompareOp); 8] = [
+        ("!=", CompareOp::Ne),
+        ("!~", CompareOp::Nre),
+        ("=~", CompareOp::Re),
+        (">=", CompareOp::Ge),
+        ("<=", CompareOp::Le),
+        ("=", CompareOp::Eq),
+        (">", CompareOp::Gt),
+        ("<", CompareOp::Lt),
+    ];
+
+    /// The operator written `text`.
+    pub fn parse(text: &str) -> Option<CompareOp> {
+        Self::ALL
+            .iter()
+            .find(|(t, _)| *t == text)
+            .map(|&(_, op)| op)
+    }
+
+    /// How it is written.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, op)| *op == self)
+            .map(|(t, _)| *t)
+            .expect("every operator is listed")
+    }
+
+    /// The text operator this is, if it is one (not an order of numbers).
+    pub fn text_op(self) -> Option<MatchOp> {
+        match self {
+            CompareOp::Eq => Some(MatchOp::Eq),
+            CompareOp::Ne => Some(MatchOp::Ne),
+            CompareOp::Re => Some(MatchOp::Re),
+            CompareOp::Nre => Some(MatchOp::Nre),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for CompareOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One comparison of a span's text, as TraceQL makes it: `=` and `=~` hold when the text
 /// equals or matches (an attribute: any value the span holds under its key), `!=` and `!~`
 /// when the text is there and differs or does not match (an attribute: the span holds the key,
 /// and none of its values under it equals or matches). A span without the attribute passes
 /// neither, as in Tempo. Regexes are fully anchored (`=~ "GET .*"`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+///
+/// `>`, `>=`, `<` and `<=` compare numbers (`span.http.response.status_code >= 500`): they
+/// hold when the text (an attribute: any value under the key) reads as a number (a decimal or
+/// floating-point number, as OTLP's int and double values are stored) in that order to the
+/// value; a text that is not a number passes none of them. Values are stored as text, so a
+/// string attribute `"500"` compares as the number 500 does, and integers beyond 2^53
+/// compare as the nearest double.
+#[derive(Clone, Debug, PartialEq)]
 pub struct TextCondition {
     /// What is compared.
     pub field: TextField,
-    /// How; its `name` is not read.
-    pub matcher: LabelMatcher,
+    test: Test,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Test {
+    /// `=`, `!=`, `=~`, `!~`; the matcher's `name` is not read.
+    Text(LabelMatcher),
+    /// `>`, `>=`, `<`, `<=` against a finite number.
+    Number(CompareOp, f64),
+}
+
+/// `text` as a number, if it is a finite one.
+fn number(text: &str) -> Option<f64> {
+    text.trim().parse::<f64>().ok().filter(|n| n.is_finite())
 }
 
 impl TextField {
@@ -78,6 +173,8 @@ impl TextField {
             TextField::Service => Some(span.service),
             TextField::Name => Some(span.name),
             TextField::Status => Some(status_name(span.status_code)),
+            TextField::StatusMessage => Some(span.status_message),
+            TextField::Kind => Some(kind_name(span.kind)),
             TextField::Attribute(k) => span.attribute(k),
             TextField::Resource(k) => span.resource_attribute(k),
             TextField::Either(k) => span.attribute(k).or_else(|| span.resource_attribute(k)),
@@ -86,28 +183,88 @@ impl TextField {
 }
 
 impl TextCondition {
+    /// `field op value`; an error, to show as it is, for a regex that does not compile or an
+    /// order against a value that is not a number.
+    pub fn new(field: TextField, op: CompareOp, value: &str) -> Result<Self, String> {
+        let test = match op.text_op() {
+            Some(m) => Test::Text(LabelMatcher::new("", m, value).map_err(|e| e.to_string())?),
+            None => Test::Number(
+                op,
+                number(value).ok_or_else(|| {
+                    format!("{op} compares numbers, and {value:?} is not a number")
+                })?,
+            ),
+        };
+        Ok(Self { field, test })
+    }
+
+    /// How it compares.
+    pub fn op(&self) -> CompareOp {
+        match &self.test {
+            Test::Text(m) => match m.op {
+                MatchOp::Eq => CompareOp::Eq,
+                MatchOp::Ne => CompareOp::Ne,
+                MatchOp::Re => CompareOp::Re,
+                MatchOp::Nre => CompareOp::Nre,
+            },
+            Test::Number(op, _) => *op,
+        }
+    }
+
     /// Whether the span `span` shows passes.
     pub fn holds(&self, span: &SpanView<'_>) -> bool {
         match &self.field {
             TextField::Attribute(k) => self.held(k, span.attributes()),
             TextField::Resource(k) => self.held(k, span.resource()),
             TextField::Either(k) => self.held(k, span.attributes().chain(span.resource())),
-            single => self.matcher.matches(single.value(span)),
+            single => self.passes(single.value(span)),
         }
+    }
+
+    /// Whether the text `text` (`None`: not there) passes.
+    fn passes(&self, text: Option<&str>) -> bool {
+        match &self.test {
+            Test::Text(m) => m.matches(text),
+            Test::Number(op, value) => text.and_then(number).is_some_and(|n| match op {
+                CompareOp::Gt => n > *value,
+                CompareOp::Ge => n >= *value,
+                CompareOp::Lt => n < *value,
+                _ => n <= *value,
+            }),
+        }
+    }
+
+    /// Whether the comparison is one a single value satisfies (`=`, `=~`, the orders), not
+    /// one every value must (`!=`, `!~`).
+    fn positive(&self) -> bool {
+        !matches!(self.op(), CompareOp::Ne | CompareOp::Nre)
     }
 
     /// Whether the values `pairs` hold under `key` pass.
     fn held<'a>(&self, key: &str, pairs: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
-        let positive = matches!(self.matcher.op, MatchOp::Eq | MatchOp::Re);
+        let positive = self.positive();
         let mut any = false;
         for (_, v) in pairs.filter(|(k, _)| *k == key) {
             any = true;
-            // The positive form taking one value decides: `=` holds, `!=` fails.
-            if self.matcher.matches(Some(v)) == positive {
+            // The positive form taking one value decides: `=` holds, `!=` fails (`!=` passes
+            // a value that differs, so fails where `=` holds).
+            if self.passes(Some(v)) == positive {
                 return positive;
             }
         }
         any && !positive
+    }
+}
+
+/// The name TraceQL gives OTLP span kind `kind`.
+pub fn kind_name(kind: i32) -> &'static str {
+    match kind {
+        1 => "internal",
+        2 => "server",
+        3 => "client",
+        4 => "producer",
+        5 => "consumer",
+        _ => "unspecified",
     }
 }
 

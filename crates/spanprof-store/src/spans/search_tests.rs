@@ -1,10 +1,9 @@
 //! Span search filters and ordering, and duration percentiles at their edges.
 
 use super::{
-    duration_percentile, encode_spans, scan_spans, search, Longest, SpanQuery, SpanRecord,
-    TextCondition, TextField,
+    duration_percentile, encode_spans, scan_spans, search, CompareOp, Longest, SpanQuery,
+    SpanRecord, TextCondition, TextField,
 };
-use crate::matchers::{LabelMatcher, MatchOp};
 
 fn span(n: u8, service: &str, name: &str, start_ns: u64, duration_ns: u64) -> SpanRecord {
     SpanRecord {
@@ -148,12 +147,11 @@ fn spans_search_compares_texts_with_each_operator() {
     get.attributes = vec![("http.method".into(), "POST".into())];
     get.resource = vec![("http.method".into(), "GET".into())].into();
     all.push(get);
-    let with = |field: TextField, op: MatchOp, value: &str| {
-        let matcher = LabelMatcher::new("", op, value).unwrap();
-        let conditions = vec![TextCondition { field, matcher }];
+    let with = |field: TextField, op: CompareOp, value: &str| {
+        let conditions = vec![TextCondition::new(field, op, value).unwrap()];
         ids(&search(all.iter(), &query(|q| q.conditions = conditions)))
     };
-    use MatchOp::{Eq, Ne, Nre, Re};
+    use CompareOp::{Eq, Ne, Nre, Re};
     use TextField::{Attribute, Either, Name, Resource, Service, Status};
     assert_eq!(with(Name, Re, "GET /[ab]"), [6, 2, 3, 5, 1]);
     // Anchored: "GET" alone is no span's whole name.
@@ -175,6 +173,71 @@ fn spans_search_compares_texts_with_each_operator() {
     assert_eq!(with(Either("http.method".into()), Eq, "GET"), [6, 7]);
     assert_eq!(with(Either("http.method".into()), Ne, "GET"), [0u8; 0]);
     assert_eq!(with(Either("http.method".into()), Ne, "PUT"), [6, 7]);
+}
+
+#[test]
+fn spans_search_orders_numbers_and_compares_kinds_and_status_messages() {
+    let mut all = spans();
+    let code = |n: u8, values: &[&str]| {
+        let mut s = span(n, "api", "GET /n", 700 + u64::from(n), 1);
+        s.attributes = values
+            .iter()
+            .map(|v| ("http.response.status_code".to_string(), v.to_string()))
+            .collect();
+        s
+    };
+    // 7: 503; 8: 200; 9: 499 and 500 (a key held twice); 10: not a number; 11: a double.
+    all.extend([
+        code(7, &["503"]),
+        code(8, &["200"]),
+        code(9, &["499", "500"]),
+        code(10, &["teapot"]),
+        code(11, &[" 500.5"]),
+    ]);
+    all[0].kind = 2;
+    all[3].kind = 3;
+    all[1].status_message = "connection reset".into();
+    let key = || TextField::Attribute("http.response.status_code".into());
+    let with = |field: TextField, op: CompareOp, value: &str| {
+        let conditions = vec![TextCondition::new(field, op, value).unwrap()];
+        let mut found = ids(&search(all.iter(), &query(|q| q.conditions = conditions)));
+        found.sort();
+        found
+    };
+    use CompareOp::{Eq, Ge, Gt, Le, Lt, Ne, Re};
+    assert_eq!(with(key(), Ge, "500"), [7, 9, 11]);
+    assert_eq!(with(key(), Gt, "500"), [7, 11]);
+    assert_eq!(with(key(), Gt, "5e2"), [7, 11]);
+    assert_eq!(with(key(), Lt, "500"), [8, 9]);
+    assert_eq!(with(key(), Le, "200.0"), [8]);
+    assert_eq!(with(key(), Lt, "-1"), [0u8; 0]);
+    // Span 6's http.status_code is another key.
+    assert_eq!(
+        with(TextField::Attribute("http.status_code".into()), Ge, "500"),
+        [6]
+    );
+    // Names are no numbers: no order holds for them.
+    assert_eq!(with(TextField::Name, Gt, "0"), [0u8; 0]);
+    for bad in ["fast", "NaN", "inf", ""] {
+        let e = TextCondition::new(key(), Gt, bad).unwrap_err();
+        assert!(e.contains("is not a number"), "{bad}: {e}");
+    }
+    assert!(TextCondition::new(key(), Re, "(").is_err());
+
+    assert_eq!(with(TextField::Kind, Eq, "server"), [1]);
+    assert_eq!(with(TextField::Kind, Re, "server|client"), [1, 4]);
+    assert_eq!(
+        with(TextField::Kind, Eq, "unspecified").len(),
+        all.len() - 2
+    );
+    assert_eq!(with(TextField::StatusMessage, Re, "connection.*"), [2]);
+    assert_eq!(with(TextField::StatusMessage, Ne, ""), [2]);
+
+    for (text, op) in CompareOp::ALL {
+        assert_eq!(CompareOp::parse(text), Some(op));
+        assert_eq!(op.to_string(), text);
+    }
+    assert_eq!(CompareOp::parse("=="), None);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! parameters, unknown-parameter checks, and the parsers of every parameter kind.
 
 use spanprof_format::link::parse_id;
+use spanprof_store::spans::kind_name;
 use spanprof_store::time::{parse_duration, parse_time};
 
 use super::error::ApiError;
@@ -246,6 +247,18 @@ pub fn status(s: &str) -> Result<i32, String> {
         "error" | "2" | "status_code_error" => Ok(2),
         _ => Err("expected error, ok or unset".to_owned()),
     }
+}
+
+/// A span kind, as TraceQL names it (`server`), as OTLP does (`SPAN_KIND_SERVER`) or as
+/// its number (2), as the OTLP `SpanKind` number.
+pub fn kind(s: &str) -> Result<i32, String> {
+    let lower = s.to_ascii_lowercase();
+    let name = lower.strip_prefix("span_kind_").unwrap_or(&lower);
+    (0..=5)
+        .find(|&k| kind_name(k) == name || k.to_string() == name)
+        .ok_or_else(|| {
+            "expected server, client, internal, producer, consumer or unspecified".to_owned()
+        })
 }
 
 /// A duration (`250ms`, `15s`, `1h30m`), in nanoseconds.

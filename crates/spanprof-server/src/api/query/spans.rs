@@ -8,8 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
-use spanprof_store::matchers::{LabelMatcher, MatchOp};
-use spanprof_store::spans::{SpanQuery, SpanRecord, TextCondition, TextField};
+use spanprof_store::spans::{CompareOp, SpanQuery, SpanRecord, TextCondition, TextField};
 use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::error::{blocking, ApiError};
@@ -175,9 +174,10 @@ fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
         .map(|x| (x.shown.to_owned(), x.value.to_owned())))
 }
 
-/// `GET /api/v1/spans?service&name&min_duration&max_duration&status&from&to&limit&type`
+/// `GET /api/v1/spans?service&name&min_duration&max_duration&status&kind&from&to&limit&type&attribute&resource`
 /// (`span_name` is taken for `name`, as the profile endpoints call it; `status`: `error`, `ok`
-/// or `unset`).
+/// or `unset`; `kind`: `server`, `client`, `internal`, `producer`, `consumer` or
+/// `unspecified`).
 pub async fn search(
     State(app): State<AppState>,
     RawQuery(raw): RawQuery,
@@ -198,37 +198,43 @@ pub async fn search(
             "type",
             "attribute",
             "resource",
+            "kind",
         ],
     )?;
     let (from_ns, to_ns) = span_range(time_range(&p, params::now_ns())?);
     // `attribute=http.route=/cart`, `resource=host.name=web-1`: repeatable, all must hold.
-    // Also `attribute=http.route!=/health`, `=~` and `!~` (fully anchored regexes): text
-    // conditions, held as TraceQL holds them (see `TextCondition`).
+    // Also `attribute=http.route!=/health`, `=~` and `!~` (fully anchored regexes), and `>`,
+    // `>=`, `<`, `<=` to a number (`attribute=http.response.status_code>=500`): conditions,
+    // held as TraceQL holds them (see `TextCondition`).
     let mut conditions = Vec::new();
     let mut pairs = |name: &str| -> Result<Vec<(String, String)>, ApiError> {
         let mut equal = Vec::new();
         for x in p.many(name) {
             let Some((key, op, value)) = comparison(x.value) else {
                 return Err(x.bad(
-                    "expected key=value (or key!=value, key=~regex, key!~regex), e.g. \
-                     host.name=web-1",
+                    "expected key=value (or key!=value, key=~regex, key!~regex, or key>=number \
+                     and the other orders), e.g. host.name=web-1",
                 ));
             };
-            if op == MatchOp::Eq {
+            if op == CompareOp::Eq {
                 equal.push((key.to_owned(), value.to_owned()));
                 continue;
             }
-            let matcher = LabelMatcher::new(key, op, value).map_err(|e| x.bad(e.to_string()))?;
             let field = match name {
                 "resource" => TextField::Resource(key.to_owned()),
                 _ => TextField::Attribute(key.to_owned()),
             };
-            conditions.push(TextCondition { field, matcher });
+            conditions.push(TextCondition::new(field, op, value).map_err(|e| x.bad(e))?);
         }
         Ok(equal)
     };
     let attributes = pairs("attribute")?;
     let resource = pairs("resource")?;
+    if let Some(kind) = p.parsed("kind", params::kind)? {
+        let name = spanprof_store::spans::kind_name(kind);
+        let condition = TextCondition::new(TextField::Kind, CompareOp::Eq, name);
+        conditions.push(condition.expect("an equality always builds"));
+    }
     let name = match (p.one("name")?, p.one("span_name")?) {
         (Some(_), Some(_)) => {
             return Err(ApiError::bad_request(
@@ -616,21 +622,16 @@ fn depths(records: &[SpanRecord]) -> HashMap<[u8; 8], usize> {
 
 /// `key=value`, `key!=value`, `key=~regex` or `key!~regex` split at its first operator, the
 /// key not empty; `None` without one.
-fn comparison(pair: &str) -> Option<(&str, MatchOp, &str)> {
-    const OPS: [(&str, MatchOp); 4] = [
-        ("!=", MatchOp::Ne),
-        ("!~", MatchOp::Nre),
-        ("=~", MatchOp::Re),
-        ("=", MatchOp::Eq),
-    ];
-    let (at, op, m) = (0..pair.len())
+fn comparison(pair: &str) -> Option<(&str, CompareOp, &str)> {
+    let (at, text, op) = (0..pair.len())
         .filter(|&at| pair.is_char_boundary(at))
         .find_map(|at| {
-            OPS.iter()
-                .find(|(op, _)| pair[at..].starts_with(op))
-                .map(|&(op, m)| (at, op, m))
+            CompareOp::ALL
+                .iter()
+                .find(|(text, _)| pair[at..].starts_with(text))
+                .map(|&(text, op)| (at, text, op))
         })?;
-    (at > 0).then(|| (&pair[..at], m, &pair[at + op.len()..]))
+    (at > 0).then(|| (&pair[..at], op, &pair[at + text.len()..]))
 }
 
 #[cfg(test)]
@@ -639,7 +640,7 @@ mod tests {
 
     #[test]
     fn comparisons_split_at_their_first_operator() {
-        use MatchOp::{Eq, Ne, Nre, Re};
+        use CompareOp::{Eq, Ge, Gt, Le, Lt, Ne, Nre, Re};
         assert_eq!(
             comparison("http.route=/cart"),
             Some(("http.route", Eq, "/cart"))
@@ -649,6 +650,12 @@ mod tests {
         assert_eq!(comparison("host!=web-1"), Some(("host", Ne, "web-1")));
         assert_eq!(comparison("host!~web-.*"), Some(("host", Nre, "web-.*")));
         assert_eq!(comparison("k="), Some(("k", Eq, "")));
+        assert_eq!(comparison("code>=500"), Some(("code", Ge, "500")));
+        assert_eq!(comparison("code>500"), Some(("code", Gt, "500")));
+        assert_eq!(comparison("code<=5"), Some(("code", Le, "5")));
+        assert_eq!(comparison("code<5"), Some(("code", Lt, "5")));
+        // The first operator decides: a value may hold another.
+        assert_eq!(comparison("q=a>b"), Some(("q", Eq, "a>b")));
         assert_eq!(comparison("é=ü"), Some(("é", Eq, "ü")));
         for none in ["host", "=x", "!=x", ""] {
             assert_eq!(comparison(none), None, "{none}");

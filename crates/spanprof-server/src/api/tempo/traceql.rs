@@ -4,26 +4,32 @@
 //! - `field op value`, `op` one of `=`, `!=`, `=~`, `!~` (regexes fully anchored, as
 //!   Tempo's), on the service (`resource.service.name`, `.service.name`), the span
 //!   name (`name`, `span:name`), the status (`status`, `span:status`: `error`, `ok`,
-//!   `unset`), a span attribute (`span.key`), a resource attribute (`resource.key`) and
-//!   either (`.key`); values are quoted strings, or bare
+//!   `unset`), the status message (`statusMessage`, `span:statusMessage`), the kind (`kind`,
+//!   `span:kind`: `server`, `client`, `internal`, `producer`, `consumer`, `unspecified`), the
+//!   name and service of the trace's root span (`rootName`, `trace:rootName`,
+//!   `rootServiceName`, `trace:rootService`), a span attribute (`span.key`), a resource
+//!   attribute (`resource.key`) and either (`.key`); values are quoted strings, or bare
 //!   numbers, booleans and keywords, compared as text;
+//! - attributes also with `>`, `>=`, `<`, `<=` to a number
+//!   (`span.http.response.status_code >= 500`), which holds for values that are numbers in
+//!   that order (see [`spanprof_store::spans::TextCondition`]);
 //! - `duration` (`span:duration`) and `traceDuration` (`trace:duration`) compared with `>`,
 //!   `>=`, `<`, `<=` to a Go duration (`100ms`, `1.5s`).
 //!
 //! `!=` and `!~` on an attribute hold for spans that have it, with a value that differs or
-//! does not match (see [`spanprof_store::spans::TextCondition`]).
+//! does not match.
 //!
-//! Anything else (`||`, pipelines, several spansets) is refused
+//! Anything else (`||`, pipelines, several spansets, ids, events and links) is refused
 //! with a message naming the part, rather than answered wrongly.
 
-use spanprof_store::matchers::MatchOp;
+use spanprof_store::spans::CompareOp;
 use spanprof_store::time::parse_duration;
 
 /// A parsed query: tags as the `tags` parameter names them, each with its comparison and
 /// value, and duration bounds in ns (inclusive).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(super) struct Query {
-    pub tags: Vec<(String, MatchOp, String)>,
+    pub tags: Vec<(String, CompareOp, String)>,
     pub span_min_ns: Option<u64>,
     pub span_max_ns: Option<u64>,
     pub trace_min_ns: Option<u64>,
@@ -86,44 +92,36 @@ pub(super) fn parse(q: &str) -> Result<Query, String> {
                 }
             }
             _ => {
-                let op = match op {
-                    "=" => MatchOp::Eq,
-                    "!=" => MatchOp::Ne,
-                    "=~" => MatchOp::Re,
-                    "!~" => MatchOp::Nre,
-                    _ => {
-                        return Err(format!(
-                            "{condition}: {field} is compared with =, !=, =~ or !~ (not {op})"
-                        ))
-                    }
-                };
+                let op = CompareOp::parse(op).expect("split_condition gives known operators");
                 let key = match field {
                     "span:name" => "name",
                     "span:status" => "status",
-                    "kind"
-                    | "span:kind"
-                    | "statusMessage"
-                    | "span:statusMessage"
-                    | "rootName"
-                    | "rootServiceName"
-                    | "trace:rootName"
-                    | "trace:rootService"
-                    | "trace:id"
+                    "span:kind" => "kind",
+                    "span:statusMessage" => "statusMessage",
+                    "trace:rootName" => "rootName",
+                    "trace:rootService" => "rootServiceName",
+                    "trace:id"
                     | "span:id"
+                    | "span:parentID"
                     | "event:name"
+                    | "event:timeSinceStart"
                     | "link:traceID"
                     | "link:spanID"
-                    | "instrumentation:name" => {
+                    | "instrumentation:name"
+                    | "instrumentation:version"
+                    | "nestedSetLeft"
+                    | "nestedSetRight"
+                    | "nestedSetParent" => {
                         return Err(format!("{condition}: {field} is not supported"))
                     }
                     f => f,
                 };
                 // Two values one field equals: no span, or one said twice.
-                if op == MatchOp::Eq
+                if op == CompareOp::Eq
                     && query
                         .tags
                         .iter()
-                        .any(|(k, o, _)| k == key && *o == MatchOp::Eq)
+                        .any(|(k, o, _)| k == key && *o == CompareOp::Eq)
                 {
                     return Err(format!("{field} is compared twice with ="));
                 }
@@ -182,7 +180,7 @@ fn split_condition(c: &str) -> Result<(&str, &str, String), String> {
     let rest = &c[at..];
     let op_len = rest.bytes().take_while(|b| b"=!<>~".contains(b)).count();
     let op = &rest[..op_len];
-    if !["=", "!=", "=~", "!~", ">", ">=", "<", "<="].contains(&op) {
+    if CompareOp::parse(op).is_none() {
         return Err(format!("{c}: unknown operator {op}"));
     }
     if field.is_empty() || field.contains(char::is_whitespace) {
@@ -220,13 +218,13 @@ fn split_condition(c: &str) -> Result<(&str, &str, String), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse, MatchOp, Query};
+    use super::{parse, CompareOp, Query};
 
     fn tags(q: &Query) -> Vec<(&str, &str)> {
         q.tags
             .iter()
             .map(|(k, op, v)| {
-                assert_eq!(*op, MatchOp::Eq, "{k}");
+                assert_eq!(*op, CompareOp::Eq, "{k}");
                 (k.as_str(), v.as_str())
             })
             .collect()
@@ -238,7 +236,7 @@ mod tests {
             r#"{name=~"GET /.*" && resource.service.name != "db" && span.http.route !~ "/health|/ready" && status != error && name != "GET /x"}"#,
         )
         .unwrap();
-        let got: Vec<(&str, MatchOp, &str)> = q
+        let got: Vec<(&str, CompareOp, &str)> = q
             .tags
             .iter()
             .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
@@ -246,11 +244,11 @@ mod tests {
         assert_eq!(
             got,
             [
-                ("name", MatchOp::Re, "GET /.*"),
-                ("resource.service.name", MatchOp::Ne, "db"),
-                ("span.http.route", MatchOp::Nre, "/health|/ready"),
-                ("status", MatchOp::Ne, "error"),
-                ("name", MatchOp::Ne, "GET /x"),
+                ("name", CompareOp::Re, "GET /.*"),
+                ("resource.service.name", CompareOp::Ne, "db"),
+                ("span.http.route", CompareOp::Nre, "/health|/ready"),
+                ("status", CompareOp::Ne, "error"),
+                ("name", CompareOp::Ne, "GET /x"),
             ]
         );
     }
@@ -287,18 +285,42 @@ mod tests {
     }
 
     #[test]
+    fn intrinsics_take_their_short_names_and_attributes_take_orders() {
+        let q = parse(
+            "{span:kind=server && kind!=client && span:statusMessage=~\"reset.*\" && \
+             trace:rootName=\"GET /\" && rootServiceName=web && \
+             span.http.response.status_code >= 500 && .retries<3}",
+        )
+        .unwrap();
+        let got: Vec<(&str, CompareOp, &str)> = q
+            .tags
+            .iter()
+            .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("kind", CompareOp::Eq, "server"),
+                ("kind", CompareOp::Ne, "client"),
+                ("statusMessage", CompareOp::Re, "reset.*"),
+                ("rootName", CompareOp::Eq, "GET /"),
+                ("rootServiceName", CompareOp::Eq, "web"),
+                ("span.http.response.status_code", CompareOp::Ge, "500"),
+                (".retries", CompareOp::Lt, "3"),
+            ]
+        );
+    }
+
+    #[test]
     fn the_rest_of_traceql_is_refused_naming_the_part() {
         for (q, says) in [
             (r#"{name="a"} || {name="b"}"#, "only one spanset"),
             (r#"{name="a" || name="b"}"#, "'|' is not supported"),
             (r#"{name="a"} | count() > 1"#, "only one spanset"),
-            (
-                r#"{name>"a"}"#,
-                "name is compared with =, !=, =~ or !~ (not >)",
-            ),
             ("{duration=1s}", "durations are compared with"),
             ("{duration>fast}", "duration>fast"),
-            ("{kind=server}", "kind is not supported"),
+            ("{span:id=ab}", "span:id is not supported"),
+            ("{name==a}", "unknown operator =="),
             (r#"{name="a" && name="b"}"#, "name is compared twice with ="),
             (r#"{name="a" && }"#, "an empty condition"),
             (r#"{name="open}"#, "not closed"),

@@ -137,7 +137,8 @@ export class TracesView {
       title: "key=value pairs, separated by spaces, that the span's attributes hold " +
         "(key=\"a value with spaces\"); resource.key=value: its resource's (the host, pod or " +
         "version that ran it); key!=value, key=~regex (whole value) and key!~regex for spans " +
-        "that have the key with another value" });
+        "that have the key with another value; key>=number (and >, <, <=) for a value that is " +
+        "such a number, e.g. http.response.status_code>=500" });
     const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
       checked: params.status === "error" });
     replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, where, ...range.nodes,
@@ -196,12 +197,13 @@ export class TracesView {
 }
 
 /** The search's `where` text (`http.route=/cart resource.host.name=web-1`, a value with
- * spaces in double quotes: `span.name="GET /x"`; also `!=`, `=~`, `!~`) as the spans API's
+ * spaces in double quotes: `span.name="GET /x"`; also `!=`, `=~`, `!~`, and `>=`, `<=`, `>`,
+ * `<` to a number) as the spans API's
  * repeatable `attribute` and `resource` parameters; the API refuses a pair without one. */
 function wherePairs(where) {
   const attribute = [];
   const resource = [];
-  const pairs = /(\S+?)(!=|!~|=~|=)(?:"([^"]*)"|(\S*))|(\S+)/g;
+  const pairs = /(\S+?)(!=|!~|=~|>=|<=|=|>|<)(?:"([^"]*)"|(\S*))|(\S+)/g;
   for (const [, key, op, quoted, bare, alone] of String(where || "").matchAll(pairs)) {
     const pair = alone !== undefined ? alone : key + op + (quoted !== undefined ? quoted : bare);
     if (pair.startsWith("resource.")) resource.push(pair.slice("resource.".length));
