@@ -778,6 +778,8 @@ fn tempo_search_by_traceql_compares_with_not_equal_and_regexes() {
     assert!(body.contains("invalid regular expression"), "{body}");
 }
 
+/// TraceQL's orders of numbers, kinds, the trace's root and status messages in search, and
+/// the tag values Grafana's search builder lists for them and for a query being typed.
 #[test]
 fn tempo_search_by_traceql_orders_numbers_and_takes_kinds_roots_and_status_messages() {
     let f = fixture();
@@ -890,6 +892,54 @@ fn tempo_search_by_traceql_orders_numbers_and_takes_kinds_roots_and_status_messa
     assert_eq!(
         get_json("/api/search/tag/rootServiceName/values")["tagValues"],
         serde_json::json!([SERVICE])
+    );
+
+    // Values and names for the rest of a query being typed, as Grafana asks for them: its
+    // complete conditions count.
+    let names = |q: &str| -> BTreeSet<String> {
+        let v = get_json(&format!("/api/v2/search/tag/name/values?q={}", enc(q)));
+        v["tagValues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v["value"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let owned = |set: BTreeSet<&str>| set.into_iter().map(String::from).collect();
+    assert_eq!(names("{kind = server && name = }"), owned(roots.clone()));
+    let every: BTreeSet<&str> = f.spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(
+        names(&format!(r#"{{resource.service.name="{SERVICE}" && "#)),
+        owned(every.clone())
+    );
+    assert_eq!(
+        names(r#"{resource.service.name="elsewhere"}"#),
+        BTreeSet::new()
+    );
+    assert_eq!(
+        names(r#"{kind = server} || {kind = client}"#),
+        owned(every),
+        "not one spanset: every value"
+    );
+    let failing: BTreeSet<&str> = f
+        .spans
+        .iter()
+        .filter(|s| response_code(s) == Some(503))
+        .map(|s| s.name.as_str())
+        .collect();
+    assert_eq!(
+        names("{span.http.response.status_code >= 500 && name =~ \"GET (\"}"),
+        owned(failing)
+    );
+    let v = get_json(&format!(
+        "/api/v2/search/tags?q={}",
+        enc(r#"{name = "gateway"}"#)
+    ));
+    assert_eq!(v["scopes"][1]["name"], "span");
+    assert_eq!(
+        v["scopes"][1]["tags"],
+        serde_json::json!([]),
+        "the gateway span has no attributes"
     );
 }
 

@@ -47,12 +47,18 @@
 //!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
 //!   conditions, see the `traceql` module): its conditions are tags, `duration` bounds the
 //!   matching spans and `traceDuration` the trace; other TraceQL is a 400 naming the part.
-//! - `GET /api/search/tags?scope=` → `{"tagNames": […], "metrics": {}}`;
+//! - `GET /api/search/tags?scope=&q=&start=&end=` → `{"tagNames": […], "metrics": {}}`;
 //!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
 //!   "tags": […]}], "metrics": {}}`.
 //! - `GET /api/search/tag/{name}/values` → `{"tagValues": ["…"], "metrics": {}}`;
 //!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `resource.x`, `span.x`, `.x`,
-//!   `name`, `status`, `statusMessage`, `kind`, `rootName`, `rootServiceName`) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
+//!   `name`, `status`, `statusMessage`, `kind`, `rootName`, `rootServiceName`; `q`, `start`,
+//!   `end` too) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
+//!
+//!   Tag names and values are of the spans of `start`/`end` (unix seconds) that pass `q`, a
+//!   query perhaps still being typed (Grafana sends the rest of the search with it, so a span
+//!   name list holds the chosen service's names): its complete conditions count, and the rest
+//!   of it is left out, as Tempo does.
 //! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
 //!
 //! Errors: 400 for a bad id or parameter with a message naming it, 404 for an unknown trace,
@@ -501,6 +507,34 @@ fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> 
 fn span_filter(tags: Vec<(String, CompareOp, String)>) -> Result<SpanFilter, ApiError> {
     let mut f = SpanFilter::default();
     for (key, op, value) in tags {
+        f.add(key, op, value)?;
+    }
+    Ok(f)
+}
+
+impl SpanFilter {
+    /// The spans of `[from_ns, to_ns]` that pass the filter (all but its `root` conditions,
+    /// which a trace's root decides).
+    fn span_query(&self, from_ns: u64, to_ns: u64) -> SpanQuery {
+        SpanQuery {
+            service: self.service.clone(),
+            name: self.name.clone(),
+            from_ns,
+            to_ns,
+            attributes: self.attributes.clone(),
+            resource: self.resource.clone(),
+            either: self.either.clone(),
+            min_duration_ns: self.min_ns,
+            max_duration_ns: self.max_ns,
+            status_code: self.status,
+            conditions: self.conditions.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds the tag `key op value`; one that fails adds nothing.
+    fn add(&mut self, key: String, op: CompareOp, value: String) -> Result<(), ApiError> {
+        let f = self;
         // `span.name` is the span's name here too, as Tempo's legacy tags have it.
         let tag = if key == "span.name" {
             Tag::Name
@@ -554,7 +588,7 @@ fn span_filter(tags: Vec<(String, CompareOp, String)>) -> Result<SpanFilter, Api
         };
         if of_root {
             f.root.push(condition()?);
-            continue;
+            return Ok(());
         }
         if op != CompareOp::Eq || matches!(field, TextField::Kind | TextField::StatusMessage) {
             f.conditions.push(condition()?);
@@ -563,7 +597,7 @@ fn span_filter(tags: Vec<(String, CompareOp, String)>) -> Result<SpanFilter, Api
                 _ => Shown::Field(field.clone()),
             };
             f.shown.push((key, shown));
-            continue;
+            return Ok(());
         }
         f.shown.push((key, Shown::Value(value.clone())));
         match field {
@@ -575,8 +609,8 @@ fn span_filter(tags: Vec<(String, CompareOp, String)>) -> Result<SpanFilter, Api
             TextField::Either(k) => f.either.push((k, value)),
             TextField::Kind | TextField::StatusMessage => unreachable!("taken as conditions above"),
         }
+        Ok(())
     }
-    Ok(f)
 }
 
 /// Decodes logfmt `key=value key2="quoted value"` pairs (a bare key has an empty value).
@@ -672,20 +706,7 @@ async fn search(State(app): State<AppState>, Query(params): Params) -> Result<Re
 }
 
 fn run_search(store: &Store, req: &SearchRequest) -> Result<(Vec<Found>, usize), ApiError> {
-    let query = SpanQuery {
-        service: req.filter.service.clone(),
-        name: req.filter.name.clone(),
-        from_ns: req.from_ns,
-        to_ns: req.to_ns,
-        attributes: req.filter.attributes.clone(),
-        resource: req.filter.resource.clone(),
-        either: req.filter.either.clone(),
-        min_duration_ns: req.filter.min_ns,
-        max_duration_ns: req.filter.max_ns,
-        status_code: req.filter.status,
-        conditions: req.filter.conditions.clone(),
-        ..Default::default()
-    };
+    let query = req.filter.span_query(req.from_ns, req.to_ns);
     // Per trace, the start of its first matching span; the spans themselves are read again
     // from the traces shown (keeping every matching span took 1.35 GB for 800,000 traces).
     let mut first_match: HashMap<[u8; 16], u64> = HashMap::new();
@@ -812,7 +833,11 @@ fn search_result(t: &Found, req: &SearchRequest) -> Value {
 // ---------------------------------------------------------------------------------------
 // Tags
 
-/// The spans of the time range given by `start`/`end` (unix seconds).
+/// The spans of the time range given by `start`/`end` (unix seconds) that pass the complete
+/// conditions of `q` (TraceQL perhaps still being typed, as Grafana sends it to list the
+/// values that go with the rest of the query; see [`traceql::parse_lenient`]: a condition
+/// that does not parse or build is left out, as in Tempo, and so are those on the trace's
+/// root).
 fn range_query(params: &[(String, String)]) -> Result<SpanQuery, ApiError> {
     let seconds = |name: &str| -> Result<Option<u64>, ApiError> {
         params
@@ -825,13 +850,20 @@ fn range_query(params: &[(String, String)]) -> Result<SpanQuery, ApiError> {
             })
             .transpose()
     };
-    Ok(SpanQuery {
-        from_ns: seconds("start")?.map_or(0, |s| s.saturating_mul(1_000_000_000)),
-        to_ns: seconds("end")?.map_or(u64::MAX, |e| {
-            e.saturating_add(1).saturating_mul(1_000_000_000) - 1
-        }),
-        ..Default::default()
-    })
+    let from_ns = seconds("start")?.map_or(0, |s| s.saturating_mul(1_000_000_000));
+    let to_ns = seconds("end")?.map_or(u64::MAX, |e| {
+        e.saturating_add(1).saturating_mul(1_000_000_000) - 1
+    });
+    let mut filter = SpanFilter::default();
+    if let Some((_, q)) = params.iter().rev().find(|(k, _)| k == "q") {
+        let q = traceql::parse_lenient(q);
+        for (key, op, value) in q.tags {
+            // Left out when it does not build (a regex still being typed).
+            let _ = filter.add(key, op, value);
+        }
+        (filter.min_ns, filter.max_ns) = (q.span_min_ns, q.span_max_ns);
+    }
+    Ok(filter.span_query(from_ns, to_ns))
 }
 
 /// The distinct attribute keys of the spans of the time range in `params`, and of their

@@ -55,81 +55,107 @@ pub(super) fn parse(q: &str) -> Result<Query, String> {
             }
             return Err(format!("an empty condition between &&: {SHAPE}"));
         }
-        let (field, op, value) = split_condition(condition)?;
-        match field {
-            "duration" | "span:duration" | "traceDuration" | "trace:duration" => {
-                let ns = parse_duration(&value).map_err(|e| format!("{condition}: {e}"))?;
-                let trace = field.starts_with("trace");
-                match op {
-                    ">" | ">=" => {
-                        let at = if op == ">" { ns.saturating_add(1) } else { ns };
-                        let min = if trace {
-                            &mut query.trace_min_ns
-                        } else {
-                            &mut query.span_min_ns
-                        };
-                        // Two bounds on one side: the tighter.
-                        *min = Some(min.map_or(at, |b| b.max(at)));
-                    }
-                    "<" | "<=" => {
-                        let at = match (op, ns) {
-                            ("<=", _) => ns,
-                            (_, 0) => return Err(format!("{condition}: no duration is below 0")),
-                            _ => ns - 1,
-                        };
-                        let max = if trace {
-                            &mut query.trace_max_ns
-                        } else {
-                            &mut query.span_max_ns
-                        };
-                        *max = Some(max.map_or(at, |b| b.min(at)));
-                    }
-                    _ => {
-                        return Err(format!(
-                            "{condition}: durations are compared with >, >=, < or <="
-                        ))
-                    }
-                }
-            }
-            _ => {
-                let op = CompareOp::parse(op).expect("split_condition gives known operators");
-                let key = match field {
-                    "span:name" => "name",
-                    "span:status" => "status",
-                    "span:kind" => "kind",
-                    "span:statusMessage" => "statusMessage",
-                    "trace:rootName" => "rootName",
-                    "trace:rootService" => "rootServiceName",
-                    "trace:id"
-                    | "span:id"
-                    | "span:parentID"
-                    | "event:name"
-                    | "event:timeSinceStart"
-                    | "link:traceID"
-                    | "link:spanID"
-                    | "instrumentation:name"
-                    | "instrumentation:version"
-                    | "nestedSetLeft"
-                    | "nestedSetRight"
-                    | "nestedSetParent" => {
-                        return Err(format!("{condition}: {field} is not supported"))
-                    }
-                    f => f,
-                };
-                // Two values one field equals: no span, or one said twice.
-                if op == CompareOp::Eq
-                    && query
-                        .tags
-                        .iter()
-                        .any(|(k, o, _)| k == key && *o == CompareOp::Eq)
-                {
-                    return Err(format!("{field} is compared twice with ="));
-                }
-                query.tags.push((key.to_owned(), op, value));
-            }
-        }
+        add_condition(&mut query, condition)?;
     }
     Ok(query)
+}
+
+/// The complete conditions of `q`, a query perhaps still being typed (`{resource.service.name
+/// = "api" && name = }`, the closing brace perhaps missing), as Tempo's tag endpoints read
+/// theirs: a condition that does not parse is left out, and a query that is not one spanset
+/// (`||`, several spansets, a pipeline) selects everything.
+pub(super) fn parse_lenient(q: &str) -> Query {
+    let mut query = Query::default();
+    let Some(inner) = q.trim().strip_prefix('{') else {
+        return query;
+    };
+    let inner = inner.strip_suffix('}').unwrap_or(inner);
+    let Ok(conditions) = split_and(inner) else {
+        return query;
+    };
+    for condition in conditions {
+        // A condition that fails adds nothing.
+        let _ = add_condition(&mut query, condition.trim());
+    }
+    query
+}
+
+/// Adds `condition` (trimmed, not empty) to `query`; one that fails adds nothing.
+fn add_condition(query: &mut Query, condition: &str) -> Result<(), String> {
+    let (field, op, value) = split_condition(condition)?;
+    match field {
+        "duration" | "span:duration" | "traceDuration" | "trace:duration" => {
+            let ns = parse_duration(&value).map_err(|e| format!("{condition}: {e}"))?;
+            let trace = field.starts_with("trace");
+            match op {
+                ">" | ">=" => {
+                    let at = if op == ">" { ns.saturating_add(1) } else { ns };
+                    let min = if trace {
+                        &mut query.trace_min_ns
+                    } else {
+                        &mut query.span_min_ns
+                    };
+                    // Two bounds on one side: the tighter.
+                    *min = Some(min.map_or(at, |b| b.max(at)));
+                }
+                "<" | "<=" => {
+                    let at = match (op, ns) {
+                        ("<=", _) => ns,
+                        (_, 0) => return Err(format!("{condition}: no duration is below 0")),
+                        _ => ns - 1,
+                    };
+                    let max = if trace {
+                        &mut query.trace_max_ns
+                    } else {
+                        &mut query.span_max_ns
+                    };
+                    *max = Some(max.map_or(at, |b| b.min(at)));
+                }
+                _ => {
+                    return Err(format!(
+                        "{condition}: durations are compared with >, >=, < or <="
+                    ))
+                }
+            }
+        }
+        _ => {
+            let op = CompareOp::parse(op).expect("split_condition gives known operators");
+            let key = match field {
+                "span:name" => "name",
+                "span:status" => "status",
+                "span:kind" => "kind",
+                "span:statusMessage" => "statusMessage",
+                "trace:rootName" => "rootName",
+                "trace:rootService" => "rootServiceName",
+                "trace:id"
+                | "span:id"
+                | "span:parentID"
+                | "event:name"
+                | "event:timeSinceStart"
+                | "link:traceID"
+                | "link:spanID"
+                | "instrumentation:name"
+                | "instrumentation:version"
+                | "nestedSetLeft"
+                | "nestedSetRight"
+                | "nestedSetParent" => {
+                    return Err(format!("{condition}: {field} is not supported"))
+                }
+                f => f,
+            };
+            // Two values one field equals: no span, or one said twice.
+            if op == CompareOp::Eq
+                && query
+                    .tags
+                    .iter()
+                    .any(|(k, o, _)| k == key && *o == CompareOp::Eq)
+            {
+                return Err(format!("{field} is compared twice with ="));
+            }
+            query.tags.push((key.to_owned(), op, value));
+        }
+    }
+    Ok(())
 }
 
 /// Splits at each `&&` outside quotes; refuses `||`, `|`, and spanset operators.
@@ -309,6 +335,43 @@ mod tests {
                 (".retries", CompareOp::Lt, "3"),
             ]
         );
+    }
+
+    #[test]
+    fn a_query_being_typed_keeps_its_complete_conditions() {
+        let kept = |q: &str| -> Vec<(String, String)> {
+            super::parse_lenient(q)
+                .tags
+                .into_iter()
+                .map(|(k, op, v)| (k, format!("{op}{v}")))
+                .collect()
+        };
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            kept(r#"{resource.service.name="api" && name = }"#),
+            [pair("resource.service.name", "=api")]
+        );
+        assert_eq!(
+            kept(r#"{ span.http.method != "GET" && .retries >= 2 && kind = "#),
+            [pair("span.http.method", "!=GET"), pair(".retries", ">=2")]
+        );
+        // What does not parse is left out; what has no place here, too.
+        assert_eq!(
+            kept(r#"{name="a" && span:id = ab && nonsense && name =~ "b.*"}"#),
+            [pair("name", "=a"), pair("name", "=~b.*")]
+        );
+        let q = super::parse_lenient("{duration > 1s && traceDuration < 5s && name=");
+        assert_eq!(
+            (q.span_min_ns, q.trace_max_ns),
+            (Some(1_000_000_001), Some(4_999_999_999))
+        );
+        for everything in ["", "{}", "{", r#"{name="a"} || {name="b"}"#, r#"name="a""#] {
+            assert_eq!(
+                super::parse_lenient(everything),
+                Query::default(),
+                "{everything}"
+            );
+        }
     }
 
     #[test]
