@@ -165,6 +165,44 @@ struct SelectMergeStacktracesRequest {
     span_selector: Vec<String>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
+struct DiffRequest {
+    #[prost(message, optional, tag = "1")]
+    left: Option<SelectMergeStacktracesRequest>,
+    #[prost(message, optional, tag = "2")]
+    right: Option<SelectMergeStacktracesRequest>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct DiffResponse {
+    #[prost(message, optional, tag = "1")]
+    flamegraph: Option<FlameGraphDiff>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct FlameGraphDiff {
+    #[prost(string, repeated, tag = "1")]
+    names: Vec<String>,
+    #[prost(message, repeated, tag = "2")]
+    levels: Vec<Level>,
+    #[prost(int64, tag = "3")]
+    total: i64,
+    #[prost(int64, tag = "4")]
+    max_self: i64,
+    #[prost(int64, tag = "5")]
+    left_ticks: i64,
+    #[prost(int64, tag = "6")]
+    right_ticks: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetProfileStatsRequest {}
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetProfileStatsResponse {
+    #[prost(bool, tag = "1")]
+    data_ingested: bool,
+    #[prost(int64, tag = "2")]
+    oldest_profile_time: i64,
+    #[prost(int64, tag = "3")]
+    newest_profile_time: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
 struct SelectMergeProfileRequest {
     #[prost(string, tag = "1")]
     profile_type_id: String,
@@ -988,6 +1026,192 @@ fn select_merge_stacktraces_flame_graphs() {
         let (status, v) = error("SelectMergeStacktraces", "application/proto", &body);
         assert_eq!((status, &v["code"]), (501, &json!("unimplemented")), "{v}");
     }
+}
+
+/// One side of a diff flame graph as a single flame graph: that side's (x offset, total,
+/// self) of each node it has (total > 0), the offsets made deltas again within the side.
+fn diff_side(d: &FlameGraphDiff, right: bool) -> FlameGraph {
+    let at = if right { 3 } else { 0 };
+    let levels = d
+        .levels
+        .iter()
+        .map(|level| {
+            assert_eq!(level.values.len() % 7, 0, "7-tuples");
+            let (mut end, mut kept_end) = (0, 0);
+            let mut values = Vec::new();
+            for t in level.values.chunks(7) {
+                let start = end + t[at];
+                end = start + t[at + 1];
+                if t[at + 1] > 0 {
+                    values.extend([start - kept_end, t[at + 1], t[at + 2], t[6]]);
+                    kept_end = start + t[at + 1];
+                }
+            }
+            Level { values }
+        })
+        .filter(|l| !l.values.is_empty())
+        .collect();
+    FlameGraph {
+        names: d.names.clone(),
+        levels,
+        total: if right { d.right_ticks } else { d.left_ticks },
+        max_self: 0,
+    }
+}
+
+/// Each node of a flame graph as (absolute start, total, self, name), per level.
+fn nodes(fg: &FlameGraph) -> Vec<Vec<(i64, i64, i64, String)>> {
+    fg.levels
+        .iter()
+        .map(|level| {
+            let mut end = 0;
+            level
+                .values
+                .chunks(4)
+                .map(|t| {
+                    let start = end + t[0];
+                    end = start + t[1];
+                    (start, t[1], t[2], fg.names[t[3] as usize].clone())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn diff_compares_a_slow_span_with_its_service_as_grafana_asks() {
+    let data = &fixture().data;
+    let (start, end) = profile_range(data);
+    let service = SelectMergeStacktracesRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        max_nodes: None,
+        format: 0,
+        trace_id_selector: vec![],
+        span_selector: vec![],
+    };
+    let root = slow_root(data);
+    let span = SelectMergeStacktracesRequest {
+        span_selector: vec![hex(&root.span_id)],
+        ..service.clone()
+    };
+    let r: DiffResponse = proto(
+        "Diff",
+        &DiffRequest {
+            left: Some(span.clone()),
+            right: Some(service.clone()),
+        },
+    );
+    let d = r.flamegraph.unwrap();
+    assert_eq!(
+        (d.left_ticks, d.right_ticks, d.total),
+        (
+            root.cpu_ns,
+            data.cpu_total_ns,
+            root.cpu_ns + data.cpu_total_ns
+        )
+    );
+    assert_eq!(d.names[0], "total");
+    // Each side is what SelectMergeStacktraces draws of it, node for node.
+    for (side, request) in [(false, &span), (true, &service)] {
+        let single: FlameGraphResponse = proto("SelectMergeStacktraces", request);
+        let single = single.flamegraph.unwrap();
+        check_layout(&single);
+        assert_eq!(
+            nodes(&diff_side(&d, side)),
+            nodes(&single),
+            "the {} side",
+            if side { "right" } else { "left" }
+        );
+    }
+    let left_levels = nodes(&diff_side(&d, false));
+    assert_eq!(function_total(&left_levels, HOT_FUNCTION), root.hot_cum_ns);
+
+    // The same in protojson, int64s as strings.
+    let v = json_call(
+        "Diff",
+        json!({"left": {"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR,
+                        "start": start, "end": end, "spanSelector": [hex(&root.span_id)]},
+               "right": {"profileTypeID": CPU_TYPE, "labelSelector": SELECTOR,
+                         "start": start.to_string(), "end": end}}),
+    );
+    let f = &v["flamegraph"];
+    assert_eq!(f["leftTicks"], root.cpu_ns.to_string());
+    assert_eq!(f["rightTicks"], data.cpu_total_ns.to_string());
+    assert_eq!(
+        flame_from_json(f),
+        FlameGraph {
+            names: d.names.clone(),
+            levels: d.levels.clone(),
+            total: d.total,
+            max_self: d.max_self
+        }
+    );
+
+    // What is wrong is named, with the side it is on.
+    for (request, says) in [
+        (
+            json!({"left": {"profileTypeID": CPU_TYPE}}),
+            "right is required",
+        ),
+        (
+            json!({"left": {"profileTypeID": CPU_TYPE, "spanSelector": ["abc"]},
+                   "right": {"profileTypeID": CPU_TYPE}}),
+            "left: invalid span id length",
+        ),
+        (
+            json!({"left": {"profileTypeID": CPU_TYPE},
+                   "right": {"profileTypeID": "memory:alloc_space:bytes:space:bytes"}}),
+            "of one profile type",
+        ),
+        (json!({"left": "x"}), "left: expected an object"),
+    ] {
+        let (status, e) = error("Diff", "application/json", request.to_string().as_bytes());
+        assert_eq!(
+            (status, e["code"].as_str()),
+            (400, Some("invalid_argument")),
+            "{e}"
+        );
+        assert!(e["message"].as_str().unwrap().contains(says), "{says}: {e}");
+    }
+}
+
+#[test]
+fn profile_stats_say_when_the_data_was_taken() {
+    let data = &fixture().data;
+    let r: GetProfileStatsResponse = proto("GetProfileStats", &GetProfileStatsRequest {});
+    let t0 = data.profile.time_nanos / 1_000_000;
+    assert_eq!(
+        (
+            r.data_ingested,
+            r.oldest_profile_time,
+            r.newest_profile_time
+        ),
+        (true, t0, t0)
+    );
+    let v = json_call("GetProfileStats", json!({}));
+    assert_eq!(
+        v,
+        json!({"dataIngested": true, "oldestProfileTime": t0.to_string(),
+               "newestProfileTime": t0.to_string()})
+    );
+    // A store with nothing in it answers as Pyroscope does.
+    let empty = Fixture {
+        server: TestServer::in_fresh_dir("querier-empty", |_| {}),
+        data: GoData::load(),
+    };
+    let r: GetProfileStatsResponse =
+        proto_at(&empty, "GetProfileStats", &GetProfileStatsRequest {});
+    assert_eq!(
+        (
+            r.data_ingested,
+            r.oldest_profile_time,
+            r.newest_profile_time
+        ),
+        (false, i64::MAX, i64::MIN)
+    );
 }
 
 #[test]

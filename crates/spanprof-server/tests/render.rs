@@ -274,6 +274,124 @@ fn legacy_app_names_and_options() {
     .ok();
 }
 
+/// Per level, each node's (x offset, total, self, name) of one side of a `"double"`
+/// flamebearer (`right`: the second triple), or of a `"single"` one.
+fn sides(fb: &Value, right: Option<bool>) -> Vec<Vec<(i64, i64, i64, String)>> {
+    let names: Vec<&str> = fb["flamebearer"]["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    let (width, at) = match right {
+        None => (4, 0),
+        Some(false) => (7, 0),
+        Some(true) => (7, 3),
+    };
+    fb["flamebearer"]["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|level| {
+            let v: Vec<i64> = level
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_i64().unwrap())
+                .collect();
+            assert_eq!(v.len() % width, 0, "{width}-tuples");
+            v.chunks(width)
+                .map(|t| {
+                    (
+                        t[at],
+                        t[at + 1],
+                        t[at + 2],
+                        names[t[width - 1] as usize].to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn render_diff_is_a_double_flamebearer_of_two_selections() {
+    let data = &fixture().data;
+    let (from, until) = window();
+    let diff = |extra: &str| -> Reply {
+        get(&format!(
+            "/pyroscope/render-diff?leftQuery={q}&leftFrom={from}&leftUntil={until}\
+             &rightQuery={q}{extra}",
+            q = enc(&format!("{CPU_TYPE}{{service_name=\"{SERVICE}\"}}"))
+        ))
+    };
+    // The profile against an hour before it, when there was nothing.
+    let v = diff(&format!(
+        "&rightFrom={}&rightUntil={}",
+        from - 7200,
+        from - 3600
+    ))
+    .ok()
+    .json();
+    assert_eq!(v["metadata"]["format"], "double");
+    assert_eq!(v["metadata"]["units"], "samples");
+    assert_eq!(v["leftTicks"].as_i64(), Some(data.cpu_total_ns));
+    assert_eq!(v["rightTicks"].as_i64(), Some(0));
+    assert_eq!(
+        v["flamebearer"]["numTicks"].as_i64(),
+        Some(data.cpu_total_ns)
+    );
+    // The left side is the single flame graph /pyroscope/render draws, node for node; the
+    // right is empty.
+    let single = render(&format!("{CPU_TYPE}{{service_name=\"{SERVICE}\"}}"), "");
+    assert_eq!(sides(&v, Some(false)), sides(&single, None));
+    assert!(sides(&v, Some(true))
+        .iter()
+        .flatten()
+        .all(|n| (n.1, n.2) == (0, 0)));
+    // The same selection on both sides: two equal sides.
+    let v = diff(&format!("&rightFrom={from}&rightUntil={until}"))
+        .ok()
+        .json();
+    assert_eq!(v["rightTicks"].as_i64(), Some(data.cpu_total_ns));
+    assert_eq!(sides(&v, Some(true)), sides(&v, Some(false)));
+
+    for (path, says) in [
+        (
+            format!("/pyroscope/render-diff?leftQuery={}", enc(CPU_TYPE)),
+            "'rightQuery' is required",
+        ),
+        (
+            format!(
+                "/pyroscope/render-diff?leftQuery={}&rightQuery={}",
+                enc(CPU_TYPE),
+                enc("memory:alloc_space:bytes:space:bytes")
+            ),
+            "profile types must match",
+        ),
+        (
+            format!(
+                "/pyroscope/render-diff?leftQuery={}&rightQuery={}",
+                enc("{service_name=\"x\"}"),
+                enc(CPU_TYPE)
+            ),
+            "'leftQuery' must contain a profile-type selection",
+        ),
+        (
+            format!(
+                "/pyroscope/render-diff?leftQuery={q}&rightQuery={q}&rightFrom=soon",
+                q = enc(CPU_TYPE)
+            ),
+            "rightFrom",
+        ),
+    ] {
+        let r = get(&path);
+        let body = String::from_utf8_lossy(&r.body);
+        assert_eq!(r.status, 400, "{path}: {body}");
+        assert!(body.contains(says), "{path}: {body}");
+    }
+}
+
 #[test]
 fn label_values() {
     let values = |q: &str| -> Value { get(&format!("/pyroscope/label-values?{q}")).ok().json() };

@@ -13,7 +13,9 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
+use crate::flamegraph::pyroscope::flamebearer_units;
 use crate::flamegraph::{FlameTree, NodeId, OTHER_NAME, ROOT_NAME};
+use crate::select::ProfileType;
 
 /// A diff flame graph in Pyroscope's `FlameGraphDiff` level layout. All values are in the
 /// profiles' unit (nanoseconds, bytes, count), which both trees must share.
@@ -217,6 +219,34 @@ pub fn diff_layout(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Fla
 }
 
 impl FlameGraphDiffLayout {
+    /// The layout as Pyroscope's legacy `/pyroscope/render-diff` answers it (flamebearer JSON,
+    /// `"format": "double"`, `leftTicks` and `rightTicks` beside the flame graph), in the units
+    /// of `profile_type`.
+    pub fn to_flamebearer_json(&self, profile_type: &ProfileType) -> Value {
+        let (units, sample_rate) = flamebearer_units(profile_type);
+        json!({
+            "version": 1,
+            "flamebearer": {
+                "names": self.names,
+                "levels": self.levels,
+                "numTicks": self.total,
+                "maxSelf": self.max_self,
+            },
+            "metadata": {
+                "format": "double",
+                "spyName": "",
+                "sampleRate": sample_rate,
+                "units": units,
+                "name": profile_type.sample_type,
+            },
+            "timeline": null,
+            "groups": null,
+            "heatmap": null,
+            "leftTicks": self.left_ticks,
+            "rightTicks": self.right_ticks,
+        })
+    }
+
     /// The layout as protojson of `querier.v1` `FlameGraphDiff`: int64 values as strings,
     /// `{"names":[…],"levels":[{"values":["0","100",…]}],"total":"…","maxSelf":"…",
     /// "leftTicks":"…","rightTicks":"…"}`.

@@ -4,7 +4,7 @@
 //! Values are in the unit of the profile type they came from (nanoseconds, bytes, count).
 //! Every traversal is iterative, so hostile stack depths cannot overflow the call stack.
 
-mod pyroscope;
+pub(crate) mod pyroscope;
 mod top;
 
 pub use pyroscope::{FlameGraphLayout, DEFAULT_MAX_NODES, OTHER_NAME};

@@ -171,7 +171,7 @@ impl FlameGraphLayout {
 }
 
 /// Flamebearer `units` and `sampleRate` (ticks per unit) for a profile type.
-fn flamebearer_units(profile_type: &ProfileType) -> (&str, u64) {
+pub(crate) fn flamebearer_units(profile_type: &ProfileType) -> (&str, u64) {
     match profile_type.sample_type.as_str() {
         // CPU nanoseconds are shown as "samples" at 1e9 ticks per second.
         "cpu" => ("samples", 1_000_000_000),

@@ -497,6 +497,15 @@ impl Store {
         ))
     }
 
+    /// When the first and the last profile stored were taken (their start times, ns since the
+    /// epoch); `None` when no profile is stored.
+    pub fn profile_time_range(&self) -> Option<(i64, i64)> {
+        self.state
+            .read()
+            .expect("store state lock poisoned")
+            .profile_time_range()
+    }
+
     /// Counts and sizes.
     pub fn stats(&self) -> StoreStats {
         let st = self.state.read().expect("store state lock poisoned");

@@ -623,6 +623,21 @@ impl State {
         self.sealed.values().map(|s| s.index_bytes).sum()
     }
 
+    /// When the first and the last profile stored were taken (their start times, ns), if any
+    /// is stored.
+    pub fn profile_time_range(&self) -> Option<(i64, i64)> {
+        let sealed = self
+            .sealed
+            .values()
+            .flat_map(|s| s.series.iter().map(|&(_, first, last)| (first, last)));
+        let in_memory = std::iter::once(&self.active)
+            .chain(self.sealing.values())
+            .flat_map(|i| i.blocks.iter().map(|b| (b.time_ns, b.time_ns)));
+        sealed
+            .chain(in_memory)
+            .reduce(|(a, b), (c, d)| (a.min(c), b.max(d)))
+    }
+
     /// The newest data time (ns) per sealed segment, for retention.
     pub fn newest_per_segment(&self) -> HashMap<u64, i64> {
         self.sealed

@@ -42,6 +42,15 @@ impl<'a> Obj<'a> {
         }
     }
 
+    /// A message field, if present (and not `null`).
+    pub fn object(&self, names: &[&str]) -> Result<Option<Obj<'a>>, String> {
+        match self.get(names) {
+            None => Ok(None),
+            Some((_, Value::Object(m))) => Ok(Some(Obj(m))),
+            Some((k, other)) => Err(format!("{k}: expected an object, got {other}")),
+        }
+    }
+
     /// A repeated string field.
     pub fn strings(&self, names: &[&str]) -> Result<Vec<String>, String> {
         match self.get(names) {
@@ -269,6 +278,29 @@ impl FromJson for SelectMergeStacktracesRequest {
     }
 }
 
+impl FromJson for DiffRequest {
+    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+        let side = |name: &str| -> Result<Option<SelectMergeStacktracesRequest>, String> {
+            o.object(&[name])?
+                .map(|side| {
+                    SelectMergeStacktracesRequest::from_json(&side)
+                        .map_err(|e| format!("{name}.{e}"))
+                })
+                .transpose()
+        };
+        Ok(DiffRequest {
+            left: side("left")?,
+            right: side("right")?,
+        })
+    }
+}
+
+impl FromJson for GetProfileStatsRequest {
+    fn from_json(_: &Obj<'_>) -> Result<Self, String> {
+        Ok(GetProfileStatsRequest {})
+    }
+}
+
 impl FromJson for SelectMergeProfileRequest {
     fn from_json(o: &Obj<'_>) -> Result<Self, String> {
         Ok(SelectMergeProfileRequest {
@@ -359,23 +391,52 @@ impl ToJson for SeriesResponse {
     }
 }
 
+/// Flame graph levels, each `{"values": ["0", "100", …]}`.
+fn levels_json(levels: &[Level]) -> Value {
+    levels
+        .iter()
+        .map(|l| {
+            object(vec![(
+                "values",
+                l.values.iter().map(|v| json!(v.to_string())).collect(),
+            )])
+        })
+        .collect()
+}
+
 impl ToJson for FlameGraph {
     fn to_json(&self) -> Value {
-        let levels = self
-            .levels
-            .iter()
-            .map(|l| {
-                object(vec![(
-                    "values",
-                    l.values.iter().map(|v| json!(v.to_string())).collect(),
-                )])
-            })
-            .collect();
         object(vec![
             ("names", json!(self.names)),
-            ("levels", Value::Array(levels)),
+            ("levels", levels_json(&self.levels)),
             ("total", i64s(self.total)),
             ("maxSelf", i64s(self.max_self)),
+        ])
+    }
+}
+
+impl ToJson for DiffResponse {
+    fn to_json(&self) -> Value {
+        let flamegraph = self.flamegraph.as_ref().map_or(Value::Null, |f| {
+            object(vec![
+                ("names", json!(f.names)),
+                ("levels", levels_json(&f.levels)),
+                ("total", i64s(f.total)),
+                ("maxSelf", i64s(f.max_self)),
+                ("leftTicks", i64s(f.left_ticks)),
+                ("rightTicks", i64s(f.right_ticks)),
+            ])
+        });
+        object(vec![("flamegraph", flamegraph)])
+    }
+}
+
+impl ToJson for GetProfileStatsResponse {
+    fn to_json(&self) -> Value {
+        object(vec![
+            ("dataIngested", self.data_ingested.then_some(true).into()),
+            ("oldestProfileTime", i64s(self.oldest_profile_time)),
+            ("newestProfileTime", i64s(self.newest_profile_time)),
         ])
     }
 }

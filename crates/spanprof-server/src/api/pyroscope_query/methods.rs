@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use spanprof_format::link::{parse_id, to_hex};
 use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::diff::diff_layout;
 use spanprof_store::series::Aggregation;
 use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{FlameTree, NodeId, DEFAULT_MAX_NODES};
@@ -406,18 +407,65 @@ fn refuse_unsupported(
     Ok(())
 }
 
+/// What a `SelectMergeStacktracesRequest` selects, checked: its selection with the spans
+/// chosen, its trace ids, and its node limit.
+struct Stacktraces {
+    sel: Selection,
+    traces: Vec<[u8; 16]>,
+    /// A selector of spans or traces that holds only all-zero ids: it matches nothing.
+    nothing: bool,
+    max_nodes: usize,
+}
+
+impl Stacktraces {
+    /// Checks `req` (all but its format).
+    fn of(req: &SelectMergeStacktracesRequest) -> Result<Self, ConnectError> {
+        refuse_unsupported(&req.stack_trace_selector, &req.profile_id_selector)?;
+        if req.r#async.is_some() {
+            return Err(ConnectError::unimplemented(
+                "async queries are not supported",
+            ));
+        }
+        if !req.span_selector.is_empty() && !req.trace_id_selector.is_empty() {
+            return Err(ConnectError::invalid(
+                "span_selector and trace_id_selector are mutually exclusive",
+            ));
+        }
+        let mut sel = selection(
+            &req.profile_type_id,
+            &req.label_selector,
+            req.start,
+            req.end,
+        )?;
+        let max_nodes = max_nodes(req.max_nodes)?;
+        sel.span_ids = span_ids(&req.span_selector)?;
+        let traces = trace_ids(&req.trace_id_selector)?;
+        let nothing = (!req.span_selector.is_empty() && sel.span_ids.is_empty())
+            || (!req.trace_id_selector.is_empty() && traces.is_empty());
+        Ok(Stacktraces {
+            sel,
+            traces,
+            nothing,
+            max_nodes,
+        })
+    }
+
+    /// The flame tree of what it selects.
+    fn tree(&self, store: &Store) -> Result<FlameTree, ConnectError> {
+        if self.nothing {
+            return Ok(FlameTree::new());
+        }
+        merged_tree(store, &self.sel, &self.traces)
+    }
+}
+
 /// `SelectMergeStacktraces`: a flame graph or a pprof profile, optionally of spans or traces.
 pub async fn select_merge_stacktraces(
     app: AppState,
     req: SelectMergeStacktracesRequest,
     codec: Codec,
 ) -> Result<SelectMergeStacktracesResponse, ConnectError> {
-    refuse_unsupported(&req.stack_trace_selector, &req.profile_id_selector)?;
-    if req.r#async.is_some() {
-        return Err(ConnectError::unimplemented(
-            "async queries are not supported",
-        ));
-    }
+    let q = Stacktraces::of(&req)?;
     let pprof = match ProfileFormat::try_from(req.format) {
         Ok(ProfileFormat::Pprof) if codec == Codec::Json => {
             return Err(ConnectError::unimplemented(
@@ -430,31 +478,16 @@ pub async fn select_merge_stacktraces(
             false
         }
     };
-    if !req.span_selector.is_empty() && !req.trace_id_selector.is_empty() {
-        return Err(ConnectError::invalid(
-            "span_selector and trace_id_selector are mutually exclusive",
-        ));
-    }
-    let mut sel = selection(
-        &req.profile_type_id,
-        &req.label_selector,
-        req.start,
-        req.end,
-    )?;
-    let max_nodes = max_nodes(req.max_nodes)?;
-    sel.span_ids = span_ids(&req.span_selector)?;
-    let traces = trace_ids(&req.trace_id_selector)?;
-    let nothing = (!req.span_selector.is_empty() && sel.span_ids.is_empty())
-        || (!req.trace_id_selector.is_empty() && traces.is_empty());
-    if pprof && traces.len() > 1 {
+    if pprof && q.traces.len() > 1 {
         return Err(ConnectError::unimplemented(
             "PROFILE_FORMAT_PPROF takes at most one trace id",
         ));
     }
     blocking(&app, move |store| {
         if pprof {
-            sel.trace_id = traces.first().copied();
-            let profile = if nothing {
+            let mut sel = q.sel.clone();
+            sel.trace_id = q.traces.first().copied();
+            let profile = if q.nothing {
                 spanprof_format::pprof::Profile::default()
             } else {
                 store.pprof(&sel)?
@@ -466,14 +499,76 @@ pub async fn select_merge_stacktraces(
                 ..Default::default()
             });
         }
-        let tree = if nothing {
-            FlameTree::new()
-        } else {
-            merged_tree(store, &sel, &traces)?
-        };
         Ok(SelectMergeStacktracesResponse {
-            flamegraph: Some(flame_graph(&tree, max_nodes)),
+            flamegraph: Some(flame_graph(&q.tree(store)?, q.max_nodes)),
             ..Default::default()
+        })
+    })
+    .await
+}
+
+/// `Diff`: the diff flame graph of two selections, `left` the baseline and `right` the
+/// comparison, of one profile type; the nodes kept are `left`'s `max_nodes` (as Pyroscope
+/// does). Their `format` is not read: the answer is a diff flame graph.
+pub async fn diff(
+    app: AppState,
+    req: DiffRequest,
+    _codec: Codec,
+) -> Result<DiffResponse, ConnectError> {
+    let side = |r: Option<SelectMergeStacktracesRequest>, name: &str| {
+        let r = r.ok_or_else(|| ConnectError::invalid(format!("{name} is required")))?;
+        Stacktraces::of(&r).map_err(|e| ConnectError {
+            message: format!("{name}: {}", e.message),
+            ..e
+        })
+    };
+    let (left, right) = (side(req.left, "left")?, side(req.right, "right")?);
+    if left.sel.profile_type != right.sel.profile_type {
+        return Err(ConnectError::invalid(format!(
+            "left and right must be of one profile type, not {} and {}",
+            left.sel.profile_type.as_deref().unwrap_or(""),
+            right.sel.profile_type.as_deref().unwrap_or("")
+        )));
+    }
+    blocking(&app, move |store| {
+        let d = diff_layout(&left.tree(store)?, &right.tree(store)?, left.max_nodes);
+        Ok(DiffResponse {
+            flamegraph: Some(FlameGraphDiff {
+                names: d.names,
+                levels: d
+                    .levels
+                    .into_iter()
+                    .map(|values| Level { values })
+                    .collect(),
+                total: d.total,
+                max_self: d.max_self,
+                left_ticks: d.left_ticks,
+                right_ticks: d.right_ticks,
+            }),
+        })
+    })
+    .await
+}
+
+/// `GetProfileStats`: whether a profile is stored, and when the oldest and the newest were
+/// taken (ms); with none, the largest and the smallest int64, as Pyroscope answers.
+pub async fn get_profile_stats(
+    app: AppState,
+    _req: GetProfileStatsRequest,
+    _codec: Codec,
+) -> Result<GetProfileStatsResponse, ConnectError> {
+    blocking(&app, |store| {
+        Ok(match store.profile_time_range() {
+            Some((oldest, newest)) => GetProfileStatsResponse {
+                data_ingested: true,
+                oldest_profile_time: oldest.div_euclid(1_000_000),
+                newest_profile_time: newest.div_euclid(1_000_000),
+            },
+            None => GetProfileStatsResponse {
+                data_ingested: false,
+                oldest_profile_time: i64::MAX,
+                newest_profile_time: i64::MIN,
+            },
         })
     })
     .await

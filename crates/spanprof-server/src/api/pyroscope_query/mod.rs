@@ -46,6 +46,12 @@
 //!   exemplars per point carrying span and trace ids.
 //! - `SelectMergeProfile`: the selection as a pprof profile (`google.v1.Profile`), binary
 //!   protobuf only.
+//! - `Diff`: the diff flame graph (`FlameGraphDiff`: 7-tuples, `leftTicks`, `rightTicks`) of
+//!   two `SelectMergeStacktraces` requests of one profile type, `left` the baseline; what
+//!   Grafana's comparison views ask for, also as `GET /pyroscope/render-diff`.
+//! - `GetProfileStats`: whether a profile is stored, and the times (ms) of the oldest and
+//!   the newest (the largest and smallest int64 when none is), which Grafana's Profiles
+//!   Drilldown asks before it shows anything.
 //!
 //! `profile_typeID` must be a full id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`).
 //! `start`/`end` are ms since the epoch, both inclusive (0 = unbounded). `max_nodes`: absent or 0 = 8192,
@@ -296,6 +302,8 @@ rpc!(select_merge_span_profile => methods::select_merge_span_profile);
 rpc!(select_merge_stacktraces => methods::select_merge_stacktraces);
 rpc!(select_merge_profile => methods::select_merge_profile);
 rpc!(select_series => methods::select_series);
+rpc!(diff => methods::diff);
+rpc!(get_profile_stats => methods::get_profile_stats);
 
 /// A method of `querier.v1.QuerierService` not served: Connect's `unimplemented` (a plain-text
 /// 404 told a Connect client nothing it could read), naming the methods that are.
@@ -303,7 +311,7 @@ async fn unknown_method(axum::extract::Path(method): axum::extract::Path<String>
     ConnectError::unimplemented(format!(
         "querier.v1.QuerierService/{method} is not served here; spanprof serves ProfileTypes, \
          LabelNames, LabelValues, Series, SelectMergeSpanProfile, SelectMergeStacktraces, \
-         SelectMergeProfile and SelectSeries"
+         SelectMergeProfile, SelectSeries, Diff and GetProfileStats"
     ))
 }
 
@@ -328,6 +336,8 @@ pub fn routes() -> Router<AppState> {
             post(select_merge_profile),
         )
         .route(&format!("{P}SelectSeries"), post(select_series))
+        .route(&format!("{P}Diff"), post(diff))
+        .route(&format!("{P}GetProfileStats"), post(get_profile_stats))
         .route(&format!("{P}{{method}}"), post(unknown_method))
         .layer(DefaultBodyLimit::max(MAX_QUERY_BODY))
         .merge(render::routes())

@@ -3,6 +3,10 @@
 //! - `GET /pyroscope/render?query=…&from=…&until=…[&format=json][&maxNodes=N|&max-nodes=N]
 //!   [&aggregation=sum|avg][&groupBy=label]`: the flamebearer JSON of the selection with its
 //!   timeline (`{"version":1,"flamebearer":{…},"metadata":{…},"timeline":{…},"groups":…}`).
+//! - `GET /pyroscope/render-diff?leftQuery=…&leftFrom=…&leftUntil=…&rightQuery=…&rightFrom=…
+//!   &rightUntil=…[&maxNodes=N]`: the diff of two selections of one profile type (`left` the
+//!   baseline) as flamebearer JSON of `"format": "double"` (7-tuples, `leftTicks`,
+//!   `rightTicks`), no timeline; the queries and times read as `query`, `from` and `until` do.
 //! - `GET /pyroscope/label-values?label=…[&query=…][&from=…&until=…]`: a JSON array of values;
 //!   `label=__name__` lists profile type ids, as Pyroscope does.
 //!
@@ -34,6 +38,7 @@ use axum::routing::get;
 use axum::Router;
 use serde_json::{json, Map, Value};
 use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::diff::diff_layout;
 use spanprof_store::matchers::{parse_selector, LabelMatcher, MatchOp, Selector};
 use spanprof_store::series::{Aggregation, SeriesPoint};
 use spanprof_store::store::{Selection, Store, StoreError};
@@ -86,6 +91,7 @@ impl From<StoreError> for HttpError {
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/pyroscope/render", get(render))
+        .route("/pyroscope/render-diff", get(render_diff))
         .route("/pyroscope/label-values", get(label_values))
 }
 
@@ -144,6 +150,16 @@ impl Params {
 
 /// `from`/`until` as whole milliseconds, `from ≤ until`.
 fn time_range(p: &Params, now: i64) -> Result<(i64, i64), HttpError> {
+    time_range_of(p, now, "from", "until")
+}
+
+/// The parameters `from_name`/`until_name` as whole milliseconds, `from ≤ until`.
+fn time_range_of(
+    p: &Params,
+    now: i64,
+    from_name: &str,
+    until_name: &str,
+) -> Result<(i64, i64), HttpError> {
     let parse = |name: &str, default: &str| -> Result<i64, HttpError> {
         let v = p.get(&[name]).filter(|v| !v.trim().is_empty());
         let v = v.unwrap_or(default);
@@ -151,17 +167,68 @@ fn time_range(p: &Params, now: i64) -> Result<(i64, i64), HttpError> {
             .map(|ns| ns.div_euclid(1_000_000))
             .map_err(|e| HttpError::bad(format!("{name}: {e}")))
     };
-    let from = parse("from", "now-1h")?;
-    let until = parse("until", "now")?;
+    let from = parse(from_name, "now-1h")?;
+    let until = parse(until_name, "now")?;
     if from < 0 {
-        return Err(HttpError::bad("from: must not be before 1970"));
+        return Err(HttpError::bad(format!(
+            "{from_name}: must not be before 1970"
+        )));
     }
     if until < from {
         return Err(HttpError::bad(format!(
-            "until ({until} ms) is before from ({from} ms)"
+            "{until_name} ({until} ms) is before {from_name} ({from} ms)"
         )));
     }
     Ok((from, until))
+}
+
+/// `maxNodes` (or `max-nodes`): absent or 0 = the default.
+fn max_nodes(p: &Params) -> Result<usize, HttpError> {
+    match p.get(&["maxNodes", "max-nodes"]).filter(|v| !v.is_empty()) {
+        None => Ok(DEFAULT_MAX_NODES),
+        Some(v) => match v.trim().parse::<i64>() {
+            Ok(0) => Ok(DEFAULT_MAX_NODES),
+            Ok(n) if (1..=MAX_NODES_LIMIT).contains(&n) => Ok(n as usize),
+            Ok(n) => Err(HttpError::bad(format!(
+                "maxNodes: {n} is outside 0..={MAX_NODES_LIMIT}"
+            ))),
+            Err(_) => Err(HttpError::bad(format!("maxNodes: {v:?} is not a number"))),
+        },
+    }
+}
+
+/// The selection of the required query parameter `name` over `[from_ms, until_ms]`, and its
+/// profile type.
+fn selection_of(
+    p: &Params,
+    name: &str,
+    (from_ms, until_ms): (i64, i64),
+) -> Result<(ProfileTypeId, Selection), HttpError> {
+    let q = p
+        .get(&[name])
+        .filter(|q| !q.trim().is_empty())
+        .ok_or_else(|| HttpError::bad(format!("'{name}' is required")))?;
+    let query = parse_query(q, true).map_err(|HttpError(status, message)| {
+        HttpError(status, message.replace("'query'", &format!("'{name}'")))
+    })?;
+    let type_id = query.profile_type.expect("required above");
+    let sel = Selection {
+        profile_type: Some(type_id.to_string()),
+        label_selector: Some(query.selector),
+        from_ns: from_ms.saturating_mul(1_000_000),
+        to_ns: until_ms.saturating_add(1).saturating_mul(1_000_000),
+        ..Default::default()
+    };
+    Ok((type_id, sel))
+}
+
+fn profile_type_of(id: &ProfileTypeId) -> ProfileType {
+    ProfileType {
+        sample_type: id.sample_type.clone(),
+        sample_unit: id.sample_unit.clone(),
+        period_type: id.period_type.clone(),
+        period_unit: id.period_unit.clone(),
+    }
 }
 
 /// Pyroscope's `timeline.CalcPointInterval`, in ms.
@@ -340,26 +407,9 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
             )))
         }
     }
-    let q = p
-        .get(&["query"])
-        .filter(|q| !q.trim().is_empty())
-        .ok_or_else(|| HttpError::bad("'query' is required"))?;
-    let query = parse_query(q, true)?;
-    let type_id = query.profile_type.expect("required above");
     let (from_ms, until_ms) = time_range(&p, now_ns())?;
-    let max_nodes = match p.get(&["maxNodes", "max-nodes"]).filter(|v| !v.is_empty()) {
-        None => DEFAULT_MAX_NODES,
-        Some(v) => match v.trim().parse::<i64>() {
-            Ok(0) => DEFAULT_MAX_NODES,
-            Ok(n) if (1..=MAX_NODES_LIMIT).contains(&n) => n as usize,
-            Ok(n) => {
-                return Err(HttpError::bad(format!(
-                    "maxNodes: {n} is outside 0..={MAX_NODES_LIMIT}"
-                )))
-            }
-            Err(_) => return Err(HttpError::bad(format!("maxNodes: {v:?} is not a number"))),
-        },
-    };
+    let (type_id, sel) = selection_of(&p, "query", (from_ms, until_ms))?;
+    let max_nodes = max_nodes(&p)?;
     let aggregation = match p.get(&["aggregation"]).unwrap_or("sum") {
         "" | "sum" => Aggregation::Sum,
         "avg" | "average" => Aggregation::Average,
@@ -374,21 +424,9 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
         .filter(|g| !g.is_empty())
         .map(str::to_owned);
     let step_ms = point_interval_ms(from_ms, until_ms);
-    let sel = Selection {
-        profile_type: Some(type_id.to_string()),
-        label_selector: Some(query.selector),
-        from_ns: from_ms.saturating_mul(1_000_000),
-        to_ns: until_ms.saturating_add(1).saturating_mul(1_000_000),
-        ..Default::default()
-    };
     blocking(&app, move |store| {
         let known = store.profile_types(None).contains(&type_id);
-        let profile_type = ProfileType {
-            sample_type: type_id.sample_type.clone(),
-            sample_unit: type_id.sample_unit.clone(),
-            period_type: type_id.period_type.clone(),
-            period_unit: type_id.period_unit.clone(),
-        };
+        let profile_type = profile_type_of(&type_id);
         let tree = if known {
             store.flame_graph(&sel)?.0
         } else {
@@ -420,6 +458,44 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
             out["groups"] = Value::Object(groups);
         }
         Ok(out)
+    })
+    .await
+}
+
+// ---- /pyroscope/render-diff ----------------------------------------------------------------
+
+async fn render_diff(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
+    match render_diff_json(app, raw).await {
+        Ok(v) => ([("content-type", "application/json")], v.to_string()).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn render_diff_json(app: AppState, raw: Option<String>) -> Result<Value, HttpError> {
+    let p = Params::parse(raw.as_deref())?;
+    let now = now_ns();
+    let side = |query: &str, from: &str, until: &str| {
+        selection_of(&p, query, time_range_of(&p, now, from, until)?)
+    };
+    let (left_type, left) = side("leftQuery", "leftFrom", "leftUntil")?;
+    let (right_type, right) = side("rightQuery", "rightFrom", "rightUntil")?;
+    if left_type != right_type {
+        return Err(HttpError::bad(format!(
+            "profile types must match: leftQuery selects {left_type}, rightQuery {right_type}"
+        )));
+    }
+    let max_nodes = max_nodes(&p)?;
+    blocking(&app, move |store| {
+        let known = store.profile_types(None).contains(&left_type);
+        let tree = |sel: &Selection| -> Result<spanprof_store::FlameTree, HttpError> {
+            Ok(if known {
+                store.flame_graph(sel)?.0
+            } else {
+                spanprof_store::FlameTree::new()
+            })
+        };
+        let layout = diff_layout(&tree(&left)?, &tree(&right)?, max_nodes);
+        Ok(layout.to_flamebearer_json(&profile_type_of(&left_type)))
     })
     .await
 }
