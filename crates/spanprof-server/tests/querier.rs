@@ -454,6 +454,21 @@ fn profile_range(data: &GoData) -> (i64, i64) {
     (t0 - 60_000, t0 + 120_000)
 }
 
+/// `SelectMergeStacktraces` of the service's CPU over the profile's range.
+fn service_stacktraces(data: &GoData) -> SelectMergeStacktracesRequest {
+    let (start, end) = profile_range(data);
+    SelectMergeStacktracesRequest {
+        profile_type_id: CPU_TYPE.into(),
+        label_selector: SELECTOR.into(),
+        start,
+        end,
+        max_nodes: None,
+        format: 0,
+        trace_id_selector: vec![],
+        span_selector: vec![],
+    }
+}
+
 /// Checks the §4.3 layout rules; returns the absolute (start, total, self, name) of every
 /// node per level.
 #[track_caller]
@@ -874,16 +889,7 @@ fn span_selector_is_validated_as_pyroscope_does() {
 fn select_merge_stacktraces_flame_graphs() {
     let data = &fixture().data;
     let (start, end) = profile_range(data);
-    let request = SelectMergeStacktracesRequest {
-        profile_type_id: CPU_TYPE.into(),
-        label_selector: SELECTOR.into(),
-        start,
-        end,
-        max_nodes: None,
-        format: 0,
-        trace_id_selector: vec![],
-        span_selector: vec![],
-    };
+    let request = service_stacktraces(data);
     let r: FlameGraphResponse = proto("SelectMergeStacktraces", &request);
     let fg = r.flamegraph.unwrap();
     assert_eq!(fg.total, data.cpu_total_ns);
@@ -1082,16 +1088,7 @@ fn nodes(fg: &FlameGraph) -> Vec<Vec<(i64, i64, i64, String)>> {
 fn diff_compares_a_slow_span_with_its_service_as_grafana_asks() {
     let data = &fixture().data;
     let (start, end) = profile_range(data);
-    let service = SelectMergeStacktracesRequest {
-        profile_type_id: CPU_TYPE.into(),
-        label_selector: SELECTOR.into(),
-        start,
-        end,
-        max_nodes: None,
-        format: 0,
-        trace_id_selector: vec![],
-        span_selector: vec![],
-    };
+    let service = service_stacktraces(data);
     let root = slow_root(data);
     let span = SelectMergeStacktracesRequest {
         span_selector: vec![hex(&root.span_id)],

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::flamegraph::pyroscope::flamebearer_units;
+use crate::flamegraph::pyroscope::flamebearer_json;
 use crate::flamegraph::{FlameTree, NodeId, OTHER_NAME, ROOT_NAME};
 use crate::select::ProfileType;
 
@@ -223,28 +223,14 @@ impl FlameGraphDiffLayout {
     /// `"format": "double"`, `leftTicks` and `rightTicks` beside the flame graph), in the units
     /// of `profile_type`.
     pub fn to_flamebearer_json(&self, profile_type: &ProfileType) -> Value {
-        let (units, sample_rate) = flamebearer_units(profile_type);
-        json!({
-            "version": 1,
-            "flamebearer": {
-                "names": self.names,
-                "levels": self.levels,
-                "numTicks": self.total,
-                "maxSelf": self.max_self,
-            },
-            "metadata": {
-                "format": "double",
-                "spyName": "",
-                "sampleRate": sample_rate,
-                "units": units,
-                "name": profile_type.sample_type,
-            },
-            "timeline": null,
-            "groups": null,
-            "heatmap": null,
-            "leftTicks": self.left_ticks,
-            "rightTicks": self.right_ticks,
-        })
+        let mut out = flamebearer_json(
+            (&self.names, &self.levels, self.total, self.max_self),
+            "double",
+            profile_type,
+        );
+        out["leftTicks"] = self.left_ticks.into();
+        out["rightTicks"] = self.right_ticks.into();
+        out
     }
 
     /// The layout as protojson of `querier.v1` `FlameGraphDiff`: int64 values as strings,

@@ -147,31 +147,45 @@ impl FlameGraphLayout {
     /// numbers; `metadata.units` and `sampleRate` derived from `profile_type` as Pyroscope
     /// does). `timeline`, `groups` and `heatmap` are null: series are the caller's to add.
     pub fn to_flamebearer_json(&self, profile_type: &ProfileType) -> Value {
-        let (units, sample_rate) = flamebearer_units(profile_type);
-        json!({
-            "version": 1,
-            "flamebearer": {
-                "names": self.names,
-                "levels": self.levels,
-                "numTicks": self.total,
-                "maxSelf": self.max_self,
-            },
-            "metadata": {
-                "format": "single",
-                "spyName": "",
-                "sampleRate": sample_rate,
-                "units": units,
-                "name": profile_type.sample_type,
-            },
-            "timeline": null,
-            "groups": null,
-            "heatmap": null,
-        })
+        flamebearer_json(
+            (&self.names, &self.levels, self.total, self.max_self),
+            "single",
+            profile_type,
+        )
     }
 }
 
+/// Flamebearer JSON of a layout's (names, levels, total, max self), in `format` (`single`,
+/// or `double` for a diff's 7-tuples), without a timeline.
+pub(crate) fn flamebearer_json(
+    (names, levels, total, max_self): (&[String], &[Vec<i64>], i64, i64),
+    format: &str,
+    profile_type: &ProfileType,
+) -> Value {
+    let (units, sample_rate) = flamebearer_units(profile_type);
+    json!({
+        "version": 1,
+        "flamebearer": {
+            "names": names,
+            "levels": levels,
+            "numTicks": total,
+            "maxSelf": max_self,
+        },
+        "metadata": {
+            "format": format,
+            "spyName": "",
+            "sampleRate": sample_rate,
+            "units": units,
+            "name": profile_type.sample_type,
+        },
+        "timeline": null,
+        "groups": null,
+        "heatmap": null,
+    })
+}
+
 /// Flamebearer `units` and `sampleRate` (ticks per unit) for a profile type.
-pub(crate) fn flamebearer_units(profile_type: &ProfileType) -> (&str, u64) {
+fn flamebearer_units(profile_type: &ProfileType) -> (&str, u64) {
     match profile_type.sample_type.as_str() {
         // CPU nanoseconds are shown as "samples" at 1e9 ticks per second.
         "cpu" => ("samples", 1_000_000_000),

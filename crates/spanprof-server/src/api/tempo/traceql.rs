@@ -256,19 +256,22 @@ mod tests {
             .collect()
     }
 
+    /// Each tag of `q` with its comparison.
+    fn comparisons(q: &Query) -> Vec<(&str, CompareOp, &str)> {
+        q.tags
+            .iter()
+            .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
+            .collect()
+    }
+
     #[test]
     fn text_fields_take_each_comparison() {
         let q = parse(
             r#"{name=~"GET /.*" && resource.service.name != "db" && span.http.route !~ "/health|/ready" && status != error && name != "GET /x"}"#,
         )
         .unwrap();
-        let got: Vec<(&str, CompareOp, &str)> = q
-            .tags
-            .iter()
-            .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
-            .collect();
         assert_eq!(
-            got,
+            comparisons(&q),
             [
                 ("name", CompareOp::Re, "GET /.*"),
                 ("resource.service.name", CompareOp::Ne, "db"),
@@ -318,13 +321,8 @@ mod tests {
              span.http.response.status_code >= 500 && .retries<3}",
         )
         .unwrap();
-        let got: Vec<(&str, CompareOp, &str)> = q
-            .tags
-            .iter()
-            .map(|(k, op, v)| (k.as_str(), *op, v.as_str()))
-            .collect();
         assert_eq!(
-            got,
+            comparisons(&q),
             [
                 ("kind", CompareOp::Eq, "server"),
                 ("kind", CompareOp::Ne, "client"),
