@@ -13,9 +13,11 @@ import urllib.parse
 import urllib.request
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+from selenium.common.exceptions import (NoAlertPresentException, StaleElementReferenceException,
+                                        TimeoutException)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.support.select import Select
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -110,7 +112,9 @@ class Check:
 
     def wait(self, what, cond):
         try:
-            return WebDriverWait(self.d, STEP_TIMEOUT_S).until(lambda d: cond())
+            # A row read while the view re-renders is stale: read the new one on the next try.
+            return WebDriverWait(self.d, STEP_TIMEOUT_S,
+                                 ignored_exceptions=[StaleElementReferenceException]).until(lambda d: cond())
         except TimeoutException:
             self.shot("failed")
             raise AssertionError(f"timed out waiting for {what}; url {self.d.current_url}; "
@@ -270,6 +274,17 @@ def run(c, args):
                                           for r in c.css("tr.span-row")] == [span])
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.response.status_code<500"}))
     c.wait("none below 500", lambda: "No span matches" in c.text())
+    # By kind, picked in the form: the span is a server's; no client span was sent.
+    c.open(args.empty_base, "#/traces")
+    c.wait("the kind picker", lambda: c.css("select[name=kind]"))
+    Select(c.css("select[name=kind]")[0]).select_by_value("server")
+    c.css("form.filters button[type=submit]")[0].click()
+    c.wait("kind=server in the URL", lambda: "kind=server" in d.current_url)
+    c.wait("the server span", lambda: [r.get_attribute("data-span-id")
+                                       for r in c.css("tr.span-row")] == [span])
+    c.open(args.empty_base, "#/traces?kind=client")
+    c.wait("no client span", lambda: "No span matches" in c.text())
+    assert c.css("select[name=kind]")[0].get_attribute("value") == "client"
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "orders"}))
     c.wait("a pair without = refused", lambda: "The search failed" in c.text())
     assert "expected key=value" in c.text(), c.text()

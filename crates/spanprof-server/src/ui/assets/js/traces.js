@@ -139,16 +139,21 @@ export class TracesView {
         "version that ran it); key!=value, key=~regex (whole value) and key!~regex for spans " +
         "that have the key with another value; key>=number (and >, <, <=) for a value that is " +
         "such a number, e.g. http.response.status_code>=500" });
+    // The span's part in its request: a server span is a request the service answered.
+    const kind = el("select", { name: "kind", "aria-label": "span kind",
+      title: "the span's kind: server, the requests the service answered; client, the calls it made" },
+    ...["", "server", "client", "internal", "producer", "consumer"].map((k) =>
+      el("option", { value: k, selected: (params.kind || "") === k }, k || "any kind")));
     const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
       checked: params.status === "error" });
-    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, where, ...range.nodes,
+    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, kind, where, ...range.nodes,
       el("label", { class: "switch" }, failed, " errors only"),
       el("button", { type: "submit" }, "Search"));
     this.form.onsubmit = (e) => {
       e.preventDefault();
       this.nav.go("traces", { service: this.service.value, name: name.value.trim(),
-        min_duration: minDuration.value.trim(), where: where.value.trim(), status: failed.checked ? "error" : "",
-        ...range.read() });
+        min_duration: minDuration.value.trim(), kind: kind.value, where: where.value.trim(),
+        status: failed.checked ? "error" : "", ...range.read() });
     };
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
     let services;
@@ -158,7 +163,8 @@ export class TracesView {
       // Both at once: the search does not wait for the picker.
       [services, { spans, hint }] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
-          status: params.status, ...wherePairs(params.where), from: params.from, to: params.to, limit: 100 })]);
+          status: params.status, kind: params.kind, ...wherePairs(params.where), from: params.from, to: params.to,
+          limit: 100 })]);
     } catch (e) {
       replace(this.results, notice("error", "The search failed", e.message));
       return;
