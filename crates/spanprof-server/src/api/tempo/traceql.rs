@@ -372,6 +372,62 @@ mod tests {
         }
     }
 
+    /// A condition as Grafana's builder or a user writes one, or a piece of one.
+    fn condition() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let field = prop::sample::select(vec![
+            "name",
+            "span:name",
+            "status",
+            "kind",
+            "statusMessage",
+            "rootName",
+            "rootServiceName",
+            "duration",
+            "traceDuration",
+            "span.http.route",
+            "resource.host.name",
+            ".retries",
+            "span:id",
+            "é.ü",
+        ]);
+        let op = prop::sample::select(vec!["=", "!=", "=~", "!~", ">", ">=", "<", "<=", "==", ""]);
+        let value = prop::sample::select(vec![
+            "\"GET /x\"",
+            "\"a && b\"",
+            "\"q\\\"uote\"",
+            "error",
+            "server",
+            "500",
+            "1.5s",
+            "\"open",
+            "",
+            "ü",
+        ]);
+        (field, op, value).prop_map(|(f, o, v)| format!("{f} {o} {v}"))
+    }
+
+    proptest::proptest! {
+        /// Whatever is typed, neither parser panics; where the strict one takes a query, the
+        /// lenient one (for a query still being typed) reads the same from it.
+        #[test]
+        fn any_query_parses_or_is_refused_and_lenient_agrees_with_strict(
+            parts in proptest::collection::vec(condition(), 0..5),
+            join in proptest::sample::select(vec![" && ", " || ", "&&", " "]),
+            close in proptest::bool::ANY,
+            noise in "\\PC{0,12}",
+        ) {
+            let q = format!("{{{}{}", parts.join(join), if close { "}" } else { "" });
+            if let Ok(strict) = parse(&q) {
+                proptest::prop_assert_eq!(super::parse_lenient(&q), strict);
+            }
+            for text in [q.clone(), format!("{q}{noise}"), format!("{noise}{q}"), noise.clone()] {
+                let _ = parse(&text);
+                let _ = super::parse_lenient(&text);
+            }
+        }
+    }
+
     #[test]
     fn the_rest_of_traceql_is_refused_naming_the_part() {
         for (q, says) in [
