@@ -50,6 +50,18 @@ pub struct ProfileType {
     pub period_unit: String,
 }
 
+impl From<&spanprof_format::profile_type::ProfileTypeId> for ProfileType {
+    /// The sample and period types of a Pyroscope profile type id (its name left out).
+    fn from(id: &spanprof_format::profile_type::ProfileTypeId) -> Self {
+        ProfileType {
+            sample_type: id.sample_type.clone(),
+            sample_unit: id.sample_unit.clone(),
+            period_type: id.period_type.clone(),
+            period_unit: id.period_unit.clone(),
+        }
+    }
+}
+
 impl fmt::Display for ProfileType {
     /// `type:unit:period_type:period_unit`, which [`SampleSelector::profile_type`] accepts.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -534,7 +534,6 @@ impl SpanFilter {
 
     /// Adds the tag `key op value`; one that fails adds nothing.
     fn add(&mut self, key: String, op: CompareOp, value: String) -> Result<(), ApiError> {
-        let f = self;
         // `span.name` is the span's name here too, as Tempo's legacy tags have it.
         let tag = if key == "span.name" {
             Tag::Name
@@ -587,26 +586,26 @@ impl SpanFilter {
                 .map_err(|e| ApiError::bad_param(&key, &value, e))
         };
         if of_root {
-            f.root.push(condition()?);
+            self.root.push(condition()?);
             return Ok(());
         }
         if op != CompareOp::Eq || matches!(field, TextField::Kind | TextField::StatusMessage) {
-            f.conditions.push(condition()?);
+            self.conditions.push(condition()?);
             let shown = match op {
                 CompareOp::Eq => Shown::Value(value.clone()),
                 _ => Shown::Field(field.clone()),
             };
-            f.shown.push((key, shown));
+            self.shown.push((key, shown));
             return Ok(());
         }
-        f.shown.push((key, Shown::Value(value.clone())));
+        self.shown.push((key, Shown::Value(value.clone())));
         match field {
-            TextField::Service => f.service = Some(value),
-            TextField::Name => f.name = Some(value),
-            TextField::Status => f.status = code,
-            TextField::Resource(k) => f.resource.push((k, value)),
-            TextField::Attribute(k) => f.attributes.push((k, value)),
-            TextField::Either(k) => f.either.push((k, value)),
+            TextField::Service => self.service = Some(value),
+            TextField::Name => self.name = Some(value),
+            TextField::Status => self.status = code,
+            TextField::Resource(k) => self.resource.push((k, value)),
+            TextField::Attribute(k) => self.attributes.push((k, value)),
+            TextField::Either(k) => self.either.push((k, value)),
             TextField::Kind | TextField::StatusMessage => unreachable!("taken as conditions above"),
         }
         Ok(())

@@ -198,19 +198,6 @@ impl TextCondition {
         Ok(Self { field, test })
     }
 
-    /// How it compares.
-    pub fn op(&self) -> CompareOp {
-        match &self.test {
-            Test::Text(m) => match m.op {
-                MatchOp::Eq => CompareOp::Eq,
-                MatchOp::Ne => CompareOp::Ne,
-                MatchOp::Re => CompareOp::Re,
-                MatchOp::Nre => CompareOp::Nre,
-            },
-            Test::Number(op, _) => *op,
-        }
-    }
-
     /// Whether the span `span` shows passes.
     pub fn holds(&self, span: &SpanView<'_>) -> bool {
         match &self.field {
@@ -237,7 +224,10 @@ impl TextCondition {
     /// Whether the comparison is one a single value satisfies (`=`, `=~`, the orders), not
     /// one every value must (`!=`, `!~`).
     fn positive(&self) -> bool {
-        !matches!(self.op(), CompareOp::Ne | CompareOp::Nre)
+        match &self.test {
+            Test::Text(m) => matches!(m.op, MatchOp::Eq | MatchOp::Re),
+            Test::Number(..) => true,
+        }
     }
 
     /// Whether the values `pairs` hold under `key` pass.

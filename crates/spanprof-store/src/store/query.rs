@@ -596,15 +596,6 @@ impl State {
     }
 }
 
-fn to_select_type(t: &ProfileTypeId) -> ProfileType {
-    ProfileType {
-        sample_type: t.sample_type.clone(),
-        sample_unit: t.sample_unit.clone(),
-        period_type: t.period_type.clone(),
-        period_unit: t.period_unit.clone(),
-    }
-}
-
 /// Reports a record a query had to skip (once per record and process is plenty).
 fn tracing_skip(path: &std::path::Path, offset: u64, reason: &str) {
     static SEEN: std::sync::Mutex<Vec<(std::path::PathBuf, u64)>> =
@@ -735,8 +726,8 @@ impl Store {
         let mut frames = Vec::new();
         let mut locations = Vec::new();
         let mut summary = SelectionSummary {
-            available_types: r.available.iter().map(to_select_type).collect(),
-            used_types: vec![to_select_type(&r.profile_type)],
+            available_types: r.available.iter().map(ProfileType::from).collect(),
+            used_types: vec![ProfileType::from(&r.profile_type)],
             samples_selected: agg.samples,
             profile_times: profile_times(&r),
             profile_type_id,

@@ -222,13 +222,17 @@ fn selection_of(
     Ok((type_id, sel))
 }
 
-fn profile_type_of(id: &ProfileTypeId) -> ProfileType {
-    ProfileType {
-        sample_type: id.sample_type.clone(),
-        sample_unit: id.sample_unit.clone(),
-        period_type: id.period_type.clone(),
-        period_unit: id.period_unit.clone(),
+/// The flame tree of `sel`; empty when its profile type is not `known` to the store (which
+/// refuses a selection of a type it never stored, where Pyroscope answers nothing).
+fn tree_of(
+    store: &Store,
+    sel: &Selection,
+    known: bool,
+) -> Result<spanprof_store::FlameTree, HttpError> {
+    if !known {
+        return Ok(spanprof_store::FlameTree::new());
     }
+    Ok(store.flame_graph(sel)?.0)
 }
 
 /// Pyroscope's `timeline.CalcPointInterval`, in ms.
@@ -426,15 +430,9 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
     let step_ms = point_interval_ms(from_ms, until_ms);
     blocking(&app, move |store| {
         let known = store.profile_types(None).contains(&type_id);
-        let profile_type = profile_type_of(&type_id);
-        let tree = if known {
-            store.flame_graph(&sel)?.0
-        } else {
-            spanprof_store::FlameTree::new()
-        };
-        let mut out = tree
+        let mut out = tree_of(store, &sel, known)?
             .to_pyroscope_layout(max_nodes)
-            .to_flamebearer_json(&profile_type);
+            .to_flamebearer_json(&ProfileType::from(&type_id));
         let step_ns = step_ms * 1_000_000;
         let total: Vec<SeriesPoint> = if known {
             store
@@ -487,15 +485,12 @@ async fn render_diff_json(app: AppState, raw: Option<String>) -> Result<Value, H
     let max_nodes = max_nodes(&p)?;
     blocking(&app, move |store| {
         let known = store.profile_types(None).contains(&left_type);
-        let tree = |sel: &Selection| -> Result<spanprof_store::FlameTree, HttpError> {
-            Ok(if known {
-                store.flame_graph(sel)?.0
-            } else {
-                spanprof_store::FlameTree::new()
-            })
-        };
-        let layout = diff_layout(&tree(&left)?, &tree(&right)?, max_nodes);
-        Ok(layout.to_flamebearer_json(&profile_type_of(&left_type)))
+        let (left, right) = (
+            tree_of(store, &left, known)?,
+            tree_of(store, &right, known)?,
+        );
+        Ok(diff_layout(&left, &right, max_nodes)
+            .to_flamebearer_json(&ProfileType::from(&left_type)))
     })
     .await
 }
