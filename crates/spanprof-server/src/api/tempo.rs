@@ -540,19 +540,7 @@ impl SpanFilter {
         } else {
             tag_of(&key)
         };
-        // Whether it is the trace's root span that must pass.
-        let (field, of_root) = match tag {
-            Tag::Service => (TextField::Service, false),
-            Tag::Name => (TextField::Name, false),
-            Tag::Status => (TextField::Status, false),
-            Tag::StatusMessage => (TextField::StatusMessage, false),
-            Tag::Kind => (TextField::Kind, false),
-            Tag::RootName => (TextField::Name, true),
-            Tag::RootService => (TextField::Service, true),
-            Tag::Resource(k) => (TextField::Resource(k), false),
-            Tag::Attribute(k) => (TextField::Attribute(k), false),
-            Tag::Either(k) => (TextField::Either(k), false),
-        };
+        let (field, of_root) = tag.field();
         let attribute = matches!(
             field,
             TextField::Attribute(_) | TextField::Resource(_) | TextField::Either(_)
@@ -954,6 +942,24 @@ enum Tag {
     Either(String),
 }
 
+impl Tag {
+    /// The span text the tag names, and whether it is the trace's root span's.
+    fn field(self) -> (TextField, bool) {
+        match self {
+            Tag::Service => (TextField::Service, false),
+            Tag::Name => (TextField::Name, false),
+            Tag::Status => (TextField::Status, false),
+            Tag::StatusMessage => (TextField::StatusMessage, false),
+            Tag::Kind => (TextField::Kind, false),
+            Tag::RootName => (TextField::Name, true),
+            Tag::RootService => (TextField::Service, true),
+            Tag::Resource(k) => (TextField::Resource(k), false),
+            Tag::Attribute(k) => (TextField::Attribute(k), false),
+            Tag::Either(k) => (TextField::Either(k), false),
+        }
+    }
+}
+
 fn tag_of(name: &str) -> Tag {
     match name {
         "service.name" | "resource.service.name" | ".service.name" => Tag::Service,
@@ -985,7 +991,7 @@ async fn tag_values(
     tag_name: &str,
 ) -> Result<Vec<String>, ApiError> {
     let query = range_query(params)?;
-    let tag = tag_of(tag_name);
+    let (field, of_root) = tag_of(tag_name).field();
     let tag_name = tag_name.to_owned();
     blocking(app, move |store| {
         let mut values: BTreeSet<String> = BTreeSet::new();
@@ -994,18 +1000,10 @@ async fn tag_values(
             if !query.matches_view(s) {
                 return ControlFlow::Continue(());
             }
-            let value = match &tag {
-                Tag::Service => Some(s.service),
-                Tag::Name => Some(s.name),
-                Tag::Status => Some(status_name(s.status_code)),
-                Tag::Kind => Some(kind_name(s.kind)),
-                Tag::StatusMessage => Some(s.status_message).filter(|m| !m.is_empty()),
-                Tag::RootName => s.parent_span_id.is_none().then_some(s.name),
-                Tag::RootService => s.parent_span_id.is_none().then_some(s.service),
-                Tag::Attribute(k) => s.attribute(k),
-                Tag::Resource(k) => s.resource_attribute(k),
-                Tag::Either(k) => s.attribute(k).or_else(|| s.resource_attribute(k)),
-            };
+            // A root's value is a root span's own.
+            let value = (!of_root || s.parent_span_id.is_none())
+                .then(|| field.value(s))
+                .flatten();
             if let Some(v) = value.filter(|v| !values.contains(*v)) {
                 if bytes + v.len() > MAX_TAG_VALUES_BYTES {
                     cut = true;

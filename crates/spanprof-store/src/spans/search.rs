@@ -50,7 +50,7 @@ pub enum TextField {
     Name,
     /// The status, as `unset`, `ok` or `error`.
     Status,
-    /// The status message (empty when none).
+    /// The status message (none when empty).
     StatusMessage,
     /// The kind, as TraceQL names it: `unspecified`, `internal`, `server`, `client`,
     /// `producer` or `consumer`.
@@ -173,7 +173,8 @@ impl TextField {
             TextField::Service => Some(span.service),
             TextField::Name => Some(span.name),
             TextField::Status => Some(status_name(span.status_code)),
-            TextField::StatusMessage => Some(span.status_message),
+            // None when empty: a span without a message has none to compare or list.
+            TextField::StatusMessage => Some(span.status_message).filter(|m| !m.is_empty()),
             TextField::Kind => Some(kind_name(span.kind)),
             TextField::Attribute(k) => span.attribute(k),
             TextField::Resource(k) => span.resource_attribute(k),
