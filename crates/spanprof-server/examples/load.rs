@@ -620,7 +620,9 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
         ("store: durable ingest, 8 a call", 8, true, false),
         ("store: durable ingest, 32 a call", 32, true, false),
         // The CPU alone, without the disk's noise: what a change to ingest's code shows in.
+        ("store: ingest without fsync, 1 a call", 1, false, false),
         ("store: ingest without fsync, 8 a call", 8, false, false),
+        ("store: ingest without fsync, 32 a call", 32, false, false),
         (
             "store: OTLP linked in place, no fsync, 8 a call",
             8,
