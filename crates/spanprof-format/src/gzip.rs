@@ -30,42 +30,28 @@ pub fn maybe_gunzip(bytes: &[u8], max: usize) -> Result<Cow<'_, [u8]>, FormatErr
 /// Decompresses a (possibly multi-member) gzip stream, refusing to produce more than `max` bytes.
 ///
 /// Inflates straight into the output vector (no intermediate buffers, no zero-filling) and
-/// checks each member's CRC-32 and length.
+/// checks each member's CRC-32 and length. A member that fits the room the trailer's size
+/// made is inflated in one call by libdeflate ([`crate::deflate`]); one that does not (a
+/// member before the last of a multi-member stream, a forged size) or that is damaged goes
+/// through zlib-rs' streaming inflater, which grows the output and says what is wrong.
 pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
     let mut out = Vec::with_capacity(initial_capacity(bytes, max));
-    let mut inflater = flate2::Decompress::new(false);
+    let mut inflater = None;
     let mut rest = bytes;
     loop {
         let body = skip_header(rest)?;
         let member_start = out.len();
-        inflater.reset(false);
-        loop {
-            if out.len() == out.capacity() {
-                // Grow by doubling, but never past one byte over the limit.
-                let grow = out.len().max(32 << 10).min(max + 1 - out.len());
-                out.reserve_exact(grow);
+        let room = (out.capacity() - out.len()).min((max + 1).saturating_sub(out.len()));
+        let consumed = match crate::deflate::inflate_into(body, &mut out, room) {
+            Some(consumed) => consumed,
+            None => {
+                let inflater = inflater.get_or_insert_with(|| flate2::Decompress::new(false));
+                inflate_member(inflater, body, &mut out, max)?
             }
-            let consumed = inflater.total_in() as usize;
-            let produced = out.len();
-            let status = inflater
-                .decompress_vec(&body[consumed..], &mut out, flate2::FlushDecompress::None)
-                .map_err(|e| {
-                    FormatError::Gzip(format!("corrupt deflate data: {}", inflate_problem(&e)))
-                })?;
-            if out.len() > max {
-                return Err(FormatError::TooLarge { limit: max });
-            }
-            match status {
-                flate2::Status::StreamEnd => break,
-                _ if inflater.total_in() as usize == consumed && out.len() == produced => {
-                    return Err(FormatError::Gzip(
-                        "truncated: the data ends before the end of the compressed stream".into(),
-                    ));
-                }
-                _ => {}
-            }
+        };
+        if out.len() > max {
+            return Err(FormatError::TooLarge { limit: max });
         }
-        let consumed = inflater.total_in() as usize;
         let trailer = body.get(consumed..consumed + 8).ok_or_else(|| {
             FormatError::Gzip("truncated: the CRC-32 and size trailer is missing".into())
         })?;
@@ -85,6 +71,42 @@ pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
         rest = &body[consumed + 8..];
         if rest.is_empty() {
             return Ok(out);
+        }
+    }
+}
+
+/// Inflates the deflate stream at the start of `body` onto `out` with a streaming inflater,
+/// growing `out` by doubling but never past one byte over `max`; the bytes of `body` read.
+fn inflate_member(
+    inflater: &mut flate2::Decompress,
+    body: &[u8],
+    out: &mut Vec<u8>,
+    max: usize,
+) -> Result<usize, FormatError> {
+    inflater.reset(false);
+    loop {
+        if out.len() == out.capacity() {
+            let grow = out.len().max(32 << 10).min(max + 1 - out.len());
+            out.reserve_exact(grow);
+        }
+        let consumed = inflater.total_in() as usize;
+        let produced = out.len();
+        let status = inflater
+            .decompress_vec(&body[consumed..], out, flate2::FlushDecompress::None)
+            .map_err(|e| {
+                FormatError::Gzip(format!("corrupt deflate data: {}", inflate_problem(&e)))
+            })?;
+        if out.len() > max {
+            return Err(FormatError::TooLarge { limit: max });
+        }
+        match status {
+            flate2::Status::StreamEnd => return Ok(inflater.total_in() as usize),
+            _ if inflater.total_in() as usize == consumed && out.len() == produced => {
+                return Err(FormatError::Gzip(
+                    "truncated: the data ends before the end of the compressed stream".into(),
+                ));
+            }
+            _ => {}
         }
     }
 }
@@ -268,5 +290,30 @@ mod tests {
             Err(FormatError::TooLarge { limit: 999 })
         ));
         assert_eq!(gunzip(&good, 1000).unwrap().len(), 1000);
+    }
+
+    /// The trailer's size only sizes the output: a member holding more than it says is
+    /// inflated whole by the streaming inflater and then refused by the length check, as is
+    /// one holding less; a size claiming more than deflate can make allocates no more.
+    #[test]
+    fn a_forged_size_is_only_a_guess() {
+        let raw: Vec<u8> = (0..5000u32).map(|i| (i % 7) as u8).collect();
+        let good = gzip(&raw);
+        let n = good.len();
+        for forged in [10u32, 4999, 5001, u32::MAX] {
+            let mut bad = good.clone();
+            bad[n - 4..].copy_from_slice(&forged.to_le_bytes());
+            let err = gunzip(&bad, 1 << 20).unwrap_err().to_string();
+            assert!(err.contains("length mismatch"), "{forged}: {err}");
+        }
+        // Each member of a multi-member stream: the first is larger than the last one's size.
+        let both = [good.clone(), gzip(b"tail")].concat();
+        let out = gunzip(&both, 1 << 20).unwrap();
+        assert_eq!(&out[..5000], &raw[..]);
+        assert_eq!(&out[5000..], b"tail");
+        assert!(matches!(
+            gunzip(&both, 5003),
+            Err(FormatError::TooLarge { limit: 5003 })
+        ));
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod check;
+pub mod deflate;
 pub mod error;
 pub mod gzip;
 pub mod json;
