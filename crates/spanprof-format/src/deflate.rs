@@ -10,6 +10,7 @@
 //!   700 bytes each): libdeflate's level 1 took 12-15 µs a block where zlib-rs' level 2 took
 //!   20-25 µs (whose reset clears 64 KiB of hash table each time), and its output was 1 %
 //!   smaller.
+//! - [`gzip_into`], for whole bodies sent gzipped (pprof answers, forwarded OTLP requests).
 
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -18,7 +19,7 @@ use libdeflate_sys::{
     libdeflate_alloc_compressor, libdeflate_alloc_decompressor, libdeflate_compressor,
     libdeflate_decompressor, libdeflate_deflate_compress, libdeflate_deflate_compress_bound,
     libdeflate_deflate_decompress_ex, libdeflate_free_compressor, libdeflate_free_decompressor,
-    libdeflate_result_LIBDEFLATE_SUCCESS,
+    libdeflate_gzip_compress, libdeflate_gzip_compress_bound, libdeflate_result_LIBDEFLATE_SUCCESS,
 };
 
 /// The level of [`deflate_into`]: libdeflate's fastest, which compresses store columns
@@ -42,13 +43,13 @@ impl Drop for Decompressor {
     }
 }
 
-/// One libdeflate compressor at [`DEFLATE_LEVEL`], owned by one thread.
+/// One libdeflate compressor at one level, owned by one thread.
 struct Compressor(NonNull<libdeflate_compressor>);
 
 impl Compressor {
-    fn new() -> Option<Self> {
+    fn new(level: i32) -> Option<Self> {
         // SAFETY: a valid level (1-12); a null result (out of memory) is checked.
-        NonNull::new(unsafe { libdeflate_alloc_compressor(DEFLATE_LEVEL) }).map(Compressor)
+        NonNull::new(unsafe { libdeflate_alloc_compressor(level) }).map(Compressor)
     }
 }
 
@@ -59,12 +60,27 @@ impl Drop for Compressor {
     }
 }
 
+/// The level of [`gzip_into`]: zlib's default, as gzip streams were made before.
+pub const GZIP_LEVEL: i32 = 6;
+
 thread_local! {
     /// Allocating one per call would cost more than small inputs take to inflate.
     static DECOMPRESSOR: Option<Decompressor> = Decompressor::new();
-    /// Likewise (its tables are larger than most inputs).
-    static COMPRESSOR: Option<Compressor> = Compressor::new();
+    /// Likewise (their tables are larger than most inputs).
+    static RAW_COMPRESSOR: Option<Compressor> = Compressor::new(DEFLATE_LEVEL);
+    static GZIP_COMPRESSOR: Option<Compressor> = Compressor::new(GZIP_LEVEL);
 }
+
+/// A libdeflate compression call: its output bound and the compression itself (raw deflate
+/// or gzip), as libdeflate declares them.
+type Bound = unsafe extern "C" fn(*mut libdeflate_compressor, usize) -> usize;
+type Compress = unsafe extern "C" fn(
+    *mut libdeflate_compressor,
+    *const c_void,
+    usize,
+    *mut c_void,
+    usize,
+) -> usize;
 
 /// Appends the raw deflate stream of `raw` to `out`, compressed whole at [`DEFLATE_LEVEL`].
 ///
@@ -72,31 +88,66 @@ thread_local! {
 ///
 /// When libdeflate cannot allocate its compressor (out of memory).
 pub fn deflate_into(raw: &[u8], out: &mut Vec<u8>) {
-    COMPRESSOR.with(|c| {
-        let c = c.as_ref().expect("allocating libdeflate's compressor");
-        // SAFETY: the compressor is this thread's and not in use.
-        let bound = unsafe { libdeflate_deflate_compress_bound(c.0.as_ptr(), raw.len()) };
-        out.reserve(bound);
-        let spare = out.spare_capacity_mut();
-        // SAFETY: `raw` is readable for its length, the spare capacity writable for `bound`
-        // bytes (reserved above), which is enough for any input of this length: the call
-        // cannot fail, and returns the bytes it wrote.
-        let written = unsafe {
-            libdeflate_deflate_compress(
-                c.0.as_ptr(),
-                raw.as_ptr().cast::<c_void>(),
-                raw.len(),
-                spare.as_mut_ptr().cast::<c_void>(),
-                bound,
-            )
-        };
-        assert!(
-            written > 0 && written <= bound,
-            "libdeflate wrote {written} of at most {bound} bytes"
-        );
-        // SAFETY: libdeflate initialized `written` bytes of the spare capacity.
-        unsafe { out.set_len(out.len() + written) };
+    RAW_COMPRESSOR.with(|c| {
+        compress(
+            c,
+            raw,
+            out,
+            libdeflate_deflate_compress_bound,
+            libdeflate_deflate_compress,
+        )
     })
+}
+
+/// Appends a single-member gzip stream of `raw` to `out`, compressed whole at
+/// [`GZIP_LEVEL`]: on a 45 KB Go CPU profile 20-30 % faster than zlib-rs at that level, and
+/// 5 % smaller (16,085 bytes against 16,877).
+///
+/// # Panics
+///
+/// When libdeflate cannot allocate its compressor (out of memory).
+pub fn gzip_into(raw: &[u8], out: &mut Vec<u8>) {
+    GZIP_COMPRESSOR.with(|c| {
+        compress(
+            c,
+            raw,
+            out,
+            libdeflate_gzip_compress_bound,
+            libdeflate_gzip_compress,
+        )
+    })
+}
+
+fn compress(
+    c: &Option<Compressor>,
+    raw: &[u8],
+    out: &mut Vec<u8>,
+    bound_of: Bound,
+    compress: Compress,
+) {
+    let c = c.as_ref().expect("allocating libdeflate's compressor");
+    // SAFETY: the compressor is this thread's and not in use.
+    let bound = unsafe { bound_of(c.0.as_ptr(), raw.len()) };
+    out.reserve(bound);
+    let spare = out.spare_capacity_mut();
+    // SAFETY: `raw` is readable for its length, the spare capacity writable for `bound`
+    // bytes (reserved above), which is enough for any input of this length: the call
+    // cannot fail, and returns the bytes it wrote.
+    let written = unsafe {
+        compress(
+            c.0.as_ptr(),
+            raw.as_ptr().cast::<c_void>(),
+            raw.len(),
+            spare.as_mut_ptr().cast::<c_void>(),
+            bound,
+        )
+    };
+    assert!(
+        written > 0 && written <= bound,
+        "libdeflate wrote {written} of at most {bound} bytes"
+    );
+    // SAFETY: libdeflate initialized `written` bytes of the spare capacity.
+    unsafe { out.set_len(out.len() + written) };
 }
 
 /// Inflates the raw deflate stream at the start of `stream`, appending its bytes to `out`,
@@ -207,6 +258,20 @@ mod tests {
             );
             assert_eq!(again, raw);
         }
+    }
+
+    /// [`gzip_into`] writes one standard gzip member (zlib-rs' reader checks its CRC-32 and
+    /// size), after what `out` held.
+    #[test]
+    fn gzips_what_any_reader_reads() {
+        let raw: Vec<u8> = (0..90_000u32).map(|i| (i % 97 * 3) as u8).collect();
+        let mut out = b"x".to_vec();
+        gzip_into(&raw, &mut out);
+        assert!(out.len() < raw.len() / 4);
+        let mut back = Vec::new();
+        let mut z = flate2::read::GzDecoder::new(&out[1..]);
+        std::io::Read::read_to_end(&mut z, &mut back).unwrap();
+        assert_eq!(back, raw);
     }
 
     /// Each thread has its own decompressor and compressor.

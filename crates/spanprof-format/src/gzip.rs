@@ -1,7 +1,6 @@
 //! Bounded gzip decompression shared by every decoder, and compression for encoders.
 
 use std::borrow::Cow;
-use std::io::Write;
 
 use crate::error::FormatError;
 
@@ -177,19 +176,17 @@ fn skip_header(b: &[u8]) -> Result<&[u8], FormatError> {
     b.get(pos..).ok_or_else(truncated)
 }
 
-/// Compresses `bytes` with gzip at the default level.
+/// Compresses `bytes` with gzip at zlib's default level ([`crate::deflate::gzip_into`]).
 pub fn gzip(bytes: &[u8]) -> Vec<u8> {
-    let mut enc = flate2::write::GzEncoder::new(
-        Vec::with_capacity(bytes.len() / 4 + 64),
-        flate2::Compression::default(),
-    );
-    enc.write_all(bytes).expect("writing to a Vec cannot fail");
-    enc.finish().expect("writing to a Vec cannot fail")
+    let mut out = Vec::new();
+    crate::deflate::gzip_into(bytes, &mut out);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     #[test]
     fn round_trips_and_reads_multi_member_streams() {
