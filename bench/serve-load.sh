@@ -9,6 +9,9 @@
 #     clients on GET /health, and in-process decode + link of the same profiles. Then the
 #     same clients paced (on a schedule, latency counted from when a request was due) at
 #     50 % and 80 % of the rate just measured, for P2 seconds each: latency below saturation.
+#     Then a peer for those: the in-process decode + link on core 0 alone, CPU per profile back
+#     to back and with the core idle 1 ms after each (`load idle-cost`). On a virtual machine
+#     the same work costs more after idle gaps, as a paced server's CPU per profile does.
 # (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
 #     for T seconds; its CPU time per target per second, as % of a core.
 # Server CPU per profile is printed for each phase, with core 0's idle share and the share the
@@ -101,6 +104,12 @@ stop_server "$server_pid"
 # shellcheck disable=SC1091
 . "$tmp/summary"
 
+# What an idle gap costs this machine, on the server's core with nothing else on it: the
+# paced phases' CPU per profile is to be read against it.
+taskset -c 0 "$load" idle-cost --seconds 3 >"$tmp/idle"
+idle_busy_ms="$(sed -n 's/^idle_busy_ms=//p' "$tmp/idle")"
+idle_gapped_ms="$(sed -n 's/^idle_gapped_ms=//p' "$tmp/idle")"
+
 # (b) scrape
 taskset -c 1 "$load" targets --port-file "$tmp/targets.port" &
 targets_pid=$!
@@ -130,7 +139,8 @@ awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$serve
     -v scrapes="$scrapes" -v serr="$scrape_errors" \
     -v idle="$core_idle_pct" -v stolen="$core_stolen_pct" \
     -v o50="${paced50_offered_per_s:-0}" -v q50="${paced50_p99_ms:-nan}" \
-    -v o80="${paced80_offered_per_s:-0}" -v q80="${paced80_p99_ms:-nan}" 'BEGIN {
+    -v o80="${paced80_offered_per_s:-0}" -v q80="${paced80_p99_ms:-nan}" \
+    -v ib="$idle_busy_ms" -v ig="$idle_gapped_ms" 'BEGIN {
   printf "%-44s %14s %14s %s\n", "figure", "measured", "target", "met"
   printf "%-44s %14.0f %14s %s\n", "sustained profiles/s (both routes)", rate, ">= 2000", (rate >= 2000 ? "yes" : "NO")
   printf "%-44s %14.2f %14s %s\n", "p99 acknowledgement latency, ms", p99, "<= 50", (p99 <= 50 ? "yes" : "NO")
@@ -141,6 +151,7 @@ awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$serve
   if (ok > 0) printf "%-44s %14.3f %14s\n", "server CPU per accepted profile, ms", cpu * 1000 / ok, "<= 0.5 (2000/s)"
   printf "%-44s %14.2f %14s\n", "p99 latency paced at 50 % (" int(o50) "/s), ms", q50, "-"
   printf "%-44s %14.2f %14s\n", "p99 latency paced at 80 % (" int(o80) "/s), ms", q80, "-"
+  printf "%-44s %14s %14s\n", "peer: in-process CPU ms/profile, busy / idling", sprintf("%.3f / %.3f", ib, ig), sprintf("%+.0f %%", (ig / ib - 1) * 100)
   per = (sc1 - sc0) / (k * t) * 100
   printf "%-44s %14.4f %14s %s\n", "scrape: server CPU per target, % of a core", per, "<= 0.05", (per <= 0.05 ? "yes" : "NO")
   printf "%-44s %14s %14s\n", "scrape: scrapes ok / errors in window", scrapes " / " serr, "-"

@@ -121,6 +121,7 @@ fn main() {
             flag("--only").as_deref(),
             num("--repeat", 1).max(1),
         ),
+        Some("idle-cost") => idle_cost(num("--profiles", 256).max(1), num("--seconds", 3).max(1)),
         Some("targets") => {
             let port_file =
                 flag("--port-file").unwrap_or_else(|| usage("targets needs --port-file FILE"));
@@ -684,6 +685,43 @@ fn stages(n: u64, only: Option<&str>, repeat: u64) {
     }
 }
 
+/// What idling costs this machine: this thread's CPU time per in-process decode + link of a
+/// profile (the /ingest receiver's work), back to back for `seconds`, then with the thread
+/// asleep 1 ms after each profile (the core idle most of the time, as a server below
+/// capacity is between requests). On a virtual machine the same work can cost much more
+/// after an idle gap (caches and predictors taken by other guests, a slower clock), which is
+/// what a server's CPU per profile shows when paced: bench/serve-load.sh prints it beside.
+fn idle_cost(n: u64, seconds: u64) {
+    let template = Template::new();
+    let pool = encode_pool(&template, n);
+    let budget = Duration::from_secs(seconds);
+    let pid = std::process::id().to_string();
+    let per_profile_ms = |gap: Option<Duration>| {
+        let (start, cpu0) = (Instant::now(), cpu_seconds(&pid));
+        let mut k = 0u64;
+        while start.elapsed() < budget {
+            let e = &pool[k as usize % pool.len()];
+            let p = pprof::decode(&e.pprof_gz, 64 << 20).expect("decodes");
+            let (data, _) = pprof_to_otlp(&p, Resource::default(), Some(LinkConfig::default()))
+                .expect("converts");
+            std::hint::black_box(data);
+            k += 1;
+            if let Some(gap) = gap {
+                std::thread::sleep(gap);
+            }
+        }
+        cpu_since(Some(&pid), cpu0) * 1e3 / k as f64
+    };
+    let busy = per_profile_ms(None);
+    let idle = per_profile_ms(Some(Duration::from_millis(1)));
+    println!(
+        "idle cost: in-process decode + link, CPU ms per profile: back to back {busy:.3}, \
+         idle 1 ms after each {idle:.3} ({:+.0} %)",
+        (idle / busy - 1.0) * 100.0
+    );
+    println!("idle_busy_ms={busy:.4}\nidle_gapped_ms={idle:.4}");
+}
+
 /// The in-process floor: decode and link the same gzipped profiles on this one thread, as the
 /// /ingest receiver does before the store, for about `budget`; profiles/s.
 fn conversion_rate(pool: &[Encoded], budget: Duration) -> f64 {
@@ -1017,7 +1055,8 @@ fn usage(problem: &str) -> ! {
          usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] \
          [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--server-pid PID] [--server-core N]\n       \
          load targets --port-file FILE\n       \
-         load stages [--profiles P] [--repeat R] [--only STAGE]\n\
+         load stages [--profiles P] [--repeat R] [--only STAGE]\n       \
+         load idle-cost [--profiles P] [--seconds S]\n\
          (bench/serve-load.sh runs these; see its header)"
     );
     std::process::exit(2);
