@@ -40,7 +40,7 @@ pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
     loop {
         let body = skip_header(rest)?;
         let member_start = out.len();
-        let room = (out.capacity() - out.len()).min((max + 1).saturating_sub(out.len()));
+        let room = (out.capacity() - out.len()).min(max.saturating_add(1) - out.len());
         let consumed = match crate::deflate::inflate_into(body, &mut out, room) {
             Some(consumed) => consumed,
             None => {
@@ -85,7 +85,10 @@ fn inflate_member(
     inflater.reset(false);
     loop {
         if out.len() == out.capacity() {
-            let grow = out.len().max(32 << 10).min(max + 1 - out.len());
+            let grow = out
+                .len()
+                .max(32 << 10)
+                .min(max.saturating_add(1) - out.len());
             out.reserve_exact(grow);
         }
         let consumed = inflater.total_in() as usize;
@@ -312,5 +315,21 @@ mod tests {
             gunzip(&both, 5003),
             Err(FormatError::TooLarge { limit: 5003 })
         ));
+    }
+
+    /// The largest limit is no limit: neither the one-call nor the streaming path overflows
+    /// computing its room one byte past it.
+    #[test]
+    fn the_largest_limit_is_no_limit() {
+        let raw: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+        let good = gzip(&raw);
+        let both = [gzip(&raw[..40_000]), gzip(&raw[40_000..])].concat();
+        let mut forged = good.clone();
+        let n = forged.len();
+        forged[n - 4..].copy_from_slice(&10u32.to_le_bytes());
+        assert_eq!(gunzip(&good, usize::MAX).unwrap(), raw);
+        assert_eq!(gunzip(&both, usize::MAX).unwrap(), raw);
+        assert!(gunzip(&forged, usize::MAX).is_err());
+        assert_eq!(&*maybe_gunzip(&raw, usize::MAX).unwrap(), &raw[..]);
     }
 }
