@@ -918,8 +918,32 @@ fn tempo_search_by_traceql_orders_numbers_and_takes_kinds_roots_and_status_messa
     );
     assert_eq!(
         names(r#"{kind = server} || {kind = client}"#),
-        owned(every),
+        owned(every.clone()),
         "not one spanset: every value"
+    );
+    // A condition on the root keeps the spans of the traces whose root passes it.
+    for root in &roots {
+        let under: BTreeSet<&str> = f
+            .spans
+            .iter()
+            .filter(|s| s.parent.is_none() && s.name == *root)
+            .flat_map(|r| f.trace_spans(&r.trace_id))
+            .map(|s| s.name.as_str())
+            .collect();
+        assert!(!under.is_empty());
+        assert_eq!(
+            names(&format!(r#"{{rootName = "{root}" && name = }}"#)),
+            owned(under),
+            "{root}"
+        );
+    }
+    assert_eq!(
+        names(r#"{trace:rootService = "elsewhere"}"#),
+        BTreeSet::new()
+    );
+    assert_eq!(
+        names(&format!(r#"{{rootServiceName = "{SERVICE}"}}"#)),
+        owned(every.clone())
     );
     let failing: BTreeSet<&str> = f
         .spans

@@ -58,13 +58,15 @@
 //!   Tag names and values are of the spans of `start`/`end` (unix seconds) that pass `q`, a
 //!   query perhaps still being typed (Grafana sends the rest of the search with it, so a span
 //!   name list holds the chosen service's names): its complete conditions count, and the rest
-//!   of it is left out, as Tempo does.
+//!   of it is left out, as Tempo does. A condition on the trace's root (`rootName`,
+//!   `rootServiceName`) keeps the spans of traces whose root span, in the same time range,
+//!   passes it.
 //! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
 //!
 //! Errors: 400 for a bad id or parameter with a message naming it, 404 for an unknown trace,
 //! 500 for a store failure, as `{"error": "…"}`.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
@@ -81,7 +83,7 @@ use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, Span, Status, TracesData,
 };
 use spanprof_store::spans::{
-    kind_name, status_name, CompareOp, SpanQuery, SpanRecord, TextCondition, TextField,
+    kind_name, status_name, CompareOp, SpanQuery, SpanRecord, SpanView, TextCondition, TextField,
 };
 use spanprof_store::store::Store;
 use spanprof_store::time::parse_duration;
@@ -825,7 +827,58 @@ fn search_result(t: &Found, req: &SearchRequest) -> Value {
 /// values that go with the rest of the query; see [`traceql::parse_lenient`]: a condition
 /// that does not parse or build is left out, as in Tempo, and so are those on the trace's
 /// root).
-fn range_query(params: &[(String, String)]) -> Result<SpanQuery, ApiError> {
+/// The spans that tag names and values are of: those of a time range that pass a query's
+/// conditions, and whose trace's root passes its root conditions.
+struct RangeFilter {
+    query: SpanQuery,
+    /// `q`'s conditions on the trace's root (`rootName`, `rootServiceName`).
+    root: Vec<TextCondition>,
+}
+
+impl RangeFilter {
+    /// Calls `f` with each span that passes, until it breaks.
+    fn for_each_span(
+        &self,
+        store: &Store,
+        mut f: impl FnMut(&SpanView<'_>) -> ControlFlow<()>,
+    ) -> Result<(), ApiError> {
+        // With root conditions, first the traces whose root passes them: one more pass over
+        // the range's spans, rather than reading each candidate trace whole (a root outside
+        // the range is not seen, so its trace passes none, as a root not stored).
+        let mut rooted: Option<HashSet<[u8; 16]>> = None;
+        if !self.root.is_empty() {
+            let time_only = SpanQuery {
+                from_ns: self.query.from_ns,
+                to_ns: self.query.to_ns,
+                ..Default::default()
+            };
+            let traces = rooted.insert(HashSet::new());
+            store.for_each_segment_span(&time_only, |s| {
+                if s.parent_span_id.is_none()
+                    && time_only.matches_view(s)
+                    && self.root.iter().all(|c| c.holds(s))
+                {
+                    traces.insert(s.trace_id);
+                }
+                ControlFlow::Continue(())
+            })?;
+            if traces.is_empty() {
+                return Ok(());
+            }
+        }
+        store.for_each_segment_span(&self.query, |s| {
+            let in_rooted = rooted.as_ref().is_none_or(|t| t.contains(&s.trace_id));
+            if in_rooted && self.query.matches_view(s) {
+                f(s)
+            } else {
+                ControlFlow::Continue(())
+            }
+        })?;
+        Ok(())
+    }
+}
+
+fn range_query(params: &[(String, String)]) -> Result<RangeFilter, ApiError> {
     let seconds = |name: &str| -> Result<Option<u64>, ApiError> {
         params
             .iter()
@@ -850,7 +903,10 @@ fn range_query(params: &[(String, String)]) -> Result<SpanQuery, ApiError> {
         }
         (filter.min_ns, filter.max_ns) = (q.span_min_ns, q.span_max_ns);
     }
-    Ok(filter.span_query(from_ns, to_ns))
+    Ok(RangeFilter {
+        query: filter.span_query(from_ns, to_ns),
+        root: filter.root,
+    })
 }
 
 /// The distinct attribute keys of the spans of the time range in `params`, and of their
@@ -859,7 +915,7 @@ async fn tag_names(
     app: &AppState,
     params: &[(String, String)],
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
-    let query = range_query(params)?;
+    let filter = range_query(params)?;
     blocking(app, move |store| {
         let mut span: BTreeSet<String> = BTreeSet::new();
         let mut resource: BTreeSet<String> = BTreeSet::from(["service.name".to_owned()]);
@@ -868,10 +924,7 @@ async fn tag_names(
                 names.insert(k.to_owned());
             }
         };
-        store.for_each_segment_span(&query, |s| {
-            if !query.matches_view(s) {
-                return ControlFlow::Continue(());
-            }
+        filter.for_each_span(store, |s| {
             for (k, _) in s.attributes().filter(|(k, _)| *k != PROFILE_ID_ATTRIBUTE) {
                 add(&mut span, k);
             }
@@ -990,16 +1043,13 @@ async fn tag_values(
     params: &[(String, String)],
     tag_name: &str,
 ) -> Result<Vec<String>, ApiError> {
-    let query = range_query(params)?;
+    let filter = range_query(params)?;
     let (field, of_root) = tag_of(tag_name).field();
     let tag_name = tag_name.to_owned();
     blocking(app, move |store| {
         let mut values: BTreeSet<String> = BTreeSet::new();
         let (mut bytes, mut cut) = (0, false);
-        store.for_each_segment_span(&query, |s| {
-            if !query.matches_view(s) {
-                return ControlFlow::Continue(());
-            }
+        filter.for_each_span(store, |s| {
             // A root's value is a root span's own.
             let value = (!of_root || s.parent_span_id.is_none())
                 .then(|| field.value(s))
