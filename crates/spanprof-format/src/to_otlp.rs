@@ -138,9 +138,20 @@ impl Batch {
         // is in libc made libc the first on the way back. (One mapping: nothing to order.)
         if p.mapping.len() > 1 {
             let mut used = vec![false; p.mapping.len()];
-            // Most profiles use every mapping within their first samples.
-            let mut unseen = p.mapping.len();
-            'samples: for s in &p.sample {
+            // Only a mapping some location names can be used, and most profiles use every
+            // such mapping within their first samples. (Waiting for every mapping, one no
+            // location names, as Go's [vdso] mostly is, kept the scan going through every
+            // sample's every location: 7 % of converting the Go CPU profile of testdata.)
+            let mut named = vec![false; p.mapping.len()];
+            for l in &p.location {
+                if let Some(pos) = input.mapping_ids.get(l.mapping_id) {
+                    named[pos] = true;
+                }
+            }
+            let mut unseen = named.iter().filter(|&&n| n).count();
+            // With no mapping named, no sample can use one: nothing to look for.
+            let samples = if unseen == 0 { &[][..] } else { &p.sample[..] };
+            'samples: for s in samples {
                 for &id in &s.location_id {
                     let mapping = input.location_ids.get(id).map(|i| p.location[i].mapping_id);
                     if let Some(pos) = mapping.and_then(|m| input.mapping_ids.get(m)) {

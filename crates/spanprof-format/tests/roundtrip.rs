@@ -404,4 +404,36 @@ fn the_main_binary_stays_the_first_mapping() {
     let (merged, _) = merge([&otlp], None).unwrap();
     let back = otlp_to_pprof(&merged, &PprofOptions::default()).unwrap();
     assert_eq!(files(&back[0].profile), files(&p));
+
+    // Mappings no sample uses do not come through, and do not change the order of those
+    // that do: one no location names (Go's [vdso]), between the two, and one a location
+    // names that no sample has.
+    let mut q = p.clone();
+    let (vdso, libm) = (q.string_table.len() as i64, q.string_table.len() as i64 + 1);
+    q.string_table
+        .extend(["[vdso]".to_owned(), "/lib/libm.so.6".to_owned()]);
+    q.mapping.insert(1, mapping(3, 0x7ff0000000, vdso, 0));
+    q.mapping.push(mapping(4, 0x7e00000000, libm, 0));
+    q.location.push(Location {
+        id: 3,
+        mapping_id: 4,
+        address: 0x7e00000100,
+        ..Default::default()
+    });
+    for (libm_named, q) in [
+        (true, q.clone()),
+        (false, {
+            let mut r = q;
+            r.location.pop();
+            r
+        }),
+    ] {
+        let (otlp, _) = pprof_to_otlp(&q, Resource::default(), None).unwrap();
+        let back = otlp_to_pprof(&otlp, &PprofOptions::default()).unwrap();
+        assert_eq!(
+            files(&back[0].profile),
+            files(&p),
+            "a location in libm: {libm_named}"
+        );
+    }
 }
