@@ -822,11 +822,6 @@ fn search_result(t: &Found, req: &SearchRequest) -> Value {
 // ---------------------------------------------------------------------------------------
 // Tags
 
-/// The spans of the time range given by `start`/`end` (unix seconds) that pass the complete
-/// conditions of `q` (TraceQL perhaps still being typed, as Grafana sends it to list the
-/// values that go with the rest of the query; see [`traceql::parse_lenient`]: a condition
-/// that does not parse or build is left out, as in Tempo, and so are those on the trace's
-/// root).
 /// The spans that tag names and values are of: those of a time range that pass a query's
 /// conditions, and whose trace's root passes its root conditions.
 struct RangeFilter {
@@ -878,6 +873,11 @@ impl RangeFilter {
     }
 }
 
+/// The spans of the time range given by `start`/`end` (unix seconds) that pass the complete
+/// conditions of `q` (TraceQL perhaps still being typed, as Grafana sends it to list the
+/// values that go with the rest of the query; see [`traceql::parse_lenient`]: a condition
+/// that does not parse or build is left out, as in Tempo), those on the trace's root
+/// included.
 fn range_query(params: &[(String, String)]) -> Result<RangeFilter, ApiError> {
     let seconds = |name: &str| -> Result<Option<u64>, ApiError> {
         params
