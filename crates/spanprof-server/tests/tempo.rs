@@ -943,7 +943,7 @@ fn tempo_search_by_traceql_orders_numbers_and_takes_kinds_roots_and_status_messa
     );
     assert_eq!(
         names(&format!(r#"{{rootServiceName = "{SERVICE}"}}"#)),
-        owned(every.clone())
+        owned(every)
     );
     let failing: BTreeSet<&str> = f
         .spans
