@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod config_file;
 pub mod demo;
+mod durable;
 pub mod forward;
 pub mod listen;
 pub mod metrics;

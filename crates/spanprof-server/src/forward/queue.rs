@@ -4,7 +4,6 @@
 //! at least once (a crash between an export's answer and the cursor write repeats it).
 
 use std::collections::VecDeque;
-use std::io::Write as _;
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -264,14 +263,13 @@ fn read_cursor(path: &Path) -> Cursor {
     }
 }
 
-/// Replaces the cursor file atomically and durably (write, fsync, rename, fsync the dir).
+/// Replaces the cursor file atomically and durably.
 fn write_cursor(dir: &Path, c: Cursor) -> std::io::Result<()> {
-    let tmp = dir.join("cursor.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    writeln!(f, "{} {}", c.segment, c.offset)?;
-    f.sync_data()?;
-    std::fs::rename(&tmp, dir.join("cursor"))?;
-    std::fs::File::open(dir)?.sync_all()
+    crate::durable::replace(
+        dir,
+        "cursor",
+        format!("{} {}\n", c.segment, c.offset).as_bytes(),
+    )
 }
 
 #[cfg(test)]
