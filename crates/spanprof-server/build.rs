@@ -1,4 +1,4 @@
-//! Generates the prost types of Pyroscope's query API from our own `.proto` files under
+//! Generates the prost types of Pyroscope's query and settings APIs from our own `.proto` files under
 //! `proto/`. protox parses them in Rust, so building needs no `protoc` on the machine.
 
 use std::error::Error;
@@ -7,7 +7,10 @@ use std::path::PathBuf;
 fn main() -> Result<(), Box<dyn Error>> {
     // Cargo watches every file below a directory named here.
     println!("cargo:rerun-if-changed=proto");
-    let files = protox::compile(["querier/v1/querier.proto"], ["proto"])?;
+    let files = protox::compile(
+        ["querier/v1/querier.proto", "settings/v1/setting.proto"],
+        ["proto"],
+    )?;
     // google.v1 is pprof, which spanprof-format implements (proto/google/v1/profile.proto).
     prost_build::Config::new()
         .extern_path(".google.v1", "::spanprof_format::pprof")

@@ -16,6 +16,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
+pub mod settings;
 mod spare;
 mod tls;
 pub mod ui;
@@ -47,6 +48,8 @@ pub struct AppState {
     pub inflight: Arc<receivers::inflight::Inflight>,
     /// Where the listeners are bound (what the UI tells users to send to).
     pub bound: Bound,
+    /// Settings clients keep here (Pyroscope's `settings.v1`, Grafana's Drilldown app).
+    pub settings: Arc<settings::Settings>,
 }
 
 /// Why the server could not start or stopped.
@@ -264,6 +267,7 @@ pub async fn serve(
         pipeline,
         metrics,
         inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
+        settings: Arc::new(settings::Settings::open(&config.data_dir)),
         config: Arc::clone(&config),
         bound: bound.clone(),
     };

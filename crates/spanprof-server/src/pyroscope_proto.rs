@@ -1,4 +1,4 @@
-//! Pyroscope's protobuf messages, `types.v1` and `querier.v1`, generated at build time
+//! Pyroscope's protobuf messages, `types.v1`, `querier.v1` and `settings.v1`, generated at build time
 //! (`build.rs`) from our own `.proto` files under `proto/`, which say where each field
 //! number comes from. `google.v1.Profile` is [`spanprof_format::pprof::Profile`].
 
@@ -7,6 +7,14 @@ pub mod types {
     /// Version 1.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/types.v1.rs"));
+    }
+}
+
+/// `settings.v1`: tenant settings (what Grafana's Profiles Drilldown app keeps).
+pub mod settings {
+    /// Version 1.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/settings.v1.rs"));
     }
 }
 

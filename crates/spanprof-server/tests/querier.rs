@@ -1575,3 +1575,129 @@ fn grafana_flow_from_tempo_trace_to_span_flame_graph() {
         "the span's own samples (exact match, the default)"
     );
 }
+
+// ---- settings.v1 (Grafana's Profiles Drilldown keeps its options there) --------------------
+
+#[derive(Clone, PartialEq, prost::Message)]
+struct Setting {
+    #[prost(string, tag = "1")]
+    name: String,
+    #[prost(string, tag = "2")]
+    value: String,
+    #[prost(int64, tag = "3")]
+    modified_at: i64,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct GetSettingsResponse {
+    #[prost(message, repeated, tag = "1")]
+    settings: Vec<Setting>,
+}
+#[derive(Clone, PartialEq, prost::Message)]
+struct SetSettingsRequest {
+    #[prost(message, optional, tag = "1")]
+    setting: Option<Setting>,
+}
+
+#[test]
+fn drilldown_settings_are_kept_across_restarts() {
+    const P: &str = "/settings.v1.SettingsService/";
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("querier-settings");
+    let _ = std::fs::remove_dir_all(&dir);
+    let server = TestServer::start(&dir);
+    let json_post = |s: &TestServer, method: &str, body: Value| {
+        s.post(
+            &format!("{P}{method}"),
+            "application/json",
+            body.to_string().into_bytes(),
+        )
+    };
+    // What the Drilldown app sends when it opens: none stored reads as `{}` (its defaults).
+    let r = json_post(&server, "Get", json!({})).ok();
+    assert_eq!(r.content_type, "application/json");
+    assert_eq!(r.json(), json!({}));
+    // Its settings page saves this: no modifiedAt, so the server's time.
+    let options =
+        r#"{"collapsedFlamegraphs":true,"maxNodes":16384,"enableFlameGraphDotComExport":false}"#;
+    let before_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let stored = json_post(
+        &server,
+        "Set",
+        json!({"setting": {"name": "pluginSettings", "value": options}}),
+    )
+    .ok()
+    .json();
+    assert_eq!(stored["setting"]["name"], "pluginSettings");
+    assert_eq!(stored["setting"]["value"], options);
+    let at: i64 = stored["setting"]["modifiedAt"]
+        .as_str()
+        .expect("int64 as a string")
+        .parse()
+        .unwrap();
+    assert!(at >= before_ms, "{at} < {before_ms}");
+    // An editor that read it earlier cannot overwrite it (Pyroscope's already_exists).
+    let older = json_post(
+        &server,
+        "Set",
+        json!({"setting": {"name": "pluginSettings", "value": "{}", "modifiedAt": (at - 1).to_string()}}),
+    );
+    assert_eq!(
+        older.status,
+        409,
+        "{}",
+        String::from_utf8_lossy(&older.body)
+    );
+    assert_eq!(older.json()["code"], "already_exists");
+    // Nothing to set, and a method not served.
+    let empty = json_post(&server, "Set", json!({}));
+    assert_eq!(
+        (empty.status, empty.json()),
+        (
+            400,
+            json!({"code": "invalid_argument", "message": "no setting values provided"})
+        )
+    );
+    let other = json_post(&server, "Delete", json!({}));
+    assert_eq!(other.status, 501);
+    assert_eq!(other.json()["code"], "unimplemented");
+    // Binary protobuf, as a Connect client sends it.
+    let set = SetSettingsRequest {
+        setting: Some(Setting {
+            name: "another".into(),
+            value: "x".into(),
+            modified_at: 5,
+        }),
+    };
+    server
+        .post(&format!("{P}Set"), "application/proto", set.encode_to_vec())
+        .ok();
+    server.stop().expect("stops cleanly");
+
+    // After a restart, both, in name order.
+    let server = TestServer::start(&dir);
+    let r = server
+        .post(&format!("{P}Get"), "application/proto", Vec::new())
+        .ok();
+    assert_eq!(r.content_type, "application/proto");
+    let got = GetSettingsResponse::decode(r.body.as_slice()).unwrap();
+    assert_eq!(
+        got.settings,
+        [
+            Setting {
+                name: "another".into(),
+                value: "x".into(),
+                modified_at: 5
+            },
+            Setting {
+                name: "pluginSettings".into(),
+                value: options.into(),
+                modified_at: at
+            }
+        ]
+    );
+    let v = json_post(&server, "Get", json!({})).ok().json();
+    assert_eq!(v["settings"][1]["value"], options);
+    server.stop().expect("stops cleanly");
+}

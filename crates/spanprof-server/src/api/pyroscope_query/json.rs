@@ -155,7 +155,7 @@ fn put(m: &mut Map<String, Value>, key: &str, value: Value) {
     }
 }
 
-fn object(fields: Vec<(&str, Value)>) -> Value {
+pub(super) fn object(fields: Vec<(&str, Value)>) -> Value {
     let mut m = Map::new();
     for (k, v) in fields {
         put(&mut m, k, v);
@@ -164,7 +164,7 @@ fn object(fields: Vec<(&str, Value)>) -> Value {
 }
 
 /// An int64 field as protojson writes it: a decimal string, left out when 0.
-fn i64s(v: i64) -> Value {
+pub(super) fn i64s(v: i64) -> Value {
     if v == 0 {
         Value::Null
     } else {

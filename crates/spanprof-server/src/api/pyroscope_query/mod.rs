@@ -53,6 +53,9 @@
 //!   the newest (the largest and smallest int64 when none is), which Grafana's Profiles
 //!   Drilldown asks before it shows anything.
 //!
+//! Grafana's Profiles Drilldown also keeps its options with `settings.v1.SettingsService`
+//! (`Get`, `Set`: [`settings`]).
+//!
 //! `profile_typeID` must be a full id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`).
 //! `start`/`end` are ms since the epoch, both inclusive (0 = unbounded). `max_nodes`: absent or 0 = 8192,
 //! negative or above 1,048,576 is `invalid_argument`. `stack_trace_selector`,
@@ -63,6 +66,7 @@ mod json;
 mod messages;
 mod methods;
 mod render;
+mod settings;
 
 use std::future::Future;
 
@@ -339,6 +343,7 @@ pub fn routes() -> Router<AppState> {
         .route(&format!("{P}Diff"), post(diff))
         .route(&format!("{P}GetProfileStats"), post(get_profile_stats))
         .route(&format!("{P}{{method}}"), post(unknown_method))
+        .merge(settings::routes())
         .layer(DefaultBodyLimit::max(MAX_QUERY_BODY))
         .merge(render::routes())
 }

@@ -1,0 +1,168 @@
+//! Pyroscope's `settings.v1.SettingsService` (Connect unary, protobuf or JSON, as the query
+//! API): `Get` answers every stored setting in name order (`{}` when there are none, which
+//! Grafana's Profiles Drilldown reads as "use the defaults"), `Set` stores one durably
+//! ([`crate::settings`]) and answers it as stored. Without them Drilldown showed an error on
+//! opening and could not keep its options.
+//!
+//! As Pyroscope: `Set` without a setting is `invalid_argument` ("no setting values
+//! provided"), a `modifiedAt` of 0 is now, and a write older than the stored value is
+//! `already_exists`. Other methods of `settings.v1` (recording rules) are `unimplemented`.
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serde_json::Value;
+
+use super::json::{i64s, object, FromJson, Obj, ToJson};
+use super::{unary, Codec, ConnectError};
+use crate::pyroscope_proto::settings::v1::{
+    GetSettingsRequest, GetSettingsResponse, SetSettingsRequest, SetSettingsResponse, Setting,
+};
+use crate::settings::{self, SetError};
+use crate::AppState;
+
+/// The `settings.v1` routes.
+pub fn routes() -> Router<AppState> {
+    const P: &str = "/settings.v1.SettingsService/";
+    Router::new()
+        .route(&format!("{P}Get"), post(get))
+        .route(&format!("{P}Set"), post(set))
+        .route(&format!("{P}{{method}}"), post(unknown_method))
+        .route(
+            "/settings.v1.RecordingRulesService/{method}",
+            post(recording_rules),
+        )
+}
+
+async fn get(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    unary(app, headers, body, get_settings).await
+}
+
+async fn set(
+    State(app): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    unary(app, headers, body, set_setting).await
+}
+
+async fn get_settings(
+    app: AppState,
+    _: GetSettingsRequest,
+    _: Codec,
+) -> Result<GetSettingsResponse, ConnectError> {
+    Ok(GetSettingsResponse {
+        settings: app.settings.all().into_iter().map(to_proto).collect(),
+    })
+}
+
+async fn set_setting(
+    app: AppState,
+    req: SetSettingsRequest,
+    _: Codec,
+) -> Result<SetSettingsResponse, ConnectError> {
+    let Some(s) = req.setting else {
+        return Err(ConnectError::invalid("no setting values provided"));
+    };
+    let setting = settings::Setting {
+        name: s.name,
+        value: s.value,
+        modified_at_ms: s.modified_at,
+    };
+    let now_ms = crate::clock::now_ns() / 1_000_000;
+    let store = std::sync::Arc::clone(&app.settings);
+    let stored = tokio::task::spawn_blocking(move || store.set(setting, now_ms))
+        .await
+        .map_err(|e| ConnectError::internal(format!("storing the setting failed: {e}")))?;
+    match stored {
+        Ok(s) => Ok(SetSettingsResponse {
+            setting: Some(to_proto(s)),
+        }),
+        Err(e) => Err(ConnectError {
+            code: match e {
+                SetError::Invalid(_) => "invalid_argument",
+                SetError::Older { .. } => "already_exists",
+                SetError::TooMany(_) => "resource_exhausted",
+                SetError::Write { .. } => "unavailable",
+            },
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn to_proto(s: settings::Setting) -> Setting {
+    Setting {
+        name: s.name,
+        value: s.value,
+        modified_at: s.modified_at_ms,
+    }
+}
+
+async fn unknown_method(Path(method): Path<String>) -> ConnectError {
+    ConnectError::unimplemented(format!(
+        "settings.v1.SettingsService/{method} is not served here; spanprof serves Get and Set"
+    ))
+}
+
+async fn recording_rules(Path(method): Path<String>) -> ConnectError {
+    ConnectError::unimplemented(format!(
+        "settings.v1.RecordingRulesService/{method} is not served here: spanprof has no \
+         recording rules"
+    ))
+}
+
+impl FromJson for GetSettingsRequest {
+    fn from_json(_: &Obj<'_>) -> Result<Self, String> {
+        Ok(GetSettingsRequest {})
+    }
+}
+
+impl FromJson for SetSettingsRequest {
+    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+        let setting = o
+            .object(&["setting"])?
+            .map(|s| {
+                Ok::<_, String>(Setting {
+                    name: s.string(&["name"])?,
+                    value: s.string(&["value"])?,
+                    modified_at: s.int64(&["modifiedAt", "modified_at"])?.unwrap_or(0),
+                })
+            })
+            .transpose()?;
+        Ok(SetSettingsRequest { setting })
+    }
+}
+
+fn setting_json(s: &Setting) -> Value {
+    object(vec![
+        ("name", Value::String(s.name.clone())),
+        ("value", Value::String(s.value.clone())),
+        ("modifiedAt", i64s(s.modified_at)),
+    ])
+}
+
+impl ToJson for GetSettingsResponse {
+    fn to_json(&self) -> Value {
+        object(vec![(
+            "settings",
+            Value::Array(self.settings.iter().map(setting_json).collect()),
+        )])
+    }
+}
+
+impl ToJson for SetSettingsResponse {
+    fn to_json(&self) -> Value {
+        object(vec![(
+            "setting",
+            self.setting.as_ref().map_or(Value::Null, setting_json),
+        )])
+    }
+}
