@@ -1208,8 +1208,8 @@ fn tempo_tag_values_stop_at_tempos_byte_limit() {
     );
 }
 
-/// A trace with spans in a segment before the searched time range (its root, which would
-/// span both, not received yet): its duration is still the whole trace's.
+/// A trace with spans in a segment before the searched time range, its root among them: its
+/// duration is still the whole trace's, and a condition on its root sees that root.
 #[test]
 fn tempo_search_sees_the_whole_trace_past_the_time_range() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tempo-outside");
@@ -1225,13 +1225,18 @@ fn tempo_search_sees_the_whole_trace_past_the_time_range() {
         end_ns: start_ns + second,
         own_samples: false,
     };
-    // The first step, then sealed away in a segment of its own.
+    // The root and the first step, then sealed away in a segment of their own.
+    let root = Sent {
+        span_id: [9; 8],
+        parent: None,
+        ..sent(9, "checkout", t0)
+    };
     let server = TestServer::start(&dir);
     server
         .post(
             "/v1/traces",
             "application/json",
-            traces_json(&[sent(1, "first step", t0)]),
+            traces_json(&[root, sent(1, "first step", t0)]),
         )
         .ok();
     server.stop().unwrap();
@@ -1258,4 +1263,18 @@ fn tempo_search_sees_the_whole_trace_past_the_time_range() {
     assert_eq!(traces.len(), 1, "{found}");
     assert_eq!(traces[0]["durationMs"], 3_601_000);
     assert_eq!(traces[0]["spanSet"]["spans"][0]["name"], "GET /step");
+    // The root is outside the range's segments: the trace is read whole to find it.
+    let search = |q: &str| {
+        let found = server
+            .get(&format!("/api/search?q={}&start={start}&end={end}", enc(q)))
+            .ok()
+            .json();
+        let traces = found["traces"].as_array().unwrap().clone();
+        traces
+            .iter()
+            .map(|t| t["rootTraceName"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(search(r#"{rootName = "checkout"}"#), ["checkout"]);
+    assert!(search(r#"{rootName = "nope"}"#).is_empty());
 }
