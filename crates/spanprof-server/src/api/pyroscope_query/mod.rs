@@ -66,7 +66,6 @@ mod json;
 mod messages;
 mod methods;
 mod render;
-mod settings;
 
 use std::future::Future;
 
@@ -297,6 +296,9 @@ macro_rules! rpc {
         }
     };
 }
+
+// After the macro, which it uses.
+mod settings;
 
 rpc!(profile_types => methods::profile_types);
 rpc!(label_names => methods::label_names);

@@ -38,21 +38,8 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
-async fn get(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    unary(app, headers, body, get_settings).await
-}
-
-async fn set(
-    State(app): State<AppState>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    unary(app, headers, body, set_setting).await
-}
+rpc!(get => get_settings);
+rpc!(set => set_setting);
 
 async fn get_settings(
     app: AppState,
