@@ -1,5 +1,6 @@
-//! Generates the prost types of Pyroscope's query and settings APIs from our own `.proto` files under
-//! `proto/`. protox parses them in Rust, so building needs no `protoc` on the machine.
+//! Generates the prost types of Pyroscope's query and settings APIs from our own `.proto`
+//! files under `proto/`. protox parses them in Rust, so building needs no `protoc` on the
+//! machine.
 
 use std::error::Error;
 use std::path::PathBuf;

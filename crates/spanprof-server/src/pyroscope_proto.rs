@@ -1,6 +1,6 @@
-//! Pyroscope's protobuf messages, `types.v1`, `querier.v1` and `settings.v1`, generated at build time
-//! (`build.rs`) from our own `.proto` files under `proto/`, which say where each field
-//! number comes from. `google.v1.Profile` is [`spanprof_format::pprof::Profile`].
+//! Pyroscope's protobuf messages, `types.v1`, `querier.v1` and `settings.v1`, generated at
+//! build time (`build.rs`) from our own `.proto` files under `proto/`, which say where each
+//! field number comes from. `google.v1.Profile` is [`spanprof_format::pprof::Profile`].
 
 /// `types.v1`: labels, series, profile types, label-name and label-value calls.
 pub mod types {

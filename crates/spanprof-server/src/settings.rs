@@ -66,18 +66,18 @@ pub enum SetError {
     },
 }
 
-/// The file's content.
+/// The file's content: read as owned settings, written from borrowed ones.
 #[derive(Serialize, Deserialize)]
-struct Stored {
-    settings: Vec<Setting>,
+struct Stored<S> {
+    settings: Vec<S>,
 }
 
 /// The settings of this server.
 #[derive(Debug)]
 pub struct Settings {
     dir: PathBuf,
-    /// By name; held while the file is written, so writes reach it in the order they are
-    /// answered.
+    /// By name, as the file holds them; held while the file is written, so writes reach it
+    /// in the order they are answered.
     entries: Mutex<BTreeMap<String, Setting>>,
 }
 
@@ -88,7 +88,7 @@ impl Settings {
     pub fn open(dir: &Path) -> Settings {
         let path = dir.join(FILE);
         let entries = match std::fs::read(&path) {
-            Ok(bytes) => match serde_json::from_slice::<Stored>(&bytes) {
+            Ok(bytes) => match serde_json::from_slice::<Stored<Setting>>(&bytes) {
                 Ok(stored) => stored
                     .settings
                     .into_iter()
@@ -158,26 +158,30 @@ impl Settings {
             None if entries.len() >= MAX_SETTINGS => return Err(SetError::TooMany(setting.name)),
             _ => {}
         }
-        let mut next = entries.clone();
-        next.insert(setting.name.clone(), setting.clone());
+        let previous = entries.insert(setting.name.clone(), setting.clone());
         let stored = Stored {
-            settings: next.values().cloned().collect(),
+            settings: entries.values().collect(),
         };
         let bytes = serde_json::to_vec_pretty(&stored).expect("settings serialize");
-        std::fs::create_dir_all(&self.dir)
-            .and_then(|()| crate::durable::replace(&self.dir, FILE, &bytes))
-            .map_err(|source| SetError::Write {
+        // The data directory is there: the store made it before the server started.
+        if let Err(source) = crate::durable::replace(&self.dir, FILE, &bytes) {
+            // Not written: the map goes back to what the file holds.
+            match previous {
+                Some(old) => entries.insert(setting.name, old),
+                None => entries.remove(&setting.name),
+            };
+            return Err(SetError::Write {
                 path: self.dir.join(FILE).display().to_string(),
                 source,
-            })?;
-        *entries = next;
+            });
+        }
         tracing::info!(name = %setting.name, bytes = setting.value.len(), "setting stored");
         Ok(setting)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Setting>> {
-        // A panic while holding it left the map as it was before the write (it is replaced
-        // only once the file is written).
+        // A panic while holding it (in serializing or writing) can leave a setting in the map
+        // that the file lacks; the next write puts it there.
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -284,6 +288,9 @@ mod tests {
         // The temporary file's name taken by a directory: creating it fails.
         std::fs::create_dir(dir.path().join(format!("{FILE}.tmp"))).unwrap();
         let err = s.set(setting("lost", "2", 1), 5).unwrap_err();
+        assert!(matches!(err, SetError::Write { .. }), "{err}");
+        // Nor does a failed change of a stored one.
+        let err = s.set(setting("kept", "changed", 2), 5).unwrap_err();
         assert!(matches!(err, SetError::Write { .. }), "{err}");
         assert_eq!(s.all(), [setting("kept", "1", 1)]);
     }

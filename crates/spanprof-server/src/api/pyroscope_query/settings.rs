@@ -120,7 +120,8 @@ impl FromJson for SetSettingsRequest {
                 Ok::<_, String>(Setting {
                     name: s.string(&["name"])?,
                     value: s.string(&["value"])?,
-                    modified_at: s.int64(&["modifiedAt", "modified_at"])?.unwrap_or(0),
+                    // The proto field is named so: protojson has no other name for it.
+                    modified_at: s.int64(&["modifiedAt"])?.unwrap_or(0),
                 })
             })
             .transpose()?;
