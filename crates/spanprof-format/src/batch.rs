@@ -94,6 +94,11 @@ impl Batch {
     }
 
     /// Appends `scope` under `resource`, reusing an equal resource already in the batch.
+    /// Known spans to tell nested span ids apart with (see [`SampleLinker`]).
+    pub fn set_span_parents(&mut self, parents: std::sync::Arc<dyn crate::link::SpanParents>) {
+        self.linker.set_span_parents(parents);
+    }
+
     pub(crate) fn push_scope(
         &mut self,
         resource: Resource,

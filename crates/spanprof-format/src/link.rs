@@ -11,9 +11,10 @@ use crate::dictionary::DictionaryBuilder;
 /// Which attribute keys carry trace ids, span ids and span names, and what to do with them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkConfig {
-    /// Keys whose value is a span id (16 hex chars), first match wins.
+    /// Keys whose value is a span id (16 hex chars); a sample with several span ids gets the
+    /// innermost span (see [`SampleLinker`]).
     pub span_id_keys: Vec<String>,
-    /// Keys whose value is a trace id (32 hex chars), first match wins.
+    /// Keys whose value is a trace id (32 hex chars); of several, the first wins.
     pub trace_id_keys: Vec<String>,
     /// Keys whose value names the span; kept as ordinary attributes (bounded cardinality).
     pub span_name_keys: Vec<String>,
@@ -144,8 +145,18 @@ pub struct LinkReport {
     pub span_ids_without_trace_id: u64,
     /// Samples with a trace id but no span id (kept as an attribute).
     pub trace_ids_without_span_id: u64,
-    /// Samples whose id attributes disagreed (two different span ids); the first key wins.
+    /// Samples whose trace id attributes disagreed (two different trace ids); the first wins.
     pub conflicting_ids: u64,
+    /// Samples with no id of their own that took their profile's ids (the upload's `name`
+    /// tags, a push series' labels, OTLP resource or profile attributes).
+    pub profile_level_ids: u64,
+    /// Samples with several span ids (nested spans tagged one inside the other) given the
+    /// innermost: the span the known spans or the profile's samples show descending from the
+    /// others.
+    pub nested_span_ids: u64,
+    /// Samples with several span ids none of which could be told innermost: given the first
+    /// (in label order).
+    pub ambiguous_span_ids: u64,
 }
 
 impl LinkReport {
@@ -156,25 +167,161 @@ impl LinkReport {
         self.span_ids_without_trace_id += other.span_ids_without_trace_id;
         self.trace_ids_without_span_id += other.trace_ids_without_span_id;
         self.conflicting_ids += other.conflicting_ids;
+        self.profile_level_ids += other.profile_level_ids;
+        self.nested_span_ids += other.nested_span_ids;
+        self.ambiguous_span_ids += other.ambiguous_span_ids;
     }
+}
+
+/// The ids a whole profile carries (profile-level labels): they link every sample of the
+/// profile that has no id of its own, and are never series labels.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProfileIds {
+    /// The profile's span id.
+    pub span: Option<[u8; 8]>,
+    /// The profile's trace id.
+    pub trace: Option<[u8; 16]>,
+}
+
+impl ProfileIds {
+    /// Records one profile-level attribute; returns whether it is an id (and so leaves the
+    /// profile's labels). Later ids override earlier ones: a profile's own attributes are
+    /// observed after its resource's.
+    pub fn observe(&mut self, role: IdRole) -> bool {
+        match role {
+            IdRole::SpanId(id) => self.span = Some(id),
+            IdRole::TraceId(id) => self.trace = Some(id),
+            IdRole::Plain | IdRole::InvalidId => return false,
+        }
+        true
+    }
+
+    /// Whether the profile carries any id.
+    pub fn is_empty(&self) -> bool {
+        self.span.is_none() && self.trace.is_none()
+    }
+}
+
+/// Where spans already known (stored) say who is whose parent: how a sample tagged with a
+/// span and its ancestors (SDKs that keep thread tags as a set) is given the innermost span.
+pub trait SpanParents: Send + Sync {
+    /// The parent of `span`, when `span` is known and has one.
+    fn parent(&self, span: &[u8; 8]) -> Option<[u8; 8]>;
+}
+
+/// How far up a span's parents are followed when telling nested spans apart.
+const MAX_ANCESTRY: usize = 64;
+
+/// Whether `ancestor` is a (transitive) parent of `span` by `parents`.
+fn descends(parents: &dyn SpanParents, span: &[u8; 8], ancestor: &[u8; 8]) -> bool {
+    let mut at = *span;
+    for _ in 0..MAX_ANCESTRY {
+        match parents.parent(&at) {
+            Some(p) if p == *ancestor => return true,
+            Some(p) => at = p,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// Per-sample link state: feed each attribute's role with [`SampleLinker::observe`], then call
 /// [`SampleLinker::finish`] to get the link index and the attributes to add back.
-#[derive(Debug, Default)]
+///
+/// A sample with several span ids gets the innermost one: first the one the known spans
+/// ([`SpanParents`]) show descending from all the others; else the one on the fewest samples
+/// of its profile (a nested span's samples are a subset of its ancestors': the ancestors
+/// also ran outside it), once [`SampleLinker::set_span_counts`] has given the counts; else
+/// the first, counted as ambiguous.
+#[derive(Default)]
 pub struct SampleLinker {
-    span: Option<[u8; 8]>,
+    spans: Vec<[u8; 8]>,
     trace: Option<[u8; 16]>,
     conflict: bool,
     /// Whether the current sample's id attributes stay on it (observed with `keep`).
     kept: bool,
     span_attrs: HashMap<[u8; 8], i32>,
     trace_attrs: HashMap<[u8; 16], i32>,
+    /// The current profile's own ids, for samples without any.
+    profile: ProfileIds,
+    /// How many samples of the current profile carry each span id, when asked for.
+    span_counts: Option<HashMap<[u8; 8], u32>>,
+    parents: Option<std::sync::Arc<dyn SpanParents>>,
     /// What linking did so far.
     pub report: LinkReport,
 }
 
+impl std::fmt::Debug for SampleLinker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SampleLinker")
+            .field("profile", &self.profile)
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
 impl SampleLinker {
+    /// Known spans to tell nested span ids apart with.
+    pub fn set_span_parents(&mut self, parents: std::sync::Arc<dyn SpanParents>) {
+        self.parents = Some(parents);
+    }
+
+    /// Starts a profile whose samples without ids of their own take `ids`.
+    pub fn start_profile(&mut self, ids: ProfileIds) {
+        self.profile = ids;
+        self.span_counts = None;
+    }
+
+    /// Whether the current sample has several span ids and the known spans do not tell the
+    /// innermost, so [`SampleLinker::finish`] wants the profile's span counts first.
+    pub fn needs_span_counts(&self) -> bool {
+        self.spans.len() > 1 && self.span_counts.is_none() && self.innermost_known().is_none()
+    }
+
+    /// Gives the number of samples of the current profile carrying each span id (each
+    /// sample's distinct span ids, once).
+    pub fn set_span_counts(&mut self, counts: HashMap<[u8; 8], u32>) {
+        self.span_counts = Some(counts);
+    }
+
+    /// Counts one sample as received, by the roles of its attributes, into span counts (see
+    /// [`SampleLinker::set_span_counts`]): its distinct span ids once each, or, with no id
+    /// at all, its profile's span.
+    pub fn count_sample(
+        &self,
+        counts: &mut HashMap<[u8; 8], u32>,
+        roles: impl IntoIterator<Item = IdRole>,
+    ) {
+        let mut seen: Vec<[u8; 8]> = Vec::new();
+        let mut any = false;
+        for role in roles {
+            match role {
+                IdRole::SpanId(id) => {
+                    any = true;
+                    if !seen.contains(&id) {
+                        seen.push(id);
+                        *counts.entry(id).or_insert(0) += 1;
+                    }
+                }
+                IdRole::TraceId(_) => any = true,
+                IdRole::Plain | IdRole::InvalidId => {}
+            }
+        }
+        if !any {
+            if let Some(span) = self.profile.span {
+                *counts.entry(span).or_insert(0) += 1;
+            }
+        }
+    }
+
+    /// The span id of `attribute` when it is one this linker added for a span id without a
+    /// trace id.
+    pub fn unlinked_span(&self, attribute: i32) -> Option<[u8; 8]> {
+        self.span_attrs
+            .iter()
+            .find_map(|(span, &a)| (a == attribute).then_some(*span))
+    }
+
     /// Records one attribute of the current sample. Returns whether the attribute stays on
     /// the sample (plain attributes, invalid ids, and ids when `keep` is set).
     pub fn observe(&mut self, role: IdRole, keep: bool) -> bool {
@@ -185,10 +332,8 @@ impl SampleLinker {
                 true
             }
             IdRole::SpanId(id) => {
-                match self.span {
-                    Some(prev) if prev != id => self.conflict = true,
-                    Some(_) => {}
-                    None => self.span = Some(id),
+                if !self.spans.contains(&id) {
+                    self.spans.push(id);
                 }
                 self.kept |= keep;
                 keep
@@ -217,13 +362,52 @@ impl SampleLinker {
         }
     }
 
+    /// The candidate the known spans show descending from every other one.
+    fn innermost_known(&self) -> Option<[u8; 8]> {
+        let parents = self.parents.as_deref()?;
+        self.spans.iter().copied().find(|s| {
+            self.spans
+                .iter()
+                .all(|other| other == s || descends(parents, s, other))
+        })
+    }
+
+    /// The innermost of several span ids (see the type's documentation).
+    fn innermost(&mut self) -> [u8; 8] {
+        if let Some(s) = self.innermost_known() {
+            self.report.nested_span_ids += 1;
+            return s;
+        }
+        if let Some(counts) = &self.span_counts {
+            let count = |s: &[u8; 8]| counts.get(s).copied().unwrap_or(0);
+            let fewest = self.spans.iter().map(count).min().unwrap_or(0);
+            let mut at_fewest = self.spans.iter().filter(|s| count(s) == fewest);
+            if let (Some(&s), None) = (at_fewest.next(), at_fewest.next()) {
+                self.report.nested_span_ids += 1;
+                return s;
+            }
+        }
+        self.report.ambiguous_span_ids += 1;
+        self.spans[0]
+    }
+
     /// Ends the current sample: returns its link index (0 when it has none) and pushes onto
     /// `attributes` the id attributes that must stay because no link could be made.
     pub fn finish(&mut self, dict: &mut impl LinkTables, attributes: &mut Vec<i32>) -> i32 {
-        let (span, trace) = (self.span.take(), self.trace.take());
+        let span = match self.spans.len() {
+            0 => None,
+            1 => Some(self.spans[0]),
+            _ => Some(self.innermost()),
+        };
+        self.spans.clear();
+        let (mut span, mut trace) = (span, self.trace.take());
         let kept = std::mem::take(&mut self.kept);
         if std::mem::take(&mut self.conflict) {
             self.report.conflicting_ids += 1;
+        }
+        if span.is_none() && trace.is_none() && !self.profile.is_empty() {
+            self.report.profile_level_ids += 1;
+            (span, trace) = (self.profile.span, self.profile.trace);
         }
         match (span, trace) {
             (Some(span), Some(trace)) => {
@@ -319,3 +503,6 @@ mod tests {
         assert_eq!(to_hex(&[0x00, 0xab, 0xff]), "00abff");
     }
 }
+
+#[cfg(test)]
+mod nesting_tests;

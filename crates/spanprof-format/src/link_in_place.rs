@@ -18,7 +18,9 @@ use hashbrown::HashMap;
 
 use crate::batch::ConversionReport;
 use crate::error::FormatError;
-use crate::link::{IdRole, LinkConfig, LinkTables, SampleLinker};
+use std::sync::Arc;
+
+use crate::link::{IdRole, LinkConfig, LinkTables, ProfileIds, SampleLinker, SpanParents};
 use crate::merge::{link_ids, resolve_key_values, resolve_value, slot};
 use crate::otlp::{
     any_value, AnyValue, KeyValueAndUnit, Link, Profile, ProfilesData, ProfilesDictionary, Sample,
@@ -32,7 +34,16 @@ pub fn link_in_place(
     data: ProfilesData,
     config: &LinkConfig,
 ) -> Result<(ProfilesData, ConversionReport), FormatError> {
-    let linked = link_each_in_place(data, config)?;
+    link_in_place_with(data, config, None)
+}
+
+/// As [`link_in_place`], with known spans to tell nested span ids apart with.
+pub fn link_in_place_with(
+    data: ProfilesData,
+    config: &LinkConfig,
+    parents: Option<Arc<dyn SpanParents>>,
+) -> Result<(ProfilesData, ConversionReport), FormatError> {
+    let linked = link_each_in_place_with(data, config, parents)?;
     match linked.refused.into_iter().next() {
         Some(first) => Err(first),
         None => Ok((linked.data, linked.report)),
@@ -60,11 +71,20 @@ pub struct Linked {
 /// sent with it. What linking added to the dictionary for a refused profile is taken out
 /// again. A request with profiles, every one of them refused, is refused whole, with the
 /// first reason.
-pub fn link_each_in_place(
+pub fn link_each_in_place(data: ProfilesData, config: &LinkConfig) -> Result<Linked, FormatError> {
+    link_each_in_place_with(data, config, None)
+}
+
+/// As [`link_each_in_place`], with known spans to tell nested span ids apart with.
+pub fn link_each_in_place_with(
     mut data: ProfilesData,
     config: &LinkConfig,
+    parents: Option<Arc<dyn SpanParents>>,
 ) -> Result<Linked, FormatError> {
     let mut linking = InPlace::new(data.dictionary.take().unwrap_or_default(), config);
+    if let Some(parents) = parents {
+        linking.linker.set_span_parents(parents);
+    }
     let mut report = ConversionReport {
         inputs: 1,
         ..Default::default()
@@ -73,9 +93,13 @@ pub fn link_each_in_place(
     let mut refused_profiles = 0;
     let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
     for (ri, rp) in data.resource_profiles.iter_mut().enumerate() {
+        let mut resource_ids = ProfileIds::default();
         if let Some(r) = &mut rp.resource {
             match resolve_key_values(&linking.t.d, &r.attributes) {
-                Ok(attributes) => r.attributes = attributes,
+                Ok(mut attributes) => {
+                    resource_ids = linking.take_profile_ids(&mut attributes);
+                    r.attributes = attributes;
+                }
                 Err(e) => {
                     refused.push(at(format!("resource_profiles[{ri}].resource"))(e));
                     refused_profiles += rp
@@ -104,7 +128,7 @@ pub fn link_each_in_place(
             let mut kept = Vec::with_capacity(sp.profiles.len());
             for (pi, mut p) in std::mem::take(&mut sp.profiles).into_iter().enumerate() {
                 let mark = linking.mark();
-                match linking.profile(&mut p, &format!("{path}.profiles[{pi}]")) {
+                match linking.profile(&mut p, resource_ids, &format!("{path}.profiles[{pi}]")) {
                     Ok(()) => {
                         report.profiles += 1;
                         report.samples += p.samples.len() as u64;
@@ -276,23 +300,44 @@ impl<'c> InPlace<'c> {
         }
     }
 
-    /// Checks and links one profile (at `path`): its samples, its own attributes and its
+    /// Takes the id attributes out of a resource's (resolved) attributes, as its ids.
+    fn take_profile_ids(&self, attributes: &mut Vec<crate::otlp::KeyValue>) -> ProfileIds {
+        let mut ids = ProfileIds::default();
+        attributes.retain(|kv| {
+            let text = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            !ids.observe(self.config.role(&kv.key, text))
+        });
+        ids
+    }
+
+    /// Checks and links one profile (at `path`) of a resource whose attributes carried
+    /// `ids`: its own attributes (their ids override the resource's), its samples and its
     /// value types.
-    fn profile(&mut self, p: &mut Profile, path: &str) -> Result<(), FormatError> {
+    fn profile(
+        &mut self,
+        p: &mut Profile,
+        mut ids: ProfileIds,
+        path: &str,
+    ) -> Result<(), FormatError> {
         let field = |f: String| move |e: String| FormatError::Invalid(format!("{path}.{f}: {e}"));
-        for (i, s) in p.samples.iter_mut().enumerate() {
-            self.sample(s, i, path)?;
-        }
         let mut kept = Vec::with_capacity(p.attribute_indices.len());
         for (j, &a) in p.attribute_indices.iter().enumerate() {
             let role = self
                 .attribute(a)
                 .map_err(|e| field(format!("attribute_indices[{j}]"))(e))?;
+            ids.observe(role);
             if !self.drops(role) {
                 kept.push(a);
             }
         }
         p.attribute_indices = kept;
+        self.linker.start_profile(ids);
+        for i in 0..p.samples.len() {
+            self.sample(p, i, path)?;
+        }
         if let Some(t) = p.sample_type {
             self.value_type(t)
                 .map_err(|e| field("sample_type".into())(e))?;
@@ -335,10 +380,55 @@ impl<'c> InPlace<'c> {
         matches!(role, IdRole::SpanId(_) | IdRole::TraceId(_)) && !self.config.keep_link_attributes
     }
 
-    /// Checks and links one sample (`samples[i]` of the profile at `path`).
-    fn sample(&mut self, s: &mut Sample, i: usize, path: &str) -> Result<(), FormatError> {
+    /// The span of link `index` (of the tables as received, or added here).
+    fn link_span(&self, index: i32) -> Option<[u8; 8]> {
+        let i = usize::try_from(index).ok().filter(|&i| i > 0)?;
+        let len = self.t.d.link_table.len();
+        let link = match self.t.d.link_table.get(i) {
+            Some(l) => l,
+            None => self.t.added_links.get(i - len.max(1))?,
+        };
+        link.span_id.as_slice().try_into().ok()
+    }
+
+    /// How many samples of a profile carry each span id, asked for at sample `at`: the
+    /// samples before it are linked already (their span is their link's), the rest are as
+    /// received.
+    fn span_counts(&mut self, samples: &[Sample], at: usize) -> hashbrown::HashMap<[u8; 8], u32> {
+        let mut counts = hashbrown::HashMap::new();
+        for s in &samples[..at] {
+            let span = self.link_span(s.link_index).or_else(|| {
+                s.attribute_indices
+                    .iter()
+                    .find_map(|&a| self.linker.unlinked_span(a))
+            });
+            if let Some(span) = span {
+                *counts.entry(span).or_insert(0) += 1;
+            }
+        }
+        let mut roles = Vec::new();
+        for s in &samples[at..] {
+            if let Some(span) = self.link(s.link_index).ok().and_then(|l| self.link_span(l)) {
+                *counts.entry(span).or_insert(0) += 1;
+                continue;
+            }
+            roles.clear();
+            for &a in &s.attribute_indices {
+                // An attribute that does not check is refused where its sample is linked.
+                if let Ok(role) = self.attribute(a) {
+                    roles.push(role);
+                }
+            }
+            self.linker.count_sample(&mut counts, roles.iter().copied());
+        }
+        counts
+    }
+
+    /// Checks and links one sample (`samples[i]` of the profile `p` at `path`).
+    fn sample(&mut self, p: &mut Profile, i: usize, path: &str) -> Result<(), FormatError> {
         let at =
             |field: String| move |e: String| FormatError::Invalid(format!("{path}.{field}: {e}"));
+        let s = &p.samples[i];
         self.stack(s.stack_index)
             .map_err(|e| at(format!("samples[{i}].stack_index"))(e))?;
         let source_link = self
@@ -366,11 +456,17 @@ impl<'c> InPlace<'c> {
                 attrs.push(a);
             }
         }
-        s.link_index = if source_link != 0 {
+        let link_index = if source_link != 0 {
             source_link
         } else {
+            if self.linker.needs_span_counts() {
+                let counts = self.span_counts(&p.samples, i);
+                self.linker.set_span_counts(counts);
+            }
             self.linker.finish(&mut self.t, &mut attrs)
         };
+        let s = &mut p.samples[i];
+        s.link_index = link_index;
         attrs.sort_unstable();
         s.attribute_indices.clear();
         s.attribute_indices.extend_from_slice(&attrs);

@@ -4,7 +4,7 @@
 
 use crate::batch::{Batch, ConversionReport, SampleSet};
 use crate::error::FormatError;
-use crate::link::{IdRole, LinkConfig};
+use crate::link::{IdRole, LinkConfig, ProfileIds};
 use crate::otlp::{
     any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, KeyValueList, Line,
     Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary, Resource, ResourceProfiles,
@@ -145,10 +145,15 @@ impl Batch {
         ri: usize,
     ) -> Result<(), FormatError> {
         let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
+        let mut resource_ids = ProfileIds::default();
         let resource = match &rp.resource {
             Some(r) => Resource {
-                attributes: resolve_key_values(input.d, &r.attributes)
-                    .map_err(|e| at(format!("resource_profiles[{ri}].resource"))(e))?,
+                attributes: {
+                    let mut attributes = resolve_key_values(input.d, &r.attributes)
+                        .map_err(|e| at(format!("resource_profiles[{ri}].resource"))(e))?;
+                    resource_ids = self.take_profile_ids(&mut attributes);
+                    attributes
+                },
                 dropped_attributes_count: r.dropped_attributes_count,
                 entity_refs: r.entity_refs.clone(),
             },
@@ -166,7 +171,8 @@ impl Batch {
             };
             let mut profiles = Vec::with_capacity(sp.profiles.len());
             for (pi, p) in sp.profiles.iter().enumerate() {
-                profiles.push(self.otlp_profile(input, p, &format!("{path}.profiles[{pi}]"))?);
+                let path = format!("{path}.profiles[{pi}]");
+                profiles.push(self.otlp_profile(input, p, resource_ids, &path)?);
             }
             let scope = ScopeProfiles {
                 scope,
@@ -178,10 +184,13 @@ impl Batch {
         Ok(())
     }
 
+    /// One profile of a resource whose attributes carried `ids` (the profile's own id
+    /// attributes override them).
     fn otlp_profile(
         &mut self,
         input: &mut OtlpInput,
         p: &Profile,
+        mut ids: ProfileIds,
         path: &str,
     ) -> Result<Profile, FormatError> {
         let at =
@@ -190,6 +199,15 @@ impl Batch {
             .linking
             .as_ref()
             .is_some_and(|l| l.keep_link_attributes);
+        let mut attribute_indices = Vec::with_capacity(p.attribute_indices.len());
+        for (j, &a) in p.attribute_indices.iter().enumerate() {
+            let (attr, role) = self
+                .otlp_attribute(input, a)
+                .map_err(|e| at(format!("attribute_indices[{j}]"))(e))?;
+            ids.observe(role);
+            attribute_indices.push(attr);
+        }
+        self.linker.start_profile(ids);
         let mut set = SampleSet::new(1, p.samples.len());
         let mut direct = Vec::new();
         let mut attrs = Vec::new();
@@ -213,6 +231,10 @@ impl Batch {
             let link = if source_link != 0 {
                 source_link
             } else {
+                if self.linker.needs_span_counts() {
+                    let counts = self.otlp_span_counts(input, p);
+                    self.linker.set_span_counts(counts);
+                }
                 self.linker.finish(&mut self.dict, &mut attrs)
             };
             attrs.sort_unstable();
@@ -230,14 +252,6 @@ impl Batch {
         }
         let mut samples = set.samples(0);
         samples.append(&mut direct);
-        let mut attribute_indices = Vec::with_capacity(p.attribute_indices.len());
-        for (j, &a) in p.attribute_indices.iter().enumerate() {
-            attribute_indices.push(
-                self.otlp_attribute(input, a)
-                    .map_err(|e| at(format!("attribute_indices[{j}]"))(e))?
-                    .0,
-            );
-        }
         Ok(Profile {
             sample_type: p
                 .sample_type
@@ -256,6 +270,37 @@ impl Batch {
             original_payload: p.original_payload.clone(),
             ..*p
         })
+    }
+
+    /// How many samples of `p` carry each span id (their link's, or their attributes').
+    fn otlp_span_counts(
+        &mut self,
+        input: &mut OtlpInput,
+        p: &Profile,
+    ) -> hashbrown::HashMap<[u8; 8], u32> {
+        let mut counts = hashbrown::HashMap::new();
+        let mut roles = Vec::new();
+        for s in &p.samples {
+            let linked = usize::try_from(s.link_index)
+                .ok()
+                .filter(|&l| l > 0)
+                .and_then(|l| input.d.link_table.get(l))
+                .and_then(|l| <[u8; 8]>::try_from(l.span_id.as_slice()).ok())
+                .filter(|span| *span != [0; 8]);
+            if let Some(span) = linked {
+                *counts.entry(span).or_insert(0) += 1;
+                continue;
+            }
+            roles.clear();
+            for &a in &s.attribute_indices {
+                // An attribute that does not check is refused where its sample is linked.
+                if let Ok((_, role)) = self.otlp_attribute(input, a) {
+                    roles.push(role);
+                }
+            }
+            self.linker.count_sample(&mut counts, roles.iter().copied());
+        }
+        counts
     }
 
     fn otlp_string(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {

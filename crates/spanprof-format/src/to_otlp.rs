@@ -5,7 +5,7 @@ use hashbrown::HashMap;
 
 use crate::batch::{Batch, ConversionReport, SampleSet};
 use crate::error::FormatError;
-use crate::link::{IdRole, LinkConfig};
+use crate::link::{IdRole, LinkConfig, ProfileIds};
 use crate::otlp::{
     any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, Line, Location,
     Mapping, Profile, ProfilesData, Resource, ScopeProfiles, ValueType,
@@ -143,7 +143,16 @@ const UNSET: i32 = -1;
 impl Batch {
     /// Adds one pprof profile under `resource`. On error the batch may hold unreferenced
     /// dictionary entries; discard it.
-    pub fn add_pprof(&mut self, p: &pprof::Profile, resource: Resource) -> Result<(), FormatError> {
+    ///
+    /// Id attributes of `resource` (the upload's `name` tags, a push series' labels) are the
+    /// profile's ids: they leave the resource and link every sample without ids of its own.
+    pub fn add_pprof(
+        &mut self,
+        p: &pprof::Profile,
+        mut resource: Resource,
+    ) -> Result<(), FormatError> {
+        let ids = self.take_profile_ids(&mut resource.attributes);
+        self.linker.start_profile(ids);
         let mut input = PprofInput {
             p,
             strings: vec![UNSET; p.string_table.len()],
@@ -204,17 +213,23 @@ impl Batch {
             attrs.clear();
             keys.clear();
             for (li, label) in s.label.iter().enumerate() {
-                if keys.contains(&label.key) {
+                let (role, attr) = self.pprof_label(&mut input, label).map_err(|e| {
+                    FormatError::Invalid(format!("pprof sample[{si}].label[{li}]: {e}"))
+                })?;
+                // A repeated span id key is nested spans (SDKs that keep thread tags as a
+                // set): every one is a candidate. Another repeated key keeps its first value.
+                if keys.contains(&label.key) && !matches!(role, IdRole::SpanId(_)) {
                     self.report.duplicate_label_keys += 1;
                     continue;
                 }
                 keys.push(label.key);
-                let (role, attr) = self.pprof_label(&mut input, label).map_err(|e| {
-                    FormatError::Invalid(format!("pprof sample[{si}].label[{li}]: {e}"))
-                })?;
-                if self.linker.observe(role, keep) {
+                if self.linker.observe(role, keep) && !attrs.contains(&attr) {
                     attrs.push(attr);
                 }
+            }
+            if self.linker.needs_span_counts() {
+                let counts = self.pprof_span_counts(&mut input)?;
+                self.linker.set_span_counts(counts);
             }
             let link = self.linker.finish(&mut self.dict, &mut attrs);
             attrs.sort_unstable();
@@ -224,6 +239,44 @@ impl Batch {
         self.report.inputs += 1;
         self.push_scope(resource, "", scope);
         Ok(())
+    }
+
+    /// Takes the id attributes out of a profile's resource attributes, as its ids.
+    pub(crate) fn take_profile_ids(&self, attributes: &mut Vec<KeyValue>) -> ProfileIds {
+        let mut ids = ProfileIds::default();
+        let Some(linking) = &self.linking else {
+            return ids;
+        };
+        attributes.retain(|kv| {
+            let text = match kv.value.as_ref().and_then(|v| v.value.as_ref()) {
+                Some(any_value::Value::StringValue(s)) => Some(s.as_str()),
+                _ => None,
+            };
+            let role = linking.role(&kv.key, text);
+            // An id key with a value that is no id stays (as on samples); a valid id leaves.
+            !ids.observe(role)
+        });
+        ids
+    }
+
+    /// How many samples of `input` carry each span id (see [`SampleLinker`]).
+    fn pprof_span_counts(
+        &mut self,
+        input: &mut PprofInput,
+    ) -> Result<hashbrown::HashMap<[u8; 8], u32>, FormatError> {
+        let mut counts = hashbrown::HashMap::new();
+        let mut roles = Vec::new();
+        for (si, s) in input.p.sample.iter().enumerate() {
+            roles.clear();
+            for (li, label) in s.label.iter().enumerate() {
+                let (role, _) = self.pprof_label(input, label).map_err(|e| {
+                    FormatError::Invalid(format!("pprof sample[{si}].label[{li}]: {e}"))
+                })?;
+                roles.push(role);
+            }
+            self.linker.count_sample(&mut counts, roles.iter().copied());
+        }
+        Ok(counts)
     }
 
     fn pprof_string(&mut self, input: &mut PprofInput, index: i64) -> Result<i32, String> {

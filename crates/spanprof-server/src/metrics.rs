@@ -37,6 +37,8 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_received_profiles_total", "Profiles received, per receiver (after decoding, before the store)."),
     ("spanprof_received_samples_total", "Samples received, per receiver."),
     ("spanprof_linked_samples_total", "Received samples linked to a span, per receiver."),
+    ("spanprof_profile_level_id_samples_total", "Received samples with no id of their own that took their profile's span and trace ids (the upload's name tags, a push series' labels, OTLP resource or profile attributes), per receiver."),
+    ("spanprof_nested_span_id_samples_total", "Received samples carrying several span ids (nested spans tagged one inside the other), per receiver and outcome: innermost (the known spans or the profile's samples told the innermost span, which the sample got), ambiguous (nothing told it: the sample got the first id in label order)."),
     ("spanprof_received_spans_total", "Spans received, per receiver."),
     ("spanprof_rejected_spans_total", "Spans refused (bad ids or times), per receiver."),
     ("spanprof_rejected_total", "Requests refused, per receiver and reason (the answer said why); receiver=\"store\" counts the profiles the store refused (a request is answered 400, or OTLP's partial_success names them)."),
@@ -174,6 +176,26 @@ impl Metrics {
             &labels,
             report.linked_samples as f64,
         );
+        let link = &report.link;
+        if link.profile_level_ids > 0 {
+            self.add(
+                "spanprof_profile_level_id_samples_total",
+                &labels,
+                link.profile_level_ids as f64,
+            );
+        }
+        for (outcome, n) in [
+            ("innermost", link.nested_span_ids),
+            ("ambiguous", link.ambiguous_span_ids),
+        ] {
+            if n > 0 {
+                self.add(
+                    "spanprof_nested_span_id_samples_total",
+                    &[("receiver", receiver), ("outcome", outcome)],
+                    n as f64,
+                );
+            }
+        }
     }
 
     /// Counts a request `receiver` refused under `spanprof_rejected_total{receiver, reason}`

@@ -1284,3 +1284,133 @@ fn python_sdk_pushes_span_profiles() {
         "{series:?}"
     );
 }
+
+/// The upload's `name` tags with span and trace ids (the Rust `pyroscope` 0.5 crate's folded
+/// uploads, any `/ingest` client that tags by name): they link every sample, and are never
+/// series labels.
+#[test]
+fn ids_in_the_upload_name_link_its_samples() {
+    let server = Server::start();
+    let (span, trace) = ("0123456789abcdef", "0123456789abcdef0123456789abcdef");
+    let other = "fedcba9876543210";
+    let post = |query: &str, body: &[u8]| {
+        server
+            .post(&format!("/ingest?{query}"), &[], body)
+            .assert_ok_empty(query)
+    };
+    // The reproduction, as pyroscope-rs 0.5 sends it.
+    post(
+        &format!("name=app.cpu%7Benv%3Deval%2Cspan_id%3D{span}%2Ctrace_id%3D{trace}%7D&format=folded&sampleRate=100"),
+        b"main;work 100\n",
+    );
+    // Another span, as pprof with the id in the name; its samples carry no labels.
+    let mut profile = go_cpu_with_span_labels();
+    for s in &mut profile.sample {
+        s.label.clear();
+    }
+    post(
+        &format!("name=app%7Benv%3Deval%2Cspan_id%3D{other}%7D&format=pprof"),
+        &pprof::encode(&profile),
+    );
+    let flame = server.request(
+        "GET",
+        &format!("/api/v1/flamegraph?span_id={span}"),
+        &[],
+        b"",
+    );
+    assert_eq!(flame.status, 200, "{}", flame.text());
+    assert!(flame.text().contains("work"), "{}", flame.text());
+    let metrics = server.request("GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.contains("spanprof_profile_level_id_samples_total{receiver=\"pyroscope_ingest\"}"),
+        "{metrics}"
+    );
+
+    let (store, _dir) = server.stop_and_open_store();
+    let series = series_labels(&store, "app");
+    assert!(
+        series.iter().all(|l| l["env"] == "eval"
+            && !l.contains_key("span_id")
+            && !l.contains_key("trace_id")),
+        "ids are no series labels: {series:?}"
+    );
+    let mut trace_bytes = [0u8; 16];
+    for (i, t) in trace_bytes.iter_mut().enumerate() {
+        *t = u8::from_str_radix(&trace[2 * i..2 * i + 2], 16).unwrap();
+    }
+    let by = |span_ids: Vec<[u8; 8]>, trace_id| Selection {
+        span_ids,
+        trace_id,
+        ..select("app", CPU_TYPE)
+    };
+    // 100 samples at 100 Hz: 1 s, under the span and under its trace.
+    assert_eq!(
+        total(&store, &by(vec![span_bytes(span)], None)),
+        1_000_000_000
+    );
+    assert_eq!(total(&store, &by(vec![], Some(trace_bytes))), 1_000_000_000);
+    let cpu = totals(&profile, "cpu").0;
+    assert_eq!(total(&store, &by(vec![span_bytes(other)], None)), cpu);
+}
+
+/// The real Python SDK (pyroscope-io 1.x over pyroscope-rs, which keeps thread tags as a
+/// set): a child span's `tag_wrapper` inside its parent's leaves both ids on the child's
+/// samples. Each span gets its own CPU: the child its samples, the parent only its own.
+#[test]
+fn python_sdk_nested_tag_wrappers_give_each_span_its_own_cpu() {
+    let python =
+        python().expect("no Python venv at target/venv: run .ci/setup (or set SPANPROF_PYTHON)");
+    let server = Server::start();
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope_python/nested_tags.py");
+    let out = std::process::Command::new(&python)
+        .arg(&script)
+        .arg(format!("http://{}", server.addr))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{script:?} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ids: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let (parent, child) = (
+        ids["parent"].as_str().unwrap().to_owned(),
+        ids["child"].as_str().unwrap().to_owned(),
+    );
+    let metrics = server.request("GET", "/metrics", &[], b"").text();
+    assert!(
+        metrics.contains("spanprof_nested_span_id_samples_total{receiver=\"pyroscope_push\",outcome=\"innermost\"}"),
+        "{metrics}"
+    );
+    let (store, _dir) = server.stop_and_open_store();
+    let of = |span: &str| {
+        let sel = Selection {
+            span_ids: vec![span_bytes(span)],
+            ..select("py-nested", CPU_TYPE)
+        };
+        store.flame_graph(&sel).unwrap().0
+    };
+    let (p, c) = (of(&parent), of(&child));
+    // The parent burns 0.4 s of its own, the child 1.2 s, at 100 Hz: the child's function is
+    // under the child only, and the parent keeps no more than its own share.
+    assert!(
+        c.to_collapsed().contains("child_work") && !c.to_collapsed().contains("parent_work"),
+        "child:\n{}",
+        c.to_collapsed()
+    );
+    assert!(
+        !p.to_collapsed().contains("child_work") && p.to_collapsed().contains("parent_work"),
+        "parent:\n{}",
+        p.to_collapsed()
+    );
+    assert!(c.total() >= 600_000_000, "child {} ns", c.total());
+    assert!(
+        c.total() > 2 * p.total(),
+        "child {} ns, parent {} ns",
+        c.total(),
+        p.total()
+    );
+}

@@ -3,6 +3,7 @@
 pub mod body;
 pub mod grpc;
 pub mod inflight;
+pub mod known_spans;
 pub mod otlp;
 pub mod pyroscope;
 pub mod scrape;

@@ -113,8 +113,12 @@ pub(crate) async fn ingest_profiles(
         report,
         refused: invalid,
         refused_profiles: invalid_profiles,
-    } = spanprof_format::link_in_place::link_each_in_place(data, &app.config.link)
-        .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
+    } = spanprof_format::link_in_place::link_each_in_place_with(
+        data,
+        &app.config.link,
+        Some(super::known_spans::StoredSpans::of(&app.store)),
+    )
+    .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     date_undated(&mut linked, now_ns());
     drop(drawing);
     app.metrics.record_received(receiver, &report);

@@ -159,6 +159,7 @@ async fn submit(
     receiver: &'static str,
 ) -> Result<(), Rejection> {
     let mut batch = Batch::new(Some(app.config.link.clone()));
+    batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
     for (i, (mut profile, series)) in profiles.into_iter().enumerate() {
         sanitize_sample_label_keys(&mut profile, &app.config.link);
         batch

@@ -461,6 +461,7 @@ async fn ingest(
     };
     let stored = async {
         let mut batch = Batch::new(Some(app.config.link.clone()));
+        batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
         batch
             .add_pprof(&profile, resource)
             .map_err(|e| format!("converting: {e}"))?;
