@@ -17,6 +17,7 @@ pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
 pub mod settings;
+pub mod span_keys;
 mod spare;
 mod tls;
 pub mod ui;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub bound: Bound,
     /// Settings clients keep here (Pyroscope's `settings.v1`, Grafana's Drilldown app).
     pub settings: Arc<settings::Settings>,
+    /// Sample labels seen holding span ids under keys that are no link keys.
+    pub span_keys: Arc<span_keys::SpanKeys>,
 }
 
 /// Why the server could not start or stopped.
@@ -268,6 +271,7 @@ pub async fn serve(
         metrics,
         inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
         settings: Arc::new(settings::Settings::open(&config.data_dir)),
+        span_keys: Arc::default(),
         config: Arc::clone(&config),
         bound: bound.clone(),
     };

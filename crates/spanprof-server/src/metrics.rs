@@ -38,6 +38,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_received_samples_total", "Samples received, per receiver."),
     ("spanprof_linked_samples_total", "Received samples linked to a span, per receiver."),
     ("spanprof_profile_level_id_samples_total", "Received samples with no id of their own that took their profile's span and trace ids (the upload's name tags, a push series' labels, OTLP resource or profile attributes), per receiver."),
+    ("spanprof_unlinked_span_id_samples_total", "Received samples with a span-id-shaped label under a key that is no link key (e.g. custom.span_id), per key: they are linked to no span; spanprof serve --span-id-key KEY links them."),
     ("spanprof_nested_span_id_samples_total", "Received samples carrying several span ids (nested spans tagged one inside the other), per receiver and outcome: innermost (the known spans or the profile's samples told the innermost span, which the sample got), ambiguous (nothing told it: the sample got the first id in label order)."),
     ("spanprof_received_spans_total", "Spans received, per receiver."),
     ("spanprof_rejected_spans_total", "Spans refused (bad ids or times), per receiver."),

@@ -409,3 +409,114 @@ fn server_addr(events: &[serde_json::Value]) -> String {
         .trim_start_matches("http://")
         .to_string()
 }
+
+/// Requests of goapp's `/cpu-light?keys=custom` (span ids under `custom.span_id`, which is no
+/// link key) for `for_how_long`: their (trace id, span id).
+fn custom_key_requests(app: &GoApp, for_how_long: Duration) -> Vec<(String, String)> {
+    let mut requests = Vec::new();
+    let until = Instant::now() + for_how_long;
+    while Instant::now() < until {
+        let r = app.get("/cpu-light?keys=custom&n=400000");
+        requests.push((
+            r.header("X-Trace-Id").unwrap().to_string(),
+            r.header("X-Span-Id").unwrap().to_string(),
+        ));
+    }
+    requests
+}
+
+/// A Go service labelling its spans `custom.span_id`: the server says so once in its log with
+/// the flag that links them, counts the samples by key in /metrics, and the span's answer
+/// names the label instead of "no CPU used"; with `--span-id-key` the same samples link.
+#[test]
+fn an_unknown_span_key_is_told_counted_and_linked_with_its_flag() {
+    let dir = process_dir("serve-custom-key");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let app = GoApp::start(&["-otlp", &format!("http://{addr}")]);
+    let scrape = format!("goapp=http://{}", app.addr());
+    let flags = [
+        "--scrape",
+        &scrape,
+        "--scrape-profiles",
+        "cpu",
+        "--scrape-interval",
+        "2s",
+    ];
+    let server = Server::start(&dir.join("unlinked"), &addr, &flags);
+    let requests = custom_key_requests(&app, Duration::from_secs(5));
+    let metric = "spanprof_unlinked_span_id_samples_total{key=\"custom.span_id\"}";
+    server.wait_for(
+        "samples under custom.span_id",
+        Duration::from_secs(60),
+        |s| s.metric(metric) > 0.0,
+    );
+    // A span of those: its samples are there, under the label, and the answer says so.
+    let span = poll(
+        "a span answered with its unlinked label",
+        Duration::from_secs(60),
+        || {
+            requests
+                .iter()
+                .filter_map(|(t, s)| {
+                    json(&addr, &format!("/api/v1/traces/{t}"))["spans"]
+                        .as_array()
+                        .and_then(|spans| {
+                            spans.iter().find(|x| x["span_id"] == s.as_str()).cloned()
+                        })
+                })
+                .find(|s| s["coverage"] == "samples under a label that is no link key")
+                .ok_or_else(|| format!("none of {} spans yet", requests.len()))
+        },
+    );
+    assert_eq!(span["unlinked_span_key"], "custom.span_id", "{span}");
+    assert_eq!(span["samples"], 0, "{span}");
+    let log = server.stop();
+    let told: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("sample label \"custom.span_id\" holds span ids"))
+        .collect();
+    assert_eq!(told.len(), 1, "told once:\n{log}");
+    assert!(told[0].contains("--span-id-key custom.span_id"), "{log}");
+
+    // The flag links them: the spans' flame graphs have the CPU, the series no ids.
+    let server = Server::start(
+        &dir.join("linked"),
+        &addr,
+        &[
+            &flags[..],
+            &[
+                "--span-id-key",
+                "custom.span_id",
+                "--trace-id-key",
+                "custom.trace_id",
+            ],
+        ]
+        .concat(),
+    );
+    let requests = custom_key_requests(&app, Duration::from_secs(5));
+    poll(
+        "a linked custom.span_id span",
+        Duration::from_secs(60),
+        || {
+            requests
+                .iter()
+                .map(|(_, s)| {
+                    json(
+                        &addr,
+                        &format!("/api/v1/flamegraph?service=goapp&span_id={s}"),
+                    )
+                })
+                .find(|f| f["flamegraph"]["total"].as_i64().unwrap_or(0) > 0)
+                .map(|_| ())
+                .ok_or_else(|| "no span with samples yet".to_owned())
+        },
+    );
+    assert_eq!(server.metric(metric), 0.0, "linked: no longer counted");
+    let names = json(&addr, "/api/v1/label-names?service=goapp");
+    assert!(
+        !names.to_string().contains("custom.span_id"),
+        "the id is no series label once linked: {names}"
+    );
+    drop(server);
+}

@@ -122,6 +122,8 @@ pub(crate) async fn ingest_profiles(
     date_undated(&mut linked, now_ns());
     drop(drawing);
     app.metrics.record_received(receiver, &report);
+    app.span_keys
+        .inspect(&linked, &app.config.link, &app.store, &app.metrics);
     let invalid: Vec<String> = invalid
         .iter()
         .map(|e| format!("invalid profile: {e}"))

@@ -170,6 +170,8 @@ async fn submit(
     let (data, report) = batch.finish();
     drop(charge);
     app.metrics.record_received(receiver, &report);
+    app.span_keys
+        .inspect(&data, &app.config.link, &app.store, &app.metrics);
     let places = places(&data);
     match incoming
         .submit(Work::Profiles(data, Storing::AllOrNone), receiver)

@@ -474,6 +474,8 @@ async fn ingest(
             stamp_deltas(&mut data, previous_time_nanos);
         }
         app.metrics.record_received("scrape", &report);
+        app.span_keys
+            .inspect(&data, &app.config.link, &app.store, &app.metrics);
         app.pipeline
             .submit(Work::Profiles(data, Storing::EachAlone), "scrape")
             .await

@@ -92,6 +92,19 @@ pub struct Args {
     /// as Pyroscope).
     #[arg(long)]
     span_profiles_include_children: bool,
+    /// A sample label (or OTLP attribute) key holding span ids (16 hex chars), e.g.
+    /// custom.span_id; repeat for several. Added to processors.link.span_id_keys of the
+    /// config file, or to the defaults otel.profile.span_id, span_id, profile_id.
+    #[arg(long = "span-id-key", value_name = "KEY")]
+    span_id_keys: Vec<String>,
+    /// A key holding trace ids (32 hex chars); repeat for several. Added to the configured
+    /// keys, or to the defaults otel.profile.trace_id, trace_id.
+    #[arg(long = "trace-id-key", value_name = "KEY")]
+    trace_id_keys: Vec<String>,
+    /// A key holding span names; repeat for several. Added to the configured keys, or to the
+    /// defaults otel.profile.span_name, span_name.
+    #[arg(long = "span-name-key", value_name = "KEY")]
+    span_name_keys: Vec<String>,
     /// Forward profiles and traces over OTLP gRPC: NAME=URL, e.g.
     /// tempo=http://tempo:4317. Repeat for several downstreams.
     #[arg(long = "forward-otlp-grpc", value_name = "NAME=URL")]
@@ -205,6 +218,23 @@ pub fn run(
     }
     if args.span_profiles_include_children {
         config.span_profiles_include_children = true;
+    }
+    let link = &mut config.link;
+    for (keys, added) in [
+        (&mut link.span_id_keys, &args.span_id_keys),
+        (&mut link.trace_id_keys, &args.trace_id_keys),
+        (&mut link.span_name_keys, &args.span_name_keys),
+    ] {
+        for key in added {
+            if key.is_empty() {
+                anyhow::bail!(
+                    "--span-id-key, --trace-id-key and --span-name-key take a non-empty key"
+                );
+            }
+            if !keys.contains(key) {
+                keys.push(key.clone());
+            }
+        }
     }
     config.forward.extend(forwarders(&args)?);
     config.check().map_err(anyhow::Error::msg)?;

@@ -51,6 +51,10 @@ pub const PARTLY_PROFILED: &str = "profiles cover too little of the span";
 /// that ancestor's samples. `sampled_ancestor` names where to look.
 pub const ON_ANCESTOR: &str = "samples on an ancestor span";
 
+/// No sample is linked to the span, but samples carry its id under a label key spanprof does
+/// not link (`unlinked_span_key` names it): its CPU is there, unlinked.
+pub const UNLINKED_LABEL: &str = "samples under a label that is no link key";
+
 /// What a span's coverage means, in words; `recent`: the span ended less than
 /// [`PENDING_FOR_NS`] ago.
 pub fn verdict(c: &Coverage, recent: bool) -> &'static str {
@@ -83,20 +87,48 @@ pub fn verdict(c: &Coverage, recent: bool) -> &'static str {
     }
 }
 
-/// The coverage lookups of one request: the profile type asked for.
+/// The coverage lookups of one request: the profile type asked for, and the label keys seen
+/// holding span ids that are no link keys.
 struct CoverageOf {
     profile_type: Option<String>,
+    unlinked_keys: Vec<String>,
 }
 
 impl CoverageOf {
     /// Checks `type` as `span_coverage` resolves it (over every service).
-    fn new(store: &Store, profile_type: Option<(String, String)>) -> Result<Self, ApiError> {
+    fn new(
+        store: &Store,
+        profile_type: Option<(String, String)>,
+        unlinked_keys: Vec<String>,
+    ) -> Result<Self, ApiError> {
         if let Some((shown, wanted)) = &profile_type {
             check_profile_type(store, None, shown, wanted)?;
         }
         Ok(CoverageOf {
             profile_type: profile_type.map(|(_, w)| w),
+            unlinked_keys,
         })
+    }
+
+    /// The first of the unlinked keys under which samples of the span's service and time
+    /// carry the span's id.
+    fn unlinked_key(&self, store: &Store, span: &SpanRecord) -> Result<Option<String>, ApiError> {
+        let id = to_hex(&span.span_id);
+        for key in &self.unlinked_keys {
+            let sel = Selection {
+                service: Some(span.service.clone()),
+                profile_type: self.profile_type.clone(),
+                from_ns: i64::try_from(span.start_ns).unwrap_or(i64::MAX),
+                to_ns: i64::try_from(span.end_ns.saturating_add(1)).unwrap_or(i64::MAX),
+                label_selector: Some(format!("{{{key}={id:?}}}")),
+                overlapping: true,
+                ..Selection::default()
+            };
+            if !store.series(&sel)?.is_empty() {
+                return Ok(Some(key.clone()));
+            }
+        }
+        Ok(None)
     }
 
     /// The spans as JSON, each with its own samples (children excluded) and coverage.
@@ -155,9 +187,15 @@ impl CoverageOf {
                 "attributes": object(&e.attributes),
             })).collect::<Vec<_>>(),
         });
-        let Value::Object(map) = v else {
+        let Value::Object(mut map) = v else {
             unreachable!("json! of an object")
         };
+        if c.value == 0 && !self.unlinked_keys.is_empty() {
+            if let Some(key) = self.unlinked_key(store, span)? {
+                map.insert("coverage".into(), UNLINKED_LABEL.into());
+                map.insert("unlinked_span_key".into(), key.into());
+            }
+        }
         Ok(map)
     }
 }
@@ -262,6 +300,7 @@ pub async fn search(
     durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
     let profile_type = type_param(&p)?;
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
+    let unlinked_keys = app.span_keys.found();
     let (spans, hint) = blocking(&app, move |store| {
         let found = store.search_spans(&q)?;
         let mut hint = None;
@@ -271,7 +310,7 @@ pub async fn search(
                 hint = profiles_without_spans(store, service)?;
             }
         }
-        let coverage = CoverageOf::new(store, profile_type)?;
+        let coverage = CoverageOf::new(store, profile_type, unlinked_keys)?;
         let mut spans = coverage.spans_json(store, &found)?;
         point_to_sampled_ancestors_found(store, &found, &mut spans)?;
         let spans = spans.into_iter().map(Value::Object).collect::<Vec<Value>>();
@@ -351,6 +390,7 @@ pub async fn trace(
     // Ids are answered in lower case, whatever case they were asked in.
     let id = to_hex(&trace_id);
     let profile_type = type_param(&p)?;
+    let unlinked_keys = app.span_keys.found();
     let body = blocking(&app, move |store| {
         let records = store.trace(&trace_id)?;
         if records.is_empty() {
@@ -376,7 +416,7 @@ pub async fn trace(
                 .as_ref()
                 .map(|t| ("type".to_owned(), t.to_string())),
         };
-        let coverage = CoverageOf::new(store, profile_type)?;
+        let coverage = CoverageOf::new(store, profile_type, unlinked_keys)?;
         let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
         let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
         let depths = depths(&records);

@@ -94,6 +94,11 @@ export function coverageNotice(span, profiled = true, trace = null) {
       "without a CPU sample: most likely it was waiting (I/O, locks, other services), not computing, " +
       "or its process did not get a CPU. Its child spans may show where the time went.",
     "no samples": "This profile type has no sample naming the span.",
+    "samples under a label that is no link key": `This span's samples are stored, but they carry its ` +
+      `id under the label ${span.unlinked_span_key}, which spanprof does not read as a span id, so ` +
+      `they are linked to no span (and each span made a series of its own). Restart spanprof with ` +
+      `--span-id-key ${span.unlinked_span_key} (or add the key to processors.link.span_id_keys in ` +
+      "the config file): samples received from then on are linked to their spans.",
     "profiles cover too little of the span": "The span fell (mostly) between two profiles: a pulling " +
       "profiler leaves short gaps between its windows, and the profiles cover " +
       (span.covered_ns != null
