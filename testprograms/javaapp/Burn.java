@@ -1,0 +1,52 @@
+// A small Java program for spanprof's JFR tests: burns CPU in known methods on several
+// threads, allocates in a known method, and contends on one lock, for as long as asked.
+// Usage: java Burn SECONDS
+import java.util.ArrayList;
+import java.util.List;
+
+public class Burn {
+    static final Object LOCK = new Object();
+    static volatile long sink;
+
+    public static void main(String[] args) throws Exception {
+        long seconds = args.length > 0 ? Long.parseLong(args[0]) : 2;
+        long deadline = System.nanoTime() + seconds * 1_000_000_000L;
+        List<Thread> threads = new ArrayList<>();
+        threads.add(new Thread(() -> { while (System.nanoTime() < deadline) spinA(); }, "spin-a"));
+        threads.add(new Thread(() -> { while (System.nanoTime() < deadline) spinB(); }, "spin-b"));
+        threads.add(new Thread(() -> { while (System.nanoTime() < deadline) allocate(); }, "alloc"));
+        for (int i = 0; i < 3; i++) {
+            threads.add(new Thread(() -> { while (System.nanoTime() < deadline) contend(); }, "lock-" + i));
+        }
+        for (Thread t : threads) t.start();
+        for (Thread t : threads) t.join();
+        System.out.println("done " + sink);
+    }
+
+    static void spinA() {
+        long x = sink;
+        for (int i = 0; i < 1_000_000; i++) x = x * 31 + i;
+        sink = x;
+    }
+
+    static void spinB() {
+        double x = sink;
+        for (int i = 0; i < 500_000; i++) x = Math.sqrt(x + i);
+        sink = (long) x;
+    }
+
+    static void allocate() {
+        List<byte[]> keep = new ArrayList<>();
+        for (int i = 0; i < 1000; i++) keep.add(new byte[1024 + (i % 7) * 4096]);
+        sink += keep.size();
+    }
+
+    // Holds the lock for 30 ms at a time so that the other threads wait past the
+    // JavaMonitorEnter threshold.
+    static void contend() {
+        synchronized (LOCK) {
+            long until = System.nanoTime() + 30_000_000L;
+            while (System.nanoTime() < until) sink++;
+        }
+    }
+}
