@@ -16,6 +16,7 @@ pub mod metadata;
 pub mod pool;
 mod profiles;
 pub mod reader;
+mod stacks;
 
 pub use labels::LabelsSnapshot;
 pub use profiles::{jfr_to_pprof, JfrOptions, JfrProfile, JfrReport, SampleKind};
