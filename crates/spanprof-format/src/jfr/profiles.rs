@@ -174,6 +174,9 @@ pub struct JfrReport {
     pub sleeping: u64,
     /// The period each CPU or wall sample is worth, in nanoseconds.
     pub period_ns: i64,
+    /// Ticks per second of the first chunk's time stamps and durations (lock waits are
+    /// converted from ticks to nanoseconds with it).
+    pub ticks_per_second: i64,
     /// The `event` setting of async-profiler (`cpu`, `itimer`, `wall`, …), if any.
     pub event_setting: Option<String>,
 }
@@ -213,6 +216,7 @@ pub fn jfr_to_pprof(
         chunks.push(chunk);
     }
     report.chunks = chunks.len();
+    report.ticks_per_second = chunks.first().map_or(0, |c| c.header.ticks_per_second);
     // Settings first (they decide what ExecutionSample is worth), from every chunk.
     let mut settings = Settings::default();
     for chunk in &chunks {
