@@ -84,7 +84,7 @@ fn expected_stacks(file: &str) -> BTreeMap<String, Vec<i64>> {
     out
 }
 
-fn kind<'a>(profiles: &'a [JfrProfile], k: SampleKind) -> &'a pprof::Profile {
+fn kind(profiles: &[JfrProfile], k: SampleKind) -> &pprof::Profile {
     &profiles
         .iter()
         .find(|p| p.kind == k)
@@ -94,7 +94,8 @@ fn kind<'a>(profiles: &'a [JfrProfile], k: SampleKind) -> &'a pprof::Profile {
 
 #[test]
 fn every_kind_of_sample_totals_as_pyroscope_converts_it() {
-    let cases: &[(&str, Option<&str>, &[(SampleKind, &str)])] = &[
+    type Case<'a> = (&'a str, Option<&'a str>, &'a [(SampleKind, &'a str)]);
+    let cases: &[Case] = &[
         (
             "dump1",
             Some("dump1.labels.pb.gz"),
