@@ -219,3 +219,99 @@ fn the_java_agents_upload_links_a_contexts_samples_to_its_span() {
         .json();
     assert_eq!(by_trace["flamegraph"]["total"].as_i64(), Some(want));
 }
+
+/// Bad uploads get a 4xx that names the problem, and the server keeps serving; raw bodies
+/// (gzipped or not) are read as the multipart ones.
+#[test]
+fn bad_jfr_uploads_are_named_and_raw_bodies_accepted() {
+    let server = TestServer::in_fresh_dir("jfr-bad-uploads", |c| {
+        c.limits.max_decompressed_bytes = 4 << 20;
+    });
+    let until = now_s();
+    let query = format!(
+        "/ingest?name=javaapp&from={}&until={until}&format=jfr&sampleRate=100",
+        until - 10
+    );
+    let jfr_gz = testdata("dump1.jfr.gz");
+    let jfr = gunzip(&jfr_gz);
+    let labels_gz = testdata("dump1.labels.pb.gz");
+    let bomb = gzip::gzip(&vec![0u8; 16 << 20]);
+    let post = |ct: &str, body: Vec<u8>| server.post(&query, ct, body);
+    let cases: Vec<(&str, (String, Vec<u8>), u16, &str)> = vec![
+        (
+            "labels not a snapshot",
+            agent_multipart(
+                &jfr_gz,
+                &gzip::gzip(b"\x0a\xff\xff\xff\xff\x0fnot protobuf"),
+            ),
+            400,
+            "the labels part is not a JFR labels snapshot",
+        ),
+        (
+            "labels not gzip nor protobuf",
+            agent_multipart(&jfr_gz, b"\x1f\x8b\x08garbage"),
+            400,
+            "the labels part is not valid gzip",
+        ),
+        (
+            "a gzip bomb as labels",
+            agent_multipart(&jfr_gz, &bomb),
+            413,
+            "the labels part is larger than 4194304 bytes once decompressed",
+        ),
+        (
+            "a gzip bomb as the jfr",
+            agent_multipart(&bomb, &labels_gz),
+            413,
+            "the JFR recording is larger than 4194304 bytes once decompressed",
+        ),
+        (
+            "a truncated recording",
+            agent_multipart(&gzip::gzip(&jfr[..jfr.len() / 2]), &labels_gz),
+            400,
+            "past the end of the file",
+        ),
+        (
+            "not JFR",
+            agent_multipart(&gzip::gzip(b"hello"), &labels_gz),
+            400,
+            "not JFR",
+        ),
+        (
+            "no jfr part",
+            {
+                let (ct, body) = agent_multipart(&jfr_gz, &labels_gz);
+                (
+                    ct,
+                    String::from_utf8_lossy(&body)
+                        .replace("name=\"jfr\"", "name=\"profile\"")
+                        .into_bytes(),
+                )
+            },
+            400,
+            "no `jfr` part",
+        ),
+    ];
+    for (what, (ct, body), status, needle) in cases {
+        // The non-UTF-8 replacement above spoils the gzip: only its part names matter.
+        let r = post(&ct, body);
+        let text = String::from_utf8_lossy(&r.body).into_owned();
+        assert_eq!(r.status, status, "{what}: {text}");
+        assert!(text.contains(needle), "{what}: {text:?} lacks {needle:?}");
+    }
+    // Raw bodies, gzipped and not: stored (one upload after the other, same totals).
+    for body in [jfr_gz.clone(), jfr.clone()] {
+        let r = post("application/octet-stream", body);
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+    let whole = server
+        .get(&format!(
+            "/api/v1/flamegraph?service=javaapp&type={CPU_TYPE}&from={}&to={}",
+            (until - 10) * 1000,
+            until * 1000
+        ))
+        .ok()
+        .json();
+    let all: i64 = pyroscope_totals_by_labels().values().sum();
+    assert_eq!(whole["flamegraph"]["total"].as_i64(), Some(2 * all));
+}
