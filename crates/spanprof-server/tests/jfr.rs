@@ -237,7 +237,9 @@ fn bad_jfr_uploads_are_named_and_raw_bodies_accepted() {
     let labels_gz = testdata("dump1.labels.pb.gz");
     let bomb = gzip::gzip(&vec![0u8; 16 << 20]);
     let post = |ct: &str, body: Vec<u8>| server.post(&query, ct, body);
-    let cases: Vec<(&str, (String, Vec<u8>), u16, &str)> = vec![
+    // (what, (content type, body), status, what the answer says)
+    type Case<'a> = (&'a str, (String, Vec<u8>), u16, &'a str);
+    let cases: Vec<Case> = vec![
         (
             "labels not a snapshot",
             agent_multipart(
