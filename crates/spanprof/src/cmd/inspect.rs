@@ -35,17 +35,34 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
-    let (data, report) = load_linked_seeing(&args.inputs, &args.link, |path, input| {
-        let kind = match input {
-            Input::Pprof(p) => format!(
-                "pprof, {} samples, {} sample types",
-                p.sample.len(),
-                p.sample_type.len()
-            ),
-            Input::Otlp(_) => "OTLP Profiles".to_string(),
-        };
-        let _ = writeln!(out, "{}: {kind}", path.display());
-    })?;
+    let (data, report) =
+        load_linked_seeing(&args.inputs, &args.link, |path, input| {
+            let kind =
+                match input {
+                    Input::Pprof(p) => format!(
+                        "pprof, {} samples, {} sample types",
+                        p.sample.len(),
+                        p.sample_type.len()
+                    ),
+                    Input::Otlp(_) => "OTLP Profiles".to_string(),
+                    Input::Jfr(profiles, report) => {
+                        let events: Vec<String> = report
+                            .events
+                            .iter()
+                            .map(|(name, n)| format!("{name} {n}"))
+                            .collect();
+                        let kinds: Vec<&str> = profiles.iter().map(|p| p.kind.metric()).collect();
+                        format!(
+                    "JFR, {} chunk(s), {} skipped events; event types found: {}; profiles: {}",
+                    report.chunks,
+                    report.skipped_events,
+                    events.join(", "),
+                    if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
+                )
+                    }
+                };
+            let _ = writeln!(out, "{}: {kind}", path.display());
+        })?;
     writeln!(out, "read {report}")?;
     print_profiles(&mut out, &data)?;
     print_top(&mut out, &data, &args)?;
