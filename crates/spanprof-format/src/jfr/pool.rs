@@ -104,6 +104,96 @@ impl<'m> ValueReader<'m> {
         Ok(())
     }
 
+    /// Reads past one value of `kind` (an array of them when `array`) without keeping it.
+    pub fn skip(
+        &mut self,
+        c: &mut Cursor<'_>,
+        kind: Kind,
+        array: bool,
+        depth: usize,
+    ) -> Result<(), JfrError> {
+        if array {
+            let n = c.count("array element", 0)?;
+            self.spend(n, c)?;
+            for _ in 0..n {
+                self.skip(c, kind, false, depth)?;
+            }
+            return Ok(());
+        }
+        match kind {
+            Kind::Byte => {
+                c.u8()?;
+            }
+            Kind::Short | Kind::Int | Kind::Long | Kind::Ref(_) => {
+                c.long()?;
+            }
+            Kind::Float => {
+                c.f32()?;
+            }
+            Kind::Double => {
+                c.f64()?;
+            }
+            Kind::String => {
+                c.string()?;
+            }
+            Kind::Inline(t) => {
+                let class = self.class(t, c)?;
+                if depth > MAX_VALUE_DEPTH {
+                    return Err(c.error(format!(
+                        "type {} nests values deeper than {MAX_VALUE_DEPTH} levels: cyclic or corrupt metadata",
+                        class.name
+                    )));
+                }
+                self.spend(class.fields.len(), c)?;
+                for f in &class.fields {
+                    self.skip(c, f.kind, f.array, depth + 1)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one stack trace constant of `layout` into `arena`, keeping only each frame's
+    /// method and line: the bulk of a recording's constants, decoded without a value tree.
+    fn stack_trace(
+        &mut self,
+        c: &mut Cursor<'_>,
+        layout: &StackLayout,
+        arena: &mut Vec<(i64, i64)>,
+    ) -> Result<(u32, u32), JfrError> {
+        let trace = self.class(layout.trace_type, c)?;
+        let frame = self.class(layout.frame_type, c)?;
+        let start = arena.len();
+        for (i, f) in trace.fields.iter().enumerate() {
+            if i != layout.frames {
+                self.skip(c, f.kind, f.array, 1)?;
+                continue;
+            }
+            let n = c.count("stack frame", 1)?;
+            self.spend(n, c)?;
+            arena.reserve(n);
+            for _ in 0..n {
+                let (mut method, mut line) = (0, 0);
+                for (j, ff) in frame.fields.iter().enumerate() {
+                    if j == layout.method && !ff.array {
+                        method = c.long()?;
+                    } else if Some(j) == layout.line && ff.kind == Kind::Int && !ff.array {
+                        line = i64::from(c.int()?);
+                    } else {
+                        self.skip(c, ff.kind, ff.array, 2)?;
+                    }
+                }
+                arena.push((method, line));
+            }
+        }
+        let len = arena.len() - start;
+        let too_many = || c.error("more stack frames than a chunk can hold".into());
+        Ok((
+            u32::try_from(start).map_err(|_| too_many())?,
+            u32::try_from(len).map_err(|_| too_many())?,
+        ))
+    }
+
     fn spend(&mut self, n: usize, c: &Cursor<'_>) -> Result<(), JfrError> {
         self.budget = self.budget.checked_sub(n).ok_or_else(|| {
             c.error("the chunk holds more values than its size allows: corrupt, or made to exhaust memory".into())
@@ -138,13 +228,75 @@ impl<'m> ValueReader<'m> {
     }
 }
 
-/// The constant pools of one chunk: per type id, each constant's value by key.
+/// Where a stack trace's frames, and a frame's method and line, are in their types.
+#[derive(Debug, Clone, Copy)]
+pub struct StackLayout {
+    /// `jdk.types.StackTrace`'s id.
+    pub trace_type: i64,
+    /// Its in-place `frames` array field.
+    pub frames: usize,
+    /// `jdk.types.StackFrame`'s id.
+    pub frame_type: i64,
+    /// The frame's pooled `method` field.
+    pub method: usize,
+    /// The frame's `lineNumber` field, if any.
+    pub line: Option<usize>,
+}
+
+impl StackLayout {
+    /// The layout the chunk's metadata describes, if it has stack traces as the JDK and
+    /// async-profiler write them.
+    pub fn of(m: &Metadata) -> Option<StackLayout> {
+        let trace = m.by_name("jdk.types.StackTrace")?;
+        let frames = trace.field("frames")?;
+        let (Kind::Inline(frame_type), true) =
+            (trace.fields[frames].kind, trace.fields[frames].array)
+        else {
+            return None;
+        };
+        let frame = m.classes.get(&frame_type)?;
+        let method = frame.field("method")?;
+        let Kind::Ref(_) = frame.fields[method].kind else {
+            return None;
+        };
+        Some(StackLayout {
+            trace_type: trace.id,
+            frames,
+            frame_type,
+            method,
+            line: frame.field("lineNumber"),
+        })
+    }
+}
+
+/// The constant pools of one chunk: per type id, each constant's value by key; stack traces
+/// apart, as their frames' (method key, line).
 #[derive(Debug, Default)]
 pub struct Pools<'a> {
     by_type: HashMap<i64, HashMap<i64, Value<'a>>>,
+    stack_layout: Option<StackLayout>,
+    /// Every stack trace's frames, leaf first: (method key, line).
+    frames: Vec<(i64, i64)>,
+    /// Stack trace key → (start, length) in `frames`.
+    stacks: HashMap<i64, (u32, u32)>,
 }
 
 impl<'a> Pools<'a> {
+    /// Empty pools of a chunk with `metadata`.
+    pub fn new(metadata: &Metadata) -> Self {
+        Pools {
+            stack_layout: StackLayout::of(metadata),
+            ..Default::default()
+        }
+    }
+
+    /// The frames of stack trace `key`, leaf first: (method key, line).
+    pub fn stack(&self, key: i64) -> Option<&[(i64, i64)]> {
+        let &(start, len) = self.stacks.get(&key)?;
+        self.frames
+            .get(start as usize..start as usize + len as usize)
+    }
+
     /// Reads one checkpoint event's pools (the cursor after its type id) into `self`.
     pub fn read_checkpoint(
         &mut self,
@@ -160,6 +312,16 @@ impl<'a> Pools<'a> {
             let type_id = c.long()?;
             let class = values.class(type_id, c)?;
             let n = c.count("constant", 1)?;
+            if let Some(layout) = self.stack_layout.filter(|l| l.trace_type == type_id) {
+                self.stacks.reserve(n);
+                for _ in 0..n {
+                    let key = c.long()?;
+                    values.spend(1, c)?;
+                    let at = values.stack_trace(c, &layout, &mut self.frames)?;
+                    self.stacks.insert(key, at);
+                }
+                continue;
+            }
             let pool = self.by_type.entry(type_id).or_default();
             pool.reserve(n);
             for _ in 0..n {

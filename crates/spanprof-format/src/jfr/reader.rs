@@ -194,6 +194,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// One byte.
+    #[inline]
     pub fn u8(&mut self) -> Result<u8, JfrError> {
         let b = *self
             .bytes
@@ -216,8 +217,20 @@ impl<'a> Cursor<'a> {
     }
 
     /// A varint: 7 bits a byte, low bits first; the ninth byte carries 8 bits.
-    #[inline]
+    #[inline(always)]
     pub fn varint(&mut self) -> Result<u64, JfrError> {
+        // Most values (lines, keys, small counts) fit one byte.
+        if let Some(&b) = self.bytes.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_long()
+    }
+
+    #[inline(never)]
+    fn varint_long(&mut self) -> Result<u64, JfrError> {
         let mut v = 0u64;
         for i in 0..9 {
             let b = *self
@@ -252,6 +265,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// An `int`.
+    #[inline]
     pub fn int(&mut self) -> Result<i32, JfrError> {
         if self.compressed {
             self.varint().map(|v| v as i32)
@@ -261,6 +275,7 @@ impl<'a> Cursor<'a> {
     }
 
     /// A `short` or `char`.
+    #[inline]
     pub fn short(&mut self) -> Result<i16, JfrError> {
         if self.compressed {
             self.varint().map(|v| v as i16)

@@ -34,10 +34,6 @@ pub(super) fn resolve_text<'p>(
 
 /// Field positions of the types stacks are made of, and the stacks resolved so far.
 pub(super) struct Stacks {
-    trace_type: i64,
-    frames: usize,
-    frame_method: usize,
-    frame_line: Option<usize>,
     method_type: i64,
     method_class: (usize, Kind),
     method_name: (usize, Kind),
@@ -98,10 +94,6 @@ impl Stacks {
             .ok_or_else(|| missing("java.lang.Class"))?;
         let class_name = field(class, "name")?;
         Ok(Stacks {
-            trace_type: trace.id,
-            frames,
-            frame_method,
-            frame_line: frame.field("lineNumber"),
             method_type,
             method_class,
             method_name,
@@ -122,26 +114,12 @@ impl Stacks {
         if let Some(s) = self.resolved.get(&key) {
             return Ok(s.clone());
         }
-        let trace = chunk
+        let frames = chunk
             .pools
-            .get(self.trace_type, key)
+            .stack(key)
             .ok_or_else(|| format!("its stack trace {key} is in no constant pool of the chunk"))?;
-        let frames = match trace.fields().get(self.frames) {
-            Some(Value::Array(f)) => f.as_slice(),
-            _ => &[],
-        };
         let mut out = Vec::with_capacity(frames.len());
-        for frame in frames {
-            let f = frame.fields();
-            let method = f
-                .get(self.frame_method)
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            let line = self
-                .frame_line
-                .and_then(|i| f.get(i))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
+        for &(method, line) in frames {
             if let Some(&id) = self.methods.get(&(method, line)) {
                 out.push(id);
                 continue;
