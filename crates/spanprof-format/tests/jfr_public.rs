@@ -41,7 +41,6 @@ fn read_with_report(name: &str, labels: Option<&str>) -> (Vec<JfrProfile>, JfrRe
         &options,
     )
     .unwrap();
-    assert_eq!(report.without_stack, 0, "{name}: {report:?}");
     (profiles, report)
 }
 
@@ -134,6 +133,7 @@ fn every_kind_of_sample_totals_as_pyroscope_converts_it() {
     ];
     for (name, labels, kinds) in cases {
         let (profiles, report) = read_with_report(name, *labels);
+        assert_eq!(report.without_stack, 0, "{name}: {report:?}");
         assert_eq!(
             profiles.iter().map(|p| p.kind).collect::<Vec<_>>(),
             kinds.iter().map(|k| k.0).collect::<Vec<_>>(),
@@ -163,6 +163,41 @@ fn every_kind_of_sample_totals_as_pyroscope_converts_it() {
             }
             assert_eq!(ours, theirs, "{name} {k:?}");
         }
+    }
+}
+
+/// dd-trace-java's recording writes constant keys as full 64-bit varints (9 bytes): read as
+/// Pyroscope reads them, but for two things Pyroscope does on purpose differently: "no line"
+/// (-1) it prints as 4294967295, and the JDK's hidden lambda classes it leaves unmerged.
+#[test]
+fn uint64_constant_keys_read_as_pyroscope_reads_them() {
+    let normalise = |theirs: BTreeMap<String, Vec<i64>>| -> BTreeMap<String, Vec<i64>> {
+        let mut out = BTreeMap::new();
+        for (stack, v) in theirs {
+            let frames: Vec<String> = stack
+                .replace(":4294967295", ":-1")
+                .split(';')
+                .map(|f| match (f.find("$$Lambda"), f.find("+0x")) {
+                    (Some(i), Some(j)) if j > i => {
+                        let method = &f[j..][f[j..].find('.').unwrap()..];
+                        format!("{}_{method}", &f[..i + "$$Lambda".len()])
+                    }
+                    _ => f.to_owned(),
+                })
+                .collect();
+            out.insert(frames.join(";"), v);
+        }
+        out
+    };
+    let name = "cpool-uint64-constant-index";
+    let profiles = read(name, None);
+    for (k, file) in [
+        (SampleKind::Cpu, "cpu"),
+        (SampleKind::AllocInNewTlab, "alloc_in_new_tlab"),
+        (SampleKind::AllocSample, "alloc_sample"),
+    ] {
+        let theirs = normalise(expected_stacks(&format!("{name}.{file}.collapsed.gz")));
+        assert_eq!(stacks(kind(&profiles, k)), theirs, "{name} {k:?}");
     }
 }
 
