@@ -317,3 +317,67 @@ fn bad_jfr_uploads_are_named_and_raw_bodies_accepted() {
     let all: i64 = pyroscope_totals_by_labels().values().sum();
     assert_eq!(whole["flamegraph"]["total"].as_i64(), Some(2 * all));
 }
+
+/// One recording with several kinds of sample is one profile of each, stored together; past
+/// a limit in one of them, none is stored.
+#[test]
+fn several_kinds_are_stored_or_refused_together() {
+    let jfr = testdata("example.jfr.gz");
+    let (profiles, _) = spanprof_format::jfr::jfr_to_pprof(
+        &gunzip(&jfr),
+        None,
+        &spanprof_format::jfr::JfrOptions::default(),
+    )
+    .unwrap();
+    let most = profiles
+        .iter()
+        .map(|p| p.profile.sample.len())
+        .max()
+        .unwrap();
+    let fewest = profiles
+        .iter()
+        .map(|p| p.profile.sample.len())
+        .min()
+        .unwrap();
+    assert!(fewest < most, "the kinds differ in size");
+    for (limit, stored) in [(0, true), (most - 1, false)] {
+        let server = TestServer::in_fresh_dir(&format!("jfr-kinds-{limit}"), |c| {
+            c.limits.profile.max_samples = limit;
+        });
+        let until = now_s();
+        let query = format!(
+            "/ingest?name=kinds&from={}&until={until}&format=jfr&sampleRate=100",
+            until - 10
+        );
+        let r = server.post(&query, "application/octet-stream", jfr.clone());
+        let types = server
+            .get("/api/v1/profile-types?service=kinds")
+            .ok()
+            .json();
+        let ids: Vec<&str> = types["profile_types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        if stored {
+            assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+            for want in [
+                CPU_TYPE,
+                "memory:alloc_in_new_tlab_objects:count:space:bytes",
+                "memory:alloc_in_new_tlab_bytes:bytes:space:bytes",
+                "memory:alloc_outside_tlab_objects:count:space:bytes",
+                "memory:alloc_outside_tlab_bytes:bytes:space:bytes",
+                "mutex:contentions:count:mutex:count",
+                "mutex:delay:nanoseconds:mutex:count",
+            ] {
+                assert!(ids.contains(&want), "{want} not in {ids:?}");
+            }
+        } else {
+            let text = String::from_utf8_lossy(&r.body);
+            assert_eq!(r.status, 413, "{text}");
+            assert!(text.contains("server.max_profile_samples"), "{text}");
+            assert!(ids.is_empty(), "nothing of the upload is stored: {ids:?}");
+        }
+    }
+}
