@@ -226,7 +226,7 @@ pub fn jfr_to_pprof(
     let rate = options.sample_rate_hz.filter(|&r| r > 0);
     let period_ns = match rate {
         Some(r) => 1_000_000_000 / i64::from(r),
-        None => settings.period_ns.filter(|&p| p > 0).unwrap_or(10_000_000),
+        None => settings.sample_period_ns().unwrap_or(10_000_000),
     };
     report.period_ns = period_ns;
     let wall_mode = settings.event.as_deref() == Some("wall");
@@ -247,6 +247,9 @@ struct Settings {
     event: Option<String>,
     /// The sampling period of CPU samples, in nanoseconds.
     period_ns: Option<i64>,
+    /// async-profiler's `interval`: nanoseconds for its time-based events, but bytes or
+    /// event counts for others (alloc, perf counters), so only used with the former.
+    interval: Option<i64>,
 }
 
 impl Settings {
@@ -281,16 +284,22 @@ impl Settings {
                         self.period_ns = Some(p);
                     }
                 }
-                // async-profiler's sampling interval, in nanoseconds.
-                "interval" if self.period_ns.is_none() => {
-                    if let Ok(p) = text(value).parse::<i64>() {
-                        self.period_ns = Some(p);
-                    }
-                }
+                "interval" => self.interval = text(value).parse::<i64>().ok(),
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// The period a CPU or wall sample is worth, in nanoseconds, if the settings tell.
+    fn sample_period_ns(&self) -> Option<i64> {
+        let timed = matches!(
+            self.event.as_deref(),
+            Some("cpu" | "itimer" | "ctimer" | "wall" | "cpu-clock")
+        );
+        self.period_ns
+            .or(self.interval.filter(|_| timed))
+            .filter(|&p| p > 0)
     }
 }
 

@@ -53,8 +53,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                             .collect();
                         let kinds: Vec<&str> = profiles.iter().map(|p| p.kind.metric()).collect();
                         format!(
-                    "JFR, {} chunk(s), {} skipped events; event types found: {}; profiles: {}",
+                    "JFR, {} chunk(s), a CPU or wall sample worth {} ns{}, {} skipped events; \
+                     event types found: {}; profiles: {}",
                     report.chunks,
+                    report.period_ns,
+                    report
+                        .event_setting
+                        .as_deref()
+                        .map(|e| format!(" (async-profiler event {e})"))
+                        .unwrap_or_default(),
                     report.skipped_events,
                     events.join(", "),
                     if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
