@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end bench: `spanprof convert` of a large JFR recording (a real JVM, 60 s of
 # testprograms/javaapp/Burn under -XX:StartFlightRecording with profile.jfc and TLAB events)
-# into pprof, against the JDK's own reader, `jfr print --json` of the same file's sample
-# events, in the same run on the same machine.
+# into linked OTLP (every kind of sample in one request), against the JDK's own reader,
+# `jfr print --json` of the same file's sample events, in the same run on the same machine.
 #
 #   bench/jfr-convert.sh [RUNS] [SECONDS]     (default 5 runs of each, interleaved; 60 s)
 #
@@ -48,7 +48,7 @@ median() { sort -n | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 
 : >"$out/spanprof.txt"; : >"$out/jfrprint.txt"
 for _ in $(seq "$runs"); do
-  timed "$spanprof" convert "$recording" -o "$out/burn.pb.gz" >>"$out/spanprof.txt"
+  timed "$spanprof" convert "$recording" -o "$out/burn.otlp" >>"$out/spanprof.txt"
   timed jfr print --json --events "$events" "$recording" >>"$out/jfrprint.txt"
 done
 
@@ -59,4 +59,4 @@ printf '%-24s %10s %12s\n' reader "median s" "peak RSS MiB"
 printf '%-24s %10s %12s\n' "spanprof convert" "$s_t" "$(( s_m / 1024 ))"
 printf '%-24s %10s %12s\n' "jfr print --json" "$j_t" "$(( j_m / 1024 ))"
 awk -v s="$s_t" -v j="$j_t" -v n="$runs" 'BEGIN { if (s > 0) printf "spanprof is %.1fx faster (same run, %d runs each)\n", j / s, n }'
-awk -v s="$s_t" -v n="$samples" 'BEGIN { if (s > 0) printf "spanprof convert: %.0f sample events/s end to end (process start and pprof output included)\n", n / s }'
+awk -v s="$s_t" -v n="$samples" 'BEGIN { if (s > 0) printf "spanprof convert: %.0f sample events/s end to end (process start and OTLP output included)\n", n / s }'

@@ -48,7 +48,7 @@ impl<'a> Chunk<'a> {
         // Every value takes at least a byte but for objects without fields and empty
         // arrays: twice the chunk's size is more than any real chunk holds.
         let mut values = ValueReader::new(&metadata, header.size.saturating_mul(2) + 1024);
-        let mut pools = Pools::new(&metadata);
+        let mut pools = Pools::new(&metadata, header.size);
         let mut events = Vec::new();
         let mut counts: HashMap<i64, u64> = HashMap::new();
         let mut wanted_ids: HashMap<i64, bool> = HashMap::new();

@@ -32,15 +32,13 @@ pub(super) fn resolve_text<'p>(
     }
 }
 
-/// Field positions of the types stacks are made of, and the stacks resolved so far.
+/// Field positions of the types stacks are made of, and the frames resolved so far.
 pub(super) struct Stacks {
     method_type: i64,
     method_class: (usize, Kind),
     method_name: (usize, Kind),
     class_name: (usize, Kind),
     strings: Option<i64>,
-    /// Stack trace key → location ids, leaf first.
-    resolved: HashMap<i64, Vec<u64>>,
     /// Method key → location ids by line.
     methods: HashMap<(i64, i64), u64>,
 }
@@ -99,7 +97,6 @@ impl Stacks {
             method_name,
             class_name,
             strings: string_type(m),
-            resolved: HashMap::new(),
             methods: HashMap::new(),
         })
     }
@@ -111,9 +108,6 @@ impl Stacks {
         key: i64,
         b: &mut Builder<'_>,
     ) -> Result<Vec<u64>, String> {
-        if let Some(s) = self.resolved.get(&key) {
-            return Ok(s.clone());
-        }
         let frames = chunk
             .pools
             .stack(key)
@@ -129,7 +123,6 @@ impl Stacks {
             self.methods.insert((method, line), id);
             out.push(id);
         }
-        self.resolved.insert(key, out.clone());
         Ok(out)
     }
 
