@@ -1,8 +1,9 @@
 // A small Java program for spanprof's JFR tests: burns CPU in known methods on several
-// threads, allocates in a known method, and contends on one lock, for as long as asked.
+// threads, allocates in a known method, contends on one lock, and parks, for as long as asked.
 // Usage: java Burn SECONDS
 import java.util.ArrayList;
 import java.util.List;
+import java.util.concurrent.locks.LockSupport;
 
 public class Burn {
     static final Object LOCK = new Object();
@@ -18,6 +19,7 @@ public class Burn {
         for (int i = 0; i < 3; i++) {
             threads.add(new Thread(() -> { while (System.nanoTime() < deadline) contend(); }, "lock-" + i));
         }
+        threads.add(new Thread(() -> { while (System.nanoTime() < deadline) park(); }, "park"));
         for (Thread t : threads) t.start();
         for (Thread t : threads) t.join();
         System.out.println("done " + sink);
@@ -39,6 +41,11 @@ public class Burn {
         List<byte[]> keep = new ArrayList<>();
         for (int i = 0; i < 1000; i++) keep.add(new byte[1024 + (i % 7) * 4096]);
         sink += keep.size();
+    }
+
+    // Parks 25 ms at a time: jdk.ThreadPark events past a 1 ms threshold.
+    static void park() {
+        LockSupport.parkNanos(25_000_000L);
     }
 
     // Holds the lock for 30 ms at a time so that the other threads wait past the

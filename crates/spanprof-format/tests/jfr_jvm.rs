@@ -1,8 +1,8 @@
 //! JFR written by a real JVM (Debian's openjdk-17-jdk-headless, installed by `.ci/setup`):
-//! testprograms/javaapp/Burn.java burns CPU on two threads, allocates, and contends on a
-//! lock, under `-XX:StartFlightRecording`. Our per-stack totals of its CPU samples, its
-//! allocations and its lock waits must equal what the JDK's own `jfr print --json` reports
-//! for the same events: an independent decoder.
+//! testprograms/javaapp/Burn.java burns CPU on two threads, allocates, contends on a lock
+//! and parks, under `-XX:StartFlightRecording`. Our per-stack totals of its CPU samples, its
+//! allocations and its lock and park waits must equal what the JDK's own `jfr print --json`
+//! reports for the same events: an independent decoder.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,7 +46,8 @@ fn record(dir: &Path, seconds: u32) -> PathBuf {
     let out = Command::new(java)
         .arg(format!(
             "-XX:StartFlightRecording=filename={},settings=profile,\
-             jdk.ObjectAllocationInNewTLAB#enabled=true,jdk.JavaMonitorEnter#threshold=1ms",
+             jdk.ObjectAllocationInNewTLAB#enabled=true,jdk.JavaMonitorEnter#threshold=1ms,\
+             jdk.ThreadPark#threshold=1ms",
             jfr.display()
         ))
         .arg("-cp")
@@ -106,7 +107,10 @@ fn jdk_stacks(jfr: &Path, event: &str, field: Option<&str>) -> BTreeMap<String, 
     let mut totals = BTreeMap::new();
     for e in doc["recording"]["events"].as_array().expect("events") {
         let v = &e["values"];
-        let frames = v["stackTrace"]["frames"].as_array().expect("a stack");
+        // An event without a stack (the JDK's own threads) makes no sample, here as in ours.
+        let Some(frames) = v["stackTrace"]["frames"].as_array() else {
+            continue;
+        };
         let stack: Vec<String> = frames
             .iter()
             .rev()
@@ -122,6 +126,7 @@ fn jdk_stacks(jfr: &Path, event: &str, field: Option<&str>) -> BTreeMap<String, 
             })
             .collect();
         let n = match field {
+            Some("duration") => iso_duration_ns(v["duration"].as_str().expect("a duration")),
             Some(f) => v[f]
                 .as_i64()
                 .unwrap_or_else(|| panic!("{event}.{f} is a number: {v}")),
@@ -130,6 +135,26 @@ fn jdk_stacks(jfr: &Path, event: &str, field: Option<&str>) -> BTreeMap<String, 
         *totals.entry(stack.join(";")).or_insert(0) += n;
     }
     totals
+}
+
+/// `PT0.130773054S` (how `jfr print --json` writes a duration) in nanoseconds.
+fn iso_duration_ns(text: &str) -> i64 {
+    let mut rest = text
+        .strip_prefix("PT")
+        .unwrap_or_else(|| panic!("a duration: {text}"));
+    let mut ns = 0i64;
+    for (unit, per) in [('H', 3_600_000_000_000i64), ('M', 60_000_000_000)] {
+        if let Some((n, r)) = rest.split_once(unit) {
+            ns += n.parse::<i64>().unwrap() * per;
+            rest = r;
+        }
+    }
+    if let Some(secs) = rest.strip_suffix('S') {
+        let (whole, frac) = secs.split_once('.').unwrap_or((secs, ""));
+        ns += whole.parse::<i64>().unwrap() * 1_000_000_000;
+        ns += format!("{frac:0<9}")[..9].parse::<i64>().unwrap();
+    }
+    ns
 }
 
 /// `Burn$$Lambda$14.0x0000000800c01200` → `Burn$$Lambda_`, as Pyroscope (and we) name it.
@@ -198,15 +223,29 @@ fn a_real_jvm_recording_reads_as_the_jdk_reads_it() {
         .keys()
         .any(|s| s.contains("Burn.allocate")));
 
-    // Lock waits: counts, and delays in nanoseconds (the JDK's ticks are nanoseconds).
+    // Lock and park waits: counts, and delays in nanoseconds.
     let lock = profile(&profiles, SampleKind::Lock);
     assert_eq!(
         our_stacks(lock, 0),
         jdk_stacks(&jfr, "jdk.JavaMonitorEnter", None)
     );
+    assert_eq!(
+        our_stacks(lock, 1),
+        jdk_stacks(&jfr, "jdk.JavaMonitorEnter", Some("duration"))
+    );
     assert!(our_stacks(lock, 0)
         .keys()
         .any(|s| s.contains("Burn.contend")));
+    let park = profile(&profiles, SampleKind::ThreadPark);
+    assert_eq!(
+        our_stacks(park, 0),
+        jdk_stacks(&jfr, "jdk.ThreadPark", None)
+    );
+    assert_eq!(
+        our_stacks(park, 1),
+        jdk_stacks(&jfr, "jdk.ThreadPark", Some("duration"))
+    );
+    assert!(our_stacks(park, 0).keys().any(|s| s.contains("Burn.park")));
 }
 
 fn tempfile_dir() -> PathBuf {
