@@ -1,6 +1,9 @@
 // A small Java program for spanprof's JFR tests: burns CPU in known methods on several
-// threads, allocates in a known method, contends on one lock, and parks, for as long as asked.
+// threads, allocates in a known method, contends on one lock, parks, and waits in native code
+// (a socket accept), for as long as asked.
 // Usage: java Burn SECONDS
+import java.net.ServerSocket;
+import java.net.SocketTimeoutException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.LockSupport;
@@ -20,6 +23,7 @@ public class Burn {
             threads.add(new Thread(() -> { while (System.nanoTime() < deadline) contend(); }, "lock-" + i));
         }
         threads.add(new Thread(() -> { while (System.nanoTime() < deadline) park(); }, "park"));
+        threads.add(new Thread(() -> waitInNative(deadline), "native"));
         for (Thread t : threads) t.start();
         for (Thread t : threads) t.join();
         System.out.println("done " + sink);
@@ -41,6 +45,23 @@ public class Burn {
         List<byte[]> keep = new ArrayList<>();
         for (int i = 0; i < 1000; i++) keep.add(new byte[1024 + (i % 7) * 4096]);
         sink += keep.size();
+    }
+
+    // Blocks in a native accept() until the deadline: jdk.NativeMethodSample events.
+    static void waitInNative(long deadline) {
+        try (ServerSocket server = new ServerSocket(0)) {
+            long left;
+            while ((left = (deadline - System.nanoTime()) / 1_000_000L) > 0) {
+                server.setSoTimeout((int) Math.max(1, left));
+                try {
+                    server.accept().close();
+                } catch (SocketTimeoutException e) {
+                    // the deadline came
+                }
+            }
+        } catch (Exception e) {
+            throw new RuntimeException(e);
+        }
     }
 
     // Parks 25 ms at a time: jdk.ThreadPark events past a 1 ms threshold.

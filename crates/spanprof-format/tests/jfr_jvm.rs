@@ -1,8 +1,8 @@
 //! JFR written by a real JVM (Debian's openjdk-17-jdk-headless, installed by `.ci/setup`):
-//! testprograms/javaapp/Burn.java burns CPU on two threads, allocates, contends on a lock
-//! and parks, under `-XX:StartFlightRecording`. Our per-stack totals of its CPU samples, its
-//! allocations and its lock and park waits must equal what the JDK's own `jfr print --json`
-//! reports for the same events: an independent decoder.
+//! testprograms/javaapp/Burn.java burns CPU on two threads, allocates, contends on a lock,
+//! parks and waits in native code, under `-XX:StartFlightRecording`. Our per-stack totals of
+//! its CPU and native-method samples, its allocations and its lock and park waits must equal
+//! what the JDK's own `jfr print --json` reports for the same events: an independent decoder.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -246,6 +246,20 @@ fn a_real_jvm_recording_reads_as_the_jdk_reads_it() {
         jdk_stacks(&jfr, "jdk.ThreadPark", Some("duration"))
     );
     assert!(our_stacks(park, 0).keys().any(|s| s.contains("Burn.park")));
+
+    // Wall clock from the JDK: threads sampled in native code, each worth the 20 ms that
+    // profile.jfc samples them at.
+    let wall = profile(&profiles, SampleKind::Wall);
+    let mut wall_counts = our_stacks(wall, 0);
+    wall_counts.values_mut().for_each(|v| *v /= 20_000_000);
+    assert_eq!(
+        wall_counts,
+        jdk_stacks(&jfr, "jdk.NativeMethodSample", None)
+    );
+    assert!(
+        wall_counts.keys().any(|s| s.contains("Burn.waitInNative")),
+        "{wall_counts:#?}"
+    );
 }
 
 fn tempfile_dir() -> PathBuf {

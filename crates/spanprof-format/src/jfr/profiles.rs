@@ -229,6 +229,15 @@ pub fn jfr_to_pprof(
         None => settings.sample_period_ns().unwrap_or(10_000_000),
     };
     report.period_ns = period_ns;
+    // A native-method sample is worth the JDK's own period for them, unless the upload said
+    // what a sample is worth.
+    b.native_period_ns = match rate {
+        Some(_) => period_ns,
+        None => settings
+            .native_period_ns
+            .filter(|&p| p > 0)
+            .unwrap_or(period_ns),
+    };
     let wall_mode = settings.event.as_deref() == Some("wall");
     for (n, chunk) in chunks.iter().enumerate() {
         b.chunk(chunk, n as u32, period_ns, wall_mode, &mut report)?;
@@ -247,6 +256,9 @@ struct Settings {
     event: Option<String>,
     /// The sampling period of CPU samples, in nanoseconds.
     period_ns: Option<i64>,
+    /// The JDK's sampling period of threads in native code (`jdk.NativeMethodSample`), in
+    /// nanoseconds: 20 ms where CPU is sampled every 10 or 20.
+    native_period_ns: Option<i64>,
     /// async-profiler's `interval`: nanoseconds for its time-based events, but bytes or
     /// event counts for others (alloc, perf counters), so only used with the former.
     interval: Option<i64>,
@@ -263,6 +275,10 @@ impl Settings {
             return Ok(());
         };
         let sample_type = chunk.metadata.by_name("jdk.ExecutionSample").map(|c| c.id);
+        let native_type = chunk
+            .metadata
+            .by_name("jdk.NativeMethodSample")
+            .map(|c| c.id);
         let strings = string_type(&chunk.metadata);
         let mut values =
             ValueReader::new(&chunk.metadata, chunk.header.size.saturating_mul(2) + 1024);
@@ -282,6 +298,11 @@ impl Settings {
                 "period" if fields[id].as_i64() == sample_type && sample_type.is_some() => {
                     if let Some(p) = parse_period_ns(text(value)) {
                         self.period_ns = Some(p);
+                    }
+                }
+                "period" if fields[id].as_i64() == native_type && native_type.is_some() => {
+                    if let Some(p) = parse_period_ns(text(value)) {
+                        self.native_period_ns = Some(p);
                     }
                 }
                 "interval" => self.interval = text(value).parse::<i64>().ok(),
@@ -353,6 +374,8 @@ pub(super) struct Builder<'l> {
     locations: Vec<pprof::Location>,
     location_ids: HashMap<(u64, i64), u64>,
     kinds: BTreeMap<SampleKind, KindSamples>,
+    /// What a `jdk.NativeMethodSample` is worth, in nanoseconds.
+    native_period_ns: i64,
     sample_labels: HashMap<(i64, i64, i64), Vec<pprof::Label>>,
 }
 
@@ -367,6 +390,7 @@ impl<'l> Builder<'l> {
             locations: Vec::new(),
             location_ids: HashMap::new(),
             kinds: BTreeMap::new(),
+            native_period_ns: 0,
             sample_labels: HashMap::new(),
         };
         b.string("");
@@ -541,7 +565,7 @@ impl<'l> Builder<'l> {
                     }
                     (SampleKind::Wall, [v, 0])
                 }
-                Rule::NativeMethodSample => (SampleKind::Wall, [period_ns, 0]),
+                Rule::NativeMethodSample => (SampleKind::Wall, [self.native_period_ns, 0]),
                 Rule::InNewTlab => (SampleKind::AllocInNewTlab, [1, value]),
                 Rule::OutsideTlab => (SampleKind::AllocOutsideTlab, [1, value]),
                 Rule::AllocationSample => (SampleKind::AllocSample, [1, value]),
