@@ -53,6 +53,8 @@ pub struct AppState {
     pub settings: Arc<settings::Settings>,
     /// Sample labels seen holding span ids under keys that are no link keys.
     pub span_keys: Arc<span_keys::SpanKeys>,
+    /// Spans earlier profiles showed nested in others, for linking samples with several.
+    pub nesting: Arc<receivers::known_spans::LearnedNesting>,
 }
 
 /// Why the server could not start or stopped.
@@ -272,6 +274,7 @@ pub async fn serve(
         inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
         settings: Arc::new(settings::Settings::open(&config.data_dir)),
         span_keys: Arc::default(),
+        nesting: Arc::default(),
         config: Arc::clone(&config),
         bound: bound.clone(),
     };

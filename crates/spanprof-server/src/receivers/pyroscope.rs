@@ -159,7 +159,10 @@ async fn submit(
     receiver: &'static str,
 ) -> Result<(), Rejection> {
     let mut batch = Batch::new(Some(app.config.link.clone()));
-    batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
+    batch.set_span_parents(super::known_spans::StoredSpans::of(
+        &app.store,
+        &app.nesting,
+    ));
     for (i, (mut profile, series)) in profiles.into_iter().enumerate() {
         sanitize_sample_label_keys(&mut profile, &app.config.link);
         batch

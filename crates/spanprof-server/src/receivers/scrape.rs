@@ -461,7 +461,10 @@ async fn ingest(
     };
     let stored = async {
         let mut batch = Batch::new(Some(app.config.link.clone()));
-        batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
+        batch.set_span_parents(super::known_spans::StoredSpans::of(
+            &app.store,
+            &app.nesting,
+        ));
         batch
             .add_pprof(&profile, resource)
             .map_err(|e| format!("converting: {e}"))?;
