@@ -17,6 +17,8 @@ use spanprof_store::store::{Selection, Store, StoreConfig};
 
 #[path = "common/pushv1.rs"]
 mod pushv1;
+#[path = "pyroscope_clients/mod.rs"]
+mod pyroscope_clients;
 
 /// A CPU profile written by the Go runtime; its samples carry span labels.
 const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
@@ -59,13 +61,19 @@ impl Answer {
 
 impl Server {
     fn start() -> Server {
+        Self::start_with(|_| {})
+    }
+
+    /// [`Server::start`] with settings changed by `configure`.
+    fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let config = ServerConfig {
+        let mut config = ServerConfig {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             otlp_http_addr: None,
             data_dir: dir.path().to_owned(),
             ..Default::default()
         };
+        configure(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {

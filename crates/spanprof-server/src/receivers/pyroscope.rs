@@ -112,6 +112,8 @@ fn decode_pprof(
         .profile
         .check_pprof(&profile)
         .map_err(|e| Rejection::undecodable("the profile", &e))?;
+    // A V8 heap forwarded as scraped (Alloy) gets the type ids the Node SDK's own push has.
+    spanprof_format::profile_type::name_v8_types(&mut profile);
     Ok((profile, drawing.into_charge()))
 }
 

@@ -21,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::pprof::delta::{is_cumulative, Cumulative, Delta};
+use spanprof_format::profile_type;
 use spanprof_format::{pprof, Batch};
 use spanprof_store::store::Storing;
 use tokio::sync::watch;
@@ -424,6 +425,16 @@ async fn ingest(
     if let Some(asked) = cpu_window {
         sampled_window(&mut profile, asked);
     }
+    // Named by what the profile is, as a pushed one is: a Node target's `cpu` endpoint
+    // answers a wall-clock profile, and its heap unnamed V8 types.
+    profile_type::name_v8_types(&mut profile);
+    let content_name = profile_type::name_from_content(
+        profile
+            .sample_type
+            .iter()
+            .map(|t| profile.str(t.r#type).unwrap_or("")),
+    );
+    let name = content_name.unwrap_or(name);
     let window = Window {
         start_ns: profile.time_nanos,
         end_ns: profile.time_nanos.saturating_add(profile.duration_nanos),
