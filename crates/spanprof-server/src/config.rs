@@ -19,6 +19,11 @@ pub struct ServerConfig {
     /// OTLP gRPC traces and profiles; `None` (the library's default, so embedders and tests
     /// do not all claim :4317) disables it. `spanprof serve` enables it on `0.0.0.0:4317`.
     pub otlp_grpc_addr: Option<SocketAddr>,
+    /// Host names the HTTP listeners answer to besides loopback names (lower case, no port):
+    /// a listener bound to loopback answers only `localhost` and loopback addresses unless
+    /// named here (DNS rebinding); one on other addresses answers only these when any are
+    /// set (and IP addresses). See [`crate::browser_guard`].
+    pub allowed_hosts: Vec<String>,
     /// Store directory (default `./spanprof-data`).
     pub data_dir: PathBuf,
     /// Which sample attributes become span links.
@@ -358,6 +363,7 @@ impl Default for ServerConfig {
             http_addr: SocketAddr::from(([0, 0, 0, 0], 4040)),
             otlp_http_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4318))),
             otlp_grpc_addr: None,
+            allowed_hosts: Vec::new(),
             data_dir: PathBuf::from("./spanprof-data"),
             link: LinkConfig::default(),
             limits: Limits {

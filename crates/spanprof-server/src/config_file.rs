@@ -67,6 +67,7 @@ struct Server {
     otlp_http_addr: Option<Option<SocketAddr>>,
     #[serde(default, deserialize_with = "optional_addr")]
     otlp_grpc_addr: Option<Option<SocketAddr>>,
+    allowed_hosts: Option<Vec<String>>,
     #[serde(default, deserialize_with = "size")]
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
@@ -381,6 +382,18 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(a) = s.otlp_grpc_addr {
         base.otlp_grpc_addr = a;
+    }
+    if let Some(hosts) = s.allowed_hosts {
+        if let Some(bad) = hosts
+            .iter()
+            .find(|h| h.is_empty() || h.contains([':', '/', ' ']))
+        {
+            return Err(invalid(format!(
+                "server.allowed_hosts: {bad:?} is not a host name (give names without port or \
+                 scheme, such as spanprof.internal)"
+            )));
+        }
+        base.allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
     }
     if let Some(n) = s.max_body_size {
         base.limits.max_body_bytes = n as usize;

@@ -5,6 +5,7 @@
 //! [`forward`]er's on-disk queue before the receiver answers; the API reads from the store.
 
 pub mod api;
+pub mod browser_guard;
 pub mod clock;
 pub mod config;
 pub mod config_file;
@@ -303,17 +304,16 @@ pub async fn serve(
         stop_rx.clone(),
     ));
     let mut servers = Vec::new();
-    servers.push(tokio::spawn(run_listener(
-        main,
-        api::router(state.clone()),
-        stop_rx.clone(),
-    )));
+    let guarded = |router, listener: &tokio::net::TcpListener| {
+        let local = listener.local_addr()?;
+        let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
+        Ok::<_, ServerError>(browser_guard::guard(router, names))
+    };
+    let router = guarded(api::router(state.clone()), &main)?;
+    servers.push(tokio::spawn(run_listener(main, router, stop_rx.clone())));
     if let Some(l) = otlp {
-        servers.push(tokio::spawn(run_listener(
-            l,
-            receivers::otlp::router(state.clone()),
-            stop_rx.clone(),
-        )));
+        let router = guarded(receivers::otlp::router(state.clone()), &l)?;
+        servers.push(tokio::spawn(run_listener(l, router, stop_rx.clone())));
     }
     if let Some(l) = grpc {
         servers.push(tokio::spawn(run_listener(
