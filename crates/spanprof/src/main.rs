@@ -42,20 +42,26 @@ fn tune_allocator() {
     name = "spanprof",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_long_help = LOGS_HELP
 )]
 struct Cli {
-    /// How logs are written to stderr: `text`, one readable line an event, or `json`, one
-    /// JSON object a line (timestamp, level, target, message and the event's fields at the
-    /// top level) for log collectors such as Loki, Elasticsearch or Cloud Logging: with
-    /// `serve`, every line on stderr is then an object, fatal errors included (the offline
-    /// commands still print their reports as text). RUST_LOG sets the level. [default: text,
-    /// or `server.log_format` of serve's --config file]
+    /// Logs on stderr: `text`, or `json` lines (`spanprof --help` says more) [default: text,
+    /// or serve's --config file's `server.log_format`]
     #[arg(long, global = true, value_enum)]
     log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// What `--log-format` does, said once (in `spanprof --help`) rather than in the help of every
+/// command the global flag shows in.
+const LOGS_HELP: &str = "Logs:
+  --log-format text writes one readable line an event; --log-format json one JSON object a
+  line (timestamp, level, target, message and the event's fields at the top level) for log
+  collectors such as Loki, Elasticsearch or Cloud Logging: with `serve`, every line on stderr
+  is then an object, fatal errors included (the offline commands still print their reports
+  as text). RUST_LOG sets the level (RUST_LOG=debug).";
 
 /// See [`Cli::log_format`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
