@@ -146,6 +146,33 @@ fn type_heap_is_the_heap_profiles_default_type() {
     ]);
     assert_eq!(cpu.code(), Some(2), "{cpu}");
     assert!(cpu.stderr.contains("available: cpu"), "{cpu}");
+    // From a store too.
+    let data = scratch_dir().join("cli-output-heap").join("data");
+    let _ = std::fs::remove_dir_all(&data);
+    spanprof([
+        "import".as_ref(),
+        "--data".as_ref(),
+        data.as_os_str(),
+        heap.as_os_str(),
+        "--service-name".as_ref(),
+        "goapp".as_ref(),
+    ])
+    .assert_success();
+    let flame = |t: &str| {
+        let run = spanprof([
+            "flame".as_ref(),
+            "--data".as_ref(),
+            data.as_os_str(),
+            "--type".as_ref(),
+            t.as_ref(),
+        ]);
+        run.assert_success();
+        run.stdout
+    };
+    let stored = flame("heap");
+    assert!(!stored.is_empty());
+    assert_eq!(stored, flame("inuse_space"));
+    assert_ne!(stored, flame("alloc_space"));
 }
 
 /// `flame --data --query` that matches nothing names the label keys the profiles have.
