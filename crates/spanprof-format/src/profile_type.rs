@@ -60,10 +60,12 @@ impl ProfileTypeId {
     }
 
     /// Whether `selector` names this type: a full id, `type:unit:period_type:period_unit`,
-    /// `type:unit`, `type`, or just the name (`process_cpu` matches every process_cpu type).
+    /// `type:unit`, `type`, or just the name (`process_cpu` matches every process_cpu type);
+    /// `heap`, Go's heap profile by its name, is its default type, `inuse_space`.
     pub fn matches(&self, selector: &str) -> bool {
         let parts: Vec<&str> = selector.split(':').collect();
         match parts.as_slice() {
+            ["heap"] => self.sample_type == "inuse_space",
             [one] => *one == self.sample_type || *one == self.name,
             [t, u] => *t == self.sample_type && *u == self.sample_unit,
             [t, u, pt, pu] => {
@@ -220,6 +222,10 @@ mod tests {
         assert!(cpu.is_cpu());
         let heap = ProfileTypeId::new(("inuse_space", "bytes"), ("space", "bytes"), None);
         assert_eq!(heap.to_string(), "memory:inuse_space:bytes:space:bytes");
+        // `heap` is the heap profile's default type, not every memory type.
+        assert!(heap.matches("heap"));
+        let allocs = ProfileTypeId::new(("alloc_space", "bytes"), ("space", "bytes"), None);
+        assert!(!allocs.matches("heap") && allocs.matches("memory"));
         let block = ProfileTypeId::new(
             ("delay", "nanoseconds"),
             ("contentions", "count"),

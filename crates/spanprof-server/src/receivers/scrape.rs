@@ -3,7 +3,7 @@
 //! stored meanwhile. Go allows one CPU profile at a time and takes 1-100 ms (more when
 //! busy) to finish one; that time between windows is counted
 //! (`spanprof_scrape_unprofiled_seconds_total`), and each window's stored end is when
-//! sampling stopped ([`sampled_window`]). Heap, allocs, mutex and block profiles count since
+//! sampling stopped (`sampled_window`). Heap, allocs, mutex and block profiles count since
 //! the program started: each is stored as what happened since the one before
 //! ([`Cumulative`]), the first kept only to subtract from the next. Every profile kind of
 //! every target runs in its own task: a dead or slow target slows nothing else. Failures are
