@@ -68,6 +68,7 @@ struct Server {
     #[serde(default, deserialize_with = "optional_addr")]
     otlp_grpc_addr: Option<Option<SocketAddr>>,
     allowed_hosts: Option<Vec<String>>,
+    allow_unauthenticated: Option<bool>,
     #[serde(default, deserialize_with = "size")]
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
@@ -383,6 +384,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(a) = s.otlp_grpc_addr {
         base.otlp_grpc_addr = a;
     }
+    if let Some(b) = s.allow_unauthenticated {
+        base.allow_unauthenticated = b;
+    }
     if let Some(hosts) = s.allowed_hosts {
         if let Some(bad) = hosts
             .iter()
@@ -603,7 +607,7 @@ mod tests {
     fn the_documented_example_sets_the_defaults() {
         // As printed, the file starts the server as `spanprof serve` does without one.
         let serve = || ServerConfig {
-            otlp_grpc_addr: Some("0.0.0.0:4317".parse().unwrap()),
+            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
             ..ServerConfig::default()
         };
         let dir = tempfile::tempdir().unwrap();
@@ -639,7 +643,7 @@ mod tests {
         assert_eq!(c.forward.len(), 1);
         assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
-        assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
+        assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
     }
 

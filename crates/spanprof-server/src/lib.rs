@@ -286,6 +286,12 @@ pub async fn serve(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    for (key, addr) in config.open_listeners() {
+        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
+    }
+    if config.open_listeners().next().is_none() {
+        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
+    }
     if let Some(a) = bound.otlp_http {
         tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
     }

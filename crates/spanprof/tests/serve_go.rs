@@ -369,6 +369,42 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
     );
 }
 
+/// Listeners stay on this machine unless asked otherwise: the defaults are loopback, an address
+/// beyond it is refused (naming the flag that allows it) since no listener authenticates, and
+/// with --allow-unauthenticated it serves, warning of each such listener.
+#[test]
+fn listeners_beyond_loopback_need_allow_unauthenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let help = support::spanprof(["serve", "--help"]);
+    assert!(help.stdout.contains("[default: 127.0.0.1:4040]"), "{help}");
+    let open = format!("0.0.0.0:{}", free_port());
+    let run = support::spanprof(["serve", "--data", data, "--http-addr", &open]);
+    assert_eq!(run.code(), Some(2), "{run}");
+    for words in [
+        &format!("server.http_addr (--http-addr) {open} listens beyond this machine")[..],
+        "do not authenticate",
+        "--allow-unauthenticated",
+    ] {
+        assert!(run.stderr.contains(words), "{words:?} in {run}");
+    }
+    let server = Server::start(
+        dir.path(),
+        &open,
+        &["--allow-unauthenticated", "--otlp-grpc-addr", "127.0.0.1:0"],
+    );
+    let live = get(&server.addr, "/live", Duration::from_secs(10)).unwrap();
+    assert_eq!(live.status, 200);
+    let log = server.stop();
+    assert!(
+        log.contains("listening beyond this machine without authentication")
+            && log.contains("server.http_addr"),
+        "{log}"
+    );
+    assert!(!log.contains("server.otlp_grpc_addr"), "{log}");
+}
+
 /// The arguments of a second `spanprof serve` on the directory `data` (on free ports).
 fn second_server<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["serve", "--data", data, "--http-addr", "127.0.0.1:0"];

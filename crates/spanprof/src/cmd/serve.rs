@@ -10,8 +10,10 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 
 /// Run spanprof: receive profiles and spans, link and store them, serve the query API.
 ///
-/// With no flags: the UI, API, Pyroscope ingest and OTLP/HTTP on :4040, OTLP/HTTP on :4318,
-/// OTLP gRPC on :4317, data in ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
+/// With no flags: the UI, API, Pyroscope ingest and OTLP/HTTP on 127.0.0.1:4040, OTLP/HTTP on
+/// 127.0.0.1:4318, OTLP gRPC on 127.0.0.1:4317 (this machine only: listeners do not
+/// authenticate, so an address beyond loopback needs --allow-unauthenticated), data in
+/// ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
 /// or pulled from Go `/debug/pprof` endpoints (`--scrape`); spans come in as OTLP traces
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr, as text or as JSON lines
@@ -51,15 +53,21 @@ pub struct Args {
     #[arg(long, conflicts_with = "data")]
     demo: bool,
     /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP): IP:PORT, :PORT
-    /// (every interface) or localhost:PORT [default: 0.0.0.0:4040].
+    /// (every interface) or localhost:PORT [default: 127.0.0.1:4040].
     #[arg(long, value_name = "ADDR", value_parser = spanprof_server::config::parse_listen_addr)]
     http_addr: Option<SocketAddr>,
-    /// Address of the OTLP/HTTP listener, or "off" [default: 0.0.0.0:4318].
+    /// Address of the OTLP/HTTP listener, or "off" [default: 127.0.0.1:4318].
     #[arg(long, value_name = "ADDR")]
     otlp_http_addr: Option<String>,
-    /// Address of the OTLP gRPC listener, or "off" [default: 0.0.0.0:4317].
+    /// Address of the OTLP gRPC listener, or "off" [default: 127.0.0.1:4317].
     #[arg(long, value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
+    /// Let listeners bind addresses beyond loopback (0.0.0.0:4040, :4040) though they do not
+    /// authenticate: anyone who reaches them reads every profile and span and can write
+    /// data. For a machine behind a firewall or an authenticating proxy; each such listener
+    /// is warned of at start.
+    #[arg(long)]
+    allow_unauthenticated: bool,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
     /// appended; https:// is checked as forwarders' are; user:password@ in it is sent as
     /// basic authorization, and not logged; headers and bearer tokens go in the config
@@ -160,7 +168,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// defaults.
 pub fn file_config(args: &Args) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
     let base = ServerConfig {
-        otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
+        otlp_grpc_addr: Some(SocketAddr::from(([127, 0, 0, 1], 4317))),
         ..Default::default()
     };
     match &args.config {
@@ -194,6 +202,7 @@ pub fn run(
     if let Some(a) = &args.otlp_grpc_addr {
         config.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
     }
+    config.allow_unauthenticated |= args.allow_unauthenticated;
     config.retention_age = args.retention.or(config.retention_age);
     config.retention_bytes = args.max_size.or(config.retention_bytes);
     for spec in &args.scrape {
