@@ -162,6 +162,9 @@ fn main() -> ExitCode {
              logging at {default}"
         );
     }
+    if matches!(cli.command, Command::Serve(_) | Command::Import(_)) {
+        owner_only_files();
+    }
     let result = match cli.command {
         Command::Serve(a) => {
             cmd::serve::run(a, json, file_config.expect("read for every serve command"))
@@ -186,6 +189,17 @@ fn main() -> ExitCode {
             );
             ExitCode::from(2)
         }
+    }
+}
+
+/// What a store holds is source-level data (function names, file paths, span attributes,
+/// exception messages): the commands that write one create its directories 0700 and files
+/// 0600, whatever the caller's umask.
+fn owner_only_files() {
+    #[cfg(unix)]
+    // SAFETY: umask only sets the process's file creation mask; it cannot fail.
+    unsafe {
+        libc::umask(0o077);
     }
 }
 

@@ -405,6 +405,66 @@ fn listeners_beyond_loopback_need_allow_unauthenticated() {
     assert!(!log.contains("server.otlp_grpc_addr"), "{log}");
 }
 
+/// The store is its owner's only: a new data directory is 0700 and what the server writes in
+/// it 0600, an existing one open to others is made 0700 (and said so), and a config file
+/// holding credentials that others can read is warned of.
+#[test]
+fn the_store_is_owner_only_and_a_readable_config_with_credentials_is_told() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        "receivers:\n  scrape:\n    - service: s\n      url: http://127.0.0.1:9\n      \
+         headers: {authorization: Bearer T}\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let data = dir.path().join("data");
+    let config_arg = config.to_str().unwrap();
+    let server = Server::start(&data, "127.0.0.1:0", &["--config", config_arg]);
+    let log = server.stop();
+    assert!(
+        log.contains("the config file holds credentials") && log.contains("chmod 600"),
+        "{log}"
+    );
+    assert_eq!(mode(&data), 0o700);
+    let mut files = 0;
+    for entry in walk(&data) {
+        let m = mode(&entry);
+        if entry.is_dir() {
+            assert_eq!(m, 0o700, "{}", entry.display());
+        } else {
+            files += 1;
+            assert_eq!(m, 0o600, "{}", entry.display());
+        }
+    }
+    assert!(files > 0, "the store wrote no file");
+
+    // A directory left open to others (by hand, an older version) is closed.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&data, "127.0.0.1:0", &["--config", config_arg]);
+    let log = server.stop();
+    assert_eq!(mode(&data), 0o700);
+    assert!(log.contains("made owner-only (700)"), "{log}");
+    assert!(!log.contains("the config file holds credentials"), "{log}");
+}
+
+/// Every path under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        }
+        out.push(path);
+    }
+    out
+}
+
 /// The arguments of a second `spanprof serve` on the directory `data` (on free ports).
 fn second_server<'a>(data: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec!["serve", "--data", data, "--http-addr", "127.0.0.1:0"];

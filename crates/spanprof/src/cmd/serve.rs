@@ -247,6 +247,12 @@ pub fn run(
     }
     config.forward.extend(forwarders(&args)?);
     config.check().map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.config {
+        warn_if_others_read_secrets(path, &config);
+    }
+    if !args.demo {
+        owner_only_dir(&config.data_dir);
+    }
     let _demo_dir = if args.demo {
         let dir = TempDir::new()?;
         config.data_dir = dir.0.clone();
@@ -297,6 +303,52 @@ pub fn run(
     // acknowledged is on disk by now, so they are not waited for.
     runtime.shutdown_timeout(Duration::from_millis(200));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A config file holding credentials (headers of scrape targets or exporters) that other users
+/// can read is told once at start: they could take the credentials from it.
+fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let secrets = config.scrape.iter().any(|t| !t.headers.is_empty())
+            || config.forward.iter().any(|f| !f.headers.is_empty());
+        let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
+        if secrets && mode & 0o044 != 0 {
+            tracing::warn!(
+                file = %path.display(),
+                mode = %format_args!("{:o}", mode & 0o777),
+                "the config file holds credentials (headers) and other users can read it: chmod 600 it"
+            );
+        }
+    }
+}
+
+/// An existing data directory that others can enter (made by an older spanprof, or by hand)
+/// is made owner-only, and said so; a new one is created so by the process's umask.
+fn owner_only_dir(dir: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return;
+        };
+        let mode = meta.permissions().mode();
+        if meta.is_dir() && mode & 0o077 != 0 {
+            match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+                Ok(()) => tracing::info!(
+                    dir = %dir.display(),
+                    was = %format_args!("{:o}", mode & 0o777),
+                    "the data directory was open to other users: made owner-only (700)"
+                ),
+                Err(e) => tracing::warn!(
+                    dir = %dir.display(),
+                    error = %e,
+                    "the data directory is open to other users and could not be made owner-only"
+                ),
+            }
+        }
+    }
 }
 
 /// How long the server may take to stop after SIGTERM or Ctrl-C before the process exits
