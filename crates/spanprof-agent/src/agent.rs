@@ -1,10 +1,11 @@
-//! The running agent: a background thread that keeps a timer on every thread, drains the rings,
-//! builds a profile per export window, and hands it to an exporter thread through a bounded
-//! queue. The application's threads only ever write their slot and take signals: a slow or
+//! The running agent: a sampler thread that keeps a timer on every thread and drains the rings
+//! into a window of raw samples, and an exporter thread that symbolizes each window, encodes it
+//! and sends it, fed through a bounded queue (symbolizing a new binary's debug info can take
+//! seconds: the rings must not wait for it). The application's threads only ever write their slot and take signals: a slow or
 //! absent receiver costs dropped (and counted) profiles, never a blocked application.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -77,10 +78,10 @@ pub struct AgentStats {
     pub export_errors: u64,
     /// Profiles exported successfully.
     pub exports: u64,
-    /// Encoded bytes waiting in the export queue now.
-    pub queued_bytes: u64,
-    /// Most bytes ever waiting in the export queue.
-    pub max_queued_bytes: u64,
+    /// Samples in windows waiting for the exporter now (at most `queue_capacity` windows).
+    pub queued_samples: u64,
+    /// Most samples ever waiting for the exporter.
+    pub max_queued_samples: u64,
     /// Threads currently sampled.
     pub threads: u64,
 }
@@ -96,8 +97,8 @@ struct Counters {
     dropped_export_failed: AtomicU64,
     export_errors: AtomicU64,
     exports: AtomicU64,
-    queued_bytes: AtomicU64,
-    max_queued_bytes: AtomicU64,
+    queued_samples: AtomicU64,
+    max_queued_samples: AtomicU64,
     threads: AtomicU64,
 }
 
@@ -111,8 +112,8 @@ pub struct Agent {
 }
 
 struct Batch {
-    body: Vec<u8>,
-    samples: u64,
+    window: WindowProfile,
+    end_unix_ns: u64,
 }
 
 impl Agent {
@@ -137,12 +138,17 @@ impl Agent {
         let stop = Arc::new(AtomicBool::new(false));
         let counters = Arc::new(Counters::default());
         let (tx, rx) = sync_channel::<Batch>(config.queue_capacity);
+        let meta = ProfileMeta {
+            service_name: config.service_name.clone(),
+            resource_attributes: config.resource_attributes.clone(),
+            period_ns: sampler.period().as_nanos() as u64,
+        };
         let exporter_thread = {
             let counters = counters.clone();
             let timeout = config.http_timeout;
             std::thread::Builder::new()
                 .name("spanprof-export".into())
-                .spawn(move || export_loop(rx, endpoint, timeout, &counters))
+                .spawn(move || export_loop(rx, endpoint, meta, timeout, &counters))
                 .map_err(|e| AgentError::Os("spawn the export thread", e))?
         };
         let sampler_thread = {
@@ -174,8 +180,8 @@ impl Agent {
             dropped_export_failed: get(&c.dropped_export_failed),
             export_errors: get(&c.export_errors),
             exports: get(&c.exports),
-            queued_bytes: get(&c.queued_bytes),
-            max_queued_bytes: get(&c.max_queued_bytes),
+            queued_samples: get(&c.queued_samples),
+            max_queued_samples: get(&c.max_queued_samples),
             threads: get(&c.threads),
         }
     }
@@ -218,12 +224,6 @@ fn sample_loop(
     stop: &AtomicBool,
     counters: &Counters,
 ) {
-    let meta = ProfileMeta {
-        service_name: config.service_name.clone(),
-        resource_attributes: config.resource_attributes.clone(),
-        period_ns: sampler.period().as_nanos() as u64,
-    };
-    let mut symbols = Symbolizer::default();
     let mut window = WindowProfile::new(now_unix_ns(), config.max_samples_per_export);
     let mut window_started = Instant::now();
     loop {
@@ -253,19 +253,24 @@ fn sample_loop(
                 .dropped_window_full
                 .fetch_add(full.dropped, Ordering::Relaxed);
             let samples = full.len() as u64;
-            if let Some(request) = full.into_request(now, &meta, &mut symbols) {
-                let body = request.encode_to_vec();
-                let bytes = body.len() as u64;
-                match tx.try_send(Batch { body, samples }) {
-                    Ok(()) => {
-                        let q = counters.queued_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes;
-                        counters.max_queued_bytes.fetch_max(q, Ordering::Relaxed);
-                    }
-                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                        counters
-                            .dropped_queue_full
-                            .fetch_add(samples, Ordering::Relaxed);
-                    }
+            if samples > 0 {
+                // Counted before sending: the exporter may take it off before try_send returns.
+                let q = counters
+                    .queued_samples
+                    .fetch_add(samples, Ordering::Relaxed)
+                    + samples;
+                counters.max_queued_samples.fetch_max(q, Ordering::Relaxed);
+                let batch = Batch {
+                    window: full,
+                    end_unix_ns: now,
+                };
+                if tx.try_send(batch).is_err() {
+                    counters
+                        .queued_samples
+                        .fetch_sub(samples, Ordering::Relaxed);
+                    counters
+                        .dropped_queue_full
+                        .fetch_add(samples, Ordering::Relaxed);
                 }
             }
         }
@@ -276,23 +281,36 @@ fn sample_loop(
     }
 }
 
-fn export_loop(rx: Receiver<Batch>, endpoint: Endpoint, timeout: Duration, counters: &Counters) {
+fn export_loop(
+    rx: Receiver<Batch>,
+    endpoint: Endpoint,
+    meta: ProfileMeta,
+    timeout: Duration,
+    counters: &Counters,
+) {
+    let mut symbols = Symbolizer::default();
     for batch in rx {
+        let samples = batch.window.len() as u64;
+        let request = batch
+            .window
+            .into_request(batch.end_unix_ns, &meta, &mut symbols);
         counters
-            .queued_bytes
-            .fetch_sub(batch.body.len() as u64, Ordering::Relaxed);
-        match http::post(&endpoint, "application/x-protobuf", &batch.body, timeout) {
+            .queued_samples
+            .fetch_sub(samples, Ordering::Relaxed);
+        let Some(request) = request else { continue };
+        let body = request.encode_to_vec();
+        match http::post(&endpoint, "application/x-protobuf", &body, timeout) {
             Ok(status) if (200..300).contains(&status) => {
                 counters.exports.fetch_add(1, Ordering::Relaxed);
                 counters
                     .samples_exported
-                    .fetch_add(batch.samples, Ordering::Relaxed);
+                    .fetch_add(samples, Ordering::Relaxed);
             }
             _ => {
                 counters.export_errors.fetch_add(1, Ordering::Relaxed);
                 counters
                     .dropped_export_failed
-                    .fetch_add(batch.samples, Ordering::Relaxed);
+                    .fetch_add(samples, Ordering::Relaxed);
             }
         }
     }
