@@ -5,7 +5,7 @@
 //! absent receiver costs dropped (and counted) profiles, never a blocked application.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -70,7 +70,8 @@ pub struct AgentStats {
     pub dropped_ring_full: u64,
     /// Samples lost because an export window held `max_samples_per_export` already.
     pub dropped_window_full: u64,
-    /// Samples lost because the export queue was full (the receiver too slow or down).
+    /// Samples lost because the exporter was gone (while running, a window the queue cannot
+    /// take keeps growing instead, up to `max_samples_per_export`; at shutdown it waits).
     pub dropped_queue_full: u64,
     /// Samples lost because their export failed (unreachable, timeout, non-2xx).
     pub dropped_export_failed: u64,
@@ -234,7 +235,7 @@ fn sample_loop(
                 counters.samples_in_spans.fetch_add(1, Ordering::Relaxed);
             }
             counters.samples.fetch_add(1, Ordering::Relaxed);
-            window.add(s.frames(), s.tid, link, s.time_unix_ns);
+            window.add(s.frames(), s.tid, link, s.time_unix_ns, s.weight);
         };
         let threads = sampler.refresh_threads(&mut take);
         let drained = sampler.drain(&mut take);
@@ -264,13 +265,30 @@ fn sample_loop(
                     window: full,
                     end_unix_ns: now,
                 };
-                if tx.try_send(batch).is_err() {
-                    counters
-                        .queued_samples
-                        .fetch_sub(samples, Ordering::Relaxed);
-                    counters
-                        .dropped_queue_full
-                        .fetch_add(samples, Ordering::Relaxed);
+                // At shutdown the last window waits for room (each export is under a timeout).
+                let sent = if stopping {
+                    tx.send(batch).map_err(|e| TrySendError::Disconnected(e.0))
+                } else {
+                    tx.try_send(batch)
+                };
+                match sent {
+                    Ok(()) => {}
+                    // The exporter is behind: the window goes on growing (up to its limit,
+                    // then drops are counted) and is offered again next time.
+                    Err(TrySendError::Full(batch)) if !stopping => {
+                        counters
+                            .queued_samples
+                            .fetch_sub(samples, Ordering::Relaxed);
+                        window = batch.window.reopen(config.max_samples_per_export);
+                    }
+                    Err(_) => {
+                        counters
+                            .queued_samples
+                            .fetch_sub(samples, Ordering::Relaxed);
+                        counters
+                            .dropped_queue_full
+                            .fetch_add(samples, Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -289,6 +307,9 @@ fn export_loop(
     counters: &Counters,
 ) {
     let mut symbols = Symbolizer::default();
+    // Loads the binary's debug info now (seconds for a large debug build), not at the first
+    // window, so the first export is as quick as the others.
+    symbols.resolve(export_loop as *const () as u64, false);
     for batch in rx {
         let samples = batch.window.len() as u64;
         let request = batch

@@ -27,7 +27,8 @@ struct SampleKey {
 
 /// The samples of the current window; at most `max_samples` are held, the rest counted.
 pub struct WindowProfile {
-    samples: HashMap<SampleKey, Vec<u64>>,
+    /// (time ns since the epoch, periods) of each sample of a key.
+    samples: HashMap<SampleKey, Vec<(u64, u32)>>,
     held: usize,
     max_samples: usize,
     /// Samples not held because the window was full.
@@ -58,6 +59,13 @@ impl WindowProfile {
         }
     }
 
+    /// This window again, with no drops counted (they were), to go on adding samples to it.
+    pub fn reopen(mut self, max_samples: usize) -> WindowProfile {
+        self.dropped = 0;
+        self.max_samples = max_samples;
+        self
+    }
+
     /// Samples held.
     pub fn len(&self) -> usize {
         self.held
@@ -68,8 +76,16 @@ impl WindowProfile {
         self.held == 0
     }
 
-    /// Adds one sample taken at `time_unix_ns`; counts it as dropped when the window is full.
-    pub fn add(&mut self, stack: &[u64], tid: i32, link: Option<SpanLink>, time_unix_ns: u64) {
+    /// Adds one sample taken at `time_unix_ns` standing for `periods` sampling periods; counts
+    /// it as dropped when the window is full.
+    pub fn add(
+        &mut self,
+        stack: &[u64],
+        tid: i32,
+        link: Option<SpanLink>,
+        time_unix_ns: u64,
+        periods: u32,
+    ) {
         if self.held >= self.max_samples {
             self.dropped += 1;
             return;
@@ -80,7 +96,10 @@ impl WindowProfile {
             tid,
             link,
         };
-        self.samples.entry(key).or_default().push(time_unix_ns);
+        self.samples
+            .entry(key)
+            .or_default()
+            .push((time_unix_ns, periods.max(1)));
     }
 
     /// The request for this window, ending at `end_unix_ns`; `None` when it holds no sample.
@@ -97,8 +116,8 @@ impl WindowProfile {
         let cpu = d.string("cpu");
         let ns = d.string("nanoseconds");
         let mut samples = Vec::with_capacity(self.samples.len());
-        for (key, mut timestamps) in self.samples {
-            timestamps.sort_unstable();
+        for (key, mut taken) in self.samples {
+            taken.sort_unstable();
             let locations = key
                 .stack
                 .iter()
@@ -109,8 +128,11 @@ impl WindowProfile {
                 stack_index: d.stack(locations),
                 attribute_indices: vec![d.thread_attribute(key.tid)],
                 link_index: key.link.map_or(0, |l| d.link(l)),
-                values: vec![meta.period_ns as i64; timestamps.len()],
-                timestamps_unix_nano: timestamps,
+                values: taken
+                    .iter()
+                    .map(|&(_, periods)| meta.period_ns as i64 * i64::from(periods))
+                    .collect(),
+                timestamps_unix_nano: taken.iter().map(|&(t, _)| t).collect(),
             });
         }
         let profile = Profile {
@@ -312,10 +334,10 @@ mod tests {
         let mut w = WindowProfile::new(1_000, 3);
         let here = one_link_per_span_and_paired_timestamps as *const () as u64;
         let a = ([1; 16], [1; 8]);
-        w.add(&[here], 7, Some(a), 1_010);
-        w.add(&[here], 7, Some(a), 1_020);
-        w.add(&[here], 8, None, 1_030);
-        w.add(&[here], 8, None, 1_040); // over the limit
+        w.add(&[here], 7, Some(a), 1_020, 1);
+        w.add(&[here], 7, Some(a), 1_010, 2);
+        w.add(&[here], 8, None, 1_030, 1);
+        w.add(&[here], 8, None, 1_040, 1); // over the limit
         assert_eq!((w.len(), w.dropped), (3, 1));
         let meta = ProfileMeta {
             service_name: "svc".into(),
@@ -332,7 +354,7 @@ mod tests {
         assert_eq!(p.duration_nano, 1_000);
         let linked = p.samples.iter().find(|s| s.link_index == 1).unwrap();
         assert_eq!(linked.timestamps_unix_nano, vec![1_010, 1_020]);
-        assert_eq!(linked.values, vec![10_000_000; 2]);
+        assert_eq!(linked.values, vec![20_000_000, 10_000_000]);
         assert_eq!(p.samples.len(), 2);
     }
 }

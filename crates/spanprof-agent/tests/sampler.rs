@@ -170,9 +170,20 @@ fn samples_land_in_the_burning_function_and_threads_come_and_go() {
         "{in_burn} of {total} samples in burn_known_function"
     );
     // The exited thread's timer is gone and its ring free again.
-    sampler.refresh_threads(&mut |_| {});
+    // A joined thread leaves /proc/self/task a moment after join returns: wait for it.
+    let gone = |sampler: &mut Sampler, tid: i32| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            sampler.refresh_threads(&mut |_| {});
+            if !sampler.is_sampled(tid) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        false
+    };
     assert!(
-        !sampler.is_sampled(tid),
+        gone(&mut sampler, tid),
         "thread {tid} exited but keeps its timer"
     );
     let (tx, rx) = mpsc::channel();
@@ -186,6 +197,5 @@ fn samples_land_in_the_burning_function_and_threads_come_and_go() {
     assert!(sampler.is_sampled(extra_tid));
     done_tx.send(()).unwrap();
     extra.join().unwrap();
-    sampler.refresh_threads(&mut |_| {});
-    assert!(!sampler.is_sampled(extra_tid));
+    assert!(gone(&mut sampler, extra_tid));
 }

@@ -98,7 +98,7 @@ async fn request(kind: Kind, chunks: u64, chunk_us: u64) -> String {
                 burn_beta(chunk_us);
             }
             Kind::Gamma => {
-                burn_gamma(chunk_us / 2);
+                burn_gamma(chunk_us);
                 tokio::task::yield_now().await;
                 // The child span lives across its own .await: entered on every poll, wherever.
                 let child = child_span_id
@@ -107,7 +107,7 @@ async fn request(kind: Kind, chunks: u64, chunk_us: u64) -> String {
                 async {
                     tokio::task::yield_now().await;
                     threads.insert(gettid());
-                    burn_gamma_child(chunk_us / 2);
+                    burn_gamma_child(chunk_us);
                 }
                 .instrument(child)
                 .await;

@@ -324,6 +324,7 @@ extern "C" fn on_sigprof(_signal: libc::c_int, info: *mut libc::siginfo_t, conte
                     libc::clock_gettime(libc::CLOCK_REALTIME, &mut now);
                     s.time_unix_ns = now.tv_sec as u64 * 1_000_000_000 + now.tv_nsec as u64;
                     s.tid = ring.tid.load(Ordering::Relaxed);
+                    s.weight = 1 + (*info).si_overrun().max(0) as u32;
                     if let Some(record) = slot::current() {
                         s.context = record;
                     }

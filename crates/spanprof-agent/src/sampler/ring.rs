@@ -24,6 +24,9 @@ pub struct RawSample {
     pub tid: i32,
     /// Frames in `pcs`.
     pub depth: u32,
+    /// Sampling periods this sample stands for: 1 plus the timer's overruns (CPU timers fire at
+    /// most once per scheduler tick, so a period shorter than a tick is made up here).
+    pub weight: u32,
     /// The thread's published span record (`valid == 0`: no span entered).
     pub context: ThreadContextRecord,
     /// Program counters, leaf first; entries after the first are return addresses.
