@@ -33,9 +33,12 @@ pub struct AgentConfig {
     pub export_interval: Duration,
     /// How often the rings are drained and new threads get a timer (default 100 ms).
     pub drain_interval: Duration,
-    /// Samples held per export window; more are dropped and counted (default 200 000).
+    /// Samples held per export window; more are dropped and counted (default 200 000). The
+    /// agent holds at most `(queue_capacity + 2) * max_samples_per_export` samples (queued
+    /// windows, the one being encoded, the one filling), about 1.1 KiB each at most.
     pub max_samples_per_export: usize,
-    /// Encoded profiles waiting for the exporter; more are dropped and counted (default 4).
+    /// Windows waiting for the exporter (default 4); while full, the filling window keeps
+    /// growing up to its limit.
     pub queue_capacity: usize,
     /// Connect, write and read timeout of one export (default 5 s).
     pub http_timeout: Duration,
@@ -79,7 +82,7 @@ pub struct AgentStats {
     pub export_errors: u64,
     /// Profiles exported successfully.
     pub exports: u64,
-    /// Samples in windows waiting for the exporter now (at most `queue_capacity` windows).
+    /// Samples in windows handed to the exporter and not yet encoded, now.
     pub queued_samples: u64,
     /// Most samples ever waiting for the exporter.
     pub max_queued_samples: u64,
