@@ -5,8 +5,9 @@
 //!
 //! Environment: `SPANPROF_URL` (`http://host:port`, receives `/v1/traces` and
 //! `/v1development/profiles`), `RUSTAPP_PROFILER` (`agent` | `none`), `RUSTAPP_REQUESTS` (48),
-//! `RUSTAPP_CONCURRENCY` (12), `RUSTAPP_CHUNKS` (40), `RUSTAPP_CHUNK_US` (2500), `RUSTAPP_HZ`
-//! (100), `RUSTAPP_WORKERS` (4), `RUSTAPP_EXPORT_MS` (1000).
+//! `RUSTAPP_CONCURRENCY` (12), `RUSTAPP_CHUNKS` (40), `RUSTAPP_CHUNK_US` (2500) or
+//! `RUSTAPP_CHUNK_ROUNDS` (a fixed amount of work per chunk instead, for throughput),
+//! `RUSTAPP_HZ` (100), `RUSTAPP_WORKERS` (4), `RUSTAPP_EXPORT_MS` (1000).
 //!
 //! Stdout: one JSON line per request (`kind`, `trace_id`, `span_id`, `child_span_id`,
 //! `threads`), then `{"elapsed_ms": …, "requests_per_s": …, "agent": {…}}`.
@@ -32,15 +33,21 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
-/// CPU in a loop of plain arithmetic for `us` µs of wall time; the clock is read rarely so that
-/// nearly every sample's leaf is this loop. One per kind, so a flame graph names its span.
+/// CPU in a loop of plain arithmetic: `rounds` rounds when given (a fixed amount of work, for
+/// throughput), else for `us` µs of wall time; the clock is read rarely so that nearly every
+/// sample's leaf is this loop. One per kind, so a flame graph names its span.
 macro_rules! burner {
     ($name:ident) => {
         #[inline(never)]
-        fn $name(us: u64) -> u64 {
+        fn $name(us: u64, rounds: u64) -> u64 {
             let start = Instant::now();
             let mut x = black_box(0x9e37_79b9_7f4a_7c15u64);
-            while start.elapsed() < Duration::from_micros(us) {
+            let mut done = 0;
+            while if rounds > 0 {
+                done < rounds
+            } else {
+                start.elapsed() < Duration::from_micros(us)
+            } {
                 let mut i = 0;
                 while i < 20_000 {
                     x ^= x << 13;
@@ -48,6 +55,7 @@ macro_rules! burner {
                     x ^= x << 17;
                     i += 1;
                 }
+                done += 1;
             }
             black_box(x)
         }
@@ -83,7 +91,7 @@ fn ids(span: &tracing::Span) -> (String, String) {
     )
 }
 
-async fn request(kind: Kind, chunks: u64, chunk_us: u64) -> String {
+async fn request(kind: Kind, chunks: u64, chunk_us: u64, rounds: u64) -> String {
     let span = tracing::Span::current();
     let (trace_id, span_id) = ids(&span);
     let mut threads = BTreeSet::new();
@@ -92,13 +100,13 @@ async fn request(kind: Kind, chunks: u64, chunk_us: u64) -> String {
         threads.insert(gettid());
         match kind {
             Kind::Alpha => {
-                burn_alpha(chunk_us);
+                burn_alpha(chunk_us, rounds);
             }
             Kind::Beta => {
-                burn_beta(chunk_us);
+                burn_beta(chunk_us, rounds);
             }
             Kind::Gamma => {
-                burn_gamma(chunk_us);
+                burn_gamma(chunk_us, rounds);
                 tokio::task::yield_now().await;
                 // The child span lives across its own .await: entered on every poll, wherever.
                 let child = child_span_id
@@ -107,7 +115,7 @@ async fn request(kind: Kind, chunks: u64, chunk_us: u64) -> String {
                 async {
                     tokio::task::yield_now().await;
                     threads.insert(gettid());
-                    burn_gamma_child(chunk_us);
+                    burn_gamma_child(chunk_us, rounds);
                 }
                 .instrument(child)
                 .await;
@@ -130,6 +138,7 @@ fn main() {
     let concurrency = env_u64("RUSTAPP_CONCURRENCY", 12) as usize;
     let chunks = env_u64("RUSTAPP_CHUNKS", 40);
     let chunk_us = env_u64("RUSTAPP_CHUNK_US", 2500);
+    let rounds = env_u64("RUSTAPP_CHUNK_ROUNDS", 0);
     let hz = env_u64("RUSTAPP_HZ", 100) as u32;
     let workers = env_u64("RUSTAPP_WORKERS", 4) as usize;
     let export_ms = env_u64("RUSTAPP_EXPORT_MS", 1000);
@@ -186,7 +195,7 @@ fn main() {
             };
             tasks.push(tokio::spawn(
                 async move {
-                    let line = request(kind, chunks, chunk_us).await;
+                    let line = request(kind, chunks, chunk_us, rounds).await;
                     drop(permit);
                     line
                 }
