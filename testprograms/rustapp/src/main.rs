@@ -91,9 +91,36 @@ fn ids(span: &tracing::Span) -> (String, String) {
     )
 }
 
+/// pyroscope-rs' thread tagging, as its README shows it: tag the current OS thread when the
+/// request starts, untag (the then current thread) when it ends.
+#[cfg(feature = "pyroscope")]
+mod thread_tags {
+    use std::sync::OnceLock;
+
+    type TagFn = Box<dyn Fn(String, String) + Send + Sync>;
+    pub static TAGS: OnceLock<(TagFn, TagFn)> = OnceLock::new();
+
+    pub fn add(key: &str, value: &str) {
+        if let Some((add, _)) = TAGS.get() {
+            add(key.into(), value.into());
+        }
+    }
+
+    pub fn remove(key: &str, value: &str) {
+        if let Some((_, remove)) = TAGS.get() {
+            remove(key.into(), value.into());
+        }
+    }
+}
+
 async fn request(kind: Kind, chunks: u64, chunk_us: u64, rounds: u64) -> String {
     let span = tracing::Span::current();
     let (trace_id, span_id) = ids(&span);
+    #[cfg(feature = "pyroscope")]
+    {
+        thread_tags::add("span_id", &span_id);
+        thread_tags::add("trace_id", &trace_id);
+    }
     let mut threads = BTreeSet::new();
     let mut child_span_id = None;
     for _ in 0..chunks {
@@ -122,6 +149,11 @@ async fn request(kind: Kind, chunks: u64, chunk_us: u64, rounds: u64) -> String 
             }
         }
         tokio::task::yield_now().await;
+    }
+    #[cfg(feature = "pyroscope")]
+    {
+        thread_tags::remove("span_id", &span_id);
+        thread_tags::remove("trace_id", &trace_id);
     }
     let child = child_span_id.map(|c| format!("\"{}\"", ids(&c).1));
     format!(
@@ -173,8 +205,39 @@ fn main() {
             .expect("spanprof agent"),
         ),
         "none" => None,
+        #[cfg(feature = "pyroscope")]
+        "pyroscope" => None,
         other => panic!("RUSTAPP_PROFILER={other:?}: expected agent or none"),
     };
+    #[cfg(feature = "pyroscope")]
+    let pyroscope = (profiler == "pyroscope").then(|| {
+        use pyroscope::backend::{pprof_backend, BackendConfig, PprofConfig};
+        // Pyroscope's push API is on spanprof's main port (RUSTAPP_PYROSCOPE_URL).
+        let url = std::env::var("RUSTAPP_PYROSCOPE_URL").expect("RUSTAPP_PYROSCOPE_URL");
+        let backend = pprof_backend(PprofConfig { sample_rate: hz }, BackendConfig::default());
+        let agent = pyroscope::pyroscope::PyroscopeAgentBuilder::new(
+            url,
+            "rustapp-pyroscope",
+            hz,
+            "pyroscope-rs",
+            "2.1",
+            backend,
+        )
+        .build()
+        .expect("pyroscope agent")
+        .start()
+        .expect("pyroscope start");
+        let (add, remove) = agent.tag_wrapper();
+        let _ = thread_tags::TAGS.set((
+            Box::new(move |k, v| {
+                let _ = add(k, v);
+            }),
+            Box::new(move |k, v| {
+                let _ = remove(k, v);
+            }),
+        ));
+        agent
+    });
 
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -233,6 +296,10 @@ fn main() {
             )
         },
     );
+    #[cfg(feature = "pyroscope")]
+    if let Some(agent) = pyroscope {
+        agent.stop().expect("pyroscope stop").shutdown();
+    }
     provider.shutdown().expect("flush spans");
     println!(
         "{{\"elapsed_ms\":{},\"requests_per_s\":{:.3},\"agent\":{stats}}}",
