@@ -1,0 +1,136 @@
+//! The writer: a `tracing_subscriber::Layer` that keeps each thread's slot ([`crate::slot`]) on
+//! the innermost entered span.
+//!
+//! Ids are computed once, when a span is created: the OpenTelemetry trace and span ids when
+//! `tracing-opentelemetry`'s layer runs under this one, else the `tracing` span id with the id of
+//! the span's root as trace id. Enter and exit then only look the span up and copy its ids into
+//! the slot: no allocation; the slot write takes no lock (the registry lookup takes its
+//! extensions' read lock, uncontended).
+
+use std::sync::OnceLock;
+
+use opentelemetry::trace::TraceContextExt;
+use tracing::span::{Attributes, Id};
+use tracing::{Dispatch, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+use crate::slot::{self, SpanContextIds};
+
+/// The `tracing` layer that publishes the current span of each thread for the sampler.
+///
+/// Install it *after* (outside) `tracing_opentelemetry`'s layer, so that layer has made the
+/// OpenTelemetry span by the time this one asks for its ids:
+///
+/// ```no_run
+/// use tracing_subscriber::prelude::*;
+/// # let otel_layer = tracing_subscriber::layer::Identity::new();
+/// tracing_subscriber::registry()
+///     .with(otel_layer) // tracing_opentelemetry::layer().with_tracer(tracer)
+///     .with(spanprof_agent::SpanSlotLayer::new())
+///     .init();
+/// ```
+#[derive(Debug, Default)]
+pub struct SpanSlotLayer {
+    dispatch: OnceLock<tracing::dispatcher::WeakDispatch>,
+}
+
+impl SpanSlotLayer {
+    /// A new layer.
+    pub fn new() -> SpanSlotLayer {
+        SpanSlotLayer::default()
+    }
+}
+
+/// Ids of a span whose OpenTelemetry context is not known: the `tracing` id as span id, the
+/// root's `tracing` id (in the last 8 bytes) as trace id. `tracing` reuses ids of closed spans,
+/// so these are unique among live spans only.
+fn tracing_ids(span: u64, root: u64, name: &'static str) -> SpanContextIds {
+    let mut trace_id = [0; 16];
+    trace_id[8..].copy_from_slice(&root.to_be_bytes());
+    SpanContextIds {
+        trace_id,
+        span_id: span.to_be_bytes(),
+        trace_flags: 0,
+        name,
+    }
+}
+
+impl SpanSlotLayer {
+    fn otel_ids(&self, id: &Id, name: &'static str) -> Option<SpanContextIds> {
+        let dispatch = self.dispatch.get()?.upgrade()?;
+        let cx = tracing_opentelemetry::get_otel_context(id, &dispatch)?;
+        let span = cx.span();
+        let sc = span.span_context();
+        sc.is_valid().then(|| SpanContextIds {
+            trace_id: sc.trace_id().to_bytes(),
+            span_id: sc.span_id().to_bytes(),
+            trace_flags: sc.trace_flags().to_u8(),
+            name,
+        })
+    }
+}
+
+impl<S> Layer<S> for SpanSlotLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_register_dispatch(&self, subscriber: &Dispatch) {
+        let _ = self.dispatch.set(subscriber.downgrade());
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let name = attrs.metadata().name();
+        // Asked before taking this span's extensions: the OpenTelemetry layer locks them.
+        let ids = self.otel_ids(id, name).unwrap_or_else(|| {
+            let root = ctx
+                .span_scope(id)
+                .and_then(|scope| scope.from_root().next().map(|s| s.id()))
+                .unwrap_or_else(|| id.clone());
+            tracing_ids(id.into_u64(), root.into_u64(), name)
+        });
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(ids);
+        }
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            if let Some(ids) = span.extensions().get::<SpanContextIds>() {
+                slot::enter(id.into_u64(), ids);
+            }
+        }
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        slot::exit(id.into_u64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::prelude::*;
+
+    #[test]
+    fn without_opentelemetry_the_root_names_the_trace() {
+        let subscriber = tracing_subscriber::registry().with(SpanSlotLayer::new());
+        tracing::subscriber::with_default(subscriber, || {
+            let root = tracing::info_span!("root");
+            let _r = root.enter();
+            let root_record = slot::current().unwrap();
+            assert_eq!(root_record.span_name(), Some("root"));
+            let child = tracing::info_span!("child");
+            {
+                let _c = child.enter();
+                let r = slot::current().unwrap();
+                assert_eq!(r.span_name(), Some("child"));
+                assert_eq!(r.trace_id, root_record.trace_id);
+                assert_ne!(r.span_id, root_record.span_id);
+            }
+            assert_eq!(slot::current().unwrap(), root_record);
+        });
+        assert_eq!(slot::current(), None);
+    }
+}
