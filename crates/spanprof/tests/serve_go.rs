@@ -132,7 +132,7 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
 fn a_data_directory_in_use_is_refused_with_a_clear_error() {
     let data = process_dir("locked").join("data");
     // On every interface, as Go writes it: the URL it prints is one a browser opens.
-    let server = Server::start(&data, ":0", &[]);
+    let server = Server::start(&data, ":0", &["--allow-unauthenticated"]);
     assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
     let health = get(&server.addr, "/health", Duration::from_secs(10)).unwrap();
     assert_eq!(health.status, 200);
