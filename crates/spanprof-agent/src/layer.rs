@@ -1,16 +1,20 @@
 //! The writer: a `tracing_subscriber::Layer` that keeps each thread's slot ([`crate::slot`]) on
 //! the innermost entered span.
 //!
-//! Ids are computed once, when a span is created: the OpenTelemetry trace and span ids when
-//! `tracing-opentelemetry`'s layer runs under this one, else the `tracing` span id with the id of
-//! the span's root as trace id. Enter and exit then only look the span up and copy its ids into
-//! the slot: no allocation; the slot write takes no lock (the registry lookup takes its
-//! extensions' read lock, uncontended).
+//! Ids are computed once, at the span's first enter (not at its creation: asking
+//! `tracing-opentelemetry` for them builds its span, after which `set_parent` with a propagated
+//! context is refused): the OpenTelemetry trace and span ids when its layer runs under this one,
+//! else the `tracing` span id with the id of the span's root as trace id. They are kept in the
+//! span's extensions and in a small per-thread cache, so that an enter (a poll of an
+//! instrumented future) usually costs a thread-local read and one atomic load, not a registry
+//! lookup under its extensions' lock. No allocation and no lock on the slot write.
 
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use opentelemetry::trace::TraceContextExt;
-use tracing::span::{Attributes, Id};
+use tracing::span::Id;
 use tracing::{Dispatch, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
@@ -72,6 +76,70 @@ impl SpanSlotLayer {
     }
 }
 
+/// Buckets of [`CLOSED`]; spans' ids spread over them.
+const CLOSE_BUCKETS: usize = 4096;
+
+/// Per bucket of span ids, how many spans of it have closed: `tracing` reuses a closed span's
+/// id, so a cached entry is good only while its bucket's count is the one it was cached at.
+static CLOSED: [AtomicU32; CLOSE_BUCKETS] = [const { AtomicU32::new(0) }; CLOSE_BUCKETS];
+
+fn bucket(span: u64) -> &'static AtomicU32 {
+    // Registry ids are slab indices (low bits) with a generation above them.
+    &CLOSED[(span ^ (span >> 32)) as usize % CLOSE_BUCKETS]
+}
+
+/// Entries of each thread's cache (direct-mapped by span id).
+const CACHE_ENTRIES: usize = 64;
+
+/// A span's ids as cached: its `tracing` id, its bucket's close count then, and the ids.
+type CacheEntry = Option<(u64, u32, SpanContextIds)>;
+
+thread_local! {
+    static CACHE: RefCell<[CacheEntry; CACHE_ENTRIES]> =
+        const { RefCell::new([None; CACHE_ENTRIES]) };
+}
+
+fn cached(span: u64, closed: u32) -> Option<SpanContextIds> {
+    CACHE
+        .try_with(|c| match c.borrow()[span as usize % CACHE_ENTRIES] {
+            Some((s, n, ids)) if s == span && n == closed => Some(ids),
+            _ => None,
+        })
+        .ok()
+        .flatten()
+}
+
+fn cache(span: u64, closed: u32, ids: SpanContextIds) {
+    let _ = CACHE
+        .try_with(|c| c.borrow_mut()[span as usize % CACHE_ENTRIES] = Some((span, closed, ids)));
+}
+
+impl SpanSlotLayer {
+    /// The ids of span `id`: those computed at its first enter, or computed now.
+    fn ids<S>(&self, id: &Id, ctx: &Context<'_, S>) -> Option<SpanContextIds>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let span = ctx.span(id)?;
+        if let Some(ids) = span.extensions().get::<SpanContextIds>() {
+            return Some(*ids);
+        }
+        let name = span.metadata().name();
+        drop(span);
+        // Asked with this span's extensions unlocked: the OpenTelemetry layer locks them.
+        let ids = self.otel_ids(id, name).unwrap_or_else(|| {
+            let root = ctx
+                .span_scope(id)
+                .and_then(|scope| scope.from_root().next().map(|s| s.id()))
+                .unwrap_or_else(|| id.clone());
+            tracing_ids(id.into_u64(), root.into_u64(), name)
+        });
+        // Replaced, not inserted: another thread entering it now may have put the same ids.
+        ctx.span(id)?.extensions_mut().replace(ids);
+        Some(ids)
+    }
+}
+
 impl<S> Layer<S> for SpanSlotLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -80,31 +148,30 @@ where
         let _ = self.dispatch.set(subscriber.downgrade());
     }
 
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let name = attrs.metadata().name();
-        // Asked before taking this span's extensions: the OpenTelemetry layer locks them.
-        let ids = self.otel_ids(id, name).unwrap_or_else(|| {
-            let root = ctx
-                .span_scope(id)
-                .and_then(|scope| scope.from_root().next().map(|s| s.id()))
-                .unwrap_or_else(|| id.clone());
-            tracing_ids(id.into_u64(), root.into_u64(), name)
-        });
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(ids);
-        }
-    }
-
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            if let Some(ids) = span.extensions().get::<SpanContextIds>() {
-                slot::enter(id.into_u64(), ids);
+        let span = id.into_u64();
+        // Read before the ids: a close (and reuse) after this read changes the count, and the
+        // entry cached below is then never taken.
+        let closed = bucket(span).load(Ordering::Acquire);
+        let ids = match cached(span, closed) {
+            Some(ids) => ids,
+            None => {
+                let Some(ids) = self.ids(id, &ctx) else {
+                    return;
+                };
+                cache(span, closed, ids);
+                ids
             }
-        }
+        };
+        slot::enter(span, &ids);
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         slot::exit(id.into_u64());
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        bucket(id.into_u64()).fetch_add(1, Ordering::Release);
     }
 }
 

@@ -82,6 +82,22 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The context of a caller in another process, as a propagator extracts it: trace ids
+/// `5eed…` followed by the request number, so the test knows them.
+fn remote_parent(request: u64) -> opentelemetry::Context {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let trace = TraceId::from_bytes((0x5eed_u128 << 112 | u128::from(request) + 1).to_be_bytes());
+    let caller = SpanId::from_bytes((0xca11_u64 << 48 | request + 1).to_be_bytes());
+    let sc = SpanContext::new(
+        trace,
+        caller,
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::default(),
+    );
+    opentelemetry::Context::new().with_remote_span_context(sc)
+}
+
 fn ids(span: &tracing::Span) -> (String, String) {
     let cx = span.context();
     let sc = cx.span().span_context().clone();
@@ -256,6 +272,12 @@ fn main() {
                 Kind::Beta => tracing::info_span!(parent: None, "beta"),
                 Kind::Gamma => tracing::info_span!(parent: None, "gamma"),
             };
+            if let Kind::Beta = kind {
+                // As a server continues its caller's trace (a W3C traceparent it received):
+                // the span is made first, its parent set after.
+                span.set_parent(remote_parent(i))
+                    .expect("set_parent after the span was made");
+            }
             tasks.push(tokio::spawn(
                 async move {
                     let line = request(kind, chunks, chunk_us, rounds).await;
