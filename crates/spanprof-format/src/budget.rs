@@ -4,7 +4,7 @@
 //! repeated message field costs two bytes on the wire (its key and a zero length) and a whole
 //! struct in memory. 60 MiB of empty spans (61 KB gzipped) decoded to 8.7 GB; of empty
 //! samples, to 2.5 GB. Each decoder therefore takes what it allocates (element structs,
-//! strings, packed values) from a [`Budget`] of [`DECODED_PER_BYTE`] times the bytes it reads,
+//! strings, packed values) from a `Budget` of [`DECODED_PER_BYTE`] times the bytes it reads,
 //! plus [`DECODED_BASE`], and stops with [`FormatError::DecodedTooLarge`] when it runs out,
 //! before allocating more. Real messages stay well inside: measured in the tests below, a Go
 //! CPU profile takes 5.8 times its size as pprof (its packed location ids are one byte each
@@ -20,7 +20,7 @@ pub const DECODED_PER_BYTE: usize = 16;
 pub const DECODED_BASE: usize = 1 << 20;
 
 /// Memory shared by every message being decoded at once (a server's in-flight budget), which
-/// a [`Budget`] draws from as its decoder allocates: the budget of one message bounds what
+/// a `Budget` draws from as its decoder allocates: the budget of one message bounds what
 /// one bomb takes, a pool bounds what all of them take together.
 pub trait Pool {
     /// Takes `bytes` more for the message; false when the pool has no room for them.
@@ -215,7 +215,7 @@ static KEY_VALUE_LIST: Shape = Shape(&[(
 pub static KEY_VALUE: Shape = Shape(&[(1, Cost::Bytes), (2, Cost::Message(&ANY_VALUE))]);
 
 /// Refuses a protobuf message of shape `shape` (a `what`) that a derived decoder would
-/// decode into more than its [`Budget`], without decoding it: for the messages decoded by
+/// decode into more than its `Budget`, without decoding it: for the messages decoded by
 /// prost (traces, Pyroscope's push requests), which allocates as it goes and cannot be
 /// stopped. Damaged bytes pass: the decoder that follows names what is wrong with them.
 pub fn check_decoded_size(
@@ -257,7 +257,7 @@ fn check_decoded_size_from(
 }
 
 /// Refuses a JSON document that a parser building a tree of it (`serde_json::Value`) would
-/// hold in more than its [`Budget`], without parsing it: `per_value` bytes for each value, and
+/// hold in more than its `Budget`, without parsing it: `per_value` bytes for each value, and
 /// its bytes for the strings. Values are counted from the `[`, `,` and `:` outside strings
 /// (one value follows each), so damaged documents pass, for the parser to name the problem.
 pub fn check_json_values(

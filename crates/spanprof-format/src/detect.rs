@@ -75,7 +75,8 @@ fn protobuf_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
     let mut rest = raw;
     let mut only_otlp_fields = true;
     while !rest.is_empty() {
-        let (key, n) = varint(rest).ok_or_else(not_protobuf)?;
+        let at = raw.len() - rest.len();
+        let (key, n) = varint(rest).ok_or_else(|| cut_varint(raw.len(), at, 0, rest))?;
         rest = &rest[n..];
         let (field, wire) = (key >> 3, key & 7);
         if field == 0 {
@@ -83,10 +84,15 @@ fn protobuf_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
         }
         only_otlp_fields &= field <= 2;
         let skip = match wire {
-            0 => varint(rest).ok_or_else(not_protobuf)?.1,
+            0 => {
+                varint(rest)
+                    .ok_or_else(|| cut_varint(raw.len(), at, field, rest))?
+                    .1
+            }
             1 => 8,
             2 => {
-                let (len, n) = varint(rest).ok_or_else(not_protobuf)?;
+                let (len, n) =
+                    varint(rest).ok_or_else(|| cut_varint(raw.len(), at, field, rest))?;
                 usize::try_from(len)
                     .ok()
                     .and_then(|l| l.checked_add(n))
@@ -95,13 +101,39 @@ fn protobuf_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
             5 => 4,
             _ => return Err(not_protobuf()),
         };
-        rest = rest.get(skip..).ok_or_else(not_protobuf)?;
+        rest = rest
+            .get(skip..)
+            .ok_or_else(|| truncated(raw.len(), at, field, skip - rest.len()))?;
     }
     Ok(if only_otlp_fields {
         InputKind::OtlpProtobuf
     } else {
         InputKind::Pprof
     })
+}
+
+/// A field of a known message (pprof's fields are 1-14, OTLP's 1-2) that runs past the end
+/// by no more than the largest input read: a file cut short, named so rather than "not
+/// protobuf". Longer runs are more likely garbage.
+fn truncated(len: usize, at: usize, field: u64, missing: usize) -> FormatError {
+    if field > 14 || missing > 1 << 30 {
+        return not_protobuf();
+    }
+    FormatError::UnknownInput(format!(
+        "the input is truncated: it ends after {len} bytes, {missing} bytes short of the end \
+         of the protobuf field that starts at byte {at} (a file cut short, or a download \
+         interrupted?)"
+    ))
+}
+
+/// A varint that `rest` ends inside of (every byte says more follow) is a cut; else not
+/// protobuf. `field` 0: the cut is in the key, which counts only after a whole field.
+fn cut_varint(len: usize, at: usize, field: u64, rest: &[u8]) -> FormatError {
+    if (field > 0 || at > 0) && rest.len() < 10 && rest.iter().all(|b| b & 0x80 != 0) {
+        truncated(len, at, field.max(1), 1)
+    } else {
+        not_protobuf()
+    }
 }
 
 fn not_protobuf() -> FormatError {
@@ -205,6 +237,24 @@ mod tests {
             e.contains("\"<html> <title>502 Bad Gateway</title>") && e.contains("…"),
             "{e}"
         );
+        // A message cut short says so: the first 5,000 bytes of an OTLP request.
+        let d = ProfilesData {
+            resource_profiles: vec![Default::default(); 3],
+            dictionary: Some(crate::otlp::ProfilesDictionary {
+                string_table: (0..1000).map(|i| format!("function {i}")).collect(),
+                ..Default::default()
+            }),
+        };
+        let bytes = d.encode_to_vec();
+        for cut in [bytes.len() / 2, bytes.len() - 1, 7] {
+            let e = detect_kind(&bytes[..cut]).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!(
+                    "the input is truncated: it ends after {cut} bytes"
+                )),
+                "{cut}: {e}"
+            );
+        }
         // Binary that is not protobuf says so, as before.
         let e = detect_kind(b"\xff\xff\xff").unwrap_err().to_string();
         assert!(e.contains("not a valid protobuf message"), "{e}");

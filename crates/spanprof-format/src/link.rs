@@ -207,6 +207,12 @@ impl ProfileIds {
 pub trait SpanParents: Send + Sync {
     /// The parent of `span`, when `span` is known and has one.
     fn parent(&self, span: &[u8; 8]) -> Option<[u8; 8]>;
+
+    /// Told when a profile's own samples showed `span` nested in `ancestor` (its nearest
+    /// one of a sample's ids): an implementation that keeps it across profiles tells later
+    /// profiles where the two are on the same samples only (an upload window inside the
+    /// nested span), which no profile alone can tell apart.
+    fn learn(&self, _span: [u8; 8], _ancestor: [u8; 8]) {}
 }
 
 /// How far up a span's parents are followed when telling nested spans apart.
@@ -229,10 +235,11 @@ fn descends(parents: &dyn SpanParents, span: &[u8; 8], ancestor: &[u8; 8]) -> bo
 /// [`SampleLinker::finish`] to get the link index and the attributes to add back.
 ///
 /// A sample with several span ids gets the innermost one: first the one the known spans
-/// ([`SpanParents`]) show descending from all the others; else the one on the fewest samples
-/// of its profile (a nested span's samples are a subset of its ancestors': the ancestors
-/// also ran outside it), once [`SampleLinker::set_span_counts`] has given the counts; else
-/// the first, counted as ambiguous.
+/// ([`SpanParents`], with what earlier profiles showed) show descending from all the others;
+/// else the one on the fewest samples of its profile (a nested span's samples are a subset
+/// of its ancestors': the ancestors also ran outside it), once
+/// [`SampleLinker::set_span_counts`] has given the counts; else the first, counted as
+/// ambiguous.
 #[derive(Default)]
 pub struct SampleLinker {
     spans: Vec<[u8; 8]>,
@@ -384,6 +391,15 @@ impl SampleLinker {
             let mut at_fewest = self.spans.iter().filter(|s| count(s) == fewest);
             if let (Some(&s), None) = (at_fewest.next(), at_fewest.next()) {
                 self.report.nested_span_ids += 1;
+                // Its nearest ancestor: of the others, the one on the fewest samples.
+                let nearest = self
+                    .spans
+                    .iter()
+                    .filter(|&&o| o != s)
+                    .min_by_key(|o| count(o));
+                if let (Some(parents), Some(&ancestor)) = (&self.parents, nearest) {
+                    parents.learn(s, ancestor);
+                }
                 return s;
             }
         }

@@ -60,10 +60,12 @@ impl ProfileTypeId {
     }
 
     /// Whether `selector` names this type: a full id, `type:unit:period_type:period_unit`,
-    /// `type:unit`, `type`, or just the name (`process_cpu` matches every process_cpu type).
+    /// `type:unit`, `type`, or just the name (`process_cpu` matches every process_cpu type);
+    /// `heap`, Go's heap profile by its name, is its default type, `inuse_space`.
     pub fn matches(&self, selector: &str) -> bool {
         let parts: Vec<&str> = selector.split(':').collect();
         match parts.as_slice() {
+            ["heap"] => self.sample_type == "inuse_space",
             [one] => *one == self.sample_type || *one == self.name,
             [t, u] => *t == self.sample_type && *u == self.sample_unit,
             [t, u, pt, pu] => {
@@ -120,15 +122,76 @@ impl ProfileTypeId {
     }
 }
 
-/// Whether profiles of sample type `sample_type` are snapshots: Go's `inuse_space` and
-/// `inuse_objects` (the heap in use at the profile's time) and goroutine counts. Over a time
-/// range such profiles are averaged, not added up (Pyroscope's sample type mapping marks
-/// `inuse_*` "average"): the heap of eight scrapes is not eight heaps.
+/// Whether profiles of sample type `sample_type` are snapshots (what is in use or running at
+/// the profile's time), not counts over its window. Over a time range such profiles are
+/// averaged, not added up (Pyroscope's sample type mapping marks `inuse_*` "average"): the
+/// heap of eight scrapes is not eight heaps. Decided by the family of the name, so every
+/// profiler's spelling counts: Go's and .NET's `inuse_space`/`inuse-objects`, Node's V8 heap
+/// once named as its SDK pushes it (see [`name_v8_types`]), Python's `heap-space`,
+/// Ruby's `heap-live-size`/`heap-live-samples`, JFR's live objects (`live`), goroutines.
 pub fn is_snapshot_type(sample_type: &str) -> bool {
-    matches!(
-        sample_type,
-        "inuse_space" | "inuse_objects" | "goroutine" | "goroutines"
-    )
+    let t = sample_type.to_ascii_lowercase().replace('-', "_");
+    let word = |w: &str| t == w || t.strip_prefix(w).is_some_and(|rest| rest.starts_with('_'));
+    word("inuse")
+        || word("live")
+        || word("heap_live")
+        || t == "heap_space"
+        || t == "goroutine"
+        || t == "goroutines"
+}
+
+/// Names a V8 profile's types as the Node.js SDK does when it pushes one: the heap's
+/// `objects` and `space` become `inuse_objects` and `inuse_space`, and so does its period type
+/// `space` (one object in the SDK: pushed, the heap is `memory:inuse_space:bytes:inuse_space:
+/// bytes`); the wall profile's `sample` (period type `wall`) becomes `samples`. The SDK's pull
+/// handlers (`/debug/pprof/heap`, `/debug/pprof/profile`) serve them unrenamed, so a scraped
+/// Node service had other type ids than a pushed one, and its heap was summed over a range
+/// instead of averaged. Returns whether it renamed.
+pub fn name_v8_types(p: &mut crate::pprof::Profile) -> bool {
+    let is_heap = match p.period_type.and_then(|t| p.str(t.r#type)) {
+        Some("space") => true,
+        Some("wall") => false,
+        _ => return false,
+    };
+    let renames: &[(&str, &str)] = if is_heap {
+        &[("objects", "inuse_objects"), ("space", "inuse_space")]
+    } else {
+        &[("sample", "samples")]
+    };
+    let mut renamed = false;
+    for column in 0..p.sample_type.len() {
+        let name = p.str(p.sample_type[column].r#type);
+        if let Some(&(_, new)) = renames.iter().find(|(old, _)| Some(*old) == name) {
+            // A new string: the old one may name the period type or a frame too.
+            p.sample_type[column].r#type = push_string(p, new);
+            renamed = true;
+        }
+    }
+    if is_heap && renamed {
+        let index = push_string(p, "inuse_space");
+        if let Some(t) = p.period_type.as_mut() {
+            t.r#type = index;
+        }
+    }
+    renamed
+}
+
+fn push_string(p: &mut crate::pprof::Profile, s: &str) -> i64 {
+    p.string_table.push(s.to_owned());
+    p.string_table.len() as i64 - 1
+}
+
+/// The Pyroscope name a profile's content decides, whatever the endpoint or upload that
+/// brought it: `wall` for a wall-clock profile (any sample type `wall`: Node's and .NET's
+/// wall profilers put their CPU time beside it), as Pyroscope names an upload. A scraped and a
+/// pushed profile of one program then have one set of type ids.
+pub fn name_from_content<'a>(
+    sample_types: impl IntoIterator<Item = &'a str>,
+) -> Option<&'static str> {
+    sample_types
+        .into_iter()
+        .any(|t| t == "wall")
+        .then_some("wall")
 }
 
 /// The Pyroscope name for a Go/pprof sample type.
@@ -159,6 +222,10 @@ mod tests {
         assert!(cpu.is_cpu());
         let heap = ProfileTypeId::new(("inuse_space", "bytes"), ("space", "bytes"), None);
         assert_eq!(heap.to_string(), "memory:inuse_space:bytes:space:bytes");
+        // `heap` is the heap profile's default type, not every memory type.
+        assert!(heap.matches("heap"));
+        let allocs = ProfileTypeId::new(("alloc_space", "bytes"), ("space", "bytes"), None);
+        assert!(!allocs.matches("heap") && allocs.matches("memory"));
         let block = ProfileTypeId::new(
             ("delay", "nanoseconds"),
             ("contentions", "count"),
@@ -225,5 +292,89 @@ mod tests {
         let go = [ebpf, id("process_cpu:cpu:nanoseconds:cpu:nanoseconds")];
         assert_eq!(ProfileTypeId::preferred(&go), Some(&go[1]));
         assert_eq!(ProfileTypeId::preferred(&[]), None);
+    }
+
+    #[test]
+    fn snapshots_are_told_by_the_family_of_their_name() {
+        for t in [
+            "inuse_space",
+            "inuse_objects",
+            "inuse-space",
+            "INUSE_OBJECTS",
+            "heap-space",
+            "heap-live-size",
+            "heap-live-samples",
+            "live",
+            "goroutine",
+            "goroutines",
+        ] {
+            assert!(is_snapshot_type(t), "{t}");
+        }
+        for t in [
+            "alloc_space",
+            "alloc-samples",
+            "alloc_in_new_tlab_bytes",
+            "cpu",
+            "wall",
+            "samples",
+            "space",
+            "objects",
+            "inuser",
+            "lively",
+            "heap",
+            "delay",
+            "contentions",
+        ] {
+            assert!(!is_snapshot_type(t), "{t}");
+        }
+    }
+
+    #[test]
+    fn v8_profiles_are_named_as_the_node_sdk_pushes_them() {
+        use crate::pprof::{Profile, ValueType};
+        let v8 = |period: &str| Profile {
+            // V8's heap: one string for the period type and the second sample type.
+            string_table: vec![
+                "".into(),
+                "objects".into(),
+                "count".into(),
+                period.into(),
+                "bytes".into(),
+            ],
+            sample_type: vec![
+                ValueType { r#type: 1, unit: 2 },
+                ValueType { r#type: 3, unit: 4 },
+            ],
+            period_type: Some(ValueType { r#type: 3, unit: 4 }),
+            ..Default::default()
+        };
+        let mut heap = v8("space");
+        assert!(name_v8_types(&mut heap));
+        let types: Vec<_> = heap
+            .sample_type
+            .iter()
+            .map(|t| heap.str(t.r#type).unwrap())
+            .collect();
+        assert_eq!(types, ["inuse_objects", "inuse_space"]);
+        assert_eq!(
+            heap.str(heap.period_type.unwrap().r#type),
+            Some("inuse_space")
+        );
+        // Not a heap profile: left alone.
+        let mut other = v8("samples");
+        assert!(!name_v8_types(&mut other));
+        assert_eq!(other.str(other.sample_type[0].r#type), Some("objects"));
+        // The wall profile: `sample` (V8's name for the count) under period type `wall`.
+        let mut wall = v8("wall");
+        wall.string_table[1] = "sample".into();
+        assert!(name_v8_types(&mut wall));
+        assert_eq!(wall.str(wall.sample_type[0].r#type), Some("samples"));
+        assert_eq!(wall.str(wall.sample_type[1].r#type), Some("wall"));
+    }
+
+    #[test]
+    fn a_wall_clock_profile_is_named_wall_however_it_came() {
+        assert_eq!(name_from_content(["samples", "wall", "cpu"]), Some("wall"));
+        assert_eq!(name_from_content(["samples", "cpu"]), None);
     }
 }

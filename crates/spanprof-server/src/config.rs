@@ -12,13 +12,22 @@ use spanprof_store::store::{SeriesLimits, StoreConfig};
 /// Everything `spanprof serve` runs with.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// UI, API, Pyroscope ingest and OTLP/HTTP profiles (default `0.0.0.0:4040`).
+    /// UI, API, Pyroscope ingest and OTLP/HTTP profiles (default `127.0.0.1:4040`).
     pub http_addr: SocketAddr,
-    /// OTLP/HTTP traces and profiles (default `0.0.0.0:4318`); `None` disables it.
+    /// OTLP/HTTP traces and profiles (default `127.0.0.1:4318`); `None` disables it.
     pub otlp_http_addr: Option<SocketAddr>,
     /// OTLP gRPC traces and profiles; `None` (the library's default, so embedders and tests
-    /// do not all claim :4317) disables it. `spanprof serve` enables it on `0.0.0.0:4317`.
+    /// do not all claim :4317) disables it. `spanprof serve` enables it on `127.0.0.1:4317`.
     pub otlp_grpc_addr: Option<SocketAddr>,
+    /// Whether listeners may bind addresses beyond loopback though they do not
+    /// authenticate (`server.allow_unauthenticated`, `--allow-unauthenticated`): without it
+    /// such a configuration is refused at start, with it each such listener is warned of.
+    pub allow_unauthenticated: bool,
+    /// Host names the HTTP listeners answer to besides loopback names (lower case, no port):
+    /// a listener bound to loopback answers only `localhost` and loopback addresses unless
+    /// named here (DNS rebinding); one on other addresses answers only these when any are
+    /// set (and IP addresses). See [`crate::browser_guard`].
+    pub allowed_hosts: Vec<String>,
     /// Store directory (default `./spanprof-data`).
     pub data_dir: PathBuf,
     /// Which sample attributes become span links.
@@ -355,9 +364,11 @@ pub struct ScrapeTarget {
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            http_addr: SocketAddr::from(([0, 0, 0, 0], 4040)),
-            otlp_http_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4318))),
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 4040)),
+            otlp_http_addr: Some(SocketAddr::from(([127, 0, 0, 1], 4318))),
+            allow_unauthenticated: false,
             otlp_grpc_addr: None,
+            allowed_hosts: Vec::new(),
             data_dir: PathBuf::from("./spanprof-data"),
             link: LinkConfig::default(),
             limits: Limits {
@@ -546,10 +557,36 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
 }
 
 impl ServerConfig {
+    /// The listeners bound beyond loopback, by setting name (`http_addr`, …).
+    pub fn open_listeners(&self) -> impl Iterator<Item = (&'static str, SocketAddr)> + '_ {
+        [
+            ("http_addr", Some(self.http_addr)),
+            ("otlp_http_addr", self.otlp_http_addr),
+            ("otlp_grpc_addr", self.otlp_grpc_addr),
+        ]
+        .into_iter()
+        .filter_map(|(key, a)| Some((key, a?)))
+        .filter(|(_, a)| !a.ip().is_loopback())
+    }
+
     /// Refuses settings that cannot work, naming the setting (file key and flag): a body
     /// limit of 0 refused every request, a retention of 0 deleted data as it came, and a
     /// segment size of 0 started a segment at every write.
     pub fn check(&self) -> Result<(), String> {
+        if let Some((key, addr)) = self.open_listeners().next() {
+            if !self.allow_unauthenticated {
+                let flag = key.replace('_', "-");
+                return Err(format!(
+                    "server.{key} (--{flag}) {addr} listens beyond this machine, and spanprof's \
+                     listeners do not authenticate: whoever reaches it could read every \
+                     profile and span and write data. Bind loopback ({}:{}), or say it is \
+                     meant with server.allow_unauthenticated: true (--allow-unauthenticated), \
+                     behind a firewall or an authenticating proxy",
+                    std::net::Ipv4Addr::LOCALHOST,
+                    addr.port()
+                ));
+            }
+        }
         if self.limits.max_body_bytes == 0 || self.limits.max_decompressed_bytes == 0 {
             return Err(
                 "server.max_body_size and server.max_decompressed_size must not be 0: \

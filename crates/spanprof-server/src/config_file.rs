@@ -67,6 +67,8 @@ struct Server {
     otlp_http_addr: Option<Option<SocketAddr>>,
     #[serde(default, deserialize_with = "optional_addr")]
     otlp_grpc_addr: Option<Option<SocketAddr>>,
+    allowed_hosts: Option<Vec<String>>,
+    allow_unauthenticated: Option<bool>,
     #[serde(default, deserialize_with = "size")]
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
@@ -382,6 +384,21 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(a) = s.otlp_grpc_addr {
         base.otlp_grpc_addr = a;
     }
+    if let Some(b) = s.allow_unauthenticated {
+        base.allow_unauthenticated = b;
+    }
+    if let Some(hosts) = s.allowed_hosts {
+        if let Some(bad) = hosts
+            .iter()
+            .find(|h| h.is_empty() || h.contains([':', '/', ' ']))
+        {
+            return Err(invalid(format!(
+                "server.allowed_hosts: {bad:?} is not a host name (give names without port or \
+                 scheme, such as spanprof.internal)"
+            )));
+        }
+        base.allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
+    }
     if let Some(n) = s.max_body_size {
         base.limits.max_body_bytes = n as usize;
     }
@@ -590,7 +607,7 @@ mod tests {
     fn the_documented_example_sets_the_defaults() {
         // As printed, the file starts the server as `spanprof serve` does without one.
         let serve = || ServerConfig {
-            otlp_grpc_addr: Some("0.0.0.0:4317".parse().unwrap()),
+            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
             ..ServerConfig::default()
         };
         let dir = tempfile::tempdir().unwrap();
@@ -626,7 +643,7 @@ mod tests {
         assert_eq!(c.forward.len(), 1);
         assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
-        assert_eq!(c.otlp_grpc_addr, Some("0.0.0.0:4317".parse().unwrap()));
+        assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
     }
 

@@ -5,6 +5,7 @@
 //! [`forward`]er's on-disk queue before the receiver answers; the API reads from the store.
 
 pub mod api;
+pub mod browser_guard;
 pub mod clock;
 pub mod config;
 pub mod config_file;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub settings: Arc<settings::Settings>,
     /// Sample labels seen holding span ids under keys that are no link keys.
     pub span_keys: Arc<span_keys::SpanKeys>,
+    /// Spans earlier profiles showed nested in others, for linking samples with several.
+    pub nesting: Arc<receivers::known_spans::LearnedNesting>,
 }
 
 /// Why the server could not start or stopped.
@@ -272,6 +275,7 @@ pub async fn serve(
         inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
         settings: Arc::new(settings::Settings::open(&config.data_dir)),
         span_keys: Arc::default(),
+        nesting: Arc::default(),
         config: Arc::clone(&config),
         bound: bound.clone(),
     };
@@ -282,6 +286,12 @@ pub async fn serve(
 
     let (stop_tx, stop_rx) = watch::channel(false);
     tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    for (key, addr) in config.open_listeners() {
+        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
+    }
+    if config.open_listeners().next().is_none() {
+        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
+    }
     if let Some(a) = bound.otlp_http {
         tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
     }
@@ -300,17 +310,16 @@ pub async fn serve(
         stop_rx.clone(),
     ));
     let mut servers = Vec::new();
-    servers.push(tokio::spawn(run_listener(
-        main,
-        api::router(state.clone()),
-        stop_rx.clone(),
-    )));
+    let guarded = |router, listener: &tokio::net::TcpListener| {
+        let local = listener.local_addr()?;
+        let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
+        Ok::<_, ServerError>(browser_guard::guard(router, names))
+    };
+    let router = guarded(api::router(state.clone()), &main)?;
+    servers.push(tokio::spawn(run_listener(main, router, stop_rx.clone())));
     if let Some(l) = otlp {
-        servers.push(tokio::spawn(run_listener(
-            l,
-            receivers::otlp::router(state.clone()),
-            stop_rx.clone(),
-        )));
+        let router = guarded(receivers::otlp::router(state.clone()), &l)?;
+        servers.push(tokio::spawn(run_listener(l, router, stop_rx.clone())));
     }
     if let Some(l) = grpc {
         servers.push(tokio::spawn(run_listener(

@@ -1,17 +1,7 @@
-//! Serving HTTP/1 and HTTP/2 on a listener, with the deadlines `axum::serve` leaves out: a
-//! client must send the head of each HTTP/1 request, and the first bytes of a connection (what
-//! tells HTTP/1 from HTTP/2), within [`HEADER_READ_TIMEOUT`]. Without them a connection that
-//! sends nothing, or half a request head, was held for good (measured: still open after 70 s),
-//! so enough of them would use up the process's file descriptors and keep every other client
-//! out. Bodies have their own deadline, in the receivers ([`crate::receivers::inflight`]).
-//! A connection with nothing sent either way for [`IDLE_TIMEOUT`] is shut down as on stop
-//! (a request still in progress is answered first): an HTTP/2 client that keeps its
-//! connection open and unused (one per pod of a large fleet, or on purpose) held it for good
-//! too. (An HTTP/1 connection waits for its next request head under the header deadline:
-//! measured, an idle keep-alive connection is closed 30 s after its last answer.)
-//!
-//! On `stop`, the listener stops accepting, and connections finish the requests in flight
-//! (HTTP/2 with GOAWAY) before [`serve`] returns.
+//! Serving HTTP/1 and HTTP/2 on a listener, with the deadlines `axum::serve` leaves out
+//! ([`HEADER_READ_TIMEOUT`], [`IDLE_TIMEOUT`]): without them, silent or idle connections were
+//! held for good and could use up the file descriptors (commit 71e0615). On `stop`,
+//! connections finish the requests in flight (HTTP/2 with GOAWAY) before [`serve`] returns.
 
 use std::future::Future;
 use std::io;

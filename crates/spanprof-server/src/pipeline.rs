@@ -110,13 +110,9 @@ impl Work {
     }
 }
 
-/// The shortest time between the starts of two batch writes. Each write ends with a sync,
-/// which costs CPU of its own (about 180 µs on a virtual machine's disk, measured with
-/// `load stages`: one profile a write took 620-730 µs, 32 a write 230-310 µs each), so a
-/// server taking requests one by one at 80 % of its capacity spent a large part of its core
-/// syncing, fell behind and queued for hundreds of milliseconds. Waiting this long at most
-/// for more requests bounds the syncs to 500 a second; under full load writes are longer
-/// than this anyway.
+/// The shortest time between the starts of two batch writes: each ends with a sync, and a
+/// sync per request fell behind at 80 % load; this bounds them to 500 a second (commit
+/// c141caa).
 const MIN_WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Why a submission was not stored.

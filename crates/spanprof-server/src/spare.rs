@@ -1,16 +1,7 @@
 //! Memory reused from one request to the next on a thread: pprof profiles done with are
-//! kept, and the next uploads are decoded into them ([`pprof::decode_into`]). A pprof
-//! profile comes with three small vectors per sample; freed and allocated again for every
-//! upload, each was a cache miss (perf: the allocator's free-list pop was 9.4 % of the
-//! server's CPU, a quarter of it in the pprof decoder). Reused, in the order they were
-//! filled before, they are still in the cache: 6 % less CPU per profile in the load bench.
-//!
-//! Measured and not done, for OTLP requests (3 alternated 15 s pairs each): decoding into
-//! the parts of stored profiles (samples, stacks, links, strings). From a bag of up to 8 Ki
-//! parts of any stored profile, taken last first, it cost more CPU per profile than freeing
-//! them (0.82–0.90 ms against 0.70–0.79 ms); from the last stored profile alone, in its
-//! order, the same as freeing them (0.81–0.89 ms against 0.78–0.92 ms). An OTLP request's
-//! vectors are still freshly allocated.
+//! kept, and the next uploads are decoded into them ([`pprof::decode_into`]), so a profile's
+//! many small per-sample vectors are still in the cache (6 % less CPU per profile in the load
+//! bench; OTLP requests measured no gain: commit c7582ea).
 
 use std::cell::RefCell;
 

@@ -328,7 +328,7 @@ fn call_at(f: &Fixture, method: &str, headers: &[(&str, &str)], body: &[u8]) -> 
     let mut tcp = TcpStream::connect(f.server.addr).expect("connect");
     tcp.set_read_timeout(Some(DEADLINE)).unwrap();
     let mut head = format!(
-        "POST /querier.v1.QuerierService/{method} HTTP/1.1\r\nhost: test\r\n\
+        "POST /querier.v1.QuerierService/{method} HTTP/1.1\r\nhost: 127.0.0.1\r\n\
          connection: close\r\ncontent-length: {}\r\n",
         body.len()
     );

@@ -93,7 +93,7 @@ impl Server {
         let mut s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {}\r\n",
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
             body.len()
         );
         for (k, v) in headers {
@@ -1198,7 +1198,7 @@ fn a_client_leaving_mid_body_is_counted_as_aborted() {
     let server = Server::start(dir.path(), |_| {});
     let mut s = TcpStream::connect(server.addr).unwrap();
     s.write_all(
-        b"POST /ingest?name=app&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n0123456789",
+        b"POST /ingest?name=app&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 1000\r\n\r\n0123456789",
     )
     .unwrap();
     wait_for("the first bytes to be charged", || {
@@ -1237,7 +1237,7 @@ fn request_bodies_held_at_once_are_bounded() {
         .map(|_| {
             let mut s = TcpStream::connect(server.addr).unwrap();
             let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
                 1 << 20
             );
             s.write_all(head.as_bytes()).unwrap();
@@ -1366,7 +1366,7 @@ fn a_body_is_charged_the_memory_it_holds() {
     announced
         .write_all(
             format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
                 4 << 20
             )
             .as_bytes(),
@@ -1384,7 +1384,7 @@ fn a_body_is_charged_the_memory_it_holds() {
     let mut chunked = TcpStream::connect(server.addr).unwrap();
     chunked
         .write_all(
-            b"POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n",
         )
         .unwrap();
     chunked

@@ -62,7 +62,7 @@
 //! a canonical varint. A versioned block starts with its version `v` (1–127) written as the
 //! two-byte varint `0x80 | v, 0x00`, which is not canonical (a canonical varint never ends in a
 //! zero byte after the first), so no unversioned block starts that way and all are read.
-//! Reading is bounds-checked: damaged bytes give a [`CodecError`], never a panic, and never an
+//! Reading is bounds-checked: damaged bytes give a `CodecError`, never a panic, and never an
 //! allocation larger than what the bytes hold (deflated columns: than what they inflate to); a
 //! version 2 block's indices are checked against the table it is read with.
 
@@ -98,7 +98,7 @@ pub struct Block {
 }
 
 /// The newest block format version: what ingest and compaction write
-/// ([`Block::encode_linked`], links into the record's link table).
+/// (`Block::encode_linked`, links into the record's link table).
 pub const BLOCK_FORMAT_VERSION: u8 = 2;
 /// The version of a self-contained block ([`Block::encode`], its own link table).
 const SELF_CONTAINED_VERSION: u8 = 1;
@@ -128,7 +128,7 @@ enum Links<'a> {
 
 impl Block {
     /// Appends the block's self-contained encoding (format version 1: its own link table) to
-    /// `out`. The store writes [`Block::encode_linked`] instead.
+    /// `out`. The store writes `Block::encode_linked` instead.
     pub fn encode(&self, out: &mut Vec<u8>) {
         self.encode_header(SELF_CONTAINED_VERSION, out);
         out.uvarint(self.link_table.len() as u64);

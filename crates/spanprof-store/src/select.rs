@@ -24,8 +24,9 @@ pub struct SampleSelector {
     pub trace_id: Option<[u8; 16]>,
     /// Profile type: `type` (`cpu`), `type:unit` (`cpu:nanoseconds`),
     /// `type:unit:period_type:period_unit`, or a Pyroscope id
-    /// `name:type:unit:period_type:period_unit` (the name is ignored). `None` = the first
-    /// profile of each scope, which OTLP makes the default type.
+    /// `name:type:unit:period_type:period_unit` (the name is ignored); `heap`, Go's heap
+    /// profile by its name: its default type (the first of a scope with `inuse_space`). `None` =
+    /// the first profile of each scope, which OTLP makes the default type.
     pub profile_type: Option<String>,
 }
 
@@ -186,6 +187,9 @@ pub(crate) struct ChosenProfiles<'d> {
     pub(crate) summary: SelectionSummary,
 }
 
+/// The name of Go's heap profile, a [`SampleSelector::profile_type`] of its own.
+const HEAP: &str = "heap";
+
 /// Picks the profiles of `data` that `profile_type` selects (see [`SampleSelector`]).
 pub(crate) fn choose_profiles<'d>(
     data: &'d ProfilesData,
@@ -214,6 +218,25 @@ pub(crate) fn choose_profiles<'d>(
                 push_unique(&mut summary.used_types, &t);
             }
             push_unique(&mut summary.available_types, &t);
+        }
+    }
+    // `heap`, which no sample type is called: the default type of Go's heap profile, as
+    // `go tool pprof` shows it (inuse_space, unless the file names another).
+    if profile_type == Some(HEAP) && profiles.is_empty() {
+        for scope in data
+            .resource_profiles
+            .iter()
+            .flat_map(|r| &r.scope_profiles)
+        {
+            let types: Vec<ProfileType> = scope
+                .profiles
+                .iter()
+                .map(|p| profile_type_of(&dict, p, &mut 0))
+                .collect();
+            if types.iter().any(|t| t.sample_type == "inuse_space") {
+                profiles.push(&scope.profiles[0]);
+                push_unique(&mut summary.used_types, &types[0]);
+            }
         }
     }
     if let Some(wanted) = profile_type.filter(|_| profiles.is_empty()) {

@@ -371,7 +371,7 @@ impl SymbolTable {
     /// in use. A location with a mapping is in use when profiles referred to its mapping
     /// (binary) since the call before the last one (or since the table was made); one without
     /// (nothing tells their builds apart) when profiles referred to it in the last
-    /// [`UNMAPPED_USE_PERIODS`] periods. `None` when profiles referred to nothing since the
+    /// `UNMAPPED_USE_PERIODS` periods. `None` when profiles referred to nothing since the
     /// call before the last one. Starts the next period.
     ///
     /// By mapping rather than by location where there is one: a program's code paths taken

@@ -19,13 +19,9 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Keeps freed memory mapped for a second instead of mimalloc's 10 ms, unless
-/// `MIMALLOC_PURGE_DELAY` says otherwise. The server frees and allocates about the same memory
-/// every batch (tens of ms apart), and the sealing of a segment about every second under full
-/// load: given back sooner, those pages were faulted in and zeroed again by the kernel each
-/// time. Load bench, 6 s pushes: 10 -> 100 ms, 533k -> 299k page faults, 2.3 % less CPU per
-/// profile; 100 -> 1000 ms, 230k -> 117k page faults, 6 % less CPU per profile (eight
-/// alternated pairs, 0.521 -> 0.490 ms), peak RSS 235 -> 246 MB. The memory a large query
-/// used goes back to the kernel a second after it is done.
+/// `MIMALLOC_PURGE_DELAY` says otherwise: the server frees and reallocates about the same
+/// memory every batch, and giving it back sooner cost page faults and CPU (commit ef88eb0,
+/// docs/performance.md).
 fn tune_allocator() {
     // SAFETY: sets an option's default (an integer in mimalloc's option table); any value is
     // valid for this option, and it is called before any thread is started.
@@ -42,20 +38,26 @@ fn tune_allocator() {
     name = "spanprof",
     version,
     propagate_version = true,
-    max_term_width = 100
+    max_term_width = 100,
+    after_long_help = LOGS_HELP
 )]
 struct Cli {
-    /// How logs are written to stderr: `text`, one readable line an event, or `json`, one
-    /// JSON object a line (timestamp, level, target, message and the event's fields at the
-    /// top level) for log collectors such as Loki, Elasticsearch or Cloud Logging: with
-    /// `serve`, every line on stderr is then an object, fatal errors included (the offline
-    /// commands still print their reports as text). RUST_LOG sets the level. [default: text,
-    /// or `server.log_format` of serve's --config file]
+    /// Logs on stderr: `text`, or `json` lines (`spanprof --help` says more) [default: text,
+    /// or serve's --config file's `server.log_format`]
     #[arg(long, global = true, value_enum)]
     log_format: Option<LogFormat>,
     #[command(subcommand)]
     command: Command,
 }
+
+/// What `--log-format` does, said once (in `spanprof --help`) rather than in the help of every
+/// command the global flag shows in.
+const LOGS_HELP: &str = "Logs:
+  --log-format text writes one readable line an event; --log-format json one JSON object a
+  line (timestamp, level, target, message and the event's fields at the top level) for log
+  collectors such as Loki, Elasticsearch or Cloud Logging: with `serve`, every line on stderr
+  is then an object, fatal errors included (the offline commands still print their reports
+  as text). RUST_LOG sets the level (RUST_LOG=debug).";
 
 /// See [`Cli::log_format`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -160,6 +162,9 @@ fn main() -> ExitCode {
              logging at {default}"
         );
     }
+    if matches!(cli.command, Command::Serve(_) | Command::Import(_)) {
+        owner_only_files();
+    }
     let result = match cli.command {
         Command::Serve(a) => {
             cmd::serve::run(a, json, file_config.expect("read for every serve command"))
@@ -184,6 +189,17 @@ fn main() -> ExitCode {
             );
             ExitCode::from(2)
         }
+    }
+}
+
+/// What a store holds is source-level data (function names, file paths, span attributes,
+/// exception messages): the commands that write one create its directories 0700 and files
+/// 0600, whatever the caller's umask.
+fn owner_only_files() {
+    #[cfg(unix)]
+    // SAFETY: umask only sets the process's file creation mask; it cannot fail.
+    unsafe {
+        libc::umask(0o077);
     }
 }
 

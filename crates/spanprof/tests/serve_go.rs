@@ -132,7 +132,7 @@ fn a_slow_go_span_opens_as_its_flame_graph() {
 fn a_data_directory_in_use_is_refused_with_a_clear_error() {
     let data = process_dir("locked").join("data");
     // On every interface, as Go writes it: the URL it prints is one a browser opens.
-    let server = Server::start(&data, ":0", &[]);
+    let server = Server::start(&data, ":0", &["--allow-unauthenticated"]);
     assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
     let health = get(&server.addr, "/health", Duration::from_secs(10)).unwrap();
     assert_eq!(health.status, 200);
@@ -367,6 +367,102 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
             .contains("\"4040\" is not a listen address: give IP:PORT, e.g. 0.0.0.0:4040"),
         "{run}"
     );
+}
+
+/// Listeners stay on this machine unless asked otherwise: the defaults are loopback, an address
+/// beyond it is refused (naming the flag that allows it) since no listener authenticates, and
+/// with --allow-unauthenticated it serves, warning of each such listener.
+#[test]
+fn listeners_beyond_loopback_need_allow_unauthenticated() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let data = data.to_str().unwrap();
+    let help = support::spanprof(["serve", "--help"]);
+    assert!(help.stdout.contains("[default: 127.0.0.1:4040]"), "{help}");
+    let open = format!("0.0.0.0:{}", free_port());
+    let run = support::spanprof(["serve", "--data", data, "--http-addr", &open]);
+    assert_eq!(run.code(), Some(2), "{run}");
+    for words in [
+        &format!("server.http_addr (--http-addr) {open} listens beyond this machine")[..],
+        "do not authenticate",
+        "--allow-unauthenticated",
+    ] {
+        assert!(run.stderr.contains(words), "{words:?} in {run}");
+    }
+    let server = Server::start(
+        dir.path(),
+        &open,
+        &["--allow-unauthenticated", "--otlp-grpc-addr", "127.0.0.1:0"],
+    );
+    let live = get(&server.addr, "/live", Duration::from_secs(10)).unwrap();
+    assert_eq!(live.status, 200);
+    let log = server.stop();
+    assert!(
+        log.contains("listening beyond this machine without authentication")
+            && log.contains("server.http_addr"),
+        "{log}"
+    );
+    assert!(!log.contains("server.otlp_grpc_addr"), "{log}");
+}
+
+/// The store is its owner's only: a new data directory is 0700 and what the server writes in
+/// it 0600, an existing one open to others is made 0700 (and said so), and a config file
+/// holding credentials that others can read is warned of.
+#[test]
+fn the_store_is_owner_only_and_a_readable_config_with_credentials_is_told() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        "receivers:\n  scrape:\n    - service: s\n      url: http://127.0.0.1:9\n      \
+         headers: {authorization: Bearer T}\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let data = dir.path().join("data");
+    let config_arg = config.to_str().unwrap();
+    let server = Server::start(&data, "127.0.0.1:0", &["--config", config_arg]);
+    let log = server.stop();
+    assert!(
+        log.contains("the config file holds credentials") && log.contains("chmod 600"),
+        "{log}"
+    );
+    assert_eq!(mode(&data), 0o700);
+    let mut files = 0;
+    for entry in walk(&data) {
+        let m = mode(&entry);
+        if entry.is_dir() {
+            assert_eq!(m, 0o700, "{}", entry.display());
+        } else {
+            files += 1;
+            assert_eq!(m, 0o600, "{}", entry.display());
+        }
+    }
+    assert!(files > 0, "the store wrote no file");
+
+    // A directory left open to others (by hand, an older version) is closed.
+    std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let server = Server::start(&data, "127.0.0.1:0", &["--config", config_arg]);
+    let log = server.stop();
+    assert_eq!(mode(&data), 0o700);
+    assert!(log.contains("made owner-only (700)"), "{log}");
+    assert!(!log.contains("the config file holds credentials"), "{log}");
+}
+
+/// Every path under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        }
+        out.push(path);
+    }
+    out
 }
 
 /// The arguments of a second `spanprof serve` on the directory `data` (on free ports).

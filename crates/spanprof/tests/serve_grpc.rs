@@ -113,7 +113,7 @@ fn a_busy_server_tells_grpc_clients_when_to_retry() {
         .map(|_| {
             let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
             let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
                 1 << 20
             );
             std::io::Write::write_all(&mut s, head.as_bytes()).unwrap();

@@ -295,3 +295,46 @@ fn known_spans_tell_the_innermost_where_the_samples_cannot() {
         assert_eq!(r.link.nested_span_ids, 1);
     }
 }
+
+/// Spans as a server learns them: what [`SpanParents::learn`] was told, nothing known before.
+#[derive(Default)]
+struct Learning(std::sync::Mutex<Vec<([u8; 8], [u8; 8])>>);
+
+impl SpanParents for Learning {
+    fn parent(&self, span: &[u8; 8]) -> Option<[u8; 8]> {
+        let learned = self.0.lock().unwrap();
+        learned.iter().find(|(c, _)| c == span).map(|(_, p)| *p)
+    }
+
+    fn learn(&self, span: [u8; 8], ancestor: [u8; 8]) {
+        self.0.lock().unwrap().push((span, ancestor));
+    }
+}
+
+#[test]
+fn a_window_inside_the_nested_span_takes_what_earlier_windows_showed() {
+    let both: &[(&str, &str)] = &[("span_id", PARENT), ("span_id", CHILD), ("trace_id", TRACE)];
+    // Upload 1: the parent ran alone, then the child started: the child is told apart.
+    let first = profile(&[(4, &[("span_id", PARENT), ("trace_id", TRACE)]), (6, both)]);
+    // Upload 2: wholly inside the child: both ids on every sample, ordered parent first.
+    let second = profile(&[(9, both)]);
+    let learning: Arc<dyn SpanParents> = Arc::new(Learning::default());
+    let (data, _) = convert(&first, resource(&[]), Some(learning.clone()));
+    assert_eq!(
+        by_span(&data).0,
+        [row(PARENT, TRACE, 4), row(CHILD, TRACE, 6)]
+    );
+    let (data, report) = convert(&second, resource(&[]), Some(learning.clone()));
+    assert_eq!(by_span(&data).0, [row(CHILD, TRACE, 9)]);
+    assert_eq!(
+        (report.link.nested_span_ids, report.link.ambiguous_span_ids),
+        (1, 0)
+    );
+    for (rows, _, _) in all_paths(&unlinked(&second, resource(&[])), Some(learning)) {
+        assert_eq!(rows, [row(CHILD, TRACE, 9)]);
+    }
+    // Without that memory, the second upload alone is ambiguous.
+    let (data, report) = convert(&second, resource(&[]), None);
+    assert_eq!(by_span(&data).0, [row(PARENT, TRACE, 9)]);
+    assert_eq!(report.link.ambiguous_span_ids, 1);
+}

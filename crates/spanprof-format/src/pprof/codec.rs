@@ -16,7 +16,7 @@ pub fn decode(bytes: &[u8], max_decompressed: usize) -> Result<Profile, FormatEr
 }
 
 /// [`decode`] into `profile`, whose samples', locations' and strings' memory is reused (see
-/// [`super::decode::decode_into`]): for a caller that decodes one profile after another.
+/// `super::decode::decode_into`): for a caller that decodes one profile after another.
 pub fn decode_into(
     bytes: &[u8],
     max_decompressed: usize,

@@ -30,7 +30,7 @@ static QUERY_SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| {
 });
 
 /// Runs `query` on a blocking thread (store calls read from disk) once one of the
-/// [`QUERY_SLOTS`] is free; the slot is held until the query ends, even when its client
+/// `QUERY_SLOTS` is free; the slot is held until the query ends, even when its client
 /// leaves first. `Err` when the query panicked.
 pub async fn run_query<T: Send + 'static>(
     store: Arc<Store>,

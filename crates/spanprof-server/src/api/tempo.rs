@@ -1,70 +1,8 @@
 //! Tempo's trace query API on the main listener, so Grafana's Tempo data source (and any
-//! Tempo client) reads spans straight from spanprof — and the "Profiles for this span" link
-//! appears exactly where there is something to show.
+//! Tempo client) reads spans straight from spanprof, and each span with samples carries
+//! `pyroscope.profile.id` for Grafana's "Profiles for this span" link.
 //!
-//! # The profile link
-//!
-//! Every span returned by the trace endpoints that has something to show for Grafana's
-//! `SelectMergeSpanProfile` carries the attribute `pyroscope.profile.id` = its own span id
-//! (16 hex); spans with nothing to show never carry it (a producer's blind
-//! `pyroscope.profile.id` on a root span is dropped). What counts follows the server setting
-//! `span_profiles_include_children`, as `SelectMergeSpanProfile` does (see
-//! [`super::pyroscope_query`]): by default, samples linked to the span itself (exact match,
-//! as Pyroscope); with the setting, samples of the span or of any span below it (child
-//! roll-up). Grafana types a span link as a Profiles link only when the attribute is
-//! present and passes its value as the span selector.
-//!
-//! # Endpoints (paths, parameters and shapes as Tempo's `pkg/api/http.go` and
-//! `pkg/tempopb/tempo.proto`)
-//!
-//! - `GET /api/traces/{traceID}` → Tempo v1 `Trace`: JSON `{"batches": [ResourceSpans…]}`
-//!   (OTLP JSON inside: lowerCamelCase keys, hex ids, 64-bit numbers as strings); with
-//!   `Accept: application/protobuf` the protobuf `tempopb.Trace` (wire-identical to OTLP
-//!   `TracesData`). One `ResourceSpans` per service, spans in start order (the first
-//!   20,000 of a larger trace, as Tempo refuses traces past 5 MB).
-//! - `GET /api/v2/traces/{traceID}` → `TraceByIDResponse`: JSON
-//!   `{"trace": {"resourceSpans": […]}, "metrics": {}}` (`status` COMPLETE is the proto3
-//!   default and left out, as Tempo does); protobuf `{1: Trace}` when asked.
-//! - `GET /api/search?tags=<logfmt>&minDuration=&maxDuration=&start=&end=&limit=20&spss=3`
-//!   (`limit` at most 10,000, `spss` at most 1,000)
-//!   → `{"traces": [{"traceID", "rootServiceName", "rootTraceName", "startTimeUnixNano"
-//!   (string), "durationMs", "spanSet": SpanSet, "spanSets": [SpanSet]}], "metrics":
-//!   {"inspectedTraces", "inspectedBytes": "0", "completedJobs": 1, "totalJobs": 1}}`, most
-//!   recent trace first (traces are taken newest first by their first matching span, until
-//!   `limit` pass the duration bounds; `inspectedTraces` counts those read). SpanSet = `{"spans": [{"spanID", "name", "startTimeUnixNano",
-//!   "durationNanos", "attributes": [KeyValue]}], "matched"}`. `tags` is logfmt
-//!   (`service.name=api name="GET /x"`): one span must match every tag (TraceQL's
-//!   `{ … && … }`); keys `service.name`/`resource.service.name` (the service), `name` (span
-//!   name), `status`/`status.code` (`error`, `ok`, `unset`), `statusMessage`, `kind`
-//!   (`server`, `client`, …), `rootName` and `rootServiceName` (of the trace's root span),
-//!   `resource.x` an attribute of the span's resource (`resource.host.name`), `span.x` a
-//!   span attribute, anything else (`.x`, `x`) an attribute of the span or of its resource;
-//!   values compare exactly (`q` also takes `!=`, `=~` and `!~`, and on attributes `>`,
-//!   `>=`, `<`, `<=` to a number; a matched span shows its own value of what those
-//!   compare). Without `tags`, other parameters
-//!   are tags (Tempo's legacy form). `minDuration`/`maxDuration` (Go durations: `100ms`,
-//!   `1.5s`) bound the trace's duration (first start to last end); `start`/`end` are unix
-//!   seconds. `q` takes the TraceQL Grafana's search builder writes (one spanset of `&&`
-//!   conditions, see the `traceql` module): its conditions are tags, `duration` bounds the
-//!   matching spans and `traceDuration` the trace; other TraceQL is a 400 naming the part.
-//! - `GET /api/search/tags?scope=&q=&start=&end=` → `{"tagNames": […], "metrics": {}}`;
-//!   `GET /api/v2/search/tags` → `{"scopes": [{"name": "resource"|"span"|"intrinsic",
-//!   "tags": […]}], "metrics": {}}`.
-//! - `GET /api/search/tag/{name}/values` → `{"tagValues": ["…"], "metrics": {}}`;
-//!   `GET /api/v2/search/tag/{name}/values` (`resource.service.name`, `resource.x`, `span.x`, `.x`,
-//!   `name`, `status`, `statusMessage`, `kind`, `rootName`, `rootServiceName`; `q`, `start`,
-//!   `end` too) → `{"tagValues": [{"type": "string"|"keyword", "value"}]}`.
-//!
-//!   Tag names and values are of the spans of `start`/`end` (unix seconds) that pass `q`, a
-//!   query perhaps still being typed (Grafana sends the rest of the search with it, so a span
-//!   name list holds the chosen service's names): its complete conditions count, and the rest
-//!   of it is left out, as Tempo does. A condition on the trace's root (`rootName`,
-//!   `rootServiceName`) keeps the spans of traces whose root span, in the same time range,
-//!   passes it.
-//! - `GET /api/echo` → `echo` (text/plain), Grafana's connection test.
-//!
-//! Errors: 400 for a bad id or parameter with a message naming it, 404 for an unknown trace,
-//! 500 for a store failure, as `{"error": "…"}`.
+//! Endpoints, parameters and answers: `docs/api/tempo.md`.
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;

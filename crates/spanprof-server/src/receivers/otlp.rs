@@ -116,7 +116,10 @@ pub(crate) async fn ingest_profiles(
     } = spanprof_format::link_in_place::link_each_in_place_with(
         data,
         &app.config.link,
-        Some(super::known_spans::StoredSpans::of(&app.store)),
+        Some(super::known_spans::StoredSpans::of(
+            &app.store,
+            &app.nesting,
+        )),
     )
     .map_err(|e| Rejection::bad(format!("invalid OTLP profiles payload: {e}")))?;
     date_undated(&mut linked, now_ns());

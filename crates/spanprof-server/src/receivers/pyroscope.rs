@@ -113,6 +113,8 @@ fn decode_pprof(
         .profile
         .check_pprof(&profile)
         .map_err(|e| Rejection::undecodable("the profile", &e))?;
+    // A V8 heap forwarded as scraped (Alloy) gets the type ids the Node SDK's own push has.
+    spanprof_format::profile_type::name_v8_types(&mut profile);
     Ok((profile, drawing.into_charge()))
 }
 
@@ -160,7 +162,10 @@ async fn submit(
     receiver: &'static str,
 ) -> Result<(), Rejection> {
     let mut batch = Batch::new(Some(app.config.link.clone()));
-    batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
+    batch.set_span_parents(super::known_spans::StoredSpans::of(
+        &app.store,
+        &app.nesting,
+    ));
     for (i, (mut profile, series)) in profiles.into_iter().enumerate() {
         sanitize_sample_label_keys(&mut profile, &app.config.link);
         batch

@@ -3,7 +3,7 @@
 //! stored meanwhile. Go allows one CPU profile at a time and takes 1-100 ms (more when
 //! busy) to finish one; that time between windows is counted
 //! (`spanprof_scrape_unprofiled_seconds_total`), and each window's stored end is when
-//! sampling stopped ([`sampled_window`]). Heap, allocs, mutex and block profiles count since
+//! sampling stopped (`sampled_window`). Heap, allocs, mutex and block profiles count since
 //! the program started: each is stored as what happened since the one before
 //! ([`Cumulative`]), the first kept only to subtract from the next. Every profile kind of
 //! every target runs in its own task: a dead or slow target slows nothing else. Failures are
@@ -21,6 +21,7 @@ use hyper_util::rt::TokioExecutor;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::pprof::delta::{is_cumulative, Cumulative, Delta};
+use spanprof_format::profile_type;
 use spanprof_format::{pprof, Batch};
 use spanprof_store::store::Storing;
 use tokio::sync::watch;
@@ -424,6 +425,16 @@ async fn ingest(
     if let Some(asked) = cpu_window {
         sampled_window(&mut profile, asked);
     }
+    // Named by what the profile is, as a pushed one is: a Node target's `cpu` endpoint
+    // answers a wall-clock profile, and its heap unnamed V8 types.
+    profile_type::name_v8_types(&mut profile);
+    let content_name = profile_type::name_from_content(
+        profile
+            .sample_type
+            .iter()
+            .map(|t| profile.str(t.r#type).unwrap_or("")),
+    );
+    let name = content_name.unwrap_or(name);
     let window = Window {
         start_ns: profile.time_nanos,
         end_ns: profile.time_nanos.saturating_add(profile.duration_nanos),
@@ -461,7 +472,10 @@ async fn ingest(
     };
     let stored = async {
         let mut batch = Batch::new(Some(app.config.link.clone()));
-        batch.set_span_parents(super::known_spans::StoredSpans::of(&app.store));
+        batch.set_span_parents(super::known_spans::StoredSpans::of(
+            &app.store,
+            &app.nesting,
+        ));
         batch
             .add_pprof(&profile, resource)
             .map_err(|e| format!("converting: {e}"))?;

@@ -76,7 +76,7 @@ pub struct SpanRecord {
 pub struct SpanEvent {
     /// When it happened, ns since the Unix epoch.
     pub time_ns: u64,
-    /// What happened, e.g. `exception`; at most [`MAX_NAME_BYTES`] bytes.
+    /// What happened, e.g. `exception`; at most `MAX_NAME_BYTES` bytes.
     pub name: String,
     /// Its attributes, e.g. `exception.message`.
     pub attributes: Vec<(String, String)>,

@@ -1,7 +1,7 @@
 //! The embedded store: linked profiles and spans on one machine, durable on return from
 //! ingest, answering every selection from disk.
 //!
-//! Layout: one [`Log`](crate::log::Log) of checksummed records in `DIR/segments/`. A record is
+//! Layout: one [`Log`] of checksummed records in `DIR/segments/`. A record is
 //! either a *snapshot* (the first record of every segment: all services' symbol tables and all
 //! series) or an *ingest* (symbol and series deltas, sample blocks, spans). Because every
 //! segment starts with a snapshot, retention can delete whole old segments. Opening replays

@@ -129,7 +129,7 @@ pub struct Coverage {
     /// span that fell into one was not missed but not watched. `None` otherwise.
     pub covered_ns: Option<u64>,
     /// For a known span without samples that no window covers: a window of its service's
-    /// profiles of the type ended within [`BETWEEN_WINDOWS_NS`] before it started and another
+    /// profiles of the type ended within `BETWEEN_WINDOWS_NS` before it started and another
     /// began within that after it ended. It fell into the gap a pull profiler leaves between
     /// two windows (Go's build and answer, the next request), so the profiler was running.
     pub between_windows: bool,
@@ -1468,7 +1468,7 @@ impl Store {
     }
 
     /// The spans of a trace, in start order. The segments that may hold it are read, and
-    /// their spans decoded, before the store is locked ([`Store::warm_spans`]).
+    /// their spans decoded, before the store is locked (`Store::warm_spans`).
     pub fn trace(&self, trace_id: &[u8; 16]) -> Result<Vec<SpanRecord>, StoreError> {
         self.warm_spans(|summary| summary.trace_bloom.may_contain(trace_id))?;
         self.state
@@ -1616,10 +1616,10 @@ impl Store {
     /// its filters (and its own times: `q.matches_view` tells), until `f` breaks; a span
     /// sent twice (into two segments) is visited twice. Every span of a trace is there unless
     /// [`Store::trace_may_be_outside`] says otherwise. Nothing is copied: each span is a view,
-    /// of a sealed segment's file read in place ([`SegmentIndex::visit_spans`]), for answers
+    /// of a sealed segment's file read in place (`SegmentIndex::visit_spans`), for answers
     /// that keep a little of each span (tag names, traces found, the longest), where
     /// collecting every matching span of a large store took gigabytes. `f` runs with the
-    /// store's state unlocked, one segment at a time ([`Store::for_each_segment`]).
+    /// store's state unlocked, one segment at a time (`Store::for_each_segment`).
     pub fn for_each_segment_span(
         &self,
         q: &SpanQuery,

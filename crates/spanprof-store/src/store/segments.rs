@@ -50,16 +50,10 @@ impl SegmentIndex {
         }
     }
 
-    /// An empty index for `segment` with room for an eighth more than `like` holds: a
-    /// segment follows the one before it and is about as big, and its tables then never grow
-    /// (moving every entry, with the state lock held: 40 ms stalls of every ingest and query
-    /// at the end of each segment were measured when a segment came out a little bigger than
-    /// the one before). Room that is never written to costs address space, not memory.
-    ///
-    /// `spare`, an index sealed before and emptied ([`SegmentIndex::emptied`]), lends its
-    /// block list and id tables, whose memory is mapped already: faulting in a fresh
-    /// index's tables, page by page as random slots were first written, took 2.6 % of the
-    /// server's CPU under the load bench.
+    /// An empty index for `segment` with room for an eighth more than `like` holds, so its
+    /// tables never grow with the state lock held (commit dd9256a: 40 ms stalls). `spare`, an
+    /// index sealed before and emptied ([`SegmentIndex::emptied`]), lends its tables, whose
+    /// memory is mapped already (commit 266f2ff).
     pub fn sized_like(segment: u64, like: &SegmentIndex, spare: Option<SegmentIndex>) -> Self {
         let mut index = SegmentIndex::new(segment);
         if let Some(spare) = spare {

@@ -50,8 +50,9 @@ pub struct Args {
     /// Keep only samples of this trace (32 hex chars).
     #[arg(long, value_name = "HEX")]
     trace_id: Option<String>,
-    /// Profile type: `cpu`, `cpu:nanoseconds`, or a Pyroscope id such as
-    /// `process_cpu:cpu:nanoseconds:cpu:nanoseconds`. Default: each input's default type.
+    /// Profile type: `cpu`, `cpu:nanoseconds`, `heap` (the heap profile's default type,
+    /// inuse_space), or a Pyroscope id such as `process_cpu:cpu:nanoseconds:cpu:nanoseconds`.
+    /// Default: each input's default type.
     #[arg(long = "type", value_name = "ID")]
     profile_type: Option<String>,
     /// Output format.
@@ -231,7 +232,26 @@ fn from_store(
     };
     let (tree, summary) = store.flame_graph(&sel)?;
     let mut note = None;
-    if summary.samples_selected == 0 && (sel.from_ns != 0 || sel.to_ns != 0) {
+    if let (0, Some(query)) = (summary.samples_selected, &args.query) {
+        // A matcher on a label the profiles do not have (`span_name` for
+        // `otel.profile.span_name`): name the keys they have.
+        let unfiltered = Selection {
+            label_selector: None,
+            ..sel.clone()
+        };
+        let mut keys = store.label_names(&unfiltered)?;
+        keys.retain(|k| !k.starts_with("__"));
+        note = Some(format!(
+            "--query {query} matches no profile; the label keys of the profiles selected \
+             without it: {}",
+            if keys.is_empty() {
+                "none".to_owned()
+            } else {
+                keys.join(", ")
+            }
+        ));
+    }
+    if summary.samples_selected == 0 && note.is_none() && (sel.from_ns != 0 || sel.to_ns != 0) {
         // Nothing in the range asked for: say when the profiles there are were taken.
         let what = args.service.as_deref().unwrap_or("any service");
         note = Some(

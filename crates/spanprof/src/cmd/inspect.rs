@@ -1,13 +1,13 @@
 //! `spanprof inspect`: what a person wants to know first about a profile file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use spanprof_format::detect::Input;
 use spanprof_format::link::to_hex;
-use spanprof_format::otlp::ProfilesData;
+use spanprof_format::otlp::{any_value, ProfilesData};
 use spanprof_store::{span_totals, FlameTree, FunctionOrder, SampleSelector};
 
 use crate::input::{load_linked_seeing, write_stdout, LinkArgs};
@@ -35,46 +35,66 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut out = String::new();
-    let (data, report) =
-        load_linked_seeing(&args.inputs, &args.link, |path, input| {
-            let kind =
-                match input {
-                    Input::Pprof(p) => format!(
-                        "pprof, {} samples, {} sample types",
-                        p.sample.len(),
-                        p.sample_type.len()
-                    ),
-                    Input::Otlp(_) => "OTLP Profiles".to_string(),
-                    Input::Jfr(profiles, report) => {
-                        let events: Vec<String> = report
-                            .events
-                            .iter()
-                            .map(|(name, n)| format!("{name} {n}"))
-                            .collect();
-                        let kinds: Vec<&str> = profiles.iter().map(|p| p.kind.metric()).collect();
-                        format!(
-                    "JFR, {} chunk(s), a CPU or wall sample worth {} ns{}, {} skipped events; \
-                     event types found: {}; profiles: {}",
-                    report.chunks,
-                    report.period_ns,
-                    report
-                        .event_setting
-                        .as_deref()
-                        .map(|e| format!(" (async-profiler event {e})"))
-                        .unwrap_or_default(),
-                    report.skipped_events,
-                    events.join(", "),
-                    if kinds.is_empty() { "none".to_owned() } else { kinds.join(", ") }
-                )
-                    }
-                };
-            let _ = writeln!(out, "{}: {kind}", path.display());
-        })?;
-    writeln!(out, "read {report}")?;
+    let (data, report) = load_linked_seeing(&args.inputs, &args.link, |path, input| {
+        let kind = match input {
+            Input::Pprof(p) => format!(
+                "pprof, {} samples, {} sample types",
+                p.sample.len(),
+                p.sample_type.len()
+            ),
+            Input::Otlp(_) => "OTLP Profiles".to_string(),
+            Input::Jfr(profiles, report) => jfr_summary(profiles, report),
+        };
+        let _ = writeln!(out, "{}: {kind}", path.display());
+    })?;
+    // Samples are counted once, per sample type, below: the report's count is over the OTLP
+    // profiles, one per pprof sample type (1196 beside a pprof's 598).
+    writeln!(
+        out,
+        "read {} input{}: {} profiles (one per sample type), {} links, {} invalid ids, {} span ids \
+         without trace id",
+        report.inputs,
+        if report.inputs == 1 { "" } else { "s" },
+        report.profiles,
+        report.links,
+        report.link.invalid_ids,
+        report.link.span_ids_without_trace_id
+    )?;
     print_profiles(&mut out, &data)?;
     print_top(&mut out, &data, &args)?;
     write_stdout(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a JFR recording held: chunks, what a sample is worth, the event types, the profiles.
+fn jfr_summary(
+    profiles: &[spanprof_format::jfr::JfrProfile],
+    report: &spanprof_format::jfr::JfrReport,
+) -> String {
+    let events: Vec<String> = report
+        .events
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let kinds: Vec<&str> = profiles.iter().map(|p| p.kind.metric()).collect();
+    let event = report
+        .event_setting
+        .as_deref()
+        .map(|e| format!(" (async-profiler event {e})"))
+        .unwrap_or_default();
+    let kinds = if kinds.is_empty() {
+        "none".to_owned()
+    } else {
+        kinds.join(", ")
+    };
+    format!(
+        "JFR, {} chunk(s), a CPU or wall sample worth {} ns{event}, {} skipped events; \
+         event types found: {}; profiles: {kinds}",
+        report.chunks,
+        report.period_ns,
+        report.skipped_events,
+        events.join(", "),
+    )
 }
 
 fn print_profiles(out: &mut String, data: &ProfilesData) -> std::fmt::Result {
@@ -179,6 +199,7 @@ fn print_top(out: &mut String, data: &ProfilesData, args: &Args) -> anyhow::Resu
         writeln!(out, "no samples are linked to spans")?;
         return Ok(());
     }
+    let names = span_names(data, &args.link.config().span_name_keys);
     let mut sorted = spans.spans.clone();
     sorted.sort_by(|a, b| b.total.cmp(&a.total).then(a.span_id.cmp(&b.span_id)));
     // Rows, not ticks: a Go CPU row holds every 10 ms tick of one stack (the server's span
@@ -192,18 +213,64 @@ fn print_top(out: &mut String, data: &ProfilesData, args: &Args) -> anyhow::Resu
     )?;
     writeln!(
         out,
-        "  {:<32} {:<16} {:>8} {:>10}",
+        "  {:<32} {:<16} {:>8} {:>10}  span name",
         "trace_id", "span_id", "rows", "total"
     )?;
     for s in sorted.iter().take(args.top) {
         writeln!(
             out,
-            "  {:<32} {:<16} {:>8} {:>10}",
+            "  {:<32} {:<16} {:>8} {:>10}  {}",
             s.trace_id.map(|t| to_hex(&t)).unwrap_or_else(|| "-".into()),
             to_hex(&s.span_id),
             s.samples,
-            format_value(s.total as i64, unit)
+            format_value(s.total as i64, unit),
+            names.get(&s.span_id).map_or("-", String::as_str)
         )?;
     }
     Ok(())
+}
+
+/// Each linked span's name, from its samples' span name attributes (`keys`, as linking keeps
+/// them): what `flame --span-id` would draw.
+fn span_names(data: &ProfilesData, keys: &[String]) -> HashMap<[u8; 8], String> {
+    let mut names = HashMap::new();
+    let Some(dict) = &data.dictionary else {
+        return names;
+    };
+    let string = |i: i32| dict.string_table.get(usize::try_from(i).ok()?);
+    let samples = data
+        .resource_profiles
+        .iter()
+        .flat_map(|r| &r.scope_profiles)
+        .flat_map(|s| &s.profiles)
+        .flat_map(|p| &p.samples);
+    for sample in samples {
+        let Some(link) = usize::try_from(sample.link_index)
+            .ok()
+            .filter(|&i| i > 0)
+            .and_then(|i| dict.link_table.get(i))
+        else {
+            continue;
+        };
+        let Ok(span) = <[u8; 8]>::try_from(link.span_id.as_slice()) else {
+            continue;
+        };
+        if names.contains_key(&span) {
+            continue;
+        }
+        let name = sample.attribute_indices.iter().find_map(|&i| {
+            let kv = dict.attribute_table.get(usize::try_from(i).ok()?)?;
+            keys.iter()
+                .any(|k| Some(k) == string(kv.key_strindex))
+                .then_some(())?;
+            match kv.value.as_ref()?.value.as_ref()? {
+                any_value::Value::StringValue(v) => Some(v.clone()),
+                _ => None,
+            }
+        });
+        if let Some(name) = name {
+            names.insert(span, name);
+        }
+    }
+    names
 }

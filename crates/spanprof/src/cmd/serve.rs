@@ -10,8 +10,10 @@ use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, Se
 
 /// Run spanprof: receive profiles and spans, link and store them, serve the query API.
 ///
-/// With no flags: the UI, API, Pyroscope ingest and OTLP/HTTP on :4040, OTLP/HTTP on :4318,
-/// OTLP gRPC on :4317, data in ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
+/// With no flags: the UI, API, Pyroscope ingest and OTLP/HTTP on 127.0.0.1:4040, OTLP/HTTP on
+/// 127.0.0.1:4318, OTLP gRPC on 127.0.0.1:4317 (this machine only: listeners do not
+/// authenticate, so an address beyond loopback needs --allow-unauthenticated), data in
+/// ./spanprof-data. Profiles come in pushed (OTLP/HTTP `POST /v1development/profiles`)
 /// or pulled from Go `/debug/pprof` endpoints (`--scrape`); spans come in as OTLP traces
 /// (`POST /v1/traces`). Samples are linked to their spans from pprof labels such as
 /// `otel.profile.span_id` or `span_id`. Logs go to stderr, as text or as JSON lines
@@ -51,15 +53,21 @@ pub struct Args {
     #[arg(long, conflicts_with = "data")]
     demo: bool,
     /// Address of the main listener (UI, API, Pyroscope ingest, OTLP/HTTP): IP:PORT, :PORT
-    /// (every interface) or localhost:PORT [default: 0.0.0.0:4040].
+    /// (every interface) or localhost:PORT [default: 127.0.0.1:4040].
     #[arg(long, value_name = "ADDR", value_parser = spanprof_server::config::parse_listen_addr)]
     http_addr: Option<SocketAddr>,
-    /// Address of the OTLP/HTTP listener, or "off" [default: 0.0.0.0:4318].
+    /// Address of the OTLP/HTTP listener, or "off" [default: 127.0.0.1:4318].
     #[arg(long, value_name = "ADDR")]
     otlp_http_addr: Option<String>,
-    /// Address of the OTLP gRPC listener, or "off" [default: 0.0.0.0:4317].
+    /// Address of the OTLP gRPC listener, or "off" [default: 127.0.0.1:4317].
     #[arg(long, value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
+    /// Let listeners bind addresses beyond loopback (0.0.0.0:4040, :4040) though they do not
+    /// authenticate: anyone who reaches them reads every profile and span and can write
+    /// data. For a machine behind a firewall or an authenticating proxy; each such listener
+    /// is warned of at start.
+    #[arg(long)]
+    allow_unauthenticated: bool,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
     /// appended; https:// is checked as forwarders' are; user:password@ in it is sent as
     /// basic authorization, and not logged; headers and bearer tokens go in the config
@@ -160,7 +168,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 /// defaults.
 pub fn file_config(args: &Args) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
     let base = ServerConfig {
-        otlp_grpc_addr: Some(SocketAddr::from(([0, 0, 0, 0], 4317))),
+        otlp_grpc_addr: Some(SocketAddr::from(([127, 0, 0, 1], 4317))),
         ..Default::default()
     };
     match &args.config {
@@ -194,6 +202,7 @@ pub fn run(
     if let Some(a) = &args.otlp_grpc_addr {
         config.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
     }
+    config.allow_unauthenticated |= args.allow_unauthenticated;
     config.retention_age = args.retention.or(config.retention_age);
     config.retention_bytes = args.max_size.or(config.retention_bytes);
     for spec in &args.scrape {
@@ -238,6 +247,12 @@ pub fn run(
     }
     config.forward.extend(forwarders(&args)?);
     config.check().map_err(anyhow::Error::msg)?;
+    if let Some(path) = &args.config {
+        warn_if_others_read_secrets(path, &config);
+    }
+    if !args.demo {
+        owner_only_dir(&config.data_dir);
+    }
     let _demo_dir = if args.demo {
         let dir = TempDir::new()?;
         config.data_dir = dir.0.clone();
@@ -288,6 +303,52 @@ pub fn run(
     // acknowledged is on disk by now, so they are not waited for.
     runtime.shutdown_timeout(Duration::from_millis(200));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A config file holding credentials (headers of scrape targets or exporters) that other users
+/// can read is told once at start: they could take the credentials from it.
+fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let secrets = config.scrape.iter().any(|t| !t.headers.is_empty())
+            || config.forward.iter().any(|f| !f.headers.is_empty());
+        let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
+        if secrets && mode & 0o044 != 0 {
+            tracing::warn!(
+                file = %path.display(),
+                mode = %format_args!("{:o}", mode & 0o777),
+                "the config file holds credentials (headers) and other users can read it: chmod 600 it"
+            );
+        }
+    }
+}
+
+/// An existing data directory that others can enter (made by an older spanprof, or by hand)
+/// is made owner-only, and said so; a new one is created so by the process's umask.
+fn owner_only_dir(dir: &std::path::Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(meta) = std::fs::metadata(dir) else {
+            return;
+        };
+        let mode = meta.permissions().mode();
+        if meta.is_dir() && mode & 0o077 != 0 {
+            match std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)) {
+                Ok(()) => tracing::info!(
+                    dir = %dir.display(),
+                    was = %format_args!("{:o}", mode & 0o777),
+                    "the data directory was open to other users: made owner-only (700)"
+                ),
+                Err(e) => tracing::warn!(
+                    dir = %dir.display(),
+                    error = %e,
+                    "the data directory is open to other users and could not be made owner-only"
+                ),
+            }
+        }
+    }
 }
 
 /// How long the server may take to stop after SIGTERM or Ctrl-C before the process exits

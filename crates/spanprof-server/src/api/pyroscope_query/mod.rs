@@ -2,65 +2,8 @@
 //! Pyroscope data source (Explore, Traces to profiles, the span flame graph) and the
 //! Pyroscope UI can read spanprof.
 //!
-//! # Transport
-//!
-//! `POST /querier.v1.QuerierService/<Method>` with a `application/proto` (binary protobuf,
-//! what Grafana's backend sends) or `application/json` (protojson: lowerCamelCase or proto
-//! field names, 64-bit integers written as strings and read from numbers or strings, enums
-//! as names or numbers, default values left out, unknown fields ignored) body. The answer has
-//! the request's content type. `Content-Encoding: gzip` bodies are read; the answer is gzip
-//! when `Accept-Encoding` allows it and it is worth it (≥ 1 KiB). A request body may be
-//! [`MAX_QUERY_BODY`] bytes, sent and decompressed, else `resource_exhausted`. Errors are Connect's:
-//! `{"code": "invalid_argument", "message": "…"}` with the HTTP status Connect gives the
-//! code (400 `invalid_argument`, 501 `unimplemented`, 415 for an unknown content type, 500
-//! `internal`, …).
-//!
-//! # Methods
-//!
-//! - `ProfileTypes`: every profile type stored, **whatever the range**: Grafana's health
-//!   check asks with `start=1000, end=4000` (ms) and only needs a non-error answer; the data
-//!   source's type picker must not come out empty because a range is narrow.
-//! - `LabelNames`, `LabelValues`, `Series`: over the series with data in `[start, end]`;
-//!   each entry of `matchers` is a selector and their answers are united (Pyroscope's
-//!   behaviour); `__profile_type__` and `__name__` are labels of every series.
-//! - `SelectMergeSpanProfile`: the flame graph of the samples linked to the spans in
-//!   `span_selector` (16 hex characters each, else `invalid span id length: "…"`), matched
-//!   **exactly**, as Pyroscope does. With `span_profiles_include_children` set (the
-//!   `server:` YAML key, `spanprof serve --span-profiles-include-children`) the samples of
-//!   their descendant spans are added. Why one would: Pyroscope's SDKs label a whole
-//!   request's samples with the local root's span id by default, so an exact match on the
-//!   root already shows the request; producers that label each sample with the span actually
-//!   running (`otel.profile.span_id`, the all-spans scope) leave a parent few samples of its
-//!   own, and roll-up shows its subtree instead. The same setting decides which spans the
-//!   Tempo API marks with `pyroscope.profile.id` ([`super::tempo`]), so a span carries the
-//!   link exactly when this method has samples for it (of some profile type, at some time:
-//!   the link does not know which type and window Grafana will ask for). An empty
-//!   `span_selector` selects nothing.
-//! - `SelectMergeStacktraces`: the flame graph (or, with `format: PROFILE_FORMAT_PPROF`, the
-//!   pprof profile in `pprof.profile`, binary protobuf only) of a label selector, optionally
-//!   narrowed to spans (`span_selector`, exact match: this is the newer, non-deprecated form)
-//!   or to traces (`trace_id_selector`, 32 hex characters); the two are mutually exclusive.
-//! - `SelectSeries`: totals per `step` seconds, one series per value of the first `group_by`
-//!   label (more than one is `unimplemented`), `aggregation` sum or average, `limit` keeps
-//!   the series with the largest totals, `exemplar_type: EXEMPLAR_TYPE_SPAN` adds up to 3
-//!   exemplars per point carrying span and trace ids.
-//! - `SelectMergeProfile`: the selection as a pprof profile (`google.v1.Profile`), binary
-//!   protobuf only.
-//! - `Diff`: the diff flame graph (`FlameGraphDiff`: 7-tuples, `leftTicks`, `rightTicks`) of
-//!   two `SelectMergeStacktraces` requests of one profile type, `left` the baseline; what
-//!   Grafana's comparison views ask for, also as `GET /pyroscope/render-diff`.
-//! - `GetProfileStats`: whether a profile is stored, and the times (ms) of the oldest and
-//!   the newest (the largest and smallest int64 when none is), which Grafana's Profiles
-//!   Drilldown asks before it shows anything.
-//!
-//! Grafana's Profiles Drilldown also keeps its options with `settings.v1.SettingsService`
-//! (`Get`, `Set`: [`settings`]).
-//!
-//! `profile_typeID` must be a full id (`process_cpu:cpu:nanoseconds:cpu:nanoseconds`).
-//! `start`/`end` are ms since the epoch, both inclusive (0 = unbounded). `max_nodes`: absent or 0 = 8192,
-//! negative or above 1,048,576 is `invalid_argument`. `stack_trace_selector`,
-//! `profile_id_selector`, `async` and the `TREE`/`DOT` formats are `unimplemented` (refused
-//! rather than ignored: ignoring a filter would widen the answer).
+//! Transport, methods and what is refused: `docs/api/pyroscope.md`; request bodies are at
+//! most [`MAX_QUERY_BODY`] bytes.
 
 mod json;
 mod messages;

@@ -33,7 +33,7 @@ pub const TOO_SHORT: &str = "shorter than the sampling period";
 pub const NOT_PROFILED: &str = "no profile covers the span";
 /// The span ended lately, and no profile of its service reaches its time yet: the one of its
 /// time is still to come (a scraped CPU window is stored when it ends, a push SDK's with its
-/// next upload). Answered [`NOT_PROFILED`] once it ended [`PENDING_FOR_NS`] ago.
+/// next upload). Answered [`NOT_PROFILED`] once it ended `PENDING_FOR_NS` (2 minutes) ago.
 pub const PENDING: &str = "profile not received yet";
 /// How long after a span ended a profile of its time may still arrive, ns: a window of a
 /// scrape interval (15 s by default) and its scrape timeout, or a push SDK's upload interval,
@@ -56,7 +56,7 @@ pub const ON_ANCESTOR: &str = "samples on an ancestor span";
 pub const UNLINKED_LABEL: &str = "samples under a label that is no link key";
 
 /// What a span's coverage means, in words; `recent`: the span ended less than
-/// [`PENDING_FOR_NS`] ago.
+/// `PENDING_FOR_NS` (2 minutes) ago.
 pub fn verdict(c: &Coverage, recent: bool) -> &'static str {
     // "No CPU used" only where samples are taken on a CPU (CPU time or CPU sample counts;
     // not wall-clock time, not allocations).

@@ -1,26 +1,6 @@
 //! The part of TraceQL that Grafana's trace search writes: one spanset of conditions joined
-//! by `&&`, such as `{resource.service.name="api" && name="GET /x" && duration>100ms}`.
-//!
-//! - `field op value`, `op` one of `=`, `!=`, `=~`, `!~` (regexes fully anchored, as
-//!   Tempo's), on the service (`resource.service.name`, `.service.name`), the span
-//!   name (`name`, `span:name`), the status (`status`, `span:status`: `error`, `ok`,
-//!   `unset`), the status message (`statusMessage`, `span:statusMessage`), the kind (`kind`,
-//!   `span:kind`: `server`, `client`, `internal`, `producer`, `consumer`, `unspecified`), the
-//!   name and service of the trace's root span (`rootName`, `trace:rootName`,
-//!   `rootServiceName`, `trace:rootService`), a span attribute (`span.key`), a resource
-//!   attribute (`resource.key`) and either (`.key`); values are quoted strings, or bare
-//!   numbers, booleans and keywords, compared as text;
-//! - attributes also with `>`, `>=`, `<`, `<=` to a number
-//!   (`span.http.response.status_code >= 500`), which holds for values that are numbers in
-//!   that order (see [`spanprof_store::spans::TextCondition`]);
-//! - `duration` (`span:duration`) and `traceDuration` (`trace:duration`) compared with `>`,
-//!   `>=`, `<`, `<=` to a Go duration (`100ms`, `1.5s`).
-//!
-//! `!=` and `!~` on an attribute hold for spans that have it, with a value that differs or
-//! does not match.
-//!
-//! Anything else (`||`, pipelines, several spansets, ids, events and links) is refused
-//! with a message naming the part, rather than answered wrongly.
+//! by `&&`, such as `{resource.service.name="api" && name="GET /x" && duration>100ms}`;
+//! anything else is refused naming the part. The whole subset: `docs/api/traceql.md`.
 
 use spanprof_store::spans::CompareOp;
 use spanprof_store::time::parse_duration;

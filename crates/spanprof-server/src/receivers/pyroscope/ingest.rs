@@ -9,7 +9,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use spanprof_format::limits::ProfileLimits;
-use spanprof_format::{pprof, FormatError};
+use spanprof_format::{pprof, profile_type, FormatError};
 
 use super::folded::{self, TextFormat};
 use super::labels::{self, LabelSet, SERVICE_NAME};
@@ -155,8 +155,8 @@ fn metric_name(profile: &pprof::Profile, display: &DisplayNames) -> Option<Strin
         .iter()
         .map(|t| profile.str(t.r#type).unwrap_or(""))
         .collect();
-    if types.contains(&"wall") {
-        return Some("wall".into());
+    if let Some(name) = profile_type::name_from_content(types.iter().copied()) {
+        return Some(name.into());
     }
     let mut last = "";
     for t in types {
