@@ -1,5 +1,6 @@
 //! Recognising and decoding any supported input: pprof (raw or gzip), OTLP protobuf
-//! (`ExportProfilesServiceRequest` / `ProfilesData`, raw or gzip) and OTLP JSON.
+//! (`ExportProfilesServiceRequest` / `ProfilesData`, raw or gzip), OTLP JSON, and JFR
+//! recordings (raw or gzip).
 
 use crate::error::FormatError;
 use crate::gzip;
@@ -15,6 +16,8 @@ pub enum InputKind {
     OtlpProtobuf,
     /// The same in OTLP JSON.
     OtlpJson,
+    /// A JFR recording (starts with `FLR\0`).
+    Jfr,
 }
 
 /// A decoded input.
@@ -24,11 +27,16 @@ pub enum Input {
     Pprof(pprof::Profile),
     /// OTLP profiles.
     Otlp(ProfilesData),
+    /// A JFR recording: one pprof profile per kind of sample, and what reading it found.
+    Jfr(Vec<crate::jfr::JfrProfile>, crate::jfr::JfrReport),
 }
 
 /// Tells the kind of already-decompressed bytes. pprof and OTLP are both protobuf: an OTLP
 /// message has only top-level fields 1 and 2, while pprof always has a string table (field 6).
 pub fn detect_kind(raw: &[u8]) -> Result<InputKind, FormatError> {
+    if crate::jfr::is_jfr(raw) {
+        return Ok(InputKind::Jfr);
+    }
     let first = raw.iter().find(|b| !b.is_ascii_whitespace());
     match first {
         None => return Err(FormatError::UnknownInput("the input is empty".into())),
@@ -145,8 +153,23 @@ fn varint(b: &[u8]) -> Option<(u64, usize)> {
 
 /// Decodes any supported input, decompressing gzip up to `max_decompressed` bytes.
 pub fn decode_input(bytes: &[u8], max_decompressed: usize) -> Result<Input, FormatError> {
+    decode_input_with_labels(bytes, max_decompressed, None)
+}
+
+/// [`decode_input`], with the labels snapshot that gives a JFR recording's `contextId`s
+/// their labels (the Pyroscope Java agent uploads one beside each recording).
+pub fn decode_input_with_labels(
+    bytes: &[u8],
+    max_decompressed: usize,
+    labels: Option<&crate::jfr::LabelsSnapshot>,
+) -> Result<Input, FormatError> {
     let raw = gzip::maybe_gunzip(bytes, max_decompressed)?;
     match detect_kind(&raw)? {
+        InputKind::Jfr => {
+            let (profiles, report) =
+                crate::jfr::jfr_to_pprof(&raw, labels, &crate::jfr::JfrOptions::default())?;
+            Ok(Input::Jfr(profiles, report))
+        }
         InputKind::Pprof => pprof::decode(&raw, max_decompressed).map(Input::Pprof),
         InputKind::OtlpProtobuf => decode_otlp_protobuf(&raw).map(Input::Otlp),
         InputKind::OtlpJson => crate::json::decode_profiles_data(&raw).map(Input::Otlp),

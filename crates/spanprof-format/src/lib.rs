@@ -9,6 +9,7 @@ pub mod check;
 pub mod deflate;
 pub mod error;
 pub mod gzip;
+pub mod jfr;
 pub mod json;
 pub mod limits;
 pub mod otlp;

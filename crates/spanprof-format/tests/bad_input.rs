@@ -222,6 +222,15 @@ fn exercise(input: spanprof_format::detect::Input) {
             }
         }
         spanprof_format::detect::Input::Otlp(d) => d,
+        spanprof_format::detect::Input::Jfr(profiles, _) => {
+            let mut batch = spanprof_format::Batch::new(Some(LinkConfig::default()));
+            for p in &profiles {
+                if batch.add_pprof(&p.profile, Default::default()).is_err() {
+                    return;
+                }
+            }
+            batch.finish().0
+        }
     };
     let _ = spanprof_format::check::check(
         &data,

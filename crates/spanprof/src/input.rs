@@ -3,8 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use spanprof_format::detect::{decode_input, Input};
+use spanprof_format::detect::{decode_input_with_labels, Input};
 use spanprof_format::gzip::DEFAULT_MAX_DECOMPRESSED;
+use spanprof_format::jfr::LabelsSnapshot;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::{Batch, ConversionReport, FormatError, LinkConfig};
 
@@ -36,6 +37,11 @@ pub struct LinkArgs {
     /// Set the resource attribute service.name on profiles converted from pprof.
     #[arg(long = "service-name", value_name = "NAME")]
     service_name: Option<String>,
+    /// For JFR inputs: the labels snapshot (LabelsSnapshot protobuf, gzip or not) that the
+    /// Pyroscope Java agent uploads beside a recording, giving each contextId its labels
+    /// (profile_id and span_name link samples to spans).
+    #[arg(long = "labels", value_name = "FILE")]
+    labels: Option<PathBuf>,
 }
 
 impl LinkArgs {
@@ -52,6 +58,32 @@ impl LinkArgs {
         }
         c.keep_link_attributes = self.keep_link_attributes;
         c
+    }
+
+    /// The `--labels` snapshot, read and decoded.
+    pub fn labels_snapshot(&self) -> anyhow::Result<Option<LabelsSnapshot>> {
+        let Some(path) = &self.labels else {
+            return Ok(None);
+        };
+        let bytes = read(path, self.max_decompressed)?;
+        let raw = spanprof_format::gzip::maybe_gunzip(&bytes, self.max_decompressed)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        LabelsSnapshot::decode_snapshot(&raw)
+            .map(Some)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// The resource of a profile of kind `metric` (`process_cpu`, `memory`, …) from JFR.
+    pub fn jfr_resource(&self, metric: &str) -> Resource {
+        let mut r = self.resource();
+        r.attributes.push(KeyValue {
+            key: spanprof_store::store::PROFILE_NAME_ATTRIBUTE.into(),
+            value: Some(AnyValue {
+                value: Some(any_value::Value::StringValue(metric.to_owned())),
+            }),
+            ..Default::default()
+        });
+        r
     }
 
     pub fn resource(&self) -> Resource {
@@ -78,6 +110,7 @@ impl Default for LinkArgs {
             keep_link_attributes: false,
             max_decompressed: DEFAULT_MAX_DECOMPRESSED,
             service_name: None,
+            labels: None,
         }
     }
 }
@@ -121,16 +154,29 @@ pub fn read(path: &Path, max_decompressed: usize) -> anyhow::Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// Decodes one file of any supported kind.
-pub fn decode(path: &Path, max_decompressed: usize) -> anyhow::Result<Input> {
+/// Decodes one file of any supported kind (a JFR recording with `labels`).
+pub fn decode(
+    path: &Path,
+    max_decompressed: usize,
+    labels: Option<&LabelsSnapshot>,
+) -> anyhow::Result<Input> {
     let bytes = read(path, max_decompressed)?;
-    decode_bytes(&bytes, max_decompressed).with_context(|| format!("{}", path.display()))
+    decode_bytes_with(&bytes, max_decompressed, labels)
+        .with_context(|| format!("{}", path.display()))
 }
 
 /// Decodes the bytes of a file of any supported kind; past the size limit, the error says
 /// which flag raises it.
 pub fn decode_bytes(bytes: &[u8], max_decompressed: usize) -> anyhow::Result<Input> {
-    decode_input(bytes, max_decompressed).map_err(|e| {
+    decode_bytes_with(bytes, max_decompressed, None)
+}
+
+fn decode_bytes_with(
+    bytes: &[u8],
+    max_decompressed: usize,
+    labels: Option<&LabelsSnapshot>,
+) -> anyhow::Result<Input> {
+    decode_input_with_labels(bytes, max_decompressed, labels).map_err(|e| {
         let hint = match e {
             FormatError::TooLarge { .. } => " (--max-decompressed raises the limit)",
             _ => "",
@@ -157,17 +203,25 @@ pub fn load_linked_seeing(
     if paths.iter().filter(|p| *p == Path::new("-")).count() > 1 {
         anyhow::bail!("standard input (-) can be given once");
     }
+    let labels = link.labels_snapshot()?;
     let mut batch = Batch::new(Some(link.config()));
     for path in paths {
-        let input = decode(path, link.max_decompressed)?;
+        let input = decode(path, link.max_decompressed, labels.as_ref())?;
         seen(path, &input);
-        match input {
-            Input::Pprof(p) => batch.add_pprof(&p, link.resource()),
-            Input::Otlp(d) => batch.add_profiles_data(&d),
-        }
-        .with_context(|| format!("{}", path.display()))?;
+        add_input(&mut batch, input, link).with_context(|| format!("{}", path.display()))?;
     }
     Ok(batch.finish())
+}
+
+/// Adds a decoded input to `batch`: a JFR recording's profiles each under its Pyroscope name.
+pub fn add_input(batch: &mut Batch, input: Input, link: &LinkArgs) -> Result<(), FormatError> {
+    match input {
+        Input::Pprof(p) => batch.add_pprof(&p, link.resource()),
+        Input::Otlp(d) => batch.add_profiles_data(&d),
+        Input::Jfr(profiles, _) => profiles
+            .iter()
+            .try_for_each(|p| batch.add_pprof(&p.profile, link.jfr_resource(p.kind.metric()))),
+    }
 }
 
 /// Writes `bytes` to the file `path` whole or not at all: into a temporary file beside it,

@@ -9,6 +9,7 @@
 mod attime;
 mod folded;
 mod ingest;
+mod jfr;
 mod labels;
 mod multipart;
 mod push;

@@ -66,6 +66,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 }
                 violations += found.len();
             }
+            Ok(Input::Jfr(..)) => {
+                eprintln!("{shown}: this is a JFR recording, not OTLP Profiles; convert it first (spanprof convert {shown} -o out.otlp)");
+                unreadable += 1;
+            }
             Ok(Input::Pprof(_)) => {
                 eprintln!("{shown}: this is a pprof profile, not OTLP Profiles; convert it first (spanprof convert {shown} -o out.otlp)");
                 unreadable += 1;

@@ -4,13 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use spanprof_format::detect::Input;
 use spanprof_format::gzip::maybe_gunzip;
 use spanprof_format::trace::{decode_request, decode_request_json, ExportTraceServiceRequest};
 use spanprof_format::Batch;
 use spanprof_store::spans::spans_from_otlp;
 
-use crate::input::{decode, read, LinkArgs};
+use crate::input::{add_input, decode, read, LinkArgs};
 
 /// Import profiles and spans into a store directory (for `flame --data` and the server).
 ///
@@ -58,14 +57,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             path.display()
         );
     }
+    let labels = args.link.labels_snapshot()?;
     for path in &args.profiles {
-        let input = decode(path, args.link.max_decompressed)?;
+        let input = decode(path, args.link.max_decompressed, labels.as_ref())?;
         let mut batch = Batch::new(Some(args.link.config()));
-        match input {
-            Input::Pprof(p) => batch.add_pprof(&p, args.link.resource()),
-            Input::Otlp(d) => batch.add_profiles_data(&d),
-        }
-        .with_context(|| format!("{}", path.display()))?;
+        add_input(&mut batch, input, &args.link).with_context(|| format!("{}", path.display()))?;
         let (data, conversion) = batch.finish();
         for service in store.services_already_holding(&data) {
             eprintln!(

@@ -43,6 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 p.sample_type.len()
             ),
             Input::Otlp(_) => "OTLP Profiles".to_string(),
+            Input::Jfr(profiles, report) => jfr_summary(profiles, report),
         };
         let _ = writeln!(out, "{}: {kind}", path.display());
     })?;
@@ -63,6 +64,37 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     print_top(&mut out, &data, &args)?;
     write_stdout(out.as_bytes())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a JFR recording held: chunks, what a sample is worth, the event types, the profiles.
+fn jfr_summary(
+    profiles: &[spanprof_format::jfr::JfrProfile],
+    report: &spanprof_format::jfr::JfrReport,
+) -> String {
+    let events: Vec<String> = report
+        .events
+        .iter()
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    let kinds: Vec<&str> = profiles.iter().map(|p| p.kind.metric()).collect();
+    let event = report
+        .event_setting
+        .as_deref()
+        .map(|e| format!(" (async-profiler event {e})"))
+        .unwrap_or_default();
+    let kinds = if kinds.is_empty() {
+        "none".to_owned()
+    } else {
+        kinds.join(", ")
+    };
+    format!(
+        "JFR, {} chunk(s), a CPU or wall sample worth {} ns{event}, {} skipped events; \
+         event types found: {}; profiles: {kinds}",
+        report.chunks,
+        report.period_ns,
+        report.skipped_events,
+        events.join(", "),
+    )
 }
 
 fn print_profiles(out: &mut String, data: &ProfilesData) -> std::fmt::Result {

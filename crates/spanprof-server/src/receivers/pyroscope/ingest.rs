@@ -81,6 +81,8 @@ enum BodyForm {
     Multipart,
     /// Folded or one-stack-per-line text.
     Text(TextFormat),
+    /// JFR (`format=jfr`): multipart with `jfr` and `labels` parts, or a raw recording.
+    Jfr,
 }
 
 /// Pyroscope's precedence: `format` first (trie, tree, lines, jfr, pprof, speedscope), then a
@@ -95,14 +97,15 @@ fn body_form(format: &str, content_type: &str) -> Result<BodyForm, &'static str>
     }
     Ok(match format {
         "lines" => BodyForm::Text(TextFormat::Lines),
-        "jfr" => return Err(
-            "JFR profiles (format=jfr) are not supported yet; send pprof, or OTLP profiles to /v1development/profiles (the Java agent's format=otlp)",
-        ),
+        "jfr" => BodyForm::Jfr,
         "pprof" => BodyForm::Pprof,
         "speedscope" => return Err(
             "speedscope profiles (format=speedscope) are not supported; send pprof or folded text",
         ),
-        _ if content_type.to_ascii_lowercase().contains("multipart/form-data") => {
+        _ if content_type
+            .to_ascii_lowercase()
+            .contains("multipart/form-data") =>
+        {
             BodyForm::Multipart
         }
         _ => BodyForm::Text(TextFormat::Folded),
@@ -250,7 +253,17 @@ async fn ingest_inner(
     })?;
     let body = payload(headers, body?, &app.config.limits)?;
     let raw = body.as_ref();
+    if form == BodyForm::Jfr {
+        let Some((series, charge)) = jfr_upload(app, &params, content_type, raw)? else {
+            return Ok(StatusCode::OK);
+        };
+        // Let go of the body (and its decompressed copy) before waiting for the store.
+        drop(body);
+        submit(app, incoming, series, charge, "pyroscope_ingest").await?;
+        return Ok(StatusCode::OK);
+    }
     let (series, charge) = match form {
+        BodyForm::Jfr => unreachable!("answered above"),
         BodyForm::Text(format) => {
             match text_series(raw, format, &params, &app.config.limits.profile)? {
                 Some(s) => (s, Charge::new(&app.inflight)),
@@ -292,8 +305,58 @@ async fn ingest_inner(
     Ok(StatusCode::OK)
 }
 
+/// A JFR upload's profiles, every kind of sample of the recording one, with their series
+/// and charge; `None` when there is nothing to store.
+fn jfr_upload(
+    app: &AppState,
+    params: &Params,
+    content_type: &str,
+    raw: &[u8],
+) -> Result<Option<DecodedMany>, Rejection> {
+    let (jfr, labels) = match multipart::boundary(content_type) {
+        Some(boundary) => {
+            let parts = multipart::parse(raw, &boundary).map_err(Rejection::bad)?;
+            let part = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.body);
+            let jfr = part("jfr").ok_or_else(|| {
+                let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();
+                Rejection::bad(format!(
+                    "the multipart body has no `jfr` part (parts: {names:?})"
+                ))
+            })?;
+            (jfr, part("labels"))
+        }
+        None => (raw, None),
+    };
+    if jfr.is_empty() {
+        return Ok(None);
+    }
+    let mut labels_of_series = tag_labels(&params.name)?;
+    let service = labels_of_series
+        .remove(SERVICE_NAME)
+        .unwrap_or_else(|| params.name.app.clone());
+    labels_of_series.insert("pyroscope_spy".into(), params.spy_name.clone());
+    let (series, charge) = super::jfr::jfr_series(
+        app,
+        jfr,
+        labels,
+        &super::jfr::Upload {
+            sample_rate: params.sample_rate,
+            from_ns: params.from_ns,
+            until_ns: params.until_ns,
+        },
+        &super::jfr::Target {
+            service,
+            labels: labels_of_series,
+        },
+    )?;
+    Ok((!series.is_empty()).then_some((series, charge)))
+}
+
 /// A decoded profile, its series, and its charge to the in-flight budget.
 type Decoded = ((pprof::Profile, Series), Charge);
+
+/// Decoded profiles of one upload, their series, and their charge.
+type DecodedMany = (Vec<(pprof::Profile, Series)>, Charge);
 
 /// A pprof upload's series, and the charge of the decoded profile; `None` for an empty
 /// profile (nothing to store, as in Pyroscope).
@@ -470,7 +533,8 @@ mod tests {
         );
         assert_eq!(body_form("folded", mp), Ok(BodyForm::Multipart));
         assert_eq!(body_form("", ""), Ok(BodyForm::Text(TextFormat::Folded)));
-        assert!(body_form("jfr", mp).unwrap_err().contains("JFR"));
+        assert_eq!(body_form("jfr", mp), Ok(BodyForm::Jfr));
+        assert_eq!(body_form("jfr", ""), Ok(BodyForm::Jfr));
         assert!(body_form("", "binary/octet-stream+trie").is_err());
     }
 
