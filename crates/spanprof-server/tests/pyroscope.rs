@@ -1083,7 +1083,8 @@ fn bad_uploads_get_a_status_naming_the_problem_and_the_server_keeps_serving() {
     }
 
     // Still serving, and only the good upload is stored.
-    pyroscope_go_upload(&server, "after", 0, "samples", "sum", &gz, None)
+    let now_ns = 1_800_000_000_000_000_000;
+    pyroscope_go_upload(&server, "after", now_ns, "samples", "sum", &gz, None)
         .assert_ok_empty("after the bad ones");
     let metrics = server.request("GET", "/metrics", &[], b"").text();
     for line in [

@@ -1,24 +1,25 @@
 //! `from` / `until` as Pyroscope reads them: Unix time whose unit follows from the number of
 //! digits (13 ms, 16 µs, 19 ns, otherwise seconds), `YYYYMMDD`, or `now-1h`-style offsets.
 
-/// Seconds per unit of a relative offset (`s`, `m`/`min`, `h`, `d`, `w`, `M`/`mon`, `y`).
-fn unit_seconds(unit: &str) -> i64 {
+/// Seconds per unit of a relative offset (`s`, `m`/`min`, `h`, `d`, `w`, `M`/`mon`, `y`);
+/// `None` for any other.
+fn unit_seconds(unit: &str) -> Option<i64> {
     if unit.starts_with('s') {
-        1
+        Some(1)
     } else if unit.starts_with("mon") || unit.starts_with('M') {
-        30 * 86_400
+        Some(30 * 86_400)
     } else if unit.starts_with('m') {
-        60
+        Some(60)
     } else if unit.starts_with('h') {
-        3_600
+        Some(3_600)
     } else if unit.starts_with('d') {
-        86_400
+        Some(86_400)
     } else if unit.starts_with('w') {
-        7 * 86_400
+        Some(7 * 86_400)
     } else if unit.starts_with('y') {
-        365 * 86_400
+        Some(365 * 86_400)
     } else {
-        0
+        None
     }
 }
 
@@ -54,8 +55,10 @@ fn date(s: &str) -> Option<i64> {
 }
 
 /// The instant `s` names, in nanoseconds since the Unix epoch; `now_ns` is the reference for
-/// relative forms. Anything unreadable is `now_ns`, as in Pyroscope.
-pub fn parse(s: &str, now_ns: i64) -> i64 {
+/// relative forms. `None` for what names no instant (`abc`, `1e30`, a number of seconds past
+/// what nanoseconds hold, an offset in no known unit): Pyroscope takes those as now, which
+/// stored an upload at a time its client never meant.
+pub fn parse(s: &str, now_ns: i64) -> Option<i64> {
     let s: String = s
         .trim()
         .chars()
@@ -64,36 +67,37 @@ pub fn parse(s: &str, now_ns: i64) -> i64 {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
         if s.len() == 8 {
             if let Some(t) = date(&s) {
-                return t;
+                return Some(t);
             }
         }
-        let Ok(v) = s.parse::<i64>() else {
-            return now_ns;
-        };
+        let v = s.parse::<i64>().ok()?;
         return match s.len() {
-            13 => v.saturating_mul(1_000_000),
-            16 => v.saturating_mul(1_000),
-            19 => v,
-            _ => v.saturating_mul(1_000_000_000),
+            13 => v.checked_mul(1_000_000),
+            16 => v.checked_mul(1_000),
+            19 => Some(v),
+            _ => v.checked_mul(1_000_000_000),
         };
     }
     // `<reference><+|-><offsets>`; the only reference understood is "now".
     let Some(i) = s.find(['+', '-']) else {
-        return now_ns;
+        return (s == "now").then_some(now_ns);
     };
+    if !matches!(&s[..i], "" | "now") {
+        return None;
+    }
     let sign = if s.as_bytes()[i] == b'-' { -1 } else { 1 };
     let mut rest = &s[i + 1..];
     let mut seconds = 0i64;
     while !rest.is_empty() {
         let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let n: i64 = rest[..digits].parse().unwrap_or(0);
+        let n: i64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
         let letters = rest.bytes().take_while(|b| !b.is_ascii_digit()).count();
-        let unit = &rest[..letters];
+        let unit = unit_seconds(&rest[..letters])?;
         rest = &rest[letters..];
-        seconds = seconds.saturating_add(n.saturating_mul(unit_seconds(unit)));
+        seconds = seconds.checked_add(n.checked_mul(unit)?)?;
     }
-    now_ns.saturating_add(sign * seconds.saturating_mul(1_000_000_000))
+    now_ns.checked_add(sign * seconds.checked_mul(1_000_000_000)?)
 }
 
 #[cfg(test)]
@@ -104,24 +108,39 @@ mod tests {
 
     #[test]
     fn unix_time_by_digit_count() {
-        assert_eq!(parse("1700000000", NOW), NOW);
-        assert_eq!(parse("1700000000000", NOW), NOW);
-        assert_eq!(parse("1700000000000000", NOW), NOW);
-        assert_eq!(parse("1700000000000000000", NOW), NOW);
-        assert_eq!(parse("1_700_000_000", NOW), NOW);
-        assert_eq!(parse("20231114", NOW), 1_699_920_000_000_000_000);
+        assert_eq!(parse("1700000000", NOW), Some(NOW));
+        assert_eq!(parse("1700000000000", NOW), Some(NOW));
+        assert_eq!(parse("1700000000000000", NOW), Some(NOW));
+        assert_eq!(parse("1700000000000000000", NOW), Some(NOW));
+        assert_eq!(parse("1_700_000_000", NOW), Some(NOW));
+        assert_eq!(parse("20231114", NOW), Some(1_699_920_000_000_000_000));
         // Not a date: seconds.
-        assert_eq!(parse("20231399", NOW), 20_231_399_000_000_000);
+        assert_eq!(parse("20231399", NOW), Some(20_231_399_000_000_000));
     }
 
     #[test]
     fn relative_offsets() {
         let s = 1_000_000_000;
-        assert_eq!(parse("now-1h", NOW), NOW - 3_600 * s);
-        assert_eq!(parse("now-1h30m", NOW), NOW - 5_400 * s);
-        assert_eq!(parse("now+10s", NOW), NOW + 10 * s);
-        assert_eq!(parse("now-2d", NOW), NOW - 2 * 86_400 * s);
-        assert_eq!(parse("now", NOW), NOW);
-        assert_eq!(parse("garbage", NOW), NOW);
+        assert_eq!(parse("now-1h", NOW), Some(NOW - 3_600 * s));
+        assert_eq!(parse("now-1h30m", NOW), Some(NOW - 5_400 * s));
+        assert_eq!(parse("now+10s", NOW), Some(NOW + 10 * s));
+        assert_eq!(parse("now-2d", NOW), Some(NOW - 2 * 86_400 * s));
+        assert_eq!(parse("now", NOW), Some(NOW));
+        assert_eq!(parse("-10s", NOW), Some(NOW - 10 * s));
+    }
+
+    #[test]
+    fn what_names_no_instant_is_none() {
+        for bad in [
+            "garbage",
+            "1e30",
+            "abc",
+            "now-1x",
+            "later+1h",
+            "99999999999999999999",
+            "9999999999999",
+        ] {
+            assert_eq!(parse(bad, NOW), None, "{bad}");
+        }
     }
 }

@@ -35,8 +35,8 @@ struct Params {
     until_ns: i64,
     /// Whether `until` was given (else it is now).
     until_given: bool,
-    /// Hz; Pyroscope's default is 100, and an unreadable value counts as the default.
-    /// Hz; past [`MAX_SAMPLE_RATE`] a text upload is refused (pprof carries its own period).
+    /// Hz; Pyroscope's default is 100. Past [`MAX_SAMPLE_RATE`] a text upload is refused
+    /// (pprof carries its own period).
     sample_rate: u64,
     spy_name: String,
     format: String,
@@ -55,15 +55,36 @@ impl Params {
         let name = LabelSet::parse(get("name").unwrap_or(""))
             .map_err(|e| Rejection::bad(format!("name: {e} (expected name=app{{key=value,…}})")))?;
         let now = now_ns();
-        let time = |key| get(key).map_or(now, |v| super::attime::parse(v, now));
-        // As Pyroscope: 100 Hz when unset or not a number.
-        let sample_rate = get("sampleRate")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(100);
+        let time = |key| match get(key) {
+            None => Ok(now),
+            Some(v) => super::attime::parse(v, now).ok_or_else(|| {
+                Rejection::bad(format!(
+                    "{key}={v:?} is not a time: give Unix time (seconds, or 13/16/19 digits for \
+                     ms/µs/ns), YYYYMMDD, or now-1h"
+                ))
+            }),
+        };
+        let (from_ns, until_ns) = (time("from")?, time("until")?);
+        if from_ns > until_ns {
+            return Err(Rejection::bad(format!(
+                "from is after until ({from_ns} > {until_ns} ns since the epoch)"
+            )));
+        }
+        // 100 Hz when unset, as in Pyroscope; but a rate that is no whole number is refused
+        // rather than taken as 100 (every value would be off by its ratio).
+        let sample_rate = match get("sampleRate") {
+            None => 100,
+            Some(v) => v.parse().map_err(|_| {
+                Rejection::bad(format!(
+                    "sampleRate={v:?} is not a whole number of samples per second (Hz; 0 keeps \
+                     a text upload's counts as they are)"
+                ))
+            })?,
+        };
         Ok(Params {
             name,
-            from_ns: time("from"),
-            until_ns: time("until"),
+            from_ns,
+            until_ns,
             until_given: get("until").is_some(),
             sample_rate,
             spy_name: get("spyName").unwrap_or("unknown").to_owned(),
@@ -607,13 +628,32 @@ mod tests {
             ("name", "app{a=1}"),
             ("from", "1700000000"),
             ("until", "1700000010000"),
-            ("sampleRate", "oops"),
         ]))
         .unwrap();
         assert_eq!(p.from_ns, 1_700_000_000_000_000_000);
         assert_eq!(p.until_ns, 1_700_000_010_000_000_000);
         assert_eq!(p.sample_rate, 100);
         assert_eq!(p.spy_name, "unknown");
+        // What means nothing is refused naming the parameter, not taken as now or 100 Hz.
+        for (key, value, says) in [
+            (
+                "sampleRate",
+                "oops",
+                "sampleRate=\"oops\" is not a whole number",
+            ),
+            ("sampleRate", "-1", "sampleRate=\"-1\""),
+            ("sampleRate", "1.5", "sampleRate=\"1.5\""),
+            ("from", "1e30", "from=\"1e30\" is not a time"),
+            ("until", "abc", "until=\"abc\" is not a time"),
+            ("until", "99999999999999999999", "until="),
+            ("from", "now+1h", "from is after until"),
+        ] {
+            let e = Params::read(&pairs(&[("name", "app"), (key, value)])).unwrap_err();
+            assert!(
+                e.status == 400 && e.message.contains(says),
+                "{key}={value}: {e:?}"
+            );
+        }
         let p = Params::read(&pairs(&[("name", "app"), ("sampleRate", "4294967296")])).unwrap();
         assert_eq!(p.sample_rate, 4_294_967_296);
         let e = text_series(
