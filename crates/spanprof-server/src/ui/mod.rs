@@ -130,11 +130,15 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
             // The files change with the binary; revalidating is cheap on localhost.
             (header::CACHE_CONTROL, "no-cache"),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-            // Defence in depth against injected markup: no inline script, no foreign origins.
+            // Defence in depth against injected markup: no inline script, no foreign origins;
+            // and no other site may frame the UI (clickjacking).
             (
                 header::CONTENT_SECURITY_POLICY,
-                "default-src 'self'; img-src 'self' data:; style-src 'self'; object-src 'none'; base-uri 'none'",
+                "default-src 'self'; img-src 'self' data:; style-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'",
             ),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            // Its URLs name services, spans and label values: never sent to another site.
+            (header::REFERRER_POLICY, "no-referrer"),
         ],
         body,
     )
@@ -144,6 +148,25 @@ fn serve(content_type: &'static str, body: &'static str) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The page and its files are served with the headers that keep other sites out.
+    #[test]
+    fn ui_files_carry_the_security_headers() {
+        let answer = serve(JS, "");
+        let h = answer.headers();
+        let csp = h[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        for directive in [
+            "default-src 'self'",
+            "frame-ancestors 'none'",
+            "object-src 'none'",
+        ] {
+            assert!(csp.contains(directive), "{csp}");
+        }
+        assert_eq!(h[header::X_FRAME_OPTIONS], "DENY");
+        assert_eq!(h[header::REFERRER_POLICY], "no-referrer");
+        assert_eq!(h[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+        assert!(h.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+    }
 
     /// Every module a module imports is embedded, and the page preloads every module.
     #[test]
