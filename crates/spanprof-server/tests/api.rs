@@ -120,12 +120,13 @@ fn services_types_labels_and_series_list_what_was_ingested() {
     );
     assert_eq!(
         get_json("/api/v1/label-values?name=service_name"),
-        json!({ "name": "service_name", "values": [SERVICE] })
+        json!({ "name": "service_name", "values": [SERVICE], "truncated": false })
     );
     let series = get_json(&format!(
         "/api/v1/series?service={SERVICE}&type={}",
         enc(CPU_TYPE)
     ));
+    assert_eq!(series["truncated"], false);
     let series = series["series"].as_array().unwrap();
     assert!(!series.is_empty());
     for s in series {

@@ -20,6 +20,11 @@ use crate::{receivers, AppState};
 /// (`max_bytes_per_trace`), some 20,000 spans.
 pub const MAX_TRACE_SPANS: usize = 20_000;
 
+/// Most label text (names and values, bytes) a label-values or series answer holds; past it the
+/// answer is cut and says so (`truncated`): over 100,000 series with 2,000-byte values, one
+/// label-values answer was 200 MB and took 1.16 GB to build.
+pub const MAX_ANSWER_LABEL_BYTES: usize = 16 << 20;
+
 /// Queries computing at once, at most: one over a large selection holds its whole tree in
 /// memory (a flame graph over 15 M distinct stack nodes peaked at 1.4 GB), so more wait their
 /// turn instead of taking the server out of memory together (two at once peaked at 9 GB).

@@ -255,6 +255,14 @@ fn covered(parts: &[(u64, u64)], windows: impl Iterator<Item = (i64, i64)>) -> u
 /// Whether series `k` passes every matcher, its profile type counting as the labels
 /// `__profile_type__` (the id) and `__name__` (its name), as [`Store::series`] lists them:
 /// Grafana's label pickers ask with `{__profile_type__="…"}`.
+/// One series' labels, sorted by name: `(name, value)`.
+pub type SeriesLabels = Vec<(String, String)>;
+
+/// Bytes of label text: names and values.
+fn label_bytes(labels: &[(String, String)]) -> usize {
+    labels.iter().map(|(k, v)| k.len() + v.len()).sum()
+}
+
 fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
     matchers.iter().all(|m| match m.name.as_str() {
         "__profile_type__" => m.matches(Some(&k.profile_type.to_string())),
@@ -1271,63 +1279,123 @@ impl Store {
     /// Series with profiles taken in the selection's time range, as their labels (with `__profile_type__`
     /// and `__name__`). Span filters are ignored; the selection's profile type is optional
     /// here (`None` = every type).
-    pub fn series(&self, sel: &Selection) -> Result<Vec<Vec<(String, String)>>, StoreError> {
+    pub fn series(&self, sel: &Selection) -> Result<Vec<SeriesLabels>, StoreError> {
+        Ok(self.series_limited(sel, usize::MAX)?.0)
+    }
+
+    /// [`Store::series`] holding at most about `max_bytes` of label text, and whether series
+    /// were left out for it (then which ones is arbitrary): an answer over every series of a
+    /// store with long label values took gigabytes to build.
+    pub fn series_limited(
+        &self,
+        sel: &Selection,
+        max_bytes: usize,
+    ) -> Result<(Vec<SeriesLabels>, bool), StoreError> {
+        let mut out: Vec<SeriesLabels> = Vec::new();
+        let mut bytes = 0usize;
+        let truncated = self.each_selected_series(sel, |k| {
+            let size = label_bytes(&k.labels) + k.profile_type.to_string().len();
+            if bytes.saturating_add(size) > max_bytes {
+                return ControlFlow::Break(());
+            }
+            bytes += size;
+            let mut labels = k.labels.clone();
+            labels.push(("__profile_type__".into(), k.profile_type.to_string()));
+            labels.push(("__name__".into(), k.profile_type.name.clone()));
+            labels.sort();
+            out.push(labels);
+            ControlFlow::Continue(())
+        })?;
+        out.sort();
+        out.dedup();
+        Ok((out, truncated))
+    }
+
+    /// Calls `each` with every series the selection takes (its service, type, time and label
+    /// matchers) until it breaks; returns whether it broke.
+    fn each_selected_series(
+        &self,
+        sel: &Selection,
+        mut each: impl FnMut(&SeriesKey) -> ControlFlow<()>,
+    ) -> Result<bool, StoreError> {
         let st = self.state.read().expect("store state lock poisoned");
         let matchers: Vec<LabelMatcher> = match &sel.label_selector {
             Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
             _ => Vec::new(),
         };
         let live = st.series_taken_in(sel.from_ns, sel.to_ns);
-        let mut out: Vec<Vec<(String, String)>> = st
-            .series
-            .iter()
-            .enumerate()
-            .filter(|(i, k)| {
-                live.contains(&(*i as u32))
-                    && sel
-                        .service
-                        .as_deref()
-                        .is_none_or(|s| st.services[k.service as usize].name == s)
-                    && sel
-                        .profile_type
-                        .as_deref()
-                        .is_none_or(|t| k.profile_type.matches(t))
-                    && series_matches(&matchers, k)
-            })
-            .map(|(_, k)| {
-                let mut labels = k.labels.clone();
-                labels.push(("__profile_type__".into(), k.profile_type.to_string()));
-                labels.push(("__name__".into(), k.profile_type.name.clone()));
-                labels.sort();
-                labels
-            })
-            .collect();
-        out.sort();
-        out.dedup();
-        Ok(out)
+        for (i, k) in st.series.iter().enumerate() {
+            let taken = live.contains(&(i as u32))
+                && sel
+                    .service
+                    .as_deref()
+                    .is_none_or(|s| st.services[k.service as usize].name == s)
+                && sel
+                    .profile_type
+                    .as_deref()
+                    .is_none_or(|t| k.profile_type.matches(t))
+                && series_matches(&matchers, k);
+            if taken && each(k).is_break() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Label names of the selected series, sorted.
     pub fn label_names(&self, sel: &Selection) -> Result<Vec<String>, StoreError> {
-        let set: BTreeSet<String> = self
-            .series(sel)?
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k)
-            .collect();
+        let mut set: BTreeSet<String> = BTreeSet::new();
+        let mut any = false;
+        self.each_selected_series(sel, |k| {
+            any = true;
+            for (name, _) in &k.labels {
+                if !set.contains(name) {
+                    set.insert(name.clone());
+                }
+            }
+            ControlFlow::Continue(())
+        })?;
+        if any {
+            set.extend(["__name__".to_owned(), "__profile_type__".to_owned()]);
+        }
         Ok(set.into_iter().collect())
     }
 
     /// Values of label `name` over the selected series, sorted.
     pub fn label_values(&self, sel: &Selection, name: &str) -> Result<Vec<String>, StoreError> {
-        let set: BTreeSet<String> = self
-            .series(sel)?
-            .into_iter()
-            .flatten()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v)
-            .collect();
-        Ok(set.into_iter().collect())
+        Ok(self.label_values_limited(sel, name, usize::MAX)?.0)
+    }
+
+    /// [`Store::label_values`] holding at most about `max_bytes` of values, and whether values
+    /// were left out for it. Only the values are copied, not the series' other labels.
+    pub fn label_values_limited(
+        &self,
+        sel: &Selection,
+        name: &str,
+        max_bytes: usize,
+    ) -> Result<(Vec<String>, bool), StoreError> {
+        let mut set: BTreeSet<String> = BTreeSet::new();
+        let mut bytes = 0usize;
+        let truncated = self.each_selected_series(sel, |k| {
+            let value = match name {
+                "__profile_type__" => std::borrow::Cow::Owned(k.profile_type.to_string()),
+                "__name__" => std::borrow::Cow::Borrowed(k.profile_type.name.as_str()),
+                _ => match k.labels.iter().find(|(n, _)| n == name) {
+                    Some((_, v)) => std::borrow::Cow::Borrowed(v.as_str()),
+                    None => return ControlFlow::Continue(()),
+                },
+            };
+            if set.contains(value.as_ref()) {
+                return ControlFlow::Continue(());
+            }
+            if bytes.saturating_add(value.len()) > max_bytes {
+                return ControlFlow::Break(());
+            }
+            bytes += value.len();
+            set.insert(value.into_owned());
+            ControlFlow::Continue(())
+        })?;
+        Ok((set.into_iter().collect(), truncated))
     }
 
     /// Totals of the selection over time: (block start ns, value, top span of the block) for

@@ -148,6 +148,21 @@ fn metadata_profile_types_services_series_and_labels() {
         );
     }
     assert!(store.label_names(&before).unwrap().is_empty());
+
+    // Bounded answers: what fits the byte budget, and whether anything was left out.
+    let (values, cut) = store
+        .label_values_limited(&all, "otel.profile.span_name", usize::MAX)
+        .unwrap();
+    assert_eq!(values, [HEAVY, SORT]);
+    assert!(!cut);
+    let (values, cut) = store
+        .label_values_limited(&all, "otel.profile.span_name", HEAVY.len().max(SORT.len()))
+        .unwrap();
+    assert!(cut && values.len() == 1, "{values:?}");
+    let (series, cut) = store.series_limited(&all, usize::MAX).unwrap();
+    assert!(!cut && series == store.series(&all).unwrap());
+    let (series, cut) = store.series_limited(&all, 1).unwrap();
+    assert!(cut && series.is_empty(), "{series:?}");
 }
 
 #[test]

@@ -228,6 +228,7 @@ fn series_of(
     from_ns: i64,
     to_ns: i64,
 ) -> Result<BTreeSet<Vec<(String, String)>>, ConnectError> {
+    // Bounded as the own API's answers are; Pyroscope's messages have no truncated mark.
     let mut out = BTreeSet::new();
     for m in matchers {
         let sel = Selection {
@@ -236,7 +237,8 @@ fn series_of(
             to_ns,
             ..Default::default()
         };
-        out.extend(store.series(&sel)?);
+        let (series, _) = store.series_limited(&sel, crate::api::MAX_ANSWER_LABEL_BYTES)?;
+        out.extend(series);
     }
     Ok(out)
 }

@@ -540,7 +540,8 @@ async fn label_values_json(app: AppState, raw: Option<String>) -> Result<Value, 
     };
     let values = blocking(&app, move |store| {
         let mut values = BTreeSet::new();
-        for labels in store.series(&sel)? {
+        let (series, _) = store.series_limited(&sel, crate::api::MAX_ANSWER_LABEL_BYTES)?;
+        for labels in series {
             let of_type = |t: &str| {
                 labels
                     .iter()

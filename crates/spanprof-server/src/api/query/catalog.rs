@@ -9,6 +9,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::selection::{span_range, time_range, SelectionQuery, SERIES_PARAMS};
+use crate::api::MAX_ANSWER_LABEL_BYTES;
 use crate::AppState;
 
 /// `GET /api/v1/status`: the version and where the listeners are bound.
@@ -131,12 +132,15 @@ pub async fn label_values(
         .value
         .to_owned();
     let answer_name = name.clone();
-    let values = blocking(&app, move |store| {
+    let (values, truncated) = blocking(&app, move |store| {
         q.check_type(store)?;
-        Ok(store.label_values(&q.selection, &name)?)
+        Ok(store.label_values_limited(&q.selection, &name, MAX_ANSWER_LABEL_BYTES)?)
     })
     .await?;
-    Ok(axum::Json(json!({ "name": answer_name, "values": values })).into_response())
+    Ok(
+        axum::Json(json!({ "name": answer_name, "values": values, "truncated": truncated }))
+            .into_response(),
+    )
 }
 
 /// `GET /api/v1/series?service&type&from&to&query`.
@@ -147,9 +151,9 @@ pub async fn series(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/series", SERIES_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
-    let series = blocking(&app, move |store| {
+    let (series, truncated) = blocking(&app, move |store| {
         q.check_type(store)?;
-        Ok(store.series(&q.selection)?)
+        Ok(store.series_limited(&q.selection, MAX_ANSWER_LABEL_BYTES)?)
     })
     .await?;
     let series: Vec<Value> = series
@@ -162,5 +166,5 @@ pub async fn series(
             json!({ "labels": labels })
         })
         .collect();
-    Ok(axum::Json(json!({ "series": series })).into_response())
+    Ok(axum::Json(json!({ "series": series, "truncated": truncated })).into_response())
 }
