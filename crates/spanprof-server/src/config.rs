@@ -64,6 +64,9 @@ pub struct ServerConfig {
     /// every descendant span, and a span gets the attribute when its subtree has samples. One
     /// setting for both, so a span is linked exactly when its span profile has something.
     pub span_profiles_include_children: bool,
+    /// How long one query may compute (`server.query_timeout`); past it, or once its client
+    /// has gone, it stops at its next block or series and frees its query slot.
+    pub query_timeout: Duration,
     /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,
@@ -394,6 +397,7 @@ impl Default for ServerConfig {
             segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
+            query_timeout: Duration::from_secs(30),
             json_logs: false,
         }
     }

@@ -84,6 +84,8 @@ struct Server {
     max_label_name_length: Option<usize>,
     max_label_value_length: Option<usize>,
     span_profiles_include_children: Option<bool>,
+    #[serde(default, deserialize_with = "duration")]
+    query_timeout: Option<Duration>,
     log_format: Option<LogFormat>,
 }
 
@@ -434,6 +436,16 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     series.max_value_bytes = s.max_label_value_length.unwrap_or(series.max_value_bytes);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
+    }
+    if let Some(t) = s.query_timeout {
+        if t.is_zero() {
+            return Err(invalid(
+                "server.query_timeout 0s would stop every query at once: give a time such as \
+                 30s"
+                .into(),
+            ));
+        }
+        base.query_timeout = t;
     }
     if let Some(f) = s.log_format {
         base.json_logs = f == LogFormat::Json;

@@ -26,6 +26,7 @@ pub mod diff;
 pub mod flamegraph;
 pub mod log;
 pub mod matchers;
+pub mod query_limit;
 pub mod select;
 pub mod series;
 pub mod span_totals;

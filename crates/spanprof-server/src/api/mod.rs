@@ -10,6 +10,9 @@ use std::sync::{Arc, LazyLock};
 use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 use axum::Router;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use spanprof_store::query_limit::{self, QueryLimit};
 use spanprof_store::store::Store;
 use tokio::sync::Semaphore;
 
@@ -35,22 +38,47 @@ static QUERY_SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| {
 });
 
 /// Runs `query` on a blocking thread (store calls read from disk) once one of the
-/// `QUERY_SLOTS` is free; the slot is held until the query ends, even when its client
-/// leaves first. `Err` when the query panicked.
+/// `QUERY_SLOTS` is free, for at most `timeout`; the slot is held until the query ends. When
+/// this future is dropped (its client left) the query is told, and stops at its next block or
+/// series (see [`spanprof_store::query_limit`]). `Err` when the query panicked.
 pub async fn run_query<T: Send + 'static>(
     store: Arc<Store>,
+    timeout: std::time::Duration,
     query: impl FnOnce(&Store) -> T + Send + 'static,
 ) -> Result<T, String> {
+    /// Sets the flag when the request's future is dropped before the query has answered.
+    struct ClientGone(Option<Arc<AtomicBool>>);
+    impl Drop for ClientGone {
+        fn drop(&mut self) {
+            if let Some(flag) = self.0.take() {
+                flag.store(true, Ordering::Relaxed);
+            }
+        }
+    }
     let slot = Arc::clone(&QUERY_SLOTS)
         .acquire_owned()
         .await
         .map_err(|e| e.to_string())?;
-    tokio::task::spawn_blocking(move || {
+    let cancelled = Arc::new(AtomicBool::new(false));
+    let limit = QueryLimit::new(timeout, Arc::clone(&cancelled));
+    let mut gone = ClientGone(Some(cancelled));
+    let answer = tokio::task::spawn_blocking(move || {
         let _slot = slot;
-        query(&store)
+        query_limit::within(limit, || query(&store))
     })
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| e.to_string());
+    // Answered: nothing is left to stop.
+    gone.0 = None;
+    answer
+}
+
+/// What a stopped query's answer says (every query API words it the same way).
+pub fn stopped_message(s: spanprof_store::query_limit::Stopped) -> String {
+    format!(
+        "{s} (server.query_timeout): narrow the time range, the service or the label \
+         selector, or raise the setting"
+    )
 }
 
 /// Every route of the main listener.
@@ -81,10 +109,58 @@ mod tests {
 
     use super::*;
 
+    /// The tests that count `QUERY_SLOTS`' permits, one at a time.
+    static SLOT_TESTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+    /// A query past its time, or whose client has gone, stops at its next check and frees its
+    /// slot; one that answers in time is untouched.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn queries_stop_past_their_time_or_when_their_client_goes() {
+        let _alone = SLOT_TESTS.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+        let store = Arc::new(store);
+        // A scan that never ends by itself: it checks its limit as the store's scans do.
+        let endless = |_: &Store| loop {
+            if let Err(stopped) = query_limit::check() {
+                return stopped;
+            }
+            std::thread::yield_now();
+        };
+        let timeout = std::time::Duration::from_millis(50);
+        let stopped = run_query(Arc::clone(&store), timeout, endless)
+            .await
+            .unwrap();
+        assert_eq!(stopped, query_limit::Stopped::Deadline(timeout));
+        assert!(stopped_message(stopped).contains("server.query_timeout"));
+
+        let slots = QUERY_SLOTS.available_permits();
+        let long = std::time::Duration::from_secs(3600);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let query = tokio::spawn(run_query(Arc::clone(&store), long, move |s| {
+            let _ = tx.send(());
+            endless(s)
+        }));
+        rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        // The client goes: the request's future is dropped.
+        query.abort();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while QUERY_SLOTS.available_permits() < slots {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slot was never freed"
+            );
+            tokio::task::yield_now().await;
+        }
+        let answered = run_query(Arc::clone(&store), long, |_| query_limit::check()).await;
+        assert_eq!(answered, Ok(Ok(())));
+    }
+
     /// More queries than slots: as many as the slots compute at once (each of the first
     /// waits until all slots are taken), never more, and all end.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn queries_wait_for_a_slot() {
+        let _alone = SLOT_TESTS.lock().await;
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
         let store = Arc::new(store);
@@ -93,17 +169,22 @@ mod tests {
         let queries: Vec<_> = (0..3 * slots)
             .map(|_| {
                 let (now, most) = (Arc::clone(&now), Arc::clone(&most));
-                tokio::spawn(run_query(Arc::clone(&store), move |_| {
-                    let n = now.fetch_add(1, Ordering::SeqCst) + 1;
-                    most.fetch_max(n, Ordering::SeqCst);
-                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                    while most.load(Ordering::SeqCst) < slots
-                        && std::time::Instant::now() < deadline
-                    {
-                        std::thread::yield_now();
-                    }
-                    now.fetch_sub(1, Ordering::SeqCst);
-                }))
+                tokio::spawn(run_query(
+                    Arc::clone(&store),
+                    std::time::Duration::from_secs(60),
+                    move |_| {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(n, Ordering::SeqCst);
+                        let deadline =
+                            std::time::Instant::now() + std::time::Duration::from_secs(10);
+                        while most.load(Ordering::SeqCst) < slots
+                            && std::time::Instant::now() < deadline
+                        {
+                            std::thread::yield_now();
+                        }
+                        now.fetch_sub(1, Ordering::SeqCst);
+                    },
+                ))
             })
             .collect();
         for q in queries {

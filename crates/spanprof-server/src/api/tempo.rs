@@ -271,7 +271,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_query(Arc::clone(&app.store), query)
+    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }

@@ -200,6 +200,9 @@ pub enum StoreError {
     /// A label selector did not parse.
     #[error(transparent)]
     Matcher(#[from] crate::matchers::MatcherError),
+    /// The query was stopped (its deadline passed, or its client went away).
+    #[error(transparent)]
+    Stopped(#[from] crate::query_limit::Stopped),
     /// Another process (or another `Store` in this one) has the directory open.
     #[error(
         "{} is in use by another spanprof process (it holds the lock on {}): stop it, or ask \

@@ -347,13 +347,16 @@ impl State {
         // profiles for child spans there. The type then defaults to the CPU type of the
         // spans' own samples.
         let by_spans = spans.is_some() || sel.trace_id.is_some();
-        let series: HashSet<u32> = self
-            .series
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| (by_spans || service_ok(k)) && series_matches(&matchers, k))
-            .map(|(i, _)| i as u32)
-            .collect();
+        let mut series: HashSet<u32> = HashSet::new();
+        for (i, k) in self.series.iter().enumerate() {
+            // Label regexes over many long values cost seconds: a stopped query stops here.
+            if i % 256 == 0 {
+                crate::query_limit::check()?;
+            }
+            if (by_spans || service_ok(k)) && series_matches(&matchers, k) {
+                series.insert(i as u32);
+            }
+        }
         let trace = match sel.trace_id {
             Some(t) => Some((
                 t,
@@ -639,6 +642,7 @@ impl Store {
         // The record last read, and its link table (decoded once for all its blocks).
         let mut record: Option<(crate::log::RecordPos, Vec<u8>, Vec<LinkIds>)> = None;
         for (index, b) in &r.blocks {
+            crate::query_limit::check()?;
             let meta = &index.blocks[*b as usize];
             if record.as_ref().is_none_or(|(p, _, _)| *p != meta.pos) {
                 match self.log.read(meta.pos) {
@@ -1325,6 +1329,9 @@ impl Store {
         };
         let live = st.series_taken_in(sel.from_ns, sel.to_ns);
         for (i, k) in st.series.iter().enumerate() {
+            if i % 256 == 0 {
+                crate::query_limit::check()?;
+            }
             let taken = live.contains(&(i as u32))
                 && sel
                     .service

@@ -163,6 +163,21 @@ fn metadata_profile_types_services_series_and_labels() {
     assert!(!cut && series == store.series(&all).unwrap());
     let (series, cut) = store.series_limited(&all, 1).unwrap();
     assert!(cut && series.is_empty(), "{series:?}");
+
+    // A query past its time stops in the store's scans, naming why.
+    use spanprof_store::query_limit::{within, QueryLimit, Stopped};
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let expired = QueryLimit::new(std::time::Duration::ZERO, flag);
+    for answer in [
+        within(expired.clone(), || store.flame_graph(&all).map(|_| ())),
+        within(expired, || store.series(&all).map(|_| ())),
+    ] {
+        match answer {
+            Err(spanprof_store::store::StoreError::Stopped(Stopped::Deadline(_))) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(store.flame_graph(&all).is_ok(), "outside the limit");
 }
 
 #[test]

@@ -25,6 +25,10 @@ impl From<StoreError> for ConnectError {
         match e {
             StoreError::Matcher(m) => ConnectError::invalid(format!("label selector: {m}")),
             StoreError::Select(s) => ConnectError::invalid(s.to_string()),
+            StoreError::Stopped(s) => ConnectError {
+                code: "deadline_exceeded",
+                message: crate::api::stopped_message(s),
+            },
             other => {
                 tracing::warn!(error = %other, "querier call failed in the store");
                 ConnectError::internal(format!("store: {other}"))
@@ -38,7 +42,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
-    crate::api::run_query(Arc::clone(&app.store), query)
+    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
         .await
         .map_err(|e| ConnectError::internal(format!("the query failed: {e}")))?
 }

@@ -79,6 +79,10 @@ impl From<StoreError> for HttpError {
         match e {
             StoreError::Matcher(m) => HttpError::bad(format!("query: {m}")),
             StoreError::Select(s) => HttpError::bad(s.to_string()),
+            StoreError::Stopped(s) => HttpError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                crate::api::stopped_message(s),
+            ),
             other => {
                 tracing::warn!(error = %other, "legacy render query failed in the store");
                 HttpError(StatusCode::INTERNAL_SERVER_ERROR, format!("store: {other}"))
@@ -358,7 +362,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    crate::api::run_query(Arc::clone(&app.store), query)
+    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
         .await
         .map_err(|e| {
             HttpError(

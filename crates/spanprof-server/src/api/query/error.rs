@@ -54,6 +54,10 @@ impl From<StoreError> for ApiError {
         match e {
             // Selectors are checked before the store sees them; this is a second line.
             StoreError::Matcher(m) => ApiError::bad_request(format!("query: {m}")),
+            StoreError::Stopped(s) => ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: crate::api::stopped_message(s),
+            },
             other => {
                 tracing::warn!(error = %other, "query failed in the store");
                 ApiError::internal(format!("store: {other}"))
@@ -90,7 +94,7 @@ pub async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_query(Arc::clone(&app.store), query)
+    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }
