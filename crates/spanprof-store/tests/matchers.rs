@@ -206,3 +206,31 @@ fn selector_matching_follows_prometheus() {
         assert!(!matches_all(&parsed(s).matchers, &labels), "{s}");
     }
 }
+
+/// Regexes whose cost has no bound are refused, naming why: past the length a matcher takes,
+/// too deeply nested, or compiling past the program size. What Grafana builds from a
+/// variable's many choices still passes.
+#[test]
+fn regexes_past_their_bounds_are_refused_by_name() {
+    let many: Vec<String> = (0..200).map(|i| format!("svc-{i}")).collect();
+    let grafana = format!("{{service_name=~\"{}\"}}", many.join("|"));
+    assert!(grafana.len() < spanprof_store::matchers::MAX_REGEX_BYTES);
+    parsed(&grafana);
+    let branches: Vec<String> = (0..1000).map(|i| format!("value-{i}")).collect();
+    let long = format!("{{a=~\"{}\"}}", branches.join("|"));
+    let deep = format!("{{a=~\"{}x{}\"}}", "(".repeat(200), ")".repeat(200));
+    let big = r"{a=~`(\w{1000}){1000}`}".to_owned();
+    for (selector, says) in [
+        (&long, "longer than the 4096 a matcher takes"),
+        (&deep, "invalid regular expression"),
+        (&big, "invalid regular expression"),
+    ] {
+        let e = parse_selector(selector).expect_err(&selector[..60.min(selector.len())]);
+        let text = e.to_string();
+        assert!(
+            text.contains("invalid regular expression") && text.contains(says),
+            "{:.300}",
+            &text[text.len().saturating_sub(300)..]
+        );
+    }
+}
