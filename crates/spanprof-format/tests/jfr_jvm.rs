@@ -4,6 +4,10 @@
 //! its CPU and native-method samples, its allocations and its lock and park waits must equal
 //! what the JDK's own `jfr print --json` reports for the same events: an independent decoder.
 
+#[path = "jfr_support/mod.rs"]
+mod jfr_support;
+use jfr_support::stack_text;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -68,17 +72,7 @@ fn record(dir: &Path, seconds: u32) -> PathBuf {
 fn our_stacks(p: &pprof::Profile, value: usize) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     for s in &p.sample {
-        let frames: Vec<String> = s
-            .location_id
-            .iter()
-            .rev()
-            .map(|&id| {
-                let l = &p.location[id as usize - 1];
-                let f = &p.function[l.line[0].function_id as usize - 1];
-                format!("{}:{}", p.string_table[f.name as usize], l.line[0].line)
-            })
-            .collect();
-        *out.entry(frames.join(";")).or_insert(0) += s.value[value];
+        *out.entry(stack_text(p, s)).or_insert(0) += s.value[value];
     }
     out
 }

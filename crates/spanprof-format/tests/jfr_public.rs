@@ -3,6 +3,10 @@
 //! as Pyroscope's own JFR conversion reads them: per-stack totals equal its expected output
 //! for every kind of sample, and per-label-set totals its printed profiles.
 
+#[path = "jfr_support/mod.rs"]
+mod jfr_support;
+use jfr_support::stack_text;
+
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -47,18 +51,8 @@ fn read_with_report(name: &str, labels: Option<&str>) -> (Vec<JfrProfile>, JfrRe
 fn stacks(p: &pprof::Profile) -> BTreeMap<String, Vec<i64>> {
     let mut out: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     for s in &p.sample {
-        let frames: Vec<String> = s
-            .location_id
-            .iter()
-            .rev()
-            .map(|&id| {
-                let l = &p.location[id as usize - 1];
-                let f = &p.function[l.line[0].function_id as usize - 1];
-                format!("{}:{}", p.string_table[f.name as usize], l.line[0].line)
-            })
-            .collect();
         let e = out
-            .entry(frames.join(";"))
+            .entry(stack_text(p, s))
             .or_insert_with(|| vec![0; s.value.len()]);
         e.iter_mut().zip(&s.value).for_each(|(a, b)| *a += b);
     }
