@@ -50,7 +50,7 @@ fn run(config: AgentConfig, samples: u64) -> (AgentStats, Duration) {
     let threads = burners(2, &stop);
     let deadline = Instant::now() + Duration::from_secs(90);
     while agent.stats().samples < samples && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
+        pause(Duration::from_millis(20));
     }
     stop.store(true, Ordering::Relaxed);
     for (t, rounds) in threads {
@@ -137,4 +137,10 @@ fn receiver_refusing_or_hanging_costs_counted_drops_within_bounds() {
         shutdown < timeout * 4 + Duration::from_secs(5),
         "{shutdown:?}"
     );
+}
+
+/// Between two checks of a condition waited for under a deadline: gives the other threads the
+/// core (a wake-up ends it early).
+fn pause(between_checks: Duration) {
+    std::thread::park_timeout(between_checks);
 }

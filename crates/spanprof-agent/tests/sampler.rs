@@ -33,7 +33,7 @@ fn sampler(hz: u32) -> Sampler {
         match Sampler::start(hz) {
             Ok(s) => return s,
             Err(spanprof_agent::AgentError::AlreadyRunning) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20))
+                pause(Duration::from_millis(20))
             }
             Err(e) => panic!("{e}"),
         }
@@ -91,7 +91,7 @@ fn a_signal_during_a_slot_write_never_tears_an_id() {
     while alpha.get() + beta.get() < 400 && Instant::now() < deadline {
         sampler.refresh_threads(&mut check);
         sampler.drain(&mut check);
-        std::thread::sleep(Duration::from_millis(10));
+        pause(Duration::from_millis(10));
     }
     stop.store(true, Ordering::Relaxed);
     let writes = writer.join().unwrap();
@@ -155,7 +155,7 @@ fn samples_land_in_the_burning_function_and_threads_come_and_go() {
     while total.get() < 100 && Instant::now() < deadline {
         sampler.refresh_threads(&mut check);
         sampler.drain(&mut check);
-        std::thread::sleep(Duration::from_millis(10));
+        pause(Duration::from_millis(10));
     }
     stop.store(true, Ordering::Relaxed);
     burner.join().unwrap();
@@ -178,7 +178,7 @@ fn samples_land_in_the_burning_function_and_threads_come_and_go() {
             if !sampler.is_sampled(tid) {
                 return true;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            pause(Duration::from_millis(5));
         }
         false
     };
@@ -198,4 +198,10 @@ fn samples_land_in_the_burning_function_and_threads_come_and_go() {
     done_tx.send(()).unwrap();
     extra.join().unwrap();
     assert!(gone(&mut sampler, extra_tid));
+}
+
+/// Between two checks of a condition waited for under a deadline: gives the other threads the
+/// core (a wake-up ends it early).
+fn pause(between_checks: Duration) {
+    std::thread::park_timeout(between_checks);
 }
