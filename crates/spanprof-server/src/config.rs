@@ -28,6 +28,8 @@ pub struct ServerConfig {
     /// named here (DNS rebinding); one on other addresses answers only these when any are
     /// set (and IP addresses). See [`crate::browser_guard`].
     pub allowed_hosts: Vec<String>,
+    /// Credentials, tenants (`auth` in the config file): none by default.
+    pub auth: std::sync::Arc<crate::auth::Auth>,
     /// Store directory (default `./spanprof-data`).
     pub data_dir: PathBuf,
     /// Which sample attributes become span links.
@@ -316,6 +318,11 @@ pub struct Limits {
     pub series: SeriesLimits,
     /// Bytes the store's symbols may take (see `StoreConfig::max_symbol_bytes`).
     pub max_symbol_bytes: u64,
+    /// Request body bytes per second each tenant may send (0 = no limit); past it, 429 with
+    /// `Retry-After` ([`crate::receivers::rate`]).
+    pub max_ingest_rate: u64,
+    /// Bytes a tenant may send at once after a quiet spell (at least one second's rate).
+    pub max_ingest_burst: u64,
 }
 
 /// The pipeline's bounded queue and batching.
@@ -362,6 +369,8 @@ pub struct ScrapeTarget {
     pub bearer_token_file: Option<PathBuf>,
     /// TLS settings of an `https://` target (a private CA, a client certificate).
     pub tls: TlsSettings,
+    /// The tenant whose store gets what is scraped (the default tenant unless set).
+    pub tenant: crate::auth::TenantId,
 }
 
 impl Default for ServerConfig {
@@ -372,6 +381,7 @@ impl Default for ServerConfig {
             allow_unauthenticated: false,
             otlp_grpc_addr: None,
             allowed_hosts: Vec::new(),
+            auth: std::sync::Arc::default(),
             data_dir: PathBuf::from("./spanprof-data"),
             link: LinkConfig::default(),
             limits: Limits {
@@ -381,6 +391,8 @@ impl Default for ServerConfig {
                 profile: ProfileLimits::default(),
                 series: SeriesLimits::default(),
                 max_symbol_bytes: 128 << 20,
+                max_ingest_rate: 0,
+                max_ingest_burst: 0,
             },
             queue: QueueConfig {
                 capacity: 1024,
@@ -452,6 +464,7 @@ impl ScrapeTarget {
                 .collect(),
             bearer_token_file: None,
             tls: TlsSettings::default(),
+            tenant: crate::auth::TenantId::default_tenant(),
         }
     }
 
@@ -561,8 +574,10 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
 }
 
 impl ServerConfig {
-    /// The listeners bound beyond loopback, by setting name (`http_addr`, …).
+    /// The listeners bound beyond loopback that do not authenticate (no `auth.credentials`),
+    /// by setting name (`http_addr`, …).
     pub fn open_listeners(&self) -> impl Iterator<Item = (&'static str, SocketAddr)> + '_ {
+        let unauthenticated = !self.auth.enabled();
         [
             ("http_addr", Some(self.http_addr)),
             ("otlp_http_addr", self.otlp_http_addr),
@@ -570,7 +585,7 @@ impl ServerConfig {
         ]
         .into_iter()
         .filter_map(|(key, a)| Some((key, a?)))
-        .filter(|(_, a)| !a.ip().is_loopback())
+        .filter(move |(_, a)| unauthenticated && !a.ip().is_loopback())
     }
 
     /// Refuses settings that cannot work, naming the setting (file key and flag): a body
@@ -581,11 +596,12 @@ impl ServerConfig {
             if !self.allow_unauthenticated {
                 let flag = key.replace('_', "-");
                 return Err(format!(
-                    "server.{key} (--{flag}) {addr} listens beyond this machine, and spanprof's \
-                     listeners do not authenticate: whoever reaches it could read every \
-                     profile and span and write data. Bind loopback ({}:{}), or say it is \
-                     meant with server.allow_unauthenticated: true (--allow-unauthenticated), \
-                     behind a firewall or an authenticating proxy",
+                    "server.{key} (--{flag}) {addr} listens beyond this machine, and no \
+                     credentials are configured (auth.credentials): whoever reaches it could \
+                     read every profile and span and write data. Configure credentials (see \
+                     docs/security.md), bind loopback ({}:{}), or say it is meant with \
+                     server.allow_unauthenticated: true (--allow-unauthenticated), behind a \
+                     firewall or an authenticating proxy",
                     std::net::Ipv4Addr::LOCALHOST,
                     addr.port()
                 ));

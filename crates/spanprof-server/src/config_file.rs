@@ -56,6 +56,8 @@ struct File {
     processors: Processors,
     #[serde(default)]
     exporters: Vec<Exporter>,
+    #[serde(default)]
+    auth: crate::auth::config::AuthSection,
 }
 
 #[derive(Deserialize, Default)]
@@ -75,6 +77,10 @@ struct Server {
     max_decompressed_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
     max_inflight_size: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    max_ingest_rate: Option<u64>,
+    #[serde(default, deserialize_with = "size")]
+    max_ingest_burst: Option<u64>,
     max_profile_samples: Option<usize>,
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
@@ -139,6 +145,7 @@ struct Scrape {
     bearer_token_file: Option<PathBuf>,
     #[serde(default)]
     tls: Tls,
+    tenant: Option<String>,
 }
 
 /// An endpoint's `tls` block (exporters and scrape targets).
@@ -330,7 +337,7 @@ fn worded(message: String, text: &str) -> String {
         .replace("expected a boolean", "expected true or false")
         .replace(
             "expected struct File",
-            "expected sections (server, storage, receivers, processors, exporters) with their keys",
+            "expected sections (server, storage, receivers, processors, exporters, auth) with their keys",
         );
     // A section given a value: "expected struct Server" names our type.
     if let Some(at) = m.find("expected struct ") {
@@ -376,6 +383,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         path: path.to_owned(),
         message,
     };
+    base.auth = std::sync::Arc::new(file.auth.load().map_err(invalid)?);
     let s = file.server;
     if let Some(a) = s.http_addr {
         base.http_addr = a;
@@ -406,6 +414,12 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(n) = s.max_decompressed_size {
         base.limits.max_decompressed_bytes = n as usize;
+    }
+    if let Some(n) = s.max_ingest_rate {
+        base.limits.max_ingest_rate = n;
+    }
+    if let Some(n) = s.max_ingest_burst {
+        base.limits.max_ingest_burst = n;
     }
     if let Some(n) = s.max_inflight_size {
         base.limits.max_inflight_bytes = usize::try_from(n).unwrap_or(usize::MAX);
@@ -491,6 +505,14 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         target.labels = t.labels.into_iter().collect();
         target.headers.extend(t.headers);
         target.bearer_token_file = t.bearer_token_file;
+        if let Some(tenant) = &t.tenant {
+            target.tenant = crate::auth::TenantId::new(tenant).map_err(|e| {
+                invalid(format!(
+                    "receivers.scrape {:?}: tenant: {e}",
+                    target.service
+                ))
+            })?;
+        }
         target.tls = t.tls.into();
         let target_error = |e| invalid(format!("receivers.scrape {:?}: {e}", target.service));
         target.check().map_err(target_error)?;
@@ -657,6 +679,8 @@ mod tests {
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
         assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
+        assert_eq!(c.auth.credentials.len(), 2);
+        assert_eq!(c.scrape[1].tenant.as_str(), "team-a");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! [`forward`]er's on-disk queue before the receiver answers; the API reads from the store.
 
 pub mod api;
+pub mod auth;
 pub mod browser_guard;
 pub mod clock;
 pub mod config;
@@ -17,9 +18,11 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
+pub mod routes;
 pub mod settings;
 pub mod span_keys;
 mod spare;
+pub mod tenants;
 mod tls;
 pub mod ui;
 
@@ -31,9 +34,8 @@ use spanprof_store::store::Store;
 use tokio::sync::watch;
 
 pub use config::ServerConfig;
-use forward::Forwarders;
 use metrics::Metrics;
-use pipeline::{Pipeline, Sinks};
+use pipeline::Pipeline;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -56,6 +58,10 @@ pub struct AppState {
     pub span_keys: Arc<span_keys::SpanKeys>,
     /// Spans earlier profiles showed nested in others, for linking samples with several.
     pub nesting: Arc<receivers::known_spans::LearnedNesting>,
+    /// The tenant whose data this is ([`tenants`]).
+    pub tenant: auth::TenantId,
+    /// The tenant's ingest rate limit.
+    pub ingest_rate: Arc<receivers::rate::IngestRate>,
 }
 
 /// Why the server could not start or stopped.
@@ -92,6 +98,9 @@ pub enum ServerError {
     /// The demo recording could not be loaded.
     #[error("loading the demo data: {0}")]
     Demo(String),
+    /// A new tenant would be past `auth.max_tenants`.
+    #[error("no more tenants can be opened: {0} are (auth.max_tenants)")]
+    TooManyTenants(usize),
     /// Serving failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
@@ -166,14 +175,109 @@ pub async fn serve(
         otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
         otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
     };
-    let store_cfg = config.store_config();
+    let metrics = Arc::new(Metrics::default());
+    metrics.set(
+        "spanprof_build_info",
+        &[("version", env!("CARGO_PKG_VERSION"))],
+        1.0,
+    );
+    if !config.store {
+        tracing::info!("the store is off: data is only forwarded");
+    }
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let tenants = Arc::new(tenants::Tenants::new(tenants::Shared {
+        config: Arc::clone(&config),
+        metrics,
+        inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
+        bound: bound.clone(),
+        auth: Arc::clone(&config.auth),
+        stop: stop_rx.clone(),
+    }));
+    // The tenants credentials and scrape targets name are opened now: their scrapes start,
+    // and a store that cannot open stops the start.
+    let mut named = vec![auth::TenantId::default_tenant()];
+    named.extend(config.auth.tenants().cloned());
+    named.extend(config.scrape.iter().map(|t| t.tenant.clone()));
+    named.sort();
+    named.dedup();
+    for id in &named {
+        tenants.get(id).await?;
+    }
+    let state = tenants.default_state().await?;
+    if config.demo {
+        load_demo(&state).await?;
+    }
+    tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    for (key, addr) in config.open_listeners() {
+        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
+    }
+    if config.open_listeners().next().is_none() {
+        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
+    }
+    if let Some(a) = bound.otlp_http {
+        tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
+    }
+    if let Some(a) = bound.otlp_grpc {
+        tracing::info!(addr = %a, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
+    }
+    on_bound(bound);
+
+    if config.auth.enabled() {
+        for (name, scopes) in config.auth.credential_names() {
+            tracing::info!(credential = name, scopes = ?scopes, "credential");
+        }
+        tracing::info!(
+            "authentication on: requests need a credential (probes and the UI's files excepted)"
+        );
+    }
+    let mut servers = Vec::new();
+    let guarded = |router, listener: &tokio::net::TcpListener| {
+        let local = listener.local_addr()?;
+        let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
+        Ok::<_, ServerError>(browser_guard::guard(router, names))
+    };
+    let router = guarded(tenants.gate(tenants::Listener::Main), &main)?;
+    servers.push(tokio::spawn(run_listener(main, router, stop_rx.clone())));
+    if let Some(l) = otlp {
+        let router = guarded(tenants.gate(tenants::Listener::OtlpHttp), &l)?;
+        servers.push(tokio::spawn(run_listener(l, router, stop_rx.clone())));
+    }
+    if let Some(l) = grpc {
+        servers.push(tokio::spawn(run_listener(
+            l,
+            tenants.gate(tenants::Listener::OtlpGrpc),
+            stop_rx.clone(),
+        )));
+    }
+    let inflight = Arc::clone(&state.inflight);
+    drop(state);
+    shutdown.await;
+    tracing::info!("shutting down: finishing requests in flight and flushing the store");
+    inflight.stop();
+    let _ = stop_tx.send(true);
+    for s in servers {
+        s.await.expect("listener task panicked")?;
+    }
+    // The listeners are done with the tenants: each one's queued data is written.
+    tenants.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Opens the store of `tenant` with `store_cfg`, saying in the log what it holds and which
+/// limits it is near.
+pub(crate) async fn open_store(
+    store_cfg: spanprof_store::store::StoreConfig,
+    config: &ServerConfig,
+    tenant: &auth::TenantId,
+) -> Result<Store, ServerError> {
     // Absolute in the log, whatever the working directory was.
     let dir = std::path::absolute(&store_cfg.dir)
         .unwrap_or_else(|_| store_cfg.dir.clone())
         .display()
         .to_string();
     // Opening replays the newest segment (seconds for a store with millions of symbols).
-    tracing::info!(dir = %dir, version = env!("CARGO_PKG_VERSION"), "opening the store");
+    tracing::info!(dir = %dir, %tenant, version = env!("CARGO_PKG_VERSION"), "opening the store");
     let opening = std::time::Instant::now();
     let (store, report) = tokio::task::spawn_blocking(move || Store::open(store_cfg))
         .await
@@ -194,7 +298,7 @@ pub async fn serve(
     }
     let stats = store.stats();
     tracing::info!(dir = %dir, services = stats.services, series = stats.series, samples = stats.samples, spans = stats.spans, disk_bytes = stats.disk_bytes, seconds = format!("{:.2}", opening.elapsed().as_secs_f64()), "store opened");
-    let (retention, max_size) = retention_settings(&config);
+    let (retention, max_size) = retention_settings(config);
     tracing::info!(
         retention = %retention,
         max_size = %max_size,
@@ -236,121 +340,7 @@ pub async fn serve(
              profiles that add symbols (a new build or service) are refused past it"
         );
     }
-    let store = Arc::new(store);
-    let metrics = Arc::new(Metrics::default());
-    metrics.set(
-        "spanprof_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
-    let forwarders = {
-        let (forward, dir, metrics) = (
-            config.forward.clone(),
-            config.data_dir.clone(),
-            Arc::clone(&metrics),
-        );
-        tokio::task::spawn_blocking(move || Forwarders::open(&forward, &dir, metrics))
-            .await
-            .expect("opening the forward queues panicked")?
-    };
-    let forwarders = Arc::new(forwarders);
-    if !config.store {
-        tracing::info!("the store is off: data is only forwarded");
-    }
-    let (forward_stop_tx, forward_stop_rx) = watch::channel(false);
-    let senders = forwarders.start(forward_stop_rx);
-    let write_failed = Arc::new(tokio::sync::Notify::new());
-    let over_limit = Arc::new(tokio::sync::Notify::new());
-    let sinks = Sinks {
-        store: config.store.then(|| Arc::clone(&store)),
-        forward: forwarders,
-        write_failed: Arc::clone(&write_failed),
-        over_limit: Arc::clone(&over_limit),
-    };
-    let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
-    let state = AppState {
-        store,
-        pipeline,
-        metrics,
-        inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
-        settings: Arc::new(settings::Settings::open(&config.data_dir)),
-        span_keys: Arc::default(),
-        nesting: Arc::default(),
-        config: Arc::clone(&config),
-        bound: bound.clone(),
-    };
-
-    if config.demo {
-        load_demo(&state).await?;
-    }
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
-    for (key, addr) in config.open_listeners() {
-        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
-    }
-    if config.open_listeners().next().is_none() {
-        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
-    }
-    if let Some(a) = bound.otlp_http {
-        tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
-    }
-    if let Some(a) = bound.otlp_grpc {
-        tracing::info!(addr = %a, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
-    }
-    on_bound(bound);
-
-    let scrapes =
-        receivers::scrape::start(state.clone(), stop_rx.clone()).map_err(ServerError::Scrape)?;
-    let maintenance = tokio::spawn(maintain(
-        Arc::clone(&state.store),
-        Arc::clone(&config),
-        Arc::clone(&state.metrics),
-        [write_failed, over_limit],
-        stop_rx.clone(),
-    ));
-    let mut servers = Vec::new();
-    let guarded = |router, listener: &tokio::net::TcpListener| {
-        let local = listener.local_addr()?;
-        let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
-        Ok::<_, ServerError>(browser_guard::guard(router, names))
-    };
-    let router = guarded(api::router(state.clone()), &main)?;
-    servers.push(tokio::spawn(run_listener(main, router, stop_rx.clone())));
-    if let Some(l) = otlp {
-        let router = guarded(receivers::otlp::router(state.clone()), &l)?;
-        servers.push(tokio::spawn(run_listener(l, router, stop_rx.clone())));
-    }
-    if let Some(l) = grpc {
-        servers.push(tokio::spawn(run_listener(
-            l,
-            receivers::grpc::router(state.clone()),
-            stop_rx.clone(),
-        )));
-    }
-    let inflight = Arc::clone(&state.inflight);
-    drop(state);
-    shutdown.await;
-    tracing::info!("shutting down: finishing requests in flight and flushing the store");
-    inflight.stop();
-    let _ = stop_tx.send(true);
-    for s in servers {
-        s.await.expect("listener task panicked")?;
-    }
-    for s in scrapes {
-        let _ = s.await;
-    }
-    let _ = maintenance.await;
-    // Every sender is gone once the listeners and scrapers are: the batcher drains and stops.
-    batcher.await.expect("pipeline task panicked");
-    // Queued exports stay on disk; each sender finishes the export in flight so its answer
-    // is recorded (no resend after the restart).
-    let _ = forward_stop_tx.send(true);
-    for s in senders {
-        let _ = s.await;
-    }
-    tracing::info!("stopped");
-    Ok(())
+    Ok(store)
 }
 
 /// The retention age and size limit, for the log.
@@ -378,7 +368,7 @@ const EARLY_RETENTION_EVERY: std::time::Duration = std::time::Duration::from_sec
 ///
 /// `spanprof_retention_runs_total{trigger}` counts the runs: `schedule`, `write_failed`,
 /// `over_limit`.
-async fn maintain(
+pub(crate) async fn maintain(
     store: Arc<Store>,
     config: Arc<ServerConfig>,
     metrics: Arc<Metrics>,

@@ -73,6 +73,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
     ("spanprof_build_info", "1, with the running spanprof's version as a label."),
     ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
+    ("spanprof_tenant_requests_total", "Requests served for each tenant other than the default one (by its credential, or a trusted X-Scope-OrgID)."),
     ("spanprof_retention_runs_total", "Retention runs, per trigger: schedule (once a minute, with compaction), write_failed (a store write failed: a full disk makes room), over_limit (the store grew past storage.max_size)."),
     ("spanprof_store_segments", "Segments of the store's log."),
     ("spanprof_store_series", "Series in the store."),

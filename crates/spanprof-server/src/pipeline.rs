@@ -923,7 +923,7 @@ mod tests {
     ) -> (Pipeline, Arc<Metrics>, tokio::task::JoinHandle<()>) {
         let metrics = Arc::new(Metrics::default());
         let (store, _) = Store::open(store).unwrap();
-        let forward = Forwarders::open(forward, dir, Arc::clone(&metrics)).unwrap();
+        let forward = Forwarders::open(forward, dir, Arc::clone(&metrics), None).unwrap();
         let sinks = Sinks {
             store: Some(Arc::new(store)),
             forward: Arc::new(forward),

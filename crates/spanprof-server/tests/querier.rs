@@ -376,6 +376,7 @@ fn call_at(f: &Fixture, method: &str, headers: &[(&str, &str)], body: &[u8]) -> 
         reply: Reply {
             status,
             content_type,
+            headers: Default::default(),
             body,
         },
         headers,

@@ -370,8 +370,9 @@ fn a_busy_port_names_the_listener_and_the_flag_that_moves_it() {
 }
 
 /// Listeners stay on this machine unless asked otherwise: the defaults are loopback, an address
-/// beyond it is refused (naming the flag that allows it) since no listener authenticates, and
-/// with --allow-unauthenticated it serves, warning of each such listener.
+/// beyond it is refused (naming the flag that allows it) when no credentials are configured,
+/// with --allow-unauthenticated it serves, warning of each such listener, and with credentials
+/// it serves without the flag or the warning.
 #[test]
 fn listeners_beyond_loopback_need_allow_unauthenticated() {
     let dir = tempfile::tempdir().unwrap();
@@ -384,7 +385,7 @@ fn listeners_beyond_loopback_need_allow_unauthenticated() {
     assert_eq!(run.code(), Some(2), "{run}");
     for words in [
         &format!("server.http_addr (--http-addr) {open} listens beyond this machine")[..],
-        "do not authenticate",
+        "no credentials are configured (auth.credentials)",
         "--allow-unauthenticated",
     ] {
         assert!(run.stderr.contains(words), "{words:?} in {run}");
@@ -403,6 +404,29 @@ fn listeners_beyond_loopback_need_allow_unauthenticated() {
         "{log}"
     );
     assert!(!log.contains("server.otlp_grpc_addr"), "{log}");
+
+    let config = dir.path().join("auth.yaml");
+    let digest = "9f64a747e1b97f131fabb6b447296c9b6f0201e79fb3c5356e6c77e89b6a806a";
+    std::fs::write(
+        &config,
+        format!(
+            "auth:\n  credentials:\n    - {{name: ci, scopes: [read], token_sha256: {digest}}}\n"
+        ),
+    )
+    .unwrap();
+    let open = format!("0.0.0.0:{}", free_port());
+    let server = Server::start(
+        &dir.path().join("with-auth"),
+        &open,
+        &["--config", config.to_str().unwrap()],
+    );
+    let status = get(&server.addr, "/api/v1/services", Duration::from_secs(10))
+        .unwrap()
+        .status;
+    assert_eq!(status, 401);
+    let log = server.stop();
+    assert!(!log.contains("without authentication"), "{log}");
+    assert!(log.contains("authentication on"), "{log}");
 }
 
 /// The store is its owner's only: a new data directory is 0700 and what the server writes in

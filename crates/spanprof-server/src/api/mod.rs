@@ -8,15 +8,15 @@ pub mod tempo;
 use std::sync::{Arc, LazyLock};
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
-use axum::Router;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spanprof_store::query_limit::{self, QueryLimit};
 use spanprof_store::store::Store;
 use tokio::sync::Semaphore;
 
-use crate::{receivers, AppState};
+use crate::auth::Access;
+use crate::receivers;
+use crate::routes::Routes;
 
 /// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
 /// 389 MB answer built in 5.3 GB. Tempo refuses traces past 5 MB at ingest
@@ -81,24 +81,22 @@ pub fn stopped_message(s: spanprof_store::query_limit::Stopped) -> String {
     )
 }
 
-/// Every route of the main listener.
-pub fn router(state: AppState) -> Router {
-    let limit = state.config.limits.max_body_bytes;
-    Router::new()
+/// Every route of the main listener; requests bodies up to `max_body_bytes`.
+pub fn routes_of_listener(max_body_bytes: usize) -> Routes {
+    Routes::new()
         .merge(receivers::otlp::routes())
         .merge(receivers::pyroscope::routes())
         .merge(query::routes())
         .merge(pyroscope_query::routes())
         .merge(tempo::routes())
         .merge(crate::ui::routes())
-        .route("/health", get(ops::health))
-        .route("/ready", get(ops::health))
-        .route("/live", get(ops::live))
-        .route("/metrics", get(ops::metrics))
-        .method_not_allowed_fallback(ops::method_not_allowed)
-        .fallback(ops::not_found_main)
-        .layer(DefaultBodyLimit::max(limit))
-        .with_state(state)
+        .merge(ops::probes())
+        .get("/metrics", Access::Metrics, ops::metrics)
+        .map(|r| {
+            r.method_not_allowed_fallback(ops::method_not_allowed)
+                .fallback(ops::not_found_main)
+                .layer(DefaultBodyLimit::max(max_body_bytes))
+        })
 }
 
 #[cfg(test)]

@@ -3,7 +3,17 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 
+use crate::auth::Access;
+use crate::routes::Routes;
 use crate::AppState;
+
+/// `/health`, `/ready` and `/live`: open to anyone (probes send no credentials).
+pub fn probes() -> Routes {
+    Routes::new()
+        .get("/health", Access::Public, health)
+        .get("/ready", Access::Public, health)
+        .get("/live", Access::Public, live)
+}
 
 /// Ready: the listeners are bound and the store is open (handlers only run then), the
 /// last batch was written, and requests do not wait on a write that hangs

@@ -12,8 +12,6 @@ mod spans;
 mod timeseries;
 
 use axum::http::Uri;
-use axum::routing::get;
-use axum::Router;
 
 pub use error::ApiError;
 pub use spans::{
@@ -21,30 +19,35 @@ pub use spans::{
     TOO_SHORT,
 };
 
-use crate::AppState;
+use crate::auth::Access;
+use crate::routes::Routes;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
 const ENDPOINTS: &str = "status, services, profile-types, label-names, label-values, series, \
      flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/v1/status", get(catalog::status))
-        .route("/api/v1/services", get(catalog::services))
-        .route("/api/v1/profile-types", get(catalog::profile_types))
-        .route("/api/v1/label-names", get(catalog::label_names))
-        .route("/api/v1/label-values", get(catalog::label_values))
-        .route("/api/v1/series", get(catalog::series))
-        .route("/api/v1/flamegraph", get(flame::flamegraph))
-        .route("/api/v1/top", get(flame::top))
-        .route("/api/v1/pprof", get(flame::pprof))
-        .route("/api/v1/svg", get(flame::svg))
-        .route("/api/v1/diff", get(diff::diff))
-        .route("/api/v1/timeseries", get(timeseries::timeseries))
-        .route("/api/v1/spans", get(spans::search))
-        .route("/api/v1/traces/{trace_id}", get(spans::trace))
-        .route("/api/v1/{*rest}", get(unknown_endpoint))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/v1/status", Access::Read, catalog::status)
+        .get("/api/v1/services", Access::Read, catalog::services)
+        .get(
+            "/api/v1/profile-types",
+            Access::Read,
+            catalog::profile_types,
+        )
+        .get("/api/v1/label-names", Access::Read, catalog::label_names)
+        .get("/api/v1/label-values", Access::Read, catalog::label_values)
+        .get("/api/v1/series", Access::Read, catalog::series)
+        .get("/api/v1/flamegraph", Access::Read, flame::flamegraph)
+        .get("/api/v1/top", Access::Read, flame::top)
+        .get("/api/v1/pprof", Access::Read, flame::pprof)
+        .get("/api/v1/svg", Access::Read, flame::svg)
+        .get("/api/v1/diff", Access::Read, diff::diff)
+        .get("/api/v1/timeseries", Access::Read, timeseries::timeseries)
+        .get("/api/v1/spans", Access::Read, spans::search)
+        .get("/api/v1/traces/{trace_id}", Access::Read, spans::trace)
+        .get("/api/v1/{*rest}", Access::Read, unknown_endpoint)
 }
 
 async fn unknown_endpoint(uri: Uri) -> ApiError {

@@ -11,8 +11,6 @@ use std::sync::Arc;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 // foldhash, not std's SipHash: searches key maps by the trace id of every span of a range.
 use hashbrown::{HashMap, HashSet};
 use prost::Message;
@@ -33,6 +31,8 @@ use crate::forward::traces::{by_resource, otlp_events};
 mod traceql;
 
 use super::query::ApiError;
+use crate::auth::Access;
+use crate::routes::Routes;
 use crate::AppState;
 
 /// The span attribute Grafana reads the profile span selector from.
@@ -62,16 +62,20 @@ const INTRINSICS: &[&str] = &[
 ];
 
 /// The Tempo routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/api/traces/{trace_id}", get(trace_v1))
-        .route("/api/v2/traces/{trace_id}", get(trace_v2))
-        .route("/api/search", get(search))
-        .route("/api/search/tags", get(tags_v1))
-        .route("/api/v2/search/tags", get(tags_v2))
-        .route("/api/search/tag/{name}/values", get(tag_values_v1))
-        .route("/api/v2/search/tag/{name}/values", get(tag_values_v2))
-        .route("/api/echo", get(echo))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/api/traces/{trace_id}", Access::Read, trace_v1)
+        .get("/api/v2/traces/{trace_id}", Access::Read, trace_v2)
+        .get("/api/search", Access::Read, search)
+        .get("/api/search/tags", Access::Read, tags_v1)
+        .get("/api/v2/search/tags", Access::Read, tags_v2)
+        .get("/api/search/tag/{name}/values", Access::Read, tag_values_v1)
+        .get(
+            "/api/v2/search/tag/{name}/values",
+            Access::Read,
+            tag_values_v2,
+        )
+        .get("/api/echo", Access::Read, echo)
 }
 
 type Params = Query<Vec<(String, String)>>;

@@ -63,6 +63,8 @@ pub enum ForwardError {
 /// One downstream endpoint: its settings, queue and client.
 struct Forwarder {
     cfg: ForwarderConfig,
+    /// Its name in logs and metrics: `name`, or `name/tenant` for a tenant's own.
+    label: String,
     queue: DiskQueue,
     exporter: Exporter,
     wake: Notify,
@@ -76,11 +78,13 @@ pub struct Forwarders {
 
 impl Forwarders {
     /// Opens each forwarder's queue under `data_dir/forward/{name}/` (records left by an
-    /// earlier run are sent first).
+    /// earlier run are sent first). A tenant's forwarders (`tenant`) are named
+    /// `name/tenant` in logs and metrics.
     pub fn open(
         configs: &[ForwarderConfig],
         data_dir: &Path,
         metrics: Arc<Metrics>,
+        tenant: Option<String>,
     ) -> Result<Forwarders, ForwardError> {
         // Checked with the rest of the configuration before the server starts; again here,
         // where the names become directories.
@@ -120,6 +124,10 @@ impl Forwarders {
             tracing::info!(forwarder = %cfg.name, endpoint = %cfg.endpoint, protocol = %cfg.protocol, signals, queued = queue.pending_records(), "forwarding");
             let f = Forwarder {
                 cfg: cfg.clone(),
+                label: match &tenant {
+                    Some(t) => format!("{}/{t}", cfg.name),
+                    None => cfg.name.clone(),
+                },
                 queue,
                 exporter,
                 wake: Notify::new(),
@@ -169,10 +177,10 @@ impl Forwarders {
                 })?;
             queued = true;
             if dropped > 0 {
-                tracing::warn!(forwarder = %f.cfg.name, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
+                tracing::warn!(forwarder = %f.label, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
                 self.metrics.add(
                     "spanprof_forward_dropped_records_total",
-                    &[("forwarder", &f.cfg.name), ("reason", "queue_full")],
+                    &[("forwarder", &f.label), ("reason", "queue_full")],
                     dropped as f64,
                 );
             }
@@ -200,7 +208,7 @@ impl Forwarders {
 
 impl Forwarder {
     fn gauges(&self, metrics: &Metrics) {
-        let labels = [("forwarder", self.cfg.name.as_str())];
+        let labels = [("forwarder", self.label.as_str())];
         metrics.set(
             "spanprof_forward_queued_records",
             &labels,
@@ -231,7 +239,7 @@ impl Forwarder {
 }
 
 async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) {
-    let name = f.cfg.name.clone();
+    let name = f.label.clone();
     let mut failures = 0u32;
     let mut jitter = Jitter::new();
     let failing = |on: bool| {
@@ -333,7 +341,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
 fn ack(f: &Forwarder, last: spanprof_store::log::RecordPos, metrics: &Metrics) {
     if let Err(e) = f.queue.ack(last) {
         // The records stay pending in memory order anyway; a restart may send them again.
-        tracing::error!(forwarder = %f.cfg.name, error = %e, "writing the forward cursor failed");
+        tracing::error!(forwarder = %f.label, error = %e, "writing the forward cursor failed");
     }
     f.gauges(metrics);
 }

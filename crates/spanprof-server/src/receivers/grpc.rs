@@ -13,14 +13,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::Router;
 use hyper::body::Frame;
 use prost::Message;
 
 use super::body::{Any, Payload, ProtoDuration, Rejection, RetryInfo, RpcStatus, RETRY_INFO_TYPE};
 use super::inflight::ChargedBody;
 use super::otlp::{ingest_profiles, ingest_traces};
+use crate::auth::Access;
+use crate::routes::Routes;
 use crate::AppState;
 
 /// gRPC method paths.
@@ -34,13 +34,12 @@ pub const TRACES_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceSe
 pub const HEALTH_CHECK: &str = "/grpc.health.v1.Health/Check";
 
 /// The gRPC listener's routes.
-pub fn router(state: AppState) -> Router {
-    Router::new()
-        .route(PROFILES_EXPORT, post(profiles))
-        .route(TRACES_EXPORT, post(traces))
-        .route(HEALTH_CHECK, post(health_check))
-        .fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export, and grpc.health.v1.Health/Check") })
-        .with_state(state)
+pub fn routes_of_listener() -> Routes {
+    Routes::new()
+        .post(PROFILES_EXPORT, Access::Write, profiles)
+        .post(TRACES_EXPORT, Access::Write, traces)
+        .post(HEALTH_CHECK, Access::Public, health_check)
+        .map(|r| r.fallback(|| async { status(12, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export, and grpc.health.v1.Health/Check") }))
 }
 
 /// `grpc.health.v1.Health/Check`: SERVING while `/health` says ok, else NOT_SERVING, for the
@@ -174,7 +173,7 @@ fn unframe(headers: &HeaderMap, body: ChargedBody, max: usize) -> Result<Payload
 }
 
 /// A Trailers-Only response carrying an error status.
-fn status(code: u32, message: &str) -> Response {
+pub(crate) fn status(code: u32, message: &str) -> Response {
     let mut r = (StatusCode::OK, [("content-type", "application/grpc")]).into_response();
     r.headers_mut()
         .insert("grpc-status", HeaderValue::from(code));

@@ -319,13 +319,24 @@ impl FromRequest<AppState> for ChargedBody {
     type Rejection = Rejection;
 
     async fn from_request(req: Request, app: &AppState) -> Result<Self, Rejection> {
-        read(
+        let body = read(
             req,
             app.config.limits.max_body_bytes,
             BODY_IDLE_TIMEOUT,
             &app.inflight,
         )
-        .await
+        .await?;
+        if !app.ingest_rate.take(body.bytes.len()) {
+            return Err(Rejection::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                format!(
+                    "over this tenant's ingest rate of {} bytes/s (server.max_ingest_rate, \
+                     server.max_ingest_burst): retry later",
+                    app.config.limits.max_ingest_rate
+                ),
+            ));
+        }
+        Ok(body)
     }
 }
 

@@ -6,4 +6,5 @@ pub mod inflight;
 pub mod known_spans;
 pub mod otlp;
 pub mod pyroscope;
+pub mod rate;
 pub mod scrape;

@@ -5,8 +5,6 @@
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
 use prost::Message;
 use spanprof_format::otlp::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData,
@@ -20,28 +18,29 @@ use spanprof_store::store::Storing;
 
 use super::body::{otlp_answer_type, payload, Rejection, JSON};
 use super::inflight::{ChargedBody, Drawing};
+use crate::auth::Access;
 use crate::clock::{is_unset_time, now_ns};
 use crate::pipeline::{SubmitError, Work};
+use crate::routes::Routes;
 use crate::AppState;
 
 /// The OTLP/HTTP routes, for the OTLP listener and the main one.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/v1development/profiles", post(profiles))
-        .route("/v1/traces", post(traces))
+pub fn routes() -> Routes {
+    Routes::new()
+        .post("/v1development/profiles", Access::Write, profiles)
+        .post("/v1/traces", Access::Write, traces)
 }
 
 /// A router with only the OTLP routes and `/health` (the `:4318` listener); other paths are
 /// 404s that say where profiles and traces go.
-pub fn router(state: AppState) -> Router {
+pub fn routes_of_listener() -> Routes {
     routes()
         // A load balancer in front of this port alone checks it here, as on the main one.
-        .route("/health", get(crate::api::ops::health))
-        .route("/ready", get(crate::api::ops::health))
-        .route("/live", get(crate::api::ops::live))
-        .method_not_allowed_fallback(crate::api::ops::method_not_allowed)
-        .fallback(crate::api::ops::not_found_otlp)
-        .with_state(state)
+        .merge(crate::api::ops::probes())
+        .map(|r| {
+            r.method_not_allowed_fallback(crate::api::ops::method_not_allowed)
+                .fallback(crate::api::ops::not_found_otlp)
+        })
 }
 
 /// The answer, in `content_type` ([`otlp_answer_type`]).

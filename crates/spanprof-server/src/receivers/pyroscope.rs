@@ -17,25 +17,25 @@ mod push;
 use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
-use axum::routing::post;
-use axum::Router;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, ProfilesData, Resource};
 use spanprof_format::{pprof, Batch, FormatError, LinkConfig};
 use spanprof_store::store::{Storing, PROFILE_NAME_ATTRIBUTE};
 
 use super::body::{gunzip_part, Rejection, Unpacked};
 use super::inflight::{Charge, Drawing};
+use crate::auth::Access;
 use crate::pipeline::{Incoming, SubmitError, Work};
+use crate::routes::Routes;
 use crate::AppState;
 
 pub use ingest::PREV_PROFILE_MESSAGE;
 
 /// The Pyroscope push routes.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/ingest", post(ingest::ingest))
-        .route("/pyroscope/ingest", post(ingest::ingest))
-        .route("/push.v1.PusherService/Push", post(push::push))
+pub fn routes() -> Routes {
+    Routes::new()
+        .post("/ingest", Access::Write, ingest::ingest)
+        .post("/pyroscope/ingest", Access::Write, ingest::ingest)
+        .post("/push.v1.PusherService/Push", Access::Write, push::push)
 }
 
 /// Where a profile goes: what Pyroscope would make its series labels.

@@ -44,10 +44,12 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         .config
         .scrape
         .iter()
+        .filter(|t| t.tenant == app.tenant)
         .any(|t| t.url.starts_with("https://") && t.tls.is_default());
     let shared = client(https, &TlsSettings::default())?;
     let mut tasks = Vec::new();
-    for target in app.config.scrape.clone() {
+    let mine = app.config.scrape.iter().filter(|t| t.tenant == app.tenant);
+    for target in mine.cloned().collect::<Vec<_>>() {
         target
             .check()
             .map_err(|e| format!("scrape target {:?}: {e}", target.service))?;

@@ -7,10 +7,9 @@
 use axum::extract::Path;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 
-use crate::AppState;
+use crate::auth::Access;
+use crate::routes::Routes;
 
 /// One embedded file: its path under `/ui/`, its media type and its bytes.
 struct Asset {
@@ -83,16 +82,15 @@ const ASSETS: &[Asset] = &[
 const INDEX_HTML: &str = include_str!("assets/index.html");
 
 /// The UI's routes: `/` and `/ui/{*path}`.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/", get(index))
-        .route("/ui/", get(index))
-        .route("/ui/{*path}", get(asset))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/", Access::Public, index)
+        .get("/ui/", Access::Public, index)
+        .get("/ui/{*path}", Access::Public, asset)
         // Browsers ask for it on every page: no icon, and no 404 logged as a refusal.
-        .route(
-            "/favicon.ico",
-            get(|| async { axum::http::StatusCode::NO_CONTENT }),
-        )
+        .get("/favicon.ico", Access::Public, || async {
+            axum::http::StatusCode::NO_CONTENT
+        })
 }
 
 async fn index() -> Response {

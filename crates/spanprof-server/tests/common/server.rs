@@ -22,8 +22,12 @@ pub struct TestServer {
     pub addr: SocketAddr,
     /// The OTLP/HTTP listener, when the configuration has one.
     pub otlp_http: Option<SocketAddr>,
+    /// The OTLP gRPC listener, when the configuration has one.
+    pub otlp_grpc: Option<SocketAddr>,
     rt: tokio::runtime::Runtime,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// HTTP/2 with prior knowledge (gRPC).
+    client_h2: Client<HttpConnector, Full<Bytes>>,
     stop: Option<oneshot::Sender<()>>,
     served: Option<tokio::task::JoinHandle<Result<(), ServerError>>>,
 }
@@ -33,6 +37,7 @@ pub struct TestServer {
 pub struct Reply {
     pub status: u16,
     pub content_type: String,
+    pub headers: hyper::HeaderMap,
     pub body: Vec<u8>,
 }
 
@@ -101,8 +106,8 @@ impl TestServer {
                 let _ = bound_tx.send(bound);
             },
         ));
-        let (addr, otlp_http) = match bound_rx.recv_timeout(DEADLINE) {
-            Ok(bound) => (bound.http, bound.otlp_http),
+        let (addr, otlp_http, otlp_grpc) = match bound_rx.recv_timeout(DEADLINE) {
+            Ok(bound) => (bound.http, bound.otlp_http, bound.otlp_grpc),
             Err(e) => {
                 let why = if served.is_finished() {
                     format!("{:?}", rt.block_on(served))
@@ -112,15 +117,22 @@ impl TestServer {
                 panic!("the server did not bind: {why}");
             }
         };
-        let client = {
+        let (client, client_h2) = {
             let _enter = rt.enter();
-            Client::builder(TokioExecutor::new()).build_http()
+            (
+                Client::builder(TokioExecutor::new()).build_http(),
+                Client::builder(TokioExecutor::new())
+                    .http2_only(true)
+                    .build_http(),
+            )
         };
         let server = TestServer {
             addr,
             otlp_http,
+            otlp_grpc,
             rt,
             client,
+            client_h2,
             stop: Some(stop),
             served: Some(served),
         };
@@ -175,9 +187,26 @@ impl TestServer {
         path: &str,
         body: Option<(&str, Vec<u8>)>,
     ) -> Result<Reply, String> {
+        self.send(addr, method, path, &[], body, false)
+    }
+
+    /// `method path` to listener `addr` with `headers` and an optional body of a content
+    /// type, over HTTP/2 (prior knowledge, as gRPC) when `http2`.
+    pub fn send(
+        &self,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<(&str, Vec<u8>)>,
+        http2: bool,
+    ) -> Result<Reply, String> {
         let mut request = hyper::Request::builder()
             .method(method)
             .uri(format!("http://{addr}{path}"));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
         let body = match body {
             Some((content_type, bytes)) => {
                 request = request.header("content-type", content_type);
@@ -190,11 +219,8 @@ impl TestServer {
             .map_err(|e| e.to_string())?;
         self.rt.block_on(async {
             let exchange = async {
-                let response = self
-                    .client
-                    .request(request)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let client = if http2 { &self.client_h2 } else { &self.client };
+                let response = client.request(request).await.map_err(|e| e.to_string())?;
                 let status = response.status().as_u16();
                 let content_type = response
                     .headers()
@@ -202,6 +228,7 @@ impl TestServer {
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or_default()
                     .to_owned();
+                let headers = response.headers().clone();
                 let body = response
                     .into_body()
                     .collect()
@@ -212,6 +239,7 @@ impl TestServer {
                 Ok(Reply {
                     status,
                     content_type,
+                    headers,
                     body,
                 })
             };

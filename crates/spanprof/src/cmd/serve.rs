@@ -62,10 +62,11 @@ pub struct Args {
     /// Address of the OTLP gRPC listener, or "off" [default: 127.0.0.1:4317].
     #[arg(long, value_name = "ADDR")]
     otlp_grpc_addr: Option<String>,
-    /// Let listeners bind addresses beyond loopback (0.0.0.0:4040, :4040) though they do not
-    /// authenticate: anyone who reaches them reads every profile and span and can write
-    /// data. For a machine behind a firewall or an authenticating proxy; each such listener
-    /// is warned of at start.
+    /// Let listeners bind addresses beyond loopback (0.0.0.0:4040, :4040) though no
+    /// credentials are configured (the config file's auth section; docs/security.md):
+    /// anyone who reaches them reads every profile and span and can write data. For a
+    /// machine behind a firewall or an authenticating proxy; each such listener is warned of
+    /// at start.
     #[arg(long)]
     allow_unauthenticated: bool,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is

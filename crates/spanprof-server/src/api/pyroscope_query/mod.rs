@@ -17,12 +17,12 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::Router;
 use prost::Message;
 
+use crate::auth::Access;
 use crate::config::Limits;
 use crate::receivers::body::{decode, Rejection};
+use crate::routes::Routes;
 use crate::AppState;
 use json::{FromJson, Obj, ToJson};
 
@@ -265,30 +265,37 @@ async fn unknown_method(axum::extract::Path(method): axum::extract::Path<String>
 }
 
 /// The `querier.v1.QuerierService` routes.
-pub fn routes() -> Router<AppState> {
+pub fn routes() -> Routes {
     const P: &str = "/querier.v1.QuerierService/";
-    Router::new()
-        .route(&format!("{P}ProfileTypes"), post(profile_types))
-        .route(&format!("{P}LabelNames"), post(label_names))
-        .route(&format!("{P}LabelValues"), post(label_values))
-        .route(&format!("{P}Series"), post(series))
-        .route(
+    Routes::new()
+        .post(&format!("{P}ProfileTypes"), Access::Read, profile_types)
+        .post(&format!("{P}LabelNames"), Access::Read, label_names)
+        .post(&format!("{P}LabelValues"), Access::Read, label_values)
+        .post(&format!("{P}Series"), Access::Read, series)
+        .post(
             &format!("{P}SelectMergeSpanProfile"),
-            post(select_merge_span_profile),
+            Access::Read,
+            select_merge_span_profile,
         )
-        .route(
+        .post(
             &format!("{P}SelectMergeStacktraces"),
-            post(select_merge_stacktraces),
+            Access::Read,
+            select_merge_stacktraces,
         )
-        .route(
+        .post(
             &format!("{P}SelectMergeProfile"),
-            post(select_merge_profile),
+            Access::Read,
+            select_merge_profile,
         )
-        .route(&format!("{P}SelectSeries"), post(select_series))
-        .route(&format!("{P}Diff"), post(diff))
-        .route(&format!("{P}GetProfileStats"), post(get_profile_stats))
-        .route(&format!("{P}{{method}}"), post(unknown_method))
+        .post(&format!("{P}SelectSeries"), Access::Read, select_series)
+        .post(&format!("{P}Diff"), Access::Read, diff)
+        .post(
+            &format!("{P}GetProfileStats"),
+            Access::Read,
+            get_profile_stats,
+        )
+        .post(&format!("{P}{{method}}"), Access::Read, unknown_method)
         .merge(settings::routes())
-        .layer(DefaultBodyLimit::max(MAX_QUERY_BODY))
+        .map(|r| r.layer(DefaultBodyLimit::max(MAX_QUERY_BODY)))
         .merge(render::routes())
 }

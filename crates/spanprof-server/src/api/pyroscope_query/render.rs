@@ -34,8 +34,6 @@ use std::sync::Arc;
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use serde_json::{json, Map, Value};
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::diff::diff_layout;
@@ -44,7 +42,9 @@ use spanprof_store::series::{Aggregation, SeriesPoint};
 use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{ProfileType, DEFAULT_MAX_NODES};
 
+use crate::auth::Access;
 use crate::clock::now_ns;
+use crate::routes::Routes;
 use crate::AppState;
 
 /// Largest `maxNodes` accepted (Pyroscope's limit).
@@ -92,11 +92,11 @@ impl From<StoreError> for HttpError {
 }
 
 /// The routes of this module.
-pub fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/pyroscope/render", get(render))
-        .route("/pyroscope/render-diff", get(render_diff))
-        .route("/pyroscope/label-values", get(label_values))
+pub fn routes() -> Routes {
+    Routes::new()
+        .get("/pyroscope/render", Access::Read, render)
+        .get("/pyroscope/render-diff", Access::Read, render_diff)
+        .get("/pyroscope/label-values", Access::Read, label_values)
 }
 
 // ---- query string --------------------------------------------------------------------------

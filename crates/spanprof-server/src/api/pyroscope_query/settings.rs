@@ -13,28 +13,29 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use axum::routing::post;
-use axum::Router;
 use serde_json::Value;
 
 use super::json::{i64s, object, FromJson, Obj, ToJson};
 use super::{unary, Codec, ConnectError};
+use crate::auth::Access;
 use crate::pyroscope_proto::settings::v1::{
     GetSettingsRequest, GetSettingsResponse, SetSettingsRequest, SetSettingsResponse, Setting,
 };
+use crate::routes::Routes;
 use crate::settings::{self, SetError};
 use crate::AppState;
 
 /// The `settings.v1` routes.
-pub fn routes() -> Router<AppState> {
+pub fn routes() -> Routes {
     const P: &str = "/settings.v1.SettingsService/";
-    Router::new()
-        .route(&format!("{P}Get"), post(get))
-        .route(&format!("{P}Set"), post(set))
-        .route(&format!("{P}{{method}}"), post(unknown_method))
-        .route(
+    Routes::new()
+        .post(&format!("{P}Get"), Access::Read, get)
+        .post(&format!("{P}Set"), Access::Admin, set)
+        .post(&format!("{P}{{method}}"), Access::Read, unknown_method)
+        .post(
             "/settings.v1.RecordingRulesService/{method}",
-            post(recording_rules),
+            Access::Read,
+            recording_rules,
         )
 }
 

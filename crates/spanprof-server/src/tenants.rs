@@ -1,0 +1,294 @@
+//! Tenants: each one's data kept apart by giving it a server of its own — its own store
+//! (the default tenant's is the data directory, another's `tenants/<id>/` in it), pipeline,
+//! forwarders (which send `X-Scope-OrgID: <id>` downstream), settings, retention and limits
+//! — behind listeners they share. One tenant's data is never in another's answer because no
+//! code path reaches it: the gate ([`Tenants::dispatch`]) authenticates a request, finds its
+//! tenant, and hands it to that tenant's routers.
+//!
+//! Tenants that credentials or scrape targets name are opened at start; others (named by a
+//! trusted `X-Scope-OrgID`) on their first request, at most `auth.max_tenants` of them.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tower::ServiceExt;
+
+use crate::auth::{self, Auth, TenantId};
+use crate::config::ServerConfig;
+use crate::forward::Forwarders;
+use crate::metrics::Metrics;
+use crate::pipeline::{Pipeline, Sinks};
+use crate::receivers::inflight::Inflight;
+use crate::{api, receivers, settings, AppState, Bound, ServerError};
+
+/// The directory, under the data directory, holding the other tenants' data directories.
+pub const TENANTS_DIR: &str = "tenants";
+
+/// Which listener a request came in on: each has its own routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listener {
+    /// `server.http_addr`: UI, API, ingest.
+    Main = 0,
+    /// `server.otlp_http_addr`.
+    OtlpHttp = 1,
+    /// `server.otlp_grpc_addr`.
+    OtlpGrpc = 2,
+}
+
+/// What every tenant shares.
+pub(crate) struct Shared {
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) inflight: Arc<Inflight>,
+    pub(crate) bound: Bound,
+    pub(crate) auth: Arc<Auth>,
+    /// Turns true when the server stops: the tenants' scrapes and maintenance end.
+    pub(crate) stop: watch::Receiver<bool>,
+}
+
+/// One open tenant.
+pub(crate) struct Tenant {
+    pub(crate) state: AppState,
+    routers: [Router; 3],
+    tasks: Tasks,
+}
+
+/// What a tenant runs in the background, awaited at shutdown.
+struct Tasks {
+    batcher: JoinHandle<()>,
+    forward_stop: watch::Sender<bool>,
+    senders: Vec<JoinHandle<()>>,
+    maintenance: JoinHandle<()>,
+    scrapes: Vec<JoinHandle<()>>,
+}
+
+/// The open tenants.
+pub struct Tenants {
+    shared: Shared,
+    open: RwLock<HashMap<TenantId, Arc<Tenant>>>,
+    /// Serialises opening (a tenant is opened once even when its first requests race).
+    opening: tokio::sync::Mutex<()>,
+}
+
+/// The routes of each listener, as a test lists them ([`crate::routes::Routes::listed`]).
+pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Routes {
+    match listener {
+        Listener::Main => api::routes_of_listener(config.limits.max_body_bytes),
+        Listener::OtlpHttp => receivers::otlp::routes_of_listener(),
+        Listener::OtlpGrpc => receivers::grpc::routes_of_listener(),
+    }
+}
+
+impl Tenants {
+    pub(crate) fn new(shared: Shared) -> Tenants {
+        Tenants {
+            shared,
+            open: RwLock::default(),
+            opening: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The tenant `id`, opened if it is not yet.
+    pub(crate) async fn get(&self, id: &TenantId) -> Result<Arc<Tenant>, ServerError> {
+        if let Some(t) = self.open.read().expect("tenants lock").get(id) {
+            return Ok(Arc::clone(t));
+        }
+        let _one = self.opening.lock().await;
+        if let Some(t) = self.open.read().expect("tenants lock").get(id) {
+            return Ok(Arc::clone(t));
+        }
+        let count = self.open.read().expect("tenants lock").len();
+        let max = self.shared.auth.max_tenants;
+        if count >= max {
+            return Err(ServerError::TooManyTenants(max));
+        }
+        let tenant = Arc::new(open(&self.shared, id).await?);
+        self.open
+            .write()
+            .expect("tenants lock")
+            .insert(id.clone(), Arc::clone(&tenant));
+        Ok(tenant)
+    }
+
+    /// Serves one request that came in on `listener`: authenticates it, and hands it to its
+    /// tenant's routes with its [`auth::Principal`].
+    pub async fn dispatch(self: Arc<Self>, listener: Listener, mut request: Request) -> Response {
+        let principal = match self.shared.auth.authenticate(request.headers(), None) {
+            Ok(p) => p,
+            Err(denied) => {
+                return auth::denied_response(&denied, request.headers(), request.uri().path())
+            }
+        };
+        let tenant = match self.get(&principal.tenant).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!(tenant = %principal.tenant, error = %e, "a tenant could not be opened");
+                let status = match e {
+                    ServerError::TooManyTenants(_) => axum::http::StatusCode::FORBIDDEN,
+                    _ => axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                };
+                return (status, format!("{e}\n")).into_response();
+            }
+        };
+        if !principal.tenant.is_default() {
+            self.shared.metrics.add(
+                "spanprof_tenant_requests_total",
+                &[("tenant", principal.tenant.as_str())],
+                1.0,
+            );
+        }
+        request.extensions_mut().insert(principal);
+        let router = tenant.routers[listener as usize].clone();
+        match router.oneshot(request).await {
+            Ok(r) => r,
+            Err(never) => match never {},
+        }
+    }
+
+    /// A router for `listener` that sends every request through [`Tenants::dispatch`].
+    pub fn gate(self: &Arc<Self>, listener: Listener) -> Router {
+        let tenants = Arc::clone(self);
+        Router::new().fallback(move |request: Request| {
+            let tenants = Arc::clone(&tenants);
+            async move { tenants.dispatch(listener, request).await }
+        })
+    }
+
+    /// The default tenant's state (the demo loads into it).
+    pub(crate) async fn default_state(&self) -> Result<AppState, ServerError> {
+        Ok(self.get(&TenantId::default_tenant()).await?.state.clone())
+    }
+
+    /// Once the listeners have stopped: each tenant's queued data written and its
+    /// background work ended.
+    pub(crate) async fn close(self: Arc<Self>) {
+        let open: Vec<(TenantId, Arc<Tenant>)> =
+            self.open.write().expect("tenants lock").drain().collect();
+        drop(self);
+        for (id, tenant) in open {
+            let Ok(tenant) = Arc::try_unwrap(tenant) else {
+                tracing::error!(tenant = %id, "a tenant is still in use at shutdown");
+                continue;
+            };
+            let Tenant {
+                state,
+                routers,
+                tasks,
+            } = tenant;
+            drop(routers);
+            drop(state);
+            for s in tasks.scrapes {
+                let _ = s.await;
+            }
+            let _ = tasks.maintenance.await;
+            // Every sender is gone once the routers and scrapers are: the batcher drains.
+            let _ = tasks.batcher.await;
+            // Queued exports stay on disk; each sender finishes the export in flight.
+            let _ = tasks.forward_stop.send(true);
+            for s in tasks.senders {
+                let _ = s.await;
+            }
+        }
+    }
+}
+
+/// The data directory of tenant `id`.
+pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
+    if id.is_default() {
+        config.data_dir.clone()
+    } else {
+        config.data_dir.join(TENANTS_DIR).join(id.as_str())
+    }
+}
+
+/// Opens tenant `id`: its store, forwarders and pipeline, its retention, and its scrapes.
+async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
+    let config = &shared.config;
+    let dir = data_dir(config, id);
+    let mut store_cfg = config.store_config();
+    store_cfg.dir = dir.clone();
+    let store = Arc::new(crate::open_store(store_cfg, config, id).await?);
+    let forward: Vec<_> = config
+        .forward
+        .iter()
+        .cloned()
+        .map(|mut f| {
+            if !id.is_default() {
+                f.headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case(auth::TENANT_HEADER));
+                f.headers
+                    .push(("X-Scope-OrgID".to_owned(), id.as_str().to_owned()));
+            }
+            f
+        })
+        .collect();
+    let forwarders = {
+        let (dir, metrics, label) = (
+            dir.clone(),
+            Arc::clone(&shared.metrics),
+            (!id.is_default()).then(|| id.to_string()),
+        );
+        tokio::task::spawn_blocking(move || Forwarders::open(&forward, &dir, metrics, label))
+            .await
+            .expect("opening the forward queues panicked")?
+    };
+    let forwarders = Arc::new(forwarders);
+    let (forward_stop, forward_stop_rx) = watch::channel(false);
+    let senders = forwarders.start(forward_stop_rx);
+    let write_failed = Arc::new(tokio::sync::Notify::new());
+    let over_limit = Arc::new(tokio::sync::Notify::new());
+    let sinks = Sinks {
+        store: config.store.then(|| Arc::clone(&store)),
+        forward: forwarders,
+        write_failed: Arc::clone(&write_failed),
+        over_limit: Arc::clone(&over_limit),
+    };
+    let (pipeline, batcher) =
+        Pipeline::start(sinks, config.queue.clone(), Arc::clone(&shared.metrics));
+    let state = AppState {
+        store: Arc::clone(&store),
+        pipeline,
+        metrics: Arc::clone(&shared.metrics),
+        inflight: Arc::clone(&shared.inflight),
+        settings: Arc::new(settings::Settings::open(&dir)),
+        span_keys: Arc::default(),
+        nesting: Arc::default(),
+        config: Arc::clone(config),
+        bound: shared.bound.clone(),
+        tenant: id.clone(),
+        ingest_rate: Arc::new(receivers::rate::IngestRate::new(
+            config.limits.max_ingest_rate,
+            config.limits.max_ingest_burst,
+        )),
+    };
+    let maintenance = tokio::spawn(crate::maintain(
+        store,
+        Arc::clone(config),
+        Arc::clone(&shared.metrics),
+        [write_failed, over_limit],
+        shared.stop.clone(),
+    ));
+    let scrapes = receivers::scrape::start(state.clone(), shared.stop.clone())
+        .map_err(ServerError::Scrape)?;
+    let routers = [Listener::Main, Listener::OtlpHttp, Listener::OtlpGrpc]
+        .map(|l| routes_of(l, config).into_router().with_state(state.clone()));
+    if !id.is_default() {
+        tracing::info!(tenant = %id, dir = %dir.display(), "tenant opened");
+    }
+    Ok(Tenant {
+        state,
+        routers,
+        tasks: Tasks {
+            batcher,
+            forward_stop,
+            senders,
+            maintenance,
+            scrapes,
+        },
+    })
+}
