@@ -194,3 +194,63 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
     assert!(log.contains("demo data loaded"), "{log}");
     assert!(!Path::new(dir).exists(), "{dir} is left after exit");
 }
+
+/// A spanprof that needs credentials (`spanprof serve --demo` with a read token in its config
+/// file): the browser reads nothing without the token, is told when one is refused, signs in
+/// and sees the demo's spans, keeps the token over a reload and forgets it on sign-out
+/// (`python/ui_auth_check.py`).
+#[test]
+fn the_ui_signs_in_with_a_token_and_reads_nothing_without_one() {
+    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    let python = support::python();
+    let dir = process_dir("ui-auth");
+    let token = "read-token-of-the-ui-test-5d41402abc4b2a76";
+    let token_file = dir.join("ui.token");
+    std::fs::write(&token_file, token).unwrap();
+    let config = dir.join("spanprof.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "auth:\n  credentials:\n    - name: ui\n      scopes: [read]\n      token_file: {}\n",
+            token_file.display()
+        ),
+    )
+    .unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let server = Server::demo(&addr, &["--config", config.to_str().unwrap()]);
+    let r = get(&addr, "/api/v1/services", Duration::from_secs(30)).unwrap();
+    assert_eq!(r.status, 401, "{}", String::from_utf8_lossy(&r.body));
+
+    let screens = scratch_dir().join("ui-auth-screens");
+    let _ = std::fs::remove_dir_all(&screens);
+    std::fs::create_dir_all(&screens).unwrap();
+    println!("screenshots: {}", screens.display());
+    let mut cmd = Command::new(&python);
+    cmd.arg(workspace_root().join("python/ui_auth_check.py"))
+        .args(["--base", &format!("http://{addr}")])
+        .args(["--token", token])
+        .arg("--chromium")
+        .arg(&chromium)
+        .arg("--chromedriver")
+        .arg(&chromedriver)
+        .arg("--user-data-dir")
+        .arg(dir.join("chromium-profile"))
+        .arg("--screens")
+        .arg(&screens);
+    let result = run(cmd, BROWSER_TIMEOUT);
+    if result.stderr.contains("ModuleNotFoundError") {
+        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
+    }
+    println!("{}", result.stdout);
+    result.assert_success();
+    assert!(
+        result.stdout.contains("ui_auth_check: all steps passed"),
+        "{result}"
+    );
+    let log = server.stop();
+    assert!(
+        !log.contains(token),
+        "the token is in the server's log:\n{log}"
+    );
+}

@@ -22,15 +22,47 @@ export function url(endpoint, params = {}) {
   return `/api/v1/${endpoint}${q ? `?${q}` : ""}`;
 }
 
-/** GETs an endpoint; a non-2xx answer throws an ApiError carrying the server's message. */
-export async function get(endpoint, params = {}) {
-  const u = url(endpoint, params);
+// The token a server with credentials asks for: kept for this browser tab's session only
+// (sessionStorage), sent as `Authorization: Bearer` on every request.
+const TOKEN_KEY = "spanprof.token";
+
+/** The token signed in with, or null. */
+export function token() {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+/** Keeps `value` as the session's token (null forgets it). */
+export function setToken(value) {
+  if (value) sessionStorage.setItem(TOKEN_KEY, value);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+function headers(accept) {
+  const h = { Accept: accept };
+  const t = token();
+  if (t) h.Authorization = `Bearer ${t}`;
+  return h;
+}
+
+/** Fetches `u`; a 401 tells the app (it asks for a token) before the caller sees the error. */
+async function send(u, accept) {
   let response;
   try {
-    response = await fetch(u, { headers: { Accept: "application/json" } });
+    response = await fetch(u, { headers: headers(accept) });
   } catch (e) {
     throw new ApiError(`cannot reach the server (${e.message})`, 0);
   }
+  if (response.status === 401) {
+    window.dispatchEvent(new CustomEvent("spanprof:unauthorized"));
+    throw new ApiError(token() ? "the server refused the token" : "the server needs a token", 401);
+  }
+  return response;
+}
+
+/** GETs an endpoint; a non-2xx answer throws an ApiError carrying the server's message. */
+export async function get(endpoint, params = {}) {
+  const u = url(endpoint, params);
+  const response = await send(u, "application/json");
   const text = await response.text();
   let body = null;
   try {
@@ -54,4 +86,21 @@ export function selection(params) {
   const out = {};
   for (const k of SELECTION_KEYS) if (params[k]) out[k] = params[k];
   return out;
+}
+
+/**
+ * Saves what `endpoint` answers as the file `filename`: fetched with the token (a plain link
+ * cannot send one), then handed to the browser as a download.
+ */
+export async function download(endpoint, params, filename) {
+  const response = await send(url(endpoint, params), "*/*");
+  if (!response.ok) throw new ApiError(`${endpoint} answered ${response.status}`, response.status);
+  const blob = URL.createObjectURL(await response.blob());
+  const a = document.createElement("a");
+  a.href = blob;
+  a.download = filename;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(blob), 60000);
 }

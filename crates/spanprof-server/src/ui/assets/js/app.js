@@ -1,7 +1,8 @@
 // The router: the view and its state live in the URL's hash (`#/trace?trace=…&span=…`), so
 // a view can be shared and reloaded, and back/forward walk through it.
 
-import { el, replace } from "./dom.js";
+import * as api from "./api.js";
+import { el, notice, replace } from "./dom.js";
 import { TracesView, TraceView } from "./traces.js";
 import { ExploreView } from "./explore.js";
 import { CompareView } from "./compare.js";
@@ -53,6 +54,54 @@ function render() {
   current.view.update(params);
 }
 
+/**
+ * The sign-in form, shown when the server answers 401: the token is kept for this tab's
+ * session only, and checked against the server before the view comes back.
+ */
+function signIn() {
+  const root = document.getElementById("view");
+  if (root.querySelector(".sign-in")) return;
+  current = null;
+  const input = el("input", { type: "password", name: "token", autocomplete: "current-password",
+    "aria-label": "token", placeholder: "Token", required: true });
+  const status = el("div", { class: "sign-in-status" });
+  if (api.token()) status.appendChild(notice("error", "The server refused the token."));
+  api.setToken(null);
+  const form = el("form", { class: "sign-in", onsubmit: async (e) => {
+    e.preventDefault();
+    api.setToken(input.value.trim());
+    try {
+      await api.get("status");
+    } catch (err) {
+      if (err.status === 401) api.setToken(null);
+      replace(status, notice("error", err.status === 401 ? "The server refused the token." : err.message));
+      input.select();
+      return;
+    }
+    signedIn();
+    render();
+  } },
+  el("h1", {}, "Sign in"),
+  el("p", {}, "This spanprof needs a token with the read scope. It is kept for this browser " +
+    "tab only, until you close it or sign out."),
+  el("label", {}, "Token ", input), el("button", { type: "submit" }, "Sign in"), status);
+  replace(root, form);
+  document.title = "Sign in · spanprof";
+  input.focus();
+}
+
+/** The header's sign-out button, while a token is kept. */
+function signedIn() {
+  const nav = document.querySelector("header nav");
+  if (!api.token() || nav.querySelector(".sign-out")) return;
+  nav.appendChild(el("button", { type: "button", class: "sign-out", onclick: () => {
+    api.setToken(null);
+    location.reload();
+  } }, "Sign out"));
+}
+
+window.addEventListener("spanprof:unauthorized", signIn);
 window.addEventListener("popstate", render);
 window.addEventListener("hashchange", render);
+signedIn();
 render();

@@ -21,8 +21,17 @@ export class ProfilePanel {
     this.zoomLabel = el("span", { class: "zoom-label" });
     this.matchLabel = el("span", { class: "match-label" });
     this.summary = el("span", { class: "summary" });
-    this.download = el("a", { class: "download", download: "profile.pb.gz" }, "Download pprof");
-    this.downloadSvg = el("a", { class: "download download-svg", download: "flamegraph.svg" }, "SVG");
+    // With a token, a link cannot send it: the file is fetched with it instead.
+    const viaFetch = (endpoint, filename) => (e) => {
+      if (!api.token()) return;
+      e.preventDefault();
+      api.download(endpoint, this.selection, filename).catch((err) =>
+        replace(this.status, notice("error", err.message)));
+    };
+    this.download = el("a", { class: "download", download: "profile.pb.gz",
+      onclick: viaFetch("pprof", "profile.pb.gz") }, "Download pprof");
+    this.downloadSvg = el("a", { class: "download download-svg", download: "flamegraph.svg",
+      onclick: viaFetch("svg", "flamegraph.svg") }, "SVG");
     this.status = el("div", { class: "panel-status" });
     this.flameBox = el("div", { class: "flame-box" });
     this.topBox = el("div", { class: "top-box" });
@@ -45,6 +54,7 @@ export class ProfilePanel {
    */
   async show(selection, ui, empty) {
     const key = api.query(selection);
+    this.selection = selection;
     this.download.href = api.url("pprof", selection);
     this.downloadSvg.href = api.url("svg", selection);
     if (key !== this.key) {
