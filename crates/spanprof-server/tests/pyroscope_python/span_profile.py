@@ -4,11 +4,16 @@ the samples with the span (it tags root spans only, so the child's CPU is the ro
 spans go to spanprof's /v1/traces with the SDK's own OTLP/HTTP exporter.
 
 Usage: span_profile.py http://127.0.0.1:PORT
+Environment (all optional): SPANPROF_APP, the service name (py-checkout); SPANPROF_TENANT, a
+tenant id sent by both the SDK and the exporter (X-Scope-OrgID); SPANPROF_BASIC_AUTH,
+user:password both send as basic auth.
 Prints {"span_id": "<16 hex>", "child_span_id": "<16 hex>", "trace_id": "<32 hex>"} of the
 root span and its child as the last line.
 """
 
+import base64
 import json
+import os
 import sys
 import time
 
@@ -32,19 +37,31 @@ def burn(seconds):
 
 def main():
     server = sys.argv[1]
+    app = os.environ.get("SPANPROF_APP", "py-checkout")
+    tenant = os.environ.get("SPANPROF_TENANT", "")
+    user, _, password = os.environ.get("SPANPROF_BASIC_AUTH", "").partition(":")
     ok = pyroscope.configure(
-        application_name="py-checkout",
+        application_name=app,
         server_address=server,
         sample_rate=100,
         upload_interval=1,
         tags={"env": "ci"},
         enable_logging=True,
+        tenant_id=tenant,
+        basic_auth_username=user,
+        basic_auth_password=password,
     )
     if ok is False:
         sys.exit("pyroscope.configure failed")
-    provider = TracerProvider(resource=Resource.create({"service.name": "py-checkout"}))
+    headers = {}
+    if tenant:
+        headers["X-Scope-OrgID"] = tenant
+    if user:
+        headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    provider = TracerProvider(resource=Resource.create({"service.name": app}))
     provider.add_span_processor(PyroscopeSpanProcessor())
-    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=server + "/v1/traces")))
+    provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=server + "/v1/traces",
+                                                                    headers=headers)))
     trace.set_tracer_provider(provider)
     tracer = trace.get_tracer("spanprof-test")
 

@@ -40,7 +40,8 @@ pub fn post(
     request(addr, "POST", path, headers, body, timeout)
 }
 
-fn request(
+/// `method path` to `addr` with `headers` and `body`; `timeout` bounds each read and write.
+pub fn request(
     addr: &str,
     method: &str,
     path: &str,
