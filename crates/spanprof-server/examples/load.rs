@@ -388,9 +388,23 @@ enum Route {
     Otlp,
 }
 
+/// Bearer tokens the pushes carry (`SPANPROF_LOAD_TOKENS`, comma-separated): profile `k`
+/// carries token `k % n`, so tokens of several tenants share the load evenly.
+static TOKENS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    std::env::var("SPANPROF_LOAD_TOKENS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(|t| format!("Bearer {t}"))
+        .collect()
+});
+
 /// The request client `c` sends for global profile number `k`.
 fn request(base: &str, route: Route, pool: &[Encoded], k: u64) -> hyper::Request<Full<Bytes>> {
-    let builder = hyper::Request::builder();
+    let mut builder = hyper::Request::builder();
+    if route != Route::Health && !TOKENS.is_empty() {
+        builder = builder.header("authorization", &TOKENS[(k % TOKENS.len() as u64) as usize]);
+    }
     let e = &pool[(k % pool.len() as u64) as usize];
     match route {
         Route::Health => builder

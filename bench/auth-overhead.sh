@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# What authentication and tenants cost `spanprof serve` under push load:
+#
+#   bench/auth-overhead.sh [--seconds N] [--clients C] [--rounds R]
+#
+# The same server binary, pinned to core 0, takes the push load of bench/serve-load.sh (half
+# pyroscope-go multipart to /ingest, half OTLP protobuf, closed loop, load generator on core 1)
+# in R rounds of two runs each, alternating: plain (no credentials, one tenant), then with
+# credentials and two tenants (every profile carries a bearer token, tokens of tenants a and b
+# alternating, each tenant its own store). Prints profiles/s of each run and the ratio
+# auth / plain per round and over all rounds. Defaults (15 s, 32 clients, 2 rounds) take about
+# 2 minutes after the build.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+seconds=15 clients=32 rounds=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds="$2"; shift 2 ;;
+    --clients) clients="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
+    *) echo "usage: $0 [--seconds N] [--clients C] [--rounds R]" >&2; exit 2 ;;
+  esac
+done
+
+echo "bench: building spanprof and the load example (release)" >&2
+cargo build --release -q -p spanprof -p spanprof-server --bin spanprof --example load
+bin="$root/target/release/spanprof"
+load="$root/target/release/examples/load"
+
+tmp="$(mktemp -d)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+token_a="bench-token-of-tenant-a-6c1f0e9b27d4"
+token_b="bench-token-of-tenant-b-93a8d5e0c14f"
+printf %s "$token_a" >"$tmp/a.token"
+printf %s "$token_b" >"$tmp/b.token"
+chmod 600 "$tmp"/*.token
+cat >"$tmp/auth.yaml" <<YAML
+auth:
+  credentials:
+    - {name: agents-a, scopes: [write], tenant: a, token_file: $tmp/a.token}
+    - {name: agents-b, scopes: [write], tenant: b, token_file: $tmp/b.token}
+YAML
+
+# run NAME TOKENS [server flags...]: one push run; prints its profiles/s.
+run() {
+  local name="$1" tokens="$2"; shift 2
+  local port; port="$(free_port)"
+  rm -rf "$tmp/$name-data"
+  taskset -c 0 "$bin" serve --data "$tmp/$name-data" --http-addr "127.0.0.1:$port" \
+    --otlp-http-addr off --otlp-grpc-addr off "$@" 2>"$tmp/$name.log" &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 200); do
+    grep -q "spanprof serving on http://" "$tmp/$name.log" && break
+    kill -0 "$pid" 2>/dev/null || { cat "$tmp/$name.log" >&2; exit 1; }
+    sleep 0.1
+  done
+  SPANPROF_LOAD_TOKENS="$tokens" taskset -c 1 "$load" push --url "http://127.0.0.1:$port" \
+    --seconds "$seconds" --clients "$clients" --paced-seconds 0 --health-seconds 1 \
+    --server-pid "$pid" --server-core 0 --summary "$tmp/$name.summary" >/dev/null 2>"$tmp/$name.load"
+  kill -TERM "$pid"; wait "$pid" || true
+  local rate rejected
+  rate="$(sed -n 's/^profiles_per_s=//p' "$tmp/$name.summary")"
+  rejected="$(sed -n 's/^rejected_429=//p' "$tmp/$name.summary")"
+  if grep -q '401\|403' "$tmp/$name.load"; then
+    echo "bench: $name: requests were refused:" >&2; grep '401\|403' "$tmp/$name.load" >&2; exit 1
+  fi
+  echo "$rate $rejected"
+}
+
+echo "== push: $clients clients for $seconds s per run, server on 1 core, $rounds rounds"
+printf "%-8s %16s %16s %10s\n" round "plain /s" "auth+2 tenants /s" ratio
+sum_plain=0 sum_auth=0
+for r in $(seq 1 "$rounds"); do
+  read -r plain _ < <(run "plain$r" "")
+  read -r auth _ < <(run "auth$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
+  [ -d "$tmp/auth$r-data/tenants/a" ] && [ -d "$tmp/auth$r-data/tenants/b" ] \
+    || { echo "bench: the tenants' stores are missing" >&2; exit 1; }
+  printf "%-8s %16.0f %16.0f %10.3f\n" "$r" "$plain" "$auth" "$(echo "$auth / $plain" | bc -l)"
+  sum_plain="$(echo "$sum_plain + $plain" | bc -l)"
+  sum_auth="$(echo "$sum_auth + $auth" | bc -l)"
+done
+printf "%-8s %16.0f %16.0f %10.3f\n" all "$(echo "$sum_plain / $rounds" | bc -l)" \
+  "$(echo "$sum_auth / $rounds" | bc -l)" "$(echo "$sum_auth / $sum_plain" | bc -l)"
