@@ -62,6 +62,8 @@ pub struct AppState {
     pub tenant: auth::TenantId,
     /// The tenant's ingest rate limit.
     pub ingest_rate: Arc<receivers::rate::IngestRate>,
+    /// The query slots the tenant may hold at once ([`api::tenant_query_slots`]).
+    pub query_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Why the server could not start or stopped.

@@ -265,6 +265,7 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
             config.limits.max_ingest_rate,
             config.limits.max_ingest_burst,
         )),
+        query_slots: api::tenant_query_slots(shared.auth.several_tenants()),
     };
     let maintenance = tokio::spawn(crate::maintain(
         store,

@@ -106,7 +106,10 @@ fn check_apart(server: &Server, py_trace: &str, grpc_trace: &str) {
             );
         }
         let (_, body) = get(server, READER_A, path);
-        for theirs in ["py-b", "burn", py_trace].into_iter().filter(|t| !path.contains(t)) {
+        for theirs in ["py-b", "burn", py_trace]
+            .into_iter()
+            .filter(|t| !path.contains(t))
+        {
             assert!(
                 !body.contains(theirs),
                 "{path} as tenant a holds {theirs}: {body}"

@@ -17,6 +17,7 @@ use tokio::sync::Semaphore;
 use crate::auth::Access;
 use crate::receivers;
 use crate::routes::Routes;
+use crate::AppState;
 
 /// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
 /// 389 MB answer built in 5.3 GB. Tempo refuses traces past 5 MB at ingest
@@ -32,10 +33,47 @@ pub const MAX_ANSWER_LABEL_BYTES: usize = 16 << 20;
 /// memory (a flame graph over 15 M distinct stack nodes peaked at 1.4 GB), so more wait their
 /// turn instead of taking the server out of memory together (two at once peaked at 9 GB).
 /// As many as the cores, 2 to 8.
-static QUERY_SLOTS: LazyLock<Arc<Semaphore>> = LazyLock::new(|| {
+static QUERY_SLOTS: LazyLock<Arc<Semaphore>> =
+    LazyLock::new(|| Arc::new(Semaphore::new(query_slots())));
+
+/// The number of [`QUERY_SLOTS`].
+fn query_slots() -> usize {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    Arc::new(Semaphore::new(cores.clamp(2, 8)))
-});
+    cores.clamp(2, 8)
+}
+
+/// The query slots one tenant may hold at once: all of them when the server has one tenant,
+/// else one fewer, so that one tenant's slow queries never hold every slot and another
+/// tenant's queries always get one.
+pub fn tenant_query_slots(several_tenants: bool) -> Arc<Semaphore> {
+    let all = query_slots();
+    Arc::new(Semaphore::new(if several_tenants { all - 1 } else { all }))
+}
+
+/// Runs `query` over `app`'s store with its tenant's query slots and the query timeout
+/// (see [`run_query`]).
+pub async fn run_app_query<T: Send + 'static>(
+    app: &AppState,
+    query: impl FnOnce(&Store) -> T + Send + 'static,
+) -> Result<T, String> {
+    let store = Arc::clone(&app.store);
+    run_tenant_query(&app.query_slots, store, app.config.query_timeout, query).await
+}
+
+/// [`run_query`] once one of the tenant's `slots` is free: a tenant waits on its own slots,
+/// holding none of the server's.
+async fn run_tenant_query<T: Send + 'static>(
+    slots: &Arc<Semaphore>,
+    store: Arc<Store>,
+    timeout: std::time::Duration,
+    query: impl FnOnce(&Store) -> T + Send + 'static,
+) -> Result<T, String> {
+    let _tenant_slot = Arc::clone(slots)
+        .acquire_owned()
+        .await
+        .map_err(|e| e.to_string())?;
+    run_query(store, timeout, query).await
+}
 
 /// Runs `query` on a blocking thread (store calls read from disk) once one of the
 /// `QUERY_SLOTS` is free, for at most `timeout`; the slot is held until the query ends. When
@@ -152,6 +190,58 @@ mod tests {
         }
         let answered = run_query(Arc::clone(&store), long, |_| query_limit::check()).await;
         assert_eq!(answered, Ok(Ok(())));
+    }
+
+    /// One tenant's endless queries hold at most all slots but one: another tenant's query
+    /// still runs and answers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_tenant_cannot_hold_every_query_slot() {
+        let _alone = SLOT_TESTS.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+        let store = Arc::new(store);
+        let all = QUERY_SLOTS.available_permits();
+        let (greedy, other) = (tenant_query_slots(true), tenant_query_slots(true));
+        let stop = Arc::new(AtomicBool::new(false));
+        let started = Arc::new(AtomicUsize::new(0));
+        let long = std::time::Duration::from_secs(3600);
+        let hogs: Vec<_> = (0..all)
+            .map(|_| {
+                let (greedy, store) = (Arc::clone(&greedy), Arc::clone(&store));
+                let (stop, started) = (Arc::clone(&stop), Arc::clone(&started));
+                tokio::spawn(async move {
+                    run_tenant_query(&greedy, store, long, move |_| {
+                        started.fetch_add(1, Ordering::SeqCst);
+                        while !stop.load(Ordering::SeqCst) {
+                            std::thread::yield_now();
+                        }
+                    })
+                    .await
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while started.load(Ordering::SeqCst) < all - 1 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the hogs never started"
+            );
+            tokio::task::yield_now().await;
+        }
+        // The greedy tenant holds all it may; its last query waits on its own slots.
+        assert_eq!(QUERY_SLOTS.available_permits(), 1);
+        let answer = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            run_tenant_query(&other, Arc::clone(&store), long, |_| 42),
+        )
+        .await
+        .expect("the other tenant's query waited for the greedy one's");
+        assert_eq!(answer, Ok(42));
+        assert_eq!(started.load(Ordering::SeqCst), all - 1);
+        stop.store(true, Ordering::SeqCst);
+        for h in hogs {
+            h.await.unwrap().unwrap();
+        }
     }
 
     /// More queries than slots: as many as the slots compute at once (each of the first

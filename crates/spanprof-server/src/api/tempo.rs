@@ -6,7 +6,6 @@
 
 use std::collections::BTreeSet;
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
@@ -275,7 +274,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
+    crate::api::run_app_query(app, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }

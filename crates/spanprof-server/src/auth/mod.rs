@@ -162,6 +162,11 @@ impl Auth {
         self.credentials.iter().map(|c| (&*c.name, c.scopes))
     }
 
+    /// Whether requests may belong to more than one tenant.
+    pub fn several_tenants(&self) -> bool {
+        self.trust_tenant_header || self.tenants().next().is_some()
+    }
+
     /// The tenants credentials name.
     pub fn tenants(&self) -> impl Iterator<Item = &TenantId> {
         self.credentials.iter().filter_map(|c| c.tenant.as_ref())

@@ -1,7 +1,6 @@
 //! The `querier.v1.QuerierService` methods over the store.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use spanprof_format::link::{parse_id, to_hex};
 use spanprof_format::profile_type::ProfileTypeId;
@@ -42,7 +41,7 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
-    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
+    crate::api::run_app_query(app, query)
         .await
         .map_err(|e| ConnectError::internal(format!("the query failed: {e}")))?
 }

@@ -29,7 +29,6 @@
 //! Bad parameters are HTTP 400 with a plain-text message; `format=dot` is 501.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::http::StatusCode;
@@ -362,14 +361,12 @@ async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
-        .await
-        .map_err(|e| {
-            HttpError(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                format!("the query failed: {e}"),
-            )
-        })?
+    crate::api::run_app_query(app, query).await.map_err(|e| {
+        HttpError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the query failed: {e}"),
+        )
+    })?
 }
 
 // ---- /pyroscope/render ---------------------------------------------------------------------

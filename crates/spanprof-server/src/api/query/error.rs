@@ -1,8 +1,6 @@
 //! The query API's error answer, `{"error": "…"}` with a status, and running store calls off
 //! the async workers.
 
-use std::sync::Arc;
-
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use spanprof_store::store::{Store, StoreError};
@@ -94,7 +92,7 @@ pub async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_query(Arc::clone(&app.store), app.config.query_timeout, query)
+    crate::api::run_app_query(app, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }
