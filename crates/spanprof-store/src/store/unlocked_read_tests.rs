@@ -35,3 +35,67 @@ fn blocks_of_a_segment_deleted_after_the_resolve_are_left_out() {
     let after = samples(&store).expect("the deleted segment's blocks are skipped");
     assert!(after > 0 && after * 2 == both, "{after} of {both}");
 }
+
+/// A series scan (a label regex over every series: 40 s over 10,000 long values) holds the
+/// store's lock one chunk of series at a time: between chunks an ingest gets in and ends,
+/// for label values and for a selection's resolve alike. With the lock held across the scan
+/// the ingest waits and the hook below fails at its deadline.
+#[test]
+fn series_scans_let_ingest_in_between_chunks() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(unsynced_store(dir.path()));
+    let services = 3 * super::query::SERIES_CHUNK;
+    for i in 0..services {
+        let data = go_cpu_request(&format!("svc{i}"));
+        store.ingest(&[&data], Vec::new()).unwrap();
+    }
+    // Ingests between the next chunks, while any are left to do; and those done.
+    let (to_do, ingested) = (Arc::new(AtomicUsize::new(2)), Arc::new(AtomicUsize::new(0)));
+    let (s, left, done) = (
+        Arc::clone(&store),
+        Arc::clone(&to_do),
+        Arc::clone(&ingested),
+    );
+    super::query::BETWEEN_SERIES_CHUNKS.with(|h| {
+        *h.borrow_mut() = Some(Box::new(move || {
+            if left.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            left.fetch_sub(1, Ordering::SeqCst);
+            let s = Arc::clone(&s);
+            let n = done.load(Ordering::SeqCst);
+            let late = std::thread::spawn(move || {
+                let data = go_cpu_request(&format!("late{n}"));
+                s.ingest(&[&data], Vec::new()).unwrap();
+            });
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !late.is_finished() {
+                assert!(
+                    Instant::now() < deadline,
+                    "an ingest waited for the series scan"
+                );
+                std::thread::park_timeout(Duration::from_millis(1));
+            }
+            late.join().unwrap();
+            done.fetch_add(1, Ordering::SeqCst);
+        }));
+    });
+    let values = store
+        .label_values(&Selection::default(), "service_name")
+        .unwrap();
+    let after_values = ingested.load(Ordering::SeqCst);
+    assert_eq!(after_values, 2, "ingests between chunks");
+    assert!(values.len() >= services, "{}", values.len());
+    let sel = Selection {
+        label_selector: Some("{service_name=~\"svc.*1\"}".into()),
+        ..Default::default()
+    };
+    to_do.store(2, Ordering::SeqCst);
+    assert!(store.profile_times(&sel).unwrap() > 0);
+    assert_eq!(ingested.load(Ordering::SeqCst), 4);
+    super::query::BETWEEN_SERIES_CHUNKS.with(|h| h.borrow_mut().take());
+}
