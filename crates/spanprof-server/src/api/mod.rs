@@ -75,6 +75,29 @@ async fn run_tenant_query<T: Send + 'static>(
     run_query(store, timeout, query).await
 }
 
+/// When each query running now started, by a number of its own: `/ready` says when one has
+/// run far past its time ([`stalled_query`]).
+static RUNNING: LazyLock<std::sync::Mutex<std::collections::HashMap<u64, std::time::Instant>>> =
+    LazyLock::new(Default::default);
+
+/// The longest a query has been running, when that is past twice `timeout` (and at least
+/// 10 s): queries stop at their deadline, so one still running means the query path is
+/// stuck (a read that hangs), and queries wait for slots behind it.
+pub fn stalled_query(timeout: std::time::Duration) -> Option<std::time::Duration> {
+    running_past((2 * timeout).max(std::time::Duration::from_secs(10)))
+}
+
+/// How long the oldest running query has run, when that is past `limit`.
+fn running_past(limit: std::time::Duration) -> Option<std::time::Duration> {
+    let oldest = RUNNING
+        .lock()
+        .expect("running queries lock")
+        .values()
+        .map(|t| t.elapsed())
+        .max()?;
+    (oldest > limit).then_some(oldest)
+}
+
 /// Runs `query` on a blocking thread (store calls read from disk) once one of the
 /// `QUERY_SLOTS` is free, for at most `timeout`; the slot is held until the query ends. When
 /// this future is dropped (its client left) the query is told, and stops at its next block or
@@ -102,6 +125,22 @@ pub async fn run_query<T: Send + 'static>(
     let mut gone = ClientGone(Some(cancelled));
     let answer = tokio::task::spawn_blocking(move || {
         let _slot = slot;
+        /// Takes the query out of [`RUNNING`] however it ends.
+        struct Running(u64);
+        impl Drop for Running {
+            fn drop(&mut self) {
+                RUNNING
+                    .lock()
+                    .expect("running queries lock")
+                    .remove(&self.0);
+            }
+        }
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let running = Running(IDS.fetch_add(1, Ordering::Relaxed));
+        RUNNING
+            .lock()
+            .expect("running queries lock")
+            .insert(running.0, std::time::Instant::now());
         query_limit::within(limit, || query(&store))
     })
     .await
@@ -190,6 +229,39 @@ mod tests {
         }
         let answered = run_query(Arc::clone(&store), long, |_| query_limit::check()).await;
         assert_eq!(answered, Ok(Ok(())));
+    }
+
+    /// A query that runs far past its time (one that never checks its limit) makes the query
+    /// path stalled; once it ends, it is not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_query_far_past_its_time_is_a_stalled_query_path() {
+        let _alone = SLOT_TESTS.lock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = Store::open(StoreConfig::new(dir.path())).unwrap();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let (started, is_started) = std::sync::mpsc::channel::<()>();
+        let stuck = tokio::spawn(run_query(
+            Arc::new(store),
+            std::time::Duration::from_millis(1),
+            move |_| {
+                let _ = started.send(());
+                let _ = released.recv_timeout(std::time::Duration::from_secs(60));
+            },
+        ));
+        is_started
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(stalled_query(std::time::Duration::from_secs(3600)), None);
+        let limit = std::time::Duration::from_millis(100);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while running_past(limit).is_none() {
+            assert!(std::time::Instant::now() < deadline, "never stalled");
+            // Between two looks at the condition.
+            tokio::task::block_in_place(|| std::thread::park_timeout(limit / 10));
+        }
+        release.send(()).unwrap();
+        stuck.await.unwrap().unwrap();
+        assert_eq!(stalled_query(std::time::Duration::from_secs(3600)), None);
     }
 
     /// One tenant's endless queries hold at most all slots but one: another tenant's query

@@ -20,7 +20,8 @@ pub fn probes() -> Routes {
 /// ([`crate::pipeline::STALL_AFTER`]). While batches fail (a full disk, a log that refuses
 /// writes until a restart), 503 saying which sink fails, for how long and why: every
 /// receiver answers 503 then, so a load balancer should send elsewhere and an operator
-/// should look.
+/// should look. A query running far past `server.query_timeout` is a stalled query path:
+/// 503 too.
 pub async fn health(State(app): State<AppState>) -> axum::response::Response {
     match not_ready(&app) {
         None => "ok\n".into_response(),
@@ -34,6 +35,14 @@ pub async fn health(State(app): State<AppState>) -> axum::response::Response {
 
 /// Why the server is not ready (see [`health`]), or `None` when it is.
 pub fn not_ready(app: &AppState) -> Option<String> {
+    if let Some(took) = crate::api::stalled_query(app.config.query_timeout) {
+        return Some(format!(
+            "a query has run for {} s, far past server.query_timeout ({} s): the query path \
+             hangs (a read that does not answer?), and queries wait for a slot behind it",
+            took.as_secs(),
+            app.config.query_timeout.as_secs()
+        ));
+    }
     if let Some(took) = app.pipeline.stalled() {
         return Some(format!(
             "the batch being written has taken {} s: a write hangs (a disk that does not \
