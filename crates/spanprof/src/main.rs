@@ -74,6 +74,7 @@ enum Command {
     Inspect(cmd::inspect::Args),
     Flame(cmd::flame::Args),
     Import(cmd::import::Args),
+    Tenant(cmd::tenant::Args),
 }
 
 /// A RUST_LOG directive that reads as a level but is not one (`warning`, `verbose`): it
@@ -174,6 +175,7 @@ fn main() -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Flame(a) => cmd::flame::run(a),
         Command::Import(a) => cmd::import::run(a),
+        Command::Tenant(a) => cmd::tenant::run(a),
     };
     match result {
         Ok(code) => code,

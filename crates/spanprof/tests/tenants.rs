@@ -7,7 +7,8 @@
 //!   and the Python OpenTelemetry SDK's OTLP/HTTP exporter with the same headers.
 //!
 //! Every read of one tenant's credential is checked to hold none of the other's services,
-//! functions, spans or traces.
+//! functions, spans or traces. Then `spanprof tenant delete` removes tenant b's data (refused
+//! while the server runs), and tenant a's stays.
 
 mod support;
 
@@ -80,7 +81,7 @@ fn check_apart(server: &Server, py_trace: &str, grpc_trace: &str) {
         "/api/v1/flamegraph?service=goapp-a&type=heap",
     )
     .1;
-    assert!(flame.contains("main."), "{flame}");
+    assert!(flame.contains("runtime."), "{flame}");
     assert_eq!(
         get(server, READER_A, &format!("/api/traces/{grpc_trace}")).0,
         200
@@ -98,7 +99,7 @@ fn check_apart(server: &Server, py_trace: &str, grpc_trace: &str) {
     ] {
         // What the request itself names may be echoed ("no profiles of this service").
         let (_, body) = get(server, READER_B, path);
-        let theirs_a = ["goapp-a", "grpc-a", "main.", grpc_trace];
+        let theirs_a = ["goapp-a", "grpc-a", "runtime.", grpc_trace];
         for theirs in theirs_a.into_iter().filter(|t| !path.contains(t)) {
             assert!(
                 !body.contains(theirs),
@@ -223,5 +224,26 @@ fn real_clients_of_two_tenants_each_read_only_their_own() {
     drop(go);
     let server = Server::start(&data, "127.0.0.1:0", &extra);
     check_apart(&server, &py_trace, &grpc_trace);
+
+    // Deleting tenant b's data is one command, refused while the server runs.
+    let data_arg = data.to_str().unwrap();
+    let busy = support::spanprof(["tenant", "delete", "b", "--data", data_arg]);
+    assert_eq!(busy.code(), Some(2), "{busy}");
+    assert!(busy.stderr.contains("stop it first"), "{busy}");
+    server.stop();
+    let list = support::spanprof(["tenant", "list", "--data", data_arg]);
+    assert!(
+        list.stdout.contains("\na ") && list.stdout.contains("\nb "),
+        "{list}"
+    );
+    let deleted = support::spanprof(["tenant", "delete", "b", "--data", data_arg]);
+    assert_eq!(deleted.code(), Some(0), "{deleted}");
+    for bad in ["..", "default", "nobody"] {
+        let refused = support::spanprof(["tenant", "delete", bad, "--data", data_arg]);
+        assert_eq!(refused.code(), Some(2), "{refused}");
+    }
+    let server = Server::start(&data, "127.0.0.1:0", &extra);
+    assert!(services(&server, READER_B).is_empty());
+    assert_eq!(services(&server, READER_A), ["goapp-a", "grpc-a"]);
     server.stop();
 }

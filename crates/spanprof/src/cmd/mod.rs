@@ -6,6 +6,7 @@ pub mod flame;
 pub mod import;
 pub mod inspect;
 pub mod serve;
+pub mod tenant;
 
 /// `e` and its causes, outermost first, joined by `: `; a cause whose text its parent's
 /// message already holds (an error that prints its source) is not repeated.
