@@ -8,6 +8,7 @@ mod error;
 mod flame;
 pub(crate) mod params;
 mod selection;
+mod span_search;
 mod spans;
 mod timeseries;
 
@@ -25,7 +26,7 @@ use crate::AppState;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
 const ENDPOINTS: &str = "status, services, profile-types, label-names, label-values, series, \
-     flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof, svg";
+     flamegraph, diff, top, timeseries, spans, span-points, span-names, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
 pub fn routes() -> Router<AppState> {
@@ -42,7 +43,9 @@ pub fn routes() -> Router<AppState> {
         .route("/api/v1/svg", get(flame::svg))
         .route("/api/v1/diff", get(diff::diff))
         .route("/api/v1/timeseries", get(timeseries::timeseries))
-        .route("/api/v1/spans", get(spans::search))
+        .route("/api/v1/spans", get(span_search::search))
+        .route("/api/v1/span-points", get(span_search::points))
+        .route("/api/v1/span-names", get(span_search::names))
         .route("/api/v1/traces/{trace_id}", get(spans::trace))
         .route("/api/v1/{*rest}", get(unknown_endpoint))
 }

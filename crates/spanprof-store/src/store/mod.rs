@@ -24,6 +24,7 @@ mod recent;
 #[cfg(test)]
 mod repeat_tests;
 mod segments;
+mod span_page;
 #[cfg(test)]
 mod split_tests;
 mod state;
@@ -41,6 +42,10 @@ pub use ingest::{
 };
 pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
 use segments::SegmentIndex;
+pub use span_page::{
+    contains_regex, search_regex, sort_trace_groups, NameSuggestions, SpanMatch, SpanMatches,
+    SpanOrder, TraceGroup, MAX_MATCHES,
+};
 pub use state::SeriesKey;
 use state::State;
 
