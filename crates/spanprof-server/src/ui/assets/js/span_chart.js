@@ -1,0 +1,236 @@
+// The duration-over-time chart of a span search, as Jaeger's and Tempo's: each span a point
+// (start time across, duration up, on a log scale), coloured by its CPU coverage (its own
+// sampled CPU over its duration); hover names the nearest, a drag brushes a time range, a
+// click opens the span. Canvas: 100,000 points are one path per colour, not 100,000 nodes.
+
+import { canvasContext, el } from "./dom.js";
+import * as units from "./units.js";
+
+const HEIGHT = 190;
+const PAD = { left: 56, right: 12, top: 10, bottom: 22 };
+/** Coverage buckets, each drawn as one path: blue (waited) to red (computed all along). */
+const BUCKETS = 8;
+const COLOURS = Array.from({ length: BUCKETS + 1 }, (_, i) =>
+  i === BUCKETS ? "#9ca3af" : `hsl(${Math.round(220 - (220 * i) / (BUCKETS - 1))}, 75%, 50%)`);
+/** Grid cells (px) for the nearest-point lookup on hover. */
+const CELL = 8;
+
+/** The coverage bucket of a span: 0..BUCKETS-1, or BUCKETS when its CPU is not in ns. */
+function bucket(cpu, durationNs, cpuInNs) {
+  if (!cpuInNs) return BUCKETS;
+  const f = durationNs > 0 ? cpu / durationNs : 0;
+  return Math.min(BUCKETS - 1, Math.max(0, Math.floor(f * BUCKETS)));
+}
+
+export class SpanChart {
+  /**
+   * `onBrush(fromMs, toMs)` when a range is dragged; `onOpen(i)` when point i is clicked.
+   */
+  constructor({ onBrush, onOpen }) {
+    this.onBrush = onBrush;
+    this.onOpen = onOpen;
+    this.canvas = el("canvas", { class: "span-chart", tabindex: 0,
+      "aria-label": "duration over time of the matching spans: drag to choose a time range, click a point to open its span" });
+    this.tip = el("div", { class: "tooltip", hidden: true });
+    this.caption = el("div", { class: "span-chart-caption muted" });
+    this.node = el("div", { class: "span-chart-box" }, el("div", { class: "flame-wrap" }, this.canvas, this.tip),
+      this.caption);
+    this.data = null;
+    this.canvas.addEventListener("mousemove", (e) => this.move(e));
+    this.canvas.addEventListener("mouseleave", () => { this.tip.hidden = true; this.hoverAt = null; this.redrawOverlay(); });
+    this.canvas.addEventListener("mousedown", (e) => { this.dragFrom = this.xy(e).x; this.dragTo = null; });
+    window.addEventListener("mouseup", (e) => this.up(e));
+  }
+
+  /** Draws `d` (the /span-points answer) `width` CSS px wide; returns the ms it took. */
+  render(d, width) {
+    const t0 = performance.now();
+    this.data = d;
+    this.width = Math.max(200, Math.floor(width));
+    const n = d.start_ms.length;
+    let t1 = Infinity;
+    let t2 = -Infinity;
+    let dMin = Infinity;
+    let dMax = 0;
+    for (let i = 0; i < n; i++) {
+      const t = d.start_ms[i];
+      if (t < t1) t1 = t;
+      if (t > t2) t2 = t;
+      const v = Math.max(1, d.duration_ns[i]);
+      if (v < dMin) dMin = v;
+      if (v > dMax) dMax = v;
+    }
+    if (t2 <= t1) t2 = t1 + 1;
+    if (!(dMax > dMin)) dMax = dMin * 10;
+    this.scale = { t1, t2, l1: Math.log10(dMin), l2: Math.log10(dMax) };
+    const plotW = this.width - PAD.left - PAD.right;
+    const plotH = HEIGHT - PAD.top - PAD.bottom;
+    this.px = new Float32Array(n);
+    this.py = new Float32Array(n);
+    const cpuInNs = d.unit === "nanoseconds";
+    this.colour = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      this.px[i] = PAD.left + ((d.start_ms[i] - t1) / (t2 - t1)) * plotW;
+      this.py[i] = PAD.top + plotH - ((Math.log10(Math.max(1, d.duration_ns[i])) - this.scale.l1) /
+        (this.scale.l2 - this.scale.l1)) * plotH;
+      this.colour[i] = bucket(d.cpu[i], d.duration_ns[i], cpuInNs);
+    }
+    this.buildGrid();
+    this.drawBase();
+    this.caption.replaceChildren(`${n.toLocaleString("en-US")} spans` +
+      (d.count > n ? ` (the ${n.toLocaleString("en-US")} longest of ${d.count.toLocaleString("en-US")})` : "") +
+      (cpuInNs ? " · colour: CPU over duration, blue waited, red computed all along" : " · no CPU samples: grey"));
+    return performance.now() - t0;
+  }
+
+  /** Points by grid cell, so a hover looks at a few cells, not every point. */
+  buildGrid() {
+    const cols = Math.ceil(this.width / CELL) + 1;
+    const rows = Math.ceil(HEIGHT / CELL) + 1;
+    const counts = new Uint32Array(cols * rows + 1);
+    const cellOf = (i) => Math.floor(this.py[i] / CELL) * cols + Math.floor(this.px[i] / CELL);
+    const n = this.px.length;
+    for (let i = 0; i < n; i++) counts[cellOf(i) + 1]++;
+    for (let c = 1; c < counts.length; c++) counts[c] += counts[c - 1];
+    const order = new Uint32Array(n);
+    const fill = counts.slice(0, -1);
+    for (let i = 0; i < n; i++) order[fill[cellOf(i)]++] = i;
+    this.grid = { cols, rows, starts: counts, order };
+  }
+
+  drawBase() {
+    const ctx = canvasContext(this.canvas, this.width, HEIGHT);
+    const { t1, t2, l1, l2 } = this.scale;
+    const plotW = this.width - PAD.left - PAD.right;
+    const plotH = HEIGHT - PAD.top - PAD.bottom;
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, this.width, HEIGHT);
+    ctx.strokeStyle = "#e5e7eb";
+    ctx.fillStyle = "#6b6b70";
+    ctx.font = "11px system-ui, sans-serif";
+    // Duration ticks at powers of ten.
+    ctx.textAlign = "right";
+    for (let p = Math.ceil(l1); p <= Math.floor(l2); p++) {
+      const y = PAD.top + plotH - ((p - l1) / (l2 - l1)) * plotH;
+      ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(this.width - PAD.right, y); ctx.stroke();
+      ctx.fillText(units.duration(10 ** p), PAD.left - 4, y + 4);
+    }
+    // Time ticks, in the browser's time zone.
+    ctx.textAlign = "center";
+    const ticks = Math.max(2, Math.floor(plotW / 110));
+    for (let k = 0; k <= ticks; k++) {
+      const t = t1 + ((t2 - t1) * k) / ticks;
+      const x = PAD.left + (plotW * k) / ticks;
+      ctx.fillText(new Date(t).toLocaleTimeString(), Math.min(this.width - 30, Math.max(30, x)), HEIGHT - 6);
+    }
+    const n = this.px.length;
+    const r = n > 20000 ? 1.5 : 2.5;
+    for (let c = 0; c <= BUCKETS; c++) {
+      ctx.fillStyle = COLOURS[c];
+      ctx.beginPath();
+      for (let i = 0; i < n; i++) {
+        if (this.colour[i] !== c) continue;
+        ctx.rect(this.px[i] - r, this.py[i] - r, 2 * r, 2 * r);
+      }
+      ctx.fill();
+    }
+    // A copy to draw the brush and hover over (drawImage: no readback of pixels).
+    this.base = this.base || document.createElement("canvas");
+    this.base.width = this.canvas.width;
+    this.base.height = this.canvas.height;
+    this.base.getContext("2d").drawImage(this.canvas, 0, 0);
+  }
+
+  /** The base image, then the brush or the hovered point. */
+  redrawOverlay() {
+    if (!this.base) return;
+    const ctx = this.canvas.getContext("2d");
+    const dpr = this.canvas.width / this.width;
+    ctx.setTransform(1, 0, 0, 1, 0, 0);
+    ctx.drawImage(this.base, 0, 0);
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    if (this.dragFrom != null && this.dragTo != null) {
+      const [a, b] = [this.dragFrom, this.dragTo].sort((x, y) => x - y);
+      ctx.fillStyle = "rgba(194, 65, 12, 0.15)";
+      ctx.fillRect(a, PAD.top, b - a, HEIGHT - PAD.top - PAD.bottom);
+    }
+    if (this.hoverAt != null) {
+      const i = this.hoverAt;
+      ctx.strokeStyle = "#111";
+      ctx.lineWidth = 2;
+      ctx.beginPath();
+      ctx.arc(this.px[i], this.py[i], 5, 0, 2 * Math.PI);
+      ctx.stroke();
+    }
+  }
+
+  xy(e) {
+    const r = this.canvas.getBoundingClientRect();
+    return { x: e.clientX - r.left, y: e.clientY - r.top };
+  }
+
+  /** The point nearest (x, y) within 8 px, or null. */
+  nearest(x, y) {
+    if (!this.grid) return null;
+    const { cols, rows, starts, order } = this.grid;
+    const cx = Math.floor(x / CELL);
+    const cy = Math.floor(y / CELL);
+    let best = null;
+    let bestD = 64;
+    for (let gy = Math.max(0, cy - 1); gy <= Math.min(rows - 1, cy + 1); gy++) {
+      for (let gx = Math.max(0, cx - 1); gx <= Math.min(cols - 1, cx + 1); gx++) {
+        const cell = gy * cols + gx;
+        for (let k = starts[cell]; k < starts[cell + 1]; k++) {
+          const i = order[k];
+          const d = (this.px[i] - x) ** 2 + (this.py[i] - y) ** 2;
+          if (d < bestD) { bestD = d; best = i; }
+        }
+      }
+    }
+    return best;
+  }
+
+  move(e) {
+    const { x, y } = this.xy(e);
+    if (this.dragFrom != null && e.buttons & 1) {
+      this.dragTo = x;
+      this.tip.hidden = true;
+      this.redrawOverlay();
+      return;
+    }
+    const i = this.nearest(x, y);
+    this.hoverAt = i;
+    this.redrawOverlay();
+    if (i == null) { this.tip.hidden = true; return; }
+    const d = this.data;
+    const cpu = d.unit === "nanoseconds" ? `${units.duration(d.cpu[i])} CPU (${units.percent(d.cpu[i], d.duration_ns[i])})`
+      : d.cpu[i] ? units.value(d.cpu[i], d.unit) : "no samples";
+    this.tip.replaceChildren(el("div", { class: "tt-name" }, d.names[d.name[i]]),
+      el("div", {}, `${d.names[d.service[i]]} · ${units.duration(d.duration_ns[i])} · ${cpu}`),
+      el("div", {}, new Date(d.start_ms[i]).toLocaleString()));
+    this.tip.hidden = false;
+    this.tip.style.left = `${Math.min(x + 12, this.width - 260)}px`;
+    this.tip.style.top = `${y + 12}px`;
+  }
+
+  up(e) {
+    if (this.dragFrom == null) return;
+    const from = this.dragFrom;
+    const to = this.dragTo;
+    this.dragFrom = null;
+    this.dragTo = null;
+    if (to != null && Math.abs(to - from) >= 4) {
+      this.redrawOverlay();
+      const plotW = this.width - PAD.left - PAD.right;
+      const { t1, t2 } = this.scale;
+      const ms = (x) => t1 + ((Math.min(Math.max(x, PAD.left), this.width - PAD.right) - PAD.left) / plotW) * (t2 - t1);
+      const [a, b] = [ms(from), ms(to)].sort((p, q) => p - q);
+      this.onBrush(Math.floor(a), Math.ceil(b));
+      return;
+    }
+    if (e.target !== this.canvas) return;
+    const { x, y } = this.xy(e);
+    const i = this.nearest(x, y);
+    if (i != null) this.onOpen(i);
+  }
+}
