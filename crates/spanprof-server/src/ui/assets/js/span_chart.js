@@ -36,6 +36,8 @@ export class SpanChart {
     this.node = el("div", { class: "span-chart-box" }, el("div", { class: "flame-wrap" }, this.canvas, this.tip),
       this.caption);
     this.data = null;
+    // For tests and benches, as the flame graph's canvas has `flameGraph`.
+    this.canvas.spanChart = this;
     this.canvas.addEventListener("mousemove", (e) => this.move(e));
     this.canvas.addEventListener("mouseleave", () => { this.tip.hidden = true; this.hoverAt = null; this.redrawOverlay(); });
     this.canvas.addEventListener("mousedown", (e) => { this.dragFrom = this.xy(e).x; this.dragTo = null; });
@@ -83,6 +85,11 @@ export class SpanChart {
     return performance.now() - t0;
   }
 
+  /** Draws the same points again when the box is `width` px wide now. */
+  fit(width) {
+    if (this.data && Math.abs(Math.floor(width) - this.width) > 1) this.render(this.data, width);
+  }
+
   /** Points by grid cell, so a hover looks at a few cells, not every point. */
   buildGrid() {
     const cols = Math.ceil(this.width / CELL) + 1;
@@ -117,11 +124,14 @@ export class SpanChart {
     }
     // Time ticks, in the browser's time zone.
     ctx.textAlign = "center";
+    // Tenths of seconds when ticks fall closer than a few seconds apart (a brushed range).
+    const timeFormat = (t2 - t1) / Math.max(2, Math.floor(plotW / 110)) < 3000
+      ? { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 1 } : {};
     const ticks = Math.max(2, Math.floor(plotW / 110));
     for (let k = 0; k <= ticks; k++) {
       const t = t1 + ((t2 - t1) * k) / ticks;
       const x = PAD.left + (plotW * k) / ticks;
-      ctx.fillText(new Date(t).toLocaleTimeString(), Math.min(this.width - 30, Math.max(30, x)), HEIGHT - 6);
+      ctx.fillText(new Date(t).toLocaleTimeString([], timeFormat), Math.min(this.width - 30, Math.max(30, x)), HEIGHT - 6);
     }
     const n = this.px.length;
     const r = n > 20000 ? 1.5 : 2.5;

@@ -52,6 +52,16 @@ export class TracesView {
     container.append(el("h1", {}, "Traces"), this.form, this.names, this.modes, this.chartBox, this.summary,
       this.results);
     this.pointsKey = null;
+    // The chart follows the page's width (a scroll bar that came with the rows, a resize).
+    let resized = 0;
+    window.addEventListener("resize", () => {
+      clearTimeout(resized);
+      resized = setTimeout(() => this.fitChart(), 100);
+    });
+  }
+
+  fitChart() {
+    if (this.chartBox.isConnected && !this.chartBox.hidden) this.chart.fit(this.chartBox.clientWidth);
   }
 
   async update(params) {
@@ -97,6 +107,7 @@ export class TracesView {
     this.drawSummary(page, params, rows.length);
     replace(this.results, el("div", { class: "table-box" },
       byTrace ? this.traceTable(page, params) : this.spanTable(page, params)));
+    this.fitChart();
   }
 
   async loadPoints(f, key) {
