@@ -43,8 +43,8 @@ pub use ingest::{
 pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
 use segments::SegmentIndex;
 pub use span_page::{
-    contains_regex, search_regex, sort_trace_groups, NameSuggestions, SpanMatch, SpanMatches,
-    SpanOrder, TraceGroup, MAX_MATCHES,
+    contains_regex, search_regex, sort_trace_groups, NameSuggestions, SpanCpu, SpanMatch,
+    SpanMatches, SpanOrder, SpanTime, TraceGroup, MAX_MATCHES,
 };
 pub use state::SeriesKey;
 use state::State;

@@ -124,7 +124,7 @@ pub struct TraceGroup {
     pub cpu: i64,
 }
 
-/// Distinct names, up to [`NameSuggestions`]'s limit.
+/// Span names offered for a text ([`Store::span_names`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NameSuggestions {
     /// Names containing the text (ASCII case ignored): those that start with it first, then
@@ -132,6 +132,27 @@ pub struct NameSuggestions {
     pub names: Vec<String>,
     /// More names contain it than were returned.
     pub more: bool,
+}
+
+/// Each span's own samples summed ([`Store::span_cpu`]).
+#[derive(Clone, Debug, Default)]
+pub struct SpanCpu {
+    /// Summed value per span id, in the unit of `profile_type`; spans without samples are
+    /// left out.
+    pub by_span: HashMap<[u8; 8], i64>,
+    /// The type summed; `None` when no span has samples.
+    pub profile_type: Option<ProfileTypeId>,
+}
+
+/// A span and its time: (span id, start ns, end ns, since the Unix epoch).
+pub type SpanTime = ([u8; 8], u64, u64);
+
+/// A trace's stored span, for grouping: its time and parent.
+struct TraceSpan {
+    id: [u8; 8],
+    start_ns: u64,
+    end_ns: u64,
+    parent: Option<[u8; 8]>,
 }
 
 /// Interns strings into `names`.
@@ -188,12 +209,12 @@ impl Store {
     /// the segments' span indexes name.
     pub fn span_cpu(
         &self,
-        spans: &[([u8; 8], u64, u64)],
+        spans: &[SpanTime],
         profile_type: Option<&str>,
-    ) -> Result<(HashMap<[u8; 8], i64>, Option<ProfileTypeId>), StoreError> {
+    ) -> Result<SpanCpu, StoreError> {
         let mut out = HashMap::new();
         if spans.is_empty() {
-            return Ok((out, None));
+            return Ok(SpanCpu::default());
         }
         // The samples of a span lie in profile windows that overlap it.
         let from = spans.iter().map(|s| s.1).min().unwrap_or(0);
@@ -211,7 +232,7 @@ impl Store {
             st.resolve(&sel)?
         };
         if r.blocks.is_empty() {
-            return Ok((out, None));
+            return Ok(SpanCpu::default());
         }
         self.for_each_sample(&r, |block, i| {
             let link = block.links[i] as usize;
@@ -220,7 +241,10 @@ impl Store {
                 *v = v.saturating_add(block.values[i]);
             }
         })?;
-        Ok((out, Some(r.profile_type)))
+        Ok(SpanCpu {
+            by_span: out,
+            profile_type: Some(r.profile_type),
+        })
     }
 
     /// Fills in the `cpu` of every match ([`Store::span_cpu`]) and the type it is of.
@@ -229,7 +253,7 @@ impl Store {
         m: &mut SpanMatches,
         profile_type: Option<&str>,
     ) -> Result<(), StoreError> {
-        let keys: Vec<([u8; 8], u64, u64)> = m
+        let keys: Vec<SpanTime> = m
             .matches
             .iter()
             .map(|s| {
@@ -240,11 +264,11 @@ impl Store {
                 )
             })
             .collect();
-        let (cpu, t) = self.span_cpu(&keys, profile_type)?;
+        let cpu = self.span_cpu(&keys, profile_type)?;
         for s in &mut m.matches {
-            s.cpu = cpu.get(&s.span_id).copied().unwrap_or(0);
+            s.cpu = cpu.by_span.get(&s.span_id).copied().unwrap_or(0);
         }
-        m.profile_type = t;
+        m.profile_type = cpu.profile_type;
         Ok(())
     }
 
@@ -288,7 +312,7 @@ impl Store {
             root: Option<(u64, String, String)>,
             services: Vec<String>,
             span_ids: HashSet<[u8; 8]>,
-            spans: Vec<([u8; 8], u64, u64, Option<[u8; 8]>)>,
+            spans: Vec<TraceSpan>,
             matched: usize,
         }
         let mut by_trace: HashMap<[u8; 16], Acc> = HashMap::new();
@@ -315,8 +339,12 @@ impl Store {
             }
             if let Some(acc) = by_trace.get_mut(&s.trace_id) {
                 if acc.span_ids.insert(s.span_id) {
-                    acc.spans
-                        .push((s.span_id, s.start_ns, s.end_ns, s.parent_span_id));
+                    acc.spans.push(TraceSpan {
+                        id: s.span_id,
+                        start_ns: s.start_ns,
+                        end_ns: s.end_ns,
+                        parent: s.parent_span_id,
+                    });
                     if !acc.services.iter().any(|x| x == s.service) {
                         acc.services.push(s.service.to_owned());
                     }
@@ -330,10 +358,10 @@ impl Store {
             let root = acc
                 .spans
                 .iter()
-                .filter(|s| s.3.is_none_or(|p| !acc.span_ids.contains(&p)))
-                .min_by_key(|s| (s.1, s.0));
+                .filter(|s| s.parent.is_none_or(|p| !acc.span_ids.contains(&p)))
+                .min_by_key(|s| (s.start_ns, s.id));
             if let Some(r) = root {
-                views_needed.insert(r.0, *trace);
+                views_needed.insert(r.id, *trace);
             }
         }
         self.for_each_segment_span(&range, |s| {
@@ -346,17 +374,17 @@ impl Store {
             }
             ControlFlow::Continue(())
         })?;
-        let keys: Vec<([u8; 8], u64, u64)> = by_trace
+        let keys: Vec<SpanTime> = by_trace
             .values()
-            .flat_map(|a| a.spans.iter().map(|s| (s.0, s.1, s.2)))
+            .flat_map(|a| a.spans.iter().map(|s| (s.id, s.start_ns, s.end_ns)))
             .collect();
-        let (cpu, t) = self.span_cpu(&keys, profile_type)?;
+        let cpu = self.span_cpu(&keys, profile_type)?;
         let groups = by_trace
             .into_iter()
             .map(|(trace_id, mut acc)| {
                 acc.services.sort();
-                let start = acc.spans.iter().map(|s| s.1).min().unwrap_or(0);
-                let end = acc.spans.iter().map(|s| s.2).max().unwrap_or(start);
+                let start = acc.spans.iter().map(|s| s.start_ns).min().unwrap_or(0);
+                let end = acc.spans.iter().map(|s| s.end_ns).max().unwrap_or(start);
                 TraceGroup {
                     trace_id,
                     root: acc.root.map(|(_, name, service)| (name, service)),
@@ -368,12 +396,12 @@ impl Store {
                     cpu: acc
                         .spans
                         .iter()
-                        .map(|s| cpu.get(&s.0).copied().unwrap_or(0))
+                        .map(|s| cpu.by_span.get(&s.id).copied().unwrap_or(0))
                         .fold(0i64, i64::saturating_add),
                 }
             })
             .collect();
-        Ok((groups, t))
+        Ok((groups, cpu.profile_type))
     }
 
     /// Distinct span names of the spans `q` matches that contain `text` (ASCII case

@@ -62,8 +62,16 @@ export class SpanChart {
       if (v < dMin) dMin = v;
       if (v > dMax) dMax = v;
     }
-    if (t2 <= t1) t2 = t1 + 1;
-    if (!(dMax > dMin)) dMax = dMin * 10;
+    // One span, or spans at one moment or of one duration: a second and a decade around them.
+    if (t2 - t1 < 1000) {
+      const mid = (t1 + t2) / 2;
+      t1 = mid - 500;
+      t2 = mid + 500;
+    }
+    if (!(dMax > dMin * 1.5)) {
+      dMin /= Math.sqrt(10);
+      dMax *= Math.sqrt(10);
+    }
     this.scale = { t1, t2, l1: Math.log10(dMin), l2: Math.log10(dMax) };
     const plotW = this.width - PAD.left - PAD.right;
     const plotH = HEIGHT - PAD.top - PAD.bottom;
@@ -79,7 +87,7 @@ export class SpanChart {
     }
     this.buildGrid();
     this.drawBase();
-    this.caption.replaceChildren(`${n.toLocaleString("en-US")} spans` +
+    this.caption.replaceChildren(`${n.toLocaleString("en-US")} span${n === 1 ? "" : "s"}` +
       (d.count > n ? ` (the ${n.toLocaleString("en-US")} longest of ${d.count.toLocaleString("en-US")})` : "") +
       (cpuInNs ? " · colour: CPU over duration, blue waited, red computed all along" : " · no CPU samples: grey"));
     return performance.now() - t0;
@@ -117,10 +125,16 @@ export class SpanChart {
     ctx.font = "11px system-ui, sans-serif";
     // Duration ticks at powers of ten.
     ctx.textAlign = "right";
-    for (let p = Math.ceil(l1); p <= Math.floor(l2); p++) {
-      const y = PAD.top + plotH - ((p - l1) / (l2 - l1)) * plotH;
-      ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(this.width - PAD.right, y); ctx.stroke();
-      ctx.fillText(units.duration(10 ** p), PAD.left - 4, y + 4);
+    // Under two decades shown, 2× and 5× ticks too.
+    const steps = Math.floor(l2) - Math.ceil(l1) < 2 ? [1, 2, 5] : [1];
+    for (let p = Math.floor(l1); p <= Math.ceil(l2); p++) {
+      for (const m of steps) {
+        const l = p + Math.log10(m);
+        if (l < l1 || l > l2) continue;
+        const y = PAD.top + plotH - ((l - l1) / (l2 - l1)) * plotH;
+        ctx.beginPath(); ctx.moveTo(PAD.left, y); ctx.lineTo(this.width - PAD.right, y); ctx.stroke();
+        ctx.fillText(units.duration(m * 10 ** p), PAD.left - 4, y + 4);
+      }
     }
     // Time ticks, in the browser's time zone.
     ctx.textAlign = "center";
