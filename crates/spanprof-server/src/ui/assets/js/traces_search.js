@@ -80,13 +80,19 @@ export class TracesView {
     const offset = Number(params.offset) || 0;
     const f = filters(params);
     const pointsKey = JSON.stringify(f);
+    // The chart only when the filters changed (not for another page or sort), and beside the
+    // list, not before it: its points take longer than a page of rows.
+    if (pointsKey !== this.pointsKey) {
+      this.loadPoints(f, pointsKey).catch((e) => {
+        this.pointsKey = null;
+        replace(this.chart.caption, `The chart could not be loaded: ${e.message}`);
+      });
+    }
     let services;
     let page;
     try {
       [services, page] = await Promise.all([servicePicker(this.service, params.service, true),
-        api.get("spans", { ...f, sort, order, offset, limit, group: byTrace ? "trace" : "" }),
-        // The chart only when the filters changed (not for another page or sort).
-        pointsKey === this.pointsKey ? null : this.loadPoints(f, pointsKey)]);
+        api.get("spans", { ...f, sort, order, offset, limit, group: byTrace ? "trace" : "" })]);
     } catch (e) {
       replace(this.summary);
       replace(this.results, notice("error", "The search failed", e.message));
@@ -113,6 +119,7 @@ export class TracesView {
   async loadPoints(f, key) {
     this.pointsKey = key;
     const d = await api.get("span-points", f);
+    if (key !== this.pointsKey) return; // another search's points came meanwhile
     this.chartBox.hidden = !d.shown;
     if (d.shown) this.chart.render(d, this.chartBox.clientWidth || this.results.clientWidth || 800);
   }
