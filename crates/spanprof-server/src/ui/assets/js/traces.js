@@ -246,9 +246,12 @@ export function expected(periods) {
   return periods < 10 ? String(Number(periods.toFixed(1))) : String(Math.round(periods));
 }
 
+/** Where the search view keeps its URL (its hash), for the trace view's way back. */
+export const LAST_SEARCH_KEY = "spanprof.traces.search";
+
 /** The way back to the search, with the filters it had (kept by the search view). */
 function backToSearch() {
-  const href = sessionStorage.getItem("spanprof.traces.search") || "#/traces";
+  const href = sessionStorage.getItem(LAST_SEARCH_KEY) || "#/traces";
   return el("a", { href: href.startsWith("#/traces") ? href : "#/traces", class: "back-to-search" },
     "← back to the search");
 }

@@ -6,7 +6,8 @@
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { SpanChart } from "./span_chart.js";
-import { expected, failure, plural, servicePicker, timeRange, totalHeading, wherePairs } from "./traces.js";
+import { expected, failure, LAST_SEARCH_KEY, plural, servicePicker, timeRange, totalHeading, wherePairs }
+  from "./traces.js";
 import * as units from "./units.js";
 
 const PAGE_SIZES = [25, 50, 100, 500];
@@ -14,8 +15,6 @@ const DEFAULT_PAGE = 50;
 /** Sorts offered beside the headers ("most CPU" is the costly-spans view). */
 const SORTS = [["duration:desc", "longest first"], ["cpu:desc", "most CPU (costly spans)"],
   ["start:desc", "newest first"], ["start:asc", "oldest first"], ["name:asc", "name A–Z"]];
-/** The search's URL last shown, for the trace view's way back. */
-export const LAST_SEARCH_KEY = "spanprof.traces.search";
 
 /** The filters of `params`, as the search endpoints take them. */
 function filters(params) {
@@ -80,14 +79,6 @@ export class TracesView {
     const offset = Number(params.offset) || 0;
     const f = filters(params);
     const pointsKey = JSON.stringify(f);
-    // The chart only when the filters changed (not for another page or sort), and beside the
-    // list, not before it: its points take longer than a page of rows.
-    if (pointsKey !== this.pointsKey) {
-      this.loadPoints(f, pointsKey).catch((e) => {
-        this.pointsKey = null;
-        replace(this.chart.caption, `The chart could not be loaded: ${e.message}`);
-      });
-    }
     let services;
     let page;
     try {
@@ -97,6 +88,14 @@ export class TracesView {
       replace(this.summary);
       replace(this.results, notice("error", "The search failed", e.message));
       return;
+    }
+    // The chart only when the filters changed (not for another page or sort), and after the
+    // list: its points take longer than a page of rows, and would delay the first row.
+    if (pointsKey !== this.pointsKey) {
+      this.loadPoints(f, pointsKey).catch((e) => {
+        this.pointsKey = null;
+        replace(this.chart.caption, `The chart could not be loaded: ${e.message}`);
+      });
     }
     const rows = byTrace ? page.traces : page.spans;
     if (!page.count) {
