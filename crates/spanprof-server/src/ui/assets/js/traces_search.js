@@ -6,8 +6,7 @@
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { SpanChart } from "./span_chart.js";
-import { expected, failure, LAST_SEARCH_KEY, plural, servicePicker, timeRange, totalHeading, wherePairs }
-  from "./traces.js";
+import { expected, failure, LAST_SEARCH_KEY, plural, servicePicker, timeRange, totalHeading, wherePairs } from "./traces.js";
 import * as units from "./units.js";
 
 const PAGE_SIZES = [25, 50, 100, 500];
