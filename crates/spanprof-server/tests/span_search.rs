@@ -226,6 +226,44 @@ fn chart_points_are_every_match_with_its_cpu() {
     assert_eq!(got, longest[..5].iter().map(String::as_str).collect());
 }
 
+/// A span sent twice (a retried export) is one match, in the count, the pages and the
+/// chart; its trace has one span. (Here both land in one segment; the store's
+/// `span_page_tests` seal a segment between them.)
+#[test]
+fn a_span_sent_twice_is_counted_once() {
+    let server = &fixture().server;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    let body = serde_json::json!({"resourceSpans": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "retried"}}]},
+        "scopeSpans": [{"spans": [{
+            "traceId": "7d".repeat(16), "spanId": "3c".repeat(8), "name": "sent twice", "kind": 2,
+            "startTimeUnixNano": (now - 300_000_000).to_string(),
+            "endTimeUnixNano": (now - 100_000_000).to_string()}]}]}]});
+    for _ in 0..2 {
+        server
+            .post(
+                "/v1/traces",
+                "application/json",
+                body.to_string().into_bytes(),
+            )
+            .ok();
+    }
+    let a = get_json("/api/v1/spans?service=retried");
+    assert_eq!(a["count"], 1, "{a}");
+    assert_eq!(ids(&a, "spans", "span_id"), ["3c".repeat(8)]);
+    let t = get_json("/api/v1/spans?service=retried&group=trace");
+    assert_eq!(
+        (&t["count"], &t["traces"][0]["spans"]),
+        (&1.into(), &1.into()),
+        "{t}"
+    );
+    let p = get_json("/api/v1/span-points?service=retried");
+    assert_eq!((&p["count"], &p["shown"]), (&1.into(), &1.into()), "{p}");
+}
+
 #[test]
 fn bad_search_parameters_are_400_naming_the_parameter() {
     let server = &fixture().server;

@@ -26,6 +26,8 @@ mod repeat_tests;
 mod segments;
 mod span_page;
 #[cfg(test)]
+mod span_page_tests;
+#[cfg(test)]
 mod split_tests;
 mod state;
 #[cfg(test)]
