@@ -1,8 +1,9 @@
 """The Traces page's "find the costly span" journey, for ui_check.py: the match count, sort by
 a header (most CPU), paging, the duration chart (hover, click, brush), the span/trace toggle,
 name suggestions and substring matching, filters kept by reload and by the trace's back link,
-the page title; at 1400 px by mouse and at 900 px by keyboard, without horizontal overflow
-and without placeholders cut short."""
+the page title; at 1400 px by mouse and at 900 px by keyboard (sorting, paging, the chart's
+points walked with the arrow keys and opened with Enter, a regex, the trace list), without
+horizontal overflow and without placeholders cut short."""
 
 import json
 import urllib.parse
@@ -192,6 +193,17 @@ def by_keyboard_at_900(c, base, step):
     c.wait("sort=start:asc", lambda: hash_params(d).get("sort") == ["start:asc"])
     oldest = api(base, "spans", service="goapp", sort="start", order="asc", limit=50)["spans"]
     c.wait("the oldest first", lambda: row_ids(c) == [s["span_id"] for s in oldest])
+    # The chart's points, by keyboard: → walks them in start order, Enter opens one.
+    tab_to(c, "canvas.span-chart")
+    ActionChains(d).send_keys(Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT).perform()
+    c.wait("the third point's tooltip", lambda: c.shown(".span-chart-box .tooltip"))
+    third = chart_point(c, 2)
+    assert third["name"] in c.shown(".span-chart-box .tooltip")[0].text
+    ActionChains(d).send_keys(Keys.ENTER).perform()
+    c.wait("its span opened", lambda: hash_params(d).get("span") == [third["span"]])
+    d.back()
+    c.wait("the search again", lambda: hash_params(d).get("sort") == ["start:asc"] and c.css("tr.span-row"))
+    d.execute_script("document.activeElement.blur(); window.scrollTo(0, 0);")
     # The next page, by keyboard.
     tab_to(c, "button.page-next")
     ActionChains(d).send_keys(Keys.ENTER).perform()

@@ -49,6 +49,30 @@ export class SpanChart {
     this.canvas.addEventListener("mouseleave", () => { this.tip.hidden = true; this.hoverAt = null; this.redrawOverlay(); });
     this.canvas.addEventListener("mousedown", (e) => { this.dragFrom = this.xy(e).x; this.dragTo = null; });
     window.addEventListener("mouseup", (e) => this.up(e));
+    this.canvas.addEventListener("keydown", (e) => this.key(e));
+  }
+
+  /** Keys on the focused chart: ←/→ walk the points in start order (Home, End: the first,
+   * the last), Enter opens the one shown, Esc hides it. */
+  key(e) {
+    const n = this.data ? this.data.span_id.length : 0;
+    if (!n) return;
+    const at = this.hoverAt;
+    const next = { ArrowRight: at == null ? 0 : Math.min(n - 1, at + 1),
+      ArrowLeft: at == null ? n - 1 : Math.max(0, at - 1), Home: 0, End: n - 1 }[e.key];
+    if (next !== undefined) {
+      e.preventDefault();
+      this.hoverAt = next;
+      this.redrawOverlay();
+      this.showTip(next, this.px[next], this.py[next]);
+    } else if (e.key === "Enter" && at != null) {
+      e.preventDefault();
+      this.onOpen(at);
+    } else if (e.key === "Escape") {
+      this.hoverAt = null;
+      this.tip.hidden = true;
+      this.redrawOverlay();
+    }
   }
 
   /** Draws `d` (the /span-points answer) `width` CSS px wide; returns the ms it took. */
@@ -267,6 +291,11 @@ export class SpanChart {
     this.hoverAt = i;
     this.redrawOverlay();
     if (i == null) { this.tip.hidden = true; return; }
+    this.showTip(i, x, y);
+  }
+
+  /** The tooltip of point `i`, beside (x, y) in the canvas. */
+  showTip(i, x, y) {
     const d = this.data;
     const cpu = d.unit === "nanoseconds" ? `${units.duration(d.cpu[i])} CPU (${units.percent(d.cpu[i], d.duration_ns[i])})`
       : d.cpu[i] ? units.value(d.cpu[i], d.unit) : "no samples";
