@@ -12,6 +12,7 @@ import time
 import urllib.parse
 import urllib.request
 
+import ui_find
 from selenium import webdriver
 from selenium.common.exceptions import (NoAlertPresentException, StaleElementReferenceException,
                                         TimeoutException)
@@ -408,7 +409,8 @@ def run(c, args):
     # failed.
     c.open(args.base, "#/trace?trace=" + "ab" * 16)
     c.wait("the not-stored notice", lambda: f"Trace {'ab' * 16} is not stored" in c.text())
-    assert c.shown(".notice a[href='#/traces']"), "a way back to the search"
+    back = c.shown(".notice a.back-to-search")
+    assert back and back[0].get_attribute("href").split("#", 1)[1].startswith("/traces"), "a way back to the search"
     assert not c.css(".wf-row"), "no waterfall"
     c.shot("trace-not-stored")
     c.open(args.base, "#/trace?trace=zz")
@@ -510,6 +512,9 @@ def run(c, args):
     assert "label matchers go in braces" in c.text(), c.text()[:2000]
     assert not c.shown("a.download"), "nothing to download"
     c.shot("explore-refused")
+
+    # 18. Finding the costly span: count, sorts, pages, the chart, traces, names; two widths.
+    ui_find.run(c, args.base, step)
 
     logs = c.severe_logs()
     assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"

@@ -9,7 +9,10 @@ Run by bench/ui-perf.sh against a `spanprof serve --demo` it has just started (c
    and labelled), drawn by the UI's own FlameGraph (`setData`: decode the levels + draw the
    canvas), N times each; the synchronous JS time and the time until the next frame;
 3. hover: a mousemove every animation frame across each graph for a few seconds (the
-   tooltip follows); frames per second and the longest frame.
+   tooltip follows); frames per second and the longest frame;
+4. the Traces page's duration chart with 100,000 spans (sent here over OTLP/HTTP JSON): the
+   /span-points answer's time, the chart's render (sync JS and to the next frame), and a
+   hover across it every animation frame, as for the flame graphs.
 
 Prints one JSON object with every figure (and the targets) on stdout.
 """
@@ -139,6 +142,71 @@ requestAnimationFrame(step);
 """
 
 
+CHART_SPANS = 100_000
+
+
+def send_spans(base, service, n, rng):
+    """`n` spans of one service over the last 10 minutes, 2 to 5 s long at most, in batches."""
+    now = time.time_ns()
+    for first in range(0, n, 10_000):
+        spans = []
+        for i in range(first, min(n, first + 10_000)):
+            start = now - rng.randint(1, 600) * 10**9 - rng.randint(0, 10**9)
+            dur = int(10 ** rng.uniform(5, 9.7))
+            spans.append({"traceId": f"{i + 1:032x}", "spanId": f"{i + 1:016x}", "name": f"GET /r{i % 40}",
+                          "kind": 2, "startTimeUnixNano": str(start), "endTimeUnixNano": str(start + dur)})
+        body = json.dumps({"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+            "scopeSpans": [{"spans": spans}]}]}).encode()
+        req = urllib.request.Request(f"{base}/v1/traces", data=body, method="POST",
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            assert r.status == 200, r.status
+
+
+CHART_RENDER = """
+const [renders, done] = arguments;
+const ch = document.querySelector('canvas.span-chart').spanChart;
+const q = new URLSearchParams(location.hash.split('?')[1]).get('service');
+const t0 = performance.now();
+fetch('/api/v1/span-points?service=' + encodeURIComponent(q)).then(r => r.json()).then(async (d) => {
+  const fetchMs = performance.now() - t0;
+  const sync = [], framed = [];
+  for (let i = 0; i < renders; i++) {
+    await new Promise(r => setTimeout(r, 20));
+    const t1 = performance.now();
+    ch.render(d, ch.width);
+    sync.push(performance.now() - t1);
+    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+    framed.push(performance.now() - t1);
+  }
+  done({points: d.shown, fetchMs, sync, framed});
+});
+"""
+
+CHART_HOVER = """
+const [seconds, done] = arguments;
+const ch = document.querySelector('canvas.span-chart').spanChart;
+const rect = ch.canvas.getBoundingClientRect();
+const frames = [], handler = [];
+let i = 0, shown = 0;
+const start = performance.now();
+const step = (ts) => {
+  frames.push(ts);
+  const x = rect.left + 56 + ((i * 13) % Math.max(1, Math.floor(rect.width - 70)));
+  const y = rect.top + 12 + ((i * 7) % Math.max(1, Math.floor(rect.height - 36)));
+  const t0 = performance.now();
+  ch.canvas.dispatchEvent(new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true}));
+  handler.push(performance.now() - t0);
+  if (!ch.tip.hidden) shown++;
+  i++;
+  if (performance.now() - start < seconds * 1000) requestAnimationFrame(step);
+  else done({frames, handler, shown});
+};
+requestAnimationFrame(step);
+"""
+
+
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
@@ -148,7 +216,8 @@ def main():
     args = parse_args()
     d = browser(args)
     d.set_script_timeout(120)
-    out = {"targets": {"flame_render_ms": 100, "hover_fps": 60, "page_load_ms": 300}}
+    out = {"targets": {"flame_render_ms": 100, "hover_fps": 60, "page_load_ms": 300,
+                       "chart_render_ms": 100, "chart_hover_fps": 60}}
     try:
         # 1. Page load, on the server's first page request. The browser itself is warmed up
         # first (its first page pays for starting a renderer process, which is not the
@@ -203,6 +272,32 @@ def main():
                 "tooltip_shown": h["tooltipShown"],
             }
             log(f"hover ({shape}): {out[f'hover_{shape}']}")
+
+        # 4. The duration chart of 100,000 spans.
+        send_spans(args.base, "bench-spans", CHART_SPANS, rng)
+        d.get(f"{args.base}/#/traces?service=bench-spans")
+        WebDriverWait(d, 120).until(lambda d: d.execute_script(
+            "const c = document.querySelector('canvas.span-chart');"
+            "return !!(c && c.spanChart && c.spanChart.px && c.spanChart.px.length >= 100000);"))
+        r = d.execute_async_script(CHART_RENDER, min(args.renders, 10))
+        out["chart_render"] = {
+            "points": r["points"], "renders": len(r["sync"]),
+            "span_points_fetch_ms": round(r["fetchMs"], 1),
+            "sync_ms_median": round(statistics.median(r["sync"]), 1),
+            "to_frame_ms_median": round(statistics.median(r["framed"]), 1),
+            "to_frame_ms_max": round(max(r["framed"]), 1),
+        }
+        log(f"chart render: {out['chart_render']}")
+        h = d.execute_async_script(CHART_HOVER, args.hover_seconds)
+        gaps = [b - a for a, b in zip(h["frames"], h["frames"][1:])]
+        elapsed = (h["frames"][-1] - h["frames"][0]) / 1000
+        out["chart_hover"] = {
+            "frames": len(h["frames"]), "fps": round((len(h["frames"]) - 1) / elapsed, 1),
+            "frame_ms_p95": round(pct(gaps, 95), 1), "frame_ms_max": round(max(gaps), 1),
+            "handler_ms_median": round(statistics.median(h["handler"]), 2),
+            "handler_ms_max": round(max(h["handler"]), 2), "tooltip_frames": h["shown"],
+        }
+        log(f"chart hover: {out['chart_hover']}")
     finally:
         d.quit()
     print(json.dumps(out, indent=1))

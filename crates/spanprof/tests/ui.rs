@@ -6,8 +6,12 @@
 //! why, and a failed span shows its kind, error message and attributes (marked in the
 //! waterfall and the search, which can keep failed spans only); a trace that is not stored says so, a failed request says what failed, a refused
 //! selection is explained once; a function called `<img src=x onerror=alert(1)>` shows as
-//! text and fires nothing; an empty server says how to send data. Screenshots of every view
-//! go to `target/tmp/ui-screens/` (printed).
+//! text and fires nothing; an empty server says how to send data. Finding the costly span
+//! (`python/ui_find.py`): the match count, the CPU sort by its header, pages, the duration
+//! chart's hover, click and brush, the trace list, names offered as typed, substring and
+//! regex names, filters kept by reload and by the trace's back link, at 1400 px by mouse and
+//! at 900 px by keyboard, with no sideways overflow and no placeholder cut. Screenshots of
+//! every view go to `target/tmp/ui-screens/` (printed).
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
 

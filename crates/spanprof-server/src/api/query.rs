@@ -8,6 +8,7 @@ mod error;
 mod flame;
 pub(crate) mod params;
 mod selection;
+mod span_search;
 mod spans;
 mod timeseries;
 
@@ -24,7 +25,7 @@ use crate::routes::Routes;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
 const ENDPOINTS: &str = "status, services, profile-types, label-names, label-values, series, \
-     flamegraph, diff, top, timeseries, spans, traces/{trace_id}, pprof, svg";
+     flamegraph, diff, top, timeseries, spans, span-points, span-names, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
 pub fn routes() -> Routes {
@@ -45,7 +46,9 @@ pub fn routes() -> Routes {
         .get("/api/v1/svg", Access::Read, flame::svg)
         .get("/api/v1/diff", Access::Read, diff::diff)
         .get("/api/v1/timeseries", Access::Read, timeseries::timeseries)
-        .get("/api/v1/spans", Access::Read, spans::search)
+        .get("/api/v1/spans", Access::Read, span_search::search)
+        .get("/api/v1/span-points", Access::Read, span_search::points)
+        .get("/api/v1/span-names", Access::Read, span_search::names)
         .get("/api/v1/traces/{trace_id}", Access::Read, spans::trace)
         .get("/api/v1/{*rest}", Access::Read, unknown_endpoint)
 }

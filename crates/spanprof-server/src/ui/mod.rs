@@ -48,6 +48,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/js/units.js"),
     },
     Asset {
+        path: "js/span_chart.js",
+        content_type: JS,
+        body: include_str!("assets/js/span_chart.js"),
+    },
+    Asset {
+        path: "js/traces_search.js",
+        content_type: JS,
+        body: include_str!("assets/js/traces_search.js"),
+    },
+    Asset {
         path: "js/flame.js",
         content_type: JS,
         body: include_str!("assets/js/flame.js"),

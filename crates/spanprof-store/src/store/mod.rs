@@ -24,6 +24,9 @@ mod recent;
 #[cfg(test)]
 mod repeat_tests;
 mod segments;
+mod span_page;
+#[cfg(test)]
+mod span_page_tests;
 #[cfg(test)]
 mod split_tests;
 mod state;
@@ -41,6 +44,10 @@ pub use ingest::{
 };
 pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
 use segments::SegmentIndex;
+pub use span_page::{
+    contains_regex, search_regex, sort_trace_groups, NameSuggestions, SpanCpu, SpanMatch,
+    SpanMatches, SpanOrder, SpanTime, TraceGroup, MAX_MATCHES,
+};
 pub use state::SeriesKey;
 use state::State;
 

@@ -1,4 +1,5 @@
-//! Spans with their CPU: `/api/v1/spans` (search) and `/api/v1/traces/{trace_id}`.
+//! Spans with their CPU, as the search (`span_search.rs`) and `/api/v1/traces/{trace_id}`
+//! show them.
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
@@ -8,18 +9,13 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Map, Value};
 use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
-use spanprof_store::spans::{CompareOp, SpanQuery, SpanRecord, TextCondition, TextField};
+use spanprof_store::spans::{CompareOp, SpanQuery, SpanRecord};
 use spanprof_store::store::{Coverage, Selection, Store};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
-use super::selection::{check_profile_type, durations_in_order, span_range, time_range};
+use super::selection::check_profile_type;
 use crate::AppState;
-
-/// Spans a search returns when `limit` is not given.
-const DEFAULT_LIMIT: usize = 100;
-/// Most spans one search returns (each costs a coverage lookup).
-const MAX_LIMIT: usize = 10_000;
 
 /// Verdicts of [`verdict`], for clients to compare against.
 pub const SAMPLED: &str = "sampled";
@@ -89,14 +85,14 @@ pub fn verdict(c: &Coverage, recent: bool) -> &'static str {
 
 /// The coverage lookups of one request: the profile type asked for, and the label keys seen
 /// holding span ids that are no link keys.
-struct CoverageOf {
+pub(super) struct CoverageOf {
     profile_type: Option<String>,
     unlinked_keys: Vec<String>,
 }
 
 impl CoverageOf {
     /// Checks `type` as `span_coverage` resolves it (over every service).
-    fn new(
+    pub(super) fn new(
         store: &Store,
         profile_type: Option<(String, String)>,
         unlinked_keys: Vec<String>,
@@ -132,7 +128,7 @@ impl CoverageOf {
     }
 
     /// The spans as JSON, each with its own samples (children excluded) and coverage.
-    fn spans_json(
+    pub(super) fn spans_json(
         &self,
         store: &Store,
         spans: &[SpanRecord],
@@ -207,127 +203,18 @@ fn ended_lately(span: &SpanRecord) -> bool {
     now_ns.saturating_sub(span.end_ns) < PENDING_FOR_NS
 }
 
-fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
+pub(super) fn type_param(p: &QueryParams) -> Result<Option<(String, String)>, ApiError> {
     Ok(p.one("type")?
         .map(|x| (x.shown.to_owned(), x.value.to_owned())))
-}
-
-/// `GET /api/v1/spans?service&name&min_duration&max_duration&status&kind&from&to&limit&type&attribute&resource`
-/// (`span_name` is taken for `name`, as the profile endpoints call it; `status`: `error`, `ok`
-/// or `unset`; `kind`: `server`, `client`, `internal`, `producer`, `consumer` or
-/// `unspecified`).
-pub async fn search(
-    State(app): State<AppState>,
-    RawQuery(raw): RawQuery,
-) -> Result<Response, ApiError> {
-    let p = QueryParams::parse(raw.as_deref())?;
-    p.allow(
-        "/api/v1/spans",
-        &[
-            "service",
-            "name",
-            "span_name",
-            "min_duration",
-            "max_duration",
-            "status",
-            "from",
-            "to",
-            "limit",
-            "type",
-            "attribute",
-            "resource",
-            "kind",
-        ],
-    )?;
-    let (from_ns, to_ns) = span_range(time_range(&p, params::now_ns())?);
-    // `attribute=http.route=/cart`, `resource=host.name=web-1`: repeatable, all must hold.
-    // Also `attribute=http.route!=/health`, `=~` and `!~` (fully anchored regexes), and `>`,
-    // `>=`, `<`, `<=` to a number (`attribute=http.response.status_code>=500`): conditions,
-    // held as TraceQL holds them (see `TextCondition`).
-    let mut conditions = Vec::new();
-    let mut pairs = |name: &str| -> Result<Vec<(String, String)>, ApiError> {
-        let mut equal = Vec::new();
-        for x in p.many(name) {
-            let Some((key, op, value)) = comparison(x.value) else {
-                return Err(x.bad(
-                    "expected key=value (or key!=value, key=~regex, key!~regex, or key>=number \
-                     and the other orders), e.g. host.name=web-1",
-                ));
-            };
-            if op == CompareOp::Eq {
-                equal.push((key.to_owned(), value.to_owned()));
-                continue;
-            }
-            let field = match name {
-                "resource" => TextField::Resource(key.to_owned()),
-                _ => TextField::Attribute(key.to_owned()),
-            };
-            conditions.push(TextCondition::new(field, op, value).map_err(|e| x.bad(e))?);
-        }
-        Ok(equal)
-    };
-    let attributes = pairs("attribute")?;
-    let resource = pairs("resource")?;
-    if let Some(kind) = p.parsed("kind", params::kind)? {
-        let name = spanprof_store::spans::kind_name(kind);
-        let condition = TextCondition::new(TextField::Kind, CompareOp::Eq, name);
-        conditions.push(condition.expect("an equality always builds"));
-    }
-    let name = match (p.one("name")?, p.one("span_name")?) {
-        (Some(_), Some(_)) => {
-            return Err(ApiError::bad_request(
-                "name and span_name are the same parameter here: give one",
-            ))
-        }
-        (a, b) => a.or(b).map(|x| x.value.to_owned()),
-    };
-    let q = SpanQuery {
-        service: p.one("service")?.map(|x| x.value.to_owned()),
-        name,
-        min_duration_ns: p.parsed("min_duration", params::duration)?,
-        max_duration_ns: p.parsed("max_duration", params::duration)?,
-        from_ns,
-        to_ns,
-        limit: p
-            .parsed("limit", params::count(1, MAX_LIMIT))?
-            .unwrap_or(DEFAULT_LIMIT),
-        attributes,
-        resource,
-        either: Vec::new(),
-        status_code: p.parsed("status", params::status)?,
-        conditions,
-    };
-    durations_in_order(&p, q.min_duration_ns, q.max_duration_ns)?;
-    let profile_type = type_param(&p)?;
-    let service_param = p.one("service")?.map(|x| x.shown.to_owned());
-    let unlinked_keys = app.span_keys.found();
-    let (spans, hint) = blocking(&app, move |store| {
-        let found = store.search_spans(&q)?;
-        let mut hint = None;
-        if found.is_empty() {
-            if let (Some(shown), Some(service)) = (&service_param, &q.service) {
-                unknown_service(store, shown, service)?;
-                hint = profiles_without_spans(store, service)?;
-            }
-        }
-        let coverage = CoverageOf::new(store, profile_type, unlinked_keys)?;
-        let mut spans = coverage.spans_json(store, &found)?;
-        point_to_sampled_ancestors_found(store, &found, &mut spans)?;
-        let spans = spans.into_iter().map(Value::Object).collect::<Vec<Value>>();
-        Ok((spans, hint))
-    })
-    .await?;
-    let mut body = json!({ "spans": spans });
-    if let Some(hint) = hint {
-        body["hint"] = hint.into();
-    }
-    Ok(axum::Json(body).into_response())
 }
 
 /// Why a search of `service` found nothing, when it has profiles but no span at any time: a
 /// scrape target named otherwise than its tracer names the service (`--scrape checkout=…` for
 /// a program whose spans say `goapp`) answered an empty list and nothing more.
-fn profiles_without_spans(store: &Store, service: &str) -> Result<Option<String>, ApiError> {
+pub(super) fn profiles_without_spans(
+    store: &Store,
+    service: &str,
+) -> Result<Option<String>, ApiError> {
     if store.profile_types(Some(service)).is_empty() {
         return Ok(None);
     }
@@ -355,7 +242,7 @@ fn profiles_without_spans(store: &Store, service: &str) -> Result<Option<String>
 /// in a span search answered "no span matches", as if the service had no such spans. (A
 /// search that found nothing asks this; a service without profiles costs a read of every
 /// span once more.)
-fn unknown_service(store: &Store, shown: &str, service: &str) -> Result<(), ApiError> {
+pub(super) fn unknown_service(store: &Store, shown: &str, service: &str) -> Result<(), ApiError> {
     if !store.profile_types(Some(service)).is_empty() {
         return Ok(());
     }
@@ -485,7 +372,7 @@ fn point_to_sampled_ancestor(span: &mut Map<String, Value>, ancestor: Option<&[u
 /// [`point_to_sampled_ancestor`] for the spans a search found (`found`, their JSON in
 /// `spans`), each judged in its whole trace. Only the traces of spans that may change are
 /// read, once each; a span has samples there when any sample of any type names it.
-fn point_to_sampled_ancestors_found(
+pub(super) fn point_to_sampled_ancestors_found(
     store: &Store,
     found: &[SpanRecord],
     spans: &mut [Map<String, Value>],
@@ -662,7 +549,7 @@ fn depths(records: &[SpanRecord]) -> HashMap<[u8; 8], usize> {
 
 /// `key=value`, `key!=value`, `key=~regex` or `key!~regex` split at its first operator, the
 /// key not empty; `None` without one.
-fn comparison(pair: &str) -> Option<(&str, CompareOp, &str)> {
+pub(super) fn comparison(pair: &str) -> Option<(&str, CompareOp, &str)> {
     let (at, text, op) = (0..pair.len())
         .filter(|&at| pair.is_char_boundary(at))
         .find_map(|at| {

@@ -3,11 +3,14 @@
 
 import * as api from "./api.js";
 import { el, notice, replace } from "./dom.js";
-import { TracesView, TraceView } from "./traces.js";
+import { TraceView } from "./traces.js";
+import { TracesView } from "./traces_search.js";
 import { ExploreView } from "./explore.js";
 import { CompareView } from "./compare.js";
 
 const VIEWS = { traces: TracesView, trace: TraceView, explore: ExploreView, compare: CompareView };
+
+const TITLES = { traces: "Traces", trace: "Trace", explore: "Explore", compare: "Compare" };
 
 function parse() {
   const hash = location.hash.replace(/^#\/?/, "");
@@ -51,6 +54,8 @@ function render() {
     replace(root, container);
     current = { name, view: new VIEWS[name](container, nav) };
   }
+  // The view's name in the title (tabs, history); a view may name more of what it shows.
+  document.title = `${TITLES[name]}${name === "trace" && params.trace ? ` ${params.trace.slice(0, 8)}…` : ""} · spanprof`;
   current.view.update(params);
 }
 

@@ -1,5 +1,5 @@
-// Traces: search spans (service, name, minimum duration, time range), the results longest
-// first, and one trace's waterfall whose spans open their own flame graph.
+// One trace's waterfall whose spans open their own flame graph, and what the Traces search
+// (traces_search.js) shares with it.
 
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
@@ -13,7 +13,7 @@ const RANGES = [["", "all time"], ["now-15m", "last 15 minutes"], ["now-1h", "la
 /** A time-range picker: presets, or any `from`/`to` the API reads (RFC 3339, unix, now-1h). */
 export function timeRange(params) {
   const from = el("input", { name: "from", value: params.from || "", placeholder: "from: now-1h, RFC 3339",
-    "aria-label": "from", size: 18 });
+    "aria-label": "from", size: 22 });
   const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to", size: 12 });
   // A range that is none of the presets shows as "custom", not as the first preset.
   const isPreset = !params.to && RANGES.some(([v]) => v === (params.from || ""));
@@ -39,7 +39,7 @@ export async function servicePicker(select, chosen, spans = false) {
 }
 
 /** `1 span`, `3 spans`. */
-function plural(n, word) {
+export function plural(n, word) {
   return `${Number(n).toLocaleString("en-US")} ${word}${Number(n) === 1 ? "" : "s"}`;
 }
 
@@ -122,96 +122,11 @@ export function coverageNotice(span, profiled = true, trace = null) {
   return notice("empty", `No samples in this span: ${verdict}`, lines[verdict] || "");
 }
 
-export class TracesView {
-  constructor(container, nav) {
-    this.nav = nav;
-    this.service = el("select", { name: "service", "aria-label": "service" });
-    this.form = el("form", { class: "filters" });
-    this.results = el("div", { class: "results" });
-    container.append(el("h1", {}, "Traces"), this.form, this.results);
-  }
-
-  async update(params) {
-    const range = timeRange(params);
-    const name = el("input", { name: "name", value: params.name || "", placeholder: "span name, e.g. GET /users",
-      "aria-label": "span name", size: 24 });
-    const minDuration = el("input", { name: "min_duration", value: params.min_duration || "",
-      placeholder: "min duration: 100ms", "aria-label": "minimum duration", size: 14 });
-    const where = el("input", { name: "where", value: params.where || "",
-      placeholder: "http.route=/cart resource.host.name=web-1", "aria-label": "attributes", size: 30,
-      title: "key=value pairs, separated by spaces, that the span's attributes hold " +
-        "(key=\"a value with spaces\"); resource.key=value: its resource's (the host, pod or " +
-        "version that ran it); key!=value, key=~regex (whole value) and key!~regex for spans " +
-        "that have the key with another value; key>=number (and >, <, <=) for a value that is " +
-        "such a number, e.g. http.response.status_code>=500" });
-    // The span's part in its request: a server span is a request the service answered.
-    const kind = el("select", { name: "kind", "aria-label": "span kind",
-      title: "the span's kind: server, the requests the service answered; client, the calls it made" },
-    ...["", "server", "client", "internal", "producer", "consumer"].map((k) =>
-      el("option", { value: k, selected: (params.kind || "") === k }, k || "any kind")));
-    const failed = el("input", { type: "checkbox", name: "status", class: "errors-only",
-      checked: params.status === "error" });
-    replace(this.form, el("label", {}, "Service ", this.service), name, minDuration, kind, where, ...range.nodes,
-      el("label", { class: "switch" }, failed, " errors only"),
-      el("button", { type: "submit" }, "Search"));
-    this.form.onsubmit = (e) => {
-      e.preventDefault();
-      this.nav.go("traces", { service: this.service.value, name: name.value.trim(),
-        min_duration: minDuration.value.trim(), kind: kind.value, where: where.value.trim(),
-        status: failed.checked ? "error" : "", ...range.read() });
-    };
-    replace(this.results, el("p", { class: "muted" }, "Searching…"));
-    let services;
-    let spans;
-    let hint;
-    try {
-      // Both at once: the search does not wait for the picker.
-      [services, { spans, hint }] = await Promise.all([servicePicker(this.service, params.service, true),
-        api.get("spans", { service: params.service, name: params.name, min_duration: params.min_duration,
-          status: params.status, kind: params.kind, ...wherePairs(params.where), from: params.from, to: params.to,
-          limit: 100 })]);
-    } catch (e) {
-      replace(this.results, notice("error", "The search failed", e.message));
-      return;
-    }
-    if (!spans.length) {
-      replace(this.results, hint
-        ? notice("empty", "No span matches", hint + ".")
-        : services.length
-        ? notice("empty", "No span matches", "Remove a filter or widen the time range" +
-          (params.name ? ` (a span name matches whole: "${params.name}" must be a span's entire name, ` +
-            "as its tracer sent it)" : "") + ". Spans arrive over OTLP traces.")
-        : notice("empty", "No data yet", howToSend()));
-      return;
-    }
-    replace(this.results, el("table", { class: "spans" },
-      el("thead", {}, el("tr", {}, ["Duration", "Service", "Span", "Start", totalHeading(spans),
-        "Samples / periods", "Coverage"]
-        .map((h) => el("th", {}, h)))),
-      el("tbody", {}, spans.map((s) => {
-        const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
-        return el("tr", { class: `span-row ${s.total > 0 ? "sampled" : ""}`, dataset: { spanId: s.span_id },
-          onclick: () => this.nav.go("trace", { trace: s.trace_id, span: s.span_id }) },
-        el("td", { class: "num" }, units.duration(s.duration_ns)),
-        el("td", {}, s.service),
-        el("td", {}, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name),
-          failure(s) ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error") : null),
-        el("td", { class: "muted" }, units.timestamp(s.start_ns)),
-        el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
-        el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
-          "the most one thread busy all the time would get (give or take one: sampling is random). " +
-          "Fewer is no loss: the span waited, or shared its CPU" },
-          `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
-        el("td", { class: `coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
-      }))));
-  }
-}
-
 /** The search's `where` text (`http.route=/cart resource.host.name=web-1`, a value with
  * spaces in double quotes: `span.name="GET /x"`; also `!=`, `=~`, `!~`, and `>=`, `<=`, `>`,
  * `<` to a number) as the spans API's
  * repeatable `attribute` and `resource` parameters; the API refuses a pair without one. */
-function wherePairs(where) {
+export function wherePairs(where) {
   const attribute = [];
   const resource = [];
   const pairs = /(\S+?)(!=|!~|=~|>=|<=|=|>|<)(?:"([^"]*)"|(\S*))|(\S+)/g;
@@ -233,7 +148,7 @@ function wherePair(key, value) {
 
 /** The heading of the spans' own totals: what their type measures (each span's total is in
  * the type of its own samples; a service without CPU profiles has wall-clock time or counts). */
-function totalHeading(spans) {
+export function totalHeading(spans) {
   const kinds = new Set(spans.map((s) => String(s.profile_type || "").split(":")[1]).filter(Boolean));
   if (kinds.size !== 1) return "Total";
   const [kind] = kinds;
@@ -253,7 +168,7 @@ function moreSamplesThanPeriods(span) {
 }
 
 /** "error: its message" (or "error") for a span whose status is an error; null for others. */
-function failure(span) {
+export function failure(span) {
   if (span.status_code !== 2) return null;
   return span.status_message ? `error: ${span.status_message}` : "error";
 }
@@ -327,8 +242,18 @@ function searchable(span, prefix) {
 }
 
 /** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
-function expected(periods) {
+export function expected(periods) {
   return periods < 10 ? String(Number(periods.toFixed(1))) : String(Math.round(periods));
+}
+
+/** Where the search view keeps its URL (its hash), for the trace view's way back. */
+export const LAST_SEARCH_KEY = "spanprof.traces.search";
+
+/** The way back to the search, with the filters it had (kept by the search view). */
+function backToSearch() {
+  const href = sessionStorage.getItem(LAST_SEARCH_KEY) || "#/traces";
+  return el("a", { href: href.startsWith("#/traces") ? href : "#/traces", class: "back-to-search" },
+    "← back to the search");
 }
 
 export class TraceView {
@@ -362,7 +287,7 @@ export class TraceView {
         trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
       } catch (e) {
         if (this.load !== load) return;
-        const back = el("a", { href: "#/traces" }, "← back to the search");
+        const back = backToSearch();
         replace(this.head, e.status === 404
           ? notice("empty", `Trace ${params.trace} is not stored`,
             "None of its spans are here: they may be older than the retention, or their tracer " +
@@ -401,7 +326,7 @@ export class TraceView {
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
           : "")),
-      el("a", { href: "#/traces" }, "← back to the search"));
+      backToSearch());
     this.rows = new Map();
     const whole = t.duration_ns || 1;
     replace(this.waterfall, t.spans.map((s) => {
