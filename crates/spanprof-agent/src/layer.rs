@@ -135,6 +135,10 @@ where
 {
     fn on_register_dispatch(&self, subscriber: &Dispatch) {
         let _ = self.dispatch.set(subscriber.downgrade());
+        // Out-of-process readers learn from it that threads publish OTEP 4947 records. If it
+        // cannot be published they do not find them; the in-process sampler does not need it.
+        #[cfg(target_os = "linux")]
+        let _ = crate::process_ctx::publish();
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {

@@ -122,8 +122,11 @@ type CacheTag = (u64, u32);
 /// published record is always the innermost stack entry's, and a record is rewritten only when
 /// no stack entry refers to it (the OTEP's "swap the pointer" protocol).
 struct ThreadSlot {
-    /// The OTEP's TLS pointer: the published record, or null when no span is entered.
-    current: Cell<*const ThreadContextRecord>,
+    /// Where the OTEP's TLS pointer is (the published record, or null when no span is entered):
+    /// this thread's `otel_thread_ctx_v1` on Linux, else `fallback`; null until first written.
+    tls: Cell<*mut *const ThreadContextRecord>,
+    #[cfg(not(target_os = "linux"))]
+    fallback: Cell<*const ThreadContextRecord>,
     /// Built records of recently entered spans, so a re-enter (a poll) only swaps the pointer.
     cache: [UnsafeCell<ThreadContextRecord>; CACHE_ENTRIES],
     cache_tags: [Cell<CacheTag>; CACHE_ENTRIES],
@@ -141,7 +144,9 @@ thread_local! {
     // thread, zero-initialised (.tbss): pages are touched only as entries are used.
     static SLOT: ThreadSlot = const {
         ThreadSlot {
-            current: Cell::new(ptr::null()),
+            tls: Cell::new(ptr::null_mut()),
+            #[cfg(not(target_os = "linux"))]
+            fallback: Cell::new(ptr::null()),
             cache: [const { UnsafeCell::new(ThreadContextRecord::EMPTY) }; CACHE_ENTRIES],
             cache_tags: [const { Cell::new((0, 0)) }; CACHE_ENTRIES],
             stack: [const { Cell::new(EMPTY_ENTRY) }; MAX_NESTING],
@@ -180,13 +185,43 @@ unsafe fn build(r: *mut ThreadContextRecord, ids: &SpanContextIds) {
     unsafe { ptr::write_volatile(&mut r.valid, 1) };
 }
 
+#[cfg(target_os = "linux")]
+extern "C" {
+    /// This thread's `otel_thread_ctx_v1` (`src/otel_thread_ctx.c`).
+    fn spanprof_otel_thread_ctx_v1_address() -> *mut *const ThreadContextRecord;
+}
+
 impl ThreadSlot {
+    /// The TLS pointer's address, asked for once per thread (outside signal handlers).
+    #[inline(always)]
+    fn tls(&self) -> *mut *const ThreadContextRecord {
+        let tls = self.tls.get();
+        if tls.is_null() {
+            self.tls_init()
+        } else {
+            tls
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tls_init(&self) -> *mut *const ThreadContextRecord {
+        // SAFETY: returns the address of this thread's C thread-local; no preconditions.
+        #[cfg(target_os = "linux")]
+        let tls = unsafe { spanprof_otel_thread_ctx_v1_address() };
+        #[cfg(not(target_os = "linux"))]
+        let tls = self.fallback.as_ptr();
+        self.tls.set(tls);
+        tls
+    }
+
     /// Points the TLS pointer at `record` (or null): the one store a reader can observe.
     #[inline(always)]
     fn publish(&self, record: *const ThreadContextRecord) {
+        let tls = self.tls();
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: a plain store of this thread's own pointer; volatile so it is never elided.
-        unsafe { ptr::write_volatile(self.current.as_ptr(), record) };
+        // SAFETY: a plain store to this thread's own pointer; volatile so it is never elided.
+        unsafe { ptr::write_volatile(tls, record) };
         compiler_fence(Ordering::SeqCst);
     }
 
@@ -332,9 +367,14 @@ pub fn exit(span: u64) {
 /// signal handler, and by tests.
 pub fn current() -> Option<ThreadContextRecord> {
     SLOT.try_with(|s| {
-        // SAFETY: the pointer is null or points at one of this thread's records, which live as
-        // long as the thread; the writer never modifies the published one.
-        let published = unsafe { ptr::read_volatile(s.current.as_ptr()) };
+        let tls = s.tls.get();
+        if tls.is_null() {
+            return None; // never written on this thread
+        }
+        // SAFETY: `tls` is this thread's TLS pointer; it is null or points at one of this
+        // thread's records, which live as long as the thread; the writer never modifies the
+        // published one.
+        let published = unsafe { ptr::read_volatile(tls) };
         if published.is_null() {
             return None;
         }
@@ -345,10 +385,11 @@ pub fn current() -> Option<ThreadContextRecord> {
     .flatten()
 }
 
-/// The address of the current thread's OTEP TLS pointer (`*const ThreadContextRecord`), for an
-/// out-of-process reader that is told where to look.
+/// The address of the current thread's OTEP TLS pointer (`*const ThreadContextRecord`): on Linux
+/// its `otel_thread_ctx_v1`, which out-of-process readers find by that name in the dynamic
+/// symbol table (when the executable exports it; see the crate's README).
 pub fn tls_pointer_address() -> usize {
-    SLOT.with(|s| s.current.as_ptr() as usize)
+    SLOT.with(|s| s.tls() as usize)
 }
 
 #[cfg(test)]
