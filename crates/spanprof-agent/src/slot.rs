@@ -2,8 +2,9 @@
 //! `oteps/profiles/4947-thread-ctx.md` in opentelemetry-specification) that the layer publishes on
 //! span enter and exit and the sampler's signal handler copies at sample time.
 //!
-//! Each thread owns a pointer to the published record (the OTEP's TLS pointer,
-//! `otel_thread_ctx_v1`) and the records it may point at: a small cache of built records of the
+//! Each thread owns a pointer to the published record (the OTEP's TLS pointer: on Linux the
+//! exported ELF thread-local `otel_thread_ctx_v1` of `otel_thread_ctx.c`, where out-of-process
+//! readers find it; see [`crate::process_ctx`]) and the records it may point at: a small cache of built records of the
 //! spans it entered lately, and one record per stack level for spans not cached. A record is
 //! built (and marked valid) only while no pointer or stack entry refers to it; entering or
 //! exiting a span then only swaps the pointer. A signal landing at any instruction of a write
@@ -86,7 +87,7 @@ impl ThreadContextRecord {
     }
 }
 
-/// What the layer knows of a span, computed once when the span is created.
+/// What the layer knows of a span, computed once, at its first enter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpanContextIds {
     /// W3C trace id bytes.
