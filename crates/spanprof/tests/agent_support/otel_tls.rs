@@ -173,6 +173,11 @@ impl Stopped {
             }
             Ok(tp)
         }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        Err(format!(
+            "thread {}: no thread-pointer register known here",
+            self.tid
+        ))
     }
 }
 
