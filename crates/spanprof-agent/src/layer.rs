@@ -5,11 +5,11 @@
 //! `tracing-opentelemetry` for them builds its span, after which `set_parent` with a propagated
 //! context is refused): the OpenTelemetry trace and span ids when its layer runs under this one,
 //! else the `tracing` span id with the id of the span's root as trace id. They are kept in the
-//! span's extensions and in a small per-thread cache, so that an enter (a poll of an
-//! instrumented future) usually costs a thread-local read and one atomic load, not a registry
-//! lookup under its extensions' lock. No allocation and no lock on the slot write.
+//! span's extensions, and each thread caches the span's built record (see [`crate::slot`]), so
+//! that an enter (a poll of an instrumented future) usually costs one atomic load, a tag compare
+//! and a pointer swap, not a registry lookup under its extensions' lock. No allocation and no
+//! lock on the slot write.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
@@ -88,32 +88,6 @@ fn bucket(span: u64) -> &'static AtomicU32 {
     &CLOSED[(span ^ (span >> 32)) as usize % CLOSE_BUCKETS]
 }
 
-/// Entries of each thread's cache (direct-mapped by span id).
-const CACHE_ENTRIES: usize = 64;
-
-/// A span's ids as cached: its `tracing` id, its bucket's close count then, and the ids.
-type CacheEntry = Option<(u64, u32, SpanContextIds)>;
-
-thread_local! {
-    static CACHE: RefCell<[CacheEntry; CACHE_ENTRIES]> =
-        const { RefCell::new([None; CACHE_ENTRIES]) };
-}
-
-fn cached(span: u64, closed: u32) -> Option<SpanContextIds> {
-    CACHE
-        .try_with(|c| match c.borrow()[span as usize % CACHE_ENTRIES] {
-            Some((s, n, ids)) if s == span && n == closed => Some(ids),
-            _ => None,
-        })
-        .ok()
-        .flatten()
-}
-
-fn cache(span: u64, closed: u32, ids: SpanContextIds) {
-    let _ = CACHE
-        .try_with(|c| c.borrow_mut()[span as usize % CACHE_ENTRIES] = Some((span, closed, ids)));
-}
-
 impl SpanSlotLayer {
     /// The ids of span `id`: those computed at its first enter, or computed now.
     fn ids<S>(&self, id: &Id, ctx: &Context<'_, S>) -> Option<SpanContextIds>
@@ -140,30 +114,41 @@ impl SpanSlotLayer {
     }
 }
 
+impl SpanSlotLayer {
+    /// A thread's first enter of a span (or its first since the record was evicted): kept out
+    /// of line so the hit path in `on_enter` stays a few instructions with no stack frame.
+    #[cold]
+    #[inline(never)]
+    fn enter_uncached<S>(&self, id: &Id, ctx: &Context<'_, S>, closed: u32)
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if let Some(ids) = self.ids(id, ctx) {
+            slot::enter_caching(id.into_u64(), closed, &ids);
+        }
+    }
+}
+
 impl<S> Layer<S> for SpanSlotLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_register_dispatch(&self, subscriber: &Dispatch) {
         let _ = self.dispatch.set(subscriber.downgrade());
+        // Out-of-process readers learn from it that threads publish OTEP 4947 records. If it
+        // cannot be published they do not find them; the in-process sampler does not need it.
+        #[cfg(target_os = "linux")]
+        let _ = crate::process_ctx::publish();
     }
 
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         let span = id.into_u64();
         // Read before the ids: a close (and reuse) after this read changes the count, and the
-        // entry cached below is then never taken.
+        // record cached below is then never taken.
         let closed = bucket(span).load(Ordering::Acquire);
-        let ids = match cached(span, closed) {
-            Some(ids) => ids,
-            None => {
-                let Some(ids) = self.ids(id, &ctx) else {
-                    return;
-                };
-                cache(span, closed, ids);
-                ids
-            }
-        };
-        slot::enter(span, &ids);
+        if !slot::enter_cached(span, closed) {
+            self.enter_uncached(id, &ctx, closed);
+        }
     }
 
     fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {

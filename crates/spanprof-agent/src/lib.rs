@@ -40,6 +40,8 @@ mod agent;
 #[cfg(target_os = "linux")]
 pub mod http;
 #[cfg(target_os = "linux")]
+pub mod process_ctx;
+#[cfg(target_os = "linux")]
 pub mod profile;
 #[cfg(target_os = "linux")]
 pub mod sampler;

@@ -2,13 +2,16 @@
 //! `oteps/profiles/4947-thread-ctx.md` in opentelemetry-specification) that the layer publishes on
 //! span enter and exit and the sampler's signal handler copies at sample time.
 //!
-//! Each thread owns two records and a pointer to the published one (the OTEP's TLS pointer,
-//! `otel_thread_ctx_v1`). A write fills the record that is *not* published, marks it valid, then
-//! swaps the pointer: a signal landing at any instruction of a write sees either the old record
-//! whole or the new one whole, never a torn id, and never a gap with no record (the OTEP's
-//! "swap the pointer" protocol, not the "clear valid while writing" one). Stores are plain, ordered
-//! by compiler fences: the reader runs on the same thread (a signal handler), so CPU ordering does
-//! not matter, as the OTEP says.
+//! Each thread owns a pointer to the published record (the OTEP's TLS pointer: on Linux the
+//! exported ELF thread-local `otel_thread_ctx_v1` of `otel_thread_ctx.c`, where out-of-process
+//! readers find it; see [`crate::process_ctx`]) and the records it may point at: a small cache of built records of the
+//! spans it entered lately, and one record per stack level for spans not cached. A record is
+//! built (and marked valid) only while no pointer or stack entry refers to it; entering or
+//! exiting a span then only swaps the pointer. A signal landing at any instruction of a write
+//! sees either the old record whole or the new one whole, never a torn id, and never a gap with
+//! no record (the OTEP's "swap the pointer" protocol, not the "clear valid while writing" one).
+//! Stores are plain, ordered by compiler fences: the reader runs on the same thread (a signal
+//! handler), so CPU ordering does not matter, as the OTEP says.
 
 use std::cell::{Cell, UnsafeCell};
 use std::ptr;
@@ -84,7 +87,7 @@ impl ThreadContextRecord {
     }
 }
 
-/// What the layer knows of a span, computed once when the span is created.
+/// What the layer knows of a span, computed once, at its first enter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpanContextIds {
     /// W3C trace id bytes.
@@ -97,119 +100,227 @@ pub struct SpanContextIds {
     pub name: &'static str,
 }
 
+/// Entries of each thread's record cache (direct-mapped by a hash of the span id).
+pub const CACHE_ENTRIES: usize = 64;
+
+/// A stack entry: the `tracing` span id (`Id::into_u64`), to match exits to enters, and the
+/// record published while it is the innermost span.
 #[derive(Clone, Copy)]
 struct StackEntry {
-    /// The `tracing` span id (`Id::into_u64`), to match exits to enters.
     span: u64,
-    ids: SpanContextIds,
+    record: *const ThreadContextRecord,
 }
 
 const EMPTY_ENTRY: StackEntry = StackEntry {
     span: 0,
-    ids: SpanContextIds {
-        trace_id: [0; 16],
-        span_id: [0; 8],
-        trace_flags: 0,
-        name: "",
-    },
+    record: ptr::null(),
 };
 
+/// A cache entry's key: the span id and the caller's tag for it (0 span: empty, ids are nonzero).
+type CacheTag = (u64, u32);
+
+/// One thread's slot. Records are never written while a reader may be pointed at them: the
+/// published record is always the innermost stack entry's, and a record is rewritten only when
+/// no stack entry refers to it (the OTEP's "swap the pointer" protocol).
 struct ThreadSlot {
-    records: [UnsafeCell<ThreadContextRecord>; 2],
-    /// The OTEP's TLS pointer: the published record, or null when no span is entered.
-    current: Cell<*const ThreadContextRecord>,
-    stack: UnsafeCell<[StackEntry; MAX_NESTING]>,
+    /// Where the OTEP's TLS pointer is (the published record, or null when no span is entered):
+    /// this thread's `otel_thread_ctx_v1` on Linux, else `fallback`; null until first written.
+    tls: Cell<*mut *const ThreadContextRecord>,
+    #[cfg(not(target_os = "linux"))]
+    fallback: Cell<*const ThreadContextRecord>,
+    /// Built records of recently entered spans, so a re-enter (a poll) only swaps the pointer.
+    cache: [UnsafeCell<ThreadContextRecord>; CACHE_ENTRIES],
+    cache_tags: [Cell<CacheTag>; CACHE_ENTRIES],
+    stack: [Cell<StackEntry>; MAX_NESTING],
+    /// Records of stack entries that have no cache entry of their own; entry `k` uses `owned[k]`.
+    owned: [UnsafeCell<ThreadContextRecord>; MAX_NESTING],
     depth: Cell<usize>,
     /// Enters beyond [`MAX_NESTING`] not yet exited.
     overflow: Cell<usize>,
 }
 
 thread_local! {
-    // Const-initialised and without Drop: no lazy registration, so the signal handler may read it.
+    // Const-initialised and without Drop: no lazy registration and no init check on access, so
+    // the signal handler may read it and the hot path is a plain TLS offset. About 17 KiB per
+    // thread, zero-initialised (.tbss): pages are touched only as entries are used.
     static SLOT: ThreadSlot = const {
         ThreadSlot {
-            records: [
-                UnsafeCell::new(ThreadContextRecord::EMPTY),
-                UnsafeCell::new(ThreadContextRecord::EMPTY),
-            ],
-            current: Cell::new(ptr::null()),
-            stack: UnsafeCell::new([EMPTY_ENTRY; MAX_NESTING]),
+            tls: Cell::new(ptr::null_mut()),
+            #[cfg(not(target_os = "linux"))]
+            fallback: Cell::new(ptr::null()),
+            cache: [const { UnsafeCell::new(ThreadContextRecord::EMPTY) }; CACHE_ENTRIES],
+            cache_tags: [const { Cell::new((0, 0)) }; CACHE_ENTRIES],
+            stack: [const { Cell::new(EMPTY_ENTRY) }; MAX_NESTING],
+            owned: [const { UnsafeCell::new(ThreadContextRecord::EMPTY) }; MAX_NESTING],
             depth: Cell::new(0),
             overflow: Cell::new(0),
         }
     };
 }
 
+/// The cache entry of `span`: a multiplicative hash, as registry ids of spans made on different
+/// threads share their low (slab index) bits.
+#[inline(always)]
+fn cache_index(span: u64) -> usize {
+    (span.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_ENTRIES.trailing_zeros())) as usize
+}
+
+/// Fills `r` with `ids`. The caller guarantees no reader is pointed at `r`.
+///
+/// # Safety
+/// `r` must be valid for writes and not published.
+unsafe fn build(r: *mut ThreadContextRecord, ids: &SpanContextIds) {
+    let name = truncate_utf8(ids.name, MAX_SPAN_NAME_BYTES);
+    // SAFETY: per the contract; only this thread writes its records.
+    let r = unsafe { &mut *r };
+    r.valid = 0;
+    r.trace_id = ids.trace_id;
+    r.span_id = ids.span_id;
+    r.trace_flags = ids.trace_flags;
+    r.attrs_data[0] = SPAN_NAME_KEY;
+    r.attrs_data[1] = name.len() as u8;
+    r.attrs_data[2..2 + name.len()].copy_from_slice(name.as_bytes());
+    r.attrs_data_size = (2 + name.len()) as u16;
+    compiler_fence(Ordering::SeqCst);
+    // SAFETY: a field of the record borrowed above.
+    unsafe { ptr::write_volatile(&mut r.valid, 1) };
+}
+
+#[cfg(target_os = "linux")]
+extern "C" {
+    /// This thread's `otel_thread_ctx_v1` (`src/otel_thread_ctx.c`).
+    fn spanprof_otel_thread_ctx_v1_address() -> *mut *const ThreadContextRecord;
+}
+
 impl ThreadSlot {
-    /// Fills the unpublished record with `ids` and publishes it.
-    fn publish(&self, ids: &SpanContextIds) {
-        let current = self.current.get();
-        let spare = if ptr::eq(current, self.records[0].get()) {
-            self.records[1].get()
+    /// The TLS pointer's address, asked for once per thread (outside signal handlers).
+    #[inline(always)]
+    fn tls(&self) -> *mut *const ThreadContextRecord {
+        let tls = self.tls.get();
+        if tls.is_null() {
+            self.tls_init()
         } else {
-            self.records[0].get()
-        };
-        let name = truncate_utf8(ids.name, MAX_SPAN_NAME_BYTES);
-        // SAFETY: `spare` is this thread's record that no reader is pointed at; only this thread
-        // writes it, and a signal handler interrupting us reads only the published one.
-        unsafe {
-            let r = &mut *spare;
-            r.valid = 0;
-            r.trace_id = ids.trace_id;
-            r.span_id = ids.span_id;
-            r.trace_flags = ids.trace_flags;
-            r.attrs_data[0] = SPAN_NAME_KEY;
-            r.attrs_data[1] = name.len() as u8;
-            r.attrs_data[2..2 + name.len()].copy_from_slice(name.as_bytes());
-            r.attrs_data_size = (2 + name.len()) as u16;
-            compiler_fence(Ordering::SeqCst);
-            ptr::write_volatile(&mut r.valid, 1);
+            tls
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn tls_init(&self) -> *mut *const ThreadContextRecord {
+        // SAFETY: returns the address of this thread's C thread-local; no preconditions.
+        #[cfg(target_os = "linux")]
+        let tls = unsafe { spanprof_otel_thread_ctx_v1_address() };
+        #[cfg(not(target_os = "linux"))]
+        let tls = self.fallback.as_ptr();
+        self.tls.set(tls);
+        tls
+    }
+
+    /// Points the TLS pointer at `record` (or null): the one store a reader can observe.
+    #[inline(always)]
+    fn publish(&self, record: *const ThreadContextRecord) {
+        let tls = self.tls();
         compiler_fence(Ordering::SeqCst);
-        // SAFETY: a plain store of this thread's own pointer; volatile so it is never elided.
-        unsafe { ptr::write_volatile(self.current.as_ptr(), spare.cast_const()) };
+        // SAFETY: a plain store to this thread's own pointer; volatile so it is never elided.
+        unsafe { ptr::write_volatile(tls, record) };
         compiler_fence(Ordering::SeqCst);
     }
 
-    fn clear(&self) {
-        compiler_fence(Ordering::SeqCst);
-        // SAFETY: as in `publish`.
-        unsafe { ptr::write_volatile(self.current.as_ptr(), ptr::null()) };
-        compiler_fence(Ordering::SeqCst);
+    #[inline(always)]
+    fn push(&self, depth: usize, span: u64, record: *const ThreadContextRecord) {
+        self.stack[depth].set(StackEntry { span, record });
+        self.depth.set(depth + 1);
+        self.publish(record);
     }
 
-    fn enter(&self, span: u64, ids: &SpanContextIds) {
+    #[inline(always)]
+    fn enter_cached(&self, span: u64, tag: u32) -> bool {
+        let depth = self.depth.get();
+        let i = cache_index(span);
+        if depth >= MAX_NESTING || self.cache_tags[i].get() != (span, tag) {
+            return false;
+        }
+        self.push(depth, span, self.cache[i].get());
+        true
+    }
+
+    /// Whether a stack entry refers to `record` (then it may be published and must not change).
+    fn pinned(&self, record: *const ThreadContextRecord) -> bool {
+        self.stack[..self.depth.get()]
+            .iter()
+            .any(|e| ptr::eq(e.get().record, record))
+    }
+
+    fn enter(&self, span: u64, ids: &SpanContextIds, tag: Option<u32>) {
         let depth = self.depth.get();
         if depth == MAX_NESTING {
             self.overflow.set(self.overflow.get() + 1);
             return;
         }
-        // SAFETY: the stack is only touched by this thread, outside signal handlers.
-        unsafe { (*self.stack.get())[depth] = StackEntry { span, ids: *ids } };
-        self.depth.set(depth + 1);
-        self.publish(ids);
+        let record = match tag {
+            Some(tag) if !self.pinned(self.cache[cache_index(span)].get()) => {
+                let i = cache_index(span);
+                // Untagged first: the entry is valid again only once rebuilt.
+                self.cache_tags[i].set((0, 0));
+                // SAFETY: no stack entry refers to it, so it is not published.
+                unsafe { build(self.cache[i].get(), ids) };
+                self.cache_tags[i].set((span, tag));
+                self.cache[i].get()
+            }
+            _ => {
+                // SAFETY: `owned[depth]` belongs to the stack entry being pushed; entries below
+                // use lower indexes or cache entries.
+                unsafe { build(self.owned[depth].get(), ids) };
+                self.owned[depth].get()
+            }
+        };
+        self.push(depth, span, record);
     }
 
+    #[inline(always)]
     fn exit(&self, span: u64) {
         if self.overflow.get() > 0 {
             self.overflow.set(self.overflow.get() - 1);
             return;
         }
         let depth = self.depth.get();
-        // SAFETY: as in `enter`.
-        let stack = unsafe { &mut *self.stack.get() };
-        // Exits are LIFO in practice; a span exited out of order is removed where it is.
-        let Some(at) = stack[..depth].iter().rposition(|e| e.span == span) else {
+        if depth > 0 && self.stack[depth - 1].get().span == span {
+            let depth = depth - 1;
+            self.depth.set(depth);
+            let below = if depth == 0 {
+                ptr::null()
+            } else {
+                self.stack[depth - 1].get().record
+            };
+            self.publish(below);
+        } else {
+            self.exit_out_of_order(span, depth);
+        }
+    }
+
+    /// Removes a span exited while not innermost; the published record does not change.
+    #[cold]
+    fn exit_out_of_order(&self, span: u64, depth: usize) {
+        let Some(at) = self.stack[..depth]
+            .iter()
+            .rposition(|e| e.get().span == span)
+        else {
             return;
         };
-        stack.copy_within(at + 1..depth, at);
-        let depth = depth - 1;
-        self.depth.set(depth);
-        if depth == 0 {
-            self.clear();
-        } else if at == depth {
-            self.publish(&stack[depth - 1].ids);
+        for k in at..depth - 1 {
+            let mut moved = self.stack[k + 1].get();
+            if ptr::eq(moved.record, self.owned[k + 1].get()) {
+                // Entries keep `owned[own index]`: copy the record down. `owned[k]` is free (its
+                // entry was removed or moved down already), so no reader is pointed at it.
+                // SAFETY: both are this thread's records; the source is not being written.
+                unsafe { *self.owned[k].get() = *self.owned[k + 1].get() };
+                moved.record = self.owned[k].get();
+            }
+            self.stack[k].set(moved);
         }
+        self.depth.set(depth - 1);
+        // The top entry may have moved to a new (identical) record.
+        self.publish(self.stack[depth - 2].get().record);
     }
 }
 
@@ -225,12 +336,28 @@ fn truncate_utf8(s: &str, max: usize) -> &str {
 }
 
 /// Records that the current thread entered `span` (a `tracing` span id) with `ids`, and publishes
-/// it as the thread's current span. No allocation, no lock.
+/// it as the thread's current span. No allocation, no lock; the record is built at every call
+/// (see [`enter_cached`] for the path that reuses it).
 pub fn enter(span: u64, ids: &SpanContextIds) {
-    let _ = SLOT.try_with(|s| s.enter(span, ids));
+    let _ = SLOT.try_with(|s| s.enter(span, ids, None));
+}
+
+/// Enters `span` if this thread's cache holds its record under `tag` (a value the caller changes
+/// when the id may name another span, e.g. after the span closed): then only the pointer is
+/// swapped. Returns false, having done nothing, on a miss; then call [`enter_caching`].
+#[inline]
+pub fn enter_cached(span: u64, tag: u32) -> bool {
+    SLOT.try_with(|s| s.enter_cached(span, tag)).unwrap_or(true)
+}
+
+/// Enters `span` with `ids` like [`enter`], and keeps its record in this thread's cache under
+/// `tag` for [`enter_cached`].
+pub fn enter_caching(span: u64, tag: u32, ids: &SpanContextIds) {
+    let _ = SLOT.try_with(|s| s.enter(span, ids, Some(tag)));
 }
 
 /// Records that the current thread exited `span`; publishes the span below it, or no record.
+#[inline]
 pub fn exit(span: u64) {
     let _ = SLOT.try_with(|s| s.exit(span));
 }
@@ -241,9 +368,14 @@ pub fn exit(span: u64) {
 /// signal handler, and by tests.
 pub fn current() -> Option<ThreadContextRecord> {
     SLOT.try_with(|s| {
-        // SAFETY: the pointer is null or points at one of this thread's two records, which live
-        // as long as the thread; the writer never modifies the published one.
-        let published = unsafe { ptr::read_volatile(s.current.as_ptr()) };
+        let tls = s.tls.get();
+        if tls.is_null() {
+            return None; // never written on this thread
+        }
+        // SAFETY: `tls` is this thread's TLS pointer; it is null or points at one of this
+        // thread's records, which live as long as the thread; the writer never modifies the
+        // published one.
+        let published = unsafe { ptr::read_volatile(tls) };
         if published.is_null() {
             return None;
         }
@@ -254,10 +386,11 @@ pub fn current() -> Option<ThreadContextRecord> {
     .flatten()
 }
 
-/// The address of the current thread's OTEP TLS pointer (`*const ThreadContextRecord`), for an
-/// out-of-process reader that is told where to look.
+/// The address of the current thread's OTEP TLS pointer (`*const ThreadContextRecord`): on Linux
+/// its `otel_thread_ctx_v1`, which out-of-process readers find by that name in the dynamic
+/// symbol table (when the executable exports it; see the crate's README).
 pub fn tls_pointer_address() -> usize {
-    SLOT.with(|s| s.current.as_ptr() as usize)
+    SLOT.with(|s| s.tls() as usize)
 }
 
 #[cfg(test)]
@@ -293,6 +426,55 @@ mod tests {
         enter(2, &ids(2, "b"));
         exit(1);
         assert_eq!(current().unwrap().span_id, [2; 8]);
+        exit(2);
+        assert_eq!(current(), None);
+    }
+
+    #[test]
+    fn a_cached_record_is_reused_only_under_its_tag() {
+        assert!(!enter_cached(10, 0));
+        enter_caching(10, 0, &ids(10, "cached"));
+        exit(10);
+        assert!(enter_cached(10, 0));
+        assert_eq!(current().unwrap().span_name(), Some("cached"));
+        exit(10);
+        assert_eq!(current(), None);
+        // Another tag: the id may name another span now.
+        assert!(!enter_cached(10, 1));
+        assert_eq!(current(), None);
+    }
+
+    /// Two spans on one cache entry, nested: the inner one must not rewrite the record the outer
+    /// one still publishes after the inner exits.
+    #[test]
+    fn a_colliding_span_does_not_overwrite_a_record_in_use() {
+        let outer = 1u64;
+        let inner = (2..)
+            .find(|s| cache_index(*s) == cache_index(outer))
+            .unwrap();
+        enter_caching(outer, 0, &ids(1, "outer"));
+        enter_caching(inner, 0, &ids(2, "inner"));
+        assert_eq!(current().unwrap().span_name(), Some("inner"));
+        exit(inner);
+        assert_eq!(current().unwrap().span_name(), Some("outer"));
+        assert!(!enter_cached(inner, 0));
+        exit(outer);
+        assert_eq!(current(), None);
+    }
+
+    #[test]
+    fn out_of_order_exits_keep_every_record_of_the_stack() {
+        enter(1, &ids(1, "a"));
+        enter(2, &ids(2, "b"));
+        enter(3, &ids(3, "c"));
+        exit(1);
+        assert_eq!(current().unwrap().span_name(), Some("c"));
+        // A fourth enter reuses the freed level's record; "b" and "c" keep theirs.
+        enter(4, &ids(4, "d"));
+        exit(4);
+        assert_eq!(current().unwrap().span_name(), Some("c"));
+        exit(3);
+        assert_eq!(current().unwrap().span_name(), Some("b"));
         exit(2);
         assert_eq!(current(), None);
     }

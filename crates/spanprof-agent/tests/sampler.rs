@@ -50,14 +50,20 @@ fn a_signal_during_a_slot_write_never_tears_an_id() {
         std::thread::spawn(move || {
             tx.send(gettid()).unwrap();
             let (a, b) = (ids(0xAA, "alpha"), ids(0x55, "beta-with-a-longer-name"));
+            let c = ids(0x33, "gamma");
             let mut writes = 0u64;
-            // Every iteration rewrites the slot four times: most signals land inside a write.
+            // Every iteration rewrites the slot six times: most signals land inside a write. The
+            // layer's path too: a record built once, then re-entered from the thread's cache.
             while !stop.load(Ordering::Relaxed) {
                 slot::enter(1, &a);
                 slot::enter(2, &b);
+                if !slot::enter_cached(3, 0) {
+                    slot::enter_caching(3, 0, &c);
+                }
+                slot::exit(3);
                 slot::exit(2);
                 slot::exit(1);
-                writes += 4;
+                writes += 6;
             }
             writes
         })
@@ -76,13 +82,14 @@ fn a_signal_during_a_slot_write_never_tears_an_id() {
         let expected = match byte {
             0xAA => ids(0xAA, "alpha"),
             0x55 => ids(0x55, "beta-with-a-longer-name"),
+            0x33 => ids(0x33, "gamma"),
             _ => panic!("torn or foreign record: {r:?}"),
         };
         assert_eq!(r.trace_id, expected.trace_id, "torn trace id: {r:?}");
         assert_eq!(r.span_id, expected.span_id, "torn span id: {r:?}");
         assert_eq!(r.trace_flags, expected.trace_flags, "torn flags: {r:?}");
         assert_eq!(r.span_name(), Some(expected.name), "torn name: {r:?}");
-        let count = if byte == 0xAA { &alpha } else { &beta };
+        let count = if byte == 0xAA { &alpha } else { &beta }; // gamma, inside beta, counts with it
         count.set(count.get() + 1);
     };
     // CPU-time timers fire at the scheduler tick at most, so the rate is far below 10 kHz:

@@ -4,7 +4,8 @@
 //! `burn_gamma_child`) in chunks separated by `.await`s, so tasks migrate between workers.
 //!
 //! Environment: `SPANPROF_URL` (`http://host:port`, receives `/v1/traces` and
-//! `/v1development/profiles`), `RUSTAPP_PROFILER` (`agent` | `none`), `RUSTAPP_REQUESTS` (48),
+//! `/v1development/profiles`), `RUSTAPP_PROFILER` (`agent` | `none` | `pyroscope`, the last
+//! with the feature of that name, sending to `RUSTAPP_PYROSCOPE_URL`), `RUSTAPP_REQUESTS` (48),
 //! `RUSTAPP_CONCURRENCY` (12), `RUSTAPP_CHUNKS` (40), `RUSTAPP_CHUNK_US` (2500) or
 //! `RUSTAPP_CHUNK_ROUNDS` (a fixed amount of work per chunk instead, for throughput),
 //! `RUSTAPP_HZ` (100), `RUSTAPP_WORKERS` (4), `RUSTAPP_EXPORT_MS` (1000).
