@@ -56,11 +56,48 @@ fn tool(env: &str, default: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
+/// Runs the browser script `python/{script}.py` with `args` in headless chromium (its
+/// profile under `dir`), saving screenshots in a fresh `target/tmp/{screens}`; returns that
+/// directory once the script said all its steps passed.
+fn browser_script(script: &str, args: &[&str], dir: &Path, screens: &str) -> PathBuf {
     let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
     let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
-    let python = support::python();
+    let screens = scratch_dir().join(screens);
+    let _ = std::fs::remove_dir_all(&screens);
+    std::fs::create_dir_all(&screens).unwrap();
+    println!("screenshots: {}", screens.display());
+    let mut cmd = Command::new(support::python());
+    cmd.arg(workspace_root().join(format!("python/{script}.py")))
+        .args(args)
+        .arg("--chromium")
+        .arg(&chromium)
+        .arg("--chromedriver")
+        .arg(&chromedriver)
+        .arg("--user-data-dir")
+        .arg(dir.join("chromium-profile"))
+        .arg("--screens")
+        .arg(&screens);
+    let result = run(cmd, BROWSER_TIMEOUT);
+    if result.stderr.contains("ModuleNotFoundError") {
+        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
+    }
+    println!("{}", result.stdout);
+    result.assert_success();
+    assert!(
+        result
+            .stdout
+            .contains(&format!("{script}: all steps passed")),
+        "{result}"
+    );
+    screens
+}
+
+#[test]
+fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
+    // Missing tools fail now, before any server starts.
+    tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    support::python();
     let dir = process_dir("ui");
 
     let empty_addr = format!("127.0.0.1:{}", free_port());
@@ -137,44 +174,36 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
         between["span_id"].as_str().unwrap()
     );
 
-    let screens = scratch_dir().join("ui-screens");
-    let _ = std::fs::remove_dir_all(&screens);
-    std::fs::create_dir_all(&screens).unwrap();
-    println!("screenshots: {}", screens.display());
     let now_s = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_secs()
         .to_string();
-    let script = workspace_root().join("python/ui_check.py");
-    let mut cmd = Command::new(&python);
-    cmd.arg(&script)
-        .args(["--base", &format!("http://{addr}")])
-        .args(["--empty-base", &format!("http://{empty_addr}")])
-        .args(["--first", first.as_str().unwrap()])
-        .args(["--span", slowest["span_id"].as_str().unwrap()])
-        .args(["--trace", slowest["trace_id"].as_str().unwrap()])
-        .args(["--other", other.as_str().unwrap()])
-        .args(["--unsampled", &unsampled])
-        .args(["--between", &between])
-        .args(["--now", &now_s])
-        .arg("--chromium")
-        .arg(&chromium)
-        .arg("--chromedriver")
-        .arg(&chromedriver)
-        .arg("--user-data-dir")
-        .arg(dir.join("chromium-profile"))
-        .arg("--screens")
-        .arg(&screens);
-    let result = run(cmd, BROWSER_TIMEOUT);
-    if result.stderr.contains("ModuleNotFoundError") {
-        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
-    }
-    println!("{}", result.stdout);
-    result.assert_success();
-    assert!(
-        result.stdout.contains("ui_check: all steps passed"),
-        "{result}"
+    let (base, empty_base) = (format!("http://{addr}"), format!("http://{empty_addr}"));
+    let screens = browser_script(
+        "ui_check",
+        &[
+            "--base",
+            &base,
+            "--empty-base",
+            &empty_base,
+            "--first",
+            first.as_str().unwrap(),
+            "--span",
+            slowest["span_id"].as_str().unwrap(),
+            "--trace",
+            slowest["trace_id"].as_str().unwrap(),
+            "--other",
+            other.as_str().unwrap(),
+            "--unsampled",
+            &unsampled,
+            "--between",
+            &between,
+            "--now",
+            &now_s,
+        ],
+        &dir,
+        "ui-screens",
     );
     let shots = std::fs::read_dir(&screens)
         .unwrap()
@@ -205,9 +234,10 @@ fn the_ui_opens_a_slow_span_as_its_flame_graph_in_a_real_browser() {
 /// (`python/ui_auth_check.py`).
 #[test]
 fn the_ui_signs_in_with_a_token_and_reads_nothing_without_one() {
-    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
-    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
-    let python = support::python();
+    // Missing tools fail now, before any server starts.
+    tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    support::python();
     let dir = process_dir("ui-auth");
     let token = "read-token-of-the-ui-test-5d41402abc4b2a76";
     let token_file = dir.join("ui.token");
@@ -226,31 +256,12 @@ fn the_ui_signs_in_with_a_token_and_reads_nothing_without_one() {
     let r = get(&addr, "/api/v1/services", Duration::from_secs(30)).unwrap();
     assert_eq!(r.status, 401, "{}", String::from_utf8_lossy(&r.body));
 
-    let screens = scratch_dir().join("ui-auth-screens");
-    let _ = std::fs::remove_dir_all(&screens);
-    std::fs::create_dir_all(&screens).unwrap();
-    println!("screenshots: {}", screens.display());
-    let mut cmd = Command::new(&python);
-    cmd.arg(workspace_root().join("python/ui_auth_check.py"))
-        .args(["--base", &format!("http://{addr}")])
-        .args(["--token", token])
-        .arg("--chromium")
-        .arg(&chromium)
-        .arg("--chromedriver")
-        .arg(&chromedriver)
-        .arg("--user-data-dir")
-        .arg(dir.join("chromium-profile"))
-        .arg("--screens")
-        .arg(&screens);
-    let result = run(cmd, BROWSER_TIMEOUT);
-    if result.stderr.contains("ModuleNotFoundError") {
-        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
-    }
-    println!("{}", result.stdout);
-    result.assert_success();
-    assert!(
-        result.stdout.contains("ui_auth_check: all steps passed"),
-        "{result}"
+    let base = format!("http://{addr}");
+    browser_script(
+        "ui_auth_check",
+        &["--base", &base, "--token", token],
+        &dir,
+        "ui-auth-screens",
     );
     let log = server.stop();
     assert!(
