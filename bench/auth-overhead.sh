@@ -5,11 +5,11 @@
 #
 # The same server binary, pinned to core 0, takes the push load of bench/serve-load.sh (half
 # pyroscope-go multipart to /ingest, half OTLP protobuf, closed loop, load generator on core 1)
-# in R rounds of two runs each, alternating: plain (no credentials, one tenant), then with
-# credentials and two tenants (every profile carries a bearer token, tokens of tenants a and b
-# alternating, each tenant its own store). Prints profiles/s of each run and the ratio
-# auth / plain per round and over all rounds. Defaults (15 s, 32 clients, 2 rounds) take about
-# 2 minutes after the build.
+# in R rounds of three runs each, in turn: plain (no credentials, one tenant); credentials,
+# one tenant (every profile carries tenant a's bearer token); credentials and two tenants
+# (tokens of tenants a and b alternating, each tenant its own store and pipeline). Prints
+# profiles/s of each run and the ratios to plain, per round and over all rounds. Defaults
+# (15 s, 32 clients, 2 rounds) take about 2 minutes after the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -79,16 +79,20 @@ run() {
 }
 
 echo "== push: $clients clients for $seconds s per run, server on 1 core, $rounds rounds"
-printf "%-8s %16s %16s %10s\n" round "plain /s" "auth+2 tenants /s" ratio
-sum_plain=0 sum_auth=0
+row() { printf "%-6s %10.0f %12.0f %12.0f %14.3f %14.3f\n" "$@"; }
+printf "%-6s %10s %12s %12s %14s %14s\n" round "plain /s" "auth 1 /s" "auth 2 /s" "auth 1/plain" "auth 2/plain"
+sum_plain=0 sum_one=0 sum_two=0
+ratio() { echo "$1 / $2" | bc -l; }
 for r in $(seq 1 "$rounds"); do
   read -r plain _ < <(run "plain$r" "")
-  read -r auth _ < <(run "auth$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
-  [ -d "$tmp/auth$r-data/tenants/a" ] && [ -d "$tmp/auth$r-data/tenants/b" ] \
+  read -r one _ < <(run "one$r" "$token_a" --config "$tmp/auth.yaml")
+  read -r two _ < <(run "two$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
+  [ -d "$tmp/two$r-data/tenants/a" ] && [ -d "$tmp/two$r-data/tenants/b" ] \
     || { echo "bench: the tenants' stores are missing" >&2; exit 1; }
-  printf "%-8s %16.0f %16.0f %10.3f\n" "$r" "$plain" "$auth" "$(echo "$auth / $plain" | bc -l)"
+  row "$r" "$plain" "$one" "$two" "$(ratio "$one" "$plain")" "$(ratio "$two" "$plain")"
   sum_plain="$(echo "$sum_plain + $plain" | bc -l)"
-  sum_auth="$(echo "$sum_auth + $auth" | bc -l)"
+  sum_one="$(echo "$sum_one + $one" | bc -l)"
+  sum_two="$(echo "$sum_two + $two" | bc -l)"
 done
-printf "%-8s %16.0f %16.0f %10.3f\n" all "$(echo "$sum_plain / $rounds" | bc -l)" \
-  "$(echo "$sum_auth / $rounds" | bc -l)" "$(echo "$sum_auth / $sum_plain" | bc -l)"
+row all "$(ratio "$sum_plain" "$rounds")" "$(ratio "$sum_one" "$rounds")" "$(ratio "$sum_two" "$rounds")" \
+  "$(ratio "$sum_one" "$sum_plain")" "$(ratio "$sum_two" "$sum_plain")"

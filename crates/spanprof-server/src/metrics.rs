@@ -3,19 +3,32 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// A metric's name and label set.
 type Key = (&'static str, Vec<(&'static str, String)>);
 
-/// Counters and gauges, by name and label set; histograms by name.
+/// Counters and gauges, by name and label set; histograms by name. A tenant's view
+/// ([`Metrics::for_tenant`]) labels what it records `tenant="<id>"` and renders only that.
 #[derive(Debug, Default)]
 pub struct Metrics {
+    shared: Arc<Registry>,
+    /// The tenant whose view this is; `None`: the default tenant's, which renders every
+    /// tenant's series (it is the operator's).
+    tenant: Option<Arc<str>>,
+}
+
+/// What every tenant's view shares.
+#[derive(Debug, Default)]
+struct Registry {
     counters: Mutex<BTreeMap<Key, f64>>,
     histograms: Mutex<BTreeMap<&'static str, Histogram>>,
     refusals_logged: Mutex<BTreeMap<(&'static str, &'static str), LastLogged>>,
 }
+
+/// The label a tenant's series carry.
+const TENANT_LABEL: &str = "tenant";
 
 /// Per receiver and reason: when a refused request was last logged, and how many have not
 /// been since.
@@ -73,7 +86,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
     ("spanprof_build_info", "1, with the running spanprof's version as a label."),
     ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
-    ("spanprof_tenant_requests_total", "Requests served for each tenant other than the default one (by its credential, or a trusted X-Scope-OrgID)."),
+    ("spanprof_tenant_requests_total", "Requests served, per tenant (the tenant label; none for the default tenant). Every series of a tenant's own is labelled tenant=<id>; a tenant's /metrics shows only those."),
     ("spanprof_retention_runs_total", "Retention runs, per trigger: schedule (once a minute, with compaction), write_failed (a store write failed: a full disk makes room), over_limit (the store grew past storage.max_size)."),
     ("spanprof_store_segments", "Segments of the store's log."),
     ("spanprof_store_series", "Series in the store."),
@@ -102,13 +115,29 @@ struct Histogram {
 }
 
 impl Metrics {
+    /// Tenant `tenant`'s view of the same registry.
+    pub fn for_tenant(&self, tenant: &str) -> Metrics {
+        Metrics {
+            shared: Arc::clone(&self.shared),
+            tenant: Some(Arc::from(tenant)),
+        }
+    }
+
+    /// The key of `name{labels}`, with this view's tenant label.
+    fn key(&self, name: &'static str, labels: &[(&'static str, &str)]) -> Key {
+        let mut labels: Vec<(&'static str, String)> =
+            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+        if let Some(t) = &self.tenant {
+            labels.push((TENANT_LABEL, t.to_string()));
+        }
+        (name, labels)
+    }
+
     /// Adds `v` to counter `name{labels}`.
     pub fn add(&self, name: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        let key = (
-            name,
-            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-        );
+        let key = self.key(name, labels);
         *self
+            .shared
             .counters
             .lock()
             .expect("metrics lock poisoned")
@@ -118,11 +147,9 @@ impl Metrics {
 
     /// Sets gauge `name{labels}` to `v`.
     pub fn set(&self, name: &'static str, labels: &[(&'static str, &str)], v: f64) {
-        let key = (
-            name,
-            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-        );
-        self.counters
+        let key = self.key(name, labels);
+        self.shared
+            .counters
             .lock()
             .expect("metrics lock poisoned")
             .insert(key, v);
@@ -130,11 +157,9 @@ impl Metrics {
 
     /// The current value of `name{labels}` (0 when never set).
     pub fn get(&self, name: &'static str, labels: &[(&'static str, &str)]) -> f64 {
-        let key = (
-            name,
-            labels.iter().map(|(k, v)| (*k, (*v).to_owned())).collect(),
-        );
-        self.counters
+        let key = self.key(name, labels);
+        self.shared
+            .counters
             .lock()
             .expect("metrics lock poisoned")
             .get(&key)
@@ -145,7 +170,11 @@ impl Metrics {
     /// Adds observation `v` to histogram `name`, whose buckets are `bounds` (ascending; fixed
     /// by the first observation).
     pub fn observe(&self, name: &'static str, bounds: &'static [f64], v: f64) {
-        let mut map = self.histograms.lock().expect("metrics lock poisoned");
+        let mut map = self
+            .shared
+            .histograms
+            .lock()
+            .expect("metrics lock poisoned");
         let h = map.entry(name).or_insert_with(|| Histogram {
             bounds,
             counts: vec![0; bounds.len() + 1],
@@ -256,7 +285,11 @@ impl Metrics {
         reason: &'static str,
         now: Instant,
     ) -> Option<u64> {
-        let mut logged = self.refusals_logged.lock().expect("metrics lock poisoned");
+        let mut logged = self
+            .shared
+            .refusals_logged
+            .lock()
+            .expect("metrics lock poisoned");
         match logged.get_mut(&(receiver, reason)) {
             Some((at, n)) if now.duration_since(*at) < REFUSAL_LOG_EVERY => {
                 *n += 1;
@@ -273,12 +306,17 @@ impl Metrics {
         }
     }
 
-    /// Everything in Prometheus text exposition format.
+    /// Everything in Prometheus text exposition format: a tenant's view, only its own
+    /// series (no histogram: they are the server's).
     pub fn render(&self) -> String {
         let mut out = String::new();
-        let map = self.counters.lock().expect("metrics lock poisoned");
+        let map = self.shared.counters.lock().expect("metrics lock poisoned");
         let mut last = "";
-        for ((name, labels), v) in map.iter() {
+        let mine = |labels: &[(&'static str, String)]| match &self.tenant {
+            None => true,
+            Some(t) => labels.iter().any(|(k, v)| *k == TENANT_LABEL && **v == **t),
+        };
+        for ((name, labels), v) in map.iter().filter(|((_, l), _)| mine(l)) {
             if *name != last {
                 let kind = if name.ends_with("_total") {
                     "counter"
@@ -309,7 +347,11 @@ impl Metrics {
             }
         }
         drop(map);
+        if self.tenant.is_some() {
+            return out;
+        }
         for (name, h) in self
+            .shared
             .histograms
             .lock()
             .expect("metrics lock poisoned")
@@ -376,6 +418,36 @@ mod tests {
     }
 
     /// Every metric name in the server's sources has its `# HELP` text.
+    #[test]
+    fn a_tenant_view_labels_its_series_and_renders_only_them() {
+        let m = Metrics::default();
+        m.add("spanprof_stored_spans_total", &[], 1.0);
+        let a = m.for_tenant("a");
+        a.add("spanprof_stored_spans_total", &[], 2.0);
+        m.for_tenant("b")
+            .add("spanprof_stored_spans_total", &[], 3.0);
+        m.observe("spanprof_write_seconds", &[1.0], 0.5);
+        assert_eq!(a.get("spanprof_stored_spans_total", &[]), 2.0);
+        let own = a.render();
+        assert!(
+            own.contains("spanprof_stored_spans_total{tenant=\"a\"} 2"),
+            "{own}"
+        );
+        assert!(
+            !own.contains("tenant=\"b\"") && !own.contains(" 1\n"),
+            "{own}"
+        );
+        assert!(!own.contains("spanprof_write_seconds"), "{own}");
+        let all = m.render();
+        assert!(
+            all.contains("spanprof_stored_spans_total 1\n")
+                && all.contains("{tenant=\"a\"} 2")
+                && all.contains("{tenant=\"b\"} 3")
+                && all.contains("spanprof_write_seconds_count 1"),
+            "{all}"
+        );
+    }
+
     #[test]
     fn every_metric_has_help() {
         fn names(dir: &std::path::Path, out: &mut Vec<String>) {

@@ -135,13 +135,11 @@ impl Tenants {
                 return (status, format!("{e}\n")).into_response();
             }
         };
-        if !principal.tenant.is_default() {
-            self.shared.metrics.add(
-                "spanprof_tenant_requests_total",
-                &[("tenant", principal.tenant.as_str())],
-                1.0,
-            );
-        }
+        // Labelled with the tenant by its view (none for the default tenant).
+        tenant
+            .state
+            .metrics
+            .add("spanprof_tenant_requests_total", &[], 1.0);
         request.extensions_mut().insert(principal);
         let router = tenant.routers[listener as usize].clone();
         match router.oneshot(request).await {
@@ -210,6 +208,11 @@ pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
 async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
     let config = &shared.config;
     let dir = data_dir(config, id);
+    let metrics = if id.is_default() {
+        Arc::clone(&shared.metrics)
+    } else {
+        Arc::new(shared.metrics.for_tenant(id.as_str()))
+    };
     let mut store_cfg = config.store_config();
     store_cfg.dir = dir.clone();
     let store = Arc::new(crate::open_store(store_cfg, config, id).await?);
@@ -230,7 +233,7 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
     let forwarders = {
         let (dir, metrics, label) = (
             dir.clone(),
-            Arc::clone(&shared.metrics),
+            Arc::clone(&metrics),
             (!id.is_default()).then(|| id.to_string()),
         );
         tokio::task::spawn_blocking(move || Forwarders::open(&forward, &dir, metrics, label))
@@ -248,12 +251,11 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
         write_failed: Arc::clone(&write_failed),
         over_limit: Arc::clone(&over_limit),
     };
-    let (pipeline, batcher) =
-        Pipeline::start(sinks, config.queue.clone(), Arc::clone(&shared.metrics));
+    let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
     let state = AppState {
         store: Arc::clone(&store),
         pipeline,
-        metrics: Arc::clone(&shared.metrics),
+        metrics: Arc::clone(&metrics),
         inflight: Arc::clone(&shared.inflight),
         settings: Arc::new(settings::Settings::open(&dir)),
         span_keys: Arc::default(),
@@ -270,7 +272,7 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
     let maintenance = tokio::spawn(crate::maintain(
         store,
         Arc::clone(config),
-        Arc::clone(&shared.metrics),
+        Arc::clone(&metrics),
         [write_failed, over_limit],
         shared.stop.clone(),
     ));

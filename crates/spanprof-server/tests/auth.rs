@@ -203,6 +203,13 @@ fn every_route_of_every_listener_checks_credentials_scopes_and_tenants() {
         })
     });
     assert_apart(&server);
+    // Each tenant's /metrics holds its own series only.
+    let metrics = text(&get_as(&server, "a-read", "/metrics").ok());
+    assert!(
+        metrics.contains("tenant=\"a\"") && !metrics.contains("tenant=\"b\""),
+        "{metrics}"
+    );
+    assert!(metrics.contains("spanprof_store_series{tenant=\"a\"}"), "{metrics}");
 
     let listeners = [
         (Listener::Main, server.addr, false),
