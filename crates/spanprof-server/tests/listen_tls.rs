@@ -3,6 +3,8 @@
 //! `openssl x509` says of the certificate), mutual TLS required, rotation of the certificate
 //! files, the start-up errors, and handshakes that stop halfway or are not TLS at all.
 
+// This test uses part of the helpers.
+#[allow(dead_code)]
 #[path = "../../spanprof/tests/support/pki.rs"]
 mod pki;
 
@@ -298,7 +300,8 @@ fn bad_files_are_refused_at_start_naming_the_setting_and_file() {
             .expect_err("refused")
             .to_string()
     };
-    let cases: [(&dyn Fn(&mut ListenTlsConfig), &str); 6] = [
+    type Change<'a> = &'a dyn Fn(&mut ListenTlsConfig);
+    let cases: [(Change, &str); 6] = [
         (
             &|c| c.cert_file = dir.join("missing.pem"),
             "server.tls.cert_file (--tls-cert) ",
