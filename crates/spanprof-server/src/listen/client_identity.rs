@@ -218,6 +218,25 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever the bytes (the reader is given only verified certificates, but must not
+        /// trust that), reading them ends without a panic; a certificate-shaped prefix gets
+        /// the walk past the outer sequences.
+        #[test]
+        fn any_bytes_are_read_without_a_panic(
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+            shaped in proptest::prelude::any::<bool>(),
+        ) {
+            let mut der = Vec::new();
+            if shaped {
+                der.extend([0x30, 0x82, 0x02, 0x00, 0x30, 0x82, 0x01, 0xf0, 0xa0, 0x03, 0x02, 0x01, 0x02]);
+            }
+            der.extend(body);
+            let id = ClientIdentity::from_certificate(&der);
+            proptest::prop_assert_eq!(id.sha256_fingerprint.len(), 64);
+        }
+    }
+
     #[test]
     fn the_fingerprint_is_the_sha256_of_the_der() {
         // SHA-256 of the empty input.

@@ -179,6 +179,8 @@ impl ServerTls {
     pub fn load(config: &ListenTlsConfig, metrics: Arc<Metrics>) -> Result<ServerTls, TlsError> {
         config.check()?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
+        // Stamped before reading: a change made while they are read is seen at the next check.
+        let stamped = stamps(&config.cert_file, &config.key_file);
         let key = load_certified_key(&config.cert_file, &config.key_file)?;
         let resolver = Arc::new(ReloadingCert {
             cert_file: config.cert_file.clone(),
@@ -186,7 +188,7 @@ impl ServerTls {
             current: RwLock::new(Arc::new(key)),
             check: Mutex::new(Check {
                 at: Instant::now(),
-                stamps: stamps(&config.cert_file, &config.key_file),
+                stamps: stamped,
             }),
         });
         let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
