@@ -4,12 +4,15 @@ certificate (mutual TLS):
   tls_client.py export-http URL CA [CERT KEY]   # the OTel SDK's OTLP/HTTP exporter, URL .../v1/traces
   tls_client.py export-grpc URL CA [CERT KEY]   # its OTLP/gRPC exporter, URL https://HOST:PORT
   tls_client.py get URL CA [CERT KEY]           # GET with Python's ssl (HTTP/1.1)
+  tls_client.py pyroscope URL CA                # the pyroscope-io SDK pushing CPU profiles
 
 export-*: exports one span (service tls-app, named after the protocol) and prints one JSON line
 {"ok": bool, "trace_id": hex, "span_id": hex}. get: prints {"status": int, "body": text} or
-{"error": text} when the connection or handshake failed.
+{"error": text} when the connection or handshake failed. pyroscope: profiles about 1.5 s of
+CPU as service py-tls, uploading every second, then prints {"done": true}.
 """
 import json
+import os
 import ssl
 import sys
 import urllib.error
@@ -76,11 +79,31 @@ def get(url, ca, cert, key):
         print(json.dumps({"error": str(e)}))
 
 
+def push_pyroscope(url, ca):
+    # The SDK's native agent (OpenSSL inside) has no CA option: it trusts OpenSSL's default
+    # paths, which SSL_CERT_FILE sets. Set before the agent starts.
+    os.environ["SSL_CERT_FILE"] = ca
+    import time
+
+    import pyroscope
+
+    pyroscope.configure(
+        application_name="py-tls", server_address=url, sample_rate=100, upload_interval=1
+    )
+    end = time.thread_time() + 1.5
+    while time.thread_time() < end:
+        sum(i * i for i in range(200))
+    pyroscope.shutdown()
+    print(json.dumps({"done": True}))
+
+
 def main():
     command, url, ca = sys.argv[1:4]
     cert, key = (sys.argv[4], sys.argv[5]) if len(sys.argv) > 5 else (None, None)
     if command == "get":
         get(url, ca, cert, key)
+    elif command == "pyroscope":
+        push_pyroscope(url, ca)
     else:
         export(command.removeprefix("export-"), url, ca, cert, key)
 

@@ -1,6 +1,6 @@
 //! TLS on `spanprof serve`'s listeners, with real clients trusting a private CA made with
-//! `openssl`: the OpenTelemetry SDK's OTLP exporters over HTTP and gRPC, Python's `ssl`
-//! reading the API and the UI, mutual TLS required (from the config file), plaintext and
+//! `openssl`: the OpenTelemetry SDK's OTLP exporters over HTTP and gRPC, the pyroscope-io
+//! SDK pushing profiles, Python's `ssl` reading the API and the UI, mutual TLS required (from the config file), plaintext and
 //! half-finished handshakes that neither crash the server nor stop it answering, and
 //! certificate files that cannot be used refused at start with their setting named.
 
@@ -103,11 +103,19 @@ fn otel_exporters_send_over_tls_and_the_api_answers_over_it() {
     let grpc = format!("https://127.0.0.1:{otlp_grpc}");
     stored(&dir, &addr, &tls_client(&dir, "export-grpc", &grpc, false));
 
-    // The UI and the API.
+    // The pyroscope-io SDK's uploads, read back from the API; and the UI.
+    let pushed = tls_client(&dir, "pyroscope", &format!("https://{addr}"), false);
+    assert_eq!(pushed["done"], true, "{pushed}");
+    support::poll("py-tls among the services", Duration::from_secs(30), || {
+        let (status, services) = get(&dir, &format!("https://{addr}/api/v1/services"), false);
+        if status == 200 && services.contains("\"py-tls\"") {
+            Ok(())
+        } else {
+            Err(format!("{status}: {services}"))
+        }
+    });
     let (status, page) = get(&dir, &format!("https://{addr}/"), false);
     assert!(status == 200 && page.contains("<html"), "{status}: {page}");
-    let (status, services) = get(&dir, &format!("https://{addr}/api/v1/services"), false);
-    assert_eq!(status, 200, "{services}");
 
     // Plain HTTP to the TLS port: a 400 that says so.
     let plain = support::http::get(&addr, "/health", Duration::from_secs(10)).unwrap();
