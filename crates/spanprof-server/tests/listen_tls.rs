@@ -105,13 +105,24 @@ async fn whoami(
     client: Option<&str>,
     alpn: &[&[u8]],
 ) -> Result<Answer, String> {
+    whoami_over(addr, dir, client, alpn, rustls::DEFAULT_VERSIONS).await
+}
+
+/// [`whoami`] offering only TLS `versions`.
+async fn whoami_over(
+    addr: SocketAddr,
+    dir: &Path,
+    client: Option<&str>,
+    alpn: &[&[u8]],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Result<Answer, String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(dir.join("ca.pem")).unwrap() {
         roots.add(cert.unwrap()).unwrap();
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_root_certificates(roots);
     let mut config = match client {
@@ -217,6 +228,12 @@ async fn a_verified_client_certificate_is_the_requests_identity() {
     assert_eq!(answer.body, "none");
     // And a client that offers no ALPN at all.
     assert_eq!(whoami(addr, &dir, None, &[]).await.unwrap().body, "none");
+    // TLS 1.2 clients are served, their certificate read the same.
+    let tls12 = [&rustls::version::TLS12];
+    let answer = whoami_over(addr, &dir, Some("client"), &[b"h2"], &tls12)
+        .await
+        .unwrap();
+    assert_eq!(answer.body, format!("{expected:?}"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
