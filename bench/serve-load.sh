@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end load bench of `spanprof serve` on one core, with its load generator on another:
 #
-#   bench/serve-load.sh [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE]
+#   bench/serve-load.sh [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE] [--tls]
 #
 # (a) Push: C closed-loop clients (half pyroscope-go multipart to /ingest, half OTLP protobuf to
 #     /v1development/profiles) send P distinct profiles made from testdata/go/cpu-10s.pb.gz
@@ -12,6 +12,9 @@
 #     Then a peer for those: the in-process decode + link on core 0 alone, CPU per profile back
 #     to back and with the core idle 1 ms after each (`load idle-cost`). On a virtual machine
 #     the same work costs more after idle gaps, as a paced server's CPU per profile does.
+#     --tls: then the same push phase again against a server with TLS on (a certificate of a
+#     private CA made with openssl here; the clients keep their connections, as over TCP), and
+#     its figures beside the plain ones: the TLS / plain ratio of the same run.
 # (b) Scrape: a second server scrapes K fake Go targets (cpu 15 s windows, heap, goroutine)
 #     for T seconds; its CPU time per target per second, as % of a core.
 # Server CPU per profile is printed for each phase, with core 0's idle share and the share the
@@ -27,7 +30,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-seconds=20 clients=32 profiles=16384 perf="" targets=20 scrape_seconds=60 paced_seconds=10
+seconds=20 clients=32 profiles=16384 perf="" targets=20 scrape_seconds=60 paced_seconds=10 tls=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
@@ -37,7 +40,8 @@ while [ $# -gt 0 ]; do
     --paced-seconds) paced_seconds="$2"; shift 2 ;;
     --scrape-seconds) scrape_seconds="$2"; shift 2 ;;
     --perf) perf="$2"; shift 2 ;;
-    *) echo "usage: $0 [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE]" >&2; exit 2 ;;
+    --tls) tls=1; shift ;;
+    *) echo "usage: $0 [--seconds N] [--clients C] [--profiles P] [--paced-seconds P2] [--targets K] [--scrape-seconds T] [--perf FILE] [--tls]" >&2; exit 2 ;;
   esac
 done
 
@@ -71,8 +75,8 @@ start_server() {
   server_pid=$!
   pids+=("$server_pid")
   for _ in $(seq 1 200); do
-    if grep -q "spanprof serving on http://" "$tmp/$name.log"; then
-      server_addr="$(sed -n 's/.*spanprof serving on http:\/\///p' "$tmp/$name.log" | head -1)"
+    if grep -q "spanprof serving on http" "$tmp/$name.log"; then
+      server_addr="$(sed -n 's/.*spanprof serving on https\{0,1\}:\/\///p' "$tmp/$name.log" | head -1)"
       return 0
     fi
     kill -0 "$server_pid" 2>/dev/null || { cat "$tmp/$name.log" >&2; exit 1; }
@@ -103,6 +107,27 @@ push_hwm="$(hwm_mb "$server_pid")"
 stop_server "$server_pid"
 # shellcheck disable=SC1091
 . "$tmp/summary"
+
+# (a') push over TLS: the same clients and profiles, against a server with TLS on.
+if [ "$tls" = 1 ]; then
+  (
+    cd "$tmp"
+    openssl req -x509 -days 2 -subj "/CN=bench CA" -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 \
+      -nodes -keyout ca.key -out ca.pem 2>/dev/null
+    openssl req -subj "/CN=127.0.0.1" -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+      -keyout server.key -out server.csr 2>/dev/null
+    echo "subjectAltName=IP:127.0.0.1" >server.ext
+    openssl x509 -req -days 2 -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+      -extfile server.ext -out server.pem 2>/dev/null
+  )
+  # shellcheck disable=SC2086
+  start_server push-tls --tls-cert "$tmp/server.pem" --tls-key "$tmp/server.key" ${PUSH_FLAGS:-}
+  taskset -c 1 "$load" push --url "https://$server_addr" --ca "$tmp/ca.pem" --seconds "$seconds" \
+    --clients "$clients" --profiles "$profiles" --paced-seconds "$paced_seconds" \
+    --server-pid "$server_pid" --server-core 0 --summary "$tmp/summary-tls" >"$tmp/push-tls.table"
+  tls_hwm="$(hwm_mb "$server_pid")"
+  stop_server "$server_pid"
+fi
 
 # What an idle gap costs this machine, on the server's core with nothing else on it: the
 # paced phases' CPU per profile is to be read against it.
@@ -157,3 +182,23 @@ awk -v rate="$profiles_per_s" -v p99="$p99_ms" -v hwm="$push_hwm" -v cpu="$serve
   printf "%-44s %14s %14s\n", "scrape: scrapes ok / errors in window", scrapes " / " serr, "-"
   printf "%-44s %14.1f %14s\n", "scrape: server peak RSS, MB", shwm, "-"
 }'
+if [ "$tls" = 1 ]; then
+  echo
+  echo "== push over TLS (TLS 1.3, kept-alive connections), same clients and profiles, same run"
+  cat "$tmp/push-tls.table"
+  echo
+  # The TLS run's figures, read in a subshell so that the plain run's stay.
+  tls_fig() { (. "$tmp/summary-tls"; eval "echo \$$1"); }
+  awk -v r0="$profiles_per_s" -v r1="$(tls_fig profiles_per_s)" \
+      -v q0="$p99_ms" -v q1="$(tls_fig p99_ms)" \
+      -v c0="$server_cpu_s" -v k0="$ok" -v c1="$(tls_fig server_cpu_s)" -v k1="$(tls_fig ok)" \
+      -v h0="$health_per_s" -v h1="$(tls_fig health_per_s)" \
+      -v m0="$push_hwm" -v m1="$tls_hwm" 'BEGIN {
+    printf "%-44s %14s %14s %10s\n", "figure", "plain", "TLS", "TLS/plain"
+    printf "%-44s %14.0f %14.0f %10.2f\n", "sustained profiles/s (both routes)", r0, r1, r1 / r0
+    printf "%-44s %14.2f %14.2f %10.2f\n", "p99 acknowledgement latency, ms", q0, q1, q1 / q0
+    if (k0 > 0 && k1 > 0) printf "%-44s %14.3f %14.3f %10.2f\n", "server CPU per accepted profile, ms", c0 * 1000 / k0, c1 * 1000 / k1, (c1 / k1) / (c0 / k0)
+    printf "%-44s %14.0f %14.0f %10.2f\n", "GET /health floor, req/s", h0, h1, h1 / h0
+    printf "%-44s %14.1f %14.1f %10.2f\n", "server peak RSS (VmHWM), MB", m0, m1, m1 / m0
+  }'
+fi

@@ -1,7 +1,7 @@
 //! Load generator for `spanprof serve`, driven by `bench/serve-load.sh`.
 //!
 //! ```text
-//! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--paced-seconds Q]
+//! load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] [--health-seconds H] [--paced-seconds Q] [--ca FILE]
 //! load targets --port-file FILE
 //! load stages [--profiles P] [--repeat R] [--only STAGE]
 //! ```
@@ -18,7 +18,9 @@
 //! against `GET /health` (the HTTP floor) and the in-process decode + link of the same
 //! profiles on one core (the work floor). Then the same clients paced at 50 % and 80 % of the
 //! measured rate for Q seconds each (latency below saturation). `targets` serves `/debug/pprof/{profile,heap,
-//! goroutine}` like a Go service, for the scrape-cost phase.
+//! goroutine}` like a Go service, for the scrape-cost phase. An `https://` URL is reached over
+//! TLS (rustls, HTTP/1.1 by ALPN, kept-alive connections as over plain TCP), trusting the CA
+//! of PEM file `--ca`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -79,7 +81,7 @@ const STEP_S: i64 = 10;
 
 const BOUNDARY: &str = "spanprofloadboundary7d3f0a";
 
-type HttpClient = Client<HttpConnector, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -111,6 +113,7 @@ fn main() {
                 health_seconds: num("--health-seconds", 3),
                 paced_seconds: num("--paced-seconds", 10),
                 summary: flag("--summary"),
+                ca: flag("--ca"),
                 server_pid: flag("--server-pid"),
                 server_core: flag("--server-core"),
             };
@@ -131,7 +134,29 @@ fn main() {
     }
 }
 
+/// A TLS client trusting the certificates of PEM file `ca` (none: nothing, for http:// only).
+fn tls_config(ca: Option<&str>) -> rustls::ClientConfig {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(ca) = ca {
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca)
+            .unwrap_or_else(|e| usage(&format!("--ca {ca}: {e:?}")))
+        {
+            let cert = cert.unwrap_or_else(|e| usage(&format!("--ca {ca}: {e:?}")));
+            roots.add(cert).expect("a CA certificate");
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("ring supports TLS 1.2 and 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth()
+}
+
 struct PushOptions {
+    /// PEM file of the CA an https:// server's certificate is checked against.
+    ca: Option<String>,
     url: String,
     seconds: u64,
     clients: u64,
@@ -775,6 +800,12 @@ async fn push(opts: PushOptions) {
 
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
+    connector.enforce_http(false);
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls_config(opts.ca.as_deref()))
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(connector);
     let client: HttpClient = Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(opts.clients as usize)
         .build(connector);
@@ -1067,7 +1098,7 @@ fn usage(problem: &str) -> ! {
     eprintln!(
         "load: {problem}\n\
          usage: load push --url http://ADDR [--seconds S] [--clients C] [--profiles P] \
-         [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--server-pid PID] [--server-core N]\n       \
+         [--health-seconds H] [--paced-seconds Q] [--summary FILE] [--ca FILE] [--server-pid PID] [--server-core N]\n       \
          load targets --port-file FILE\n       \
          load stages [--profiles P] [--repeat R] [--only STAGE]\n       \
          load idle-cost [--profiles P] [--seconds S]\n\

@@ -30,6 +30,8 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Credentials, tenants (`auth` in the config file): none by default.
     pub auth: std::sync::Arc<crate::auth::Auth>,
+    /// TLS on every listener (`server.tls`); `None` serves plain HTTP.
+    pub tls: Option<crate::listen::tls::ListenTlsConfig>,
     /// Store directory (default `./spanprof-data`).
     pub data_dir: PathBuf,
     /// Which sample attributes become span links.
@@ -382,6 +384,7 @@ impl Default for ServerConfig {
             otlp_grpc_addr: None,
             allowed_hosts: Vec::new(),
             auth: std::sync::Arc::default(),
+            tls: None,
             data_dir: PathBuf::from("./spanprof-data"),
             link: LinkConfig::default(),
             limits: Limits {

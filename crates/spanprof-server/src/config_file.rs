@@ -71,6 +71,7 @@ struct Server {
     otlp_grpc_addr: Option<Option<SocketAddr>>,
     allowed_hosts: Option<Vec<String>>,
     allow_unauthenticated: Option<bool>,
+    tls: Option<ListenTls>,
     #[serde(default, deserialize_with = "size")]
     max_body_size: Option<u64>,
     #[serde(default, deserialize_with = "size")]
@@ -93,6 +94,26 @@ struct Server {
     #[serde(default, deserialize_with = "duration")]
     query_timeout: Option<Duration>,
     log_format: Option<LogFormat>,
+}
+
+/// `server.tls`: TLS on every listener.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListenTls {
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    client_ca_file: Option<PathBuf>,
+    #[serde(default)]
+    client_auth: ClientAuthKey,
+}
+
+/// `server.tls.client_auth`.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+enum ClientAuthKey {
+    #[default]
+    Optional,
+    Required,
 }
 
 /// `server.log_format`.
@@ -396,6 +417,20 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(b) = s.allow_unauthenticated {
         base.allow_unauthenticated = b;
+    }
+    if let Some(t) = s.tls {
+        use crate::listen::tls::{ClientAuth, ListenTlsConfig};
+        let tls = ListenTlsConfig {
+            cert_file: t.cert_file,
+            key_file: t.key_file,
+            client_ca_file: t.client_ca_file,
+            client_auth: match t.client_auth {
+                ClientAuthKey::Optional => ClientAuth::Optional,
+                ClientAuthKey::Required => ClientAuth::Required,
+            },
+        };
+        tls.check().map_err(|e| invalid(e.to_string()))?;
+        base.tls = Some(tls);
     }
     if let Some(hosts) = s.allowed_hosts {
         if let Some(bad) = hosts

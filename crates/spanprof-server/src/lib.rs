@@ -103,6 +103,9 @@ pub enum ServerError {
     /// A new tenant would be past `auth.max_tenants`.
     #[error("no more tenants can be opened: {0} are (auth.max_tenants)")]
     TooManyTenants(usize),
+    /// The listeners' TLS could not be set up.
+    #[error("{0}")]
+    Tls(#[from] listen::tls::TlsError),
     /// Serving failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
@@ -161,6 +164,15 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
     let config = Arc::new(config);
+    // The certificate before anything else: a wrong file stops the start at once, naming it.
+    let metrics = Arc::new(Metrics::default());
+    let tls = match &config.tls {
+        Some(c) => Some(Arc::new(listen::tls::ServerTls::load(
+            c,
+            Arc::clone(&metrics),
+        )?)),
+        None => None,
+    };
     // The ports first: one that is taken stops the start before the store's directory is
     // made. Connections wait in the backlog until the store is open and serving starts.
     let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
@@ -177,7 +189,6 @@ pub async fn serve(
         otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
         otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
     };
-    let metrics = Arc::new(Metrics::default());
     metrics.set(
         "spanprof_build_info",
         &[("version", env!("CARGO_PKG_VERSION"))],
@@ -209,7 +220,9 @@ pub async fn serve(
     if config.demo {
         load_demo(&state).await?;
     }
-    tracing::info!(addr = %bound.http, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    // The scheme clients must use, in every listening line.
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    tracing::info!(addr = %bound.http, scheme, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
     for (key, addr) in config.open_listeners() {
         tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
     }
@@ -217,10 +230,10 @@ pub async fn serve(
         tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
     }
     if let Some(a) = bound.otlp_http {
-        tracing::info!(addr = %a, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
+        tracing::info!(addr = %a, scheme, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
     }
     if let Some(a) = bound.otlp_grpc {
-        tracing::info!(addr = %a, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
+        tracing::info!(addr = %a, scheme, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
     }
     on_bound(bound);
 
@@ -238,17 +251,34 @@ pub async fn serve(
         let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
         Ok::<_, ServerError>(browser_guard::guard(router, names))
     };
+    let secured = |listener| {
+        tls.as_ref().map(|tls| listen::tls::ListenerTls {
+            tls: Arc::clone(tls),
+            listener,
+        })
+    };
     let router = guarded(tenants.gate(tenants::Listener::Main), &main)?;
-    servers.push(tokio::spawn(run_listener(main, router, stop_rx.clone())));
+    servers.push(tokio::spawn(listen::serve(
+        main,
+        router,
+        stop_rx.clone(),
+        secured("http_addr"),
+    )));
     if let Some(l) = otlp {
         let router = guarded(tenants.gate(tenants::Listener::OtlpHttp), &l)?;
-        servers.push(tokio::spawn(run_listener(l, router, stop_rx.clone())));
+        servers.push(tokio::spawn(listen::serve(
+            l,
+            router,
+            stop_rx.clone(),
+            secured("otlp_http_addr"),
+        )));
     }
     if let Some(l) = grpc {
-        servers.push(tokio::spawn(run_listener(
+        servers.push(tokio::spawn(listen::serve(
             l,
             tenants.gate(tenants::Listener::OtlpGrpc),
             stop_rx.clone(),
+            secured("otlp_grpc_addr"),
         )));
     }
     let inflight = Arc::clone(&state.inflight);
@@ -504,14 +534,6 @@ fn bind_hint(source: &std::io::Error, key: &str, port: u16) -> String {
          (server.{key} in the config file)",
         key.replace('_', "-")
     )
-}
-
-async fn run_listener(
-    listener: tokio::net::TcpListener,
-    router: axum::Router,
-    stop: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    listen::serve(listener, router, stop).await
 }
 
 #[cfg(test)]

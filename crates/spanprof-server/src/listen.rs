@@ -2,6 +2,10 @@
 //! ([`HEADER_READ_TIMEOUT`], [`IDLE_TIMEOUT`]): without them, silent or idle connections were
 //! held for good and could use up the file descriptors (commit 71e0615). On `stop`,
 //! connections finish the requests in flight (HTTP/2 with GOAWAY) before [`serve`] returns.
+//! With [`tls`], connections are TLS ones, their handshake held to the header deadline.
+
+pub mod client_identity;
+pub mod tls;
 
 use std::future::Future;
 use std::io;
@@ -20,6 +24,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::Sleep;
+
+use client_identity::ClientIdentity;
 
 /// How long a client may take to send a request head, and the first bytes of a connection.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -63,13 +69,14 @@ impl Default for Deadlines {
 }
 
 /// Serves `router` on `listener` until `stop` turns true; then lets the connections finish
-/// what they are doing.
+/// what they are doing. With `tls`, every connection is a TLS one.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     stop: watch::Receiver<bool>,
+    tls: Option<tls::ListenerTls>,
 ) -> io::Result<()> {
-    serve_with(listener, router, stop, Deadlines::default()).await
+    serve_with(listener, router, stop, Deadlines::default(), tls).await
 }
 
 /// [`serve`] with other deadlines (tests).
@@ -78,6 +85,7 @@ pub async fn serve_with(
     router: Router,
     stop: watch::Receiver<bool>,
     deadlines: Deadlines,
+    tls: Option<tls::ListenerTls>,
 ) -> io::Result<()> {
     let mut builder = Builder::new(TokioExecutor::new());
     builder
@@ -115,29 +123,79 @@ pub async fn serve_with(
         // Finished connections' tasks, so the set holds only live ones.
         while connections.try_join_next().is_some() {}
         keep_alive(&stream);
-        let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched::new(
-            stream,
-            deadlines.header,
-            Arc::clone(&activity),
-        ));
-        // Each request runs with its client's address at hand (`peer()`).
-        let service = service.clone();
-        let with_peer = hyper::service::service_fn(move |req| {
-            PEER.scope(peer, hyper::service::Service::call(&service, req))
-        });
-        let conn = builder.serve_connection(io, with_peer).into_owned();
-        connections.spawn(run_connection(
-            conn,
-            |c| c.graceful_shutdown(),
-            activity,
-            deadlines.idle,
-            stop.clone(),
-        ));
+        let connection = Connection {
+            builder: builder.clone(),
+            service: service.clone(),
+            peer,
+            deadlines,
+            stop: stop.clone(),
+        };
+        match &tls {
+            None => connections.spawn(connection.serve(stream, None)),
+            // The handshake runs on the connection's task: a slow one holds up no other.
+            Some(tls) => {
+                let tls = tls.clone();
+                let mut stopped = stop.clone();
+                connections.spawn(async move {
+                    let handshake = tls
+                        .tls
+                        .handshake(stream, peer, tls.listener, deadlines.header);
+                    let secured = tokio::select! {
+                        secured = handshake => secured,
+                        _ = stopped.wait_for(|s| *s) => None,
+                    };
+                    if let Some((stream, identity)) = secured {
+                        connection.serve(stream, identity).await;
+                    }
+                })
+            }
+        };
     }
     drop(listener);
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// What serving one accepted connection needs.
+struct Connection {
+    builder: Builder<TokioExecutor>,
+    service: TowerToHyperService<Router>,
+    peer: std::net::SocketAddr,
+    deadlines: Deadlines,
+    stop: watch::Receiver<bool>,
+}
+
+impl Connection {
+    /// Serves HTTP/1 or HTTP/2 on `stream` (a TCP or a TLS one) until it ends; each request
+    /// carries the client's `identity` (a verified certificate) in its extensions.
+    async fn serve<S>(self, stream: S, identity: Option<ClientIdentity>)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(Watched::new(
+            stream,
+            self.deadlines.header,
+            Arc::clone(&activity),
+        ));
+        // Each request runs with its client's address at hand (`peer()`).
+        let (service, peer) = (self.service, self.peer);
+        let with_peer = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+            if let Some(identity) = &identity {
+                req.extensions_mut().insert(identity.clone());
+            }
+            PEER.scope(peer, hyper::service::Service::call(&service, req))
+        });
+        let conn = self.builder.serve_connection(io, with_peer);
+        run_connection(
+            conn,
+            |c| c.graceful_shutdown(),
+            activity,
+            self.deadlines.idle,
+            self.stop,
+        )
+        .await;
+    }
 }
 
 /// Drives one connection until it ends; shuts it down gracefully on stop, or once it has
@@ -222,19 +280,20 @@ fn keep_alive(stream: &TcpStream) {
     }
 }
 
-/// A TCP stream whose first [`PREFACE_BYTES`] must arrive within a deadline (reading fails
+/// A stream whose first [`PREFACE_BYTES`] must arrive within a deadline (reading fails
 /// with `TimedOut` past it; after them, reads pass through), and whose reads and writes are
-/// noted in its connection's [`Activity`].
-struct Watched {
-    stream: TcpStream,
+/// noted in its connection's [`Activity`]. Over TLS, the bytes counted are the decrypted
+/// ones: a client that finishes its handshake and then sends nothing is closed too.
+struct Watched<S> {
+    stream: S,
     /// Bytes still to arrive before the deadline stops applying.
     pending: usize,
     deadline: Option<Pin<Box<Sleep>>>,
     activity: Arc<Activity>,
 }
 
-impl Watched {
-    fn new(stream: TcpStream, within: Duration, activity: Arc<Activity>) -> Self {
+impl<S> Watched<S> {
+    fn new(stream: S, within: Duration, activity: Arc<Activity>) -> Self {
         Watched {
             stream,
             pending: PREFACE_BYTES,
@@ -254,7 +313,7 @@ impl Watched {
     }
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -289,7 +348,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -345,7 +404,7 @@ mod tests {
                 "done"
             }),
         );
-        tokio::spawn(serve_with(listener, router, stop_rx, deadlines));
+        tokio::spawn(serve_with(listener, router, stop_rx, deadlines, None));
         (addr, stop_tx)
     }
 

@@ -84,6 +84,7 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_queued_records", "Records in a forwarder's disk queue not yet delivered."),
     ("spanprof_forward_queue_bytes", "Disk taken by a forwarder's queue (delivered records stay until their segment is reclaimed)."),
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
+    ("spanprof_tls_handshake_failures_total", "TLS handshakes that failed, per listener and reason: timeout (not finished within the header deadline), closed (the client left halfway), plaintext_http (plain HTTP sent to a TLS listener, answered 400), not_tls (other bytes), client_certificate (none shown where one is required, or one the client CAs did not sign), client_alert (the client refused, most often not trusting the server's certificate), protocol (no common version or cipher, a broken message)."),
     ("spanprof_build_info", "1, with the running spanprof's version as a label."),
     ("spanprof_store_disk_bytes", "Bytes the store takes on disk."),
     ("spanprof_tenant_requests_total", "Requests served, per tenant (the tenant label; none for the default tenant). Every series of a tenant's own is labelled tenant=<id>; a tenant's /metrics shows only those."),

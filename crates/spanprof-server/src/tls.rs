@@ -134,7 +134,7 @@ fn certificates(file: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>,
 }
 
 /// A PEM error as a user reads it (the file's own error when it could not be read).
-fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+pub(crate) fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
     match e {
         rustls::pki_types::pem::Error::Io(io) => io.to_string(),
         rustls::pki_types::pem::Error::NoItemsFound => "nothing of that kind in it".into(),

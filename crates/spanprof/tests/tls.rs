@@ -17,93 +17,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use support::pki::{certificates, client_certificate};
 use support::serve::Server;
 use support::{poll, process_dir, python, workspace_root, GoApp};
-
-const INSTALL_OPENSSL: &str = "install openssl: apt-get install openssl, or run .ci/setup";
-
-/// `openssl ARGS` in `dir`, which must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run openssl ({e}): {INSTALL_OPENSSL}"));
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A new P-256 key, as every certificate here has.
-const EC_KEY: [&str; 5] = [
-    "-newkey",
-    "ec",
-    "-pkeyopt",
-    "ec_paramgen_curve:prime256v1",
-    "-nodes",
-];
-
-/// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 only (`server.pem`,
-/// `server.key`), in `dir`.
-fn certificates(dir: &Path) {
-    let mut ca = vec![
-        "req",
-        "-x509",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=spanprof test CA",
-    ];
-    ca.extend(EC_KEY);
-    ca.extend(["-keyout", "ca.key", "-out", "ca.pem"]);
-    openssl(dir, &ca);
-    signed(dir, "server", "127.0.0.1", "subjectAltName=IP:127.0.0.1");
-}
-
-/// A client certificate the CA of [`certificates`] signed, for `spanprof-client`
-/// (`client.pem`, `client.key`), in `dir`.
-fn client_certificate(dir: &Path) {
-    signed(
-        dir,
-        "client",
-        "spanprof-client",
-        "extendedKeyUsage=clientAuth",
-    );
-}
-
-/// A key and a certificate the CA in `dir` signs (`{name}.key`, `{name}.pem`), for common
-/// name `cn`, with the X.509 extension `extension`.
-fn signed(dir: &Path, name: &str, cn: &str, extension: &str) {
-    let [key, csr, ext, pem] = ["key", "csr", "ext", "pem"].map(|x| format!("{name}.{x}"));
-    let subject = format!("/CN={cn}");
-    let mut request = vec!["req", "-subj", subject.as_str()];
-    request.extend(EC_KEY);
-    request.extend(["-keyout", key.as_str(), "-out", csr.as_str()]);
-    openssl(dir, &request);
-    std::fs::write(dir.join(&ext), format!("{extension}\n")).unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-days",
-            "2",
-            "-in",
-            &csr,
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-extfile",
-            &ext,
-            "-out",
-            &pem,
-        ],
-    );
-}
 
 /// `spanprof serve ARGS` trusting the CA [`certificates`] made in `dir`.
 fn server_trusting_the_ca(dir: &Path, args: &[&str]) -> Server {

@@ -69,6 +69,23 @@ pub struct Args {
     /// at start.
     #[arg(long)]
     allow_unauthenticated: bool,
+    /// Serve TLS (https://, and gRPC over TLS) on every listener with this PEM certificate
+    /// (the certificate, then its intermediates); with --tls-key. The files are read again
+    /// when they change, so a renewed certificate is used without a restart.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Ask clients for a certificate signed by a CA of this PEM file (mutual TLS); a client
+    /// that shows one must show a valid one. With --tls-client-auth required, every client
+    /// must.
+    #[arg(long, value_name = "FILE")]
+    tls_client_ca: Option<PathBuf>,
+    /// Whether a client certificate is needed: optional (the default) or required (needs
+    /// --tls-client-ca).
+    #[arg(long, value_name = "WHEN")]
+    tls_client_auth: Option<spanprof_server::listen::tls::ClientAuth>,
     /// Pull profiles from a Go service: NAME=URL (the base URL, /debug/pprof/... is
     /// appended; https:// is checked as forwarders' are; user:password@ in it is sent as
     /// basic authorization, and not logged; headers and bearer tokens go in the config
@@ -204,6 +221,7 @@ pub fn run(
         config.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
     }
     config.allow_unauthenticated |= args.allow_unauthenticated;
+    tls_flags(&args, &mut config)?;
     config.retention_age = args.retention.or(config.retention_age);
     config.retention_bytes = args.max_size.or(config.retention_bytes);
     for spec in &args.scrape {
@@ -274,6 +292,11 @@ pub fn run(
         let _runtime = runtime.enter();
         Signals::install().context("installing the SIGTERM and SIGINT handlers")?
     };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     runtime.block_on(async {
         spanprof_server::serve(config, stop_on_signal(signal, stopped_rx), |bound| {
             // One line a script can wait for, with a URL a browser opens: on every interface
@@ -288,12 +311,12 @@ pub fn run(
                 });
             }
             if json_logs {
-                tracing::info!(url = %format_args!("http://{url}"), "spanprof serving");
+                tracing::info!(url = %format_args!("{scheme}://{url}"), "spanprof serving");
             } else {
                 // Not eprintln!: an unwritable stderr must not stop the server.
                 let _ = std::io::Write::write_fmt(
                     &mut std::io::stderr(),
-                    format_args!("spanprof serving on http://{url}\n"),
+                    format_args!("spanprof serving on {scheme}://{url}\n"),
                 );
             }
         })
@@ -304,6 +327,40 @@ pub fn run(
     // acknowledged is on disk by now, so they are not waited for.
     runtime.shutdown_timeout(Duration::from_millis(200));
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--tls-cert`, `--tls-key`, `--tls-client-ca` and `--tls-client-auth` over the file's
+/// `server.tls`: the certificate flags replace its files, the client ones its client
+/// settings.
+fn tls_flags(args: &Args, config: &mut ServerConfig) -> anyhow::Result<()> {
+    use spanprof_server::listen::tls::{ClientAuth, ListenTlsConfig};
+    let mut tls = match (&args.tls_cert, &args.tls_key, config.tls.take()) {
+        (Some(cert), Some(key), from_file) => ListenTlsConfig {
+            cert_file: cert.clone(),
+            key_file: key.clone(),
+            client_ca_file: from_file.as_ref().and_then(|t| t.client_ca_file.clone()),
+            client_auth: from_file.map_or(ClientAuth::Optional, |t| t.client_auth),
+        },
+        (_, _, Some(from_file)) => from_file,
+        _ => {
+            if args.tls_client_ca.is_some() || args.tls_client_auth.is_some() {
+                anyhow::bail!(
+                    "--tls-client-ca and --tls-client-auth need TLS: give --tls-cert and \
+                     --tls-key (or server.tls in the config file)"
+                );
+            }
+            return Ok(());
+        }
+    };
+    if let Some(ca) = &args.tls_client_ca {
+        tls.client_ca_file = Some(ca.clone());
+    }
+    if let Some(auth) = args.tls_client_auth {
+        tls.client_auth = auth;
+    }
+    tls.check()?;
+    config.tls = Some(tls);
+    Ok(())
 }
 
 /// A config file holding credentials (headers of scrape targets or exporters) that other users

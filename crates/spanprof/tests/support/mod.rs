@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod pki;
 pub mod raw;
 pub mod serve;
 

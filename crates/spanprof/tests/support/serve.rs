@@ -217,14 +217,20 @@ fn series_parts(series: &str) -> (&str, Vec<&str>) {
 /// The address in the line saying where the server listens: `spanprof serving on http://…`,
 /// or with `--log-format json` the event `spanprof serving` and its `url`.
 fn serving_addr(line: &str) -> Option<String> {
-    if let Some(rest) = line.trim().strip_prefix("spanprof serving on http://") {
-        return Some(rest.to_string());
+    // https:// when the listeners serve TLS.
+    let no_scheme = |url: &str| {
+        url.strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .map(str::to_string)
+    };
+    if let Some(rest) = line.trim().strip_prefix("spanprof serving on ") {
+        return no_scheme(rest);
     }
     let event: serde_json::Value = serde_json::from_str(line).ok()?;
     if event["message"] != "spanprof serving" {
         return None;
     }
-    Some(event["url"].as_str()?.strip_prefix("http://")?.to_string())
+    no_scheme(event["url"].as_str()?)
 }
 
 fn drain(mut r: BufReader<ChildStderr>) -> String {
