@@ -714,7 +714,7 @@ mod tests {
         assert_eq!(c.queue.batch_age, Duration::from_millis(20));
         assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
         assert!(!c.span_profiles_include_children);
-        assert_eq!(c.auth.credentials.len(), 2);
+        assert_eq!(c.auth.credentials.len(), 3);
         assert_eq!(c.scrape[1].tenant.as_str(), "team-a");
     }
 

@@ -118,7 +118,16 @@ impl Tenants {
     /// Serves one request that came in on `listener`: authenticates it, and hands it to its
     /// tenant's routes with its [`auth::Principal`].
     pub async fn dispatch(self: Arc<Self>, listener: Listener, mut request: Request) -> Response {
-        let principal = match self.shared.auth.authenticate(request.headers(), None) {
+        // A client certificate the TLS listener verified (mutual TLS), by its fingerprint.
+        let cert = request
+            .extensions()
+            .get::<crate::listen::client_identity::ClientIdentity>()
+            .and_then(|c| auth::config::hex_digest(&c.sha256_fingerprint));
+        let principal = match self
+            .shared
+            .auth
+            .authenticate(request.headers(), cert.as_ref())
+        {
             Ok(p) => p,
             Err(denied) => {
                 return auth::denied_response(&denied, request.headers(), request.uri().path())

@@ -209,7 +209,10 @@ fn every_route_of_every_listener_checks_credentials_scopes_and_tenants() {
         metrics.contains("tenant=\"a\"") && !metrics.contains("tenant=\"b\""),
         "{metrics}"
     );
-    assert!(metrics.contains("spanprof_store_series{tenant=\"a\"}"), "{metrics}");
+    assert!(
+        metrics.contains("spanprof_store_series{tenant=\"a\"}"),
+        "{metrics}"
+    );
 
     let listeners = [
         (Listener::Main, server.addr, false),

@@ -265,3 +265,81 @@ fn unusable_certificate_files_stop_the_start_naming_the_setting() {
     assert_eq!(run.code(), Some(2), "{run}");
     assert!(run.stderr.contains("--tls-cert"), "{run}");
 }
+
+/// A client certificate as a credential (`client_cert_sha256` in `auth.credentials`, with
+/// `client_auth: optional`): a client showing it gets its credential's scopes and tenant; one
+/// showing none, and no token, is 401.
+#[test]
+fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
+    let dir = process_dir("tls-listen-cert-credential");
+    certificates(&dir);
+    client_certificate(&dir);
+    let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
+    let out = Command::new("openssl")
+        .args([
+            "x509",
+            "-noout",
+            "-fingerprint",
+            "-sha256",
+            "-in",
+            &path("client.pem"),
+        ])
+        .output()
+        .expect("openssl: apt-get install openssl, or run .ci/setup");
+    let fingerprint: String = String::from_utf8_lossy(&out.stdout)
+        .split_once('=')
+        .unwrap_or_else(|| panic!("no fingerprint: {out:?}"))
+        .1
+        .trim()
+        .replace(':', "")
+        .to_ascii_lowercase();
+    assert_eq!(fingerprint.len(), 64, "{fingerprint}");
+    std::fs::write(dir.join("other.token"), "a-token-nobody-sends-8c1d").unwrap();
+    let otlp_http = free_port();
+    let config = format!(
+        "server:\n  otlp_http_addr: 127.0.0.1:{otlp_http}\n  tls:\n    cert_file: {}\n    \
+         key_file: {}\n    client_ca_file: {}\n    client_auth: optional\n\
+         auth:\n  credentials:\n    - {{name: collector, scopes: [read, write], tenant: certs, \
+         client_cert_sha256: {fingerprint}}}\n    - {{name: other, scopes: [read], token_file: \
+         {}}}\n",
+        path("server.pem"),
+        path("server.key"),
+        path("ca.pem"),
+        path("other.token"),
+    );
+    std::fs::write(dir.join("spanprof.yaml"), config).unwrap();
+    let server = Server::start(
+        &dir.join("data"),
+        "127.0.0.1:0",
+        &[
+            "--config",
+            &path("spanprof.yaml"),
+            "--otlp-http-addr",
+            &format!("127.0.0.1:{otlp_http}"),
+        ],
+    );
+    let addr = server.addr.clone();
+    let services = format!("https://{addr}/api/v1/services?spans=true");
+    assert_eq!(get(&dir, &services, false).0, 401);
+    assert_eq!(get(&dir, &services, true).0, 200);
+
+    let http = format!("https://127.0.0.1:{otlp_http}/v1/traces");
+    let refused = tls_client(&dir, "export-http", &http, false);
+    assert_eq!(
+        refused["ok"], false,
+        "exported without a credential: {refused}"
+    );
+    let sent = tls_client(&dir, "export-http", &http, true);
+    assert_eq!(sent["ok"], true, "{sent}");
+    let trace = sent["trace_id"].as_str().unwrap();
+    let (status, body) = get(&dir, &format!("https://{addr}/api/v1/traces/{trace}"), true);
+    assert!(
+        status == 200 && body.contains(sent["span_id"].as_str().unwrap()),
+        "{status} {body}"
+    );
+    server.stop();
+    assert!(
+        dir.join("data/tenants/certs").is_dir(),
+        "the certificate's tenant has no store"
+    );
+}

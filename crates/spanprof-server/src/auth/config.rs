@@ -205,7 +205,7 @@ fn warn_if_readable_by_others(path: &std::path::Path, at: &str) {
 }
 
 /// 64 hex digits as 32 bytes.
-fn hex_digest(text: &str) -> Option<[u8; 32]> {
+pub(crate) fn hex_digest(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
     if text.len() != 64 {
         return None;
