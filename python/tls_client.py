@@ -10,6 +10,8 @@ export-*: exports one span (service tls-app, named after the protocol) and print
 {"ok": bool, "trace_id": hex, "span_id": hex}. get: prints {"status": int, "body": text} or
 {"error": text} when the connection or handshake failed. pyroscope: profiles about 1.5 s of
 CPU as service py-tls, uploading every second, then prints {"done": true}.
+SPANPROF_HEADERS ("key=value,key=value", optional): headers export-* and get send
+(authorization, x-scope-orgid).
 """
 import json
 import os
@@ -20,6 +22,12 @@ import urllib.request
 
 # Refusals are retried by the exporters until this; the tests that expect one wait for it.
 EXPORT_TIMEOUT_S = 5
+
+
+def headers():
+    """SPANPROF_HEADERS as a dict."""
+    pairs = [p.split("=", 1) for p in os.environ.get("SPANPROF_HEADERS", "").split(",") if p]
+    return {k.strip().lower(): v.strip() for k, v in pairs}
 
 
 def read(path):
@@ -41,6 +49,7 @@ def export(protocol, url, ca, cert, key):
             client_certificate_file=cert,
             client_key_file=key,
             timeout=EXPORT_TIMEOUT_S,
+            headers=headers(),
         )
     else:
         import grpc
@@ -52,7 +61,7 @@ def export(protocol, url, ca, cert, key):
             certificate_chain=read(cert) if cert else None,
         )
         exporter = OTLPSpanExporter(
-            endpoint=url, credentials=credentials, timeout=EXPORT_TIMEOUT_S
+            endpoint=url, credentials=credentials, timeout=EXPORT_TIMEOUT_S, headers=headers()
         )
     # No span processor: the one span is exported below, once, and its result printed.
     provider = TracerProvider(resource=Resource.create({"service.name": "tls-app"}))
@@ -71,7 +80,8 @@ def get(url, ca, cert, key):
     if cert:
         context.load_cert_chain(cert, key)
     try:
-        with urllib.request.urlopen(url, context=context, timeout=30) as r:
+        request = urllib.request.Request(url, headers=headers())
+        with urllib.request.urlopen(request, context=context, timeout=30) as r:
             print(json.dumps({"status": r.status, "body": r.read().decode()}))
     except urllib.error.HTTPError as e:
         print(json.dumps({"status": e.code, "body": e.read().decode()}))

@@ -19,8 +19,20 @@ use support::{process_dir, python, run, workspace_root, COMMAND_TIMEOUT};
 /// `python/tls_client.py ARGS`, trusting the CA of `dir`, showing its client certificate
 /// when `mutual`; its JSON line.
 fn tls_client(dir: &Path, command: &str, url: &str, mutual: bool) -> serde_json::Value {
+    tls_client_with(dir, command, url, mutual, "")
+}
+
+/// [`tls_client`] sending `headers` ("key=value,key=value") with its requests.
+fn tls_client_with(
+    dir: &Path,
+    command: &str,
+    url: &str,
+    mutual: bool,
+    headers: &str,
+) -> serde_json::Value {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let mut cmd = Command::new(python());
+    cmd.env("SPANPROF_HEADERS", headers);
     // requests (under the OTLP/HTTP exporter) takes these over the exporter's own CA file.
     cmd.env_remove("REQUESTS_CA_BUNDLE")
         .env_remove("CURL_CA_BUNDLE")
@@ -268,7 +280,8 @@ fn unusable_certificate_files_stop_the_start_naming_the_setting() {
 
 /// A client certificate as a credential (`client_cert_sha256` in `auth.credentials`, with
 /// `client_auth: optional`): a client showing it gets its credential's scopes and tenant; one
-/// showing none, and no token, is 401.
+/// showing none, and no token, is 401. Beside it, the OTel SDK's gRPC exporter over TLS with
+/// another tenant's bearer token in its headers: its span is that tenant's only.
 #[test]
 fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
     let dir = process_dir("tls-listen-cert-credential");
@@ -294,14 +307,15 @@ fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
         .replace(':', "")
         .to_ascii_lowercase();
     assert_eq!(fingerprint.len(), 64, "{fingerprint}");
-    std::fs::write(dir.join("other.token"), "a-token-nobody-sends-8c1d").unwrap();
-    let otlp_http = free_port();
+    std::fs::write(dir.join("other.token"), "a-token-of-tenant-b-8c1d").unwrap();
+    let (otlp_http, otlp_grpc) = (free_port(), free_port());
     let config = format!(
-        "server:\n  otlp_http_addr: 127.0.0.1:{otlp_http}\n  tls:\n    cert_file: {}\n    \
-         key_file: {}\n    client_ca_file: {}\n    client_auth: optional\n\
+        "server:\n  otlp_http_addr: 127.0.0.1:{otlp_http}\n  otlp_grpc_addr: \
+         127.0.0.1:{otlp_grpc}\n  tls:\n    cert_file: {}\n    key_file: {}\n    \
+         client_ca_file: {}\n    client_auth: optional\n\
          auth:\n  credentials:\n    - {{name: collector, scopes: [read, write], tenant: certs, \
-         client_cert_sha256: {fingerprint}}}\n    - {{name: other, scopes: [read], token_file: \
-         {}}}\n",
+         client_cert_sha256: {fingerprint}}}\n    - {{name: other, scopes: [read, write], \
+         tenant: b, token_file: {}}}\n",
         path("server.pem"),
         path("server.key"),
         path("ca.pem"),
@@ -316,6 +330,8 @@ fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
             &path("spanprof.yaml"),
             "--otlp-http-addr",
             &format!("127.0.0.1:{otlp_http}"),
+            "--otlp-grpc-addr",
+            &format!("127.0.0.1:{otlp_grpc}"),
         ],
     );
     let addr = server.addr.clone();
@@ -337,9 +353,38 @@ fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
         status == 200 && body.contains(sent["span_id"].as_str().unwrap()),
         "{status} {body}"
     );
-    server.stop();
-    assert!(
-        dir.join("data/tenants/certs").is_dir(),
-        "the certificate's tenant has no store"
+
+    // Tenant b over gRPC with TLS, its token in the exporter's headers.
+    let grpc = format!("https://127.0.0.1:{otlp_grpc}");
+    let bearer = "authorization=Bearer a-token-of-tenant-b-8c1d";
+    let refused = tls_client(&dir, "export-grpc", &grpc, false);
+    assert_eq!(
+        refused["ok"], false,
+        "exported without a credential: {refused}"
     );
+    let sent_b = tls_client_with(&dir, "export-grpc", &grpc, false, bearer);
+    assert_eq!(sent_b["ok"], true, "{sent_b}");
+    let trace_b = format!(
+        "https://{addr}/api/v1/traces/{}",
+        sent_b["trace_id"].as_str().unwrap()
+    );
+    let r = tls_client_with(&dir, "get", &trace_b, false, bearer);
+    assert_eq!(r["status"], 200, "{r}");
+    // The certificate's tenant sees neither the other's trace nor its span.
+    assert_eq!(get(&dir, &trace_b, true).0, 404);
+    let r = tls_client_with(
+        &dir,
+        "get",
+        &format!("https://{addr}/api/v1/traces/{trace}"),
+        false,
+        bearer,
+    );
+    assert_eq!(r["status"], 404, "{r}");
+    server.stop();
+    for tenant in ["certs", "b"] {
+        assert!(
+            dir.join("data/tenants").join(tenant).is_dir(),
+            "tenant {tenant} has no store"
+        );
+    }
 }
