@@ -532,3 +532,63 @@ fn a_tenant_past_its_ingest_rate_is_told_to_retry_and_others_are_not_held() {
     );
     server.stop().unwrap();
 }
+
+/// A tenant's forwarder sends its tenant on (`X-Scope-OrgID`), as Pyroscope and Tempo take
+/// it: here to a second spanprof that trusts the header, which keeps tenant a's data in its
+/// own tenant a, and none in its default tenant.
+#[test]
+fn a_tenants_forwarder_passes_its_tenant_on() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("auth-forward");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = dir.join("downstream.yaml");
+    std::fs::write(&yaml, "auth:\n  trust_tenant_header: true\n").unwrap();
+    let trusting = spanprof_server::config_file::load(&yaml, ServerConfig::default()).unwrap();
+    let downstream = TestServer::start_with(&dir.join("down"), |c| c.auth = trusting.auth.clone());
+    let config = auth_config(&dir.join("up-config"));
+    let endpoint = format!("http://{}", downstream.addr);
+    let upstream = TestServer::start_with(&dir.join("up"), |c| {
+        c.auth = config.auth.clone();
+        c.forward.push(spanprof_server::config::ForwarderConfig {
+            batch_age: std::time::Duration::from_millis(50),
+            ..spanprof_server::config::ForwarderConfig::new(
+                "down",
+                spanprof_server::config::ForwardProtocol::Http,
+                &endpoint,
+            )
+        });
+    });
+    feed(&upstream, "a", TRACE_A);
+    let services = |tenant: Option<&str>| {
+        let headers: Vec<(&str, &str)> = tenant.map(|t| ("x-scope-orgid", t)).into_iter().collect();
+        let r = downstream
+            .send(
+                downstream.addr,
+                "GET",
+                "/api/v1/services?spans=true",
+                &headers,
+                None,
+                false,
+            )
+            .unwrap();
+        r.json()
+    };
+    wait_for("tenant a's data downstream", || {
+        services(Some("a")) == json!({ "services": ["svc-a"] })
+    });
+    assert_eq!(services(None), json!({ "services": [] }));
+    assert_eq!(services(Some("b")), json!({ "services": [] }));
+    let r = downstream
+        .send(
+            downstream.addr,
+            "GET",
+            &format!("/api/traces/{TRACE_A}"),
+            &[("x-scope-orgid", "a")],
+            None,
+            false,
+        )
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", text(&r));
+    upstream.stop().unwrap();
+    downstream.stop().unwrap();
+}
