@@ -1216,6 +1216,57 @@ fn a_client_leaving_mid_body_is_counted_as_aborted() {
     server.stop();
 }
 
+/// Folded text is charged to the in-flight budget before it is parsed, as much as its parse
+/// could take: an upload that alone could need more than the budget is a 413 naming it, and
+/// while other uploads hold the budget one that fits alone is a 429 (eight uploads of one
+/// 31 M-frame line at once took the server to 1.97 GB).
+#[test]
+fn folded_text_is_charged_before_it_is_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), |c| {
+        c.limits.max_body_bytes = 1 << 20;
+        c.limits.max_decompressed_bytes = 2 << 20;
+        c.limits.max_inflight_bytes = 8 << 20;
+    });
+    // 1 MB of one line: its parse could take 8 MB of frames, past the 8 MiB budget with it.
+    let line = format!("{}a 1\n", "a;".repeat(500_000));
+    let (status, text) = server.post("/ingest?name=long&format=folded", &[], line.as_bytes());
+    assert_eq!(status, 413, "{text}");
+    assert!(text.contains("server.max_inflight_size"), "{text}");
+    // 200 KB fits alone (about 1.8 MB to parse): taken.
+    let small = format!("{}a 1\n", "a;".repeat(100_000));
+    let (status, text) = server.post("/ingest?name=long&format=folded", &[], small.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    // Seven uploads held at 1 MiB each leave 1 MiB of the budget: the 200 KB body fits, the
+    // 1.8 MB its parse could take does not: 429.
+    const HELD: usize = (1 << 20) - 1;
+    let held: Vec<TcpStream> = (0..7)
+        .map(|_| {
+            let mut s = TcpStream::connect(server.addr).unwrap();
+            let head = format!(
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+                1 << 20
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(&vec![b'x'; HELD]).unwrap();
+            s
+        })
+        .collect();
+    wait_for("seven held uploads to be charged", || {
+        metric(&server, "spanprof_inflight_bytes") == (7 << 20) as f64
+    });
+    let (status, text) = server.post("/ingest?name=long&format=folded", &[], small.as_bytes());
+    assert_eq!(status, 429, "{text}");
+    assert!(text.contains("server is busy"), "{text}");
+    drop(held);
+    wait_for("the held uploads' bytes to come back", || {
+        metric(&server, "spanprof_inflight_bytes") == 0.0
+    });
+    let (status, text) = server.post("/ingest?name=long&format=folded", &[], small.as_bytes());
+    assert_eq!(status, 200, "{text}");
+    server.stop();
+}
+
 /// Request bodies held at once are bounded across receivers (`server.max_inflight_size`): past
 /// it a request is a 429 with `Retry-After` in each receiver's protocol, counted in `/metrics`,
 /// whether its body as sent or its decompressed copy would not fit; the bytes come back as

@@ -286,8 +286,25 @@ async fn ingest_inner(
     let (series, charge) = match form {
         BodyForm::Jfr => unreachable!("answered above"),
         BodyForm::Text(format) => {
+            // Charged before the parse, so the in-flight budget refuses what it cannot hold:
+            // eight uploads of one 31 M-frame line each took the server to 1.97 GB.
+            let bound = text_parse_bound(raw.len(), &app.config.limits.profile);
+            let budget = app.config.limits.max_inflight_bytes;
+            if budget != 0 && bound > budget {
+                return Err(Rejection::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!(
+                        "parsing this {} byte text upload could take {bound} bytes, more than \
+                         the server holds for all requests at once (server.max_inflight_size: \
+                         {budget} bytes): send it in smaller uploads",
+                        raw.len()
+                    ),
+                ));
+            }
+            let mut charge = Charge::new(&app.inflight);
+            charge.grow(bound)?;
             match text_series(raw, format, &params, &app.config.limits.profile)? {
-                Some(s) => (s, Charge::new(&app.inflight)),
+                Some(s) => (s, charge),
                 // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
                 None => return Ok(StatusCode::OK),
             }
@@ -324,6 +341,17 @@ async fn ingest_inner(
     drop(body);
     submit(app, incoming, vec![series], charge, "pyroscope_ingest").await?;
     Ok(StatusCode::OK)
+}
+
+/// The most memory parsing `len` bytes of folded text takes, about: a 16-byte slice per frame
+/// (a frame and its `;` take at least 2 bytes; at most `max_frames` are kept), and a profile
+/// whose strings are at most the text.
+fn text_parse_bound(len: usize, limits: &spanprof_format::limits::ProfileLimits) -> usize {
+    let frames = match limits.max_frames {
+        0 => len / 2,
+        max => (len / 2).min(max),
+    };
+    frames.saturating_mul(16).saturating_add(len)
 }
 
 /// A JFR upload's profiles, every kind of sample of the recording one, with their series
