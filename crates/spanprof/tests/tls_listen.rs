@@ -169,19 +169,16 @@ fn otel_exporters_send_over_tls_and_the_api_answers_over_it() {
     assert!(!log.contains("panicked"), "{log}");
 }
 
-/// `server.tls` from the config file with `client_auth: required`: the SDK's exporters and
-/// Python's `ssl` are served with the client certificate and refused without it.
-#[test]
-fn mutual_tls_required_refuses_clients_without_a_certificate() {
-    let dir = process_dir("tls-listen-mutual");
-    certificates(&dir);
-    client_certificate(&dir);
+/// `spanprof serve` with TLS on its three listeners (the CA of `dir` checking client
+/// certificates, `client_auth`), and `extra` appended to its config file; the server and its
+/// OTLP/HTTP and OTLP gRPC ports.
+fn serve_mutual(dir: &Path, client_auth: &str, extra: &str) -> (Server, u16, u16) {
     let path = |name: &str| dir.join(name).to_str().unwrap().to_owned();
     let (otlp_http, otlp_grpc) = (free_port(), free_port());
     let config = format!(
         "server:\n  otlp_http_addr: 127.0.0.1:{otlp_http}\n  otlp_grpc_addr: \
          127.0.0.1:{otlp_grpc}\n  tls:\n    cert_file: {}\n    key_file: {}\n    \
-         client_ca_file: {}\n    client_auth: required\n",
+         client_ca_file: {}\n    client_auth: {client_auth}\n{extra}",
         path("server.pem"),
         path("server.key"),
         path("ca.pem"),
@@ -199,6 +196,17 @@ fn mutual_tls_required_refuses_clients_without_a_certificate() {
             &format!("127.0.0.1:{otlp_grpc}"),
         ],
     );
+    (server, otlp_http, otlp_grpc)
+}
+
+/// `server.tls` from the config file with `client_auth: required`: the SDK's exporters and
+/// Python's `ssl` are served with the client certificate and refused without it.
+#[test]
+fn mutual_tls_required_refuses_clients_without_a_certificate() {
+    let dir = process_dir("tls-listen-mutual");
+    certificates(&dir);
+    client_certificate(&dir);
+    let (server, otlp_http, otlp_grpc) = serve_mutual(&dir, "required", "");
     let addr = server.addr.clone();
     let health = format!("https://{addr}/health");
 
@@ -308,32 +316,13 @@ fn a_client_certificate_is_a_credential_with_its_scopes_and_tenant() {
         .to_ascii_lowercase();
     assert_eq!(fingerprint.len(), 64, "{fingerprint}");
     std::fs::write(dir.join("other.token"), "a-token-of-tenant-b-8c1d").unwrap();
-    let (otlp_http, otlp_grpc) = (free_port(), free_port());
-    let config = format!(
-        "server:\n  otlp_http_addr: 127.0.0.1:{otlp_http}\n  otlp_grpc_addr: \
-         127.0.0.1:{otlp_grpc}\n  tls:\n    cert_file: {}\n    key_file: {}\n    \
-         client_ca_file: {}\n    client_auth: optional\n\
-         auth:\n  credentials:\n    - {{name: collector, scopes: [read, write], tenant: certs, \
+    let auth = format!(
+        "auth:\n  credentials:\n    - {{name: collector, scopes: [read, write], tenant: certs, \
          client_cert_sha256: {fingerprint}}}\n    - {{name: other, scopes: [read, write], \
          tenant: b, token_file: {}}}\n",
-        path("server.pem"),
-        path("server.key"),
-        path("ca.pem"),
         path("other.token"),
     );
-    std::fs::write(dir.join("spanprof.yaml"), config).unwrap();
-    let server = Server::start(
-        &dir.join("data"),
-        "127.0.0.1:0",
-        &[
-            "--config",
-            &path("spanprof.yaml"),
-            "--otlp-http-addr",
-            &format!("127.0.0.1:{otlp_http}"),
-            "--otlp-grpc-addr",
-            &format!("127.0.0.1:{otlp_grpc}"),
-        ],
-    );
+    let (server, otlp_http, otlp_grpc) = serve_mutual(&dir, "optional", &auth);
     let addr = server.addr.clone();
     let services = format!("https://{addr}/api/v1/services?spans=true");
     assert_eq!(get(&dir, &services, false).0, 401);
