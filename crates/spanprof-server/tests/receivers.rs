@@ -1216,6 +1216,23 @@ fn a_client_leaving_mid_body_is_counted_as_aborted() {
     server.stop();
 }
 
+/// `n` uploads that announce 1 MiB each and send all of it but a byte: each holds 1 MiB of the
+/// in-flight budget (what arrived is charged) until its connection is dropped.
+fn hold_uploads(server: &Server, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(server.addr).unwrap();
+            let head = format!(
+                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+                1 << 20
+            );
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(&vec![b'x'; (1 << 20) - 1]).unwrap();
+            s
+        })
+        .collect()
+}
+
 /// Folded text is charged to the in-flight budget before it is parsed, as much as its parse
 /// could take: an upload that alone could need more than the budget is a 413 naming it, and
 /// while other uploads hold the budget one that fits alone is a 429 (eight uploads of one
@@ -1239,19 +1256,7 @@ fn folded_text_is_charged_before_it_is_parsed() {
     assert_eq!(status, 200, "{text}");
     // Seven uploads held at 1 MiB each leave 1 MiB of the budget: the 200 KB body fits, the
     // 1.8 MB its parse could take does not: 429.
-    const HELD: usize = (1 << 20) - 1;
-    let held: Vec<TcpStream> = (0..7)
-        .map(|_| {
-            let mut s = TcpStream::connect(server.addr).unwrap();
-            let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
-                1 << 20
-            );
-            s.write_all(head.as_bytes()).unwrap();
-            s.write_all(&vec![b'x'; HELD]).unwrap();
-            s
-        })
-        .collect();
+    let held = hold_uploads(&server, 7);
     wait_for("seven held uploads to be charged", || {
         metric(&server, "spanprof_inflight_bytes") == (7 << 20) as f64
     });
@@ -1283,19 +1288,7 @@ fn request_bodies_held_at_once_are_bounded() {
     // whole budget, the memory their bodies take as they grow (up to what they announced).
     // What arrived is charged, not what is announced: announcing 1 MiB and sending a byte
     // now and then holds a byte.
-    const HELD: usize = (1 << 20) - 1;
-    let mut held: Vec<TcpStream> = (0..3)
-        .map(|_| {
-            let mut s = TcpStream::connect(server.addr).unwrap();
-            let head = format!(
-                "POST /ingest?name=slow&format=pprof HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
-                1 << 20
-            );
-            s.write_all(head.as_bytes()).unwrap();
-            s.write_all(&vec![b'x'; HELD]).unwrap();
-            s
-        })
-        .collect();
+    let mut held = hold_uploads(&server, 3);
     wait_for("three held uploads to be charged", || {
         metric(&server, "spanprof_inflight_bytes") == (3 << 20) as f64
     });
