@@ -255,10 +255,15 @@ fn each_span_flame_graph_holds_its_own_function_across_awaits() {
                 );
             }
         }
-        let fraction = own / g.total;
+        // The span's own CPU is its function and its own await points: the request yields
+        // between chunks (so that tasks migrate), and a sample can land in that yield's poll,
+        // inside the span (a CI run: 3 of 51 samples, 94.1 % in the function alone). Samples
+        // of another span's function are refused above, one being enough.
+        let awaiting = g.value_in("yield_now::{{closure}}");
+        let fraction = (own + awaiting) / g.total;
         assert!(
             fraction >= 0.95,
-            "{label} {query}: {:.1} % of {samples} samples in {function}\n{:?}",
+            "{label} {query}: {:.1} % of {samples} samples in {function} or its awaits\n{:?}",
             fraction * 100.0,
             g.functions
         );
