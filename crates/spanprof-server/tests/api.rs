@@ -13,21 +13,13 @@ use common::server::{enc, TestServer};
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
 
-struct Fixture {
-    server: TestServer,
-    data: GoData,
-}
+use common::goprofile::GoServer as Fixture;
 
 /// One server with the Go data, shared by the tests of this file. Its store lives in a fixed
 /// directory emptied at start (a static is never dropped, so a temp dir would be left behind).
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let server = TestServer::in_fresh_dir("api-store", |_| {});
-        let data = GoData::load();
-        data.ingest(&server);
-        Fixture { server, data }
-    })
+    FIXTURE.get_or_init(|| Fixture::start("api-store", |_| {}))
 }
 
 /// `GET path`, expecting 200 and JSON.

@@ -277,10 +277,7 @@ const SELECTOR: &str = "{service_name=\"goapp\"}";
 
 // ---- the server and a client that sets any header ----------------------------------------
 
-struct Fixture {
-    server: TestServer,
-    data: GoData,
-}
+use common::goprofile::GoServer as Fixture;
 
 /// The server with the default settings.
 fn fixture() -> &'static Fixture {
@@ -295,12 +292,9 @@ fn roll_up_fixture() -> &'static Fixture {
 }
 
 fn start(store: &str, include_children: bool) -> Fixture {
-    let server = TestServer::in_fresh_dir(store, |c| {
+    Fixture::start(store, |c| {
         c.span_profiles_include_children = include_children;
-    });
-    let data = GoData::load();
-    data.ingest(&server);
-    Fixture { server, data }
+    })
 }
 
 struct Answer {

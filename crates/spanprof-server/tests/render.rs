@@ -7,24 +7,16 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use common::goprofile::{GoData, CPU_TYPE, HOT_FUNCTION, SERVICE};
-use common::server::{enc, Reply, TestServer};
+use common::goprofile::{CPU_TYPE, HOT_FUNCTION, SERVICE};
+use common::server::{enc, Reply};
 use serde_json::Value;
 use spanprof_format::pprof;
 
-struct Fixture {
-    server: TestServer,
-    data: GoData,
-}
+use common::goprofile::GoServer as Fixture;
 
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let server = TestServer::in_fresh_dir("render-store", |_| {});
-        let data = GoData::load();
-        data.ingest(&server);
-        Fixture { server, data }
-    })
+    FIXTURE.get_or_init(|| Fixture::start("render-store", |_| {}))
 }
 
 fn get(path: &str) -> Reply {

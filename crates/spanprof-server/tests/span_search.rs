@@ -8,24 +8,16 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
-use common::goprofile::{GoData, SpanTruth, SERVICE};
-use common::server::{enc, TestServer};
+use common::goprofile::{SpanTruth, SERVICE};
+use common::server::enc;
 use serde_json::Value;
 use spanprof_format::link::to_hex;
 
-struct Fixture {
-    server: TestServer,
-    data: GoData,
-}
+use common::goprofile::GoServer as Fixture;
 
 fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
-        let server = TestServer::in_fresh_dir("span-search-store", |_| {});
-        let data = GoData::load();
-        data.ingest(&server);
-        Fixture { server, data }
-    })
+    FIXTURE.get_or_init(|| Fixture::start("span-search-store", |_| {}))
 }
 
 #[track_caller]

@@ -361,3 +361,25 @@ fn invent_spans(
     }
     out
 }
+
+/// A server holding the Go data, what most API tests read: shared by a test file's tests
+/// through a `OnceLock`.
+pub struct GoServer {
+    pub server: TestServer,
+    pub data: GoData,
+}
+
+impl GoServer {
+    /// A server on a fresh store in `CARGO_TARGET_TMPDIR/<store>` (a static is never
+    /// dropped, so a temporary directory would be left behind), with settings changed by
+    /// `configure`, holding the Go data.
+    pub fn start(
+        store: &str,
+        configure: impl FnOnce(&mut spanprof_server::ServerConfig),
+    ) -> GoServer {
+        let server = TestServer::in_fresh_dir(store, configure);
+        let data = GoData::load();
+        data.ingest(&server);
+        GoServer { server, data }
+    }
+}
