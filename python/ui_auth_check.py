@@ -11,7 +11,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ui_check import Check, browser  # noqa: E402  (the same browser and helpers)
+from ui_check import drive  # noqa: E402  (the same browser and helpers)
 
 
 def step(msg):
@@ -85,14 +85,7 @@ def run(c, args):
 
 
 def main():
-    args = parse_args()
-    driver = browser(args)
-    c = Check(driver, args)
-    try:
-        run(c, args)
-    finally:
-        driver.quit()
-    step("all steps passed")
+    drive(parse_args(), run, step)
 
 
 if __name__ == "__main__":

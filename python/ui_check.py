@@ -520,15 +520,19 @@ def run(c, args):
     assert not logs, f"browser console errors: {json.dumps(logs, indent=1)}"
 
 
-def main():
-    args = parse_args()
+def drive(args, run, say):
+    """Runs `run(c, args)` in a fresh browser, quit however it ends; `say` the end."""
     driver = browser(args)
     c = Check(driver, args)
     try:
         run(c, args)
     finally:
         driver.quit()
-    step("all steps passed")
+    say("all steps passed")
+
+
+def main():
+    drive(parse_args(), run, step)
 
 
 if __name__ == "__main__":
