@@ -255,16 +255,19 @@ fn each_span_flame_graph_holds_its_own_function_across_awaits() {
                 );
             }
         }
-        // The span's own CPU is its function and its own await points: the request yields
-        // between chunks (so that tasks migrate), and a sample can land in that yield's poll,
-        // inside the span (a CI run: 3 of 51 samples, 94.1 % in the function alone). Samples
-        // of another span's function are refused above, one being enough.
-        let awaiting = g.value_in("yield_now::{{closure}}");
-        let fraction = (own + awaiting) / g.total;
+        // The span's own CPU is its request's code: its function, and the awaits and span
+        // exits its request makes between chunks (CI runs: 3 of 51 samples in a yield_now,
+        // 4 of 51 in tracing-opentelemetry's on_exit under load). Samples outside it (the
+        // runtime with a stale slot) count against the 95 %; samples of another span's
+        // function are refused above, one being enough.
+        let in_request = g.value_in("request::{{closure}}");
+        let fraction = in_request / g.total;
         assert!(
             fraction >= 0.95,
-            "{label} {query}: {:.1} % of {samples} samples in {function} or its awaits\n{:?}",
+            "{label} {query}: {:.1} % of {samples} samples in its request's code \
+             ({:.1} % in {function})\n{:?}",
             fraction * 100.0,
+            own / g.total * 100.0,
             g.functions
         );
         let e = report.entry(label.to_owned()).or_insert((0.0, 0.0, 1.0, 0));
