@@ -1,7 +1,8 @@
 //! TLS on a listener, in process, against a real rustls client and certificates of a private
 //! CA made with `openssl`: ALPN, the client's identity in its requests (checked against what
 //! `openssl x509` says of the certificate), mutual TLS required, rotation of the certificate
-//! files, the start-up errors, and handshakes that stop halfway or are not TLS at all.
+//! and client CA files, the start-up errors, and handshakes that stop halfway or are not TLS
+//! at all.
 
 // This test uses part of the helpers.
 #[allow(dead_code)]
@@ -303,6 +304,62 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
             Instant::now() < deadline,
             "the renewed certificate is not served 20 s after its files were written"
         );
+    }
+}
+
+/// The client CAs rotate as the certificate does: a client of a CA added to the file is let
+/// in without a restart, and a CA file that cannot be used keeps the last good CAs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotated_client_cas_are_used_without_a_restart() {
+    let dir = scratch("rotate-ca");
+    make_certificates(&dir);
+    // A second CA, and a client certificate it signed (`other/client.pem`).
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    pki::certificates(&other);
+    pki::client_certificate(&other);
+    let replace = |bytes: &[u8]| {
+        let tmp = dir.join("clients-ca.pem.tmp");
+        std::fs::write(&tmp, bytes).unwrap();
+        std::fs::rename(&tmp, dir.join("clients-ca.pem")).unwrap();
+    };
+    let first_ca = std::fs::read(dir.join("ca.pem")).unwrap();
+    replace(&first_ca);
+    let mut cfg = config(&dir, Some(ClientAuth::Required));
+    cfg.client_ca_file = Some(dir.join("clients-ca.pem"));
+    let (addr, metrics, _stop) = start(&cfg).await;
+    assert!(whoami(addr, &dir, Some("client"), &[]).await.is_ok());
+    assert!(
+        whoami(addr, &dir, Some("other/client"), &[]).await.is_err(),
+        "a client of a CA not in the file was let in"
+    );
+    failures(&metrics, "client_certificate", 1.0).await;
+
+    // Both CAs in the file: the other CA's client gets in once the server has looked.
+    let mut both = first_ca.clone();
+    both.extend(std::fs::read(other.join("ca.pem")).unwrap());
+    replace(&both);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut looks = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        looks.tick().await;
+        if whoami(addr, &dir, Some("other/client"), &[]).await.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a client of the CA added to client_ca_file is refused 20 s later"
+        );
+    }
+    assert!(whoami(addr, &dir, Some("client"), &[]).await.is_ok());
+
+    // A file that is not PEM: the CAs read last stay, checked past the reload interval.
+    replace(b"not a certificate\n");
+    let looked = Instant::now() + spanprof_server::listen::tls::RELOAD_CHECK_EVERY * 2;
+    while Instant::now() < looked {
+        looks.tick().await;
+        let answer = whoami(addr, &dir, Some("other/client"), &[]).await;
+        assert!(answer.is_ok(), "an unusable CA file dropped the good CAs");
     }
 }
 

@@ -1,6 +1,7 @@
 //! TLS on the listeners (`server.tls`): rustls with ring, TLS 1.2 and 1.3, ALPN `h2` and
 //! `http/1.1` (gRPC clients need `h2`). The certificate chain and key come from PEM files and
-//! are read again when the files change, so a certificate rotates without a restart. A client
+//! are read again when the files change, so a certificate (and the client CAs) rotate
+//! without a restart. A client
 //! certificate may be asked for (mutual TLS) and, once verified, becomes the requests'
 //! [`ClientIdentity`].
 //!
@@ -17,8 +18,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
-use rustls::sign::CertifiedKey;
+use rustls::server::WebPkiClientVerifier;
+use rustls::sign::{CertifiedKey, SingleCertAndKey};
 use rustls::{InconsistentKeys, RootCertStore};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -150,10 +151,14 @@ pub enum TlsError {
     RequiredWithoutCa,
 }
 
-/// The TLS side of the listeners: one rustls configuration, its certificate re-read when the
-/// files change.
+/// The TLS side of the listeners: one rustls configuration, made again from the files when
+/// they change.
 pub struct ServerTls {
-    acceptor: TlsAcceptor,
+    /// Where the files are, to read them again.
+    config: ListenTlsConfig,
+    /// The acceptor of the files as last read.
+    current: RwLock<TlsAcceptor>,
+    check: Mutex<Check>,
     metrics: Arc<Metrics>,
 }
 
@@ -178,53 +183,60 @@ impl ServerTls {
     /// in `metrics`.
     pub fn load(config: &ListenTlsConfig, metrics: Arc<Metrics>) -> Result<ServerTls, TlsError> {
         config.check()?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
         // Stamped before reading: a change made while they are read is seen at the next check.
-        let stamped = stamps(&config.cert_file, &config.key_file);
-        let key = load_certified_key(&config.cert_file, &config.key_file)?;
-        let resolver = Arc::new(ReloadingCert {
-            cert_file: config.cert_file.clone(),
-            key_file: config.key_file.clone(),
-            current: RwLock::new(Arc::new(key)),
+        let stamped = stamps(config);
+        let acceptor = TlsAcceptor::from(Arc::new(server_config(config)?));
+        Ok(ServerTls {
+            config: config.clone(),
+            current: RwLock::new(acceptor),
             check: Mutex::new(Check {
                 at: Instant::now(),
                 stamps: stamped,
             }),
-        });
-        let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
-            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-            .expect("ring supports TLS 1.2 and 1.3");
-        let builder = match &config.client_ca_file {
-            None => builder.with_no_client_auth(),
-            Some(file) => {
-                let mut roots = RootCertStore::empty();
-                for cert in read_certificates(file, CA_SETTING)? {
-                    roots.add(cert).map_err(|e| TlsError::Invalid {
-                        setting: CA_SETTING,
-                        path: file.clone(),
-                        detail: format!("a certificate that cannot be a CA: {e}"),
-                    })?;
-                }
-                let verifier =
-                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-                let verifier = match config.client_auth {
-                    ClientAuth::Optional => verifier.allow_unauthenticated(),
-                    ClientAuth::Required => verifier,
-                };
-                let verifier = verifier.build().map_err(|e| TlsError::Invalid {
-                    setting: CA_SETTING,
-                    path: file.clone(),
-                    detail: e.to_string(),
-                })?;
-                builder.with_client_cert_verifier(verifier)
-            }
-        };
-        let mut server = builder.with_cert_resolver(resolver);
-        server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        Ok(ServerTls {
-            acceptor: TlsAcceptor::from(Arc::new(server)),
             metrics,
         })
+    }
+
+    /// The acceptor of the files as they are now: read again when one of them changed since
+    /// last looked at (at most every [`RELOAD_CHECK_EVERY`]). Files that cannot be used (a
+    /// key not yet written beside its new certificate) keep the current acceptor and are
+    /// warned of once; the next change is tried again.
+    fn acceptor(&self) -> TlsAcceptor {
+        // Another handshake is looking: this one takes the current acceptor.
+        if let Ok(mut check) = self.check.try_lock() {
+            if check.at.elapsed() >= RELOAD_CHECK_EVERY {
+                check.at = Instant::now();
+                let now = stamps(&self.config);
+                if now != check.stamps {
+                    check.stamps = now;
+                    self.reload();
+                }
+            }
+        }
+        self.current
+            .read()
+            .expect("TLS acceptor lock poisoned")
+            .clone()
+    }
+
+    fn reload(&self) {
+        match server_config(&self.config) {
+            Ok(server) => {
+                *self.current.write().expect("TLS acceptor lock poisoned") =
+                    TlsAcceptor::from(Arc::new(server));
+                tracing::info!(
+                    cert_file = %self.config.cert_file.display(),
+                    client_ca_file = ?self.config.client_ca_file,
+                    "TLS files changed on disk: new connections get the new certificate and \
+                     client CAs"
+                );
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "TLS files changed but cannot be used: new connections keep the previous \
+                 certificate and client CAs (tried again when the files change)"
+            ),
+        }
     }
 
     /// Makes `stream` a TLS connection within `within` (the client's identity with it, when
@@ -257,7 +269,7 @@ impl ServerTls {
             }
             return self.failed(listener, peer, "not_tls", "the client does not speak TLS");
         }
-        let tls = match tokio::time::timeout_at(deadline, self.acceptor.accept(stream)).await {
+        let tls = match tokio::time::timeout_at(deadline, self.acceptor().accept(stream)).await {
             Err(_) => {
                 return self.failed(listener, peer, "timeout", "the handshake did not finish")
             }
@@ -340,30 +352,26 @@ async fn tell_plaintext_client(stream: &mut TcpStream, deadline: tokio::time::In
 /// How often, at most, the certificate files are looked at for a change (at a handshake).
 pub const RELOAD_CHECK_EVERY: Duration = Duration::from_secs(1);
 
-/// The certificate and key, read again from their files at a handshake when the files
-/// changed (checked at most every [`RELOAD_CHECK_EVERY`]).
-#[derive(Debug)]
-struct ReloadingCert {
-    cert_file: PathBuf,
-    key_file: PathBuf,
-    current: RwLock<Arc<CertifiedKey>>,
-    check: Mutex<Check>,
-}
-
 /// When the files were last looked at, and what they were then.
 #[derive(Debug)]
 struct Check {
     at: Instant,
-    stamps: [Option<Stamp>; 2],
+    stamps: [Option<Stamp>; 3],
 }
 
 /// What tells a file changed without reading it: its size, modification time and inode
 /// (rotation by rename, as Kubernetes does it through a symbolic link, changes the inode).
 type Stamp = (u64, SystemTime, u64);
 
-fn stamps(cert: &Path, key: &Path) -> [Option<Stamp>; 2] {
-    [cert, key].map(|f| {
-        let m = std::fs::metadata(f).ok()?;
+/// The stamps of the certificate, key and client CA files (`None`: absent or not set).
+fn stamps(config: &ListenTlsConfig) -> [Option<Stamp>; 3] {
+    [
+        Some(&config.cert_file),
+        Some(&config.key_file),
+        config.client_ca_file.as_ref(),
+    ]
+    .map(|f| {
+        let m = std::fs::metadata(f?).ok()?;
         #[cfg(unix)]
         let inode = std::os::unix::fs::MetadataExt::ino(&m);
         #[cfg(not(unix))]
@@ -372,48 +380,40 @@ fn stamps(cert: &Path, key: &Path) -> [Option<Stamp>; 2] {
     })
 }
 
-impl ReloadingCert {
-    /// Reads the files again if they changed since last looked at. A pair that cannot be
-    /// loaded (a key not yet written beside its new certificate) keeps the current one and is
-    /// warned of once; the next change is tried again.
-    fn refresh(&self) {
-        // Another handshake is looking: this one takes the current certificate.
-        let Ok(mut check) = self.check.try_lock() else {
-            return;
-        };
-        if check.at.elapsed() < RELOAD_CHECK_EVERY {
-            return;
-        }
-        check.at = Instant::now();
-        let now = stamps(&self.cert_file, &self.key_file);
-        if now == check.stamps {
-            return;
-        }
-        check.stamps = now;
-        match load_certified_key(&self.cert_file, &self.key_file) {
-            Ok(key) => {
-                *self.current.write().expect("certificate lock poisoned") = Arc::new(key);
-                tracing::info!(
-                    cert_file = %self.cert_file.display(),
-                    "TLS certificate changed on disk: new connections get the new one"
-                );
+/// The rustls configuration of `config`'s files as they are now.
+fn server_config(config: &ListenTlsConfig) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let key = load_certified_key(&config.cert_file, &config.key_file)?;
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .expect("ring supports TLS 1.2 and 1.3");
+    let builder = match &config.client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(file) => {
+            let mut roots = RootCertStore::empty();
+            for cert in read_certificates(file, CA_SETTING)? {
+                roots.add(cert).map_err(|e| TlsError::Invalid {
+                    setting: CA_SETTING,
+                    path: file.clone(),
+                    detail: format!("a certificate that cannot be a CA: {e}"),
+                })?;
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "TLS certificate files changed but cannot be used: new connections keep the \
-                 previous certificate (tried again when the files change)"
-            ),
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let verifier = match config.client_auth {
+                ClientAuth::Optional => verifier.allow_unauthenticated(),
+                ClientAuth::Required => verifier,
+            };
+            let verifier = verifier.build().map_err(|e| TlsError::Invalid {
+                setting: CA_SETTING,
+                path: file.clone(),
+                detail: e.to_string(),
+            })?;
+            builder.with_client_cert_verifier(verifier)
         }
-    }
-}
-
-impl ResolvesServerCert for ReloadingCert {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.refresh();
-        Some(Arc::clone(
-            &self.current.read().expect("certificate lock poisoned"),
-        ))
-    }
+    };
+    let mut server = builder.with_cert_resolver(Arc::new(SingleCertAndKey::from(key)));
+    server.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(server)
 }
 
 /// The chain of `cert_file` with the key of `key_file`, which must be its first
