@@ -103,6 +103,9 @@ pub enum ServerError {
     /// A new tenant would be past `auth.max_tenants`.
     #[error("no more tenants can be opened: {0} are (auth.max_tenants)")]
     TooManyTenants(usize),
+    /// The server is stopping: no tenant is opened any more.
+    #[error("the server is shutting down")]
+    Closing,
     /// The listeners' TLS could not be set up.
     #[error("{0}")]
     Tls(#[from] listen::tls::TlsError),

@@ -152,6 +152,10 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// What a batch's write says of one item: the profiles of it the store refused.
 type Written = Result<Vec<String>, WriteFailure>;
 
+/// What a batch's write says of all its items: the profiles the store refused, each with
+/// the index of the request it is in.
+type BatchWritten = Result<Vec<(usize, String)>, WriteFailure>;
+
 /// Why a batch was not written to every sink.
 #[derive(Debug, Clone)]
 struct WriteFailure {
@@ -243,39 +247,103 @@ struct Item {
     /// [`Work::approx_bytes`], counted in [`Queued`] until the item is written.
     bytes: usize,
     done: oneshot::Sender<Written>,
+    /// The tenant's sinks it goes to.
+    to: Arc<Destination>,
 }
 
-/// About the bytes of the items queued or being written, against [`QueueConfig::max_bytes`].
+/// About the bytes, and the number, of one tenant's items queued or being written, against
+/// [`QueueConfig::max_bytes`] and [`QueueConfig::capacity`].
 struct Queued {
     bytes: AtomicUsize,
     max: usize,
+    items: AtomicUsize,
+    max_items: usize,
 }
 
 impl Queued {
-    /// Counts `n` more bytes, unless that goes past the limit while other items are there.
+    /// Counts one more item of `n` bytes, unless that goes past a limit while other items
+    /// are there.
     fn take(&self, n: usize) -> bool {
+        if self.items.fetch_add(1, Ordering::AcqRel) >= self.max_items {
+            self.items.fetch_sub(1, Ordering::AcqRel);
+            return false;
+        }
         let before = self.bytes.fetch_add(n, Ordering::AcqRel);
         if self.max != 0 && before > 0 && before.saturating_add(n) > self.max {
-            self.bytes.fetch_sub(n, Ordering::AcqRel);
+            self.give_back(1, n);
             return false;
         }
         true
     }
 
-    fn give_back(&self, n: usize) {
-        self.bytes.fetch_sub(n, Ordering::AcqRel);
+    fn give_back(&self, items: usize, bytes: usize) {
+        self.items.fetch_sub(items, Ordering::AcqRel);
+        self.bytes.fetch_sub(bytes, Ordering::AcqRel);
     }
 }
 
-/// A handle to submit work; cheap to clone.
-#[derive(Clone)]
-pub struct Pipeline {
-    tx: mpsc::Sender<Item>,
-    queued: Arc<Queued>,
+/// One tenant's end of the pipeline: its sinks, its counters and its health.
+struct Destination {
+    sinks: Sinks,
     metrics: Arc<Metrics>,
+    queued: Queued,
+    health: Health,
+}
+
+impl Destination {
+    /// Sets the queue gauges from [`Queued`].
+    fn gauge_queue(&self) {
+        let q = &self.queued;
+        self.metrics.set(
+            "spanprof_queue_depth",
+            &[],
+            q.items.load(Ordering::Acquire) as f64,
+        );
+        self.metrics.set(
+            "spanprof_queue_bytes",
+            &[],
+            q.bytes.load(Ordering::Acquire) as f64,
+        );
+    }
+}
+
+/// The batcher every tenant's [`Pipeline`] feeds: one group commit for all of them, so
+/// tenants' writes share their syncs' wait instead of each paying its own. Cheap to clone;
+/// the batcher stops once every handle (and every [`Pipeline`]) is dropped and the queue is
+/// drained.
+#[derive(Clone)]
+pub struct Batcher {
+    tx: mpsc::Sender<Item>,
     /// Requests taken by receivers and not yet queued (or refused): work on its way.
     preparing: Arc<Preparing>,
-    health: Arc<Health>,
+    /// Items a tenant may have queued.
+    capacity: usize,
+}
+
+impl Batcher {
+    /// Starts the batcher, for up to `tenants` tenants each queueing up to
+    /// [`QueueConfig::capacity`] items.
+    pub fn start(cfg: QueueConfig, tenants: usize) -> (Batcher, tokio::task::JoinHandle<()>) {
+        let capacity = cfg.capacity.max(1);
+        let (tx, rx) = mpsc::channel(capacity.saturating_mul(tenants.max(1)));
+        let preparing = Arc::new(Preparing::default());
+        let task = tokio::spawn(batcher(cfg, rx, Arc::clone(&preparing)));
+        (
+            Batcher {
+                tx,
+                preparing,
+                capacity,
+            },
+            task,
+        )
+    }
+}
+
+/// A tenant's handle to submit work; cheap to clone.
+#[derive(Clone)]
+pub struct Pipeline {
+    batcher: Batcher,
+    to: Arc<Destination>,
 }
 
 /// Counts receivers' requests between arrival and queueing; the batcher waits for them
@@ -297,7 +365,7 @@ pub struct Incoming {
 impl Incoming {
     fn release(&mut self) {
         if std::mem::take(&mut self.counted) {
-            let p = &self.pipeline.preparing;
+            let p = &self.pipeline.batcher.preparing;
             p.count.fetch_sub(1, Ordering::AcqRel);
             p.changed.notify_one();
         }
@@ -308,10 +376,17 @@ impl Incoming {
     pub async fn submit(mut self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
         let (done, wait) = oneshot::channel();
         let bytes = work.approx_bytes();
-        let sent = if self.pipeline.queued.take(bytes) {
-            let sent = self.pipeline.tx.try_send(Item { work, bytes, done });
+        let to = &self.pipeline.to;
+        let sent = if to.queued.take(bytes) {
+            let item = Item {
+                work,
+                bytes,
+                done,
+                to: Arc::clone(to),
+            };
+            let sent = self.pipeline.batcher.tx.try_send(item);
             if sent.is_err() {
-                self.pipeline.queued.give_back(bytes);
+                to.queued.give_back(1, bytes);
             }
             sent.map_err(|e| match e {
                 mpsc::error::TrySendError::Full(_) => SubmitError::Full,
@@ -321,11 +396,11 @@ impl Incoming {
             Err(SubmitError::Full)
         };
         self.release();
-        let pipeline = &self.pipeline;
+        let to = &self.pipeline.to;
         match sent {
             Ok(()) => {}
             Err(SubmitError::Full) => {
-                pipeline.metrics.add(
+                to.metrics.add(
                     "spanprof_rejected_total",
                     &[("receiver", receiver), ("reason", "queue_full")],
                     1.0,
@@ -334,16 +409,7 @@ impl Incoming {
             }
             Err(e) => return Err(e),
         }
-        pipeline.metrics.set(
-            "spanprof_queue_depth",
-            &[],
-            (pipeline.tx.max_capacity() - pipeline.tx.capacity()) as f64,
-        );
-        pipeline.metrics.set(
-            "spanprof_queue_bytes",
-            &[],
-            pipeline.queued.bytes.load(Ordering::Acquire) as f64,
-        );
+        to.gauge_queue();
         match wait.await {
             Ok(Ok(refused)) if refused.is_empty() => Ok(()),
             Ok(Ok(refused)) => Err(SubmitError::Refused(refused)),
@@ -369,20 +435,25 @@ impl Drop for Incoming {
 }
 
 impl Pipeline {
-    /// Starts the batcher; it stops once every [`Pipeline`] handle is dropped and the queue is
-    /// drained.
+    /// Starts a batcher of its own and a pipeline on it (a server of one tenant, tests).
     pub fn start(
         sinks: Sinks,
         cfg: QueueConfig,
         metrics: Arc<Metrics>,
     ) -> (Pipeline, tokio::task::JoinHandle<()>) {
-        let (tx, rx) = mpsc::channel(cfg.capacity.max(1));
-        let preparing = Arc::new(Preparing::default());
-        let queued = Arc::new(Queued {
-            bytes: AtomicUsize::new(0),
-            max: cfg.max_bytes,
-        });
-        let health = Arc::new(Health::default());
+        let max_bytes = cfg.max_bytes;
+        let (batcher, task) = Batcher::start(cfg, 1);
+        (Pipeline::on(&batcher, sinks, max_bytes, metrics), task)
+    }
+
+    /// A tenant's pipeline on the shared `batcher`: its work goes to `sinks`, up to
+    /// `max_bytes` of it queued ([`QueueConfig::max_bytes`]), counted in `metrics`.
+    pub fn on(
+        batcher: &Batcher,
+        sinks: Sinks,
+        max_bytes: usize,
+        metrics: Arc<Metrics>,
+    ) -> Pipeline {
         // Every series an alert may watch exists from the start, at 0: `increase()` of a
         // series that appears with its first event misses that event.
         for gauge in [
@@ -404,31 +475,26 @@ impl Pipeline {
                 metrics.add(counter, &[], 0.0);
             }
         }
-        let task = tokio::spawn(batcher(
-            sinks,
-            cfg,
-            rx,
-            Arc::clone(&metrics),
-            Arc::clone(&preparing),
-            Arc::clone(&queued),
-            Arc::clone(&health),
-        ));
-        (
-            Pipeline {
-                tx,
-                queued,
+        Pipeline {
+            batcher: batcher.clone(),
+            to: Arc::new(Destination {
+                sinks,
                 metrics,
-                preparing,
-                health,
-            },
-            task,
-        )
+                queued: Queued {
+                    bytes: AtomicUsize::new(0),
+                    max: max_bytes,
+                    items: AtomicUsize::new(0),
+                    max_items: batcher.capacity,
+                },
+                health: Health::default(),
+            }),
+        }
     }
 
     /// Announces a request that will be submitted: call it as soon as a receiver takes one,
     /// before decoding it, and submit through the returned value.
     pub fn incoming(&self) -> Incoming {
-        self.preparing.count.fetch_add(1, Ordering::AcqRel);
+        self.batcher.preparing.count.fetch_add(1, Ordering::AcqRel);
         Incoming {
             pipeline: self.clone(),
             counted: true,
@@ -444,7 +510,8 @@ impl Pipeline {
     /// The run of batches that could not be written going on, if any: `Some` from a batch a
     /// sink failed to write until the next batch written.
     pub fn failing(&self) -> Option<Failing> {
-        self.health
+        self.to
+            .health
             .failing
             .lock()
             .expect("pipeline health lock poisoned")
@@ -454,23 +521,15 @@ impl Pipeline {
     /// How long the batch under way has taken, when that is [`STALL_AFTER`] or more: a
     /// sink's write that hangs, with its requests (and those queued behind) waiting.
     pub fn stalled(&self) -> Option<std::time::Duration> {
-        self.health.stalled(std::time::Instant::now())
+        self.to.health.stalled(std::time::Instant::now())
     }
 }
 
-async fn batcher(
-    sinks: Sinks,
-    cfg: QueueConfig,
-    mut rx: mpsc::Receiver<Item>,
-    metrics: Arc<Metrics>,
-    preparing: Arc<Preparing>,
-    queued: Arc<Queued>,
-    health: Arc<Health>,
-) {
+async fn batcher(cfg: QueueConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<Preparing>) {
     // When the previous write started.
     let mut last_write: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
-        health.batch(true);
+        first.to.health.batch(true);
         // Group commit: what queued up during the previous write goes into this batch, and
         // while receivers are still decoding requests the batch waits for them (up to
         // `batch_age`): one durable write for all, and no wait when nothing more is coming.
@@ -505,86 +564,90 @@ async fn batcher(
             }
         }
         last_write = Some(tokio::time::Instant::now());
-        metrics.add("spanprof_pipeline_batches_total", &[], 1.0);
-        metrics.add(
-            "spanprof_pipeline_batch_items_total",
-            &[],
-            items.len() as f64,
-        );
-        let mut profiles = Vec::new();
-        let mut spans = Vec::new();
-        // The spans' requests as they came, for forwarders.
-        let mut traces = Vec::new();
-        // How the store takes each of `profiles`.
-        let mut storing = Vec::new();
-        // Each item's answer, and the index in `profiles` of its profiles (if it has some).
-        let mut done = Vec::with_capacity(items.len());
-        let bytes: usize = items.iter().map(|i| i.bytes).sum();
-        let forwarding = !sinks.forward.is_empty();
-        for item in items {
-            let source = match item.work {
-                Work::Profiles(mut p, how) => {
-                    if forwarding {
-                        name_profiles(&mut p);
-                    }
-                    profiles.push(p);
-                    storing.push(how);
-                    Some(profiles.len() - 1)
-                }
-                Work::Spans(s, request) => {
-                    if forwarding {
-                        let request =
-                            request.unwrap_or_else(|| crate::forward::traces::export_request(&s));
-                        traces.extend(request.resource_spans);
-                    }
-                    spans.extend(s);
-                    None
-                }
+        // Each tenant's part is written to its sinks at the same time as the others' (their
+        // syncs overlap), and answered when written.
+        let writing: Vec<_> = by_destination(items)
+            .into_iter()
+            .map(|(to, items)| {
+                to.health.batch(true);
+                let (batch, answers) = Batch::gather(items, &to);
+                let sinks = Arc::clone(&to);
+                let write = tokio::task::spawn_blocking(move || batch.write(&sinks));
+                (to, answers, write)
+            })
+            .collect();
+        for (to, answers, write) in writing {
+            let (result, profiles) = match write.await {
+                Ok(r) => r,
+                // What it wrote before is unknown: not worth a retry that could store it twice.
+                Err(e) => (
+                    Err(WriteFailure {
+                        sink: "the pipeline".into(),
+                        message: format!("writing a batch panicked: {e}"),
+                        kept: true,
+                    }),
+                    Vec::new(),
+                ),
             };
-            done.push((item.done, source));
-        }
-        let sinks = sinks.clone();
-        let metrics_w = Arc::clone(&metrics);
-        let written = tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
-            let traces = ExportTraceServiceRequest {
-                resource_spans: traces,
-            };
-            let requests: Vec<Request<'_>> = profiles
-                .iter()
-                .zip(&storing)
-                .map(|(data, &storing)| Request { data, storing })
-                .collect();
-            let result = write(&sinks, &requests, spans, &traces, &metrics_w);
-            drop(requests);
-            metrics_w.observe(
-                "spanprof_pipeline_write_seconds",
-                DURATION_BUCKETS,
-                started.elapsed().as_secs_f64(),
+            to.health.note(&result);
+            to.health.batch(false);
+            to.metrics.set(
+                "spanprof_pipeline_write_failing",
+                &[],
+                f64::from(u8::from(result.is_err())),
             );
-            (result, profiles)
-        })
-        .await;
-        let (result, profiles) = match written {
-            Ok(r) => r,
-            // What it wrote before is unknown: not worth a retry that could store it twice.
-            Err(e) => (
-                Err(WriteFailure {
-                    sink: "the pipeline".into(),
-                    message: format!("writing a batch panicked: {e}"),
-                    kept: true,
-                }),
-                Vec::new(),
-            ),
-        };
-        health.note(&result);
-        health.batch(false);
-        metrics.set(
-            "spanprof_pipeline_write_failing",
-            &[],
-            f64::from(u8::from(result.is_err())),
-        );
-        for (d, source) in done {
+            let (items, bytes) = (answers.items(), answers.bytes);
+            answers.send(&result);
+            // Freed here, after the answers, on the runtime thread that decoded them rather
+            // than on the blocking thread that wrote them: the allocator frees a block on its
+            // own thread with no atomic and no later collection pass (measured: 23 % of the
+            // runtime thread's CPU was the allocator taking back thousands of blocks per
+            // profile that other threads had freed).
+            drop(profiles);
+            to.queued.give_back(items, bytes);
+            to.gauge_queue();
+        }
+    }
+}
+
+/// `items` by the tenant they go to, in the order each tenant first came.
+fn by_destination(items: Vec<Item>) -> Vec<(Arc<Destination>, Vec<Item>)> {
+    let mut groups: Vec<(Arc<Destination>, Vec<Item>)> = Vec::new();
+    for item in items {
+        match groups.iter_mut().find(|(to, _)| Arc::ptr_eq(to, &item.to)) {
+            Some((_, group)) => group.push(item),
+            None => groups.push((Arc::clone(&item.to), vec![item])),
+        }
+    }
+    groups
+}
+
+/// One tenant's part of a batch, as its sinks take it.
+struct Batch {
+    profiles: Vec<ProfilesData>,
+    /// How the store takes each of `profiles`.
+    storing: Vec<Storing>,
+    spans: Vec<SpanRecord>,
+    /// The spans' requests as they came, for forwarders.
+    traces: Vec<spanprof_format::trace::ResourceSpans>,
+}
+
+/// Where the answers of a tenant's part of a batch go.
+struct Answers {
+    /// Each item's answer, and the index in the batch's profiles of its profiles (if any).
+    done: Vec<(oneshot::Sender<Written>, Option<usize>)>,
+    /// The items' [`Item::bytes`].
+    bytes: usize,
+}
+
+impl Answers {
+    fn items(&self) -> usize {
+        self.done.len()
+    }
+
+    /// Answers each item: the batch's failure, or the profiles of it the store refused.
+    fn send(self, result: &BatchWritten) {
+        for (d, source) in self.done {
             let answer = result.as_ref().map_err(Clone::clone).map(|refused| {
                 refused
                     .iter()
@@ -594,19 +657,74 @@ async fn batcher(
             });
             let _ = d.send(answer);
         }
-        // Freed here, after the answers, on the runtime thread that decoded them rather than
-        // on the blocking thread that wrote them: the allocator frees a block on its own
-        // thread with no atomic and no later collection pass (measured: 23 % of the runtime
-        // thread's CPU was the allocator taking back thousands of blocks per profile that
-        // other threads had freed).
-        drop(profiles);
-        queued.give_back(bytes);
-        metrics.set("spanprof_queue_depth", &[], rx.len() as f64);
-        metrics.set(
-            "spanprof_queue_bytes",
+    }
+}
+
+impl Batch {
+    fn gather(items: Vec<Item>, to: &Destination) -> (Batch, Answers) {
+        to.metrics.add("spanprof_pipeline_batches_total", &[], 1.0);
+        to.metrics.add(
+            "spanprof_pipeline_batch_items_total",
             &[],
-            queued.bytes.load(Ordering::Acquire) as f64,
+            items.len() as f64,
         );
+        let mut batch = Batch {
+            profiles: Vec::new(),
+            storing: Vec::new(),
+            spans: Vec::new(),
+            traces: Vec::new(),
+        };
+        let mut answers = Answers {
+            done: Vec::with_capacity(items.len()),
+            bytes: items.iter().map(|i| i.bytes).sum(),
+        };
+        let forwarding = !to.sinks.forward.is_empty();
+        for item in items {
+            let source = match item.work {
+                Work::Profiles(mut p, how) => {
+                    if forwarding {
+                        name_profiles(&mut p);
+                    }
+                    batch.profiles.push(p);
+                    batch.storing.push(how);
+                    Some(batch.profiles.len() - 1)
+                }
+                Work::Spans(s, request) => {
+                    if forwarding {
+                        let request =
+                            request.unwrap_or_else(|| crate::forward::traces::export_request(&s));
+                        batch.traces.extend(request.resource_spans);
+                    }
+                    batch.spans.extend(s);
+                    None
+                }
+            };
+            answers.done.push((item.done, source));
+        }
+        (batch, answers)
+    }
+
+    /// Writes it to `to`'s sinks (on a blocking thread); gives back the profiles, to be
+    /// freed by the caller.
+    fn write(self, to: &Destination) -> (BatchWritten, Vec<ProfilesData>) {
+        let started = std::time::Instant::now();
+        let traces = ExportTraceServiceRequest {
+            resource_spans: self.traces,
+        };
+        let requests: Vec<Request<'_>> = self
+            .profiles
+            .iter()
+            .zip(&self.storing)
+            .map(|(data, &storing)| Request { data, storing })
+            .collect();
+        let result = write(&to.sinks, &requests, self.spans, &traces, &to.metrics);
+        drop(requests);
+        to.metrics.observe(
+            "spanprof_pipeline_write_seconds",
+            DURATION_BUCKETS,
+            started.elapsed().as_secs_f64(),
+        );
+        (result, self.profiles)
     }
 }
 
@@ -645,7 +763,7 @@ fn write(
     spans: Vec<SpanRecord>,
     traces: &ExportTraceServiceRequest,
     metrics: &Metrics,
-) -> Result<Vec<(usize, String)>, WriteFailure> {
+) -> BatchWritten {
     let forwarding = !sinks.forward.is_empty();
     let report = match &sinks.store {
         None => IngestReport::default(),
@@ -952,7 +1070,7 @@ mod tests {
     async fn until_the_batcher_holds_it(p: &Pipeline, metrics: &Metrics) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while !(metrics.get("spanprof_queue_depth", &[]) == 1.0
-            && p.tx.capacity() == p.tx.max_capacity())
+            && p.batcher.tx.capacity() == p.batcher.tx.max_capacity())
         {
             assert!(
                 Instant::now() < deadline,
@@ -1020,6 +1138,93 @@ mod tests {
                 .any(|l| l == "spanprof_pipeline_write_seconds_count 3"),
             "{text}"
         );
+    }
+
+    /// Two tenants' pipelines on one batcher: requests of both in flight together make one
+    /// batch (one sync wait for both), each written to its own tenant's store and counted in
+    /// its own metrics; a tenant's queue limit is its own.
+    #[tokio::test]
+    async fn tenants_share_a_batch_and_keep_their_data_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = QueueConfig {
+            capacity: 2,
+            max_bytes: 0,
+            batch_max: 256,
+            batch_age: Duration::from_secs(30),
+        };
+        let (batcher, task) = Batcher::start(cfg, 2);
+        let tenant = |name: &str| {
+            let metrics = Arc::new(Metrics::default());
+            let (store, _) = Store::open(StoreConfig::new(dir.path().join(name))).unwrap();
+            let store = Arc::new(store);
+            let sinks = Sinks {
+                store: Some(Arc::clone(&store)),
+                forward: Arc::new(
+                    Forwarders::open(&[], dir.path(), Arc::clone(&metrics), None).unwrap(),
+                ),
+                write_failed: Arc::new(Notify::new()),
+                over_limit: Arc::new(Notify::new()),
+            };
+            let pipeline = Pipeline::on(&batcher, sinks, 0, Arc::clone(&metrics));
+            (pipeline, metrics, store)
+        };
+        let (a, a_metrics, a_store) = tenant("a");
+        let (b, b_metrics, b_store) = tenant("b");
+        // b's request is announced before a's is queued: the batch waits for it.
+        let b_coming = b.incoming();
+        let a_sent = tokio::spawn({
+            let a = a.clone();
+            async move { a.submit(Work::Spans(vec![span(1)], None), "test").await }
+        });
+        until_the_batcher_holds_it(&a, &a_metrics).await;
+        assert!(
+            !a_sent.is_finished(),
+            "written while b's request was announced"
+        );
+        b_coming
+            .submit(Work::Spans(vec![span(2)], None), "test")
+            .await
+            .unwrap();
+        a_sent.await.unwrap().unwrap();
+        assert_eq!(batches(&a_metrics), (1.0, 1.0));
+        assert_eq!(batches(&b_metrics), (1.0, 1.0));
+        assert!(a_store.span(&[1; 8]).unwrap().is_some());
+        assert!(
+            a_store.span(&[2; 8]).unwrap().is_none(),
+            "b's span in a's store"
+        );
+        assert!(b_store.span(&[2; 8]).unwrap().is_some());
+        assert!(
+            b_store.span(&[1; 8]).unwrap().is_none(),
+            "a's span in b's store"
+        );
+
+        // A tenant holding its whole capacity is refused; the other tenant is not.
+        let held = [a.incoming(), a.incoming()];
+        let waiting: Vec<_> = (3..5)
+            .map(|n| {
+                let a = a.clone();
+                tokio::spawn(
+                    async move { a.submit(Work::Spans(vec![span(n)], None), "test").await },
+                )
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while a_metrics.get("spanprof_queue_depth", &[]) < 2.0 {
+            assert!(Instant::now() < deadline, "a's requests never queued");
+            tokio::task::yield_now().await;
+        }
+        let refused = a.submit(Work::Spans(vec![span(5)], None), "test").await;
+        assert!(matches!(refused, Err(SubmitError::Full)), "{refused:?}");
+        drop(held);
+        b.submit(Work::Spans(vec![span(6)], None), "test")
+            .await
+            .unwrap();
+        for w in waiting {
+            w.await.unwrap().unwrap();
+        }
+        drop((a, b, batcher));
+        task.await.unwrap();
     }
 
     /// Past `max_bytes` of queued work, a submission is refused as a full queue (429) while

@@ -22,7 +22,7 @@ use crate::auth::{self, Auth, TenantId};
 use crate::config::ServerConfig;
 use crate::forward::Forwarders;
 use crate::metrics::Metrics;
-use crate::pipeline::{Pipeline, Sinks};
+use crate::pipeline::{Batcher, Pipeline, Sinks};
 use crate::receivers::inflight::Inflight;
 use crate::{api, receivers, settings, AppState, Bound, ServerError};
 
@@ -60,7 +60,6 @@ pub(crate) struct Tenant {
 
 /// What a tenant runs in the background, awaited at shutdown.
 struct Tasks {
-    batcher: JoinHandle<()>,
     forward_stop: watch::Sender<bool>,
     senders: Vec<JoinHandle<()>>,
     maintenance: JoinHandle<()>,
@@ -70,6 +69,9 @@ struct Tasks {
 /// The open tenants.
 pub struct Tenants {
     shared: Shared,
+    /// The pipeline batcher the tenants share (one group commit for all), and its task;
+    /// taken at [`Tenants::close`].
+    batcher: std::sync::Mutex<Option<(Batcher, JoinHandle<()>)>>,
     open: RwLock<HashMap<TenantId, Arc<Tenant>>>,
     /// Serialises opening (a tenant is opened once even when its first requests race).
     opening: tokio::sync::Mutex<()>,
@@ -86,8 +88,10 @@ pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Ro
 
 impl Tenants {
     pub(crate) fn new(shared: Shared) -> Tenants {
+        let batcher = Batcher::start(shared.config.queue.clone(), shared.auth.max_tenants);
         Tenants {
             shared,
+            batcher: std::sync::Mutex::new(Some(batcher)),
             open: RwLock::default(),
             opening: tokio::sync::Mutex::new(()),
         }
@@ -107,7 +111,10 @@ impl Tenants {
         if count >= max {
             return Err(ServerError::TooManyTenants(max));
         }
-        let tenant = Arc::new(open(&self.shared, id).await?);
+        let batcher = (self.batcher.lock().expect("batcher lock").as_ref())
+            .map(|(b, _)| b.clone())
+            .ok_or(ServerError::Closing)?;
+        let tenant = Arc::new(open(&self.shared, &batcher, id).await?);
         self.open
             .write()
             .expect("tenants lock")
@@ -176,7 +183,9 @@ impl Tenants {
     pub(crate) async fn close(self: Arc<Self>) {
         let open: Vec<(TenantId, Arc<Tenant>)> =
             self.open.write().expect("tenants lock").drain().collect();
+        let batcher = self.batcher.lock().expect("batcher lock").take();
         drop(self);
+        let mut forwarders = Vec::new();
         for (id, tenant) in open {
             let Ok(tenant) = Arc::try_unwrap(tenant) else {
                 tracing::error!(tenant = %id, "a tenant is still in use at shutdown");
@@ -193,11 +202,18 @@ impl Tenants {
                 let _ = s.await;
             }
             let _ = tasks.maintenance.await;
-            // Every sender is gone once the routers and scrapers are: the batcher drains.
-            let _ = tasks.batcher.await;
-            // Queued exports stay on disk; each sender finishes the export in flight.
-            let _ = tasks.forward_stop.send(true);
-            for s in tasks.senders {
+            forwarders.push((tasks.forward_stop, tasks.senders));
+        }
+        // Every sender is gone once the tenants' routers and scrapers are: the batcher
+        // drains.
+        if let Some((batcher, task)) = batcher {
+            drop(batcher);
+            let _ = task.await;
+        }
+        // Queued exports stay on disk; each sender finishes the export in flight.
+        for (stop, senders) in forwarders {
+            let _ = stop.send(true);
+            for s in senders {
                 let _ = s.await;
             }
         }
@@ -214,7 +230,7 @@ pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
 }
 
 /// Opens tenant `id`: its store, forwarders and pipeline, its retention, and its scrapes.
-async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
+async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenant, ServerError> {
     let config = &shared.config;
     let dir = data_dir(config, id);
     let metrics = if id.is_default() {
@@ -260,7 +276,7 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
         write_failed: Arc::clone(&write_failed),
         over_limit: Arc::clone(&over_limit),
     };
-    let (pipeline, batcher) = Pipeline::start(sinks, config.queue.clone(), Arc::clone(&metrics));
+    let pipeline = Pipeline::on(batcher, sinks, config.queue.max_bytes, Arc::clone(&metrics));
     let state = AppState {
         store: Arc::clone(&store),
         pipeline,
@@ -296,7 +312,6 @@ async fn open(shared: &Shared, id: &TenantId) -> Result<Tenant, ServerError> {
         state,
         routers,
         tasks: Tasks {
-            batcher,
             forward_stop,
             senders,
             maintenance,
