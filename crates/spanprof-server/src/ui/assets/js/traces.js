@@ -426,15 +426,17 @@ export class TraceView {
       this.watch.watch(span.span_id, params.type);
     }
     this.panelBox.hidden = false;
-    const own = coverageNotice(span, this.profiled, this.trace);
-    this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
-      focus: focus === "span" ? "" : focus }, params, {
+    // Built for the focus shown only: a notice's text node moves when another borrows it.
+    const own = () => coverageNotice(span, this.profiled, this.trace);
+    const empty = {
       span: own,
-      children: notice("empty", "No samples in this span or its children", own.lastChild),
-      during: notice("empty", "No samples of this process while the span ran",
+      children: () => notice("empty", "No samples in this span or its children", own().lastChild),
+      during: () => notice("empty", "No samples of this process while the span ran",
         "No span of its service that ran meanwhile has samples. Try the whole window."),
-      window: notice("empty", "No profile window covers this span", own.lastChild),
-    }[focus]);
+      window: () => notice("empty", "No profile window covers this span", own().lastChild),
+    }[focus]();
+    this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
+      focus: focus === "span" ? "" : focus }, params, empty);
   }
 
   /** Starts dragging the split: the waterfall's width (side by side) or height (stacked). */

@@ -1,5 +1,5 @@
 // A trace's waterfall for traces of thousands of spans: subtrees collapse and expand (mouse
-// and keyboard), a time ruler, names readable at any depth (the indent stops at MAX_INDENT
+// and keyboard), a time ruler, names readable at any depth (the indent stops at MAX_INDENT (8)
 // levels, a depth mark says the rest), and only the rows in view are in the DOM.
 
 import { el, replace } from "./dom.js";
@@ -8,8 +8,8 @@ import * as units from "./units.js";
 /** Height of one row, px (the CSS `.wf-row` height). */
 export const ROW_PX = 24;
 /** Levels indented; deeper spans keep this indent and show their depth. */
-const MAX_INDENT = 12;
-const INDENT_PX = 12;
+const MAX_INDENT = 8;
+const INDENT_PX = 10;
 /** Rows drawn beyond the visible ones, above and below, so a scroll does not flash. */
 const OVERSCAN = 12;
 
@@ -84,8 +84,9 @@ export class Waterfall {
     const step = rulerStep(this.whole);
     const ticks = [];
     for (let t = 0; t <= this.whole + 1; t += step) {
+      // A label too near the end would run into the next column: its tick stays unlabelled.
       ticks.push(el("span", { class: "wf-tick", style: { left: `${(100 * t) / this.whole}%` } },
-        t === 0 ? "0" : units.duration(t)));
+        t === 0 ? "0" : t / this.whole > 0.88 ? "" : units.duration(t)));
     }
     this.tickStep = step;
     replace(this.ruler, el("div", { class: "wf-ruler-label" }, "span"),
@@ -146,13 +147,20 @@ export class Waterfall {
       toggle,
       el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
         s.total > 0 ? "●" : "○"),
-      el("span", { class: "wf-service" }, s.service), " ",
+      // The service only where it changes (as Jaeger does): deep rows keep room for names.
+      this.serviceChanges(s) ? [el("span", { class: "wf-service" }, s.service), " "] : null,
       el("span", { class: fail ? "wf-name failed" : "wf-name", title: fail ?? undefined }, s.name),
       folded ? el("span", { class: "wf-hidden muted" }, ` +${this.descendants(s.span_id)}`) : null),
     el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
     el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
     el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
     return row;
+  }
+
+  /** Whether `s` is a root or runs in another service than its parent. */
+  serviceChanges(s) {
+    const parent = s.parent_span_id && this.byId.get(s.parent_span_id);
+    return !parent || parent.service !== s.service;
   }
 
   /** How many spans are under `id`. */
