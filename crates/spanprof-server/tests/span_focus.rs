@@ -145,8 +145,8 @@ fn bad_focus_and_span_parameters_are_400s_naming_them() {
             "{path}: {}",
             String::from_utf8_lossy(&r.body)
         );
-        let body = String::from_utf8_lossy(&r.body);
-        assert!(body.contains(named), "{path}: {body}");
+        let error = r.json()["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(named), "{path}: {error}");
     }
     let r = fixture().server.get("/api/v1/spans/00000000000000aa");
     assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
