@@ -123,7 +123,7 @@ fn bad_focus_and_span_parameters_are_400s_naming_them() {
             "focus \"all\": expected span",
         ),
         (
-            format!("/api/v1/flamegraph?service=x&focus=window"),
+            "/api/v1/flamegraph?service=x&focus=window".to_owned(),
             "focus \"window\": needs exactly one span_id",
         ),
         (
