@@ -337,8 +337,8 @@ def run(c, args):
     c.shot("zoom-countPrimes")
 
     # 6. Include child spans: the selection widens (more samples or the same), zoom resets.
-    c.shown(".children-toggle")[0].click()
-    c.wait("children=1 in the URL", lambda: "children=1" in d.current_url)
+    c.shown(".focus-switch button.focus-children")[0].click()
+    c.wait("focus=children in the URL", lambda: "focus=children" in d.current_url)
     c.wait("the wider flame graph", lambda: c.flame_loaded() and c.shown(".summary")
            and c.shown(".summary")[0].text != "")
     # The heading says what the total measures.
@@ -356,7 +356,7 @@ def run(c, args):
     c.wait("the reloaded flame graph", c.flame_loaded)
     c.wait("the reloaded zoom", lambda: "main.countPrimes" in c.zoom_label())
     assert d.current_url == state_url, (d.current_url, state_url)
-    assert c.shown(".children-toggle")[0].is_selected()
+    assert c.shown(".focus-switch button.focus-children.active")
     assert c.shown(".flame-search")[0].get_attribute("value") == "countPrimes"
     assert c.css(".wf-row.selected")[0].get_attribute("data-span-id") == args.span
     c.shot("reloaded")

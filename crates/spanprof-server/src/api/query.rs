@@ -6,9 +6,11 @@ mod catalog;
 mod diff;
 mod error;
 mod flame;
+mod focus;
 pub(crate) mod params;
 mod selection;
 mod span_search;
+mod span_view;
 mod spans;
 mod timeseries;
 
@@ -25,7 +27,7 @@ use crate::routes::Routes;
 
 /// The endpoints under `/api/v1/`, for the 404 answer.
 const ENDPOINTS: &str = "status, services, profile-types, label-names, label-values, series, \
-     flamegraph, diff, top, timeseries, spans, span-points, span-names, traces/{trace_id}, pprof, svg";
+     flamegraph, diff, top, timeseries, spans, span-points, span-names, spans/{span_id}, traces/{trace_id}, pprof, svg";
 
 /// The query routes.
 pub fn routes() -> Routes {
@@ -47,6 +49,7 @@ pub fn routes() -> Routes {
         .get("/api/v1/diff", Access::Read, diff::diff)
         .get("/api/v1/timeseries", Access::Read, timeseries::timeseries)
         .get("/api/v1/spans", Access::Read, span_search::search)
+        .get("/api/v1/spans/{span_id}", Access::Read, span_view::span)
         .get("/api/v1/span-points", Access::Read, span_search::points)
         .get("/api/v1/span-names", Access::Read, span_search::names)
         .get("/api/v1/traces/{trace_id}", Access::Read, spans::trace)

@@ -73,6 +73,16 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/js/traces.js"),
     },
     Asset {
+        path: "js/waterfall.js",
+        content_type: JS,
+        body: include_str!("assets/js/waterfall.js"),
+    },
+    Asset {
+        path: "js/span_focus.js",
+        content_type: JS,
+        body: include_str!("assets/js/span_focus.js"),
+    },
+    Asset {
         path: "js/explore.js",
         content_type: JS,
         body: include_str!("assets/js/explore.js"),

@@ -34,6 +34,7 @@ mod state;
 mod test_data;
 #[cfg(test)]
 mod unlocked_read_tests;
+mod windows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
@@ -50,6 +51,7 @@ pub use span_page::{
 };
 pub use state::SeriesKey;
 use state::State;
+pub use windows::SpanWindows;
 
 use crate::codec::{CodecError, Get};
 use crate::log::{Log, LogConfig, LogError};

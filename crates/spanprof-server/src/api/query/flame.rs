@@ -8,6 +8,7 @@ use spanprof_store::store::Selection;
 use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NODES};
 
 use super::error::{blocking, json_text, ApiError};
+use super::focus::{self, FOCUS_PARAM};
 use super::params::{self, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::AppState;
@@ -73,6 +74,18 @@ pub fn layout_json(tree: &FlameTree, max_nodes: usize) -> Value {
     })
 }
 
+/// Applies `focus` to `q`'s selection: what the answer holds, in words (null without one).
+fn focus_on(
+    focus: Option<focus::Focus>,
+    q: &mut SelectionQuery,
+    store: &spanprof_store::store::Store,
+) -> Result<Value, ApiError> {
+    match focus {
+        Some(f) => focus::apply(f, &mut q.selection, store),
+        None => Ok(Value::Null),
+    }
+}
+
 /// `GET /api/v1/flamegraph`.
 pub async fn flamegraph(
     State(app): State<AppState>,
@@ -81,20 +94,23 @@ pub async fn flamegraph(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow(
         "/api/v1/flamegraph",
-        &[SELECTION_PARAMS, &["max_nodes"]].concat(),
+        &[SELECTION_PARAMS, &["max_nodes", FOCUS_PARAM]].concat(),
     )?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let focus = focus::parse(&p)?;
     let max_nodes = max_nodes(&p)?;
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
+        let holds = focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         // The nested tree is written as text: a deep tree as a `Value` could overflow the
         // stack when dropped.
         Ok(format!(
-            "{{\"flamegraph\":{},\"tree\":{},\"summary\":{}}}",
+            "{{\"flamegraph\":{},\"tree\":{},\"summary\":{},\"focus\":{}}}",
             layout_json(&tree, max_nodes),
             tree.to_nested_json_within(max_nodes),
             summary_json(&summary, averaged),
+            holds,
         ))
     })
     .await?;
@@ -109,9 +125,10 @@ pub async fn top(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow(
         "/api/v1/top",
-        &[SELECTION_PARAMS, &["order", "limit"]].concat(),
+        &[SELECTION_PARAMS, &["order", "limit", FOCUS_PARAM]].concat(),
     )?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let focus = focus::parse(&p)?;
     let order = p
         .parsed("order", |s| match s {
             "self" => Ok(FunctionOrder::SelfValue),
@@ -122,6 +139,7 @@ pub async fn top(
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
+        let holds = focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let functions: Vec<Value> = tree
             .top_functions(order)
@@ -133,6 +151,7 @@ pub async fn top(
             "functions": functions,
             "total": tree.total(),
             "summary": summary_json(&summary, averaged),
+            "focus": holds,
         }))
     })
     .await?;
@@ -147,10 +166,12 @@ pub async fn svg(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
-    p.allow("/api/v1/svg", SELECTION_PARAMS)?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    p.allow("/api/v1/svg", &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat())?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let focus = focus::parse(&p)?;
     let image = blocking(&app, move |store| {
         q.check_type(store)?;
+        focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
         let used = summary.used_types.first().cloned().unwrap_or_default();
         let mut title = q.selection.describe(&used.to_string());
@@ -194,10 +215,15 @@ pub async fn pprof(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Resp
 
 async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
-    p.allow("/api/v1/pprof", SELECTION_PARAMS)?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    p.allow(
+        "/api/v1/pprof",
+        &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat(),
+    )?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let focus = focus::parse(&p)?;
     let bytes = blocking(&app, move |store| {
         q.check_type(store)?;
+        focus_on(focus, &mut q, store)?;
         let mut profile = store.pprof(&q.selection)?;
         // A snapshot type over several profiles: their average, as the flame graph shows it.
         let averaged = profile

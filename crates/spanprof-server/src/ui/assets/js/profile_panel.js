@@ -11,9 +11,11 @@ import * as units from "./units.js";
 const MAX_NODES = 50000;
 
 export class ProfilePanel {
-  /** `onState(patch, push)` changes `search`, `zoom` or `sort` in the URL. */
-  constructor(container, { onState }) {
+  /** `onState(patch, push)` changes `search`, `zoom` or `sort` in the URL; `onData(answer)`,
+   * when given, sees each flame graph answer (what a span's focus holds). */
+  constructor(container, { onState, onData }) {
     this.onState = onState;
+    this.onData = onData;
     this.search = el("input", { type: "search", class: "flame-search", placeholder: "Search functions…",
       "aria-label": "search functions", oninput: () => this.onState({ search: this.search.value }, false) });
     this.reset = el("button", { type: "button", class: "reset-zoom", onclick: () => this.onState({ zoom: "" }, true) },
@@ -76,6 +78,7 @@ export class ProfilePanel {
       }
       if (key !== this.key) return; // a newer selection came meanwhile
       this.data = data;
+      if (this.onData) this.onData(data);
       this.unit = data.summary.unit;
       const total = data.flamegraph.total;
       const averaged = data.summary.averaged_over;

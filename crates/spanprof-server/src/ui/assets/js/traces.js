@@ -4,6 +4,8 @@
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
+import { focusOf, focusSwitch, WindowWatch } from "./span_focus.js";
+import { Waterfall } from "./waterfall.js";
 import * as units from "./units.js";
 
 const CUSTOM = "custom";
@@ -256,62 +258,94 @@ function backToSearch() {
     "← back to the search");
 }
 
+/** The span pane's least and default share, px, of the split (the waterfall's height below
+ * 1200 px, its width from there on). */
+const SPLIT_MIN_PX = 120;
+
 export class TraceView {
   constructor(container, nav) {
     this.nav = nav;
     this.head = el("div", { class: "trace-head" });
-    this.waterfall = el("div", { class: "waterfall" });
+    this.left = el("div", { class: "trace-left" });
     this.spanHead = el("div", { class: "span-head" });
+    this.windowsBox = el("div", { class: "span-windows", "aria-live": "polite" });
+    this.holds = el("p", { class: "muted focus-holds" });
     this.panelBox = el("div", {});
-    container.append(this.head, this.waterfall, this.spanHead, this.panelBox);
-    this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push) });
+    this.right = el("div", { class: "trace-right" }, this.spanHead, this.windowsBox, this.holds, this.panelBox);
+    this.resizer = el("div", { class: "split-resizer", role: "separator", tabindex: 0,
+      "aria-label": "resize the waterfall (arrow keys)", onkeydown: (e) => this.resizeKey(e),
+      onpointerdown: (e) => this.resizeStart(e) });
+    this.split = el("div", { class: "trace-split" }, this.left, this.resizer, this.right);
+    container.append(this.head, this.split);
+    this.waterfall = new Waterfall(this.left, { failure,
+      onOpen: (s) => this.nav.patch({ span: s.span_id, zoom: "", search: "" }) });
+    this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push),
+      onData: (data) => replace(this.holds, data.focus ? `Holds ${data.focus.holds}.` : "") });
+    this.watch = new WindowWatch(this.windowsBox, (answer) => this.windowsChanged(answer));
     this.panelBox.hidden = true;
+    this.split.hidden = true;
     this.traceId = null;
   }
 
   async update(params) {
+    this.params = params;
     // A span's type picker reloads the trace too: its totals are in the type chosen.
     if (params.trace !== this.traceId || (params.type || "") !== this.typeShown) {
       this.traceId = params.trace;
       this.typeShown = params.type || "";
       this.trace = null;
-      // Answers to an earlier load (another trace, or type) that come late are dropped.
-      const load = {};
-      this.load = load;
+      this.watch.stop();
+      this.watched = null;
       replace(this.head, el("p", { class: "muted" }, "Loading the trace…"));
-      replace(this.waterfall);
+      this.split.hidden = true;
       replace(this.spanHead);
       this.panelBox.hidden = true;
-      let trace;
-      try {
-        trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
-      } catch (e) {
-        if (this.load !== load) return;
-        const back = backToSearch();
-        replace(this.head, e.status === 404
-          ? notice("empty", `Trace ${params.trace} is not stored`,
-            "None of its spans are here: they may be older than the retention, or their tracer " +
-            "has not sent them to this server (yet).", back)
-          : notice("error", "The trace could not be loaded", e.message, back));
-        return;
-      }
-      if (this.load !== load) return;
-      // A trace without samples on a server without profiles: say so, not "reload".
-      let profiled = true;
-      if (!trace.total) {
-        try {
-          profiled = (await api.get("services")).services.length > 0;
-        } catch {
-          // Unknown: the notices keep their usual wording.
-        }
-        if (this.load !== load) return;
-      }
-      this.trace = trace;
-      this.profiled = profiled;
-      this.drawTrace();
+      if (!(await this.load(params))) return;
     }
     if (!this.trace) return;
     this.select(params);
+  }
+
+  /** Loads the trace of `params` and draws it; false when it could not (said in the head). */
+  async load(params) {
+    // Answers to an earlier load (another trace, or type) that come late are dropped.
+    const load = {};
+    this.loading = load;
+    let trace;
+    try {
+      trace = await api.get(`traces/${encodeURIComponent(params.trace || "")}`, { type: params.type });
+    } catch (e) {
+      if (this.loading !== load) return false;
+      const back = backToSearch();
+      replace(this.head, e.status === 404
+        ? notice("empty", `Trace ${params.trace} is not stored`,
+          "None of its spans are here: they may be older than the retention, or their tracer " +
+          "has not sent them to this server (yet).", back)
+        : notice("error", "The trace could not be loaded", e.message, back));
+      return false;
+    }
+    if (this.loading !== load) return false;
+    // A trace without samples on a server without profiles: say so, not "wait".
+    let profiled = true;
+    if (!trace.total) {
+      try {
+        profiled = (await api.get("services")).services.length > 0;
+      } catch {
+        // Unknown: the notices keep their usual wording.
+      }
+      if (this.loading !== load) return false;
+    }
+    this.trace = trace;
+    this.profiled = profiled;
+    this.drawTrace();
+    return true;
+  }
+
+  /** A window came (or the state changed): the trace's totals and the flame graph anew. */
+  async windowsChanged() {
+    if (!this.params || !(await this.load(this.params))) return;
+    this.panel.key = null;
+    this.select(this.params);
   }
 
   drawTrace() {
@@ -325,26 +359,11 @@ export class TraceView {
         (t.unknown_spans_total > 0
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
-          : "")),
+          : "") +
+        (t.truncated ? ` · the first ${plural(t.spans.length, "span")} of ${t.spans_total.toLocaleString("en-US")}` : "")),
       backToSearch());
-    this.rows = new Map();
-    const whole = t.duration_ns || 1;
-    replace(this.waterfall, t.spans.map((s) => {
-      const left = (100 * s.offset_ns) / whole;
-      const width = Math.max((100 * s.duration_ns) / whole, 0.2);
-      const row = el("div", { class: "wf-row", dataset: { spanId: s.span_id }, tabindex: 0,
-        onclick: () => this.nav.patch({ span: s.span_id, zoom: "", search: "" }) },
-      el("div", { class: "wf-label", style: { paddingLeft: `${s.depth * 14 + 4}px` } },
-        el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
-          s.total > 0 ? "●" : "○"),
-        el("span", { class: "wf-service" }, s.service), " ",
-        el("span", { class: failure(s) ? "wf-name failed" : "wf-name", title: failure(s) ?? undefined }, s.name)),
-      el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
-      el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
-      el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
-      this.rows.set(s.span_id, row);
-      return row;
-    }));
+    this.split.hidden = false;
+    this.waterfall.setTrace(t);
   }
 
   /** Fills the span's type picker with the types of its samples; shown when there is a
@@ -353,7 +372,7 @@ export class TraceView {
     let answer;
     try {
       answer = await api.get("profile-types", { span_id: span.span_id,
-        include_child_spans: params.children === "1" ? "true" : "" });
+        include_child_spans: focusOf(params) === "children" ? "true" : "" });
     } catch {
       return; // The panel's own request reports what went wrong.
     }
@@ -365,41 +384,91 @@ export class TraceView {
   }
 
   select(params) {
-    for (const [id, row] of this.rows) row.classList.toggle("selected", id === params.span);
+    this.waterfall.select(params.span);
     const span = this.trace.spans.find((s) => s.span_id === params.span);
     if (!span) {
+      this.watch.stop();
+      this.watched = null;
       this.panelBox.hidden = true;
-      const hint = el("p", { class: "muted" }, "Click a span to open its flame graph (● = has samples).");
+      replace(this.holds);
+      replace(this.windowsBox);
+      const hint = el("p", { class: "muted" }, "Click a span (or move to it with the arrow keys and press " +
+        "Enter) to open its flame graph (● = has samples).");
       // A span id in the address that is not in this trace (copied short, or of another
       // trace) is said, not dropped.
       replace(this.spanHead, params.span
-        ? [notice("empty", `Span ${params.span} is not in this trace`, "Its spans are listed above."), hint]
+        ? [notice("empty", `Span ${params.span} is not in this trace`, "Its spans are listed beside it."), hint]
         : hint);
       return;
     }
-    const children = params.children === "1";
+    document.title = `${span.name} · ${span.service} · Trace ${span.trace_id.slice(0, 8)}… · spanprof`;
+    const focus = focusOf(params);
     // The types of the span's own samples (a span has no heap profile), filled once known.
     const types = el("select", { name: "type", "aria-label": "profile type",
       onchange: () => this.nav.patch({ type: types.value, zoom: "", search: "" }) });
     const typeLabel = el("label", {}, " · Type ", types);
     typeLabel.hidden = true;
     this.fillTypes(types, typeLabel, span, params);
-    const toggle = el("input", { type: "checkbox", class: "children-toggle", checked: children,
-      onchange: () => this.nav.patch({ children: toggle.checked ? "1" : "", zoom: "" }) });
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
       `${span.service} · ${units.duration(span.duration_ns)} · ${span.coverage}`)),
     ...spanDetails(span),
     ...moreSamplesThanPeriods(span),
-    el("label", { class: "switch" }, toggle, " include child spans"), typeLabel, " · ",
-    el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
-      a: span.span_id, ...(children ? { children: "1" } : {}) })}` }, `compare with every ${span.name} span`), " · ",
-    el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "slow", service: span.service,
-      span_name: span.name })}` }, `slow vs fast ${span.name} spans`));
+    el("div", { class: "span-controls" },
+      focusSwitch(focus, (f) => this.nav.patch({ focus: f === "span" ? "" : f, children: "", zoom: "" })), typeLabel),
+    el("p", { class: "span-links" },
+      el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "span", service: span.service,
+        a: span.span_id, ...(focus === "children" ? { children: "1" } : {}) })}` }, `compare with every ${span.name} span`), " · ",
+      el("a", { class: "compare-link", href: `#/compare?${new URLSearchParams({ mode: "slow", service: span.service,
+        span_name: span.name })}` }, `slow vs fast ${span.name} spans`)));
+    const watched = `${span.span_id}|${params.type || ""}`;
+    if (this.watched !== watched) {
+      this.watched = watched;
+      this.watch.watch(span.span_id, params.type);
+    }
     this.panelBox.hidden = false;
+    // Built for the focus shown only: a notice's text node moves when another borrows it.
+    const own = () => coverageNotice(span, this.profiled, this.trace);
+    const empty = {
+      span: own,
+      children: () => notice("empty", "No samples in this span or its children", own().lastChild),
+      during: () => notice("empty", "No samples of this process while the span ran",
+        "No span of its service that ran meanwhile has samples. Try the whole window."),
+      window: () => notice("empty", "No profile window covers this span", own().lastChild),
+    }[focus]();
     this.panel.show({ service: span.service, type: params.type, span_id: span.span_id,
-      include_child_spans: children ? "true" : "" }, params, children
-      ? notice("empty", "No samples in this span or its children",
-        coverageNotice(span, this.profiled, this.trace).lastChild)
-      : coverageNotice(span, this.profiled, this.trace));
+      focus: focus === "span" ? "" : focus }, params, empty);
+  }
+
+  /** Starts dragging the split: the waterfall's width (side by side) or height (stacked). */
+  resizeStart(e) {
+    e.preventDefault();
+    const side = this.sideBySide();
+    const start = side ? e.clientX : e.clientY;
+    const from = side ? this.left.getBoundingClientRect().width : this.waterfall.viewport.getBoundingClientRect().height;
+    const move = (m) => this.resizeTo(from + (side ? m.clientX : m.clientY) - start);
+    const up = () => { window.removeEventListener("pointermove", move); window.removeEventListener("pointerup", up); };
+    window.addEventListener("pointermove", move);
+    window.addEventListener("pointerup", up);
+  }
+
+  resizeKey(e) {
+    const step = { ArrowUp: -40, ArrowLeft: -40, ArrowDown: 40, ArrowRight: 40 }[e.key];
+    if (!step) return;
+    e.preventDefault();
+    const side = this.sideBySide();
+    const now = side ? this.left.getBoundingClientRect().width : this.waterfall.viewport.getBoundingClientRect().height;
+    this.resizeTo(now + step);
+  }
+
+  sideBySide() {
+    return window.matchMedia("(min-width: 1200px)").matches;
+  }
+
+  resizeTo(px) {
+    const size = Math.max(SPLIT_MIN_PX, Math.round(px));
+    if (this.sideBySide()) this.split.style.setProperty("--wf-width", `${size}px`);
+    else this.split.style.setProperty("--wf-height", `${size}px`);
+    this.waterfall.drawn = null;
+    this.waterfall.draw();
   }
 }

@@ -1,0 +1,146 @@
+//! One span understood in a real browser (`python/ui_span.py`, headless Debian chromium):
+//! on `spanprof serve --demo`, the trace's waterfall with its time ruler, folding by mouse and
+//! keyboard, Enter opening a span, the flame graph beside it at 1400 px and under a resizable
+//! split at 900 px, the focus switch kept in the URL, the windows banner, the page title and
+//! the back link; a 5,000-span trace posted over OTLP stays virtualised with names readable
+//! at depth 39; on the live Go program scraped every 2 s, the span labelled under
+//! `custom.span_id` names that key and `processors.link.span_id_keys`. Fails on any console
+//! error; screenshots go to `target/tmp/ui-span-screens/` (printed).
+//!
+//! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use support::http::get;
+use support::serve::{free_port, Server};
+use support::{poll, process_dir, run, scratch_dir, workspace_root, GoApp};
+
+const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
+     chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
+     SPANPROF_CHROMIUM / SPANPROF_CHROMEDRIVER";
+
+fn json(addr: &str, path: &str) -> Value {
+    let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert_eq!(
+        r.status,
+        200,
+        "GET {path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
+}
+
+fn tool(env: &str, default: &str) -> PathBuf {
+    let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
+    assert!(path.exists(), "no {}: {INSTALL_BROWSER}", path.display());
+    path
+}
+
+#[test]
+fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() {
+    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    support::python();
+    let dir = process_dir("ui-span");
+
+    // The demo: the slowest sampled /cpu-heavy span and its trace.
+    let demo_addr = format!("127.0.0.1:{}", free_port());
+    let _demo = Server::demo(&demo_addr, &[]);
+    let spans = json(
+        &demo_addr,
+        "/api/v1/spans?service=goapp&name=GET+/cpu-heavy&limit=20&sort=cpu",
+    );
+    let sampled = &spans["spans"][0];
+    assert!(sampled["total"].as_i64().unwrap_or(0) > 0, "{spans}");
+
+    // The live Go program, labelling its spans `custom.span_id`, scraped every 2 s.
+    let live_addr = format!("127.0.0.1:{}", free_port());
+    let app = GoApp::start(&["-otlp", &format!("http://{live_addr}")]);
+    let scrape = format!("goapp=http://{}", app.addr());
+    let _live = Server::start(
+        &dir.join("live"),
+        &live_addr,
+        &[
+            "--scrape",
+            &scrape,
+            "--scrape-profiles",
+            "cpu",
+            "--scrape-interval",
+            "2s",
+        ],
+    );
+    let mut requests = Vec::new();
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let r = app.get("/cpu-light?keys=custom&n=400000");
+        requests.push(format!(
+            "{}/{}",
+            r.header("X-Trace-Id").unwrap(),
+            r.header("X-Span-Id").unwrap()
+        ));
+    }
+    let custom = poll(
+        "a span answered with its unlinked label",
+        Duration::from_secs(60),
+        || {
+            requests
+                .iter()
+                .find(|ids| {
+                    let span = ids.split('/').nth(1).unwrap();
+                    let r = get(
+                        &live_addr,
+                        &format!("/api/v1/spans/{span}"),
+                        Duration::from_secs(30),
+                    );
+                    r.is_ok_and(|r| {
+                        r.status == 200
+                            && serde_json::from_slice::<Value>(&r.body)
+                                .is_ok_and(|v| v["span"]["unlinked_span_key"] == "custom.span_id")
+                    })
+                })
+                .cloned()
+                .ok_or_else(|| format!("none of {} spans names custom.span_id yet", requests.len()))
+        },
+    );
+
+    let now_s = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        .to_string();
+    let screens = scratch_dir().join("ui-span-screens");
+    let _ = std::fs::remove_dir_all(&screens);
+    std::fs::create_dir_all(&screens).unwrap();
+    println!("screenshots: {}", screens.display());
+    let mut cmd = Command::new(support::python());
+    cmd.arg(workspace_root().join("python/ui_span.py"))
+        .args(["--base", &format!("http://{demo_addr}")])
+        .args(["--trace", sampled["trace_id"].as_str().unwrap()])
+        .args(["--span", sampled["span_id"].as_str().unwrap()])
+        .args(["--live", &format!("http://{live_addr}")])
+        .args(["--custom", &custom, "--now", &now_s])
+        .arg("--chromium")
+        .arg(&chromium)
+        .arg("--chromedriver")
+        .arg(&chromedriver)
+        .arg("--user-data-dir")
+        .arg(dir.join("chromium-profile"))
+        .arg("--screens")
+        .arg(&screens);
+    let result = run(cmd, Duration::from_secs(300));
+    if result.stderr.contains("ModuleNotFoundError") {
+        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
+    }
+    println!("{}", result.stdout);
+    result.assert_success();
+    assert!(
+        result.stdout.contains("ui_span: all steps passed"),
+        "{result}"
+    );
+    drop(app);
+}
