@@ -6,6 +6,7 @@ saves a screenshot of every view under --screens, and exits non-zero at the firs
 """
 
 import argparse
+import datetime
 import json
 import sys
 import time
@@ -425,11 +426,8 @@ def run(c, args):
     assert "/api/v1/pprof?" in link and "service=goapp" in link, link
     with urllib.request.urlopen(link, timeout=30) as r:
         assert r.read(2) == b"\x1f\x8b", "the pprof download is gzip"
-    svg = c.shown("a.download-svg")[0].get_attribute("href")
-    assert "/api/v1/svg?" in svg and "service=goapp" in svg, svg
-    with urllib.request.urlopen(svg, timeout=30) as r:
-        assert r.headers["Content-Type"].startswith("image/svg+xml"), r.headers["Content-Type"]
-        body = r.read().decode()
+    # The SVG export is drawn from the canvas (python/ui_flame.py compares them).
+    body = d.execute_script("return document.querySelector('.profile-panel').profilePanel.svgText();")
     assert "<svg" in body and "main.countPrimes" in body, body[:300]
     # The timeline of totals: drag across its middle third to narrow the range.
     bars = lambda: d.execute_script(
@@ -442,16 +440,17 @@ def run(c, args):
     # Around the tallest bar, in pixels from the canvas centre (where move_to_element lands).
     peak = d.execute_script(
         "const t = document.querySelector('canvas.timeline').timeline;"
-        "const [t0, t1] = t.domain; const w = t.canvas.getBoundingClientRect().width;"
+        "const w = t.canvas.getBoundingClientRect().width;"
         "const [at] = t.points.reduce((a, b) => (b[1] > a[1] ? b : a));"
-        "return ((at - t0) / (t1 - t0)) * w + ((t.stepMs / (t1 - t0)) * w) / 2 - w / 2;")
+        "return t.xOf(at + t.stepMs / 2) - w / 2;")
     ActionChains(d).move_to_element_with_offset(timeline, int(peak) - 15, 0).click_and_hold() \
         .move_by_offset(30, 0).release().perform()
     c.wait("the brushed range in the URL", lambda: d.current_url != before
            and "from=" in d.current_url and "to=" in d.current_url)
     q = urllib.parse.parse_qs(urllib.parse.urlparse(d.current_url).fragment.split("?", 1)[1])
-    frm, to = int(q["from"][0]), int(q["to"][0])
-    assert 0 < to - frm, (frm, to)
+    # Written as RFC 3339 in the browser's time zone (python/ui_flame.py checks the zone).
+    frm, to = (datetime.datetime.fromisoformat(q[k][0]) for k in ["from", "to"])
+    assert frm < to, (frm, to)
     c.wait("the narrowed flame graph", c.flame_loaded)
     c.shot("explore-brushed")
 

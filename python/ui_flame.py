@@ -151,7 +151,8 @@ def flame_journey(c, args, width):
     c.wait("Enter zooms", lambda: hash_params(d).get("zoom", "").startswith("2."))
     c.shot(f"keyboard-zoom-{width}")
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
-    c.wait("Esc resets", lambda: "zoom" not in hash_params(d))
+    c.wait("Esc resets", lambda: "zoom" not in hash_params(d) and d.execute_script(
+        "return document.querySelector('canvas.flame').flameGraph.zoom === null;"))
 
     # The SVG export: the canvas's frames, top-down, in its colours.
     drawn = d.execute_script(CANVAS_FRAMES)
@@ -200,8 +201,9 @@ def flame_journey(c, args, width):
     c.wait("inverted off", lambda: "inverted" not in hash_params(d))
 
     # The sandwich of main.countPrimes from its table row: callers and callees, same total.
-    row = [r for r in c.css(".top-box tbody tr") if r.get_attribute("data-fn") == "main.countPrimes"][0]
-    row.find_element("css selector", "button.sandwich-btn").click()
+    # Found and clicked in one go: the table is redrawn as the URL settles.
+    d.execute_script("[...document.querySelectorAll('.top-box tbody tr')].find(r => r.dataset.fn === "
+                     "'main.countPrimes').querySelector('button.sandwich-btn').click();")
     c.wait("fn= in the URL", lambda: hash_params(d).get("fn") == "main.countPrimes")
     c.wait("the sandwich", lambda: c.shown("canvas.flame.callers") and c.shown("canvas.flame.callees"))
     got = d.execute_script("""
@@ -294,7 +296,7 @@ def explore_journey(c, args, width):
         .move_by_offset(60, 0).release().perform()
     c.wait("a UTC range", lambda: hash_params(d).get("from", "").endswith("Z"))
     c.shown(".utc-toggle")[0].click()
-    c.wait("local again", lambda: " UTC" not in c.shown(".timeline-caption")[0].text)
+    c.wait("local again", lambda: c.shown(".timeline-caption") and " UTC" not in c.shown(".timeline-caption")[0].text)
     no_console_errors(c, f"explore at {width} px")
 
 
@@ -325,11 +327,11 @@ def compare_journey(c, args, width):
     changes = [abs(r[3]) for r in rows()]
     assert changes == sorted(changes, reverse=True), changes[:10]
     c.shown(".diff-table button[data-col=left]")[0].click()
-    c.wait("sorted by the left share", lambda: hash_params(d).get("dsort") == "left")
+    c.wait("sorted by the left share", lambda: c.css(".diff-table th[aria-sort=descending] button[data-col=left]"))
     lefts = [r[1] for r in rows()]
     assert lefts == sorted(lefts, reverse=True), lefts[:10]
     c.shown(".diff-table button[data-col=left]")[0].click()
-    c.wait("ascending", lambda: hash_params(d).get("dorder") == "asc")
+    c.wait("ascending", lambda: c.css(".diff-table th[aria-sort=ascending] button[data-col=left]"))
     lefts = [r[1] for r in rows()]
     assert lefts == sorted(lefts), lefts[:10]
     c.shown(".diff-search")[0].send_keys("count")

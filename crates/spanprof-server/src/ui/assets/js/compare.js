@@ -99,6 +99,7 @@ export class CompareView {
   }
 
   async update(params) {
+    this.params = params;
     const mode = MODES.some(([m]) => m === params.mode) ? params.mode : "slow";
     this.renderForm(mode, params);
     try {
@@ -117,6 +118,7 @@ export class CompareView {
     const key = api.query(r.q);
     if (key !== this.key) {
       this.key = key;
+      this.ready = false;
       replace(this.status, el("p", { class: "muted" }, "Loading the diff…"));
       let d;
       try {
@@ -153,11 +155,16 @@ export class CompareView {
       this.flame.setSides(this.sides);
       this.flame.setData(d.flamegraph, this.unit, true);
       this.table.setData(this.flame);
+      this.ready = true;
     }
-    const m = /^(\d+)\.(\d+)$/.exec(params.zoom || "");
+    // An update while the diff still loads: the load draws it when done.
+    if (!this.ready) return;
+    // The latest URL's state (a newer update may have come while the diff loaded).
+    const ui = this.params;
+    const m = /^(\d+)\.(\d+)$/.exec(ui.zoom || "");
     this.flame.setZoom(m ? { level: Number(m[1]), index: Number(m[2]) } : null);
-    this.flame.setSearch(params.dsearch || "");
-    this.table.show({ sides: this.sides, sort: params.dsort, order: params.dorder, search: params.dsearch });
+    this.flame.setSearch(ui.dsearch || "");
+    this.table.show({ sides: this.sides, sort: ui.dsort, order: ui.dorder, search: ui.dsearch });
     document.title = `Compare ${this.sides.right} with ${this.sides.left} · spanprof`;
   }
 
