@@ -39,7 +39,8 @@ export class FunctionTable {
       onkeydown: (e) => {
         if (e.key === "Enter" && e.target === e.currentTarget) this.onState({ search: f.name }, true);
       } },
-    el("td", { class: "fn" }, f.name,
+    el("td", { class: "fn" }, f.name),
+    el("td", { class: "act" },
       el("button", { type: "button", class: "sandwich-btn", title: `callers and callees of ${f.name}`,
         "aria-label": `callers and callees of ${f.name}`,
         onclick: (e) => {
@@ -53,7 +54,8 @@ export class FunctionTable {
     if (rows.length > MAX_ROWS) what.push(` · the first ${MAX_ROWS} shown`);
     replace(this.root, el("p", { class: "table-caption muted" }, what),
       el("table", { class: "top" },
-        el("thead", {}, el("tr", {}, el("th", {}, "Function"), head("self", "Self"), head("total", "Total"))),
+        el("thead", {}, el("tr", {}, el("th", {}, "Function"), el("th", { "aria-label": "callers and callees" }),
+          head("self", "Self"), head("total", "Total"))),
         el("tbody", {}, body)));
   }
 }
