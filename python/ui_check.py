@@ -6,6 +6,7 @@ saves a screenshot of every view under --screens, and exits non-zero at the firs
 """
 
 import argparse
+import datetime
 import json
 import sys
 import time
@@ -425,11 +426,8 @@ def run(c, args):
     assert "/api/v1/pprof?" in link and "service=goapp" in link, link
     with urllib.request.urlopen(link, timeout=30) as r:
         assert r.read(2) == b"\x1f\x8b", "the pprof download is gzip"
-    svg = c.shown("a.download-svg")[0].get_attribute("href")
-    assert "/api/v1/svg?" in svg and "service=goapp" in svg, svg
-    with urllib.request.urlopen(svg, timeout=30) as r:
-        assert r.headers["Content-Type"].startswith("image/svg+xml"), r.headers["Content-Type"]
-        body = r.read().decode()
+    # The SVG export is drawn from the canvas (python/ui_flame.py compares them).
+    body = d.execute_script("return document.querySelector('.profile-panel').profilePanel.svgText();")
     assert "<svg" in body and "main.countPrimes" in body, body[:300]
     # The timeline of totals: drag across its middle third to narrow the range.
     bars = lambda: d.execute_script(
@@ -442,16 +440,17 @@ def run(c, args):
     # Around the tallest bar, in pixels from the canvas centre (where move_to_element lands).
     peak = d.execute_script(
         "const t = document.querySelector('canvas.timeline').timeline;"
-        "const [t0, t1] = t.domain; const w = t.canvas.getBoundingClientRect().width;"
+        "const w = t.canvas.getBoundingClientRect().width;"
         "const [at] = t.points.reduce((a, b) => (b[1] > a[1] ? b : a));"
-        "return ((at - t0) / (t1 - t0)) * w + ((t.stepMs / (t1 - t0)) * w) / 2 - w / 2;")
+        "return t.xOf(at + t.stepMs / 2) - w / 2;")
     ActionChains(d).move_to_element_with_offset(timeline, int(peak) - 15, 0).click_and_hold() \
         .move_by_offset(30, 0).release().perform()
     c.wait("the brushed range in the URL", lambda: d.current_url != before
            and "from=" in d.current_url and "to=" in d.current_url)
     q = urllib.parse.parse_qs(urllib.parse.urlparse(d.current_url).fragment.split("?", 1)[1])
-    frm, to = int(q["from"][0]), int(q["to"][0])
-    assert 0 < to - frm, (frm, to)
+    # Written as RFC 3339 in the browser's time zone (python/ui_flame.py checks the zone).
+    frm, to = (datetime.datetime.fromisoformat(q[k][0]) for k in ["from", "to"])
+    assert frm < to, (frm, to)
     c.wait("the narrowed flame graph", c.flame_loaded)
     c.shot("explore-brushed")
 
@@ -485,11 +484,13 @@ def run(c, args):
     # 15. Compare two spans: the slowest sampled one against another sampled one.
     pick = c.d.find_element(By.CSS_SELECTOR, "select[name=mode]")
     pick.find_element(By.CSS_SELECTOR, "option[value=spans]").click()
-    c.wait("the two-span inputs", lambda: c.shown("input[name=b]"))
-    c.shown("input[name=a]")[0].send_keys(args.span)
-    c.shown("input[name=b]")[0].send_keys(args.other)
-    c.shown("form.filters button[type=submit]")[0].click()
-    c.wait("the two-span diff", lambda: c.flame_loaded() and f"span {args.other}" in legend())
+    # Picked from the lists of the span name's spans (python/ui_flame.py types the name).
+    c.wait("the left span's list", lambda: c.css(f"select[name=a] option[value='{args.span}']"))
+    Select(c.shown("select[name=a]")[0]).select_by_value(args.span)
+    c.wait("the right span's list", lambda: args.span in d.current_url
+           and c.css(f"select[name=b] option[value='{args.other}']"))
+    Select(c.shown("select[name=b]")[0]).select_by_value(args.other)
+    c.wait("the two-span diff", lambda: c.flame_loaded() and f"span {args.other[:8]}…" in legend())
     assert "mode=spans" in d.current_url and args.other in d.current_url, d.current_url
     c.shot("compare-two-spans")
 
@@ -497,7 +498,7 @@ def run(c, args):
     unsampled_span = args.unsampled.split("/")[1]
     c.open(args.base, "#/compare?" + urllib.parse.urlencode(
         {"mode": "spans", "service": "goapp", "a": args.span, "b": unsampled_span}))
-    c.wait("the one-sided notice", lambda: f"Span {unsampled_span} has no samples" in c.text())
+    c.wait("the one-sided notice", lambda: f"Span {unsampled_span[:8]}… has no samples" in c.text())
     assert "A diff needs samples on both sides: choose spans with samples" in c.text(), c.text()[:2000]
     # No one-sided diff is drawn beside the notice.
     assert not c.shown("canvas.flame"), "a flame graph is shown beside the notice"

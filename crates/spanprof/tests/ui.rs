@@ -269,3 +269,36 @@ fn the_ui_signs_in_with_a_token_and_reads_nothing_without_one() {
         "the token is in the server's log:\n{log}"
     );
 }
+
+/// The flame graph's views, Explore and Compare on `spanprof serve --demo`
+/// (`python/ui_flame.py`): the functions table follows search and zoom with whole names; the
+/// canvas is walked by keyboard (Tab, arrows, Enter zooms, Esc resets); the SVG export has the
+/// canvas's frames top-down in its colours; bottom-up, callers/callees, graph-only and
+/// table-only; the timeline's axes, hover value, an exemplar opening its span, a brush in the
+/// browser's time zone and in UTC; Compare's pickers, one name per side, the diff table's
+/// sort and search; at 1400 and 900 px and in the dark theme, failing on console errors.
+#[test]
+fn the_flame_graph_explore_and_compare_views_work_by_mouse_and_keyboard() {
+    // Missing tools fail now, before any server starts.
+    tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    support::python();
+    let dir = process_dir("ui-flame");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let server = Server::demo(&addr, &[]);
+    let base = format!("http://{addr}");
+    let screens = browser_script("ui_flame", &["--base", &base], &dir, "ui-flame-screens");
+    let shots = std::fs::read_dir(&screens)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "png"))
+        })
+        .count();
+    assert!(
+        shots >= 20,
+        "only {shots} screenshots in {}",
+        screens.display()
+    );
+    server.stop();
+}

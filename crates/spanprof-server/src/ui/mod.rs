@@ -63,6 +63,36 @@ const ASSETS: &[Asset] = &[
         body: include_str!("assets/js/flame.js"),
     },
     Asset {
+        path: "js/flame_tree.js",
+        content_type: JS,
+        body: include_str!("assets/js/flame_tree.js"),
+    },
+    Asset {
+        path: "js/flame_svg.js",
+        content_type: JS,
+        body: include_str!("assets/js/flame_svg.js"),
+    },
+    Asset {
+        path: "js/function_table.js",
+        content_type: JS,
+        body: include_str!("assets/js/function_table.js"),
+    },
+    Asset {
+        path: "js/sandwich.js",
+        content_type: JS,
+        body: include_str!("assets/js/sandwich.js"),
+    },
+    Asset {
+        path: "js/diff_table.js",
+        content_type: JS,
+        body: include_str!("assets/js/diff_table.js"),
+    },
+    Asset {
+        path: "js/compare_pickers.js",
+        content_type: JS,
+        body: include_str!("assets/js/compare_pickers.js"),
+    },
+    Asset {
         path: "js/profile_panel.js",
         content_type: JS,
         body: include_str!("assets/js/profile_panel.js"),

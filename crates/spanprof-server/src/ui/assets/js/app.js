@@ -2,6 +2,7 @@
 // a view can be shared and reloaded, and back/forward walk through it.
 
 import * as api from "./api.js";
+import * as units from "./units.js";
 import { el, notice, replace } from "./dom.js";
 import { TraceView } from "./traces.js";
 import { TracesView } from "./traces_search.js";
@@ -105,8 +106,21 @@ function signedIn() {
   } }, "Sign out"));
 }
 
+/** The header's time zone switch: the browser's (default) or UTC; views redraw their times. */
+function zoneSwitch() {
+  const box = el("input", { type: "checkbox", class: "utc-toggle", checked: units.utc(),
+    onchange: () => {
+      units.setUtc(box.checked);
+      current = null;
+      render();
+    } });
+  document.querySelector("header.top").appendChild(el("label", { class: "utc-switch",
+    title: "show times in UTC instead of this browser's time zone" }, box, " UTC"));
+}
+
 window.addEventListener("spanprof:unauthorized", signIn);
 window.addEventListener("popstate", render);
 window.addEventListener("hashchange", render);
 signedIn();
+zoneSwitch();
 render();

@@ -6,6 +6,7 @@ import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
 import { Timeline } from "./timeline.js";
+import * as units from "./units.js";
 import { servicePicker, timeRange } from "./traces.js";
 
 export class ExploreView {
@@ -19,7 +20,8 @@ export class ExploreView {
     this.timelineBox = el("div", { class: "timeline-box" });
     container.append(el("h1", {}, "Explore"), this.form, this.status, this.timelineBox, this.panelBox);
     this.timeline = new Timeline(this.timelineBox, {
-      onRange: (from, to) => this.nav.patch({ from: String(from), to: String(to), zoom: "" }),
+      // Readable times in the boxes (RFC 3339 in the shown time zone), which the API reads.
+      onRange: (from, to) => this.nav.patch({ from: units.isoTime(from), to: units.isoTime(to), zoom: "" }),
     });
     this.panel = new ProfilePanel(this.panelBox, { onState: (p, push) => this.nav.patch(p, push) });
     this.panelBox.hidden = true;
@@ -63,6 +65,7 @@ export class ExploreView {
     this.panelBox.hidden = false;
     this.timelineBox.hidden = false;
     const sel = api.selection(params);
+    document.title = `Explore ${params.service || this.service.value} · spanprof`;
     // A refused selection (400) is explained once, under the flame graph's heading.
     this.timeline.show(sel).catch((e) => replace(this.timeline.caption, e.status === 400
       ? "No timeline for this selection (see below)."

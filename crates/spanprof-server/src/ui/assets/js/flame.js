@@ -47,15 +47,16 @@ function hash(s) {
   return h >>> 0;
 }
 
-function packageColour(name) {
+/** A frame's colour by its package: warm hues like the classic flame graph. */
+export function packageColour(name) {
   const h = hash(packageOf(name));
-  // Warm hues (reds to yellows) like the classic flame graph, spread by package.
   const hue = 5 + (h % 50);
   const light = 55 + ((h >>> 8) % 15);
   return `hsl(${hue}, 80%, ${light}%)`;
 }
 
-function diffColour(leftShare, rightShare) {
+/** A diff frame's colour: red for a larger share on the right, green for a smaller one. */
+export function diffColour(leftShare, rightShare) {
   const d = rightShare - leftShare;
   const scale = Math.max(leftShare, rightShare) || 1;
   const t = Math.min(1, Math.abs(d) / scale);
@@ -64,13 +65,26 @@ function diffColour(leftShare, rightShare) {
   return d > 0 ? `hsl(0, 85%, ${light}%)` : `hsl(130, 60%, ${light}%)`;
 }
 
+/** Colours shared by the canvas and the SVG export. */
+export const MATCH_FILL = "hsl(290, 70%, 60%)";
+export const UNMATCHED_FILL = "hsl(0, 0%, 86%)";
+export const LABEL_FILL = "#111";
+export const ANCESTOR_ALPHA = 0.55;
+export { ROW, FONT };
+
 export class FlameGraph {
   /**
-   * `onZoom(zoom)` is called with `{level, index}` (or null on reset) when the user clicks.
+   * `onZoom(zoom)` is called with `{level, index}` (or null on reset) when the user clicks,
+   * presses Enter on a frame or Esc. `sides` names a diff's sides in its tooltip
+   * (`{left, right}`); `label` is the canvas's accessible name.
    */
-  constructor(container, { onZoom }) {
+  constructor(container, { onZoom, sides, label }) {
     this.onZoom = onZoom;
-    this.canvas = el("canvas", { class: "flame", "aria-label": "flame graph" });
+    this.sides = sides || { left: "left", right: "right" };
+    this.label = label || "flame graph";
+    // Focusable: arrows walk the frames, Enter zooms, Esc resets the zoom.
+    this.canvas = el("canvas", { class: "flame", tabindex: "0", role: "img",
+      "aria-label": `${this.label}: arrows move between frames, Enter zooms, Esc resets` });
     this.tooltip = el("div", { class: "tooltip", hidden: true });
     this.root = el("div", { class: "flame-wrap" }, this.canvas, this.tooltip);
     container.appendChild(this.root);
@@ -80,6 +94,14 @@ export class FlameGraph {
     this.canvas.addEventListener("mousemove", (e) => this.hover(e));
     this.canvas.addEventListener("mouseleave", () => (this.tooltip.hidden = true));
     this.canvas.addEventListener("click", (e) => this.click(e));
+    this.canvas.addEventListener("keydown", (e) => this.key(e));
+    this.canvas.addEventListener("focus", () => {
+      if (!this.levels) return;
+      const z = this.zoom;
+      this.select(this.selected || (z ? { level: z.level, index: z.index } : { level: 0, index: 0 }));
+    });
+    this.canvas.addEventListener("blur", () => (this.tooltip.hidden = true));
+    this.selected = null;
     this.resize = new ResizeObserver(() => this.draw());
     this.resize.observe(this.root);
   }
@@ -98,7 +120,13 @@ export class FlameGraph {
     }
     this.zoom = null;
     this.matches = null;
+    this.selected = null;
     this.draw();
+  }
+
+  /** Names the sides of a diff in the tooltip: `{left, right}`. */
+  setSides(sides) {
+    this.sides = sides;
   }
 
   node(level, index) {
@@ -162,13 +190,16 @@ export class FlameGraph {
     return z ? { start: z.x, width: z.total, level: z.level } : { start: 0, width: this.total, level: 0 };
   }
 
-  draw() {
-    if (!this.levels) return;
-    const width = this.root.clientWidth || 800;
-    const ctx = canvasContext(this.canvas, width, this.levels.length * ROW + 2);
-    ctx.font = FONT;
-    ctx.textBaseline = "middle";
-    const charWidth = ctx.measureText("m").width;
+  /** The height the graph takes, in CSS pixels. */
+  height() {
+    return this.levels.length * ROW + 2;
+  }
+
+  /**
+   * Calls `f({level, x, y, w, fill, alpha, label, node})` for every frame drawn at `width`
+   * CSS pixels, top row first: the canvas and the SVG export draw the same frames this way.
+   */
+  eachFrame(width, charWidth, f) {
     const v = this.view();
     const scale = width / v.width;
     const nameCol = this.diff ? 6 : 3;
@@ -192,21 +223,46 @@ export class FlameGraph {
         }
         const matched = this.matches && this.matches.has(a[k * this.step + nameCol]);
         let fill;
-        if (this.matches) fill = matched ? "hsl(290, 70%, 60%)" : "hsl(0, 0%, 86%)";
+        if (this.matches) fill = matched ? MATCH_FILL : UNMATCHED_FILL;
         else if (this.diff) fill = diffColour(n.left / (this.leftTicks || 1), n.right / (this.rightTicks || 1));
         else fill = packageColour(n.name);
-        ctx.globalAlpha = l < v.level ? 0.55 : 1;
-        ctx.fillStyle = fill;
-        ctx.fillRect(x0, y, Math.max(w - 0.5, 0.4), ROW - 1);
+        let label = null;
         if (w > charWidth * 3 + 6) {
           const room = Math.floor((w - 6) / charWidth);
-          const label = n.name.length > room ? `${n.name.slice(0, Math.max(room - 1, 1))}…` : n.name;
-          ctx.fillStyle = "#111";
-          ctx.fillText(label, x0 + 3, y + ROW / 2);
+          label = n.name.length > room ? `${n.name.slice(0, Math.max(room - 1, 1))}…` : n.name;
         }
+        f({ level: l, x: x0, y, w: Math.max(w - 0.5, 0.4), fill, alpha: l < v.level ? ANCESTOR_ALPHA : 1, label, node: n });
       }
     }
+  }
+
+  draw() {
+    if (!this.levels) return;
+    const width = this.root.clientWidth || 800;
+    const ctx = canvasContext(this.canvas, width, this.height());
+    ctx.font = FONT;
+    ctx.textBaseline = "middle";
+    const charWidth = ctx.measureText("m").width;
+    this.charWidth = charWidth;
+    const sel = this.selected;
+    let selRect = null;
+    this.eachFrame(width, charWidth, (fr) => {
+      ctx.globalAlpha = fr.alpha;
+      ctx.fillStyle = fr.fill;
+      ctx.fillRect(fr.x, fr.y, fr.w, ROW - 1);
+      if (fr.label) {
+        ctx.fillStyle = LABEL_FILL;
+        ctx.fillText(fr.label, fr.x + 3, fr.y + ROW / 2);
+      }
+      if (sel && sel.level === fr.level && sel.index === fr.node.index) selRect = fr;
+    });
     ctx.globalAlpha = 1;
+    if (selRect) {
+      // The keyboard's frame: a ring that reads on every fill colour.
+      ctx.lineWidth = 2;
+      ctx.strokeStyle = "hsl(220, 90%, 40%)";
+      ctx.strokeRect(selRect.x + 1, selRect.y + 1, Math.max(selRect.w - 2, 1), ROW - 3);
+    }
   }
 
   /** Index of the first frame of level `l` that ends after `start` (frames are in x order). */
@@ -249,11 +305,17 @@ export class FlameGraph {
       this.tooltip.hidden = true;
       return;
     }
+    const rect = this.root.getBoundingClientRect();
+    this.tip(n, e.clientX - rect.left, e.clientY - rect.top);
+  }
+
+  /** The tooltip of frame `n` near (`x`, `y`), in pixels from the graph's corner. */
+  tip(n, x, y) {
     const lines = [el("div", { class: "tt-name" }, n.name)];
     const v = (x) => units.value(x, this.unit);
     if (this.diff) {
-      lines.push(el("div", {}, `before: ${v(n.left)} (${units.percent(n.left, this.leftTicks)}), self ${v(n.leftSelf)}`));
-      lines.push(el("div", {}, `after: ${v(n.right)} (${units.percent(n.right, this.rightTicks)}), self ${v(n.rightSelf)}`));
+      lines.push(el("div", {}, `${this.sides.left}: ${v(n.left)} (${units.percent(n.left, this.leftTicks)}), self ${v(n.leftSelf)}`));
+      lines.push(el("div", {}, `${this.sides.right}: ${v(n.right)} (${units.percent(n.right, this.rightTicks)}), self ${v(n.rightSelf)}`));
     } else {
       lines.push(el("div", {}, `total: ${v(n.total)} (${units.percent(n.total, this.total)})`));
       lines.push(el("div", {}, `self: ${v(n.self)} (${units.percent(n.self, this.total)})`));
@@ -261,10 +323,64 @@ export class FlameGraph {
     }
     this.tooltip.replaceChildren(...lines);
     this.tooltip.hidden = false;
-    const rect = this.root.getBoundingClientRect();
-    const x = e.clientX - rect.left + 12;
-    this.tooltip.style.left = `${Math.min(x, rect.width - 320)}px`;
-    this.tooltip.style.top = `${e.clientY - rect.top + 14}px`;
+    const width = this.root.clientWidth;
+    this.tooltip.style.left = `${Math.max(0, Math.min(x + 12, width - 320))}px`;
+    this.tooltip.style.top = `${y + 14}px`;
+  }
+
+  /** Selects frame `{level, index}` for the keyboard: ringed, its tooltip shown. */
+  select(s) {
+    const n = this.node(s.level, s.index);
+    if (!n) return;
+    this.selected = { level: s.level, index: s.index };
+    this.draw();
+    const v = this.view();
+    const width = this.root.clientWidth || 800;
+    const x = s.level < v.level ? width / 2
+      : ((Math.max(n.x, v.start) + Math.min(n.x + n.total, v.start + v.width)) / 2 - v.start) * (width / v.width);
+    this.tip(n, Math.max(0, x - 12), s.level * ROW + ROW / 2);
+    this.canvas.setAttribute("aria-label", `${this.label}: ${n.name}, ${units.value(n.total, this.unit)} ` +
+      `(${units.percent(n.total, this.total)}); arrows move, Enter zooms, Esc resets`);
+  }
+
+  key(e) {
+    if (!this.levels) return;
+    const s = this.selected || { level: 0, index: 0 };
+    const n = this.node(s.level, s.index);
+    let next = null;
+    switch (e.key) {
+      case "ArrowUp":
+        if (s.level > 0) next = { level: s.level - 1, index: this.first(s.level - 1, n.x) };
+        break;
+      case "ArrowDown": {
+        const l = s.level + 1;
+        if (l < this.levels.length) {
+          const k = this.first(l, n.x);
+          const c = k < this.count(l) ? this.node(l, k) : null;
+          if (c && c.x < n.x + n.total) next = { level: l, index: k };
+        }
+        break;
+      }
+      case "ArrowLeft":
+        if (s.index > 0) next = { level: s.level, index: s.index - 1 };
+        break;
+      case "ArrowRight":
+        if (s.index + 1 < this.count(s.level)) next = { level: s.level, index: s.index + 1 };
+        break;
+      case "Enter":
+        this.onZoom(s.level === 0 ? null : { level: s.level, index: s.index });
+        e.preventDefault();
+        return;
+      case "Escape":
+        if (!this.zoom) return;
+        this.onZoom(null);
+        e.preventDefault();
+        return;
+      default:
+        return;
+    }
+    e.preventDefault();
+    if (next) this.select(next);
   }
 
   click(e) {

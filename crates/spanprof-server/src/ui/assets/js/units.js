@@ -72,8 +72,56 @@ export function percent(part, whole) {
   return `${p >= 10 ? p.toFixed(1) : p.toFixed(2)}%`;
 }
 
+// Times read in the browser's time zone, or in UTC when the header's switch says so (kept
+// in localStorage: the choice is the reader's, not a view's).
+const UTC_KEY = "spanprof.utc";
+
+/** Whether times are shown in UTC (else in the browser's time zone). */
+export function utc() {
+  return localStorage.getItem(UTC_KEY) === "1";
+}
+
+export function setUtc(on) {
+  if (on) localStorage.setItem(UTC_KEY, "1");
+  else localStorage.removeItem(UTC_KEY);
+}
+
+const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+function parts(ms) {
+  const d = new Date(ms);
+  return utc()
+    ? [d.getUTCFullYear(), d.getUTCMonth() + 1, d.getUTCDate(), d.getUTCHours(), d.getUTCMinutes(), d.getUTCSeconds()]
+    : [d.getFullYear(), d.getMonth() + 1, d.getDate(), d.getHours(), d.getMinutes(), d.getSeconds()];
+}
+
+/** A time in ms since the epoch as "2026-05-01 14:03:05" (" UTC" after it in UTC). */
+export function clock(ms) {
+  const [y, mo, d, h, mi, s] = parts(ms);
+  return `${y}-${pad(mo)}-${pad(d)} ${pad(h)}:${pad(mi)}:${pad(s)}${utc() ? " UTC" : ""}`;
+}
+
+/** A time of day for an axis: "14:03:05", or "14:03" when `seconds` is false. */
+export function timeOfDay(ms, seconds = true) {
+  const [, , , h, mi, s] = parts(ms);
+  return seconds ? `${pad(h)}:${pad(mi)}:${pad(s)}` : `${pad(h)}:${pad(mi)}`;
+}
+
+/**
+ * A time in ms as RFC 3339 in the shown time zone, whole seconds: "2026-05-01T14:03:05+02:00"
+ * (or "…Z"), which the API reads and a person can too.
+ */
+export function isoTime(ms) {
+  const [y, mo, d, h, mi, s] = parts(ms);
+  let zone = "Z";
+  if (!utc()) {
+    const off = -new Date(ms).getTimezoneOffset();
+    zone = off === 0 ? "Z" : `${off < 0 ? "-" : "+"}${pad(Math.floor(Math.abs(off) / 60))}:${pad(Math.abs(off) % 60)}`;
+  }
+  return `${y}-${pad(mo)}-${pad(d)}T${pad(h)}:${pad(mi)}:${pad(s)}${zone}`;
+}
+
 /** A time given as ns since the epoch in a string (too big for a JS number). */
 export function timestamp(nsString) {
-  const ms = Number(BigInt(nsString) / 1000000n);
-  return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
+  return clock(Number(BigInt(nsString) / 1000000n));
 }
