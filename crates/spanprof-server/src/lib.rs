@@ -178,20 +178,8 @@ pub async fn serve(
     };
     // The ports first: one that is taken stops the start before the store's directory is
     // made. Connections wait in the backlog until the store is open and serving starts.
-    let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
-    let otlp = match config.otlp_http_addr {
-        Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
-        None => None,
-    };
-    let grpc = match config.otlp_grpc_addr {
-        Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
-        None => None,
-    };
-    let bound = Bound {
-        http: main.local_addr()?,
-        otlp_http: otlp.as_ref().map(|l| l.local_addr()).transpose()?,
-        otlp_grpc: grpc.as_ref().map(|l| l.local_addr()).transpose()?,
-    };
+    let listeners = Listeners::bind(&config).await?;
+    let bound = listeners.bound()?;
     metrics.set(
         "spanprof_build_info",
         &[("version", env!("CARGO_PKG_VERSION"))],
@@ -209,81 +197,15 @@ pub async fn serve(
         auth: Arc::clone(&config.auth),
         stop: stop_rx.clone(),
     }));
-    // The tenants credentials and scrape targets name are opened now: their scrapes start,
-    // and a store that cannot open stops the start.
-    let mut named = vec![auth::TenantId::default_tenant()];
-    named.extend(config.auth.tenants().cloned());
-    named.extend(config.scrape.iter().map(|t| t.tenant.clone()));
-    named.sort();
-    named.dedup();
-    for id in &named {
-        tenants.get(id).await?;
-    }
+    open_named_tenants(&tenants, &config).await?;
     let state = tenants.default_state().await?;
     if config.demo {
         load_demo(&state).await?;
     }
-    // The scheme clients must use, in every listening line.
-    let scheme = if tls.is_some() { "https" } else { "http" };
-    tracing::info!(addr = %bound.http, scheme, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
-    for (key, addr) in config.open_listeners() {
-        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
-    }
-    if config.open_listeners().next().is_none() {
-        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
-    }
-    if let Some(a) = bound.otlp_http {
-        tracing::info!(addr = %a, scheme, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
-    }
-    if let Some(a) = bound.otlp_grpc {
-        tracing::info!(addr = %a, scheme, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
-    }
+    log_listening(&config, &bound, tls.is_some());
     on_bound(bound);
-
-    if config.auth.enabled() {
-        for (name, scopes) in config.auth.credential_names() {
-            tracing::info!(credential = name, scopes = ?scopes, "credential");
-        }
-        tracing::info!(
-            "authentication on: requests need a credential (probes and the UI's files excepted)"
-        );
-    }
-    let mut servers = Vec::new();
-    let guarded = |router, listener: &tokio::net::TcpListener| {
-        let local = listener.local_addr()?;
-        let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
-        Ok::<_, ServerError>(browser_guard::guard(router, names))
-    };
-    let secured = |listener| {
-        tls.as_ref().map(|tls| listen::tls::ListenerTls {
-            tls: Arc::clone(tls),
-            listener,
-        })
-    };
-    let router = guarded(tenants.gate(tenants::Listener::Main), &main)?;
-    servers.push(tokio::spawn(listen::serve(
-        main,
-        router,
-        stop_rx.clone(),
-        secured("http_addr"),
-    )));
-    if let Some(l) = otlp {
-        let router = guarded(tenants.gate(tenants::Listener::OtlpHttp), &l)?;
-        servers.push(tokio::spawn(listen::serve(
-            l,
-            router,
-            stop_rx.clone(),
-            secured("otlp_http_addr"),
-        )));
-    }
-    if let Some(l) = grpc {
-        servers.push(tokio::spawn(listen::serve(
-            l,
-            tenants.gate(tenants::Listener::OtlpGrpc),
-            stop_rx.clone(),
-            secured("otlp_grpc_addr"),
-        )));
-    }
+    log_auth(&config);
+    let servers = listeners.serve(&config, &tenants, tls.as_ref(), &stop_rx)?;
     let inflight = Arc::clone(&state.inflight);
     drop(state);
     shutdown.await;
@@ -297,6 +219,134 @@ pub async fn serve(
     tenants.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Opens the tenants that credentials and scrape targets name (the default one too): their
+/// scrapes start, and a store that cannot open stops the start.
+async fn open_named_tenants(
+    tenants: &tenants::Tenants,
+    config: &ServerConfig,
+) -> Result<(), ServerError> {
+    let mut named = vec![auth::TenantId::default_tenant()];
+    named.extend(config.auth.tenants().cloned());
+    named.extend(config.scrape.iter().map(|t| t.tenant.clone()));
+    named.sort();
+    named.dedup();
+    for id in &named {
+        tenants.get(id).await?;
+    }
+    Ok(())
+}
+
+/// Says in the log where the server listens, with the scheme clients must use, and warns of
+/// each listener open beyond this machine without authentication.
+fn log_listening(config: &ServerConfig, bound: &Bound, tls: bool) {
+    let scheme = if tls { "https" } else { "http" };
+    tracing::info!(addr = %bound.http, scheme, "listening: UI, API, Pyroscope ingest, OTLP/HTTP profiles and traces");
+    for (key, addr) in config.open_listeners() {
+        tracing::warn!(%addr, setting = %format_args!("server.{key}"), "listening beyond this machine without authentication (server.allow_unauthenticated): whoever reaches it can read every profile and span and write data");
+    }
+    if config.open_listeners().next().is_none() {
+        tracing::info!("listening on loopback only (this machine); --http-addr 0.0.0.0:4040 with --allow-unauthenticated opens it to the network");
+    }
+    if let Some(a) = bound.otlp_http {
+        tracing::info!(addr = %a, scheme, "listening: OTLP/HTTP (/v1/traces, /v1development/profiles)");
+    }
+    if let Some(a) = bound.otlp_grpc {
+        tracing::info!(addr = %a, scheme, "listening: OTLP gRPC (TraceService/Export, ProfilesService/Export)");
+    }
+}
+
+/// Names the credentials in the log when authentication is on (never their secrets).
+fn log_auth(config: &ServerConfig) {
+    if config.auth.enabled() {
+        for (name, scopes) in config.auth.credential_names() {
+            tracing::info!(credential = name, scopes = ?scopes, "credential");
+        }
+        tracing::info!(
+            "authentication on: requests need a credential (probes and the UI's files excepted)"
+        );
+    }
+}
+
+/// The bound listeners: the main one, and the OTLP ones when enabled.
+struct Listeners {
+    main: tokio::net::TcpListener,
+    otlp: Option<tokio::net::TcpListener>,
+    grpc: Option<tokio::net::TcpListener>,
+}
+
+impl Listeners {
+    /// Binds every configured listener, failing on the first address that cannot be bound.
+    async fn bind(config: &ServerConfig) -> Result<Listeners, ServerError> {
+        let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
+        let otlp = match config.otlp_http_addr {
+            Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
+            None => None,
+        };
+        let grpc = match config.otlp_grpc_addr {
+            Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
+            None => None,
+        };
+        Ok(Listeners { main, otlp, grpc })
+    }
+
+    /// Their addresses (a port of 0 resolved to the one bound).
+    fn bound(&self) -> Result<Bound, ServerError> {
+        Ok(Bound {
+            http: self.main.local_addr()?,
+            otlp_http: self.otlp.as_ref().map(|l| l.local_addr()).transpose()?,
+            otlp_grpc: self.grpc.as_ref().map(|l| l.local_addr()).transpose()?,
+        })
+    }
+
+    /// Starts serving each listener through its tenant gate (HTTP ones behind the browser
+    /// guard), until `stop` turns true.
+    fn serve(
+        self,
+        config: &ServerConfig,
+        tenants: &Arc<tenants::Tenants>,
+        tls: Option<&Arc<listen::tls::ServerTls>>,
+        stop: &watch::Receiver<bool>,
+    ) -> Result<Vec<tokio::task::JoinHandle<std::io::Result<()>>>, ServerError> {
+        let mut servers = Vec::new();
+        let guarded = |router, listener: &tokio::net::TcpListener| {
+            let local = listener.local_addr()?;
+            let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
+            Ok::<_, ServerError>(browser_guard::guard(router, names))
+        };
+        let secured = |listener| {
+            tls.map(|tls| listen::tls::ListenerTls {
+                tls: Arc::clone(tls),
+                listener,
+            })
+        };
+        let router = guarded(tenants.gate(tenants::Listener::Main), &self.main)?;
+        servers.push(tokio::spawn(listen::serve(
+            self.main,
+            router,
+            stop.clone(),
+            secured("http_addr"),
+        )));
+        if let Some(l) = self.otlp {
+            let router = guarded(tenants.gate(tenants::Listener::OtlpHttp), &l)?;
+            servers.push(tokio::spawn(listen::serve(
+                l,
+                router,
+                stop.clone(),
+                secured("otlp_http_addr"),
+            )));
+        }
+        if let Some(l) = self.grpc {
+            servers.push(tokio::spawn(listen::serve(
+                l,
+                tenants.gate(tenants::Listener::OtlpGrpc),
+                stop.clone(),
+                secured("otlp_grpc_addr"),
+            )));
+        }
+        Ok(servers)
+    }
 }
 
 /// Opens the store of `tenant` with `store_cfg`, saying in the log what it holds and which
