@@ -9,7 +9,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 
 use super::resolve::{resolved_type, type_ids, types_of_service};
 use super::selection::Selection;
-use super::{overlaps, starts_in, SERIES_CHUNK};
+use super::{overlaps, starts_in, ScanHold};
 use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::store::segments::SealedSummary;
 use crate::store::state::{SeriesKey, State};
@@ -199,17 +199,19 @@ impl Store {
             .read()
             .expect("store state lock poisoned")
             .series_taken_in(sel.from_ns, sel.to_ns);
-        // Read-locked chunk by chunk, as in `series_in_chunks`.
-        let mut from = 0;
+        // Read-locked a stretch at a time, as in `series_in_chunks`.
+        let mut next = 0;
         loop {
             {
                 let st = self.state.read().expect("store state lock poisoned");
-                let end = (from + SERIES_CHUNK).min(st.series.len());
-                if from >= end {
+                if next >= st.series.len() {
                     return Ok(false);
                 }
                 crate::query_limit::check()?;
-                for i in from..end {
+                let mut hold = ScanHold::new();
+                while next < st.series.len() {
+                    let i = next;
+                    next += 1;
                     let k = &st.series[i];
                     let taken = live.contains(&(i as u32))
                         && sel
@@ -224,8 +226,10 @@ impl Store {
                     if taken && each(k).is_break() {
                         return Ok(true);
                     }
+                    if hold.over() {
+                        break;
+                    }
                 }
-                from = end;
             }
             #[cfg(test)]
             super::between_series_chunks();

@@ -9,7 +9,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 
 use super::catalog::series_matches;
 use super::selection::Selection;
-use super::{overlaps, starts_in, Resolved, SERIES_CHUNK};
+use super::{overlaps, starts_in, Resolved, ScanHold};
 use crate::matchers::{parse_selector, LabelMatcher};
 use crate::store::segments::SegmentIndex;
 use crate::store::state::{SeriesKey, State};
@@ -24,21 +24,21 @@ impl State {
             sel.span_filter.is_none(),
             "span filters resolve in Store::read_resolved"
         );
-        let series = self.series_of(sel, 0..self.series.len())?;
+        let matchers = label_matchers(sel)?;
+        let (series, _) = self.series_of(sel, &matchers, 0, &mut || false)?;
         self.resolve_with(sel, Vec::new(), series)
     }
 
-    /// The series among `ids` whose service and labels `sel` takes (a selection by spans or a
-    /// trace takes any service: see [`State::resolve_with`]).
+    /// The series from id `from` on whose service and labels `sel` takes (a selection by
+    /// spans or a trace takes any service: see [`State::resolve_with`]), until `over` says to
+    /// stop after a series; and the id to go on from.
     fn series_of(
         &self,
         sel: &Selection,
-        ids: std::ops::Range<usize>,
-    ) -> Result<HashSet<u32>, StoreError> {
-        let matchers: Vec<LabelMatcher> = match &sel.label_selector {
-            Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
-            _ => Vec::new(),
-        };
+        matchers: &[LabelMatcher],
+        from: usize,
+        over: &mut dyn FnMut() -> bool,
+    ) -> Result<(HashSet<u32>, usize), StoreError> {
         let by_spans =
             !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
         let service_ok = |k: &SeriesKey| {
@@ -47,18 +47,23 @@ impl State {
                 .is_none_or(|s| self.services[k.service as usize].name == s)
         };
         let mut series = HashSet::new();
-        let end = ids.end.min(self.series.len());
-        for i in ids.start..end {
+        let mut next = from;
+        while next < self.series.len() {
+            let i = next;
+            next += 1;
             // Label regexes over many long values cost seconds: a stopped query stops here.
-            if i % 256 == 0 {
+            if i.is_multiple_of(256) {
                 crate::query_limit::check()?;
             }
             let k = &self.series[i];
-            if (by_spans || service_ok(k)) && series_matches(&matchers, k) {
+            if (by_spans || service_ok(k)) && series_matches(matchers, k) {
                 series.insert(i as u32);
             }
+            if over() {
+                break;
+            }
         }
-        Ok(series)
+        Ok((series, next))
     }
 
     /// [`State::resolve`], with `filtered` the spans of `sel`'s span filter
@@ -243,32 +248,40 @@ impl Store {
             Some(f) => self.filtered_spans(sel, f)?,
             None => Vec::new(),
         };
-        let series = self.series_in_chunks(|st, ids| st.series_of(sel, ids))?;
+        let matchers = label_matchers(sel)?;
+        let series =
+            self.series_in_chunks(|st, from, over| st.series_of(sel, &matchers, from, over))?;
         let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve_with(sel, filtered, series)?;
         Ok((st, r))
     }
 
-    /// What `part` finds in every chunk of [`SERIES_CHUNK`] series, the store read-locked
-    /// chunk by chunk: a label regex over 10,000 series of 2,000-byte values took 40 s, and
-    /// with the lock held for the whole scan every ingest waited as long. Series ids are
-    /// never reused, so a chunk read after an ingest still names the series it did; series
+    /// What `part` finds in every series, the store read-locked a stretch at a time
+    /// ([`ScanHold`]): a label regex over 10,000 series of 2,000-byte values took 40 s, and
+    /// with the lock held for the whole scan every ingest waited as long. `part` scans from a
+    /// series id until its `over` says to stop, and says where to go on from. Series ids are
+    /// never reused, so a stretch read after an ingest still names the series it did; series
     /// added meanwhile may be in the answer or not, as if they came just before or after it.
     fn series_in_chunks(
         &self,
-        mut part: impl FnMut(&State, std::ops::Range<usize>) -> Result<HashSet<u32>, StoreError>,
+        mut part: impl FnMut(
+            &State,
+            usize,
+            &mut dyn FnMut() -> bool,
+        ) -> Result<(HashSet<u32>, usize), StoreError>,
     ) -> Result<HashSet<u32>, StoreError> {
         let mut all = HashSet::new();
-        let mut from = 0;
+        let mut next = 0;
         loop {
             {
                 let st = self.state.read().expect("store state lock poisoned");
-                let end = (from + SERIES_CHUNK).min(st.series.len());
-                if from >= end {
+                if next >= st.series.len() {
                     return Ok(all);
                 }
-                all.extend(part(&st, from..end)?);
-                from = end;
+                let mut hold = ScanHold::new();
+                let (found, went_on) = part(&st, next, &mut || hold.over())?;
+                all.extend(found);
+                next = went_on;
             }
             #[cfg(test)]
             super::between_series_chunks();
@@ -280,6 +293,15 @@ impl Store {
     pub(super) fn resolved(&self, sel: &Selection) -> Result<Resolved, StoreError> {
         Ok(self.read_resolved(sel)?.1)
     }
+}
+
+/// The label matchers of `sel`'s selector, parsed (and their regexes compiled) once per
+/// query.
+fn label_matchers(sel: &Selection) -> Result<Vec<LabelMatcher>, StoreError> {
+    Ok(match &sel.label_selector {
+        Some(s) if !s.trim().is_empty() => parse_selector(s)?.matchers,
+        _ => Vec::new(),
+    })
 }
 
 pub(super) fn type_ids(
