@@ -3,8 +3,7 @@
 //! as Pyroscope's own JFR conversion reads them: per-stack totals equal its expected output
 //! for every kind of sample, and per-label-set totals its printed profiles.
 
-#[path = "jfr_support/mod.rs"]
-mod jfr_support;
+use crate::jfr_support;
 use jfr_support::stack_text;
 
 use std::collections::BTreeMap;

@@ -4,8 +4,7 @@
 //! its CPU and native-method samples, its allocations and its lock and park waits must equal
 //! what the JDK's own `jfr print --json` reports for the same events: an independent decoder.
 
-#[path = "jfr_support/mod.rs"]
-mod jfr_support;
+use crate::jfr_support;
 use jfr_support::stack_text;
 
 use std::collections::BTreeMap;
