@@ -44,8 +44,23 @@ fn burners(n: usize, stop: &Arc<AtomicBool>) -> Vec<(std::thread::JoinHandle<()>
 
 /// Runs burners under an agent until it has taken `samples` samples (90 s at most); returns
 /// the final counters and how long `shutdown` took.
+/// One test at a time owns SIGPROF (the sampler is one per process, and the sampler module's
+/// tests share this process): waits for it with a deadline, as `sampler::sampler` does.
+fn start(config: AgentConfig) -> Agent {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        match Agent::start(config.clone()) {
+            Ok(agent) => return agent,
+            Err(spanprof_agent::AgentError::AlreadyRunning) if Instant::now() < deadline => {
+                pause(Duration::from_millis(20))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 fn run(config: AgentConfig, samples: u64) -> (AgentStats, Duration) {
-    let agent = Agent::start(config).unwrap();
+    let agent = start(config);
     let stop = Arc::new(AtomicBool::new(false));
     let threads = burners(2, &stop);
     let deadline = Instant::now() + Duration::from_secs(90);
