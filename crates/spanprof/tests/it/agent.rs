@@ -5,9 +5,8 @@
 //! its own function, and a child span's samples must roll up into its parent. The same program,
 //! profiled by pyroscope-rs with thread tags instead, is measured beside it in the report.
 
-#[path = "agent_support/otel_tls.rs"]
 mod otel_tls;
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

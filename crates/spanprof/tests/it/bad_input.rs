@@ -1,7 +1,7 @@
 //! Bad input on the command line: every command that reads profiles refuses it with a
 //! non-zero exit and a message that names the file and the problem, and never panics.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -1,7 +1,7 @@
 //! What the offline commands print, as a new user reads it (issue 45, part 8): help said once,
 //! one sample count, span names beside ids, errors that name the problem.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

@@ -1,13 +1,13 @@
 //! The documentation: `docs/configuration.md` holds what `spanprof serve --config-example`
-//! prints (`UPDATE_DOCS=1 cargo test -p spanprof --test docs` rewrites it), and every relative
+//! prints (`UPDATE_DOCS=1 cargo test -p spanprof --test it docs::` rewrites it), and every relative
 //! link of README.md and docs/ leads to a file and, with `#anchor`, to a heading in it.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-const BEGIN: &str = "<!-- BEGIN generated from `spanprof serve --config-example`: UPDATE_DOCS=1 cargo test -p spanprof --test docs -->";
+const BEGIN: &str = "<!-- BEGIN generated from `spanprof serve --config-example`: UPDATE_DOCS=1 cargo test -p spanprof --test it docs:: -->";
 const END: &str = "<!-- END generated -->";
 
 /// `docs/configuration.md` between its markers is the key table and the example file made from
@@ -32,7 +32,7 @@ fn configuration_md_is_the_config_example() {
     } else if doc != want {
         panic!(
             "{} differs from `spanprof serve --config-example`: run \
-             UPDATE_DOCS=1 cargo test -p spanprof --test docs\n--- wanted ---\n{want}",
+             UPDATE_DOCS=1 cargo test -p spanprof --test it docs::\n--- wanted ---\n{want}",
             path.display()
         );
     }

@@ -2,7 +2,7 @@
 //! `testprograms/goapp` under load, converted to OTLP and back, and read by independent tools
 //! (`go tool pprof` for pprof, Python `opentelemetry-proto` for OTLP).
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;

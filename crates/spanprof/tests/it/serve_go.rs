@@ -4,7 +4,7 @@
 //! graph holds `main.countPrimes`, `go tool pprof` reads that span's profile straight from
 //! `/api/v1/pprof`, and the span's trace is there with its sample total.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! two at the same moment (a terminal's Ctrl-C beside a wrapper's SIGTERM) are one request
 //! to stop.
 
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

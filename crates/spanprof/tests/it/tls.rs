@@ -9,7 +9,7 @@
 //!   certificate for mutual TLS (both the receiver and the Go service require one), and
 //!   certificates not checked at all.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
