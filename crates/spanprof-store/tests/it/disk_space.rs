@@ -3,7 +3,7 @@
 //! oldest sealed segments are deleted (never the active one). The volume is the real one
 //! (statvfs); the settings put the bar above or below what it has.
 
-mod common;
+use crate::common;
 
 use common::checkout;
 use spanprof_store::store::{Store, StoreConfig};

@@ -1,7 +1,7 @@
 //! Golden files for every rendered flame-graph output of the checkout fixture.
 //! Review changes with `INSTA_UPDATE=always cargo test -p spanprof-store` and a diff.
 
-mod common;
+use crate::common;
 
 use std::fmt::Write as _;
 

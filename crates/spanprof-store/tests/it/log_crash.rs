@@ -205,7 +205,12 @@ fn retain_newest(log: &Log, acked: &mut BTreeSet<u64>) -> usize {
 
 fn spawn_child(dir: &Path, round: u64, seed: u64) -> Child {
     Command::new(std::env::current_exe().unwrap())
-        .args([TEST_NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            crate::libtest_name(module_path!(), TEST_NAME).as_str(),
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, dir)
         .env(ROUND_ENV, round.to_string())
         .env(SEED_ENV, seed.to_string())

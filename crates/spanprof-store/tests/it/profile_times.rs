@@ -1,7 +1,7 @@
 //! When the first and last stored profiles were taken (Pyroscope's `GetProfileStats`), over
 //! sealed segments and the active one, and after reopening.
 
-mod common;
+use crate::common;
 
 use common::{sample, DictionaryBuilder, S1, T1};
 use spanprof_format::otlp::ProfilesData;

@@ -1,7 +1,7 @@
 //! A profile that names what its dictionary does not hold is refused by name; the other
 //! profiles of the same call are stored, and labels from valid attributes become series.
 
-mod common;
+use crate::common;
 
 use common::{sample, DictionaryBuilder, S1, T1};
 use spanprof_format::otlp::{

@@ -2,7 +2,7 @@
 //! next sample type of one pprof) is stored from that one's blocks with its own values; one
 //! with other samples, even as many, is stored on its own.
 
-mod common;
+use crate::common;
 
 use common::{sample, DictionaryBuilder, S1, S2, T1};
 use spanprof_store::store::{Selection, Store, StoreConfig};

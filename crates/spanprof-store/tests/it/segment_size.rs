@@ -6,7 +6,7 @@
 //! the series (measured on `spanprof serve` with 256 KiB segments: 3,000 one-line profiles of
 //! distinct pods made 1,784 segments, 608 MB; now 3 segments, 1.2 MB).
 
-mod common;
+use crate::common;
 
 use common::{sample, DictionaryBuilder, S1, T1};
 use spanprof_format::otlp::{string_kv, ProfilesData, Resource};

@@ -1,6 +1,6 @@
 //! Selecting samples by span, trace and profile type from hand-built OTLP data.
 
-mod common;
+use crate::common;
 
 use common::{checkout, sample, DictionaryBuilder, S1, S2, S3, S4, T1, T2, TICK_NS};
 use spanprof_format::otlp::{Line, Location, ProfilesData};

@@ -3,7 +3,7 @@
 //! its span ids. Every expected number is summed straight from the pprof samples' labels, or
 //! read by the real `go tool pprof`.
 //!
-//! - `answers/fixture.rs`: the profile, its copies (own ids, shifted time, scaled values), the
+//! - `store_answers/fixture.rs`: the profile, its copies (own ids, shifted time, scaled values), the
 //!   spans that meet their samples, and the per-span sums.
 //! - `retention.rs`: by age and by size, whole sealed segments, never the active one.
 //! - `coverage.rs`: `span_coverage` of busy, idle and too-short spans.
@@ -14,4 +14,17 @@
 //! - `dedup.rs`: 100 ingests of the same profile store its symbols once.
 //! - `damage.rs`: a damaged sealed segment is named and skipped; the rest still answers.
 
-mod answers;
+pub mod fixture;
+// The parser of `go tool pprof -raw` output the CLI's tests use; one parser for the tree.
+#[allow(dead_code)]
+#[path = "../../../spanprof/tests/it/support/raw.rs"]
+pub mod raw;
+
+mod coverage;
+mod damage;
+mod dedup;
+mod export;
+mod metadata;
+mod retention;
+mod selection;
+mod time_series;

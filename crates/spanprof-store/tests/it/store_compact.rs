@@ -9,7 +9,7 @@ use spanprof_format::{pprof, Batch, LinkConfig};
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
-const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
 
 fn config(dir: &Path) -> StoreConfig {
     let mut c = StoreConfig::new(dir);

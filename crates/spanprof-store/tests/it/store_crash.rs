@@ -133,7 +133,7 @@ fn acknowledged_profiles_survive_kill_9() {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "acknowledged_profiles_survive_kill_9",
+                &crate::libtest_name(module_path!(), "acknowledged_profiles_survive_kill_9"),
                 "--nocapture",
                 "--test-threads=1",
             ])

@@ -6,7 +6,7 @@
 //! first, (b) no spans at all. A third store holding only the spans tells apart what the
 //! profiles take from what the spans themselves take (spans are not pprof bytes).
 //!
-//! `cargo test -p spanprof-store --test store_disk -- --nocapture` prints the ratios.
+//! `cargo test -p spanprof-store --test it store_disk:: -- --nocapture` prints the ratios.
 //! [`disk_bytes_against_gzipped_pprof`] asserts the 25 % target for the profiles with spans
 //! stored first (reached: 21.7 %), guards what is reached without spans (37.5 %), and checks
 //! that the encoding changes no answer.
@@ -30,7 +30,7 @@ use spanprof_store::FlameTree;
 
 /// A 10 s Go CPU profile under load: 598 samples, 235 spans of 159 traces (76 traces hold a
 /// `GET /cpu-heavy` span and its `sortWork` child, the rest one span each).
-const GO_CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+const GO_CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
 
 /// Profiles in the stream.
 const PROFILES: u64 = 1_000;

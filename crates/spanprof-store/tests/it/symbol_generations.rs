@@ -4,7 +4,7 @@
 //! follows the builds within retention, and answers over several generations are the same as
 //! over one.
 
-mod common;
+use crate::common;
 
 use common::{sample, DictionaryBuilder, TICK_NS};
 use spanprof_format::otlp::{string_kv, Mapping, ProfilesData, Resource};
