@@ -2,7 +2,7 @@
 //! ids go in over OTLP/HTTP, and every answer is checked against sums computed straight from
 //! the decoded pprof; `/api/v1/pprof` is read back by `go tool pprof`.
 
-mod common;
+use crate::common;
 
 use std::sync::OnceLock;
 

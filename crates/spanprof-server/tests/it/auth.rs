@@ -5,7 +5,7 @@
 //! 403, or hold none of the other tenant's data. Then each tenant's data is checked to stay
 //! its own across a restart and a compaction.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

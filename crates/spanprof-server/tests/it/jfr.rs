@@ -4,7 +4,7 @@
 //! root span. The span's flame graph holds exactly that context's samples, counted from
 //! Pyroscope's own conversion of the recording; a span sent over OTLP gives the trace id.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -5,7 +5,7 @@
 
 // This test uses part of the helpers.
 #[allow(dead_code)]
-#[path = "../../spanprof/tests/support/pki.rs"]
+#[path = "../../../spanprof/tests/it/support/pki.rs"]
 mod pki;
 
 use std::net::SocketAddr;

@@ -15,13 +15,11 @@ use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
-#[path = "common/pushv1.rs"]
-mod pushv1;
-#[path = "pyroscope_clients/mod.rs"]
+use crate::common::pushv1;
 mod pyroscope_clients;
 
 /// A CPU profile written by the Go runtime; its samples carry span labels.
-const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
 const CPU_TYPE: &str = "process_cpu:cpu:nanoseconds:cpu:nanoseconds";
 
 /// A server on an ephemeral port with its own store directory.

@@ -4,7 +4,7 @@
 //! server), in both encodings (binary protobuf as Grafana's backend sends, protojson as the
 //! Pyroscope UI sends), with the real Go CPU profile and spans ingested over OTLP.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

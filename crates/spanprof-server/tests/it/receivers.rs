@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use prost::Message;
 
-mod common;
+use crate::common;
 use common::pushv1;
 use common::server::wait_for;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
@@ -16,7 +16,7 @@ use spanprof_server::config::ServerConfig;
 use spanprof_server::receivers::body::RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
-const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
+const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
 
 /// A server on an ephemeral port; stopped (and drained) when dropped.
 struct Server {

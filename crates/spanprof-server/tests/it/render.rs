@@ -2,7 +2,7 @@
 //! (`pyroscope-compat.md` §4.4) against the real server, with the real Go CPU profile and its
 //! spans ingested over OTLP; every number is checked against sums from the decoded pprof.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -3,7 +3,7 @@
 //! names, traces), `/api/v1/span-points` and `/api/v1/span-names` are checked against what
 //! the decoded pprof and the spans sent say.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;

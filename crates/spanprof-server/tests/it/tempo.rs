@@ -6,7 +6,7 @@
 //! search must find traces like Tempo, and Grafana's Traces-to-profiles flow must open the
 //! slow span's flame graph.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
