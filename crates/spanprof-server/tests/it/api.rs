@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 use common::goprofile::{
     GoData, SpanTruth, CACHE_SPAN, CPU_TYPE, DB_SPAN, HOT_FUNCTION, PERIOD_NS, SERVICE,
 };
-use common::server::{enc, TestServer};
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
+use spanprof_testkit::server::{enc, TestServer};
 
 use common::goprofile::GoServer as Fixture;
 
@@ -662,17 +662,16 @@ fn pprof_export_is_read_by_go_tool_pprof() {
         (s.start_ns as i64, (s.end_ns - s.start_ns) as i64)
     );
 
-    let scratch = tempfile::tempdir().unwrap();
     let args = ["-top", "-unit=ns", "-nodefraction=0", "-nodecount=100000"];
     let url = format!("http://{}{path}", fx.server.addr);
-    let out = common::go_tool_pprof(&[&args[..], &[url.as_str()]].concat(), scratch.path());
-    let (_, cum, total) = common::pprof_top(&out, HOT_FUNCTION);
+    let out = spanprof_testkit::go_tool_pprof([&args[..], &[url.as_str()]].concat());
+    let (_, cum, total) = spanprof_testkit::pprof_top(&out, HOT_FUNCTION);
     assert_eq!((cum, total), (s.hot_cum_ns, s.cpu_ns), "{out}");
 
     let url = format!("http://{}/api/v1/pprof?service={SERVICE}", fx.server.addr);
-    let out = common::go_tool_pprof(&[&args[..], &[url.as_str()]].concat(), scratch.path());
+    let out = spanprof_testkit::go_tool_pprof([&args[..], &[url.as_str()]].concat());
     assert_eq!(
-        common::pprof_top(&out, HOT_FUNCTION),
+        spanprof_testkit::pprof_top(&out, HOT_FUNCTION),
         (data.hot_self_ns, data.hot_cum_ns, data.cpu_total_ns),
         "{out}"
     );
@@ -682,15 +681,13 @@ fn pprof_export_is_read_by_go_tool_pprof() {
         "http://{}/api/v1/pprof?service={SERVICE}&span_id=xyz",
         fx.server.addr
     );
-    let out = std::process::Command::new("go")
-        .args(["tool", "pprof", "-top", &bad])
-        .env("PPROF_TMPDIR", scratch.path())
-        .output()
-        .unwrap_or_else(|e| panic!("running go: {e}; {}", common::INSTALL_GO));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let out = spanprof_testkit::go_tool_pprof_run(["-top", &bad]);
     assert!(
-        !out.status.success() && stderr.contains(r#"span_id "xyz": expected 16 hex characters"#),
-        "{stderr}"
+        !out.status.success()
+            && out
+                .stderr
+                .contains(r#"span_id "xyz": expected 16 hex characters"#),
+        "{out}"
     );
 }
 

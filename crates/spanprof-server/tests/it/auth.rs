@@ -5,15 +5,13 @@
 //! 403, or hold none of the other tenant's data. Then each tenant's data is checked to stay
 //! its own across a restart and a compaction.
 
-use crate::common;
-
 use std::path::Path;
 
-use common::server::{wait_for, Reply, TestServer};
 use serde_json::json;
 use spanprof_server::auth::Access;
 use spanprof_server::tenants::{self, Listener};
 use spanprof_server::ServerConfig;
+use spanprof_testkit::server::{wait_for, Reply, TestServer};
 
 /// Tokens and passwords of the test's credentials (the config file reads them from files).
 const TOKENS: [(&str, &str); 5] = [

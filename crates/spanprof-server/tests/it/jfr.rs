@@ -4,16 +4,14 @@
 //! root span. The span's flame graph holds exactly that context's samples, counted from
 //! Pyroscope's own conversion of the recording; a span sent over OTLP gives the trace id.
 
-use crate::common;
-
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use common::server::TestServer;
 use prost::Message;
 use spanprof_format::gzip;
 use spanprof_format::jfr::LabelsSnapshot;
+use spanprof_testkit::server::TestServer;
 
 const SPAN: &str = "0123456789abcdef";
 const TRACE: &str = "00112233445566778899aabbccddeeff";

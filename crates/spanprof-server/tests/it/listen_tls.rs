@@ -3,10 +3,7 @@
 //! `openssl x509` says of the certificate), mutual TLS required, rotation of the certificate
 //! files, the start-up errors, and handshakes that stop halfway or are not TLS at all.
 
-// This test uses part of the helpers.
-#[allow(dead_code)]
-#[path = "../../../spanprof/tests/it/support/pki.rs"]
-mod pki;
+use spanprof_testkit::pki;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -11,10 +11,10 @@ use std::net::TcpStream;
 use std::sync::OnceLock;
 
 use common::goprofile::{GoData, SpanTruth, CPU_TYPE, HOT_FUNCTION, SERVICE};
-use common::server::{Reply, TestServer, DEADLINE};
 use prost::Message;
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
+use spanprof_testkit::server::{Reply, TestServer, DEADLINE};
 
 // ---- the messages, from the reference's field numbers -------------------------------------
 
@@ -1232,18 +1232,15 @@ fn select_merge_stacktraces_pprof_is_read_by_go_tool_pprof() {
     let scratch = tempfile::tempdir().unwrap();
     let file = scratch.path().join("merged.pb");
     std::fs::write(&file, &bytes).unwrap();
-    let out = common::go_tool_pprof(
-        &[
-            "-top",
-            "-unit=ns",
-            "-nodefraction=0",
-            "-nodecount=100000",
-            file.to_str().unwrap(),
-        ],
-        scratch.path(),
-    );
+    let out = spanprof_testkit::go_tool_pprof([
+        "-top",
+        "-unit=ns",
+        "-nodefraction=0",
+        "-nodecount=100000",
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(
-        common::pprof_top(&out, HOT_FUNCTION),
+        spanprof_testkit::pprof_top(&out, HOT_FUNCTION),
         (data.hot_self_ns, data.hot_cum_ns, data.cpu_total_ns),
         "{out}"
     );

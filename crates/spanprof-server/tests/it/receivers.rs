@@ -9,12 +9,12 @@ use prost::Message;
 
 use crate::common;
 use common::pushv1;
-use common::server::wait_for;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
 use spanprof_server::receivers::body::RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
+use spanprof_testkit::server::wait_for;
 
 const CPU: &[u8] = include_bytes!("../../../../testdata/go/cpu-10s.pb.gz");
 

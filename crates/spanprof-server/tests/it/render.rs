@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
 use common::goprofile::{CPU_TYPE, HOT_FUNCTION, SERVICE};
-use common::server::{enc, Reply};
 use serde_json::Value;
 use spanprof_format::pprof;
+use spanprof_testkit::server::{enc, Reply};
 
 use common::goprofile::GoServer as Fixture;
 

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::OnceLock;
 
 use common::goprofile::{SpanTruth, SERVICE};
-use common::server::enc;
 use serde_json::Value;
 use spanprof_format::link::to_hex;
+use spanprof_testkit::server::enc;
 
 use common::goprofile::GoServer as Fixture;
 

@@ -15,7 +15,6 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use common::goprofile::{GoData, SpanTruth, CACHE_SPAN, CPU_TYPE, DB_SPAN, HOT_FUNCTION, SERVICE};
-use common::server::{enc, TestServer, DEADLINE};
 use prost::Message;
 use serde_json::Value;
 use spanprof_format::link::to_hex;
@@ -25,6 +24,7 @@ use spanprof_format::trace::{
     TracesData,
 };
 use spanprof_store::store::{Store, StoreConfig};
+use spanprof_testkit::server::{enc, TestServer, DEADLINE};
 
 /// A parent without samples above the heaviest request span (gets the link by roll-up only).
 const GATEWAY: [u8; 8] = [0x9a; 8];

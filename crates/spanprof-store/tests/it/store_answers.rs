@@ -16,9 +16,7 @@
 
 pub mod fixture;
 // The parser of `go tool pprof -raw` output the CLI's tests use; one parser for the tree.
-#[allow(dead_code)]
-#[path = "../../../spanprof/tests/it/support/raw.rs"]
-pub mod raw;
+pub use spanprof_testkit::raw;
 
 mod coverage;
 mod damage;

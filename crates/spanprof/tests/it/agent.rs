@@ -6,7 +6,7 @@
 //! profiled by pyroscope-rs with thread tags instead, is measured beside it in the report.
 
 mod otel_tls;
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

@@ -1,7 +1,7 @@
 //! Bad input on the command line: every command that reads profiles refuses it with a
 //! non-zero exit and a message that names the file and the problem, and never panics.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -364,7 +364,11 @@ fn merging_different_sample_types_suggests_split() {
 #[test]
 fn binary_output_to_a_terminal_is_refused() {
     let cpu = support::go_cpu_pprof();
-    let command = format!("{} convert {} -o -", support::spanprof_bin(), cpu.display());
+    let command = format!(
+        "{} convert {} -o -",
+        support::spanprof_bin().display(),
+        cpu.display()
+    );
     let mut script = std::process::Command::new("script");
     script.args(["-qec", &command, "/dev/null"]);
     if std::process::Command::new("script")

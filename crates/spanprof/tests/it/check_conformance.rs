@@ -2,7 +2,7 @@
 //! `opentelemetry-proto`): 0 for conformant input, 1 with one `path: message` line per
 //! violation, duplicates and orphans reported only when asked for.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! What the offline commands print, as a new user reads it (issue 45, part 8): help said once,
 //! one sample count, span names beside ids, errors that name the problem.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::path::PathBuf;
 
@@ -78,7 +78,7 @@ fn convert_to_dash_writes_stdout() {
         .arg("-c")
         .arg(format!(
             "{} convert --to pprof {} -o - > {}",
-            spanprof_bin(),
+            spanprof_bin().display(),
             go_cpu_pprof().display(),
             out.display()
         ))

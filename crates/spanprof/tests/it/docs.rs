@@ -2,7 +2,7 @@
 //! prints (`UPDATE_DOCS=1 cargo test -p spanprof --test it docs::` rewrites it), and every relative
 //! link of README.md and docs/ leads to a file and, with `#anchor`, to a heading in it.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

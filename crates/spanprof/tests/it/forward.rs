@@ -4,7 +4,7 @@
 //! exactly what A stored, so both answer the same flame graphs (whole service, single spans,
 //! a parent span with its children).
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! `testprograms/goapp` under load, converted to OTLP and back, and read by independent tools
 //! (`go tool pprof` for pprof, Python `opentelemetry-proto` for OTLP).
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;

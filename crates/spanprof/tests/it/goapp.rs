@@ -1,7 +1,7 @@
 //! The Go test program (`testprograms/goapp`) and the harness around it, on their own: these
 //! must pass whatever state the CLI is in, since every other integration test relies on them.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! (testdata/jfr: async-profiler recordings with its expected output), and refuse bad ones
 //! with exit 2 and a message that names the problem.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

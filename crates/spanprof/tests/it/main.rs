@@ -2,8 +2,6 @@
 //! per concern, so the workspace links one test executable per crate instead of one per file.
 //! Run one module with `cargo test -p spanprof --test it <module>::`.
 
-mod support;
-
 mod agent;
 mod bad_input;
 mod check_conformance;
@@ -23,3 +21,12 @@ mod tenants;
 mod tls;
 mod tls_listen;
 mod ui;
+
+/// The test kit finds the CLI beside the test executable; this is the binary cargo built.
+#[test]
+fn the_test_kit_runs_the_cli_cargo_built() {
+    assert_eq!(
+        spanprof_testkit::spanprof_bin(),
+        std::path::Path::new(env!("CARGO_BIN_EXE_spanprof"))
+    );
+}

@@ -5,7 +5,7 @@
 //! line that says why, and a target that comes back says so. And a pprof endpoint behind
 //! authentication, scraped with each way of giving credentials.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! graph holds `main.countPrimes`, `go tool pprof` reads that span's profile straight from
 //! `/api/v1/pprof`, and the span's trace is there with its sample total.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! payloads get INVALID_ARGUMENT, SIGTERM stops the server cleanly, and a busy server tells
 //! the client when to retry.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! two at the same moment (a terminal's Ctrl-C beside a wrapper's SIGTERM) are one request
 //! to stop.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! Go program exports (OTLP/HTTP JSON), put in with `spanprof import`, read back with
 //! `spanprof flame --data`, and checked against `go tool pprof -tagfocus` on the same file.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@
 //! within seconds. And the OpenTelemetry SDK's own exporter, told to retry, sends the span
 //! again once the store can write: nothing is lost.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::path::Path;
 use std::time::Duration;

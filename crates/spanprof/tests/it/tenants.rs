@@ -10,7 +10,7 @@
 //! functions, spans or traces. Then `spanprof tenant delete` removes tenant b's data (refused
 //! while the server runs), and tenant a's stays.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

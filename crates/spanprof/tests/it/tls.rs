@@ -9,7 +9,7 @@
 //!   certificate for mutual TLS (both the receiver and the Go service require one), and
 //!   certificates not checked at all.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! half-finished handshakes that neither crash the server nor stop it answering, and
 //! certificate files that cannot be used refused at start with their setting named.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::io::Write;
 use std::net::TcpStream;

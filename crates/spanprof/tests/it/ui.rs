@@ -15,7 +15,7 @@
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
 
-use crate::support;
+use spanprof_testkit as support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -13,7 +13,7 @@ use spanprof_format::trace::{
     encode_request_json, ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span,
 };
 
-use super::server::TestServer;
+use spanprof_testkit::server::TestServer;
 
 /// The service name both the profile and the spans carry.
 pub const SERVICE: &str = "goapp";

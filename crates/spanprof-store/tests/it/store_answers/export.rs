@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use spanprof_format::link::parse_id;
 use spanprof_format::pprof;
@@ -12,35 +11,7 @@ use spanprof_store::store::{Selection, SpanFilter, Store};
 
 use super::fixture::*;
 use super::raw;
-
-const INSTALL_GO: &str = "install Go: apt-get install golang-go or run .ci/setup";
-
-/// `go tool pprof -symbolize=none ARGS`, offline; its stdout.
-fn go_tool_pprof(args: &[&OsStr]) -> String {
-    let scratch = Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let mut cmd = Command::new("go");
-    cmd.args(["tool", "pprof", "-symbolize=none"])
-        .args(args)
-        .env("GOPROXY", "off")
-        .env("PPROF_TMPDIR", scratch.join("pprof"))
-        .stdin(Stdio::null());
-    if ["GOCACHE", "XDG_CACHE_HOME", "HOME"]
-        .iter()
-        .all(|v| std::env::var_os(v).is_none())
-    {
-        cmd.env("GOCACHE", scratch.join("go-build"));
-    }
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run `go` ({e}); {INSTALL_GO}"));
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
+use spanprof_testkit::go_tool_pprof;
 
 /// Writes `p` gzipped (as `go tool pprof` reads it) into `dir`.
 fn write_gz(dir: &Path, name: &str, p: &pprof::Profile) -> PathBuf {
@@ -52,7 +23,7 @@ fn write_gz(dir: &Path, name: &str, p: &pprof::Profile) -> PathBuf {
 /// Per `span_id` label ("" for none), the first value column summed, as `go tool pprof -raw`
 /// reads the file; also the trace id each span id is labelled with.
 fn raw_totals(file: &Path) -> (BTreeMap<String, i64>, BTreeMap<String, String>) {
-    let parsed = raw::parse(&go_tool_pprof(&[OsStr::new("-raw"), file.as_os_str()]));
+    let parsed = raw::parse(&go_tool_pprof([OsStr::new("-raw"), file.as_os_str()]));
     let mut totals = BTreeMap::new();
     let mut traces = BTreeMap::new();
     for s in &parsed.samples {
@@ -75,10 +46,7 @@ fn store_with(c: &Copy) -> (tempfile::TempDir, Store) {
 /// The fixture's sums are what `go tool pprof` reads from the original file.
 #[test]
 fn fixture_sums_agree_with_go_tool_pprof_on_the_original() {
-    let parsed = raw::parse(&go_tool_pprof(&[
-        OsStr::new("-raw"),
-        testdata().as_os_str(),
-    ]));
+    let parsed = raw::parse(&go_tool_pprof([OsStr::new("-raw"), testdata().as_os_str()]));
     let (cpu_col, count_col) = (
         parsed.value_index("cpu/nanoseconds"),
         parsed.value_index("samples/count"),
@@ -137,7 +105,7 @@ fn pprof_export_is_read_by_go_tool_pprof() {
     }
     assert_eq!(totals.values().sum::<i64>(), cpu(&store, &all));
 
-    let top = go_tool_pprof(&[OsStr::new("-top"), file.as_os_str()]);
+    let top = go_tool_pprof([OsStr::new("-top"), file.as_os_str()]);
     assert!(top.contains("main.countPrimes"), "{top}");
     assert!(top.contains("of 8.53s total"), "{top}");
 }
@@ -175,7 +143,7 @@ fn pprof_export_of_slow_spans_and_children_equals_their_flame_graphs() {
         assert_eq!(*v, c.sampled(&id).cpu_ns);
     }
     assert_eq!(totals.values().sum::<i64>(), cpu(&store, &sel));
-    let top = go_tool_pprof(&[OsStr::new("-top"), file.as_os_str()]);
+    let top = go_tool_pprof([OsStr::new("-top"), file.as_os_str()]);
     assert!(top.contains("main.countPrimes"), "{top}");
     assert!(top.contains("main.sortWork"), "{top}");
 }

@@ -9,7 +9,7 @@ use std::process::{Child, ChildStderr, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::spanprof_bin;
+use crate::spanprof_bin;
 
 /// A free TCP port on loopback (for services that must know each other's address up front).
 pub fn free_port() -> u16 {
@@ -123,7 +123,7 @@ impl Server {
     /// Waits for the server to exit, `within` at most (failed past it, and killed on drop);
     /// returns its exit status and whole log.
     pub fn wait_exit(mut self, within: Duration) -> (std::process::ExitStatus, String) {
-        let exit = super::poll("the server's exit", within, || {
+        let exit = crate::poll("the server's exit", within, || {
             self.child
                 .try_wait()
                 .unwrap()
@@ -136,7 +136,7 @@ impl Server {
     /// The value of `metric` (a name with labels, as in /metrics: the first series of the
     /// name with these labels among its own), 0 when absent.
     pub fn metric(&self, metric: &str) -> f64 {
-        let r = super::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
+        let r = crate::http::get(&self.addr, "/metrics", Duration::from_secs(10)).unwrap();
         let (name, labels) = series_parts(metric);
         String::from_utf8_lossy(&r.body)
             .lines()
@@ -162,8 +162,8 @@ impl Server {
     }
 
     /// `POST path` with `body` and `headers`, whatever the answer.
-    pub fn send(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> super::http::Response {
-        super::http::post(&self.addr, path, headers, body, Duration::from_secs(60))
+    pub fn send(&self, path: &str, headers: &[(&str, &str)], body: &[u8]) -> crate::http::Response {
+        crate::http::post(&self.addr, path, headers, body, Duration::from_secs(60))
             .unwrap_or_else(|e| panic!("POST {path}: {e}"))
     }
 
@@ -186,7 +186,7 @@ impl Server {
 
     /// Polls `ok` until it holds, failing after `deadline`.
     pub fn wait_for(&self, what: &str, deadline: Duration, ok: impl Fn(&Server) -> bool) {
-        super::poll(what, deadline, || {
+        crate::poll(what, deadline, || {
             ok(self).then_some(()).ok_or_else(|| "not yet".to_owned())
         });
     }

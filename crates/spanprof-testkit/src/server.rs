@@ -73,10 +73,10 @@ impl TestServer {
         Self::start_with(data_dir, |_| {})
     }
 
-    /// A server on a store in `CARGO_TARGET_TMPDIR/<name>`, emptied first: fixtures held in
+    /// A server on a store in `<target>/tmp/<name>` ([`crate::scratch_dir`]), emptied first: fixtures held in
     /// statics are never dropped, so a temporary directory would be left behind.
     pub fn in_fresh_dir(name: &str, configure: impl FnOnce(&mut ServerConfig)) -> TestServer {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+        let dir = crate::scratch_dir().join(name);
         let _ = std::fs::remove_dir_all(&dir);
         Self::start_with(&dir, configure)
     }

@@ -1,6 +1,5 @@
 //! Certificates of a private CA made with `openssl`, for the TLS tests (spanprof's forwarders
-//! and scrapes as clients, its listeners as a server). Standard library only: the server
-//! crate's tests include this file too (`#[path]`).
+//! and scrapes as clients, its listeners as a server). Standard library only.
 
 use std::path::Path;
 use std::process::Command;
