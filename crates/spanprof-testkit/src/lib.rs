@@ -198,3 +198,25 @@ pub fn process_dir(purpose: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     dir
 }
+
+/// Fails naming any `tests/*.rs` of the crate at `manifest_dir` (its `CARGO_MANIFEST_DIR`):
+/// each would be one more test executable linking the whole crate graph, where the crate's
+/// integration tests are modules of the one binary `tests/it/main.rs`.
+pub fn assert_one_test_binary(manifest_dir: &str) {
+    let tests = Path::new(manifest_dir).join("tests");
+    let entries =
+        std::fs::read_dir(&tests).unwrap_or_else(|e| panic!("read {}: {e}", tests.display()));
+    let mut extra: Vec<String> = entries
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".rs"))
+        .collect();
+    extra.sort();
+    assert!(
+        extra.is_empty(),
+        "{} holds {extra:?}: make each a module of tests/it instead \
+         (`git mv tests/NAME.rs tests/it/NAME.rs`, `mod NAME;` in tests/it/main.rs, \
+         relative include paths one `../` deeper; see crates/spanprof-testkit/README.md)",
+        tests.display()
+    );
+}

@@ -14,3 +14,8 @@ mod receivers;
 mod render;
 mod span_search;
 mod tempo;
+
+#[test]
+fn the_crate_has_one_integration_test_binary() {
+    spanprof_testkit::assert_one_test_binary(env!("CARGO_MANIFEST_DIR"));
+}

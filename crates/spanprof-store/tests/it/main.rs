@@ -29,3 +29,8 @@ pub fn libtest_name(module: &str, name: &str) -> String {
     let below_root = module.split_once("::").map_or("", |(_, rest)| rest);
     format!("{below_root}::{name}")
 }
+
+#[test]
+fn the_crate_has_one_integration_test_binary() {
+    spanprof_testkit::assert_one_test_binary(env!("CARGO_MANIFEST_DIR"));
+}

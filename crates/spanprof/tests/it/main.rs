@@ -30,3 +30,8 @@ fn the_test_kit_runs_the_cli_cargo_built() {
         std::path::Path::new(env!("CARGO_BIN_EXE_spanprof"))
     );
 }
+
+#[test]
+fn the_crate_has_one_integration_test_binary() {
+    spanprof_testkit::assert_one_test_binary(env!("CARGO_MANIFEST_DIR"));
+}
