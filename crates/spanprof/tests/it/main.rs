@@ -22,12 +22,18 @@ mod tls;
 mod tls_listen;
 mod ui;
 
-/// The test kit finds the CLI beside the test executable; this is the binary cargo built.
+/// The test kit finds the CLI and cargo's scratch directory from the test executable (cargo
+/// tells them to test crates only); these are the ones cargo built and made.
 #[test]
-fn the_test_kit_runs_the_cli_cargo_built() {
+fn the_test_kit_finds_what_cargo_tells_test_crates() {
+    use std::path::Path;
     assert_eq!(
         spanprof_testkit::spanprof_bin(),
-        std::path::Path::new(env!("CARGO_BIN_EXE_spanprof"))
+        Path::new(env!("CARGO_BIN_EXE_spanprof"))
+    );
+    assert_eq!(
+        spanprof_testkit::scratch_dir(),
+        Path::new(env!("CARGO_TARGET_TMPDIR"))
     );
 }
 
