@@ -8,7 +8,7 @@
 #
 #   bench/agent-vs-pyroscope.sh
 #
-# `cargo test -p spanprof --test agent` reports the same comparison on a shorter workload (250 Hz,
+# `cargo test -p spanprof --test it agent::` reports the same comparison on a shorter workload (250 Hz,
 # 4 chunks per request); this one is longer, at 100 Hz. Both use one build of rustapp.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

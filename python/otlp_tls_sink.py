@@ -1,5 +1,5 @@
 """An OTLP profiles receiver over TLS, for the forwarder's TLS test
-(crates/spanprof/tests/tls.rs): OTLP/HTTP on HTTPS (http.server + ssl) and OTLP gRPC
+(crates/spanprof/tests/it/tls.rs): OTLP/HTTP on HTTPS (http.server + ssl) and OTLP gRPC
 with TLS (grpcio), both with the certificate and key given.
 
     otlp_tls_sink.py CERT KEY [CLIENT_CA]

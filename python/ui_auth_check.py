@@ -1,6 +1,6 @@
 """The web UI of a spanprof that needs credentials, in headless Debian chromium (Selenium).
 
-Run by crates/spanprof/tests/ui.rs against `spanprof serve --demo` with a read token
+Run by crates/spanprof/tests/it/ui.rs against `spanprof serve --demo` with a read token
 configured: the UI shows nothing but its sign-in form without a token, says when a token is
 refused, shows the demo's spans once signed in (and after a reload: the token is kept for the
 tab's session), and forgets the token on "Sign out". Prints `ui_auth_check: all steps passed`.

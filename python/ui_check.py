@@ -1,6 +1,6 @@
 """Drives the spanprof web UI in headless Debian chromium through chromedriver (Selenium).
 
-Run by crates/spanprof/tests/ui.rs against a live `spanprof serve` that holds a Go service's
+Run by crates/spanprof/tests/it/ui.rs against a live `spanprof serve` that holds a Go service's
 profiles and spans; prints one line per step and `ui_check: all steps passed` at the end,
 saves a screenshot of every view under --screens, and exits non-zero at the first failure.
 """

@@ -1,5 +1,5 @@
 // A Node.js service profiled by the real @pyroscope/nodejs SDK, for spanprof's tests
-// (crates/spanprof-server/tests/pyroscope.rs). Its heap grows while it runs, and it burns CPU.
+// (crates/spanprof-server/tests/it/pyroscope.rs). Its heap grows while it runs, and it burns CPU.
 //   node app.js pull PORT           serves /debug/pprof/profile and /debug/pprof/heap (pull mode)
 //   node app.js push SERVER_URL     pushes wall and heap profiles to SERVER_URL every second
 // Prints one line, "ready <port or url>", once it serves or pushes.
