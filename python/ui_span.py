@@ -1,4 +1,4 @@
-"""One span understood, in a real browser (run by crates/spanprof/tests/ui_span.rs): on the
+"""One span understood, in a real browser (run by crates/spanprof/tests/it/ui_span.rs): on the
 demo, a trace's waterfall (time ruler, subtrees folded and unfolded by mouse and by keyboard,
 Enter opens a span), the span's flame graph beside it at 1400 px and below a resizable split
 at 900 px, the focus switch (kept in the URL), the windows banner, the page title and the back

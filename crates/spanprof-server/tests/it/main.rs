@@ -12,6 +12,7 @@ mod pyroscope;
 mod querier;
 mod receivers;
 mod render;
+mod span_focus;
 mod span_search;
 mod tempo;
 

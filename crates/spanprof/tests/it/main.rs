@@ -21,6 +21,7 @@ mod tenants;
 mod tls;
 mod tls_listen;
 mod ui;
+mod ui_span;
 
 /// The test kit finds the CLI and cargo's scratch directory from the test executable (cargo
 /// tells them to test crates only); these are the ones cargo built and made.

@@ -4,10 +4,9 @@
 //! window, which is the whole profile), says it in words, and bad values are 400s naming
 //! `focus`.
 
-mod common;
-
 use std::sync::OnceLock;
 
+use crate::common;
 use common::goprofile::GoServer as Fixture;
 use serde_json::Value;
 use spanprof_format::link::to_hex;
