@@ -7,10 +7,9 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::catalog::series_matches;
 use super::selection::Selection;
 use super::{overlaps, starts_in, Resolved, SERIES_CHUNK};
-use crate::matchers::{parse_selector, LabelMatcher};
+use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::store::segments::SegmentIndex;
 use crate::store::state::{SeriesKey, State};
 use crate::store::{Store, StoreError};
@@ -294,6 +293,17 @@ pub(super) fn type_ids(
         (false, _) => types_of_service(st, sel.service.as_deref()),
     };
     (resolved_type(&r.profile_type), available)
+}
+
+/// Whether series `k` passes every matcher, its profile type counting as the labels
+/// `__profile_type__` (the id) and `__name__` (its name), as [`Store::series`] lists them:
+/// Grafana's label pickers ask with `{__profile_type__="…"}`.
+pub(super) fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
+    matchers.iter().all(|m| match m.name.as_str() {
+        "__profile_type__" => m.matches(Some(&k.profile_type.to_string())),
+        "__name__" => m.matches(Some(&k.profile_type.name)),
+        _ => matches_all(std::slice::from_ref(m), &k.labels),
+    })
 }
 
 /// A selection's resolved type, `None` when there was none to resolve (the empty default
