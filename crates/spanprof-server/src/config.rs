@@ -9,6 +9,8 @@ use spanprof_format::limits::ProfileLimits;
 use spanprof_format::LinkConfig;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
 
+pub use crate::tls::TlsSettings;
+
 /// Everything `spanprof serve` runs with.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -74,31 +76,6 @@ pub struct ServerConfig {
     /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,
-}
-
-/// TLS settings of one `https://` endpoint the server connects to (a forwarder's, a scrape
-/// target's), as the OpenTelemetry Collector's `tls` block. Default: the peer is checked
-/// against the system's trusted certificates (or `SSL_CERT_FILE`'s), no client certificate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TlsSettings {
-    /// A PEM file of the CAs the peer's certificate is checked against, instead of the
-    /// system's (a private CA).
-    pub ca_file: Option<PathBuf>,
-    /// A PEM certificate (chain) shown to a peer that asks for one (mutual TLS), with
-    /// `key_file`.
-    pub cert_file: Option<PathBuf>,
-    /// The PEM private key of `cert_file`.
-    pub key_file: Option<PathBuf>,
-    /// Accept any certificate: the connection is encrypted, but anyone on the path may be the
-    /// peer. For tests and private networks; warned at start.
-    pub insecure_skip_verify: bool,
-}
-
-impl TlsSettings {
-    /// Whether anything differs from the default (the system's trust, no client certificate).
-    pub fn is_default(&self) -> bool {
-        *self == TlsSettings::default()
-    }
 }
 
 /// The wire protocol of a forwarder.
