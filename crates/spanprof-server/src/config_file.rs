@@ -387,6 +387,8 @@ fn worded(message: String, text: &str) -> String {
 
 /// Reads `path` onto `base`: what the file sets replaces the base's value; lists (scrape
 /// targets, exporters) are added.
+// Long: copies each file key onto ServerConfig; it goes with the single config model (issue #45 item 3).
+#[allow(clippy::too_many_lines)]
 pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),

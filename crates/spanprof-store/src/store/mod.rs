@@ -380,6 +380,8 @@ impl Drop for Store {
 impl Store {
     /// Opens (or creates) the store in `cfg.dir`, replaying what is on disk. Fails with
     /// [`StoreError::Locked`] while another `Store` has the directory open.
+    // Long: replay in the order recovery needs: lock, log, symbols and series, indexes, spans.
+    #[allow(clippy::too_many_lines)]
     pub fn open(cfg: StoreConfig) -> Result<(Store, OpenReport), StoreError> {
         let lock = lock_dir(&cfg.dir)?;
         let state = Arc::new(RwLock::new(State::new(

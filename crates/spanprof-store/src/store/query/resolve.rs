@@ -62,6 +62,8 @@ impl State {
 
     /// [`State::resolve`], with `filtered` the spans of `sel`'s span filter
     /// ([`Store::filtered_spans`]) and `series` those it takes ([`State::series_of`]).
+    // Long: series, blocks, spans, trace and type are decided together under one read lock.
+    #[allow(clippy::too_many_lines)]
     fn resolve_with(
         &self,
         sel: &Selection,
