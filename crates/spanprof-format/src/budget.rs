@@ -10,7 +10,7 @@
 //! CPU profile takes 5.8 times its size as pprof (its packed location ids are one byte each
 //! on the wire and eight in memory) and 5.4 as OTLP, an HTTP server's spans 3.4.
 
-pub(crate) use crate::allowance::Budget;
+use crate::allowance::Budget;
 pub use crate::allowance::{decoded_limit, Pool};
 use crate::error::FormatError;
 pub use crate::error::{DECODED_BASE, DECODED_PER_BYTE};

@@ -26,7 +26,7 @@ pub enum FormatError {
         limit: usize,
         encoded: usize,
     },
-    /// Decoding the message needed more memory than the [`crate::budget::Pool`] it draws
+    /// Decoding the message needed more memory than the [`crate::allowance::Pool`] it draws
     /// from had left, after `drawn` bytes: the memory shared by every message being decoded
     /// at once was taken.
     #[error("decoding the {what} needed more memory than was left for messages being decoded, after {drawn} bytes")]
