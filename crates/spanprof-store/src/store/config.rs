@@ -10,7 +10,7 @@ pub struct StoreConfig {
     pub dir: PathBuf,
     /// A segment is sealed and a new one started past this many bytes.
     pub segment_max_bytes: u64,
-    /// Data older than this many nanoseconds is deleted by [`Store::enforce_retention`].
+    /// Data older than this many nanoseconds is deleted by [`Store::enforce_retention`](super::Store::enforce_retention).
     pub retention_age_ns: Option<u64>,
     /// Oldest segments are deleted while the store is larger than this many bytes.
     pub retention_bytes: Option<u64>,

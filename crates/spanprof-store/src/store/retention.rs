@@ -5,7 +5,7 @@ use std::path::Path;
 use super::{Store, StoreError};
 
 impl Store {
-    /// Whether the store is past its size limit ([`StoreConfig::retention_bytes`]): the
+    /// Whether the store is past its size limit ([`StoreConfig::retention_bytes`](super::StoreConfig::retention_bytes)): the
     /// next [`Store::enforce_retention`] has segments to delete.
     pub fn over_size_limit(&self) -> bool {
         self.cfg.retention_bytes.is_some_and(|max| {
@@ -20,7 +20,7 @@ impl Store {
 
     /// Deletes whole sealed segments whose data is all older than the retention age, then the
     /// oldest ones while the store is over the size limit or the disk is nearly full
-    /// ([`StoreConfig::min_free_disk_bytes`]). Returns the segments deleted.
+    /// ([`StoreConfig::min_free_disk_bytes`](super::StoreConfig::min_free_disk_bytes)). Returns the segments deleted.
     pub fn enforce_retention(&self, now_ns: u64) -> Result<usize, StoreError> {
         let _w = self.writer.lock().expect("store writer lock poisoned");
         let segments = self.log.segments();
