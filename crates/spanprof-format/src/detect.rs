@@ -192,17 +192,17 @@ pub fn decode_otlp_protobuf(raw: &[u8]) -> Result<ProfilesData, FormatError> {
 /// ([`FormatError::NoRoom`] when the pool runs out).
 pub fn decode_otlp_protobuf_drawing(
     raw: &[u8],
-    pool: &dyn crate::budget::Pool,
+    pool: &dyn crate::allowance::Pool,
 ) -> Result<ProfilesData, FormatError> {
     decode_otlp_protobuf_from(raw, Some(pool))
 }
 
 fn decode_otlp_protobuf_from(
     raw: &[u8],
-    pool: Option<&dyn crate::budget::Pool>,
+    pool: Option<&dyn crate::allowance::Pool>,
 ) -> Result<ProfilesData, FormatError> {
     let mut samples = crate::check::Tally::default();
-    let budget = crate::budget::Budget::drawing(raw.len(), pool);
+    let budget = crate::allowance::Budget::drawing(raw.len(), pool);
     match crate::otlp::decode_tallied(raw, &budget, &mut samples) {
         Ok(data) => match samples.verdict() {
             Some(message) => Err(FormatError::Invalid(message)),

@@ -1,5 +1,10 @@
 //! Errors of the format crate: every variant names what was wrong with the input.
 
+/// Bytes a message may take once decoded ([`crate::budget`]), per byte of its encoding (plus [`DECODED_BASE`]).
+pub const DECODED_PER_BYTE: usize = 16;
+/// Bytes any message may take once decoded, whatever its size.
+pub const DECODED_BASE: usize = 1 << 20;
+
 /// Why an input could not be decoded or converted.
 #[derive(Debug, thiserror::Error)]
 pub enum FormatError {
@@ -13,15 +18,15 @@ pub enum FormatError {
     /// [`crate::budget`]): mostly empty elements, as in a decompression bomb.
     #[error(
         "the {what} would take more than {limit} bytes of memory once decoded ({per} times its {encoded} bytes, plus {base}): too many empty elements for its size, as in a decompression bomb",
-        per = crate::budget::DECODED_PER_BYTE,
-        base = crate::budget::DECODED_BASE
+        per = DECODED_PER_BYTE,
+        base = DECODED_BASE
     )]
     DecodedTooLarge {
         what: &'static str,
         limit: usize,
         encoded: usize,
     },
-    /// Decoding the message needed more memory than the [`crate::budget::Pool`] it draws
+    /// Decoding the message needed more memory than the [`crate::allowance::Pool`] it draws
     /// from had left, after `drawn` bytes: the memory shared by every message being decoded
     /// at once was taken.
     #[error("decoding the {what} needed more memory than was left for messages being decoded, after {drawn} bytes")]

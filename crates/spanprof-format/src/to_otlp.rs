@@ -441,6 +441,8 @@ impl Batch {
         )
     }
 
+    // Long: one pprof sample set into one OTLP scope: types, samples and attributes in one pass over the input's tables.
+    #[allow(clippy::too_many_lines)]
     fn pprof_scope(
         &mut self,
         input: &mut PprofInput,

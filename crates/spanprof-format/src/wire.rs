@@ -5,7 +5,7 @@
 //! nesting past prost's recursion limit of 100), so prost stays the oracle in the tests.
 //! What the decoders allocate is taken from the message's [`Budget`] first.
 
-use crate::budget::Budget;
+use crate::allowance::Budget;
 
 /// Why bytes are not the expected message.
 #[derive(Debug, Clone, PartialEq, Eq)]

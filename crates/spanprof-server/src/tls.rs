@@ -4,7 +4,7 @@
 //! endpoint's own [`TlsSettings`]: its CA file, a client certificate (mutual TLS), or no
 //! check at all.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
@@ -13,8 +13,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-
-use crate::config::TlsSettings;
 
 /// Makes plain TCP connections for `http://` and TLS ones for `https://`.
 pub(crate) type Connector = HttpsConnector<HttpConnector>;
@@ -46,6 +44,31 @@ pub(crate) fn connector(
     } else {
         builder.enable_http1().build()
     })
+}
+
+/// TLS settings of one `https://` endpoint the server connects to (a forwarder's, a scrape
+/// target's), as the OpenTelemetry Collector's `tls` block. Default: the peer is checked
+/// against the system's trusted certificates (or `SSL_CERT_FILE`'s), no client certificate.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// A PEM file of the CAs the peer's certificate is checked against, instead of the
+    /// system's (a private CA).
+    pub ca_file: Option<PathBuf>,
+    /// A PEM certificate (chain) shown to a peer that asks for one (mutual TLS), with
+    /// `key_file`.
+    pub cert_file: Option<PathBuf>,
+    /// The PEM private key of `cert_file`.
+    pub key_file: Option<PathBuf>,
+    /// Accept any certificate: the connection is encrypted, but anyone on the path may be the
+    /// peer. For tests and private networks; warned at start.
+    pub insecure_skip_verify: bool,
+}
+
+impl TlsSettings {
+    /// Whether anything differs from the default (the system's trust, no client certificate).
+    pub fn is_default(&self) -> bool {
+        *self == TlsSettings::default()
+    }
 }
 
 /// Refuses TLS settings for an `http://` endpoint: they would go unused without a word.

@@ -6,6 +6,7 @@ use prost::Message;
 use std::cell::Cell;
 
 use super::*;
+use crate::allowance::POOL_DRAW;
 use crate::otlp::Resource;
 use crate::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status};
 

@@ -80,6 +80,8 @@ impl Metadata {
     }
 
     /// Reads the metadata event at the cursor (its size and type id first).
+    // Long: checks the event's header, then reads its string table and element tree in one pass over the cursor.
+    #[allow(clippy::too_many_lines)]
     pub fn read(c: &mut Cursor<'_>) -> Result<Metadata, JfrError> {
         let start = c.pos();
         let size = c.long()?;

@@ -470,6 +470,8 @@ impl<'l> Builder<'l> {
         labels
     }
 
+    // Long: plans each event class, then reads the chunk's events with those plans, which borrow the chunk.
+    #[allow(clippy::too_many_lines)]
     fn chunk(
         &mut self,
         chunk: &Chunk<'_>,

@@ -19,7 +19,7 @@ const PROFILE_ID_LEN: usize = 16;
 /// Decodes a whole document holding one `ProfilesData` object.
 pub(super) fn document(
     json: &[u8],
-    pool: Option<&dyn crate::budget::Pool>,
+    pool: Option<&dyn crate::allowance::Pool>,
 ) -> Result<ProfilesData, crate::FormatError> {
     let mut reader = Reader::new(json, pool);
     profiles_data(&mut reader)

@@ -64,14 +64,14 @@ pub fn decode_profiles_data(json: &[u8]) -> Result<ProfilesData, FormatError> {
 /// ([`FormatError::NoRoom`] when the pool runs out).
 pub fn decode_profiles_data_drawing(
     json: &[u8],
-    pool: &dyn crate::budget::Pool,
+    pool: &dyn crate::allowance::Pool,
 ) -> Result<ProfilesData, FormatError> {
     decode_profiles_data_from(json, Some(pool))
 }
 
 fn decode_profiles_data_from(
     json: &[u8],
-    pool: Option<&dyn crate::budget::Pool>,
+    pool: Option<&dyn crate::allowance::Pool>,
 ) -> Result<ProfilesData, FormatError> {
     let data = decode::document(json, pool)?;
     // Another signal's OTLP JSON decodes as empty profiles (unknown fields are skipped):

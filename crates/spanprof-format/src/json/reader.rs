@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::fmt::Write;
 
-use crate::budget::Budget;
+use crate::allowance::Budget;
 use crate::error::FormatError;
 
 /// Deepest nesting of arrays and objects that the parser skips inside an unknown field.
@@ -124,7 +124,7 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader whose allocations are also drawn from `pool` when there is one.
-    pub(crate) fn new(bytes: &'a [u8], pool: Option<&'a dyn crate::budget::Pool>) -> Self {
+    pub(crate) fn new(bytes: &'a [u8], pool: Option<&'a dyn crate::allowance::Pool>) -> Self {
         Self {
             bytes,
             pos: 0,

@@ -17,7 +17,7 @@ use super::{
     KeyValueList, Line, Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary,
     Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
-use crate::budget::Budget;
+use crate::allowance::Budget;
 use crate::check::{SampleFields, Tally};
 use crate::wire::{
     message, repeated, scalar, too_deep, wrong, DecodeError, Reader, I64, LEN, RECURSION_LIMIT,

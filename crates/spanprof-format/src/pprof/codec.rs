@@ -1,7 +1,7 @@
 use prost::Message;
 
 use super::Profile;
-use crate::budget::{Budget, Pool};
+use crate::allowance::{Budget, Pool};
 use crate::error::FormatError;
 use crate::gzip;
 

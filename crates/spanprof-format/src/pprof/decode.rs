@@ -4,7 +4,7 @@
 //! and is checked against prost's derived decoder in the tests below.
 
 use super::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
-use crate::budget::Budget;
+use crate::allowance::Budget;
 
 pub(crate) use crate::wire::DecodeError;
 use crate::wire::{message, repeated, scalar, wrong, Reader, Result, LEN, RECURSION_LIMIT};

@@ -13,7 +13,7 @@ use crate::json::reader::{Error, InField, Kind, Reader};
 /// Decodes a whole document holding one `ExportTraceServiceRequest` object.
 pub(super) fn document(
     json: &[u8],
-    pool: Option<&dyn crate::budget::Pool>,
+    pool: Option<&dyn crate::allowance::Pool>,
 ) -> Result<ExportTraceServiceRequest, crate::FormatError> {
     let mut reader = Reader::new(json, pool);
     message(&mut reader, |m: &mut ExportTraceServiceRequest, r, key| {

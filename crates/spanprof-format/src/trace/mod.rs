@@ -361,7 +361,7 @@ pub fn decode_request(bytes: &[u8]) -> Result<ExportTraceServiceRequest, FormatE
 /// ([`FormatError::NoRoom`] when it has no room for it).
 pub fn decode_request_drawing(
     bytes: &[u8],
-    pool: &dyn crate::budget::Pool,
+    pool: &dyn crate::allowance::Pool,
 ) -> Result<ExportTraceServiceRequest, FormatError> {
     crate::budget::check_decoded_size_drawing(
         bytes,
@@ -396,7 +396,7 @@ pub fn decode_request_json(json: &[u8]) -> Result<ExportTraceServiceRequest, For
 /// ([`FormatError::NoRoom`] when the pool runs out).
 pub fn decode_request_json_drawing(
     json: &[u8],
-    pool: &dyn crate::budget::Pool,
+    pool: &dyn crate::allowance::Pool,
 ) -> Result<ExportTraceServiceRequest, FormatError> {
     json_decode::document(json, Some(pool))
 }

@@ -30,6 +30,8 @@ enum Found {
     Foreign(HeaderFault),
 }
 
+// Long: one ordered decision over every segment file; split, the order of its cases is harder to check.
+#[allow(clippy::too_many_lines)]
 pub(super) fn recover(dir: &Path, first_record: &FirstRecord) -> Result<Recovered, LogError> {
     create_dir(dir)?;
     let mut report = RecoveryReport::default();

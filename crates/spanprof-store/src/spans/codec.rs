@@ -163,6 +163,8 @@ pub fn decode_spans(bytes: &[u8]) -> Result<Vec<SpanRecord>, SpanDecodeError> {
 /// block's texts, until `f` breaks (what this returns then; the rest is not read). Damaged
 /// or truncated input is an error, as for [`decode_spans`]; spans before the damage have
 /// been handed out. Allocates nothing per span.
+// Long: one pass over a block's columns without allocating; the column cursors are its locals.
+#[allow(clippy::too_many_lines)]
 pub fn scan_spans(
     bytes: &[u8],
     mut f: impl FnMut(&SpanView<'_>) -> ControlFlow<()>,

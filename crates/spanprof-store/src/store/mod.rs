@@ -18,11 +18,15 @@
 mod compact;
 #[cfg(test)]
 mod compat_tests;
+mod config;
 mod ingest;
+mod lock;
 mod query;
 mod recent;
 #[cfg(test)]
 mod repeat_tests;
+mod retention;
+mod rotation;
 mod segments;
 mod span_page;
 #[cfg(test)]
@@ -36,160 +40,29 @@ mod test_data;
 mod unlocked_read_tests;
 mod windows;
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use crate::codec::{CodecError, Get};
+use crate::log::{Log, LogConfig, LogError};
+use lock::lock_dir;
+use segments::SegmentIndex;
+use state::State;
+
 pub use compact::CompactReport;
+pub use config::near_max_symbol_bytes;
+pub use config::SeriesLimits;
+pub use config::StoreConfig;
 pub use ingest::{
     IngestReport, Request, Storing, MAX_PROFILE_TOTAL, PROFILE_NAME_ATTRIBUTE, SERVICE_LABEL,
 };
+pub use lock::LOCK_FILE;
 pub use query::{Coverage, Selection, SpanFilter, CUT_STACK_FRAME, MAX_STACK_DEPTH};
-use segments::SegmentIndex;
 pub use span_page::{
     contains_regex, search_regex, sort_trace_groups, NameSuggestions, SpanCpu, SpanMatch,
     SpanMatches, SpanOrder, SpanTime, TraceGroup, MAX_MATCHES,
 };
 pub use state::SeriesKey;
-use state::State;
 pub use windows::SpanWindows;
-
-use crate::codec::{CodecError, Get};
-use crate::log::{Log, LogConfig, LogError};
-
-/// Where and how the store keeps its data.
-#[derive(Debug, Clone)]
-pub struct StoreConfig {
-    /// Data directory (created if missing).
-    pub dir: PathBuf,
-    /// A segment is sealed and a new one started past this many bytes.
-    pub segment_max_bytes: u64,
-    /// Data older than this many nanoseconds is deleted by [`Store::enforce_retention`].
-    pub retention_age_ns: Option<u64>,
-    /// Oldest segments are deleted while the store is larger than this many bytes.
-    pub retention_bytes: Option<u64>,
-    /// Oldest segments are also deleted while the volume of the data directory has less
-    /// than this many bytes available and less than [`StoreConfig::min_free_disk_ratio`] of
-    /// its size (0 = never): a full disk fails every write, and the newest data is what is
-    /// looked at. 0 here; `spanprof serve` sets 10 GiB, as Pyroscope's default
-    /// (`storage.min_free_disk`).
-    pub min_free_disk_bytes: u64,
-    /// See [`StoreConfig::min_free_disk_bytes`]: 0.05 (5 %) by default, as Pyroscope's.
-    pub min_free_disk_ratio: f64,
-    /// fsync before an ingest returns (turn off only for tests and benchmarks of the rest).
-    pub sync: bool,
-    /// Sealed segments' indexes kept loaded (each is a few MiB for a 16 MiB segment).
-    pub cache_segments: usize,
-    /// Series one profile may make (distinct label sets of its samples; 0 = no limit): a
-    /// profile past it is refused, as series are kept in memory until retention deletes
-    /// their data.
-    pub max_profile_series: usize,
-    /// What the store's series may be: how many in all, and how big their labels.
-    pub series: SeriesLimits,
-    /// Bytes the store's symbols (every service's strings, functions, locations and stack
-    /// nodes) may take in a snapshot, about their size in memory (0 = no limit): a profile
-    /// that would add symbols past it is refused, and what it interned is dropped. Symbols
-    /// are kept until retention deletes the data of their generation
-    /// ([`StoreConfig::symbol_generation_bytes`]), and each segment starts with all of them in
-    /// one record, which may be at most 256 MiB: past that, every write failed
-    /// (`storage.max_symbols_size`).
-    pub max_symbol_bytes: u64,
-    /// A service's symbols start a new generation (the segment is sealed for it) once they
-    /// take this many bytes (about, as counted against `max_symbol_bytes`; 0 = never) and
-    /// more than twice those of the binaries its profiles used in the last one or two
-    /// [`StoreConfig::symbol_use_period`]s (frames without a binary, as interpreted code's,
-    /// count by their own use over 48 periods): each build of a program interns all its symbols
-    /// anew, and an old build's go once retention has deleted the last data that refers to
-    /// them. 4 MiB by default.
-    pub symbol_generation_bytes: u64,
-    /// How often the binaries a service's profiles use are measured. 30 minutes by default:
-    /// every instance of a service sends within it.
-    pub symbol_use_period: std::time::Duration,
-    /// How long after a failed seal of a full segment (a full disk: the next segment's
-    /// snapshot could not be written) the next ingest tries again; meanwhile the segment
-    /// takes more. Each try writes a whole snapshot. 10 seconds by default.
-    pub seal_retry: std::time::Duration,
-}
-
-/// How many series the store keeps, and how big a series' labels may be; 0 is no limit.
-///
-/// A series (service, profile type, label set) is kept in memory until retention deletes the
-/// last of its data (then it is forgotten, and no longer counts), about 750 bytes each with
-/// short labels (measured: 99,000 series, 74 MB). [`StoreConfig::max_profile_series`]
-/// bounds what one profile adds; these bound what all of them add together, and what one
-/// series costs: a label whose value changes with every request, or a few long ones, would
-/// otherwise grow the server without end. A profile that would make a series past one of
-/// them is refused by name, with the setting that raises it. The label limits are
-/// Pyroscope's (`validation.max-length-label-name` 1024, `…-label-value` 2048), except the
-/// count: OpenTelemetry resources bring their attributes as labels (process, host,
-/// container, Kubernetes), more than Pyroscope's 30 tags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SeriesLimits {
-    /// Series in the store (`storage.max_series`).
-    pub max_series: usize,
-    /// Labels of one series, `service_name` included (`server.max_label_names_per_series`).
-    pub max_labels: usize,
-    /// Bytes of a label name (`server.max_label_name_length`).
-    pub max_name_bytes: usize,
-    /// Bytes of a label value (`server.max_label_value_length`).
-    pub max_value_bytes: usize,
-}
-
-impl Default for SeriesLimits {
-    /// 100,000 series (about 75 MB), 64 labels, names of 1 KiB and values of 2 KiB.
-    fn default() -> Self {
-        SeriesLimits {
-            max_series: 100_000,
-            max_labels: 64,
-            max_name_bytes: 1024,
-            max_value_bytes: 2048,
-        }
-    }
-}
-
-/// Whether `bytes` of symbols are 90 % of `max` or more (0 = no limit): the point to warn at.
-pub fn near_max_symbol_bytes(bytes: u64, max: u64) -> bool {
-    max != 0 && bytes >= max - max / 10
-}
-
-impl SeriesLimits {
-    /// Whether `series` is 90 % of `max_series` or more (the point to warn at).
-    pub fn near_max_series(&self, series: usize) -> bool {
-        self.max_series != 0 && series >= self.max_series - self.max_series / 10
-    }
-
-    /// No limits.
-    pub const NONE: SeriesLimits = SeriesLimits {
-        max_series: 0,
-        max_labels: 0,
-        max_name_bytes: 0,
-        max_value_bytes: 0,
-    };
-}
-
-impl StoreConfig {
-    /// Defaults for a data directory: 16 MiB segments, no retention limits, durable ingest.
-    /// (With 64 MiB, the open and the sealing segment's indexes took the load bench's server
-    /// to 780 MB of RSS; with 16 MiB, 290 MB. Queries over many segments lose little: a
-    /// segment's summary and Bloom filters skip it, and a cold index loads in ~25 ms.)
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        StoreConfig {
-            dir: dir.into(),
-            segment_max_bytes: 16 << 20,
-            retention_age_ns: None,
-            retention_bytes: None,
-            min_free_disk_bytes: 0,
-            min_free_disk_ratio: 0.05,
-            sync: true,
-            cache_segments: 8,
-            max_profile_series: spanprof_format::limits::ProfileLimits::default().max_series,
-            series: SeriesLimits::default(),
-            max_symbol_bytes: 128 << 20,
-            symbol_generation_bytes: 4 << 20,
-            symbol_use_period: std::time::Duration::from_secs(30 * 60),
-            seal_retry: std::time::Duration::from_secs(10),
-        }
-    }
-}
 
 /// Why the store could not do something.
 #[derive(Debug, thiserror::Error)]
@@ -246,54 +119,6 @@ fn file_on_the_way(path: &std::path::Path, e: &std::io::Error) -> String {
         .map(|f| format!(" ({} is a file, not a directory)", f.display()))
         .unwrap_or_default()
 }
-
-/// The file a store holds an exclusive lock on while it is open (`flock`; the kernel drops it
-/// when the process exits, however it exits).
-pub const LOCK_FILE: &str = "LOCK";
-
-/// Locks `dir` for this store (creating it if missing).
-fn lock_dir(dir: &std::path::Path) -> Result<std::fs::File, StoreError> {
-    let io = |path: &std::path::Path| {
-        let path = path.to_path_buf();
-        move |source| StoreError::Io { path, source }
-    };
-    if dir.exists() && !dir.is_dir() {
-        // create_dir_all would say only "File exists".
-        return Err(io(dir)(std::io::Error::new(
-            std::io::ErrorKind::NotADirectory,
-            "a file, not a directory: give a directory for the store (made if missing)",
-        )));
-    }
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let path = dir.join(LOCK_FILE);
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io(&path))?;
-    // A lock just released can stay held for a moment: by a process that is exiting, or by
-    // a child that a thread of this process forks and that has not yet exec'd (it shares
-    // every open file until then, and with it the lock). Wait a little before refusing.
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    loop {
-        match file.try_lock() {
-            Ok(()) => return Ok(file),
-            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(StoreError::Locked {
-                    dir: dir.to_path_buf(),
-                })
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
-        }
-    }
-}
-
-/// How long opening waits for a directory's lock before it reports the directory in use.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What opening the store found.
 #[derive(Debug, Clone, Default)]
@@ -382,6 +207,8 @@ impl Drop for Store {
 impl Store {
     /// Opens (or creates) the store in `cfg.dir`, replaying what is on disk. Fails with
     /// [`StoreError::Locked`] while another `Store` has the directory open.
+    // Long: replay in the order recovery needs: lock, log, symbols and series, indexes, spans.
+    #[allow(clippy::too_many_lines)]
     pub fn open(cfg: StoreConfig) -> Result<(Store, OpenReport), StoreError> {
         let lock = lock_dir(&cfg.dir)?;
         let state = Arc::new(RwLock::new(State::new(
@@ -526,296 +353,6 @@ impl Store {
         s.segments = self.log.segments().len();
         s
     }
-
-    /// Whether the store is past its size limit ([`StoreConfig::retention_bytes`]): the
-    /// next [`Store::enforce_retention`] has segments to delete.
-    pub fn over_size_limit(&self) -> bool {
-        self.cfg.retention_bytes.is_some_and(|max| {
-            let index_bytes = self
-                .state
-                .read()
-                .expect("store state lock poisoned")
-                .index_bytes();
-            self.log.total_bytes() + index_bytes > max
-        })
-    }
-
-    /// Deletes whole sealed segments whose data is all older than the retention age, then the
-    /// oldest ones while the store is over the size limit or the disk is nearly full
-    /// ([`StoreConfig::min_free_disk_bytes`]). Returns the segments deleted.
-    pub fn enforce_retention(&self, now_ns: u64) -> Result<usize, StoreError> {
-        let _w = self.writer.lock().expect("store writer lock poisoned");
-        let segments = self.log.segments();
-        let mut total: u64 = segments.iter().map(|s| s.bytes).sum::<u64>()
-            + self
-                .state
-                .read()
-                .expect("store state lock poisoned")
-                .index_bytes();
-        let newest = {
-            self.state
-                .read()
-                .expect("store state lock poisoned")
-                .newest_per_segment()
-        };
-        // What the volume lacks of its free space: taken from the oldest segments, by their
-        // sizes (a file a query still reads is freed only once it is done with it).
-        let mut disk_deficit = self.disk_deficit();
-        let lacking = disk_deficit;
-        let mut deleted = 0;
-        // Segments deleted only for the disk: (how many, the newest of them).
-        let mut for_disk = (0, 0);
-        for seg in segments.iter().filter(|s| !s.active) {
-            let newest_ns = newest.get(&seg.id).copied().unwrap_or(0);
-            let too_old = self
-                .cfg
-                .retention_age_ns
-                .is_some_and(|age| newest_ns < now_ns.saturating_sub(age) as i64);
-            let too_big = self.cfg.retention_bytes.is_some_and(|max| total > max);
-            let disk_low = disk_deficit > 0;
-            if !(too_old || too_big || disk_low) {
-                continue;
-            }
-            if disk_low && !(too_old || too_big) {
-                for_disk = (for_disk.0 + 1, seg.id);
-            }
-            self.log.delete_segment(seg.id)?;
-            let freed = seg.bytes
-                + self
-                    .state
-                    .read()
-                    .expect("store state lock poisoned")
-                    .sealed
-                    .get(&seg.id)
-                    .map_or(0, |x| x.index_bytes);
-            total -= freed;
-            disk_deficit = disk_deficit.saturating_sub(freed);
-            self.state
-                .write()
-                .expect("store state lock poisoned")
-                .forget_segment(seg.id);
-            deleted += 1;
-        }
-        if for_disk.0 > 0 {
-            tracing::warn!(
-                segments = for_disk.0,
-                up_to_segment = for_disk.1,
-                lacking_bytes = lacking,
-                min_free_disk = self.cfg.min_free_disk_bytes,
-                "retention: the disk is nearly full, so the oldest segments were deleted"
-            );
-        }
-        if deleted > 0 {
-            let mut st = self.state.write().expect("store state lock poisoned");
-            let forgotten = st.forget_unused_series();
-            if forgotten > 0 {
-                tracing::info!(
-                    segments = deleted,
-                    series = forgotten,
-                    "retention: series with no data left are forgotten"
-                );
-            }
-            let bytes_before = st.symbol_bytes;
-            let dropped = st.drop_unused_generations();
-            if dropped > 0 {
-                tracing::info!(
-                    generations = dropped,
-                    freed_bytes = bytes_before.saturating_sub(st.symbol_bytes),
-                    symbol_bytes = st.symbol_bytes,
-                    "retention: symbols of earlier builds with no data left are dropped"
-                );
-            }
-        }
-        Ok(deleted)
-    }
-
-    /// Bytes the data directory's volume lacks to have as much available as the smaller of
-    /// [`StoreConfig::min_free_disk_bytes`] and [`StoreConfig::min_free_disk_ratio`] of its
-    /// size (0 when it has them, or when that cannot be told).
-    fn disk_deficit(&self) -> u64 {
-        if self.cfg.min_free_disk_bytes == 0 {
-            return 0;
-        }
-        disk_space(&self.cfg.dir).map_or(0, |(available, total)| {
-            let by_ratio = (self.cfg.min_free_disk_ratio * total as f64) as u64;
-            self.cfg
-                .min_free_disk_bytes
-                .min(by_ratio)
-                .saturating_sub(available)
-        })
-    }
-
-    /// Whether the active segment holds `segment_max_bytes` past its snapshot, and at least
-    /// as much as the snapshot itself: every segment starts with all symbols and series, and
-    /// with a snapshot larger than the data after it (many services and builds, 16 MiB
-    /// segments), most of the disk and of every rotation's writing was snapshots. So the
-    /// snapshots take at most half of the store.
-    pub(crate) fn segment_is_full(&self) -> bool {
-        let snapshot = self
-            .snapshot_bytes
-            .load(std::sync::atomic::Ordering::Relaxed);
-        self.log.active_bytes().saturating_sub(snapshot) > self.cfg.segment_max_bytes.max(snapshot)
-    }
-
-    /// Starts a new log segment (its snapshot written), after starting new symbol generations
-    /// for the services due one ([`State::roll_generations`]): the snapshot has them, empty,
-    /// before any record refers to them. Returns the new segment's id. The
-    /// caller holds the writer lock.
-    fn rotate_log(&self) -> Result<u64, StoreError> {
-        let (len, rolled) = {
-            let mut st = self.state.write().expect("store state lock poisoned");
-            let len = st.services.len();
-            (len, st.roll_generations())
-        };
-        match self.log.rotate() {
-            Ok(next) => {
-                for (service, bytes) in rolled {
-                    tracing::info!(
-                        service,
-                        symbol_bytes = bytes,
-                        "the service's symbols are more than twice those of the binaries its \
-                         profiles use (new builds): a new generation of them starts, and the \
-                         old one is dropped once retention deletes the data that refers to it"
-                    );
-                }
-                Ok(next)
-            }
-            Err(e) => {
-                self.state
-                    .write()
-                    .expect("store state lock poisoned")
-                    .undo_roll(len);
-                Err(e.into())
-            }
-        }
-    }
-
-    /// Seals the active segment now (normally done when it passes `segment_max_bytes`).
-    pub fn rotate(&self) -> Result<(), StoreError> {
-        let _w = self.writer.lock().expect("store writer lock poisoned");
-        self.rotate_locked()
-    }
-
-    /// Seals the active segment as ingest does when it is full: appends go to a new segment at
-    /// once, and the old one's index file (encoding its index, Bloom filters, an fsync: seconds
-    /// for a full segment) is written by a thread of its own, while queries read that
-    /// index from memory until the file is there. Were it written here, the ingest call that filled the segment would
-    /// stall for as long (measured: 2.4 s, in a p99 of 19 ms) and queries with it. A failed
-    /// write leaves the index in memory; the next start rebuilds it from the log, as after a
-    /// crash before the file was written. At most two seals run at once (a third waits), so
-    /// memory stays bounded if the disk is slower than ingest. The caller holds the writer
-    /// lock.
-    /// Seals the active segment an ingest has just filled (or whose services are due a new
-    /// symbol generation), as [`Store::rotate_in_background`]. That ingest's record is
-    /// durable and published already, so a failure does not fail it (its client would send
-    /// it again, and it would be stored twice): it is logged, the segment stays active past
-    /// its size, and an ingest [`StoreConfig::seal_retry`] later tries again.
-    pub(crate) fn seal_after_ingest(&self) {
-        let mut retry_at = self
-            .seal_retry_at
-            .lock()
-            .expect("store seal retry lock poisoned");
-        let now = std::time::Instant::now();
-        if retry_at.is_some_and(|at| now < at) {
-            return;
-        }
-        match self.rotate_in_background() {
-            Ok(()) => *retry_at = None,
-            Err(e) => {
-                tracing::warn!(
-                    error = %e,
-                    retry_in = ?self.cfg.seal_retry,
-                    "sealing the full segment failed: what was ingested is stored, and the \
-                     segment takes more until a later ingest seals it"
-                );
-                *retry_at = Some(now + self.cfg.seal_retry);
-            }
-        }
-    }
-
-    pub(crate) fn rotate_in_background(&self) -> Result<(), StoreError> {
-        let next = self.rotate_log()?;
-        let spare = self
-            .spare_index
-            .lock()
-            .expect("store spare index lock poisoned")
-            .take();
-        let index = self
-            .state
-            .write()
-            .expect("store state lock poisoned")
-            .begin_seal(next, spare);
-        let spare_index = Arc::clone(&self.spare_index);
-        let state = Arc::clone(&self.state);
-        let dir = state
-            .read()
-            .expect("store state lock poisoned")
-            .index_dir
-            .clone();
-        let mut sealers = self.sealers.lock().expect("store sealers lock poisoned");
-        sealers.retain(|s| !s.is_finished());
-        while sealers.len() >= 2 {
-            let _ = sealers.remove(0).join();
-        }
-        let seal = move || {
-            lower_priority();
-            let segment = index.segment;
-            match segments::write_index(&dir, &index) {
-                Ok(summary) => {
-                    drop(index);
-                    let sealed = state
-                        .write()
-                        .expect("store state lock poisoned")
-                        .finish_seal(segment, summary);
-                    match sealed {
-                        // Emptied for the next segment here, with no lock held, unless a
-                        // query still reads it (then freed by the query).
-                        Some(index) => {
-                            if let Ok(index) = Arc::try_unwrap(index) {
-                                let emptied = index.emptied();
-                                *spare_index.lock().expect("store spare index lock poisoned") =
-                                    Some(emptied);
-                            }
-                        }
-                        // Deleted while its index was written (retention, compaction).
-                        None => {
-                            let _ = std::fs::remove_file(segments::index_path(&dir, segment));
-                        }
-                    }
-                }
-                Err(e) => tracing::error!(
-                    segment,
-                    dir = %dir.display(),
-                    error = %e,
-                    "writing a sealed segment's index failed: it stays in memory, and the next \
-                     start rebuilds it from the log"
-                ),
-            }
-        };
-        let handle = std::thread::Builder::new()
-            .name("spanprof-seal".into())
-            .spawn(seal)
-            .map_err(|source| StoreError::Io {
-                path: self.cfg.dir.clone(),
-                source,
-            })?;
-        sealers.push(handle);
-        Ok(())
-    }
-
-    /// Seals the active segment (its index goes to disk before this returns) and starts the
-    /// next. The caller holds the writer lock.
-    pub(crate) fn rotate_locked(&self) -> Result<(), StoreError> {
-        let next = self.rotate_log()?;
-        let mut st = self.state.write().expect("store state lock poisoned");
-        let dir = st.index_dir.clone();
-        st.seal_active(next).map_err(|e| {
-            StoreError::Invalid(format!(
-                "writing the index of a sealed segment in {}: {e}",
-                dir.display()
-            ))
-        })
-    }
 }
 
 /// Record kinds (the first byte of a record payload).
@@ -909,39 +446,6 @@ fn replay_segment(
     })?;
     problems.extend(problem);
     Ok(records)
-}
-
-/// Bytes available to this process and the size of the volume `dir` is on.
-#[cfg(unix)]
-fn disk_space(dir: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    // SAFETY: `statvfs` is a C struct of integers, for which all zeroes is a valid value.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: statvfs reads the NUL-terminated path and writes only the struct it is given.
-    if unsafe { libc::statvfs(path.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let unit = st.f_frsize as u64;
-    Some((st.f_bavail as u64 * unit, st.f_blocks as u64 * unit))
-}
-
-#[cfg(not(unix))]
-fn disk_space(_dir: &Path) -> Option<(u64, u64)> {
-    None
-}
-
-/// Gives the calling thread a lower CPU priority (nice 5): sealing a segment takes a burst of
-/// CPU (most of a second for a 16 MiB segment of Go CPU profiles) that receivers waiting on
-/// ingest should not queue behind. Not lower: under full load a sealer starved further falls
-/// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
-/// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.
-    unsafe {
-        libc::setpriority(libc::PRIO_PROCESS, 0, 5);
-    }
 }
 
 #[cfg(test)]

@@ -63,23 +63,6 @@ pub(crate) struct Service {
     pub due: bool,
 }
 
-/// Where a block is and what it holds.
-#[derive(Debug, Clone)]
-pub(crate) struct BlockMeta {
-    pub pos: RecordPos,
-    /// Byte range of the block inside the record payload.
-    pub start: u32,
-    pub len: u32,
-    pub series: u32,
-    pub time_ns: i64,
-    pub duration_ns: i64,
-    pub samples: u32,
-    /// Its samples link to the same spans and traces as those of the block before it (the
-    /// next sample type of the same profile): it is in the span and trace maps through that
-    /// block, not under ids of its own ([`SegmentIndex::index_block`]).
-    pub shares_links: bool,
-}
-
 #[derive(Debug)]
 pub(crate) struct State {
     /// Every generation of every service ([`Service`]), by id; ids are never reused.

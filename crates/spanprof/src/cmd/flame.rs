@@ -76,6 +76,8 @@ pub enum Format {
     Svg,
 }
 
+// Long: the command's steps (check arguments, read, select, render) over one set of arguments.
+#[allow(clippy::too_many_lines)]
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // clap's `requires` above does not hold beside the positional inputs: checked here.
     if args.data.is_none() {

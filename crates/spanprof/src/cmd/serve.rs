@@ -197,6 +197,8 @@ pub fn file_config(args: &Args) -> Result<ServerConfig, spanprof_server::config_
 
 /// `json_logs`: logs are JSON lines (`--log-format json`), so the line saying where the
 /// server listens is one too; `file_config`: [`file_config`]'s answer.
+// Long: the start-up order (config, logging, store, listeners) read top to bottom.
+#[allow(clippy::too_many_lines)]
 pub fn run(
     args: Args,
     json_logs: bool,

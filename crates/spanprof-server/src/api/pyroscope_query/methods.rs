@@ -623,6 +623,8 @@ impl ToJson for spanprof_format::pprof::Profile {
 }
 
 /// `SelectSeries`.
+// Long: SelectSeries in order: refusals, the selection, then each group's series and points.
+#[allow(clippy::too_many_lines)]
 pub async fn select_series(
     app: AppState,
     req: SelectSeriesRequest,

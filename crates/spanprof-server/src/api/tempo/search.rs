@@ -141,6 +141,8 @@ const SEARCH_PARAMS: &[&str] = &[
     "q",
 ];
 
+// Long: Tempo's search parameters one after another, each refused with its own message.
+#[allow(clippy::too_many_lines)]
 fn parse_search(params: &[(String, String)]) -> Result<SearchRequest, ApiError> {
     let get = |name: &str| {
         params

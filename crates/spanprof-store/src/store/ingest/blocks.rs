@@ -353,6 +353,8 @@ fn profile_type_of(
     Ok(profile_type)
 }
 
+// Long: all blocks of one profile in one pass over its samples; to become a BlockBuilder (issue #45).
+#[allow(clippy::too_many_lines)]
 #[allow(clippy::too_many_arguments)]
 fn profile_blocks(
     st: &mut State,

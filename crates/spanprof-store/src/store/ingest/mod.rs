@@ -293,6 +293,8 @@ impl Store {
     /// and there is something to split (two requests or more, or two spans): then nothing is
     /// written (what was interned stays, to be written with the next record) and the spans
     /// are handed back.
+    // Long: intern, build, write, publish: one record in the order durability needs, under the writer lock.
+    #[allow(clippy::too_many_lines)]
     fn ingest_record(
         &self,
         profiles: &[Request<'_>],

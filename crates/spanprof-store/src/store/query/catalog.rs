@@ -7,31 +7,20 @@ use std::ops::ControlFlow;
 use hashbrown::HashSet;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::resolve::{resolved_type, type_ids, types_of_service};
+use super::resolve::{resolved_type, series_matches, type_ids, types_of_service};
 use super::selection::Selection;
 use super::{overlaps, starts_in, ScanHold};
-use crate::matchers::{matches_all, parse_selector, LabelMatcher};
+use crate::matchers::{parse_selector, LabelMatcher};
 use crate::store::segments::SealedSummary;
 use crate::store::state::{SeriesKey, State};
 use crate::store::{Store, StoreError};
 
-/// Whether series `k` passes every matcher, its profile type counting as the labels
-/// `__profile_type__` (the id) and `__name__` (its name), as [`Store::series`] lists them:
-/// Grafana's label pickers ask with `{__profile_type__="…"}`.
 /// One series' labels, sorted by name: `(name, value)`.
 pub type SeriesLabels = Vec<(String, String)>;
 
 /// Bytes of label text: names and values.
 fn label_bytes(labels: &[(String, String)]) -> usize {
     labels.iter().map(|(k, v)| k.len() + v.len()).sum()
-}
-
-pub(super) fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
-    matchers.iter().all(|m| match m.name.as_str() {
-        "__profile_type__" => m.matches(Some(&k.profile_type.to_string())),
-        "__name__" => m.matches(Some(&k.profile_type.name)),
-        _ => matches_all(std::slice::from_ref(m), &k.labels),
-    })
 }
 
 impl State {

@@ -11,6 +11,8 @@ use crate::store::{Store, StoreError};
 impl Store {
     /// The selection as one pprof profile (for `go tool pprof`): one sample per stack and
     /// span, with `span_id` / `trace_id` labels (trace ids bound from stored spans).
+    // Long: interns every stack's locations, functions and mappings into one pprof in one pass over the blocks.
+    #[allow(clippy::too_many_lines)]
     pub fn pprof(&self, sel: &Selection) -> Result<pprof::Profile, StoreError> {
         let (st, r) = self.read_resolved(sel)?;
         let mut b = PprofWriter::default();

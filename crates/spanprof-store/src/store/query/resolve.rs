@@ -7,10 +7,9 @@ use std::sync::Arc;
 use hashbrown::HashSet;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::catalog::series_matches;
 use super::selection::Selection;
 use super::{overlaps, starts_in, Resolved, ScanHold};
-use crate::matchers::{parse_selector, LabelMatcher};
+use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::store::segments::SegmentIndex;
 use crate::store::state::{SeriesKey, State};
 use crate::store::{Store, StoreError};
@@ -68,6 +67,8 @@ impl State {
 
     /// [`State::resolve`], with `filtered` the spans of `sel`'s span filter
     /// ([`Store::filtered_spans`]) and `series` those it takes ([`State::series_of`]).
+    // Long: series, blocks, spans, trace and type are decided together under one read lock.
+    #[allow(clippy::too_many_lines)]
     fn resolve_with(
         &self,
         sel: &Selection,
@@ -316,6 +317,17 @@ pub(super) fn type_ids(
         (false, _) => types_of_service(st, sel.service.as_deref()),
     };
     (resolved_type(&r.profile_type), available)
+}
+
+/// Whether series `k` passes every matcher, its profile type counting as the labels
+/// `__profile_type__` (the id) and `__name__` (its name), as [`Store::series`] lists them:
+/// Grafana's label pickers ask with `{__profile_type__="…"}`.
+pub(super) fn series_matches(matchers: &[LabelMatcher], k: &SeriesKey) -> bool {
+    matchers.iter().all(|m| match m.name.as_str() {
+        "__profile_type__" => m.matches(Some(&k.profile_type.to_string())),
+        "__name__" => m.matches(Some(&k.profile_type.name)),
+        _ => matches_all(std::slice::from_ref(m), &k.labels),
+    })
 }
 
 /// A selection's resolved type, `None` when there was none to resolve (the empty default

@@ -1,7 +1,7 @@
 //! A Bloom filter of a sealed segment's span and trace ids, so a look-up skips segments
 //! without loading their index.
 
-use super::id_map::prefetch;
+use super::prefetch::prefetch;
 
 /// Bits an id sets in a [`Bloom`] filter.
 const PROBES: usize = 4;

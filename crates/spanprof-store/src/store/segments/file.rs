@@ -6,11 +6,14 @@ use std::sync::Arc;
 
 use super::bloom::{Bloom, BLOCK_WORDS};
 use super::id_map::FrozenIds;
+#[cfg(test)]
+use super::out::in_memory;
+use super::out::Out;
+use super::BlockMeta;
 use super::SegmentIndex;
 use crate::codec::{CodecError, Get, Put};
 use crate::log::RecordPos;
 use crate::spans::encode_spans;
-use crate::store::state::BlockMeta;
 
 impl SegmentIndex {
     /// The index file's three body sections, whole: core (what a span's flame graph needs:
@@ -107,57 +110,6 @@ fn encode_traces(traces: &[([u8; 16], &[u32])], out: &mut Out) -> std::io::Resul
         out.spill()?;
     }
     Ok(())
-}
-
-/// What `encode` writes to an [`Out`], gathered.
-#[cfg(test)]
-pub(super) fn in_memory(encode: impl FnOnce(&mut Out) -> std::io::Result<()>) -> Vec<u8> {
-    let mut whole = Vec::new();
-    let mut keep = |bytes: &[u8]| {
-        whole.extend_from_slice(bytes);
-        Ok(())
-    };
-    let mut out = Out::new(&mut keep);
-    encode(&mut out)
-        .and_then(|()| out.finish())
-        .expect("encodes to memory");
-    whole
-}
-
-/// Bytes an index section is encoded in before they are handed on ([`Out`]): the pieces
-/// [`Pieces`] writes.
-const SPILL_BYTES: usize = 1 << 20;
-
-/// Where an index section is encoded: `buf`, handed to `spill` each time it holds
-/// [`SPILL_BYTES`] (and at the end), then reused. A seal's sections are tens of MB: encoded
-/// whole before they were written, they took as much memory again, in fresh pages the
-/// kernel faulted in and zeroed (2 % of the server's CPU under the load bench).
-pub(super) struct Out<'s> {
-    pub(super) buf: Vec<u8>,
-    spill: &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>,
-}
-
-impl<'s> Out<'s> {
-    pub(super) fn new(spill: &'s mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> Self {
-        Out {
-            buf: Vec::with_capacity(SPILL_BYTES + 4096),
-            spill,
-        }
-    }
-
-    /// Hands the bytes on once there are [`SPILL_BYTES`] of them.
-    pub(super) fn spill(&mut self) -> std::io::Result<()> {
-        if self.buf.len() >= SPILL_BYTES {
-            (self.spill)(&self.buf)?;
-            self.buf.clear();
-        }
-        Ok(())
-    }
-
-    /// Hands on what is left.
-    fn finish(self) -> std::io::Result<()> {
-        (self.spill)(&self.buf)
-    }
 }
 
 /// `n` and an eighth more: room for a segment a little bigger than the one it is sized from.
@@ -517,6 +469,7 @@ pub(crate) fn read_index(dir: &Path, segment: u64) -> Result<Option<(SegmentInde
 mod tests {
     use super::*;
     use crate::block::Block;
+    use crate::store::segments::out::SPILL_BYTES;
     use crate::store::segments::tests::id;
 
     /// A block of one sample of series `series` linked to `link`, at record offset 24 of

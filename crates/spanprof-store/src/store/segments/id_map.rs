@@ -3,7 +3,8 @@
 
 use std::hash::BuildHasher;
 
-use super::file::Out;
+use super::out::Out;
+use super::prefetch::prefetch;
 use crate::codec::{CodecError, Get, Put};
 
 /// Ids with their block lists, read-only: ids sorted and unique, the lists one after the
@@ -294,21 +295,6 @@ impl<const N: usize> IdBlocks<N> {
     }
 }
 
-/// Asks the CPU to bring the cache line of `x` in, without waiting for it: tables indexed
-/// by hash miss the cache on nearly every access, and a loop that prefetches a few entries
-/// ahead overlaps those misses.
-pub(super) fn prefetch<T>(x: &T) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        // SAFETY: a prefetch is a hint with no effect on memory; the pointer is to a live
-        // value, and SSE is in every x86-64 target.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
-
 /// Block ids a [`BlockIds`] holds without an allocation.
 const INLINE_BLOCK_IDS: usize = 5;
 
@@ -372,7 +358,7 @@ impl std::ops::Deref for BlockIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::segments::file::in_memory;
+    use crate::store::segments::out::in_memory;
     use crate::store::segments::tests::id;
 
     #[test]

@@ -8,13 +8,14 @@ mod bloom;
 mod cache;
 mod file;
 mod id_map;
+mod out;
+mod prefetch;
 
 use std::ops::ControlFlow;
 use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashMap;
 
-use super::state::BlockMeta;
 use crate::block::Block;
 use crate::codec::Get;
 use crate::log::RecordPos;
@@ -29,6 +30,23 @@ pub(crate) use file::read_summary;
 pub(crate) use file::write_index;
 pub(crate) use file::SealedSummary;
 pub(crate) use id_map::IdBlocks;
+
+/// Where a block is and what it holds.
+#[derive(Debug, Clone)]
+pub(crate) struct BlockMeta {
+    pub pos: RecordPos,
+    /// Byte range of the block inside the record payload.
+    pub start: u32,
+    pub len: u32,
+    pub series: u32,
+    pub time_ns: i64,
+    pub duration_ns: i64,
+    pub samples: u32,
+    /// Its samples link to the same spans and traces as those of the block before it (the
+    /// next sample type of the same profile): it is in the span and trace maps through that
+    /// block, not under ids of its own ([`SegmentIndex::index_block`]).
+    pub shares_links: bool,
+}
 
 /// Everything one segment holds, indexed.
 #[derive(Debug, Clone, Default)]

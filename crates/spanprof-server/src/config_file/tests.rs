@@ -1,0 +1,365 @@
+use super::*;
+use spanprof_format::limits::ProfileLimits;
+use spanprof_store::store::SeriesLimits;
+
+#[test]
+fn a_bad_value_is_named_by_its_key() {
+    for (text, error) in [
+        (
+            "storage:\n  retention: 7 days\n",
+            "storage.retention: \"7 days\" is not a duration",
+        ),
+        (
+            "storage:\n  max_size: -5GiB\n",
+            "storage.max_size: \"-5GiB\" is not a size",
+        ),
+        (
+            "storage:\n  segment_size: -5\n",
+            "storage.segment_size: -5 is not a size: sizes are not negative",
+        ),
+        (
+            "receivers:\n  scrape:\n    - service: a\n      url: http://h\n      timeout: soon\n",
+            "receivers.scrape[0].timeout: \"soon\" is not a duration",
+        ),
+        (
+            "server:\n  otlp_http_addr: 127.0.0.1:70000\n",
+            "server.otlp_http_addr: \"127.0.0.1:70000\" is not a listen address",
+        ),
+        // Serde's Rust names in words; a line for an unknown section.
+        (
+            "storage:\n  max_series: many\n",
+            "storage.max_series: invalid type: string \"many\", expected a whole number",
+        ),
+        (
+            "server: 5\n",
+            "server: invalid type: integer `5`, expected a mapping of keys at line 1",
+        ),
+        (
+            "# spanprof\nstorag:\n  dir: /tmp/x\n",
+            "unknown field `storag`, expected one of `server`",
+        ),
+        ("# spanprof\nstorag:\n  dir: /tmp/x\n", "at line 2 column 1"),
+    ] {
+        let e = load_str(text).unwrap_err().to_string();
+        assert!(e.contains(error), "{text}: {e}");
+    }
+    assert_eq!(
+        load_str("storage:\n  max_size: 1048576\n")
+            .unwrap()
+            .retention_bytes,
+        Some(1 << 20)
+    );
+}
+
+fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spanprof.yaml");
+    std::fs::write(&path, text).unwrap();
+    load(&path, ServerConfig::default())
+}
+
+#[test]
+fn the_documented_example_sets_the_defaults() {
+    // As printed, the file starts the server as `spanprof serve` does without one.
+    let serve = || ServerConfig {
+        otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
+        ..ServerConfig::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spanprof.yaml");
+    std::fs::write(&path, EXAMPLE).unwrap();
+    assert_eq!(
+        format!("{:?}", load(&path, serve()).unwrap()),
+        format!("{:?}", serve())
+    );
+}
+
+#[test]
+fn the_documented_examples_load() {
+    // Its examples are the lines commented out in the first column.
+    let taken_up: String = EXAMPLE
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix('#').unwrap_or(l)))
+        .collect();
+    let c = load_str(&taken_up).unwrap();
+    assert_eq!(c.scrape.len(), 2);
+    assert_eq!(
+        c.scrape[1].headers,
+        vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
+    );
+    assert_eq!(c.scrape[0].interval, Duration::from_secs(15));
+    assert_eq!(c.scrape[0].timeout, Duration::from_secs(5));
+    assert_eq!(
+        c.scrape[0].labels,
+        vec![("env".to_owned(), "prod".to_owned())]
+    );
+    assert_eq!(c.retention_age, Some(Duration::from_secs(7 * 86400)));
+    assert_eq!(c.retention_bytes, Some(20 << 30));
+    assert_eq!(c.forward.len(), 1);
+    assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
+    assert_eq!(c.queue.batch_age, Duration::from_millis(20));
+    assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
+    assert!(!c.span_profiles_include_children);
+    assert_eq!(c.auth.credentials.len(), 3);
+    assert_eq!(c.scrape[1].tenant.as_str(), "team-a");
+}
+
+#[test]
+fn scrape_targets_are_checked_at_load() {
+    let target = |url: &str, extra: &str| {
+        load_str(&format!(
+            "receivers:\n  scrape:\n    - service: s\n      url: {url}\n{extra}"
+        ))
+    };
+    let c = target("http://u:p%40ss@h:6060", "").unwrap();
+    assert_eq!(
+        c.scrape[0].url, "http://h:6060",
+        "credentials leave the url"
+    );
+    // "u:p@ss" in base64.
+    assert_eq!(
+        c.scrape[0].headers,
+        vec![("authorization".to_owned(), "Basic dTpwQHNz".to_owned())]
+    );
+    for (url, extra, error) in [
+        (
+            "http://u:p@h:6060",
+            "      headers: {Authorization: Bearer t}\n",
+            "more than one authorization",
+        ),
+        (
+            "http://h:6060",
+            "      bearer_token_file: /nonexistent/token\n",
+            "bearer_token_file /nonexistent/token: No such file",
+        ),
+        (
+            "http://h:6060",
+            "      headers: {\"bad name\": x}\n",
+            "header \"bad name\"",
+        ),
+        (
+            "http://h:6060",
+            "      profiles: [cpu, heapp]\n",
+            "unknown profile kind \"heapp\": use cpu, heap, allocs, goroutine, mutex, block",
+        ),
+        (
+            "http://h:6060",
+            "      profiles: []\n",
+            "no profiles to take",
+        ),
+        (
+            "http://h:6060",
+            "      interval: 0s\n",
+            "interval 0s: must be whole seconds, at least 1s",
+        ),
+        ("http://h:6060", "      timeout: 0s\n", "timeout 0s"),
+    ] {
+        let e = target(url, extra).unwrap_err().to_string();
+        assert!(
+            e.contains("receivers.scrape \"s\"") && e.contains(error),
+            "{extra}: {e}"
+        );
+    }
+    let token = tempfile::NamedTempFile::new().unwrap();
+    let c = load_str(&format!(
+        "receivers:\n  scrape:\n    - service: s\n      url: http://h:6060\n      \
+         bearer_token_file: {}\n      headers: {{x-org: a}}\n",
+        token.path().display()
+    ))
+    .unwrap();
+    assert_eq!(c.scrape[0].bearer_token_file.as_deref(), Some(token.path()));
+    assert_eq!(
+        c.scrape[0].headers,
+        vec![("x-org".to_owned(), "a".to_owned())]
+    );
+}
+
+#[test]
+fn log_format_is_text_or_json() {
+    assert!(!load_str("").unwrap().json_logs);
+    assert!(load_str("server:\n  log_format: json\n").unwrap().json_logs);
+    assert!(!load_str("server:\n  log_format: text\n").unwrap().json_logs);
+    let e = load_str("server:\n  log_format: xml\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("xml") && e.contains("json") && e.contains("line 2"),
+        "{e}"
+    );
+}
+
+#[test]
+fn span_profiles_include_children_is_one_server_setting() {
+    assert!(!load_str("").unwrap().span_profiles_include_children);
+    let c = load_str("server:\n  span_profiles_include_children: true\n").unwrap();
+    assert!(c.span_profiles_include_children);
+    let e = load_str("server:\n  span_profiles_include_children: sometimes\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2"), "{e}");
+    // Only under `server`: elsewhere it is an unknown key.
+    let e = load_str("processors:\n  span_profiles_include_children: true\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown field `span_profiles_include_children`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn profile_limits_default_and_are_set_one_by_one() {
+    let d = load_str("").unwrap().limits.profile;
+    assert_eq!(d, ProfileLimits::default());
+    let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n  max_profile_string_length: 9\n")
+        .unwrap();
+    assert_eq!(c.limits.profile.max_string_bytes, 9);
+    assert_eq!(c.store_config().max_profile_series, 7);
+    let c = c.limits.profile;
+    assert_eq!(
+        (c.max_samples, c.max_locations, c.max_frames, c.max_series),
+        (500, d.max_locations, 0, 7)
+    );
+    let e = load_str("server:\n  max_profile_locations: lots\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn series_limits_default_and_are_set_one_by_one() {
+    let d = load_str("").unwrap().store_config().series;
+    assert_eq!(d, SeriesLimits::default());
+    let c = load_str(
+        "server:\n  max_label_names_per_series: 9\n  max_label_value_length: 0\n\
+         storage:\n  max_series: 12\n",
+    )
+    .unwrap()
+    .store_config()
+    .series;
+    assert_eq!(
+        c,
+        SeriesLimits {
+            max_series: 12,
+            max_labels: 9,
+            max_value_bytes: 0,
+            ..d
+        }
+    );
+    let c = load_str("server:\n  max_label_name_length: 5\n")
+        .unwrap()
+        .store_config()
+        .series;
+    assert_eq!(c.max_name_bytes, 5);
+    let c = load_str("storage:\n  min_free_disk: 0\n").unwrap();
+    assert_eq!(c.min_free_disk, 0);
+    let c = load_str("storage:\n  min_free_disk: 1GiB\n").unwrap();
+    assert_eq!(c.store_config().min_free_disk_bytes, 1 << 30);
+    assert_eq!(ServerConfig::default().min_free_disk, 10 << 30);
+    let c = load_str("storage:\n  max_symbols_size: 1GiB\n").unwrap();
+    assert_eq!(c.store_config().max_symbol_bytes, 1 << 30);
+    assert_eq!(
+        load_str("").unwrap().store_config().max_symbol_bytes,
+        128 << 20
+    );
+    let e = load_str("storage:\n  max_series: -1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2"), "{e}");
+}
+
+#[test]
+fn the_inflight_budget_holds_one_request_of_the_largest_size() {
+    assert_eq!(load_str("").unwrap().limits.max_inflight_bytes, 512 << 20);
+    let c = load_str("server:\n  max_inflight_size: 96MiB\n").unwrap();
+    assert_eq!(c.limits.max_inflight_bytes, 96 << 20);
+    assert_eq!(
+        load_str("server:\n  max_inflight_size: 0\n")
+            .unwrap()
+            .limits
+            .max_inflight_bytes,
+        0
+    );
+    let e = load_str("server:\n  max_inflight_size: 64MiB\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("server.max_inflight_size") && e.contains("100663296 bytes"),
+        "{e}"
+    );
+    let c = load_str(
+        "server:\n  max_body_size: 1MiB\n  max_decompressed_size: 2MiB\n  max_inflight_size: 3MiB\n",
+    )
+    .unwrap();
+    assert_eq!(c.limits.max_inflight_bytes, 3 << 20);
+}
+
+#[test]
+fn unknown_keys_and_bad_values_name_the_key_and_line() {
+    let e = load_str("server:\n  http_adr: 0.0.0.0:1\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("unknown field `http_adr`") && e.contains("line 2"),
+        "{e}"
+    );
+    let e = load_str("storage:\n  retention: 7 parsecs\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a duration") && e.contains("line 2"), "{e}");
+    let e = load_str("storage:\n  max_size: 12 zebibytes\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("size unit") && e.contains("line 2"), "{e}");
+    for (text, says) in [
+        (
+            "storage:\n  max_size: 99999999999999999999999\n",
+            "bytes is too large",
+        ),
+        ("storage:\n  max_size: 1.5\n", "a whole number of bytes"),
+        ("storage:\n  max_size: 1.5GiB\n", "1536MiB"),
+    ] {
+        let e = load_str(text).unwrap_err().to_string();
+        assert!(e.contains(says) && !e.contains("u128"), "{text}: {e}");
+    }
+    let e = load_str("server:\n  otlp_http_addr: nowhere\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not a listen address") && e.contains("(or off)"),
+        "{e}"
+    );
+    let e =
+        load_str("exporters:\n  - name: x\n    protocol: carrier-pigeon\n    endpoint: http://x\n")
+            .unwrap_err()
+            .to_string();
+    assert!(e.contains("carrier-pigeon") && e.contains("line 3"), "{e}");
+    let e = load_str(
+        "exporters:\n  - name: x\n    protocol: grpc\n    endpoint: grpc://me:pw@x:4317\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains(
+            "exporters \"x\": endpoint \"grpc://x:4317\" must start with http:// or https://"
+        ),
+        "{e}"
+    );
+    assert!(load_str("").is_ok());
+    // Credentials in an exporter's endpoint are sent beside its headers.
+    let c = load_str(
+        "exporters:\n  - name: x\n    protocol: http\n    endpoint: https://me:pw@h:4318\n    headers: {x-tenant: a}\n",
+    )
+    .unwrap();
+    assert_eq!(c.forward[0].endpoint, "https://h:4318");
+    let names: Vec<&str> = c.forward[0]
+        .headers
+        .iter()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    assert_eq!(names, ["authorization", "x-tenant"]);
+    assert!(load_str("server:\n  otlp_http_addr: off\n")
+        .unwrap()
+        .otlp_http_addr
+        .is_none());
+}
