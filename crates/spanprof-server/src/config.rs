@@ -148,6 +148,9 @@ pub struct ForwarderConfig {
     pub batch_max_bytes: usize,
     /// How long a queued record may wait for more before an export is sent.
     pub batch_age: Duration,
+    /// Exports sent at once at most (their records are delivered in any order); while
+    /// exports fail, one at a time.
+    pub max_in_flight: usize,
     /// First retry delay; doubled per failed attempt up to `retry_max` (with jitter).
     pub retry_initial: Duration,
     /// Longest delay between retries.
@@ -181,6 +184,7 @@ impl ForwarderConfig {
             batch_max: 256,
             batch_max_bytes: 8 << 20,
             batch_age: Duration::from_secs(1),
+            max_in_flight: 4,
             retry_initial: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),
             timeout: Duration::from_secs(30),
@@ -211,6 +215,12 @@ impl ForwarderConfig {
         }
         if self.batch_max == 0 {
             return Err("batch size 0: a batch holds one record at least".into());
+        }
+        if !(1..=64).contains(&self.max_in_flight) {
+            return Err(format!(
+                "max_in_flight {}: between 1 and 64 exports at once",
+                self.max_in_flight
+            ));
         }
         let https = self.endpoint.starts_with("https://");
         if !https && !self.endpoint.starts_with("http://") {

@@ -235,6 +235,7 @@ struct Exporter {
     batch_size: Option<usize>,
     #[serde(default, deserialize_with = "duration")]
     batch_age: Option<Duration>,
+    max_in_flight: Option<usize>,
     #[serde(default, deserialize_with = "duration")]
     retry_max: Option<Duration>,
     #[serde(default, deserialize_with = "size")]
@@ -600,6 +601,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         }
         f.batch_max = e.batch_size.unwrap_or(f.batch_max);
         f.batch_age = e.batch_age.unwrap_or(f.batch_age);
+        f.max_in_flight = e.max_in_flight.unwrap_or(f.max_in_flight);
         f.retry_max = e.retry_max.unwrap_or(f.retry_max);
         f.retry_initial = f.retry_initial.min(f.retry_max);
         f.queue_max_bytes = e.queue_size.unwrap_or(f.queue_max_bytes);
