@@ -42,6 +42,9 @@ pub struct ServerConfig {
     pub queue: QueueConfig,
     /// Targets to pull profiles from.
     pub scrape: Vec<ScrapeTarget>,
+    /// This process's share of `scrape` when several collectors split one list
+    /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
+    pub replicas: Option<crate::replicas::Replicas>,
     /// Write what arrives to the embedded store (default `true`); `false` runs a pure
     /// collector that only forwards (the query API then answers from an empty store).
     pub store: bool,
@@ -414,6 +417,7 @@ impl Default for ServerConfig {
                 batch_age: Duration::from_millis(20),
             },
             scrape: Vec::new(),
+            replicas: None,
             store: true,
             forward: Vec::new(),
             retention_age: None,

@@ -147,6 +147,8 @@ struct Storage {
 struct Receivers {
     #[serde(default)]
     scrape: Vec<Scrape>,
+    replicas: Option<u32>,
+    replica: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -520,6 +522,14 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(n) = st.max_symbols_size {
         base.limits.max_symbol_bytes = n;
+    }
+    match (file.receivers.replicas, file.receivers.replica) {
+        (None, None) => {}
+        (count, index) => {
+            let r = crate::replicas::Replicas::new(count.unwrap_or(1), index.unwrap_or(0))
+                .map_err(|e| invalid(format!("receivers.replicas / receivers.replica: {e}")))?;
+            base.replicas = Some(r);
+        }
     }
     for t in file.receivers.scrape {
         if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
