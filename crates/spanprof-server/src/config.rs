@@ -355,6 +355,9 @@ pub struct QueueConfig {
     /// takes what queued up during the previous write and is written as soon as no request
     /// is being decoded, or when this is up.
     pub batch_age: Duration,
+    /// The transform stage's rules (`processors.transform`), applied to each batch's work
+    /// before the sinks.
+    pub transform: crate::transform::Transform,
 }
 
 /// One service to pull `/debug/pprof/*` from.
@@ -415,6 +418,7 @@ impl Default for ServerConfig {
                 max_bytes: 512 << 20,
                 batch_max: 256,
                 batch_age: Duration::from_millis(20),
+                transform: Default::default(),
             },
             scrape: Vec::new(),
             replicas: None,

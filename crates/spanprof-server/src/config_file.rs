@@ -200,6 +200,8 @@ struct Processors {
     link: Link,
     #[serde(default)]
     batch: Batch,
+    #[serde(default)]
+    transform: Vec<crate::transform::RuleConfig>,
 }
 
 #[derive(Deserialize, Default)]
@@ -581,6 +583,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     if let Some(k) = l.keep_link_attributes {
         base.link.keep_link_attributes = k;
+    }
+    if !file.processors.transform.is_empty() {
+        base.queue.transform =
+            crate::transform::Transform::from_config(file.processors.transform).map_err(invalid)?;
     }
     let b = file.processors.batch;
     if let Some(n) = b.queue_capacity {

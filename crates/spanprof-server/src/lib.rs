@@ -25,6 +25,7 @@ pub mod span_keys;
 mod spare;
 pub mod tenants;
 mod tls;
+pub mod transform;
 pub mod ui;
 
 use std::future::Future;

@@ -521,7 +521,9 @@ async fn batcher(
         let mut done = Vec::with_capacity(items.len());
         let bytes: usize = items.iter().map(|i| i.bytes).sum();
         let forwarding = !sinks.forward.is_empty();
-        for item in items {
+        for mut item in items {
+            // The transform stage (processors.transform), before any sink sees the work.
+            cfg.transform.apply(&mut item.work);
             let source = match item.work {
                 Work::Profiles(mut p, how) => {
                     if forwarding {
@@ -935,6 +937,7 @@ mod tests {
             max_bytes,
             batch_max: 256,
             batch_age,
+            transform: Default::default(),
         };
         let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
         (p, metrics, task)
