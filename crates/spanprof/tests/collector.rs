@@ -197,3 +197,110 @@ fn a_collector_killed_while_downstream_is_down_loses_nothing_it_acknowledged() {
     assert!(!expected.is_empty());
     assert_eq!(got, expected, "the downstream's flame graph");
 }
+
+/// The real Go CPU profile (OTLP) of service `service`, every sample labelled
+/// `request_id=id`: a label with one value per request.
+fn with_request_id(otlp: &[u8], service: &str, id: &str) -> Vec<u8> {
+    use prost::Message;
+    use spanprof_format::otlp::{any_value, AnyValue, KeyValueAndUnit, ProfilesData};
+    let mut data = ProfilesData::decode(otlp).unwrap();
+    let d = data.dictionary.as_mut().unwrap();
+    d.string_table.push("request_id".into());
+    let key = d.string_table.len() as i32 - 1;
+    d.attribute_table.push(KeyValueAndUnit {
+        key_strindex: key,
+        value: Some(AnyValue {
+            value: Some(any_value::Value::StringValue(id.into())),
+        }),
+        unit_strindex: 0,
+    });
+    let attr = d.attribute_table.len() as i32 - 1;
+    for r in &mut data.resource_profiles {
+        for kv in &mut r.resource.as_mut().unwrap().attributes {
+            if kv.key == "service.name" {
+                *kv = spanprof_format::otlp::string_kv("service.name", service);
+            }
+        }
+        for p in r.scope_profiles.iter_mut().flat_map(|s| &mut s.profiles) {
+            for s in &mut p.samples {
+                s.attribute_indices.push(attr);
+            }
+        }
+    }
+    data.encode_to_vec()
+}
+
+/// A collector whose transform stage drops a per-request label: downstream, its requests
+/// make the series of one request, where the same requests sent straight make one per
+/// request.
+#[test]
+fn dropping_a_per_request_label_makes_one_series_of_many() {
+    let dir = process_dir("collector-transform");
+    let otlp = std::fs::read(go_cpu_otlp(&dir)).unwrap();
+    let down = Server::start(&dir.join("down"), "127.0.0.1:0", &[]);
+    let config = dir.join("collector.yaml");
+    std::fs::write(
+        &config,
+        "processors:\n  transform:\n    - name: no-request-ids\n      action: drop_label\n      \
+         label: request_id\n    - action: set_resource\n      key: k8s.pod.name\n      \
+         value_from_env: POD_NAME\n",
+    )
+    .unwrap();
+    let forward = format!("d=http://{}", down.addr);
+    let collector = Server::start_with_env(
+        &dir.join("collector"),
+        "127.0.0.1:0",
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--no-store",
+            "--forward-otlp-http",
+            &forward,
+            "--forward-batch-age",
+            "50ms",
+        ],
+        &[("POD_NAME", "collector-0")],
+    );
+    const REQUESTS: usize = 5;
+    let series = |d: &Server| d.metric("spanprof_store_series");
+    for i in 0..REQUESTS {
+        let body = with_request_id(&otlp, "via-collector", &format!("req-{i}"));
+        collector.post("/v1development/profiles", "application/x-protobuf", &body);
+    }
+    let stored = "spanprof_stored_profiles_total";
+    down.wait_for(
+        "the collector's profiles stored",
+        Duration::from_secs(60),
+        |d| d.metric(stored) >= REQUESTS as f64,
+    );
+    let through_collector = series(&down);
+    assert!(through_collector >= 1.0);
+    for i in 0..REQUESTS {
+        let body = with_request_id(&otlp, "straight", &format!("req-{i}"));
+        down.post("/v1development/profiles", "application/x-protobuf", &body);
+    }
+    let straight = series(&down) - through_collector;
+    assert_eq!(
+        straight,
+        through_collector * REQUESTS as f64,
+        "sent straight, one series (per profile type) per request; through the collector, one"
+    );
+
+    // A rule that cannot work stops the start, naming the rule.
+    std::fs::write(
+        &config,
+        "processors:\n  transform:\n    - name: pod\n      action: set_resource\n      \
+         key: k8s.pod.name\n      value_from_env: SPANPROF_TEST_UNSET_VARIABLE\n",
+    )
+    .unwrap();
+    let run = spanprof(["serve", "--config", config.to_str().unwrap()]);
+    run.assert_no_panic();
+    assert_ne!(run.code(), Some(0), "{run}");
+    assert!(
+        run.stderr.contains(
+            "processors.transform[0] \"pod\" (set_resource): value_from_env: the environment \
+             variable SPANPROF_TEST_UNSET_VARIABLE is not set"
+        ),
+        "{run}"
+    );
+}
