@@ -87,7 +87,7 @@ mod tests {
 
     fn targets(n: usize) -> Vec<ScrapeTarget> {
         (0..n)
-            .map(|i| ScrapeTarget::new(format!("svc{}", i % 7), &format!("http://10.0.0.{i}:6060")))
+            .map(|i| ScrapeTarget::new(format!("svc{}", i % 7), format!("http://10.0.0.{i}:6060")))
             .collect()
     }
 
