@@ -44,6 +44,9 @@ pub struct ServerConfig {
     pub queue: QueueConfig,
     /// Targets to pull profiles from.
     pub scrape: Vec<ScrapeTarget>,
+    /// This process's share of `scrape` when several collectors split one list
+    /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
+    pub replicas: Option<crate::replicas::Replicas>,
     /// Write what arrives to the embedded store (default `true`); `false` runs a pure
     /// collector that only forwards (the query API then answers from an empty store).
     pub store: bool,
@@ -125,6 +128,9 @@ pub struct ForwarderConfig {
     pub batch_max_bytes: usize,
     /// How long a queued record may wait for more before an export is sent.
     pub batch_age: Duration,
+    /// Exports sent at once at most (their records are delivered in any order); while
+    /// exports fail, one at a time.
+    pub max_in_flight: usize,
     /// First retry delay; doubled per failed attempt up to `retry_max` (with jitter).
     pub retry_initial: Duration,
     /// Longest delay between retries.
@@ -158,6 +164,7 @@ impl ForwarderConfig {
             batch_max: 256,
             batch_max_bytes: 8 << 20,
             batch_age: Duration::from_secs(1),
+            max_in_flight: 4,
             retry_initial: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),
             timeout: Duration::from_secs(30),
@@ -188,6 +195,12 @@ impl ForwarderConfig {
         }
         if self.batch_max == 0 {
             return Err("batch size 0: a batch holds one record at least".into());
+        }
+        if !(1..=64).contains(&self.max_in_flight) {
+            return Err(format!(
+                "max_in_flight {}: between 1 and 64 exports at once",
+                self.max_in_flight
+            ));
         }
         let https = self.endpoint.starts_with("https://");
         if !https && !self.endpoint.starts_with("http://") {
@@ -319,6 +332,9 @@ pub struct QueueConfig {
     /// takes what queued up during the previous write and is written as soon as no request
     /// is being decoded, or when this is up.
     pub batch_age: Duration,
+    /// The transform stage's rules (`processors.transform`), applied to each batch's work
+    /// before the sinks.
+    pub transform: crate::transform::Transform,
 }
 
 /// One service to pull `/debug/pprof/*` from.
@@ -379,8 +395,10 @@ impl Default for ServerConfig {
                 max_bytes: 512 << 20,
                 batch_max: 256,
                 batch_age: Duration::from_millis(20),
+                transform: Default::default(),
             },
             scrape: Vec::new(),
+            replicas: None,
             store: true,
             forward: Vec::new(),
             retention_age: None,

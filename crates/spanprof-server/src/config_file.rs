@@ -147,6 +147,8 @@ struct Storage {
 struct Receivers {
     #[serde(default)]
     scrape: Vec<Scrape>,
+    replicas: Option<u32>,
+    replica: Option<u32>,
 }
 
 #[derive(Deserialize)]
@@ -198,6 +200,8 @@ struct Processors {
     link: Link,
     #[serde(default)]
     batch: Batch,
+    #[serde(default)]
+    transform: Vec<crate::transform::RuleConfig>,
 }
 
 #[derive(Deserialize, Default)]
@@ -235,6 +239,7 @@ struct Exporter {
     batch_size: Option<usize>,
     #[serde(default, deserialize_with = "duration")]
     batch_age: Option<Duration>,
+    max_in_flight: Option<usize>,
     #[serde(default, deserialize_with = "duration")]
     retry_max: Option<Duration>,
     #[serde(default, deserialize_with = "size")]
@@ -522,6 +527,14 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = st.max_symbols_size {
         base.limits.max_symbol_bytes = n;
     }
+    match (file.receivers.replicas, file.receivers.replica) {
+        (None, None) => {}
+        (count, index) => {
+            let r = crate::replicas::Replicas::new(count.unwrap_or(1), index.unwrap_or(0))
+                .map_err(|e| invalid(format!("receivers.replicas / receivers.replica: {e}")))?;
+            base.replicas = Some(r);
+        }
+    }
     for t in file.receivers.scrape {
         if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
             return Err(invalid(format!(
@@ -573,6 +586,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(k) = l.keep_link_attributes {
         base.link.keep_link_attributes = k;
     }
+    if !file.processors.transform.is_empty() {
+        base.queue.transform =
+            crate::transform::Transform::from_config(file.processors.transform).map_err(invalid)?;
+    }
     let b = file.processors.batch;
     if let Some(n) = b.queue_capacity {
         base.queue.capacity = n;
@@ -602,6 +619,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         }
         f.batch_max = e.batch_size.unwrap_or(f.batch_max);
         f.batch_age = e.batch_age.unwrap_or(f.batch_age);
+        f.max_in_flight = e.max_in_flight.unwrap_or(f.max_in_flight);
         f.retry_max = e.retry_max.unwrap_or(f.retry_max);
         f.retry_initial = f.retry_initial.min(f.retry_max);
         f.queue_max_bytes = e.queue_size.unwrap_or(f.queue_max_bytes);

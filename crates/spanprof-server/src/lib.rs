@@ -24,12 +24,14 @@ pub mod metrics;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
+pub mod replicas;
 pub mod routes;
 pub mod settings;
 pub mod span_keys;
 mod spare;
 pub mod tenants;
 mod tls;
+pub mod transform;
 pub mod ui;
 
 use std::future::Future;
@@ -172,6 +174,10 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
     on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
+    let mut config = config;
+    if let Some(r) = config.replicas {
+        r.split(&mut config.scrape);
+    }
     let config = Arc::new(config);
     // The certificate before anything else: a wrong file stops the start at once, naming it.
     let metrics = Arc::new(Metrics::default());

@@ -83,6 +83,8 @@ const HELP: &[(&str, &str)] = &[
     ("spanprof_forward_dropped_records_total", "Records a forwarder dropped, per reason (refused downstream, or the queue full)."),
     ("spanprof_forward_queued_records", "Records in a forwarder's disk queue not yet delivered."),
     ("spanprof_forward_queue_bytes", "Disk taken by a forwarder's queue (delivered records stay until their segment is reclaimed)."),
+    ("spanprof_forward_queue_growth_bytes_per_second", "Net growth of a forwarder's undelivered records over the last minute, bytes/s (negative while it drains)."),
+    ("spanprof_forward_queue_full_in_seconds", "Seconds until a forwarder's queue is full (and drops its oldest records) at its growth of the last minute; -1 while it does not grow. /health warns below 6 h."),
     ("spanprof_forward_queue_errors_total", "Batches the forwarders' disk queues could not take."),
     ("spanprof_tls_handshake_failures_total", "TLS handshakes that failed, per listener and reason: timeout (not finished within the header deadline), closed (the client left halfway), plaintext_http (plain HTTP sent to a TLS listener, answered 400), not_tls (other bytes), client_certificate (none shown where one is required, or one the client CAs did not sign), client_alert (the client refused, most often not trusting the server's certificate), protocol (no common version or cipher, a broken message)."),
     ("spanprof_build_info", "1, with the running spanprof's version as a label."),
@@ -166,6 +168,27 @@ impl Metrics {
             .get(&key)
             .copied()
             .unwrap_or(0.0)
+    }
+
+    /// Every series of gauge or counter `name` of this view's tenant (the default tenant's
+    /// view: those with no tenant label), as the value of its label `label` and its value.
+    pub fn series(&self, name: &'static str, label: &'static str) -> Vec<(String, f64)> {
+        let map = self.shared.counters.lock().expect("metrics lock poisoned");
+        let tenant = |labels: &[(&'static str, String)]| {
+            labels
+                .iter()
+                .find(|(k, _)| *k == TENANT_LABEL)
+                .map(|(_, v)| v.clone())
+        };
+        map.iter()
+            .filter(|((n, labels), _)| {
+                *n == name && tenant(labels).as_deref() == self.tenant.as_deref()
+            })
+            .filter_map(|((_, labels), v)| {
+                let value = labels.iter().find(|(k, _)| *k == label)?;
+                Some((value.1.clone(), *v))
+            })
+            .collect()
     }
 
     /// Adds observation `v` to histogram `name`, whose buckets are `bounds` (ascending; fixed

@@ -570,7 +570,7 @@ async fn batcher(cfg: QueueConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<
             .into_iter()
             .map(|(to, items)| {
                 to.health.batch(true);
-                let (batch, answers) = Batch::gather(items, &to);
+                let (batch, answers) = Batch::gather(items, &to, &cfg.transform);
                 let sinks = Arc::clone(&to);
                 let write = tokio::task::spawn_blocking(move || batch.write(&sinks));
                 (to, answers, write)
@@ -661,7 +661,11 @@ impl Answers {
 }
 
 impl Batch {
-    fn gather(items: Vec<Item>, to: &Destination) -> (Batch, Answers) {
+    fn gather(
+        items: Vec<Item>,
+        to: &Destination,
+        transform: &crate::transform::Transform,
+    ) -> (Batch, Answers) {
         to.metrics.add("spanprof_pipeline_batches_total", &[], 1.0);
         to.metrics.add(
             "spanprof_pipeline_batch_items_total",
@@ -679,7 +683,9 @@ impl Batch {
             bytes: items.iter().map(|i| i.bytes).sum(),
         };
         let forwarding = !to.sinks.forward.is_empty();
-        for item in items {
+        for mut item in items {
+            // The transform stage (processors.transform), before any sink sees the work.
+            transform.apply(&mut item.work);
             let source = match item.work {
                 Work::Profiles(mut p, how) => {
                     if forwarding {
@@ -1053,6 +1059,7 @@ mod tests {
             max_bytes,
             batch_max: 256,
             batch_age,
+            transform: Default::default(),
         };
         let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
         (p, metrics, task)
@@ -1151,6 +1158,7 @@ mod tests {
             max_bytes: 0,
             batch_max: 256,
             batch_age: Duration::from_secs(30),
+            transform: Default::default(),
         };
         let (batcher, task) = Batcher::start(cfg, 2);
         let tenant = |name: &str| {

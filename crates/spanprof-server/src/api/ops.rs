@@ -22,9 +22,19 @@ pub fn probes() -> Routes {
 /// receiver answers 503 then, so a load balancer should send elsewhere and an operator
 /// should look. A query running far past `server.query_timeout` is a stalled query path:
 /// 503 too.
+///
+/// A forwarder whose queue grows faster than it drains (full within hours at the pace of the
+/// last minute) is named below `ok`, with when it would be full: still ready (its queue holds
+/// what it cannot send yet), but someone should look before the queue drops anything.
 pub async fn health(State(app): State<AppState>) -> axum::response::Response {
     match not_ready(&app) {
-        None => "ok\n".into_response(),
+        None => {
+            let mut body = "ok\n".to_owned();
+            for w in crate::forward::lag::warnings(&app.metrics) {
+                body.push_str(&format!("warning: {w}\n"));
+            }
+            body.into_response()
+        }
         Some(why) => (
             axum::http::StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready: {why}\n"),

@@ -84,6 +84,12 @@ fn the_documented_examples_load() {
     let c = load_str(&taken_up).unwrap();
     assert_eq!(c.scrape.len(), 2);
     assert_eq!(
+        c.replicas,
+        Some(crate::replicas::Replicas { count: 3, index: 0 })
+    );
+    assert!(!c.queue.transform.is_empty());
+    assert_eq!(c.forward[0].max_in_flight, 4);
+    assert_eq!(
         c.scrape[1].headers,
         vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
     );

@@ -84,7 +84,7 @@ impl Exporter {
     }
 
     /// Sends one OTLP export request (protobuf `message`) of `signal`.
-    pub async fn export(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+    pub async fn export(&self, signal: Signal, message: Bytes) -> Outcome {
         let attempt = async {
             match self.protocol {
                 ForwardProtocol::Http => self.http(signal, message).await,
@@ -100,27 +100,22 @@ impl Exporter {
         }
     }
 
-    fn request(
-        &self,
-        path: &str,
-        content_type: &'static str,
-        body: Vec<u8>,
-    ) -> Request<Full<Bytes>> {
+    fn request(&self, path: &str, content_type: &'static str, body: Bytes) -> Request<Full<Bytes>> {
         let mut req = Request::post(format!("{}{path}", self.endpoint))
             .header("content-type", content_type)
-            .body(Full::new(Bytes::from(body)))
+            .body(Full::new(body))
             .expect("the endpoint was checked to be a valid URI");
         req.headers_mut().extend(self.headers.clone());
         req
     }
 
-    async fn http(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+    async fn http(&self, signal: Signal, message: Bytes) -> Outcome {
         let path = match signal {
             Signal::Profiles => "/v1development/profiles",
             Signal::Traces => "/v1/traces",
         };
         let body = if self.gzip {
-            spanprof_format::gzip::gzip(&message)
+            spanprof_format::gzip::gzip(&message).into()
         } else {
             message
         };
@@ -153,13 +148,13 @@ impl Exporter {
         http_outcome(status, reason, after)
     }
 
-    async fn grpc(&self, signal: Signal, message: Vec<u8>) -> Outcome {
+    async fn grpc(&self, signal: Signal, message: Bytes) -> Outcome {
         let path = match signal {
             Signal::Profiles => GRPC_PROFILES,
             Signal::Traces => GRPC_TRACES,
         };
         let (flag, payload) = if self.gzip {
-            (1u8, spanprof_format::gzip::gzip(&message))
+            (1u8, Bytes::from(spanprof_format::gzip::gzip(&message)))
         } else {
             (0u8, message)
         };
@@ -167,7 +162,7 @@ impl Exporter {
         framed.push(flag);
         framed.extend_from_slice(&(payload.len() as u32).to_be_bytes());
         framed.extend_from_slice(&payload);
-        let mut req = self.request(path, "application/grpc", framed);
+        let mut req = self.request(path, "application/grpc", framed.into());
         req.headers_mut()
             .insert("te", HeaderValue::from_static("trailers"));
         if self.gzip {
@@ -413,7 +408,7 @@ mod tests {
         });
         let cfg = ForwarderConfig::new("b", ForwardProtocol::Http, &format!("https://{addr}"));
         let exporter = Exporter::new(&cfg).unwrap();
-        match exporter.export(Signal::Traces, Vec::new()).await {
+        match exporter.export(Signal::Traces, Bytes::new()).await {
             Outcome::Retry { reason, .. } => {
                 assert!(reason.contains("does not speak TLS"), "{reason}")
             }

@@ -14,6 +14,7 @@
 //! retried, the forwarder failing, so that fixing the configuration delivers the queue.
 
 pub mod export;
+pub mod lag;
 pub mod queue;
 pub mod traces;
 
@@ -21,6 +22,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use hyper::body::Bytes;
 use prost::Message;
 use spanprof_format::otlp::ProfilesData;
 use spanprof_format::trace::ExportTraceServiceRequest;
@@ -221,21 +223,49 @@ impl Forwarder {
         );
     }
 
-    /// The records to send now, or how long to wait before a batch is due.
+    /// The records to send now (taken), or how long to wait before a batch is due.
     fn due(&self) -> Result<Vec<Pending>, Option<Duration>> {
         let Some(front) = self.queue.front() else {
             return Err(None);
         };
         let age = front.since.elapsed();
-        let full = self.queue.pending_records() >= self.cfg.batch_max;
+        let full = self.queue.untaken_records() >= self.cfg.batch_max;
         if full || age >= self.cfg.batch_age {
             Ok(self
                 .queue
-                .peek(self.cfg.batch_max, self.cfg.batch_max_bytes))
+                .take(self.cfg.batch_max, self.cfg.batch_max_bytes))
         } else {
             Err(Some(self.cfg.batch_age - age))
         }
     }
+}
+
+/// What an export task came back with.
+struct Sent {
+    export: Combined,
+    outcome: Outcome,
+}
+
+/// Reads and combines `batch`, then sends it: one export in flight.
+async fn send(f: Arc<Forwarder>, batch: Vec<Pending>) -> Option<Sent> {
+    let reader = Arc::clone(&f);
+    let export = tokio::task::spawn_blocking(move || combine(&reader.queue, batch))
+        .await
+        .expect("reading the forward queue panicked")?;
+    let outcome = f
+        .exporter
+        .export(export.signal, export.message.clone())
+        .await;
+    Some(Sent { export, outcome })
+}
+
+/// Sends again an export that failed.
+async fn resend(f: Arc<Forwarder>, export: Combined) -> Option<Sent> {
+    let outcome = f
+        .exporter
+        .export(export.signal, export.message.clone())
+        .await;
+    Some(Sent { export, outcome })
 }
 
 async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) {
@@ -264,33 +294,63 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
             0.0,
         );
     }
+    let mut growth = lag::Growth::new(f.queue.pending_bytes());
+    lag::publish(&metrics, &name, &growth, &f.queue);
+    let mut tick = tokio::time::interval(lag::TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut in_flight: tokio::task::JoinSet<Option<Sent>> = tokio::task::JoinSet::new();
+    // Exports that failed, to send again (first) once `resume` has passed.
+    let mut retry: std::collections::VecDeque<Combined> = std::collections::VecDeque::new();
+    let mut resume = tokio::time::Instant::now();
     loop {
         if *stop.borrow() {
             break;
         }
-        let batch = match f.due() {
-            Ok(batch) => batch,
-            Err(wait) => {
-                let sleep = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600)));
-                tokio::select! {
-                    _ = f.wake.notified() => {}
-                    _ = sleep => {}
-                    _ = stop.changed() => {}
+        // While exports fail, one at a time: a downstream that is down gets one probe, not
+        // `max_in_flight` of them.
+        let limit = if failures > 0 { 1 } else { f.cfg.max_in_flight };
+        let mut wait = None;
+        if tokio::time::Instant::now() >= resume {
+            while in_flight.len() < limit {
+                if let Some(export) = retry.pop_front() {
+                    in_flight.spawn(resend(Arc::clone(&f), export));
+                    continue;
                 }
-                continue;
+                match f.due() {
+                    Ok(batch) if batch.is_empty() => break,
+                    Ok(batch) => {
+                        in_flight.spawn(send(Arc::clone(&f), batch));
+                    }
+                    Err(w) => {
+                        wait = w;
+                        break;
+                    }
+                }
             }
+        } else {
+            wait = Some(resume - tokio::time::Instant::now());
+        }
+        let sleep = tokio::time::sleep(wait.unwrap_or(Duration::from_secs(3600)));
+        let done = tokio::select! {
+            _ = f.wake.notified() => None,
+            _ = sleep => None,
+            _ = tick.tick() => {
+                growth.sample(f.queue.pending_bytes());
+                lag::publish(&metrics, &name, &growth, &f.queue);
+                None
+            }
+            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => Some(done),
+            _ = stop.changed() => None,
         };
-        let reader = Arc::clone(&f);
-        let read = tokio::task::spawn_blocking(move || combine(&reader.queue, batch))
-            .await
-            .expect("reading the forward queue panicked");
-        let Some(export) = read else { continue };
+        let Some(done) = done else { continue };
+        let Some(Sent { export, outcome }) = done.expect("an export task panicked") else {
+            continue;
+        };
         let labels = [
             ("forwarder", name.as_str()),
             ("signal", export.signal.name()),
         ];
-        let outcome = f.exporter.export(export.signal, export.message).await;
-        let delay = match outcome {
+        match outcome {
             Outcome::Delivered => {
                 metrics.add(
                     "spanprof_forwarded_records_total",
@@ -302,8 +362,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                     failing(false);
                 }
                 failures = 0;
-                ack(&f, export.last, &metrics);
-                continue;
+                ack(&f, &export.taken, &metrics);
             }
             Outcome::Rejected(reason) => {
                 tracing::error!(forwarder = %name, signal = export.signal.name(), records = export.records, %reason, "downstream refused an export; dropped");
@@ -314,8 +373,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                 );
                 failures = 0;
                 failing(false);
-                ack(&f, export.last, &metrics);
-                continue;
+                ack(&f, &export.taken, &metrics);
             }
             Outcome::Retry { after, reason } => {
                 metrics.add("spanprof_forward_failed_total", &labels, 1.0);
@@ -327,76 +385,97 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                 if failures == 1 || failures.is_multiple_of(10) {
                     tracing::warn!(forwarder = %name, signal = export.signal.name(), attempt = failures, retry_in = ?delay, queued = f.queue.pending_records(), %reason, "export failed; will retry");
                 }
-                delay
+                resume = resume.max(tokio::time::Instant::now() + delay);
+                retry.push_back(export);
             }
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            _ = stop.changed() => {}
+        }
+    }
+    // The exports in flight end (each within the timeout); their answers are kept.
+    while let Some(done) = in_flight.join_next().await {
+        if let Ok(Some(Sent {
+            export,
+            outcome: Outcome::Delivered,
+        })) = done
+        {
+            metrics.add(
+                "spanprof_forwarded_records_total",
+                &[("forwarder", &name), ("signal", export.signal.name())],
+                export.records as f64,
+            );
+            ack(&f, &export.taken, &metrics);
         }
     }
     f.gauges(&metrics);
 }
 
-fn ack(f: &Forwarder, last: spanprof_store::log::RecordPos, metrics: &Metrics) {
-    if let Err(e) = f.queue.ack(last) {
-        // The records stay pending in memory order anyway; a restart may send them again.
+fn ack(f: &Forwarder, taken: &[Pending], metrics: &Metrics) {
+    if let Err(e) = f.queue.ack(taken) {
+        // The records are delivered in memory anyway; a restart may send them again.
         tracing::error!(forwarder = %f.label, error = %e, "writing the forward cursor failed");
     }
     f.gauges(metrics);
 }
 
-/// One export: its message, what it holds, and the last queue record it covers.
+/// One export: its message, what it holds, and the queue records it covers.
 struct Combined {
     signal: Signal,
-    message: Vec<u8>,
+    message: Bytes,
     records: usize,
-    last: spanprof_store::log::RecordPos,
+    /// The records taken for it, acknowledged with it.
+    taken: Vec<Pending>,
 }
 
-/// Reads `batch` and makes one export message of it: traces by concatenation (the request's
-/// only field is repeated, so concatenated messages decode as one), profiles by merging
-/// dictionaries. `None` when nothing could be read (records dropped meanwhile).
+/// Reads `batch` (taken from the queue) and makes one export message of it: traces by
+/// concatenation (the request's only field is repeated, so concatenated messages decode as
+/// one), profiles by merging dictionaries. `None` when nothing could be read (records
+/// dropped meanwhile; they are acknowledged).
 fn combine(queue: &DiskQueue, batch: Vec<Pending>) -> Option<Combined> {
     let signal = batch.first()?.signal;
+    // The records read (each with its body), and those gone.
+    let mut read = Vec::with_capacity(batch.len());
     let mut bodies = Vec::with_capacity(batch.len());
-    let mut last = batch[0].pos;
+    let mut gone = Vec::new();
     for p in &batch {
         match queue.read(p) {
-            Ok(b) => bodies.push(b),
+            Ok(b) => {
+                read.push(*p);
+                bodies.push(b);
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "a queued record is gone (dropped from a full queue?)")
+                tracing::warn!(error = %e, "a queued record is gone (dropped from a full queue?)");
+                gone.push(*p);
             }
         }
-        last = p.pos;
     }
     if bodies.is_empty() {
-        if let Err(e) = queue.ack(last) {
+        if let Err(e) = queue.ack(&batch) {
             tracing::error!(error = %e, "writing the forward cursor failed");
         }
         return None;
     }
     let records = bodies.len();
-    let message = match signal {
-        Signal::Traces => bodies.concat(),
+    let message: Bytes = match signal {
+        Signal::Traces => bodies.concat().into(),
         // One request is merged too, with itself: what the receiver linked in place still
         // holds the id attributes it turned into links, and their strings (about a quarter
         // of a request of Go CPU profile samples labelled with span ids), which merging
         // leaves out as it does for several.
         Signal::Profiles => match merge_profiles(&bodies) {
-            Ok(m) => m,
+            Ok(m) => m.into(),
             Err(e) if records == 1 => {
                 tracing::debug!(error = %e, "a queued profile request does not merge; sending it as it is");
-                bodies.pop().expect("one body")
+                bodies.pop().expect("one body").into()
             }
             Err(e) => {
-                // Send the first alone; the rest follow in later exports.
+                // Send the first alone; the rest go back to the queue for later exports.
                 tracing::warn!(error = %e, "queued profiles do not merge; sending one at a time");
+                queue.release(&read[1..]);
+                gone.push(read[0]);
                 return Some(Combined {
                     signal,
-                    message: bodies.swap_remove(0),
+                    message: bodies.swap_remove(0).into(),
                     records: 1,
-                    last: batch[0].pos,
+                    taken: gone,
                 });
             }
         },
@@ -405,7 +484,7 @@ fn combine(queue: &DiskQueue, batch: Vec<Pending>) -> Option<Combined> {
         signal,
         message,
         records,
-        last,
+        taken: batch,
     })
 }
 
@@ -509,10 +588,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (queue, _) = DiskQueue::open(dir.path(), 1 << 30).unwrap();
         queue.append(&[(Signal::Profiles, &body)]).unwrap();
-        let batch = queue.peek(10, 1 << 20);
+        let batch = queue.take(10, 1 << 20);
         let export = combine(&queue, batch).unwrap();
         assert_eq!(export.records, 1);
-        let sent = ProfilesData::decode(export.message.as_slice()).unwrap();
+        let sent = ProfilesData::decode(export.message.as_ref()).unwrap();
 
         assert_eq!(
             meaning(&sent),

@@ -109,6 +109,14 @@ pub struct Args {
     /// may take its window more); a target that does not answer in time is retried later.
     #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
     scrape_timeout: Duration,
+    /// How many collectors share the --scrape targets (and the config file's): each takes
+    /// the targets that hash to it (rendezvous hashing of service and URL, the same on every
+    /// replica: no coordinator). With --replica.
+    #[arg(long, value_name = "N", requires = "replica")]
+    replicas: Option<u32>,
+    /// This collector's index among --replicas, 0 to N-1 (a StatefulSet pod's ordinal).
+    #[arg(long, value_name = "I", requires = "replicas")]
+    replica: Option<u32>,
     /// Do not write to the embedded store: only forward (the API answers from an empty store).
     #[arg(long)]
     no_store: bool,
@@ -243,6 +251,12 @@ pub fn run(
         config.scrape.push(target);
     }
     spanprof_server::config::check_scrape_targets(&config.scrape).map_err(anyhow::Error::msg)?;
+    if let (Some(count), Some(index)) = (args.replicas, args.replica) {
+        config.replicas = Some(
+            spanprof_server::replicas::Replicas::new(count, index)
+                .map_err(|e| anyhow::anyhow!("--replicas {count} --replica {index}: {e}"))?,
+        );
+    }
     if args.no_store {
         config.store = false;
     }

@@ -6,6 +6,7 @@ mod agent;
 mod bad_input;
 mod check_conformance;
 mod cli_output;
+mod collector;
 mod docs;
 mod forward;
 mod go_profiles;
