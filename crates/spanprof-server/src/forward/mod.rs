@@ -268,6 +268,9 @@ async fn resend(f: Arc<Forwarder>, export: Combined) -> Option<Sent> {
     Some(Sent { export, outcome })
 }
 
+// One loop over the sender's states (sending, backing off, stopping), kept whole so the
+// order of their checks reads in one place.
+#[allow(clippy::too_many_lines)]
 async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Receiver<bool>) {
     let name = f.label.clone();
     let mut failures = 0u32;

@@ -5,6 +5,8 @@ use spanprof_format::otlp::{any_value, AnyValue, ProfilesData};
 
 use super::{hash_value, push_label, set_attribute, value_text, Action};
 
+// One arm per rule kind, each short: split, they would each repeat the walk over the profiles.
+#[allow(clippy::too_many_lines)]
 pub(super) fn apply(action: &Action, data: &mut ProfilesData) {
     match action {
         Action::SetResource {
