@@ -49,8 +49,7 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("deflate_column_700_zlib_rs", |b| {
         b.iter(|| {
-            let mut z =
-                flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(2));
+            let mut z = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::new(2));
             z.write_all(column).unwrap();
             z.finish().unwrap()
         })

@@ -913,6 +913,8 @@ fn replay_segment(
 
 /// Bytes available to this process and the size of the volume `dir` is on.
 #[cfg(unix)]
+// statvfs has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn disk_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
@@ -936,6 +938,8 @@ fn disk_space(_dir: &Path) -> Option<(u64, u64)> {
 /// ingest should not queue behind. Not lower: under full load a sealer starved further falls
 /// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
 /// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
+// setpriority has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.

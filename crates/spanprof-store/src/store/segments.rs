@@ -806,6 +806,8 @@ impl<const N: usize> IdBlocks<N> {
 /// Asks the CPU to bring the cache line of `x` in, without waiting for it: tables indexed
 /// by hash miss the cache on nearly every access, and a loop that prefetches a few entries
 /// ahead overlaps those misses.
+// The prefetch intrinsic is unsafe to call, though it touches no memory.
+#[allow(unsafe_code)]
 fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     {
@@ -1163,6 +1165,8 @@ pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<S
 
 /// Starts writing `len` bytes of `f` at `offset` to the disk, without waiting (Linux
 /// `sync_file_range`; elsewhere nothing: the final fsync does it all).
+// sync_file_range has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn start_writeback(f: &std::fs::File, offset: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {
