@@ -13,6 +13,7 @@ pub mod config_file;
 pub mod demo;
 mod durable;
 pub mod forward;
+pub mod grpc_proto;
 pub mod listen;
 pub mod metrics;
 pub mod pipeline;

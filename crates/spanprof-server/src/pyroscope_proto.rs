@@ -1,4 +1,4 @@
-//! Pyroscope's protobuf messages, `types.v1`, `querier.v1` and `settings.v1`, generated at
+//! Pyroscope's protobuf messages, `types.v1`, `push.v1`, `querier.v1` and `settings.v1`, generated at
 //! build time (`build.rs`) from our own `.proto` files under `proto/`, which say where each
 //! field number comes from. `google.v1.Profile` is [`spanprof_format::pprof::Profile`].
 
@@ -7,6 +7,14 @@ pub mod types {
     /// Version 1.
     pub mod v1 {
         include!(concat!(env!("OUT_DIR"), "/types.v1.rs"));
+    }
+}
+
+/// `push.v1`: the push API's request.
+pub mod push {
+    /// Version 1.
+    pub mod v1 {
+        include!(concat!(env!("OUT_DIR"), "/push.v1.rs"));
     }
 }
 

@@ -13,7 +13,7 @@ use common::server::wait_for;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
-use spanprof_server::receivers::body::RpcStatus;
+use spanprof_server::grpc_proto::google::rpc::Status as RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
 const CPU: &[u8] = include_bytes!("../../../testdata/go/cpu-10s.pb.gz");
