@@ -2,6 +2,9 @@
 //! a real Go CPU profile (45 KB gzipped), gzip of it back at level 6, and raw deflate of a
 //! 700-byte store-like column at level 1. Throughput is in uncompressed bytes.
 
+// criterion_group! declares a public function without a doc comment.
+#![allow(missing_docs)]
+
 use std::io::{Read, Write};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

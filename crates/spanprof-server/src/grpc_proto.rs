@@ -6,10 +6,14 @@
 pub mod google {
     /// `google.rpc`: `Status` and `RetryInfo`.
     pub mod rpc {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/google.rpc.rs"));
     }
     /// `google.protobuf`: `Any` and `Duration`.
     pub mod protobuf {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/google.protobuf.rs"));
     }
 }
@@ -20,6 +24,8 @@ pub mod grpc {
     pub mod health {
         /// Version 1.
         pub mod v1 {
+            // Generated: the `.proto` file under proto/ documents each message and field.
+            #![allow(missing_docs)]
             include!(concat!(env!("OUT_DIR"), "/grpc.health.v1.rs"));
         }
     }

@@ -6,6 +6,8 @@
 pub mod types {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/types.v1.rs"));
     }
 }
@@ -14,6 +16,8 @@ pub mod types {
 pub mod push {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/push.v1.rs"));
     }
 }
@@ -22,6 +26,8 @@ pub mod push {
 pub mod settings {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/settings.v1.rs"));
     }
 }
@@ -30,6 +36,8 @@ pub mod settings {
 pub mod querier {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/querier.v1.rs"));
     }
 }
@@ -41,6 +49,8 @@ mod tests {
 
     /// `google.v1` generated from `proto/google/v1/profile.proto` on its own (`build.rs`).
     mod declared {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/google_v1_check/google.v1.rs"));
     }
 

@@ -18,8 +18,6 @@
 //! # Ok::<(), spanprof_store::SelectError>(())
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod block;
 mod codec;
 pub mod diff;
