@@ -1,5 +1,5 @@
-//! Generates the prost types of Pyroscope's query and settings APIs from our own `.proto`
-//! files under `proto/`. protox parses them in Rust, so building needs no `protoc` on the
+//! Generates the prost types of Pyroscope's push, query and settings APIs, and of gRPC's
+//! status, retry info and health check, from our own `.proto` files under `proto/`. protox parses them in Rust, so building needs no `protoc` on the
 //! machine.
 
 use std::error::Error;
@@ -9,13 +9,29 @@ fn main() -> Result<(), Box<dyn Error>> {
     // Cargo watches every file below a directory named here.
     println!("cargo:rerun-if-changed=proto");
     let files = protox::compile(
-        ["querier/v1/querier.proto", "settings/v1/setting.proto"],
+        [
+            "querier/v1/querier.proto",
+            "settings/v1/setting.proto",
+            "push/v1/push.proto",
+        ],
         ["proto"],
     )?;
     // google.v1 is pprof, which spanprof-format implements (proto/google/v1/profile.proto).
     prost_build::Config::new()
         .extern_path(".google.v1", "::spanprof_format::pprof")
         .compile_fds(files)?;
+    // gRPC's own messages; google.protobuf's Any and Duration generated beside them (protox
+    // has their declarations) rather than taken from another crate.
+    prost_build::Config::new()
+        .compile_well_known_types()
+        .compile_fds(protox::compile(
+            [
+                "google/rpc/status.proto",
+                "google/rpc/error_details.proto",
+                "grpc/health/v1/health.proto",
+            ],
+            ["proto"],
+        )?)?;
     // google.v1 generated on its own, only for the test that checks the declaration against
     // spanprof-format's codec.
     let check = PathBuf::from(std::env::var("OUT_DIR")?).join("google_v1_check");

@@ -2,6 +2,9 @@
 //! same enter/exit with a bare registry and with a registry plus a layer that does nothing (the
 //! peers: the second is what any layer costs `tracing`), and the slot's part alone.
 
+// criterion_group! declares a public function without a doc comment.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use spanprof_agent::slot::{self, SpanContextIds};
 use spanprof_agent::SpanSlotLayer;

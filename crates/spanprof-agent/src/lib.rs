@@ -35,6 +35,8 @@
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
 mod layer;
+// The TLS record a signal handler reads: raw pointers swapped under compiler fences.
+#[allow(unsafe_code)]
 pub mod slot;
 
 pub use layer::SpanSlotLayer;
@@ -44,10 +46,14 @@ mod agent;
 #[cfg(target_os = "linux")]
 pub mod http;
 #[cfg(target_os = "linux")]
+// A memfd page published for out-of-process readers (mmap, raw header writes).
+#[allow(unsafe_code)]
 pub mod process_ctx;
 #[cfg(target_os = "linux")]
 pub mod profile;
 #[cfg(target_os = "linux")]
+// Per-thread CPU timers and the SIGPROF handler: libc calls and a lock-free ring.
+#[allow(unsafe_code)]
 pub mod sampler;
 #[cfg(target_os = "linux")]
 pub mod symbols;

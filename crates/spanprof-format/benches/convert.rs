@@ -6,6 +6,9 @@
 //! (testdata/jfr/dump2: CPU, wall, allocation and live-object events with span contexts),
 //! gunzip included, in the recording's sample events per second.
 
+// criterion_group! declares a public function without a doc comment.
+#![allow(missing_docs)]
+
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use prost::Message;
 use spanprof_format::detect::decode_otlp_protobuf;

@@ -13,7 +13,10 @@ pub enum FormatError {
     Gzip(String),
     /// Decompression or input size passed the configured limit, in bytes.
     #[error("input exceeds the decompressed size limit of {limit} bytes")]
-    TooLarge { limit: usize },
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// Decoding the message would take more memory than its size allows (see
     /// [`crate::budget`]): mostly empty elements, as in a decompression bomb.
     #[error(
@@ -22,27 +25,41 @@ pub enum FormatError {
         base = DECODED_BASE
     )]
     DecodedTooLarge {
+        /// The message's name, e.g. `pprof profile`.
         what: &'static str,
+        /// The memory it may take, in bytes.
         limit: usize,
+        /// Its encoded size, in bytes.
         encoded: usize,
     },
     /// Decoding the message needed more memory than the [`crate::allowance::Pool`] it draws
     /// from had left, after `drawn` bytes: the memory shared by every message being decoded
     /// at once was taken.
     #[error("decoding the {what} needed more memory than was left for messages being decoded, after {drawn} bytes")]
-    NoRoom { what: &'static str, drawn: usize },
+    NoRoom {
+        /// The message's name.
+        what: &'static str,
+        /// What it had drawn when the pool ran out, in bytes.
+        drawn: usize,
+    },
     /// A profile holds more than a [`crate::limits::ProfileLimits`] allows.
     #[error("the profile has {count} {what}, more than the limit of {limit} ({key})")]
     ProfileTooBig {
+        /// What there is too much of, e.g. `samples`.
         what: &'static str,
+        /// How many the profile has.
         count: usize,
+        /// How many are allowed.
         limit: usize,
+        /// The setting that holds the limit.
         key: &'static str,
     },
     /// The bytes are not a valid protobuf message of the expected type.
     #[error("not a valid {what}: {}", collapse_repeats(&.source.to_string(), ": "))]
     Protobuf {
+        /// The message's name.
         what: &'static str,
+        /// prost's account of what is wrong.
         #[source]
         source: prost::DecodeError,
     },

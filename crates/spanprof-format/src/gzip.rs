@@ -28,26 +28,22 @@ pub fn maybe_gunzip(bytes: &[u8], max: usize) -> Result<Cow<'_, [u8]>, FormatErr
 
 /// Decompresses a (possibly multi-member) gzip stream, refusing to produce more than `max` bytes.
 ///
-/// Inflates straight into the output vector (no intermediate buffers, no zero-filling) and
-/// checks each member's CRC-32 and length. A member that fits the room the trailer's size
-/// made is inflated in one call by libdeflate ([`crate::deflate`]); one that does not (a
-/// member before the last of a multi-member stream, a forged size) or that is damaged goes
+/// Checks each member's CRC-32 and length. A single-member stream (what every client sends)
+/// is inflated in one call by libdeflate ([`crate::deflate`]) into the size its trailer
+/// says; anything else (several members, a forged size, damage) goes member by member
 /// through zlib-rs' streaming inflater, which grows the output and says what is wrong.
 pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
+    if let Some(out) = gunzip_one_member(bytes, max) {
+        return Ok(out);
+    }
     let mut out = Vec::with_capacity(initial_capacity(bytes, max));
     let mut inflater = None;
     let mut rest = bytes;
     loop {
         let body = skip_header(rest)?;
         let member_start = out.len();
-        let room = (out.capacity() - out.len()).min(max.saturating_add(1) - out.len());
-        let consumed = match crate::deflate::inflate_into(body, &mut out, room) {
-            Some(consumed) => consumed,
-            None => {
-                let inflater = inflater.get_or_insert_with(|| flate2::Decompress::new(false));
-                inflate_member(inflater, body, &mut out, max)?
-            }
-        };
+        let inflater = inflater.get_or_insert_with(|| flate2::Decompress::new(false));
+        let consumed = inflate_member(inflater, body, &mut out, max)?;
         if out.len() > max {
             return Err(FormatError::TooLarge { limit: max });
         }
@@ -72,6 +68,33 @@ pub fn gunzip(bytes: &[u8], max: usize) -> Result<Vec<u8>, FormatError> {
             return Ok(out);
         }
     }
+}
+
+/// The stream inflated in one libdeflate call, when it is one well-formed member whose
+/// output fits `max`: its trailer (the last 8 bytes) gives the size to inflate into and the
+/// CRC-32 to check. `None` for anything else, which [`gunzip`] reads member by member (and
+/// says what is wrong).
+fn gunzip_one_member(bytes: &[u8], max: usize) -> Option<Vec<u8>> {
+    let body = skip_header(bytes).ok()?;
+    let (stream, trailer) = body.split_at(body.len().checked_sub(8)?);
+    // libdeflate does not say where the deflate stream ended, so a second member would go
+    // unseen (with identical content, even its trailer would match): a stream holding a
+    // member header's bytes (rare in deflate data, 2^-24 a position) goes the slow way.
+    if memchr::memmem::find(stream, &[0x1f, 0x8b, 0x08]).is_some() {
+        return None;
+    }
+    let want_len = le32(&trailer[4..]) as usize;
+    // Deflate's best ratio is about 1032:1: a larger size is forged.
+    if want_len > max || want_len > stream.len().saturating_mul(1032) {
+        return None;
+    }
+    let mut out = Vec::new();
+    if crate::deflate::inflate_into(stream, &mut out, want_len)? != want_len {
+        return None;
+    }
+    let mut crc = flate2::Crc::new();
+    crc.update(&out);
+    (crc.sum() == le32(&trailer[..4])).then_some(out)
 }
 
 /// Inflates the deflate stream at the start of `body` onto `out` with a streaming inflater,

@@ -17,6 +17,7 @@ pub mod config_file;
 pub mod demo;
 mod durable;
 pub mod forward;
+pub mod grpc_proto;
 pub mod listen;
 pub mod metrics;
 // Being split by its owner (issue #45): until then its batcher keeps its length.

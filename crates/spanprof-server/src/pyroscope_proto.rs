@@ -1,4 +1,4 @@
-//! Pyroscope's protobuf messages, `types.v1`, `querier.v1` and `settings.v1`, generated at
+//! Pyroscope's protobuf messages, `types.v1`, `push.v1`, `querier.v1` and `settings.v1`, generated at
 //! build time (`build.rs`) from our own `.proto` files under `proto/`, which say where each
 //! field number comes from. `google.v1.Profile` is [`spanprof_format::pprof::Profile`].
 
@@ -6,7 +6,19 @@
 pub mod types {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/types.v1.rs"));
+    }
+}
+
+/// `push.v1`: the push API's request.
+pub mod push {
+    /// Version 1.
+    pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
+        include!(concat!(env!("OUT_DIR"), "/push.v1.rs"));
     }
 }
 
@@ -14,6 +26,8 @@ pub mod types {
 pub mod settings {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/settings.v1.rs"));
     }
 }
@@ -22,6 +36,8 @@ pub mod settings {
 pub mod querier {
     /// Version 1.
     pub mod v1 {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/querier.v1.rs"));
     }
 }
@@ -33,6 +49,8 @@ mod tests {
 
     /// `google.v1` generated from `proto/google/v1/profile.proto` on its own (`build.rs`).
     mod declared {
+        // Generated: the `.proto` file under proto/ documents each message and field.
+        #![allow(missing_docs)]
         include!(concat!(env!("OUT_DIR"), "/google_v1_check/google.v1.rs"));
     }
 

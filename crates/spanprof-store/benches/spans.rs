@@ -6,6 +6,9 @@
 //! the same run is the protobuf decode of the same request: what the receiver does before
 //! any of these.
 
+// criterion_group! declares a public function without a doc comment.
+#![allow(missing_docs)]
+
 // The binary's allocator: allocation is much of what these stages do.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -6,6 +6,9 @@
 //! measured in the same run: ingest without fsync and the pprof → OTLP conversion before it;
 //! the in-memory selector over OTLP for the flame graphs.
 
+// criterion_group! declares a public function without a doc comment.
+#![allow(missing_docs)]
+
 // The example holds the profile stream (and declares mimalloc, the binary's allocator, as the
 // global allocator of this bench too).
 #[path = "../examples/store_scale.rs"]

@@ -399,12 +399,15 @@ fn memory() -> (f64, f64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+// mimalloc's C API, declared here: foreign functions are unsafe to declare and call.
+#[allow(unsafe_code)]
 extern "C" {
     /// mimalloc's: frees the pages it holds for reuse, so RSS shows live data only.
     fn mi_collect(force: bool);
 }
 
 /// RSS once the allocator has returned what it keeps for reuse.
+#[allow(unsafe_code)]
 fn emit_live_memory(prefix: &str) {
     // SAFETY: mimalloc is the global allocator and mi_collect only releases free memory.
     unsafe { mi_collect(true) };

@@ -21,7 +21,6 @@
 // at its steps or carries #[allow(clippy::too_many_lines)] with its reason. Tests (unit and
 // integration), examples and benches are not held to it, so it is not in [workspace.lints].
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
-#![warn(missing_docs)]
 
 pub mod block;
 mod codec;

@@ -26,6 +26,8 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// `MIMALLOC_PURGE_DELAY` says otherwise: the server frees and reallocates about the same
 /// memory every batch, and giving it back sooner cost page faults and CPU (commit ef88eb0,
 /// docs/performance.md).
+// mimalloc's option calls are C functions without a safe wrapper.
+#[allow(unsafe_code)]
 fn tune_allocator() {
     // SAFETY: sets an option's default (an integer in mimalloc's option table); any value is
     // valid for this option, and it is called before any thread is started.
@@ -201,6 +203,8 @@ fn main() -> ExitCode {
 /// What a store holds is source-level data (function names, file paths, span attributes,
 /// exception messages): the commands that write one create its directories 0700 and files
 /// 0600, whatever the caller's umask.
+// umask has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn owner_only_files() {
     #[cfg(unix)]
     // SAFETY: umask only sets the process's file creation mask; it cannot fail.
@@ -211,6 +215,8 @@ fn owner_only_files() {
 
 /// A write past the file size limit (`ulimit -f`, systemd's `LimitFSIZE=`) fails with EFBIG,
 /// reported like a full disk, instead of SIGXFSZ killing the process with requests in flight.
+// signal has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn ignore_file_size_signal() {
     #[cfg(unix)]
     // SAFETY: sets the disposition of one signal to "ignore", before any thread starts.

@@ -21,6 +21,8 @@ fn ids(byte: u8, name: &'static str) -> SpanContextIds {
     }
 }
 
+// gettid has no safe wrapper in std.
+#[allow(unsafe_code)]
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }

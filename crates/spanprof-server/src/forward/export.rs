@@ -14,7 +14,8 @@ use hyper_util::rt::TokioExecutor;
 
 use super::queue::Signal;
 use crate::config::{ForwardProtocol, ForwarderConfig};
-use crate::receivers::body::{RetryInfo, RpcStatus, RETRY_INFO_TYPE};
+use crate::grpc_proto::google::rpc::{RetryInfo, Status as RpcStatus};
+use crate::grpc_proto::RETRY_INFO_TYPE;
 
 /// gRPC method of profile export.
 const GRPC_PROFILES: &str =

@@ -9,55 +9,8 @@ use spanprof_format::FormatError;
 
 use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
+use crate::grpc_proto::google::rpc::Status as RpcStatus;
 use crate::pipeline::SubmitError;
-
-/// `google.rpc.Status`, the body of every OTLP/HTTP 4xx and 5xx, and of a gRPC error's
-/// `grpc-status-details-bin`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RpcStatus {
-    /// gRPC status code ([`Rejection::grpc_code`]).
-    #[prost(int32, tag = "1")]
-    pub code: i32,
-    /// What went wrong, for developers.
-    #[prost(string, tag = "2")]
-    pub message: String,
-    /// Details: a [`RetryInfo`] for a refusal worth retrying, in gRPC answers.
-    #[prost(message, repeated, tag = "3")]
-    pub details: Vec<Any>,
-}
-
-/// `google.protobuf.Any`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct Any {
-    /// `type.googleapis.com/` and the message's full name.
-    #[prost(string, tag = "1")]
-    pub type_url: String,
-    /// The message, encoded.
-    #[prost(bytes = "vec", tag = "2")]
-    pub value: Vec<u8>,
-}
-
-/// `google.rpc.RetryInfo`: when to send the same request again.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RetryInfo {
-    /// The delay.
-    #[prost(message, optional, tag = "1")]
-    pub retry_delay: Option<ProtoDuration>,
-}
-
-/// `google.protobuf.Duration`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ProtoDuration {
-    /// Whole seconds.
-    #[prost(int64, tag = "1")]
-    pub seconds: i64,
-    /// And nanoseconds.
-    #[prost(int32, tag = "2")]
-    pub nanos: i32,
-}
-
-/// The `type_url` of a [`RetryInfo`] in an [`Any`].
-pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";
 
 /// A request that cannot be taken, with the status and message to answer.
 #[derive(Debug)]

@@ -16,10 +16,15 @@ use axum::response::{IntoResponse, Response};
 use hyper::body::Frame;
 use prost::Message;
 
-use super::body::{Any, Payload, ProtoDuration, Rejection, RetryInfo, RpcStatus, RETRY_INFO_TYPE};
+use super::body::{Payload, Rejection};
 use super::inflight::ChargedBody;
 use super::otlp::{ingest_profiles, ingest_traces};
 use crate::auth::Access;
+use crate::grpc_proto::google::protobuf::{Any, Duration};
+use crate::grpc_proto::google::rpc::{RetryInfo, Status};
+use crate::grpc_proto::grpc::health::v1::health_check_response::ServingStatus;
+use crate::grpc_proto::grpc::health::v1::HealthCheckResponse;
+use crate::grpc_proto::RETRY_INFO_TYPE;
 use crate::routes::Routes;
 use crate::AppState;
 
@@ -43,11 +48,16 @@ pub fn routes_of_listener() -> Routes {
 }
 
 /// `grpc.health.v1.Health/Check`: SERVING while `/health` says ok, else NOT_SERVING, for the
-/// server as a whole whatever service the request names. The answer is a
-/// `HealthCheckResponse` (field 1, its status: 1 SERVING, 2 NOT_SERVING).
+/// server as a whole whatever service the request names.
 async fn health_check(State(app): State<AppState>) -> Response {
-    let serving = crate::api::ops::not_ready(&app).is_none();
-    ok(vec![0x08, if serving { 1 } else { 2 }])
+    let status = match crate::api::ops::not_ready(&app) {
+        None => ServingStatus::Serving,
+        Some(_) => ServingStatus::NotServing,
+    };
+    ok(HealthCheckResponse {
+        status: status.into(),
+    }
+    .encode_to_vec())
 }
 
 async fn profiles(
@@ -98,13 +108,13 @@ fn refused(app: &AppState, r: Rejection) -> Response {
 /// A `grpc-status-details-bin` value: the base64 `google.rpc.Status` of `code` and `message`
 /// with a `RetryInfo` of `seconds`.
 pub(crate) fn retry_details(code: u32, message: String, seconds: u32) -> String {
-    let status = RpcStatus {
+    let status = Status {
         code: code as i32,
         message,
         details: vec![Any {
             type_url: RETRY_INFO_TYPE.into(),
             value: RetryInfo {
-                retry_delay: Some(ProtoDuration {
+                retry_delay: Some(Duration {
                     seconds: seconds.into(),
                     nanos: 0,
                 }),

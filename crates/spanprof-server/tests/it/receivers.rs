@@ -12,7 +12,7 @@ use common::pushv1;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
-use spanprof_server::receivers::body::RpcStatus;
+use spanprof_server::grpc_proto::google::rpc::Status as RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 use spanprof_testkit::server::wait_for;
 

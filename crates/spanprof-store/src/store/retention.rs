@@ -126,6 +126,8 @@ impl Store {
 
 /// Bytes available to this process and the size of the volume `dir` is on.
 #[cfg(unix)]
+// statvfs has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn disk_space(dir: &Path) -> Option<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt;
     let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;

@@ -185,6 +185,8 @@ impl Store {
 /// ingest should not queue behind. Not lower: under full load a sealer starved further falls
 /// behind, and sealing indexes wait in memory (nice 10 took the load bench to 420 MB RSS).
 /// Under Linux the nice value is per thread. Failure only leaves the priority as it was.
+// setpriority has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn lower_priority() {
     #[cfg(target_os = "linux")]
     // SAFETY: setpriority only reads its integer arguments; `who` 0 is the calling thread.

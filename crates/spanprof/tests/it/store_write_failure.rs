@@ -22,6 +22,8 @@ use support::serve::{free_port, Server};
 use support::{go_cpu_otlp, otlp_grpc_send, process_dir, python, workspace_root};
 
 /// Sets the soft `RLIMIT_FSIZE` of process `pid` (the hard limit stays).
+// prlimit has no safe wrapper in std.
+#[allow(unsafe_code)]
 fn set_file_size_limit(pid: u32, soft: u64) {
     let pid = pid as libc::pid_t;
     let mut old = libc::rlimit {

@@ -41,6 +41,7 @@ use spanprof_store::series::{Aggregation, SeriesPoint};
 use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{ProfileType, DEFAULT_MAX_NODES};
 
+use crate::api::query::params::decode_component;
 use crate::auth::Access;
 use crate::clock::now_ns;
 use crate::routes::Routes;
@@ -100,29 +101,6 @@ pub fn routes() -> Routes {
 
 // ---- query string --------------------------------------------------------------------------
 
-fn percent_decode(s: &str) -> Result<String, String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' => {
-                let hex = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|h| std::str::from_utf8(h).ok())
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-                    .ok_or_else(|| format!("bad percent-encoding in {s:?}"))?;
-                out.push(hex);
-                i += 2;
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| format!("{s:?} is not UTF-8 once decoded"))
-}
-
 /// Decoded `name=value` pairs in order.
 struct Params(Vec<(String, String)>);
 
@@ -131,8 +109,8 @@ impl Params {
         let mut out = Vec::new();
         for part in raw.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
             let (k, v) = part.split_once('=').unwrap_or((part, ""));
-            let k = percent_decode(k).map_err(HttpError::bad)?;
-            let v = percent_decode(v).map_err(HttpError::bad)?;
+            let k = decode_component(k).map_err(|e| HttpError::bad(format!("{k:?}: {e}")))?;
+            let v = decode_component(v).map_err(|e| HttpError::bad(format!("{v:?}: {e}")))?;
             out.push((k, v));
         }
         Ok(Params(out))

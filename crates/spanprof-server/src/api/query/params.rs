@@ -2,6 +2,8 @@
 //! `+` is a space, a `%` not followed by two hex digits stays as it is), repeated
 //! parameters, unknown-parameter checks, and the parsers of every parameter kind.
 
+use std::borrow::Cow;
+
 use spanprof_format::link::parse_id;
 use spanprof_store::spans::kind_name;
 use spanprof_store::time::{parse_duration, parse_time};
@@ -185,30 +187,18 @@ pub fn decode_component(s: &str) -> Result<String, String> {
 
 /// Percent-decodes `s`: `%XX` escapes (a `%` without two hex digits after it stays as it is),
 /// and `+` as a space when `plus_is_space` (query strings; in a URL's user info it is itself).
+/// The one decoder of the server: the query API, Pyroscope's `/render` and config URLs.
 pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' if plus_is_space => out.push(b' '),
-            b'%' => match (hex_value(b.get(i + 1)), hex_value(b.get(i + 2))) {
-                (Some(hi), Some(lo)) => {
-                    out.push(hi << 4 | lo);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8(out).map_err(|_| "not UTF-8 once percent-decoded".to_owned())
-}
-
-fn hex_value(c: Option<&u8>) -> Option<u8> {
-    let c = *c?;
-    (c as char).to_digit(16).map(|d| d as u8)
+    // `+` first: an escaped `%2B` must stay a plus.
+    let spaced: Cow<'_, str> = if plus_is_space && s.contains('+') {
+        Cow::Owned(s.replace('+', " "))
+    } else {
+        Cow::Borrowed(s)
+    };
+    percent_encoding::percent_decode_str(&spaced)
+        .decode_utf8()
+        .map(Cow::into_owned)
+        .map_err(|_| "not UTF-8 once percent-decoded".to_owned())
 }
 
 /// A span id: 16 hex characters.

@@ -14,6 +14,7 @@ use super::labels::{self, METRIC_NAME, SERVICE_NAME};
 use super::{decode_pprof, submit, Series};
 use crate::clock::is_unset_time;
 use crate::pipeline::Incoming;
+use crate::pyroscope_proto::push::v1::{PushRequest, RawProfileSeries, RawSample};
 use crate::pyroscope_proto::types::v1::LabelPair;
 use crate::receivers::body::{gunzip_part, is_json, payload, Rejection, Unpacked};
 use crate::receivers::inflight::{Charge, Drawing};
@@ -21,37 +22,6 @@ use crate::receivers::inflight::{Charge, Drawing};
 use crate::receivers::inflight::ChargedBody;
 use crate::AppState;
 use spanprof_format::json::base64::decode as base64_decode;
-
-/// `push.v1.PushRequest`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct PushRequest {
-    /// Profiles, grouped by series.
-    #[prost(message, repeated, tag = "1")]
-    pub series: Vec<RawProfileSeries>,
-}
-
-/// `push.v1.RawProfileSeries` (its `annotations = 3` are not read: Pyroscope drops
-/// client-sent ones too).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RawProfileSeries {
-    /// The series labels: `service_name`, `__name__`, user tags.
-    #[prost(message, repeated, tag = "1")]
-    pub labels: Vec<LabelPair>,
-    /// The profiles of the series.
-    #[prost(message, repeated, tag = "2")]
-    pub samples: Vec<RawSample>,
-}
-
-/// `push.v1.RawSample`.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct RawSample {
-    /// A pprof profile, gzip or not.
-    #[prost(bytes = "vec", tag = "1")]
-    pub raw_profile: Vec<u8>,
-    /// The client's id for it (a UUID); not used.
-    #[prost(string, tag = "2")]
-    pub id: String,
-}
 
 /// What prost allocates for a `PushRequest`, for its budget ([`spanprof_format::budget`]).
 static PUSH_REQUEST: Shape = Shape(&[(

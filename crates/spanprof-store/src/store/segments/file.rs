@@ -334,6 +334,8 @@ pub(crate) fn write_index(dir: &Path, index: &SegmentIndex) -> std::io::Result<S
 
 /// Starts writing `len` bytes of `f` at `offset` to the disk, without waiting (Linux
 /// `sync_file_range`; elsewhere nothing: the final fsync does it all).
+// sync_file_range has no safe wrapper in std or our dependencies.
+#[allow(unsafe_code)]
 fn start_writeback(f: &std::fs::File, offset: usize, len: usize) {
     #[cfg(target_os = "linux")]
     {

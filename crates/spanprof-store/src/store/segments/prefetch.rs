@@ -3,6 +3,8 @@
 /// Asks the CPU to bring the cache line of `x` in, without waiting for it: tables indexed
 /// by hash miss the cache on nearly every access, and a loop that prefetches a few entries
 /// ahead overlaps those misses.
+// The prefetch intrinsic is unsafe to call, though it touches no memory.
+#[allow(unsafe_code)]
 pub(super) fn prefetch<T>(x: &T) {
     #[cfg(target_arch = "x86_64")]
     {

@@ -6,6 +6,9 @@
 //! Only the executable's own TLS block is handled (where a Rust program links spanprof-agent);
 //! a symbol in a shared library would need the dynamic linker's module offsets.
 
+// ptrace has no safe wrapper in std.
+#![allow(unsafe_code)]
+
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
