@@ -12,7 +12,9 @@ Run by bench/ui-perf.sh against a `spanprof serve --demo` it has just started (c
    tooltip follows); frames per second and the longest frame;
 4. the Traces page's duration chart with 100,000 spans (sent here over OTLP/HTTP JSON): the
    /span-points answer's time, the chart's render (sync JS and to the next frame), and a
-   hover across it every animation frame, as for the flame graphs.
+   hover across it every animation frame, as for the flame graphs;
+5. a sandwich view of a 10,000-node profile, and 6. the waterfall of a 5,000-span trace
+   (python/ui_perf_views.py).
 
 Prints one JSON object with every figure (and the targets) on stdout.
 """
@@ -30,6 +32,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.support.ui import WebDriverWait
 
+import ui_perf_views
 
 
 def parse_args():
@@ -93,6 +96,19 @@ const [selector, done] = arguments;
 const check = () => {
   const e = document.querySelector(selector);
   if (e && e.offsetParent) done(performance.now());
+  else requestAnimationFrame(check);
+};
+check();
+"""
+
+# The page's own marks (traces_search.js): the search sent, answered, and its rows in the
+# DOM, however late the driver asks (its round trips after the load event are not the page's).
+SEARCH_MARKS = """
+const done = arguments[0];
+const check = () => {
+  const marks = {};
+  for (const m of performance.getEntriesByType('mark')) if (!(m.name in marks)) marks[m.name] = m.startTime;
+  if ('spanprof:rows-drawn' in marks) done(marks);
   else requestAnimationFrame(check);
 };
 check();
@@ -217,20 +233,25 @@ def main():
     d = browser(args)
     d.set_script_timeout(120)
     out = {"targets": {"flame_render_ms": 100, "hover_fps": 60, "page_load_ms": 300,
-                       "chart_render_ms": 100, "chart_hover_fps": 60}}
+                       "chart_render_ms": 100, "chart_hover_fps": 60, "sandwich_ms": 50}}
     try:
         # 1. Page load, on the server's first page request. The browser itself is warmed up
         # first (its first page pays for starting a renderer process, which is not the
         # page's cost): the server is cold, the browser is not.
         d.get("data:text/html,<title>warm-up</title>")
         d.get(f"{args.base}/#/traces")
+        marks = d.execute_async_script(SEARCH_MARKS)
         first_row = d.execute_async_script(WAIT_FOR, "tr.span-row")
         nav = d.execute_script("return performance.getEntriesByType('navigation')[0].toJSON();")
         out["page_load"] = {
             "response_end_ms": round(nav["responseEnd"], 1),
             "dom_content_loaded_ms": round(nav["domContentLoadedEventEnd"], 1),
             "load_event_ms": round(nav["loadEventEnd"], 1),
-            "first_trace_row_ms": round(first_row, 1),
+            # The search's requests sent, answered, its rows in the DOM (the page's marks).
+            "search_start_ms": round(marks["spanprof:search-start"], 1),
+            "search_answered_ms": round(marks["spanprof:search-answered"], 1),
+            "first_trace_row_ms": round(marks["spanprof:rows-drawn"], 1),
+            "first_row_seen_by_driver_ms": round(first_row, 1),
         }
         log(f"page load: {out['page_load']}")
 
@@ -298,6 +319,11 @@ def main():
             "handler_ms_max": round(max(h["handler"]), 2), "tooltip_frames": h["shown"],
         }
         log(f"chart hover: {out['chart_hover']}")
+
+        # 5. and 6. (python/ui_perf_views.py): the sandwich of a 10,000-node profile, the
+        # waterfall of a 5,000-span trace.
+        ui_perf_views.sandwich(d, args.base, ingest, wide_stacks, rng, args.renders, out, log)
+        ui_perf_views.waterfall(d, args.base, rng, min(args.renders, 10), args.hover_seconds, out, log)
     finally:
         d.quit()
     print(json.dumps(out, indent=1))

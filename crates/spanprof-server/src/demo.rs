@@ -8,7 +8,10 @@
 //! line). Loading goes through the same path as a scrape and an OTLP/HTTP trace export
 //! (decode, link, pipeline, store), after every timestamp is shifted by one offset so the
 //! recording ends now: span and window boundaries keep their relative positions, so spans
-//! still fall inside the CPU windows that sampled them.
+//! still fall inside the CPU windows that sampled them. The spans get the attributes,
+//! resource, status and events an OpenTelemetry SDK sends (`otel`), which the recording lacks.
+
+mod otel;
 
 use spanprof_format::gzip::maybe_gunzip;
 use spanprof_format::otlp::{string_kv, ProfilesData, Resource};
@@ -71,8 +74,12 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let request = decode_request_json(line)
+        let mut request = decode_request_json(line)
             .map_err(|e| format!("recorded spans, line {}: {e}", i + 1))?;
+        request
+            .resource_spans
+            .iter_mut()
+            .for_each(otel::as_sdk_sends);
         let (mut batch, report) = spans_from_otlp(&request.resource_spans);
         if report.rejected > 0 {
             return Err(format!(
@@ -95,6 +102,9 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
     for s in &mut spans {
         s.start_ns = shift(s.start_ns);
         s.end_ns = shift(s.end_ns);
+        for e in &mut s.events {
+            e.time_ns = shift(e.time_ns);
+        }
     }
 
     let mut out = Vec::with_capacity(profiles.len());
@@ -143,6 +153,45 @@ mod tests {
             .collect();
         assert!(heavy.len() >= 20, "{} /cpu-heavy spans", heavy.len());
         assert!(demo.spans.iter().all(|s| s.service == SERVICE));
+        // As an OpenTelemetry SDK sends them: a resource, attributes by kind, failed
+        // requests with status and an exception event inside the span.
+        let resource_has = |s: &SpanRecord, key: &str| s.resource.iter().any(|(k, _)| k == key);
+        assert!(demo.spans.iter().all(|s| {
+            [
+                "telemetry.sdk.language",
+                "service.version",
+                "host.name",
+                "process.pid",
+            ]
+            .iter()
+            .all(|k| resource_has(s, k))
+        }));
+        for s in &demo.spans {
+            let wanted = if s.kind == 2 {
+                [
+                    "http.request.method",
+                    "url.path",
+                    "http.response.status_code",
+                ]
+            } else {
+                ["code.function", "code.namespace", "code.filepath"]
+            };
+            for key in wanted {
+                assert!(s.attribute(key).is_some(), "{} has no {key}", s.name);
+            }
+        }
+        let failed: Vec<_> = demo.spans.iter().filter(|s| s.status_code == 2).collect();
+        assert!(failed.len() >= 10, "{} failed spans", failed.len());
+        for s in failed {
+            assert_eq!(s.attribute("http.response.status_code"), Some("500"));
+            let e = &s.events[0];
+            assert_eq!(e.name, "exception");
+            assert!(s.start_ns <= e.time_ns && e.time_ns <= s.end_ns);
+            assert!(e
+                .attributes
+                .iter()
+                .any(|(k, _)| k == "exception.stacktrace"));
+        }
         // Re-stamped: the recording ends now, and its spans lie in the last minutes.
         let last = demo.spans.iter().map(|s| s.end_ns).max().unwrap() as i64;
         assert!(last <= now && now - last < 5_000_000_000, "{last} vs {now}");

@@ -80,6 +80,8 @@ export class TracesView {
     const pointsKey = JSON.stringify(f);
     let services;
     let page;
+    // Marks the page load's steps for bench/ui-perf.sh (the Performance timeline).
+    performance.mark("spanprof:search-start");
     try {
       [services, page] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", { ...f, sort, order, offset, limit, group: byTrace ? "trace" : "" })]);
@@ -108,9 +110,11 @@ export class TracesView {
         : notice("empty", "No data yet", howToSend()));
       return;
     }
+    performance.mark("spanprof:search-answered");
     this.drawSummary(page, params, rows.length);
     replace(this.results, el("div", { class: "table-box" },
       byTrace ? this.traceTable(page, params) : this.spanTable(page, params)));
+    performance.mark("spanprof:rows-drawn");
     this.fitChart();
   }
 
