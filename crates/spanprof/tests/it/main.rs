@@ -22,6 +22,7 @@ mod tenants;
 mod tls;
 mod tls_listen;
 mod ui;
+mod ui_keyboard;
 mod ui_span;
 
 /// The test kit finds the CLI and cargo's scratch directory from the test executable (cargo

@@ -8,7 +8,7 @@
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
 
-mod support;
+use spanprof_testkit as support;
 
 use std::path::PathBuf;
 use std::process::Command;
