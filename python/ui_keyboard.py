@@ -134,7 +134,8 @@ def tab_walk(c, name):
 
 
 def focus(c, selector):
-    e = c.css(selector)[0]
+    # The element shown: a view visited before may keep a hidden one earlier in the page.
+    e = c.shown(selector)[0]
     c.d.execute_script("arguments[0].focus();", e)
     return e
 
@@ -173,6 +174,8 @@ def run(c, args):
 
     # The timeline: Right shows the first bar's values, Enter lists its exemplar spans.
     open_view(c, args, "explore", "#/explore?service=goapp", "canvas.timeline")
+    # The canvas is shown before its bars are in: keys before that do nothing.
+    c.wait("the timeline's bars", lambda: "bar per" in " ".join(e.text for e in c.shown(".timeline-wrap")))
     focus(c, "canvas.timeline")
     keys(c, Keys.ARROW_LEFT)
     c.wait("the last bar's values", lambda: c.shown(".timeline-tip"))

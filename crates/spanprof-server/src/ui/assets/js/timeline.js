@@ -77,7 +77,7 @@ export class Timeline {
     });
     this.canvas.addEventListener("mousemove", (e) => !this.drag && this.hover(this.barAt(this.x(e))));
     this.canvas.addEventListener("mouseleave", () => this.hover(-1));
-    this.canvas.addEventListener("keydown", (e) => this.key(e));
+    this.canvas.addEventListener("keydown", (e) => this.onKey(e));
     window.addEventListener("mousemove", (e) => {
       if (!this.drag) return;
       this.drag.x1 = this.x(e);
@@ -224,7 +224,7 @@ export class Timeline {
     this.exemplarBox.hidden = false;
   }
 
-  key(e) {
+  onKey(e) {
     if (!this.points.length) return;
     const last = this.points.length - 1;
     const at = this.hovered < 0 ? (this.pinned >= 0 ? this.pinned : -1) : this.hovered;
