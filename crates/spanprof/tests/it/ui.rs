@@ -26,7 +26,8 @@ use support::http::get;
 use support::serve::{free_port, Server};
 use support::{process_dir, run, scratch_dir, workspace_root};
 
-const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
+pub(crate) const INSTALL_BROWSER: &str =
+    "install the browser and its driver: `apt-get install chromium \
      chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
      SPANPROF_CHROMIUM / SPANPROF_CHROMEDRIVER";
 
@@ -50,7 +51,7 @@ fn serve(data: &Path, addr: &str, extra: &[&str]) -> Server {
     Server::start(data, addr, extra)
 }
 
-fn tool(env: &str, default: &str) -> PathBuf {
+pub(crate) fn tool(env: &str, default: &str) -> PathBuf {
     let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
     assert!(path.exists(), "no {}: {INSTALL_BROWSER}", path.display());
     path
@@ -59,7 +60,7 @@ fn tool(env: &str, default: &str) -> PathBuf {
 /// Runs the browser script `python/{script}.py` with `args` in headless chromium (its
 /// profile under `dir`), saving screenshots in a fresh `target/tmp/{screens}`; returns that
 /// directory once the script said all its steps passed.
-fn browser_script(script: &str, args: &[&str], dir: &Path, screens: &str) -> PathBuf {
+pub(crate) fn browser_script(script: &str, args: &[&str], dir: &Path, screens: &str) -> PathBuf {
     let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
     let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
     let screens = scratch_dir().join(screens);

@@ -10,29 +10,20 @@
 
 use spanprof_testkit as support;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
 use support::http::get;
+use support::process_dir;
 use support::serve::{free_port, Server};
-use support::{process_dir, run, scratch_dir, workspace_root};
 
-const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
-     chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
-     SPANPROF_CHROMIUM / SPANPROF_CHROMEDRIVER";
-
-fn tool(env: &str, default: &str) -> PathBuf {
-    let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    assert!(path.exists(), "no {}: {INSTALL_BROWSER}", path.display());
-    path
-}
+use crate::ui::{browser_script, tool};
 
 #[test]
 fn every_view_works_by_keyboard_and_at_both_widths() {
-    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
-    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    // Missing tools fail now, before any server starts.
+    tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
     support::python();
     let dir = process_dir("ui-keyboard");
     let addr = format!("127.0.0.1:{}", free_port());
@@ -44,31 +35,17 @@ fn every_view_works_by_keyboard_and_at_both_widths() {
     let sampled = &spans["spans"][0];
     assert!(sampled["total"].as_i64().unwrap_or(0) > 0, "{spans}");
 
-    let screens = scratch_dir().join("ui-keyboard-screens");
-    let _ = std::fs::remove_dir_all(&screens);
-    std::fs::create_dir_all(&screens).unwrap();
-    println!("screenshots: {}", screens.display());
-    let mut cmd = Command::new(support::python());
-    cmd.arg(workspace_root().join("python/ui_keyboard.py"))
-        .args(["--base", &format!("http://{addr}")])
-        .args(["--trace", sampled["trace_id"].as_str().unwrap()])
-        .args(["--span", sampled["span_id"].as_str().unwrap()])
-        .arg("--chromium")
-        .arg(&chromium)
-        .arg("--chromedriver")
-        .arg(&chromedriver)
-        .arg("--user-data-dir")
-        .arg(dir.join("chromium-profile"))
-        .arg("--screens")
-        .arg(&screens);
-    let result = run(cmd, Duration::from_secs(600));
-    if result.stderr.contains("ModuleNotFoundError") {
-        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
-    }
-    println!("{}", result.stdout);
-    result.assert_success();
-    assert!(
-        result.stdout.contains("ui_keyboard: all steps passed"),
-        "{result}"
+    browser_script(
+        "ui_keyboard",
+        &[
+            "--base",
+            &format!("http://{addr}"),
+            "--trace",
+            sampled["trace_id"].as_str().unwrap(),
+            "--span",
+            sampled["span_id"].as_str().unwrap(),
+        ],
+        &dir,
+        "ui-keyboard-screens",
     );
 }

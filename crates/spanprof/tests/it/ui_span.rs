@@ -11,18 +11,14 @@
 
 use spanprof_testkit as support;
 
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use support::http::get;
 use support::serve::{free_port, Server};
-use support::{poll, process_dir, run, scratch_dir, workspace_root, GoApp};
+use support::{poll, process_dir, GoApp};
 
-const INSTALL_BROWSER: &str = "install the browser and its driver: `apt-get install chromium \
-     chromium-driver` and selenium in the venv (`bash .ci/setup` does both), or set \
-     SPANPROF_CHROMIUM / SPANPROF_CHROMEDRIVER";
+use crate::ui::{browser_script, tool};
 
 fn json(addr: &str, path: &str) -> Value {
     let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
@@ -35,16 +31,11 @@ fn json(addr: &str, path: &str) -> Value {
     serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
-fn tool(env: &str, default: &str) -> PathBuf {
-    let path = std::env::var_os(env).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    assert!(path.exists(), "no {}: {INSTALL_BROWSER}", path.display());
-    path
-}
-
 #[test]
 fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() {
-    let chromium = tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
-    let chromedriver = tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
+    // Missing tools fail now, before any server starts.
+    tool("SPANPROF_CHROMIUM", "/usr/bin/chromium");
+    tool("SPANPROF_CHROMEDRIVER", "/usr/bin/chromedriver");
     support::python();
     let dir = process_dir("ui-span");
 
@@ -113,34 +104,25 @@ fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() 
         .unwrap()
         .as_secs()
         .to_string();
-    let screens = scratch_dir().join("ui-span-screens");
-    let _ = std::fs::remove_dir_all(&screens);
-    std::fs::create_dir_all(&screens).unwrap();
-    println!("screenshots: {}", screens.display());
-    let mut cmd = Command::new(support::python());
-    cmd.arg(workspace_root().join("python/ui_span.py"))
-        .args(["--base", &format!("http://{demo_addr}")])
-        .args(["--trace", sampled["trace_id"].as_str().unwrap()])
-        .args(["--span", sampled["span_id"].as_str().unwrap()])
-        .args(["--live", &format!("http://{live_addr}")])
-        .args(["--custom", &custom, "--now", &now_s])
-        .arg("--chromium")
-        .arg(&chromium)
-        .arg("--chromedriver")
-        .arg(&chromedriver)
-        .arg("--user-data-dir")
-        .arg(dir.join("chromium-profile"))
-        .arg("--screens")
-        .arg(&screens);
-    let result = run(cmd, Duration::from_secs(300));
-    if result.stderr.contains("ModuleNotFoundError") {
-        panic!("the venv lacks selenium: {INSTALL_BROWSER}\n{result}");
-    }
-    println!("{}", result.stdout);
-    result.assert_success();
-    assert!(
-        result.stdout.contains("ui_span: all steps passed"),
-        "{result}"
+    let (base, live) = (format!("http://{demo_addr}"), format!("http://{live_addr}"));
+    browser_script(
+        "ui_span",
+        &[
+            "--base",
+            &base,
+            "--trace",
+            sampled["trace_id"].as_str().unwrap(),
+            "--span",
+            sampled["span_id"].as_str().unwrap(),
+            "--live",
+            &live,
+            "--custom",
+            &custom,
+            "--now",
+            &now_s,
+        ],
+        &dir,
+        "ui-span-screens",
     );
     drop(app);
 }
