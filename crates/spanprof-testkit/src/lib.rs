@@ -48,7 +48,7 @@ pub fn poll<T>(
                 "timed out after {deadline:?} waiting for {what}: {last}"
             ),
         }
-        thread::sleep(Duration::from_millis(100));
+        thread::park_timeout(Duration::from_millis(100));
     }
 }
 
@@ -157,7 +157,7 @@ pub fn run_with_stdin(mut cmd: Command, timeout: Duration, stdin: Stdio) -> Run 
             let _ = child.wait();
             panic!("{cmdline} did not finish within {timeout:?}");
         }
-        thread::sleep(Duration::from_millis(5));
+        thread::park_timeout(Duration::from_millis(5));
     };
     Run {
         cmdline,

@@ -268,7 +268,7 @@ pub fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     let mut pause = Duration::from_millis(1);
     while !done() {
         assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        std::thread::sleep(pause);
+        std::thread::park_timeout(pause);
         pause = (pause * 2).min(Duration::from_millis(100));
     }
 }
