@@ -66,19 +66,25 @@ fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() 
         ],
     );
     let mut requests = Vec::new();
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
+    let request = || {
         let r = app.get("/cpu-light?keys=custom&n=400000");
-        requests.push(format!(
+        format!(
             "{}/{}",
             r.header("X-Trace-Id").unwrap(),
             r.header("X-Span-Id").unwrap()
-        ));
+        )
+    };
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        requests.push(request());
     }
     let custom = poll(
         "a span answered with its unlinked label",
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         || {
+            // Requests go on while it waits: a loaded machine may start scraping after
+            // the first ones, and only spans in a scraped window have samples.
+            requests.push(request());
             requests
                 .iter()
                 .find(|ids| {
