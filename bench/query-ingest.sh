@@ -87,6 +87,7 @@ else:
     def run():
         import os
         c = conn()
+        open(stop + ".started", "a").close()
         while not os.path.exists(stop):
             t = time.monotonic()
             c.request("POST", "/querier.v1.QuerierService/Series", body=body,
@@ -123,7 +124,11 @@ python3 "$tmp/series.py" "$port" query "$queries" "$tmp/stop" >"$tmp/queries.txt
 query_pid=$!
 pids+=("$query_pid")
 # The queries are under way before the second phase starts.
-sleep 2
+for _ in $(seq 1 100); do
+  [ -e "$tmp/stop.started" ] && break
+  kill -0 "$query_pid" 2>/dev/null || { echo "bench: the query loop stopped" >&2; exit 1; }
+  sleep 0.1
+done
 read -r busy_rate busy_p50 busy_p99 < <(push busy)
 touch "$tmp/stop"
 wait "$query_pid"
