@@ -72,7 +72,9 @@ pub(crate) struct State {
     /// Every series by id. A series whose data retention deleted is forgotten
     /// ([`State::forget_unused_series`]): its labels are emptied (a real series always has
     /// `service_name`) and its key is out of `series_ids`; its id is never reused.
-    pub series: Vec<SeriesKey>,
+    /// Shared keys, so that a series scan copies pointers under the read lock and matches
+    /// labels (user regexes: seconds over long values) with no lock held.
+    pub series: Vec<Arc<SeriesKey>>,
     /// How many of `series` are forgotten.
     forgotten: usize,
     /// About the bytes every service's symbols take ([`SymbolTable::bytes_since`]), kept up
@@ -285,7 +287,7 @@ impl State {
         let hash = hasher.hash_one(&key);
         match self
             .series_ids
-            .find_entry(hash, |&id| series[id as usize] == key)
+            .find_entry(hash, |&id| *series[id as usize] == key)
         {
             Ok(found) => Ok(*found.get()),
             Err(_) if full => Err(Box::new(key)),
@@ -294,7 +296,7 @@ impl State {
                 absent
                     .into_table()
                     .insert_unique(hash, id, |&id| hasher.hash_one(&series[id as usize]));
-                self.series.push(key);
+                self.series.push(Arc::new(key));
                 Ok(id)
             }
         }
@@ -312,7 +314,7 @@ impl State {
                 };
                 let hash = self.series_hasher.hash_one(&twin);
                 self.series_ids
-                    .find(hash, |&id| self.series[id as usize] == twin)
+                    .find(hash, |&id| *self.series[id as usize] == twin)
                     .is_some()
             })
     }
@@ -367,7 +369,7 @@ impl State {
             if let Ok(entry) = self.series_ids.find_entry(hash, |&at| at as usize == id) {
                 entry.remove();
             }
-            self.series[id].labels = Vec::new();
+            Arc::make_mut(&mut self.series[id]).labels = Vec::new();
             n += 1;
         }
         self.forgotten += n;
@@ -485,11 +487,11 @@ impl State {
                     if labels.is_empty()
                         || (labels.len() == 1 && labels[0].0 == FORGOTTEN_LABEL) =>
                 {
-                    self.series.push(SeriesKey {
+                    self.series.push(Arc::new(SeriesKey {
                         service,
                         profile_type,
                         labels: Vec::new(),
-                    });
+                    }));
                     self.forgotten += 1;
                 }
                 std::cmp::Ordering::Equal => {
@@ -676,7 +678,7 @@ pub(crate) fn segment_overlaps((a, b): (i64, i64), from_ns: i64, to_ns: i64) -> 
 }
 
 /// Writes series `from..` as (start, count, entries).
-pub(crate) fn encode_series(out: &mut Vec<u8>, series: &[SeriesKey], from: usize) {
+pub(crate) fn encode_series(out: &mut Vec<u8>, series: &[Arc<SeriesKey>], from: usize) {
     out.uvarint(from as u64);
     out.uvarint((series.len() - from) as u64);
     for (id, s) in series.iter().enumerate().skip(from) {

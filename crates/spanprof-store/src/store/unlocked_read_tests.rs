@@ -37,11 +37,11 @@ fn blocks_of_a_segment_deleted_after_the_resolve_are_left_out() {
 }
 
 /// A series scan (a label regex over every series: 40 s over 10,000 long values) holds the
-/// store's lock one chunk of series at a time: between chunks an ingest gets in and ends,
-/// for label values and for a selection's resolve alike. With the lock held across the scan
-/// the ingest waits and the hook below fails at its deadline.
+/// the store's lock only to copy a chunk's keys: while it matches their labels an ingest gets
+/// in and ends, for label values and for a selection's resolve alike. With the lock held
+/// while labels are matched the ingest waits and the hook below fails at its deadline.
 #[test]
-fn series_scans_let_ingest_in_between_chunks() {
+fn ingest_ends_while_a_series_scan_matches_labels() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
@@ -53,14 +53,14 @@ fn series_scans_let_ingest_in_between_chunks() {
         let data = go_cpu_request(&format!("svc{i}"));
         store.ingest(&[&data], Vec::new()).unwrap();
     }
-    // Ingests between the next chunks, while any are left to do; and those done.
+    // Ingests while the next chunks are matched, while any are left to do; and those done.
     let (to_do, ingested) = (Arc::new(AtomicUsize::new(2)), Arc::new(AtomicUsize::new(0)));
     let (s, left, done) = (
         Arc::clone(&store),
         Arc::clone(&to_do),
         Arc::clone(&ingested),
     );
-    super::query::BETWEEN_SERIES_CHUNKS.with(|h| {
+    super::query::WHILE_MATCHING.with(|h| {
         *h.borrow_mut() = Some(Box::new(move || {
             if left.load(Ordering::SeqCst) == 0 {
                 return;
@@ -88,7 +88,7 @@ fn series_scans_let_ingest_in_between_chunks() {
         .label_values(&Selection::default(), "service_name")
         .unwrap();
     let after_values = ingested.load(Ordering::SeqCst);
-    assert_eq!(after_values, 2, "ingests between chunks");
+    assert_eq!(after_values, 2, "ingests while matching");
     assert!(values.len() >= services, "{}", values.len());
     let sel = Selection {
         label_selector: Some("{service_name=~\"svc.*1\"}".into()),
@@ -97,5 +97,5 @@ fn series_scans_let_ingest_in_between_chunks() {
     to_do.store(2, Ordering::SeqCst);
     assert!(store.profile_times(&sel).unwrap() > 0);
     assert_eq!(ingested.load(Ordering::SeqCst), 4);
-    super::query::BETWEEN_SERIES_CHUNKS.with(|h| h.borrow_mut().take());
+    super::query::WHILE_MATCHING.with(|h| h.borrow_mut().take());
 }

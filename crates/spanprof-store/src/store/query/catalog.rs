@@ -7,9 +7,9 @@ use std::ops::ControlFlow;
 use hashbrown::HashSet;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::resolve::{resolved_type, series_matches, type_ids, types_of_service};
+use super::resolve::{resolved_type, type_ids, types_of_service};
 use super::selection::Selection;
-use super::{overlaps, starts_in, ScanHold};
+use super::{overlaps, starts_in};
 use crate::matchers::{parse_selector, LabelMatcher};
 use crate::store::segments::SealedSummary;
 use crate::store::state::{SeriesKey, State};
@@ -188,41 +188,25 @@ impl Store {
             .read()
             .expect("store state lock poisoned")
             .series_taken_in(sel.from_ns, sel.to_ns);
-        // Read-locked a stretch at a time, as in `series_in_chunks`.
         let mut next = 0;
-        loop {
-            {
-                let st = self.state.read().expect("store state lock poisoned");
-                if next >= st.series.len() {
-                    return Ok(false);
-                }
-                crate::query_limit::check()?;
-                let mut hold = ScanHold::new();
-                while next < st.series.len() {
-                    let i = next;
-                    next += 1;
-                    let k = &st.series[i];
-                    let taken = live.contains(&(i as u32))
-                        && sel
-                            .service
-                            .as_deref()
-                            .is_none_or(|s| st.services[k.service as usize].name == s)
-                        && sel
-                            .profile_type
-                            .as_deref()
-                            .is_none_or(|t| k.profile_type.matches(t))
-                        && series_matches(&matchers, k);
-                    if taken && each(k).is_break() {
-                        return Ok(true);
-                    }
-                    if hold.over() {
-                        break;
-                    }
+        while let Some(chunk) = self.series_chunk(&mut next, |st, i, k| {
+            live.contains(&(i as u32))
+                && sel
+                    .service
+                    .as_deref()
+                    .is_none_or(|s| st.services[k.service as usize].name == s)
+                && sel
+                    .profile_type
+                    .as_deref()
+                    .is_none_or(|t| k.profile_type.matches(t))
+        })? {
+            for found in Store::matching(&chunk, &matchers) {
+                if each(&found?.1).is_break() {
+                    return Ok(true);
                 }
             }
-            #[cfg(test)]
-            super::between_series_chunks();
         }
+        Ok(false)
     }
 
     /// Label names of the selected series, sorted.

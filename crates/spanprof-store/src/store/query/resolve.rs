@@ -1,5 +1,5 @@
-//! A selection resolved to the blocks, spans and profile type it reads, under the read lock
-//! or in chunks of series that let writers in between.
+//! A selection resolved to the blocks, spans and profile type it reads: series matched in
+//! chunks with no lock held, then blocks and spans under the read lock.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use hashbrown::HashSet;
 use spanprof_format::profile_type::ProfileTypeId;
 
 use super::selection::Selection;
-use super::{overlaps, starts_in, Resolved, ScanHold};
+use super::{overlaps, starts_in, Resolved};
 use crate::matchers::{matches_all, parse_selector, LabelMatcher};
 use crate::store::segments::SegmentIndex;
 use crate::store::state::{SeriesKey, State};
@@ -24,45 +24,29 @@ impl State {
             "span filters resolve in Store::read_resolved"
         );
         let matchers = label_matchers(sel)?;
-        let (series, _) = self.series_of(sel, &matchers, 0, &mut || false)?;
+        let series = self.series_of(sel, &matchers)?;
         self.resolve_with(sel, Vec::new(), series)
     }
 
-    /// The series from id `from` on whose service and labels `sel` takes (a selection by
-    /// spans or a trace takes any service: see [`State::resolve_with`]), until `over` says to
-    /// stop after a series; and the id to go on from.
+    /// The series whose service and labels `sel` takes (a selection by spans or a trace takes
+    /// any service: see [`State::resolve_with`]), scanned with this state locked: for
+    /// selections made here, not users' label regexes ([`Store::read_resolved`] scans those
+    /// with no lock held).
     fn series_of(
         &self,
         sel: &Selection,
         matchers: &[LabelMatcher],
-        from: usize,
-        over: &mut dyn FnMut() -> bool,
-    ) -> Result<(HashSet<u32>, usize), StoreError> {
-        let by_spans =
-            !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
-        let service_ok = |k: &SeriesKey| {
-            sel.service
-                .as_deref()
-                .is_none_or(|s| self.services[k.service as usize].name == s)
-        };
+    ) -> Result<HashSet<u32>, StoreError> {
         let mut series = HashSet::new();
-        let mut next = from;
-        while next < self.series.len() {
-            let i = next;
-            next += 1;
-            // Label regexes over many long values cost seconds: a stopped query stops here.
+        for (i, k) in self.series.iter().enumerate() {
             if i.is_multiple_of(256) {
                 crate::query_limit::check()?;
             }
-            let k = &self.series[i];
-            if (by_spans || service_ok(k)) && series_matches(matchers, k) {
+            if takes_service(self, sel, k) && series_matches(matchers, k) {
                 series.insert(i as u32);
             }
-            if over() {
-                break;
-            }
         }
-        Ok((series, next))
+        Ok(series)
     }
 
     /// [`State::resolve`], with `filtered` the spans of `sel`'s span filter
@@ -250,43 +234,18 @@ impl Store {
             None => Vec::new(),
         };
         let matchers = label_matchers(sel)?;
-        let series =
-            self.series_in_chunks(|st, from, over| st.series_of(sel, &matchers, from, over))?;
+        let mut series = HashSet::new();
+        let mut next = 0;
+        while let Some(chunk) =
+            self.series_chunk(&mut next, |st, _, k| takes_service(st, sel, k))?
+        {
+            for found in Store::matching(&chunk, &matchers) {
+                series.insert(found?.0);
+            }
+        }
         let st = self.state.read().expect("store state lock poisoned");
         let r = st.resolve_with(sel, filtered, series)?;
         Ok((st, r))
-    }
-
-    /// What `part` finds in every series, the store read-locked a stretch at a time
-    /// ([`ScanHold`]): a label regex over 10,000 series of 2,000-byte values took 40 s, and
-    /// with the lock held for the whole scan every ingest waited as long. `part` scans from a
-    /// series id until its `over` says to stop, and says where to go on from. Series ids are
-    /// never reused, so a stretch read after an ingest still names the series it did; series
-    /// added meanwhile may be in the answer or not, as if they came just before or after it.
-    fn series_in_chunks(
-        &self,
-        mut part: impl FnMut(
-            &State,
-            usize,
-            &mut dyn FnMut() -> bool,
-        ) -> Result<(HashSet<u32>, usize), StoreError>,
-    ) -> Result<HashSet<u32>, StoreError> {
-        let mut all = HashSet::new();
-        let mut next = 0;
-        loop {
-            {
-                let st = self.state.read().expect("store state lock poisoned");
-                if next >= st.series.len() {
-                    return Ok(all);
-                }
-                let mut hold = ScanHold::new();
-                let (found, went_on) = part(&st, next, &mut || hold.over())?;
-                all.extend(found);
-                next = went_on;
-            }
-            #[cfg(test)]
-            super::between_series_chunks();
-        }
     }
 
     /// `sel` resolved ([`Store::read_resolved`]), for a caller that needs no more of the
@@ -294,6 +253,16 @@ impl Store {
     pub(super) fn resolved(&self, sel: &Selection) -> Result<Resolved, StoreError> {
         Ok(self.read_resolved(sel)?.1)
     }
+}
+
+/// Whether `sel` takes series `k` by its service (a selection by spans or a trace takes any).
+fn takes_service(st: &State, sel: &Selection, k: &SeriesKey) -> bool {
+    let by_spans = !sel.span_ids.is_empty() || sel.span_filter.is_some() || sel.trace_id.is_some();
+    by_spans
+        || sel
+            .service
+            .as_deref()
+            .is_none_or(|s| st.services[k.service as usize].name == s)
 }
 
 /// The label matchers of `sel`'s selector, parsed (and their regexes compiled) once per
