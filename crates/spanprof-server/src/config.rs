@@ -407,7 +407,7 @@ impl Default for ServerConfig {
             segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
-            query_timeout: Duration::from_secs(30),
+            query_timeout: Duration::from_secs(10),
             json_logs: false,
         }
     }
