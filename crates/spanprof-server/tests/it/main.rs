@@ -10,6 +10,7 @@ mod jfr;
 mod listen_tls;
 mod pyroscope;
 mod querier;
+mod querier_heatmap;
 mod receivers;
 mod render;
 mod span_focus;

@@ -339,7 +339,7 @@ impl FromJson for SelectSeriesRequest {
     }
 }
 
-fn label_pairs(labels: &[LabelPair]) -> Value {
+pub(super) fn label_pairs(labels: &[LabelPair]) -> Value {
     Value::Array(
         labels
             .iter()
@@ -464,6 +464,18 @@ impl ToJson for SelectMergeStacktracesResponse {
     }
 }
 
+/// A `types.v1.Exemplar` as protojson.
+pub(super) fn exemplar_json(e: &Exemplar) -> Value {
+    object(vec![
+        ("timestamp", i64s(e.timestamp)),
+        ("profileId", json!(e.profile_id)),
+        ("spanId", json!(e.span_id)),
+        ("value", i64s(e.value)),
+        ("labels", label_pairs(&e.labels)),
+        ("traceId", json!(e.trace_id)),
+    ])
+}
+
 impl ToJson for SelectSeriesResponse {
     fn to_json(&self) -> Value {
         let series = self
@@ -474,20 +486,7 @@ impl ToJson for SelectSeriesResponse {
                     .points
                     .iter()
                     .map(|p| {
-                        let exemplars = p
-                            .exemplars
-                            .iter()
-                            .map(|e| {
-                                object(vec![
-                                    ("timestamp", i64s(e.timestamp)),
-                                    ("profileId", json!(e.profile_id)),
-                                    ("spanId", json!(e.span_id)),
-                                    ("value", i64s(e.value)),
-                                    ("labels", label_pairs(&e.labels)),
-                                    ("traceId", json!(e.trace_id)),
-                                ])
-                            })
-                            .collect();
+                        let exemplars = p.exemplars.iter().map(exemplar_json).collect();
                         object(vec![
                             ("value", f64v(p.value)),
                             ("timestamp", i64s(p.timestamp)),

@@ -37,7 +37,7 @@ impl From<StoreError> for ConnectError {
 }
 
 /// Runs `query` on a blocking thread (every store call may read from disk).
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
@@ -91,7 +91,7 @@ fn profile_type(id: &str) -> Result<String, ConnectError> {
 }
 
 /// The selection of a `Select*` request (no span or trace choice yet).
-fn selection(
+pub(super) fn selection(
     type_id: &str,
     selector: &str,
     start: i64,
