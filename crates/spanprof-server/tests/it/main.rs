@@ -11,6 +11,7 @@ mod listen_tls;
 mod pyroscope;
 mod querier;
 mod querier_heatmap;
+mod querier_tree;
 mod receivers;
 mod render;
 mod span_focus;

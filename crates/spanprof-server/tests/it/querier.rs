@@ -428,7 +428,7 @@ pub(crate) fn hex(id: &[u8]) -> String {
 }
 
 /// The slowest root (`GET …`) span: the one Grafana links from (`pyroscope.profile.id`).
-fn slow_root(data: &GoData) -> &SpanTruth {
+pub(crate) fn slow_root(data: &GoData) -> &SpanTruth {
     data.spans
         .iter()
         .filter(|s| s.parent.is_none())
@@ -987,7 +987,7 @@ fn select_merge_stacktraces_flame_graphs() {
     let (status, v) = error(
         "SelectMergeStacktraces",
         "application/json",
-        br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_TREE"}"#,
+        br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_DOT"}"#,
     );
     assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
     // A method not served is Connect's unimplemented too, naming those that are.
@@ -1005,8 +1005,8 @@ fn select_merge_stacktraces_flame_graphs() {
         ("async", json!({"requestId": "x"}), "async"),
         (
             "profileIdSelector",
-            json!(["7c9e6679"]),
-            "profile_id_selector",
+            json!(["7c9e6679-7425-40de-944b-e07fc1f90ae7"]),
+            "keeps no profile UUIDs",
         ),
     ] {
         let mut body = json!({"profileTypeID": CPU_TYPE});

@@ -441,26 +441,39 @@ impl ToJson for GetProfileStatsResponse {
     }
 }
 
+/// A bytes field as protojson writes it: padded standard base64, left out when empty.
+fn bytes_json(b: &[u8]) -> Value {
+    let mut out = String::new();
+    spanprof_format::json::base64::encode_into(b, &mut out);
+    Value::String(out)
+}
+
 impl ToJson for SelectMergeSpanProfileResponse {
     fn to_json(&self) -> Value {
-        object(vec![(
-            "flamegraph",
-            self.flamegraph
-                .as_ref()
-                .map_or(Value::Null, |f| f.to_json()),
-        )])
+        object(vec![
+            (
+                "flamegraph",
+                self.flamegraph
+                    .as_ref()
+                    .map_or(Value::Null, |f| f.to_json()),
+            ),
+            ("tree", bytes_json(&self.tree)),
+        ])
     }
 }
 
 impl ToJson for SelectMergeStacktracesResponse {
     fn to_json(&self) -> Value {
         // The pprof form has no JSON writer here: the handler refuses it for JSON clients.
-        object(vec![(
-            "flamegraph",
-            self.flamegraph
-                .as_ref()
-                .map_or(Value::Null, |f| f.to_json()),
-        )])
+        object(vec![
+            (
+                "flamegraph",
+                self.flamegraph
+                    .as_ref()
+                    .map_or(Value::Null, |f| f.to_json()),
+            ),
+            ("tree", bytes_json(&self.tree)),
+        ])
     }
 }
 

@@ -10,6 +10,7 @@ mod json;
 mod messages;
 mod methods;
 mod render;
+mod tree_bytes;
 
 use std::future::Future;
 
