@@ -482,7 +482,9 @@ mod tests {
             false,
         );
         assert!(out[0].slots[0].exemplars.is_empty());
-        assert_eq!(out[0].slots[0].counts[0], 1);
+        // One value alone: buckets [10, 10) but the last, [10, 11], holds it (as upstream).
+        assert_eq!(out[0].slots[0].counts[19], 1);
+        assert_eq!(out[0].slots[0].counts.iter().sum::<i32>(), 1);
     }
 
     #[test]
