@@ -2,12 +2,15 @@
 # Does one forwarder keep up with its server's own ingest? One run, same load:
 #
 #   bench/forward-drain.sh [--seconds N] [--clients C] [--spans-per-s R] [--phases "full grpc http collector"]
+#   (phases: full grpc http push collector)
 #
 # Server A (full server: store and one forwarder, on core 0) takes C closed-loop clients pushing
 # distinct Go CPU profiles (the `load push` example) plus R OTLP trace requests a second (a
 # mixed queue: profiles and traces interleaved, as a real collector's), for N seconds. Its
 # forwarder sends everything to server B (a second spanprof, on core 1 with the load) over
-# OTLP gRPC (phase grpc), then over OTLP/HTTP (phase http). Two peers in the same run: A
+# OTLP gRPC (phase grpc), then over OTLP/HTTP (phase http), or over Pyroscope's push.v1
+# (phase push, not in the defaults: profiles only, so its queue holds no traces, each export
+# converted to pprof per series). Two peers in the same run: A
 # with its store and no forwarder (full), and A as a collector (no store, a transform stage
 # of four rules, forwarding over gRPC: collector). Printed per phase, from A's /metrics
 # sampled every second over the window profiles came in: profiles/s accepted (the server's
@@ -130,6 +133,9 @@ for proto in $phases; do
     full) fwd=() ;;
     grpc) fwd=(--forward-otlp-grpc "down=http://127.0.0.1:$grpc_port") ;;
     http) fwd=(--forward-otlp-http "down=http://$down") ;;
+    push)
+      printf 'exporters:\n  - name: down\n    protocol: push\n    endpoint: http://%s\n' "$down" >"$tmp/push.yaml"
+      fwd=(--config "$tmp/push.yaml") ;;
     collector) fwd=(--no-store --config "$tmp/transform.yaml" --forward-otlp-grpc "down=http://127.0.0.1:$grpc_port") ;;
     *) echo "bench: unknown phase $proto" >&2; exit 2 ;;
   esac

@@ -88,6 +88,9 @@ pub enum ForwardProtocol {
     Grpc,
     /// OTLP/HTTP with protobuf bodies (`/v1development/profiles`, `/v1/traces`).
     Http,
+    /// Pyroscope's `push.v1.PusherService/Push` (Connect unary, protobuf): profiles only,
+    /// as pprof per series with its labels.
+    Push,
 }
 
 impl std::fmt::Display for ForwardProtocol {
@@ -96,6 +99,7 @@ impl std::fmt::Display for ForwardProtocol {
         f.write_str(match self {
             ForwardProtocol::Grpc => "grpc",
             ForwardProtocol::Http => "http",
+            ForwardProtocol::Push => "push",
         })
     }
 }
@@ -216,6 +220,22 @@ impl ForwarderConfig {
                  for both)"
                     .into(),
             );
+        }
+        if self.protocol == ForwardProtocol::Push && self.traces {
+            return Err(
+                "protocol push carries profiles only: leave traces out of its signals \
+                 (signals: [profiles]) and send them with an exporter of protocol http or grpc"
+                    .into(),
+            );
+        }
+        if self.protocol == ForwardProtocol::Push
+            && self.endpoint.ends_with(crate::forward::push::PUSH_PATH)
+        {
+            return Err(format!(
+                "endpoint {}: give the base URL; spanprof adds {} itself",
+                self.endpoint,
+                crate::forward::push::PUSH_PATH
+            ));
         }
         // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
         // the path is added again to each export, which then meets a 404.

@@ -251,6 +251,7 @@ struct Exporter {
 enum Protocol {
     Grpc,
     Http,
+    Push,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -607,8 +608,11 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         let protocol = match e.protocol {
             Protocol::Grpc => ForwardProtocol::Grpc,
             Protocol::Http => ForwardProtocol::Http,
+            Protocol::Push => ForwardProtocol::Push,
         };
         let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
+        // push.v1 carries profiles only: that is what it sends unless told otherwise.
+        f.traces = f.traces && protocol != ForwardProtocol::Push;
         // Beside the authorization that credentials in the endpoint made, if any.
         f.headers.extend(e.headers);
         f.tls = e.tls.into();

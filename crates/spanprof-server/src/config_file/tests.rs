@@ -101,8 +101,15 @@ fn the_documented_examples_load() {
     );
     assert_eq!(c.retention_age, Some(Duration::from_secs(7 * 86400)));
     assert_eq!(c.retention_bytes, Some(20 << 30));
-    assert_eq!(c.forward.len(), 1);
+    assert_eq!(c.forward.len(), 2);
     assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
+    let push = &c.forward[1];
+    assert_eq!(push.protocol, crate::config::ForwardProtocol::Push);
+    assert!(push.profiles && !push.traces, "push.v1 sends profiles only");
+    assert_eq!(
+        push.headers,
+        vec![("x-scope-orgid".to_owned(), "team-a".to_owned())]
+    );
     assert_eq!(c.queue.batch_age, Duration::from_millis(20));
     assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
     assert!(!c.span_profiles_include_children);
@@ -352,6 +359,22 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
         "{e}"
     );
     assert!(load_str("").is_ok());
+    // push.v1 carries no traces: asking for them is an error naming the way.
+    let e = load_str(
+        "exporters:\n  - name: p\n    protocol: push\n    endpoint: http://p:4040\n    signals: [profiles, traces]\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("exporters \"p\": protocol push carries profiles only"),
+        "{e}"
+    );
+    let e = load_str(
+        "exporters:\n  - name: p\n    protocol: push\n    endpoint: http://p:4040/push.v1.PusherService/Push\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("give the base URL"), "{e}");
     // Credentials in an exporter's endpoint are sent beside its headers.
     let c = load_str(
         "exporters:\n  - name: x\n    protocol: http\n    endpoint: https://me:pw@h:4318\n    headers: {x-tenant: a}\n",

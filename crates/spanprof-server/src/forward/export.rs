@@ -1,7 +1,9 @@
 //! Sending one export to the downstream: OTLP/HTTP (`POST {endpoint}/v1development/profiles`
-//! or `/v1/traces`, protobuf) or OTLP gRPC (a unary call over HTTP/2 with prior knowledge:
-//! one length-prefixed message, the status in `grpc-status`), and what the answer means for
-//! retrying, per the OTLP specification.
+//! or `/v1/traces`, protobuf), OTLP gRPC (a unary call over HTTP/2 with prior knowledge:
+//! one length-prefixed message, the status in `grpc-status`) or Pyroscope's push.v1 (a
+//! Connect unary call, `POST {endpoint}/push.v1.PusherService/Push`), and what the answer
+//! means for retrying, per the OTLP specification (push.v1's Connect errors map to the same
+//! HTTP statuses).
 
 use std::time::Duration;
 
@@ -90,6 +92,7 @@ impl Exporter {
             match self.protocol {
                 ForwardProtocol::Http => self.http(signal, message).await,
                 ForwardProtocol::Grpc => self.grpc(signal, message).await,
+                ForwardProtocol::Push => self.push(message).await,
             }
         };
         match tokio::time::timeout(self.timeout, attempt).await {
@@ -147,6 +150,33 @@ impl Exporter {
         }
         let reason = format!("HTTP {status}: {}", failure_text(protobuf, &body));
         http_outcome(status, reason, after)
+    }
+
+    /// One `push.v1` call; `message` is the `PushRequest` (see [`super::push`]), its
+    /// profiles already gzipped when `gzip` is set (Pyroscope reads them either way).
+    async fn push(&self, message: Bytes) -> Outcome {
+        let req = self.request(super::push::PUSH_PATH, "application/proto", message);
+        let response = match self.client.request(req).await {
+            Ok(r) => r,
+            Err(e) => return unreachable(&e),
+        };
+        let status = response.status();
+        let after = retry_after(response.headers());
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .map(|c| c.to_bytes())
+            .unwrap_or_default();
+        if status.is_success() {
+            return Outcome::Delivered;
+        }
+        // A Connect error is JSON `{"code": …, "message": …}`.
+        let text = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["message"].as_str().map(|m| snippet(m.as_bytes())))
+            .unwrap_or_else(|| snippet(&body));
+        http_outcome(status, format!("HTTP {status}: {text}"), after)
     }
 
     async fn grpc(&self, signal: Signal, message: Bytes) -> Outcome {

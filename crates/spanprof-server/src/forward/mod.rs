@@ -1,5 +1,6 @@
-//! Forwarders: the second sink. Each is a downstream OTLP endpoint (gRPC or HTTP) that gets a
-//! copy of the profiles and spans the pipeline accepts.
+//! Forwarders: the second sink. Each is a downstream endpoint (OTLP over gRPC or HTTP, or
+//! Pyroscope's push.v1 for profiles) that gets a copy of the profiles and spans the pipeline
+//! accepts.
 //!
 //! The pipeline appends each batch durably to every forwarder's [`queue::DiskQueue`] before it
 //! acknowledges the receivers; a task per forwarder then reads the queue, combines records
@@ -15,6 +16,7 @@
 
 pub mod export;
 pub mod lag;
+pub mod push;
 pub mod queue;
 pub mod traces;
 
@@ -29,7 +31,7 @@ use spanprof_format::trace::ExportTraceServiceRequest;
 use spanprof_store::log::LogError;
 use tokio::sync::{watch, Notify};
 
-use crate::config::ForwarderConfig;
+use crate::config::{ForwardProtocol, ForwarderConfig};
 use crate::metrics::Metrics;
 use export::{Exporter, Outcome};
 use queue::{DiskQueue, Pending, Signal};
@@ -249,9 +251,24 @@ struct Sent {
 /// Reads and combines `batch`, then sends it: one export in flight.
 async fn send(f: Arc<Forwarder>, batch: Vec<Pending>) -> Option<Sent> {
     let reader = Arc::clone(&f);
-    let export = tokio::task::spawn_blocking(move || combine(&reader.queue, batch))
-        .await
-        .expect("reading the forward queue panicked")?;
+    let (export, unconvertible) = tokio::task::spawn_blocking(move || {
+        let mut export = combine(&reader.queue, batch)?;
+        // push.v1 sends pprof per series: converted once here, not again on each retry.
+        let mut unconvertible = None;
+        if reader.cfg.protocol == ForwardProtocol::Push && export.signal == Signal::Profiles {
+            match push::push_request(&export.message, reader.cfg.gzip) {
+                Ok(request) => export.message = request.into(),
+                Err(e) => unconvertible = Some(e),
+            }
+        }
+        Some((export, unconvertible))
+    })
+    .await
+    .expect("reading the forward queue panicked")?;
+    if let Some(e) = unconvertible {
+        let outcome = Outcome::Rejected(format!("not convertible to a push.v1 request: {e}"));
+        return Some(Sent { export, outcome });
+    }
     let outcome = f
         .exporter
         .export(export.signal, export.message.clone())

@@ -9,6 +9,7 @@ mod cli_output;
 mod collector;
 mod docs;
 mod forward;
+mod forward_push;
 mod go_profiles;
 mod goapp;
 mod jfr;
