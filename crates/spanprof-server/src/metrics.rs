@@ -400,6 +400,9 @@ impl Metrics {
 }
 
 #[cfg(test)]
+mod render_all;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
