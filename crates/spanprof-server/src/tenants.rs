@@ -155,7 +155,8 @@ impl Tenants {
         tenant
             .state
             .metrics
-            .add("spanprof_tenant_requests_total", &[], 1.0);
+            .tenant_requests
+            .add((), 1.0);
         request.extensions_mut().insert(principal);
         let router = tenant.routers[listener as usize].clone();
         match router.oneshot(request).await {
