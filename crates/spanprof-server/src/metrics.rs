@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 pub use family::{Cell, Family, Histogram, Label, LabelSet, Open, Series};
 pub use labels::{
-    DropReason, NestedOutcome, RejectReason, Receiver, RetentionTrigger, SymbolTable,
+    DropReason, NestedOutcome, Receiver, RejectReason, RetentionTrigger, SymbolTable,
 };
 
 use crate::forward::queue::Signal;
@@ -303,7 +303,8 @@ impl Metrics {
     pub fn record_received(&self, receiver: Receiver, report: &spanprof_format::ConversionReport) {
         self.received_profiles.add(receiver, report.profiles as f64);
         self.received_samples.add(receiver, report.samples as f64);
-        self.linked_samples.add(receiver, report.linked_samples as f64);
+        self.linked_samples
+            .add(receiver, report.linked_samples as f64);
         let link = &report.link;
         if link.profile_level_ids > 0 {
             self.profile_level_id_samples
@@ -314,7 +315,8 @@ impl Metrics {
             (NestedOutcome::Ambiguous, link.ambiguous_span_ids),
         ] {
             if n > 0 {
-                self.nested_span_id_samples.add((receiver, outcome), n as f64);
+                self.nested_span_id_samples
+                    .add((receiver, outcome), n as f64);
             }
         }
     }
@@ -399,7 +401,13 @@ impl Metrics {
         let mut rows: Vec<Row> = Vec::new();
         self.own.rows(self.tenant.as_deref(), &mut rows);
         if self.tenant.is_none() {
-            for (t, f) in self.shared.tenants.lock().expect("metrics lock poisoned").iter() {
+            for (t, f) in self
+                .shared
+                .tenants
+                .lock()
+                .expect("metrics lock poisoned")
+                .iter()
+            {
                 f.rows(Some(t), &mut rows);
             }
         }
@@ -548,7 +556,11 @@ mod tests {
         let mut unique = names.clone();
         unique.sort_unstable();
         unique.dedup();
-        assert_eq!(unique.len(), names.len(), "a name declared twice: {names:?}");
+        assert_eq!(
+            unique.len(),
+            names.len(),
+            "a name declared twice: {names:?}"
+        );
         for (name, help) in Families::HELP {
             assert!(name.starts_with("spanprof_"), "{name}");
             assert!(
@@ -595,7 +607,8 @@ mod tests {
             for _ in 0..4 {
                 s.spawn(|| {
                     for _ in 0..10_000 {
-                        m.rejected.add((Receiver::OtlpGrpc, RejectReason::Busy), 1.0);
+                        m.rejected
+                            .add((Receiver::OtlpGrpc, RejectReason::Busy), 1.0);
                     }
                 });
             }

@@ -367,7 +367,11 @@ impl Incoming {
 
     /// Queues `work` and waits until it is durable. Never blocks on a full queue: that is
     /// [`SubmitError::Full`] at once, so receivers can answer 429.
-    pub async fn submit(mut self, work: Work, receiver: crate::metrics::Receiver) -> Result<(), SubmitError> {
+    pub async fn submit(
+        mut self,
+        work: Work,
+        receiver: crate::metrics::Receiver,
+    ) -> Result<(), SubmitError> {
         let (done, wait) = oneshot::channel();
         let bytes = work.approx_bytes();
         let to = &self.pipeline.to;
@@ -491,7 +495,11 @@ impl Pipeline {
 
     /// Queues `work` and waits until it is durable ([`Incoming::submit`] for work that was
     /// not announced).
-    pub async fn submit(&self, work: Work, receiver: crate::metrics::Receiver) -> Result<(), SubmitError> {
+    pub async fn submit(
+        &self,
+        work: Work,
+        receiver: crate::metrics::Receiver,
+    ) -> Result<(), SubmitError> {
         self.incoming().submit(work, receiver).await
     }
 
@@ -864,7 +872,8 @@ fn store_write(
                     metrics.rejected.add((Receiver::Store, reason), n as f64);
                     // Once per 10 s and reason at most, as receivers' refusals: a sender
                     // past a limit repeats at every batch.
-                    if let Some(suppressed) = metrics.refusal_to_log("store", reason.as_str(), now) {
+                    if let Some(suppressed) = metrics.refusal_to_log("store", reason.as_str(), now)
+                    {
                         tracing::warn!(
                             reason = reason.as_str(),
                             problems = ?report.problems,
@@ -1033,10 +1042,7 @@ mod tests {
     }
 
     fn batches(m: &Metrics) -> (f64, f64) {
-        (
-            m.pipeline_batches.get(()),
-            m.pipeline_batch_items.get(()),
-        )
+        (m.pipeline_batches.get(()), m.pipeline_batch_items.get(()))
     }
 
     /// Yields (the test runtime has one thread) until the batcher holds the one item just
@@ -1070,7 +1076,10 @@ mod tests {
         let announced = p.incoming();
         let first = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(2)], None), Receiver::OtlpGrpc).await }
+            async move {
+                p.submit(Work::Spans(vec![span(2)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         // It took the item and decided nothing: a batch is counted when it is decided.
@@ -1092,7 +1101,10 @@ mod tests {
         let t = Instant::now();
         let waiting = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(4)], None), Receiver::OtlpGrpc).await }
+            async move {
+                p.submit(Work::Spans(vec![span(4)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         assert_eq!(
@@ -1149,7 +1161,10 @@ mod tests {
         let b_coming = b.incoming();
         let a_sent = tokio::spawn({
             let a = a.clone();
-            async move { a.submit(Work::Spans(vec![span(1)], None), Receiver::OtlpGrpc).await }
+            async move {
+                a.submit(Work::Spans(vec![span(1)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&a, &a_metrics).await;
         assert!(
@@ -1179,9 +1194,10 @@ mod tests {
         let waiting: Vec<_> = (3..5)
             .map(|n| {
                 let a = a.clone();
-                tokio::spawn(
-                    async move { a.submit(Work::Spans(vec![span(n)], None), Receiver::OtlpGrpc).await },
-                )
+                tokio::spawn(async move {
+                    a.submit(Work::Spans(vec![span(n)], None), Receiver::OtlpGrpc)
+                        .await
+                })
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(10);
@@ -1189,7 +1205,9 @@ mod tests {
             assert!(Instant::now() < deadline, "a's requests never queued");
             tokio::task::yield_now().await;
         }
-        let refused = a.submit(Work::Spans(vec![span(5)], None), Receiver::OtlpGrpc).await;
+        let refused = a
+            .submit(Work::Spans(vec![span(5)], None), Receiver::OtlpGrpc)
+            .await;
         assert!(matches!(refused, Err(SubmitError::Full)), "{refused:?}");
         drop(held);
         b.submit(Work::Spans(vec![span(6)], None), Receiver::OtlpGrpc)
@@ -1279,7 +1297,10 @@ mod tests {
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         announced
-            .submit(Work::Profiles(otlp(&plain), Storing::EachAlone), Receiver::OtlpGrpc)
+            .submit(
+                Work::Profiles(otlp(&plain), Storing::EachAlone),
+                Receiver::OtlpGrpc,
+            )
             .await
             .unwrap();
         match first.await.unwrap() {
@@ -1325,7 +1346,10 @@ mod tests {
         );
         let sent = request();
         match p
-            .submit(Work::Profiles(sent.clone(), Storing::EachAlone), Receiver::OtlpGrpc)
+            .submit(
+                Work::Profiles(sent.clone(), Storing::EachAlone),
+                Receiver::OtlpGrpc,
+            )
             .await
         {
             Err(SubmitError::Refused(problems)) => {

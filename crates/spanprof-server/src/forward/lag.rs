@@ -19,7 +19,6 @@ const MIN_SPAN: Duration = Duration::from_secs(30);
 /// `/health` warns when the queue would be full within this.
 pub const WARN_WITHIN: Duration = Duration::from_secs(6 * 3600);
 
-
 /// Undelivered bytes over the last [`WINDOW`].
 #[derive(Debug)]
 pub struct Growth {
@@ -77,7 +76,9 @@ pub fn publish(metrics: &Metrics, label: &str, growth: &Growth, queue: &DiskQueu
     let labels = [label];
     // Net growth of the undelivered bytes, bytes/s (negative while draining).
     let bytes_per_second = growth.bytes_per_second();
-    metrics.forward_queue_growth.set(&labels, (), bytes_per_second);
+    metrics
+        .forward_queue_growth
+        .set(&labels, (), bytes_per_second);
     let free = queue.max_bytes().saturating_sub(queue.disk_bytes());
     let full_in = growth
         .full_in(free)
@@ -90,7 +91,12 @@ pub fn publish(metrics: &Metrics, label: &str, growth: &Growth, queue: &DiskQueu
 /// queue that would be full within [`WARN_WITHIN`] at its growth of the last minute.
 pub fn warnings(metrics: &Metrics) -> Vec<String> {
     let first = |(values, v): (Vec<String>, f64)| (values.concat(), v);
-    let growth: Vec<(String, f64)> = metrics.forward_queue_growth.recorded(()).into_iter().map(first).collect();
+    let growth: Vec<(String, f64)> = metrics
+        .forward_queue_growth
+        .recorded(())
+        .into_iter()
+        .map(first)
+        .collect();
     metrics
         .forward_queue_full_in
         .recorded(())

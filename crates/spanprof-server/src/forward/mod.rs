@@ -272,7 +272,10 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
     };
     failing(false);
     // Its series exist from the start, at 0 (an alert's `increase()` sees the first event).
-    let signals = [(Signal::Profiles, f.cfg.profiles), (Signal::Traces, f.cfg.traces)];
+    let signals = [
+        (Signal::Profiles, f.cfg.profiles),
+        (Signal::Traces, f.cfg.traces),
+    ];
     for (signal, _) in signals.iter().filter(|(_, on)| *on) {
         metrics.forwarded_records.add(&[&name], *signal, 0.0);
         metrics.forward_failed.add(&[&name], *signal, 0.0);
@@ -376,7 +379,9 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
         })) = done
         {
             let records = export.records as f64;
-            metrics.forwarded_records.add(&[&name], export.signal, records);
+            metrics
+                .forwarded_records
+                .add(&[&name], export.signal, records);
             ack(&f, &export.taken, &metrics);
         }
     }

@@ -45,9 +45,7 @@ impl Cell {
 
     /// The value, if it was ever recorded.
     fn recorded(&self) -> Option<f64> {
-        self.touched
-            .load(Ordering::Relaxed)
-            .then(|| self.get())
+        self.touched.load(Ordering::Relaxed).then(|| self.get())
     }
 }
 
@@ -136,8 +134,15 @@ pub struct Family<L> {
 }
 
 impl<L: LabelSet> Family<L> {
-    pub(super) fn new(name: &'static str, help: &'static str, keys: &'static [&'static str]) -> Self {
-        debug_assert!(keys.is_empty(), "{name}: open-ended labels need an `Open` family");
+    pub(super) fn new(
+        name: &'static str,
+        help: &'static str,
+        keys: &'static [&'static str],
+    ) -> Self {
+        debug_assert!(
+            keys.is_empty(),
+            "{name}: open-ended labels need an `Open` family"
+        );
         Family {
             name,
             help,
@@ -201,7 +206,11 @@ pub struct Open<L> {
 }
 
 impl<L: LabelSet> Open<L> {
-    pub(super) fn new(name: &'static str, help: &'static str, keys: &'static [&'static str]) -> Self {
+    pub(super) fn new(
+        name: &'static str,
+        help: &'static str,
+        keys: &'static [&'static str],
+    ) -> Self {
         Open {
             name,
             help,

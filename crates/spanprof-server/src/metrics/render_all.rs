@@ -20,12 +20,24 @@ fn record_every_family(m: &Metrics) {
             ..Default::default()
         },
     );
-    m.unlinked_span_id_samples.add(&["custom.span_id"], (), 90.0);
+    m.unlinked_span_id_samples
+        .add(&["custom.span_id"], (), 90.0);
     m.received_spans.add(Receiver::OtlpTraces, 7.0);
     m.rejected_spans.add(Receiver::OtlpTraces, 1.0);
-    m.record_refused(Receiver::PyroscopeIngest, RejectReason::Invalid, 400, "not folded text");
-    m.record_refused(Receiver::OtlpProfiles, RejectReason::TooLarge, 413, "too large");
-    m.rejected.add((Receiver::OtlpGrpc, RejectReason::QueueFull), 1.0);
+    m.record_refused(
+        Receiver::PyroscopeIngest,
+        RejectReason::Invalid,
+        400,
+        "not folded text",
+    );
+    m.record_refused(
+        Receiver::OtlpProfiles,
+        RejectReason::TooLarge,
+        413,
+        "too large",
+    );
+    m.rejected
+        .add((Receiver::OtlpGrpc, RejectReason::QueueFull), 1.0);
     m.rejected.add((Receiver::Store, RejectReason::Limit), 2.0);
     for (family, v) in [
         (&m.stored_profiles, 2.0),
@@ -70,12 +82,14 @@ fn record_every_family(m: &Metrics) {
     m.forwarded_records.add(&fwd, Signal::Profiles, 6.0);
     m.forward_failed.add(&fwd, Signal::Profiles, 1.0);
     m.forward_failing.set(&fwd, (), 1.0);
-    m.forward_dropped_records.add(&fwd, DropReason::Rejected, 2.0);
+    m.forward_dropped_records
+        .add(&fwd, DropReason::Rejected, 2.0);
     m.forward_queued_records.set(&fwd, (), 3.0);
     m.forward_queue_bytes.set(&fwd, (), 4096.0);
     m.forward_queue_growth.set(&fwd, (), -12.5);
     m.forward_queue_full_in.set(&fwd, (), -1.0);
-    m.tls_handshake_failures.add(&["http", "plaintext_http"], (), 1.0);
+    m.tls_handshake_failures
+        .add(&["http", "plaintext_http"], (), 1.0);
     m.build_info.set(&["1.2.3"], (), 1.0);
     m.retention_runs.add(RetentionTrigger::Schedule, 2.0);
     m.retention_runs.add(RetentionTrigger::OverLimit, 0.0);

@@ -9,8 +9,8 @@ use spanprof_format::FormatError;
 
 use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
-use crate::metrics::{Receiver, RejectReason};
 use crate::grpc_proto::google::rpc::Status as RpcStatus;
+use crate::metrics::{Receiver, RejectReason};
 use crate::pipeline::SubmitError;
 
 /// A request that cannot be taken, with the status and message to answer.

@@ -134,8 +134,12 @@ pub(crate) async fn ingest_profiles(
         .collect();
     if !invalid.is_empty() {
         // Refused in a partial success: the request itself is answered 200.
-        app.metrics
-            .record_refused(receiver, RejectReason::InvalidProfile, 200, &invalid.join("; "));
+        app.metrics.record_refused(
+            receiver,
+            RejectReason::InvalidProfile,
+            200,
+            &invalid.join("; "),
+        );
     }
     // Profiles the store refused are the request's rejected part too; the rest is stored.
     let refused = match incoming
@@ -220,7 +224,9 @@ pub(crate) async fn ingest_traces(
     drop(drawing);
     app.metrics.received_spans.add(receiver, spans.len() as f64);
     if report.rejected > 0 {
-        app.metrics.rejected_spans.add(receiver, report.rejected as f64);
+        app.metrics
+            .rejected_spans
+            .add(receiver, report.rejected as f64);
     }
     if !spans.is_empty() {
         incoming
@@ -246,7 +252,13 @@ async fn profiles(
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_profiles(&app, raw, answer_type == JSON, crate::metrics::Receiver::OtlpProfiles).await?;
+        let response = ingest_profiles(
+            &app,
+            raw,
+            answer_type == JSON,
+            crate::metrics::Receiver::OtlpProfiles,
+        )
+        .await?;
         Ok::<_, Rejection>(reply(
             answer_type,
             response.encode_to_vec(),
@@ -273,7 +285,13 @@ async fn traces(
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_traces(&app, raw, answer_type == JSON, crate::metrics::Receiver::OtlpTraces).await?;
+        let response = ingest_traces(
+            &app,
+            raw,
+            answer_type == JSON,
+            crate::metrics::Receiver::OtlpTraces,
+        )
+        .await?;
         Ok::<_, Rejection>(reply(
             answer_type,
             response.encode_to_vec(),

@@ -329,7 +329,14 @@ async fn push_inner(
     drop(decoded);
     drop(raw);
     if !profiles.is_empty() {
-        submit(app, incoming, profiles, charge, crate::metrics::Receiver::PyroscopePush).await?;
+        submit(
+            app,
+            incoming,
+            profiles,
+            charge,
+            crate::metrics::Receiver::PyroscopePush,
+        )
+        .await?;
     }
     Ok(())
 }
