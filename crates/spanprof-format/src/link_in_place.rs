@@ -21,7 +21,7 @@ use crate::error::FormatError;
 use std::sync::Arc;
 
 use crate::link::{IdRole, LinkConfig, LinkTables, ProfileIds, SampleLinker, SpanParents};
-use crate::merge::{link_ids, resolve_key_values, resolve_value, slot};
+use crate::merge::{link_ids, resolve_key_values, resolve_value, slot, DictError};
 use crate::otlp::{
     any_value, AnyValue, KeyValueAndUnit, Link, Profile, ProfilesData, ProfilesDictionary, Sample,
     ValueType,
@@ -91,7 +91,7 @@ pub fn link_each_in_place_with(
     };
     let mut refused = Vec::new();
     let mut refused_profiles = 0;
-    let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
+    let at = |path: String| move |e: DictError| FormatError::Invalid(format!("{path}: {e}"));
     for (ri, rp) in data.resource_profiles.iter_mut().enumerate() {
         let mut resource_ids = ProfileIds::default();
         if let Some(r) = &mut rp.resource {
@@ -322,7 +322,8 @@ impl<'c> InPlace<'c> {
         mut ids: ProfileIds,
         path: &str,
     ) -> Result<(), FormatError> {
-        let field = |f: String| move |e: String| FormatError::Invalid(format!("{path}.{f}: {e}"));
+        let field =
+            |f: String| move |e: DictError| FormatError::Invalid(format!("{path}.{f}: {e}"));
         let mut kept = Vec::with_capacity(p.attribute_indices.len());
         for (j, &a) in p.attribute_indices.iter().enumerate() {
             let role = self
@@ -426,8 +427,9 @@ impl<'c> InPlace<'c> {
 
     /// Checks and links one sample (`samples[i]` of the profile `p` at `path`).
     fn sample(&mut self, p: &mut Profile, i: usize, path: &str) -> Result<(), FormatError> {
-        let at =
-            |field: String| move |e: String| FormatError::Invalid(format!("{path}.{field}: {e}"));
+        let at = |field: String| {
+            move |e: DictError| FormatError::Invalid(format!("{path}.{field}: {e}"))
+        };
         let s = &p.samples[i];
         self.stack(s.stack_index)
             .map_err(|e| at(format!("samples[{i}].stack_index"))(e))?;
@@ -474,20 +476,20 @@ impl<'c> InPlace<'c> {
         Ok(())
     }
 
-    fn string(&self, index: i32) -> Result<(), String> {
+    fn string(&self, index: i32) -> Result<(), DictError> {
         slot(index, self.t.d.string_table.len(), "string_table").map(|_| ())
     }
 
-    fn value_type(&self, t: ValueType) -> Result<(), String> {
+    fn value_type(&self, t: ValueType) -> Result<(), DictError> {
         self.string(t.type_strindex)?;
         self.string(t.unit_strindex)
     }
 
-    fn function(&mut self, index: i32) -> Result<(), String> {
+    fn function(&mut self, index: i32) -> Result<(), DictError> {
         let i = slot(index, self.functions.len(), "function_table")?;
         if !self.functions[i] {
             let f = self.t.d.function_table[i];
-            let at = |e: String| format!("function_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("function_table[{i}]"));
             self.string(f.name_strindex).map_err(at)?;
             self.string(f.system_name_strindex).map_err(at)?;
             self.string(f.filename_strindex).map_err(at)?;
@@ -496,10 +498,10 @@ impl<'c> InPlace<'c> {
         Ok(())
     }
 
-    fn mapping(&mut self, index: i32) -> Result<(), String> {
+    fn mapping(&mut self, index: i32) -> Result<(), DictError> {
         let i = slot(index, self.mappings.len(), "mapping_table")?;
         if !self.mappings[i] {
-            let at = |e: String| format!("mapping_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("mapping_table[{i}]"));
             for a in 0..self.t.d.mapping_table[i].attribute_indices.len() {
                 self.attribute(self.t.d.mapping_table[i].attribute_indices[a])
                     .map_err(at)?;
@@ -511,10 +513,10 @@ impl<'c> InPlace<'c> {
         Ok(())
     }
 
-    fn location(&mut self, index: i32) -> Result<(), String> {
+    fn location(&mut self, index: i32) -> Result<(), DictError> {
         let i = slot(index, self.locations.len(), "location_table")?;
         if !self.locations[i] {
-            let at = |e: String| format!("location_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("location_table[{i}]"));
             for l in 0..self.t.d.location_table[i].lines.len() {
                 self.function(self.t.d.location_table[i].lines[l].function_index)
                     .map_err(at)?;
@@ -530,7 +532,7 @@ impl<'c> InPlace<'c> {
         Ok(())
     }
 
-    fn stack(&mut self, index: i32) -> Result<(), String> {
+    fn stack(&mut self, index: i32) -> Result<(), DictError> {
         if index == 0 {
             return Ok(());
         }
@@ -538,7 +540,7 @@ impl<'c> InPlace<'c> {
         if !self.stacks[i] {
             for l in 0..self.t.d.stack_table[i].location_indices.len() {
                 self.location(self.t.d.stack_table[i].location_indices[l])
-                    .map_err(|e| format!("stack_table[{i}]: {e}"))?;
+                    .map_err(|e| e.at(format!("stack_table[{i}]")))?;
             }
             self.stacks[i] = true;
         }
@@ -546,7 +548,7 @@ impl<'c> InPlace<'c> {
     }
 
     /// The link `index` stands for: itself, or 0 for an all-zero link.
-    fn link(&mut self, index: i32) -> Result<i32, String> {
+    fn link(&mut self, index: i32) -> Result<i32, DictError> {
         if index == 0 {
             return Ok(0);
         }
@@ -566,7 +568,7 @@ impl<'c> InPlace<'c> {
 
     /// Checks attribute `index` (values that point into the string table are resolved to
     /// strings, as merging does) and classifies it.
-    fn attribute(&mut self, index: i32) -> Result<IdRole, String> {
+    fn attribute(&mut self, index: i32) -> Result<IdRole, DictError> {
         if index == 0 {
             return Ok(IdRole::Plain);
         }
@@ -574,7 +576,7 @@ impl<'c> InPlace<'c> {
         if let Some(role) = self.attributes[i] {
             return Ok(role);
         }
-        let at = |e: String| format!("attribute_table[{i}]: {e}");
+        let at = |e: DictError| e.at(format!("attribute_table[{i}]"));
         let d = &self.t.d;
         let kv = &d.attribute_table[i];
         let key = slot(kv.key_strindex, d.string_table.len(), "string_table").map_err(at)?;

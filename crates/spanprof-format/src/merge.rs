@@ -81,11 +81,78 @@ impl<'a> OtlpInput<'a> {
     }
 }
 
-pub(crate) fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
+/// A reference into an OTLP `ProfilesDictionary` that cannot be followed. Its text names the
+/// way to it, e.g. `function_table[3]: 9 out of range (string_table has 4 entries)`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DictError {
+    /// An index past its table.
+    #[error("{index} out of range ({table} has {len} entries)")]
+    OutOfRange {
+        /// The index given.
+        index: i32,
+        /// The table it points into.
+        table: &'static str,
+        /// Entries in that table.
+        len: usize,
+    },
+    /// A link whose trace or span id has the wrong length.
+    #[error("link_table[{link}].{field} has {len} bytes, a {what} has {want}")]
+    IdLength {
+        /// The link's index in `link_table`.
+        link: usize,
+        /// `trace_id` or `span_id`.
+        field: &'static str,
+        /// "trace id" or "span id".
+        what: &'static str,
+        /// Bytes given.
+        len: usize,
+        /// Bytes such an id has (16 or 8).
+        want: usize,
+    },
+    /// Attribute values nested deeper than [`MAX_DEPTH`] levels.
+    #[error("attribute values nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// A field naming the reference (`key_strindex`), then what is wrong with it.
+    #[error("{field} {inner}")]
+    Field {
+        /// The field.
+        field: &'static str,
+        /// What is wrong.
+        inner: Box<DictError>,
+    },
+    /// Where in the dictionary (`function_table[3]`), then what is wrong there.
+    #[error("{at}: {inner}")]
+    At {
+        /// The entry.
+        at: String,
+        /// What is wrong.
+        inner: Box<DictError>,
+    },
+}
+
+impl DictError {
+    /// This error, found at `at` (a table entry).
+    pub(crate) fn at(self, at: String) -> Self {
+        DictError::At {
+            at,
+            inner: Box::new(self),
+        }
+    }
+
+    /// This error, of field `field`.
+    fn field(self, field: &'static str) -> Self {
+        DictError::Field {
+            field,
+            inner: Box::new(self),
+        }
+    }
+}
+
+pub(crate) fn slot(index: i32, len: usize, table: &'static str) -> Result<usize, DictError> {
     usize::try_from(index)
         .ok()
         .filter(|&i| i < len)
-        .ok_or_else(|| format!("{index} out of range ({table} has {len} entries)"))
+        .ok_or(DictError::OutOfRange { index, table, len })
 }
 
 impl Batch {
@@ -144,7 +211,7 @@ impl Batch {
         rp: &ResourceProfiles,
         ri: usize,
     ) -> Result<(), FormatError> {
-        let at = |path: String| move |e: String| FormatError::Invalid(format!("{path}: {e}"));
+        let at = |path: String| move |e: DictError| FormatError::Invalid(format!("{path}: {e}"));
         let mut resource_ids = ProfileIds::default();
         let resource = match &rp.resource {
             Some(r) => Resource {
@@ -193,8 +260,9 @@ impl Batch {
         mut ids: ProfileIds,
         path: &str,
     ) -> Result<Profile, FormatError> {
-        let at =
-            |field: String| move |e: String| FormatError::Invalid(format!("{path}.{field}: {e}"));
+        let at = |field: String| {
+            move |e: DictError| FormatError::Invalid(format!("{path}.{field}: {e}"))
+        };
         let keep = self
             .linking
             .as_ref()
@@ -303,7 +371,7 @@ impl Batch {
         counts
     }
 
-    fn otlp_string(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_string(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         let i = slot(index, input.strings.len(), "string_table")?;
         if input.strings[i] == UNSET {
             input.strings[i] = self.dict.string(&input.d.string_table[i]);
@@ -315,18 +383,18 @@ impl Batch {
         &mut self,
         input: &mut OtlpInput,
         t: ValueType,
-    ) -> Result<ValueType, String> {
+    ) -> Result<ValueType, DictError> {
         Ok(ValueType {
             type_strindex: self.otlp_string(input, t.type_strindex)?,
             unit_strindex: self.otlp_string(input, t.unit_strindex)?,
         })
     }
 
-    fn otlp_function(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_function(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         let i = slot(index, input.functions.len(), "function_table")?;
         if input.functions[i] == UNSET {
             let f = input.d.function_table[i];
-            let at = |e: String| format!("function_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("function_table[{i}]"));
             let converted = Function {
                 name_strindex: self.otlp_string(input, f.name_strindex).map_err(at)?,
                 system_name_strindex: self
@@ -340,11 +408,11 @@ impl Batch {
         Ok(input.functions[i])
     }
 
-    fn otlp_mapping(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_mapping(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         let i = slot(index, input.mappings.len(), "mapping_table")?;
         if input.mappings[i] == UNSET {
             let m = &input.d.mapping_table[i];
-            let at = |e: String| format!("mapping_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("mapping_table[{i}]"));
             let mut attribute_indices = Vec::with_capacity(m.attribute_indices.len());
             for &a in &m.attribute_indices {
                 attribute_indices.push(self.otlp_attribute(input, a).map_err(at)?.0);
@@ -359,11 +427,11 @@ impl Batch {
         Ok(input.mappings[i])
     }
 
-    fn otlp_location(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_location(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         let i = slot(index, input.locations.len(), "location_table")?;
         if input.locations[i] == UNSET {
             let l = &input.d.location_table[i];
-            let at = |e: String| format!("location_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("location_table[{i}]"));
             let mut lines = Vec::with_capacity(l.lines.len());
             for line in &l.lines {
                 lines.push(Line {
@@ -386,7 +454,7 @@ impl Batch {
         Ok(input.locations[i])
     }
 
-    fn otlp_stack(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_stack(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         if index == 0 {
             return Ok(0);
         }
@@ -397,7 +465,7 @@ impl Batch {
             for &l in &input.d.stack_table[i].location_indices {
                 buf.push(
                     self.otlp_location(input, l)
-                        .map_err(|e| format!("stack_table[{i}]: {e}"))?,
+                        .map_err(|e| e.at(format!("stack_table[{i}]")))?,
                 );
             }
             input.stacks[i] = self.dict.stack(&buf);
@@ -406,7 +474,7 @@ impl Batch {
         Ok(input.stacks[i])
     }
 
-    fn otlp_link(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, String> {
+    fn otlp_link(&mut self, input: &mut OtlpInput, index: i32) -> Result<i32, DictError> {
         if index == 0 {
             return Ok(0);
         }
@@ -428,7 +496,7 @@ impl Batch {
         &mut self,
         input: &mut OtlpInput,
         index: i32,
-    ) -> Result<(i32, IdRole), String> {
+    ) -> Result<(i32, IdRole), DictError> {
         if index == 0 {
             return Ok((0, IdRole::Plain));
         }
@@ -437,7 +505,7 @@ impl Batch {
             return Ok((a, role));
         }
         let kv = &input.d.attribute_table[i];
-        let at = |e: String| format!("attribute_table[{i}]: {e}");
+        let at = |e: DictError| e.at(format!("attribute_table[{i}]"));
         let key_i =
             slot(kv.key_strindex, input.d.string_table.len(), "string_table").map_err(at)?;
         let value = kv
@@ -468,19 +536,18 @@ impl Batch {
 }
 
 /// The ids of `link_table[i]`, checked for their lengths.
-pub(crate) fn link_ids(l: &Link, i: usize) -> Result<([u8; 16], [u8; 8]), String> {
-    let trace = l.trace_id.as_slice().try_into().map_err(|_| {
-        format!(
-            "link_table[{i}].trace_id has {} bytes, a trace id has 16",
-            l.trace_id.len()
-        )
-    })?;
-    let span = l.span_id.as_slice().try_into().map_err(|_| {
-        format!(
-            "link_table[{i}].span_id has {} bytes, a span id has 8",
-            l.span_id.len()
-        )
-    })?;
+pub(crate) fn link_ids(l: &Link, i: usize) -> Result<([u8; 16], [u8; 8]), DictError> {
+    let length = |field, what, len, want| DictError::IdLength {
+        link: i,
+        field,
+        what,
+        len,
+        want,
+    };
+    let trace = (l.trace_id.as_slice().try_into())
+        .map_err(|_| length("trace_id", "trace id", l.trace_id.len(), 16))?;
+    let span = (l.span_id.as_slice().try_into())
+        .map_err(|_| length("span_id", "span id", l.span_id.len(), 8))?;
     Ok((trace, span))
 }
 
@@ -489,7 +556,7 @@ pub(crate) fn link_ids(l: &Link, i: usize) -> Result<([u8; 16], [u8; 8]), String
 pub(crate) fn resolve_key_values(
     d: &ProfilesDictionary,
     kvs: &[KeyValue],
-) -> Result<Vec<KeyValue>, String> {
+) -> Result<Vec<KeyValue>, DictError> {
     kvs.iter().map(|kv| resolve_key_value(d, kv, 0)).collect()
 }
 
@@ -499,10 +566,10 @@ fn resolve_key_value(
     d: &ProfilesDictionary,
     kv: &KeyValue,
     depth: usize,
-) -> Result<KeyValue, String> {
+) -> Result<KeyValue, DictError> {
     let key = if kv.key.is_empty() && kv.key_strindex != 0 {
         let i = slot(kv.key_strindex, d.string_table.len(), "string_table")
-            .map_err(|e| format!("key_strindex {e}"))?;
+            .map_err(|e| e.field("key_strindex"))?;
         d.string_table[i].clone()
     } else {
         kv.key.clone()
@@ -523,17 +590,15 @@ pub(crate) fn resolve_value(
     d: &ProfilesDictionary,
     v: &AnyValue,
     depth: usize,
-) -> Result<AnyValue, String> {
+) -> Result<AnyValue, DictError> {
     if depth > MAX_DEPTH {
-        return Err(format!(
-            "attribute values nested deeper than {MAX_DEPTH} levels"
-        ));
+        return Err(DictError::TooDeep);
     }
     use any_value::Value;
     let value = match &v.value {
         Some(Value::StringValueStrindex(i)) => {
             let i = slot(*i, d.string_table.len(), "string_table")
-                .map_err(|e| format!("string_value_strindex {e}"))?;
+                .map_err(|e| e.field("string_value_strindex"))?;
             Some(Value::StringValue(d.string_table[i].clone()))
         }
         Some(Value::ArrayValue(a)) => Some(Value::ArrayValue(ArrayValue {

@@ -134,7 +134,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
         .expect("decoding the demo recording panicked")
         .map_err(ServerError::Demo)?;
     let (profiles, spans, samples) = (demo.profiles.len(), demo.spans.len(), demo.samples);
-    let submit = |work| state.pipeline.submit(work, "demo");
+    let submit = |work| state.pipeline.submit(work, crate::metrics::Receiver::Demo);
     submit(pipeline::Work::Spans(demo.spans, None))
         .await
         .map_err(|e| ServerError::Demo(e.to_string()))?;
@@ -193,11 +193,8 @@ pub async fn serve(
     // made. Connections wait in the backlog until the store is open and serving starts.
     let listeners = Listeners::bind(&config).await?;
     let bound = listeners.bound()?;
-    metrics.set(
-        "spanprof_build_info",
-        &[("version", env!("CARGO_PKG_VERSION"))],
-        1.0,
-    );
+    let version = env!("CARGO_PKG_VERSION");
+    metrics.build_info.set(&[version], (), 1.0);
     if !config.store {
         tracing::info!("the store is off: data is only forwarded");
     }
@@ -473,9 +470,9 @@ pub(crate) async fn maintain(
     [write_failed, over_limit]: [Arc<tokio::sync::Notify>; 2],
     mut stop: watch::Receiver<bool>,
 ) {
-    const RUNS: &str = "spanprof_retention_runs_total";
-    for trigger in ["schedule", "write_failed", "over_limit"] {
-        metrics.add(RUNS, &[("trigger", trigger)], 0.0);
+    use crate::metrics::{Label as _, RetentionTrigger as Trigger};
+    for trigger in Trigger::ALL {
+        metrics.retention_runs.add(*trigger, 0.0);
     }
     const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
     let small = config.segment_bytes / 4;
@@ -486,12 +483,12 @@ pub(crate) async fn maintain(
     schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         let trigger = tokio::select! {
-            _ = schedule.tick() => "schedule",
-            _ = write_failed.notified() => "write_failed",
-            _ = over_limit.notified() => "over_limit",
+            _ = schedule.tick() => Trigger::Schedule,
+            _ = write_failed.notified() => Trigger::WriteFailed,
+            _ = over_limit.notified() => Trigger::OverLimit,
             _ = stop.wait_for(|s| *s) => return,
         };
-        let early = trigger != "schedule";
+        let early = trigger != Trigger::Schedule;
         if early {
             tokio::select! {
                 _ = tokio::time::sleep_until(last + EARLY_RETENTION_EVERY) => {}
@@ -499,7 +496,7 @@ pub(crate) async fn maintain(
             }
         }
         last = tokio::time::Instant::now();
-        metrics.add(RUNS, &[("trigger", trigger)], 1.0);
+        metrics.retention_runs.add(trigger, 1.0);
         let store_stats = Arc::clone(&store);
         let store = Arc::clone(&store);
         let done = tokio::task::spawn_blocking(move || {

@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::config::QueueConfig;
 use crate::forward::Forwarders;
-use crate::metrics::{Metrics, DURATION_BUCKETS};
+use crate::metrics::RejectReason::{Invalid, Limit};
+use crate::metrics::{Metrics, Receiver};
 
 /// Where accepted work goes; both may be on.
 #[derive(Clone)]
@@ -294,16 +295,9 @@ impl Destination {
     /// Sets the queue gauges from [`Queued`].
     fn gauge_queue(&self) {
         let q = &self.queued;
-        self.metrics.set(
-            "spanprof_queue_depth",
-            &[],
-            q.items.load(Ordering::Acquire) as f64,
-        );
-        self.metrics.set(
-            "spanprof_queue_bytes",
-            &[],
-            q.bytes.load(Ordering::Acquire) as f64,
-        );
+        let (depth, bytes) = (&self.metrics.queue_depth, &self.metrics.queue_bytes);
+        depth.set((), q.items.load(Ordering::Acquire) as f64);
+        bytes.set((), q.bytes.load(Ordering::Acquire) as f64);
     }
 }
 
@@ -373,7 +367,11 @@ impl Incoming {
 
     /// Queues `work` and waits until it is durable. Never blocks on a full queue: that is
     /// [`SubmitError::Full`] at once, so receivers can answer 429.
-    pub async fn submit(mut self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
+    pub async fn submit(
+        mut self,
+        work: Work,
+        receiver: crate::metrics::Receiver,
+    ) -> Result<(), SubmitError> {
         let (done, wait) = oneshot::channel();
         let bytes = work.approx_bytes();
         let to = &self.pipeline.to;
@@ -400,11 +398,8 @@ impl Incoming {
         match sent {
             Ok(()) => {}
             Err(SubmitError::Full) => {
-                to.metrics.add(
-                    "spanprof_rejected_total",
-                    &[("receiver", receiver), ("reason", "queue_full")],
-                    1.0,
-                );
+                let reason = crate::metrics::RejectReason::QueueFull;
+                to.metrics.rejected.add((receiver, reason), 1.0);
                 return Err(SubmitError::Full);
             }
             Err(e) => return Err(e),
@@ -456,23 +451,20 @@ impl Pipeline {
     ) -> Pipeline {
         // Every series an alert may watch exists from the start, at 0: `increase()` of a
         // series that appears with its first event misses that event.
-        for gauge in [
-            "spanprof_queue_depth",
-            "spanprof_queue_bytes",
-            "spanprof_pipeline_write_failing",
-        ] {
-            metrics.set(gauge, &[], 0.0);
+        let m = &metrics;
+        for gauge in [&m.queue_depth, &m.queue_bytes, &m.pipeline_write_failing] {
+            gauge.set((), 0.0);
         }
-        metrics.add("spanprof_pipeline_batches_total", &[], 0.0);
+        m.pipeline_batches.add((), 0.0);
         if sinks.store.is_some() {
             for counter in [
-                "spanprof_stored_profiles_total",
-                "spanprof_stored_samples_total",
-                "spanprof_stored_spans_total",
-                "spanprof_repeated_profiles_total",
-                "spanprof_store_errors_total",
+                &m.stored_profiles,
+                &m.stored_samples,
+                &m.stored_spans,
+                &m.repeated_profiles,
+                &m.store_errors,
             ] {
-                metrics.add(counter, &[], 0.0);
+                counter.add((), 0.0);
             }
         }
         Pipeline {
@@ -503,7 +495,11 @@ impl Pipeline {
 
     /// Queues `work` and waits until it is durable ([`Incoming::submit`] for work that was
     /// not announced).
-    pub async fn submit(&self, work: Work, receiver: &'static str) -> Result<(), SubmitError> {
+    pub async fn submit(
+        &self,
+        work: Work,
+        receiver: crate::metrics::Receiver,
+    ) -> Result<(), SubmitError> {
         self.incoming().submit(work, receiver).await
     }
 
@@ -591,11 +587,8 @@ async fn batcher(cfg: QueueConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<
             };
             to.health.note(&result);
             to.health.batch(false);
-            to.metrics.set(
-                "spanprof_pipeline_write_failing",
-                &[],
-                f64::from(u8::from(result.is_err())),
-            );
+            let failing = f64::from(u8::from(result.is_err()));
+            to.metrics.pipeline_write_failing.set((), failing);
             let (items, bytes) = (answers.items(), answers.bytes);
             answers.send(&result);
             // Freed here, after the answers, on the runtime thread that decoded them rather
@@ -666,12 +659,8 @@ impl Batch {
         to: &Destination,
         transform: &crate::transform::Transform,
     ) -> (Batch, Answers) {
-        to.metrics.add("spanprof_pipeline_batches_total", &[], 1.0);
-        to.metrics.add(
-            "spanprof_pipeline_batch_items_total",
-            &[],
-            items.len() as f64,
-        );
+        to.metrics.pipeline_batches.add((), 1.0);
+        to.metrics.pipeline_batch_items.add((), items.len() as f64);
         let mut batch = Batch {
             profiles: Vec::new(),
             storing: Vec::new(),
@@ -725,11 +714,8 @@ impl Batch {
             .collect();
         let result = write(&to.sinks, &requests, self.spans, &traces, &to.metrics);
         drop(requests);
-        to.metrics.observe(
-            "spanprof_pipeline_write_seconds",
-            DURATION_BUCKETS,
-            started.elapsed().as_secs_f64(),
-        );
+        let seconds = started.elapsed().as_secs_f64();
+        to.metrics.pipeline_write_seconds().observe(seconds);
         (result, self.profiles)
     }
 }
@@ -797,7 +783,7 @@ fn write(
             {
                 tracing::error!(error = %e, suppressed, "forward queue write failed");
             }
-            metrics.add("spanprof_forward_queue_errors_total", &[], 1.0);
+            metrics.forward_queue_errors.add((), 1.0);
             let (sink, queued_elsewhere) = match &e {
                 crate::forward::ForwardError::Queue {
                     name,
@@ -871,35 +857,25 @@ fn store_write(
 ) -> Result<IngestReport, String> {
     match store.ingest_requests(profiles, spans) {
         Ok(report) => {
-            metrics.add(
-                "spanprof_stored_profiles_total",
-                &[],
-                report.profiles as f64,
-            );
-            metrics.add("spanprof_stored_samples_total", &[], report.samples as f64);
-            metrics.add(
-                "spanprof_repeated_profiles_total",
-                &[],
-                report.repeated_profiles as f64,
-            );
-            metrics.add("spanprof_stored_spans_total", &[], report.spans as f64);
+            metrics.stored_profiles.add((), report.profiles as f64);
+            metrics.stored_samples.add((), report.samples as f64);
+            let repeated = report.repeated_profiles as f64;
+            metrics.repeated_profiles.add((), repeated);
+            metrics.stored_spans.add((), report.spans as f64);
             if report.rejected_profiles > 0 {
                 let invalid = report.rejected_profiles - report.limited_profiles;
                 let now = Instant::now();
-                for (reason, n) in [("invalid", invalid), ("limit", report.limited_profiles)] {
+                for (reason, n) in [(Invalid, invalid), (Limit, report.limited_profiles)] {
                     if n == 0 {
                         continue;
                     }
-                    metrics.add(
-                        "spanprof_rejected_total",
-                        &[("receiver", "store"), ("reason", reason)],
-                        n as f64,
-                    );
+                    metrics.rejected.add((Receiver::Store, reason), n as f64);
                     // Once per 10 s and reason at most, as receivers' refusals: a sender
                     // past a limit repeats at every batch.
-                    if let Some(suppressed) = metrics.refusal_to_log("store", reason, now) {
+                    if let Some(suppressed) = metrics.refusal_to_log("store", reason.as_str(), now)
+                    {
                         tracing::warn!(
-                            reason,
+                            reason = reason.as_str(),
                             problems = ?report.problems,
                             suppressed,
                             "profiles refused by the store"
@@ -928,7 +904,7 @@ fn store_write(
                      later){hint}"
                 );
             }
-            metrics.add("spanprof_store_errors_total", &[], 1.0);
+            metrics.store_errors.add((), 1.0);
             Err(e.to_string())
         }
     }
@@ -1066,17 +1042,14 @@ mod tests {
     }
 
     fn batches(m: &Metrics) -> (f64, f64) {
-        (
-            m.get("spanprof_pipeline_batches_total", &[]),
-            m.get("spanprof_pipeline_batch_items_total", &[]),
-        )
+        (m.pipeline_batches.get(()), m.pipeline_batch_items.get(()))
     }
 
     /// Yields (the test runtime has one thread) until the batcher holds the one item just
     /// submitted: it was queued (depth 1) and the queue is empty again.
     async fn until_the_batcher_holds_it(p: &Pipeline, metrics: &Metrics) {
         let deadline = Instant::now() + Duration::from_secs(10);
-        while !(metrics.get("spanprof_queue_depth", &[]) == 1.0
+        while !(metrics.queue_depth.get(()) == 1.0
             && p.batcher.tx.capacity() == p.batcher.tx.max_capacity())
         {
             assert!(
@@ -1093,7 +1066,7 @@ mod tests {
         let (p, metrics) = pipeline(dir.path(), Duration::from_secs(30));
         // Alone, an item is written at once: nothing else was announced.
         let t = Instant::now();
-        p.submit(Work::Spans(vec![span(1)], None), "test")
+        p.submit(Work::Spans(vec![span(1)], None), Receiver::OtlpGrpc)
             .await
             .unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
@@ -1103,7 +1076,10 @@ mod tests {
         let announced = p.incoming();
         let first = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(2)], None), "test").await }
+            async move {
+                p.submit(Work::Spans(vec![span(2)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         // It took the item and decided nothing: a batch is counted when it is decided.
@@ -1114,7 +1090,7 @@ mod tests {
         );
         assert!(!first.is_finished());
         announced
-            .submit(Work::Spans(vec![span(3)], None), "test")
+            .submit(Work::Spans(vec![span(3)], None), Receiver::OtlpGrpc)
             .await
             .unwrap();
         first.await.unwrap().unwrap();
@@ -1125,7 +1101,10 @@ mod tests {
         let t = Instant::now();
         let waiting = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(Work::Spans(vec![span(4)], None), "test").await }
+            async move {
+                p.submit(Work::Spans(vec![span(4)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         assert_eq!(
@@ -1182,7 +1161,10 @@ mod tests {
         let b_coming = b.incoming();
         let a_sent = tokio::spawn({
             let a = a.clone();
-            async move { a.submit(Work::Spans(vec![span(1)], None), "test").await }
+            async move {
+                a.submit(Work::Spans(vec![span(1)], None), Receiver::OtlpGrpc)
+                    .await
+            }
         });
         until_the_batcher_holds_it(&a, &a_metrics).await;
         assert!(
@@ -1190,7 +1172,7 @@ mod tests {
             "written while b's request was announced"
         );
         b_coming
-            .submit(Work::Spans(vec![span(2)], None), "test")
+            .submit(Work::Spans(vec![span(2)], None), Receiver::OtlpGrpc)
             .await
             .unwrap();
         a_sent.await.unwrap().unwrap();
@@ -1212,20 +1194,23 @@ mod tests {
         let waiting: Vec<_> = (3..5)
             .map(|n| {
                 let a = a.clone();
-                tokio::spawn(
-                    async move { a.submit(Work::Spans(vec![span(n)], None), "test").await },
-                )
+                tokio::spawn(async move {
+                    a.submit(Work::Spans(vec![span(n)], None), Receiver::OtlpGrpc)
+                        .await
+                })
             })
             .collect();
         let deadline = Instant::now() + Duration::from_secs(10);
-        while a_metrics.get("spanprof_queue_depth", &[]) < 2.0 {
+        while a_metrics.queue_depth.get(()) < 2.0 {
             assert!(Instant::now() < deadline, "a's requests never queued");
             tokio::task::yield_now().await;
         }
-        let refused = a.submit(Work::Spans(vec![span(5)], None), "test").await;
+        let refused = a
+            .submit(Work::Spans(vec![span(5)], None), Receiver::OtlpGrpc)
+            .await;
         assert!(matches!(refused, Err(SubmitError::Full)), "{refused:?}");
         drop(held);
-        b.submit(Work::Spans(vec![span(6)], None), "test")
+        b.submit(Work::Spans(vec![span(6)], None), Receiver::OtlpGrpc)
             .await
             .unwrap();
         for w in waiting {
@@ -1258,30 +1243,29 @@ mod tests {
             Duration::from_secs(30),
             1,
         );
-        big.submit(spans(1), "test").await.unwrap();
+        big.submit(spans(1), Receiver::OtlpGrpc).await.unwrap();
         // One item held in a batch (a request announced): a second does not fit beside it.
         let announced = p.incoming();
         let first = tokio::spawn({
             let p = p.clone();
-            async move { p.submit(spans(1), "test").await }
+            async move { p.submit(spans(1), Receiver::OtlpGrpc).await }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
-        assert_eq!(metrics.get("spanprof_queue_bytes", &[]), each as f64);
-        match p.submit(spans(100), "test").await {
+        assert_eq!(metrics.queue_bytes.get(()), each as f64);
+        match p.submit(spans(100), Receiver::OtlpGrpc).await {
             Err(SubmitError::Full) => {}
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            metrics.get(
-                "spanprof_rejected_total",
-                &[("receiver", "test"), ("reason", "queue_full")]
-            ),
+            metrics
+                .rejected
+                .get((Receiver::OtlpGrpc, crate::metrics::RejectReason::QueueFull)),
             1.0
         );
         drop(announced);
         first.await.unwrap().unwrap();
-        assert_eq!(metrics.get("spanprof_queue_bytes", &[]), 0.0);
-        p.submit(spans(100), "test").await.unwrap();
+        assert_eq!(metrics.queue_bytes.get(()), 0.0);
+        p.submit(spans(100), Receiver::OtlpGrpc).await.unwrap();
     }
 
     /// In one batch, the profiles the store refuses are answered to the item they came in,
@@ -1307,13 +1291,16 @@ mod tests {
         let first = tokio::spawn({
             let (p, data) = (p.clone(), otlp(&labelled));
             async move {
-                p.submit(Work::Profiles(data, Storing::EachAlone), "test")
+                p.submit(Work::Profiles(data, Storing::EachAlone), Receiver::OtlpGrpc)
                     .await
             }
         });
         until_the_batcher_holds_it(&p, &metrics).await;
         announced
-            .submit(Work::Profiles(otlp(&plain), Storing::EachAlone), "test")
+            .submit(
+                Work::Profiles(otlp(&plain), Storing::EachAlone),
+                Receiver::OtlpGrpc,
+            )
             .await
             .unwrap();
         match first.await.unwrap() {
@@ -1359,7 +1346,10 @@ mod tests {
         );
         let sent = request();
         match p
-            .submit(Work::Profiles(sent.clone(), Storing::EachAlone), "test")
+            .submit(
+                Work::Profiles(sent.clone(), Storing::EachAlone),
+                Receiver::OtlpGrpc,
+            )
             .await
         {
             Err(SubmitError::Refused(problems)) => {

@@ -114,11 +114,7 @@ impl SpanKeys {
         }
         for (key, n) in &samples {
             if self.track(key) {
-                metrics.add(
-                    "spanprof_unlinked_span_id_samples_total",
-                    &[("key", key)],
-                    *n as f64,
-                );
+                metrics.unlinked_span_id_samples.add(&[key], (), *n as f64);
             }
         }
         for (key, ids) in values {

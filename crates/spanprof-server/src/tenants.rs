@@ -152,10 +152,7 @@ impl Tenants {
             }
         };
         // Labelled with the tenant by its view (none for the default tenant).
-        tenant
-            .state
-            .metrics
-            .add("spanprof_tenant_requests_total", &[], 1.0);
+        tenant.state.metrics.tenant_requests.add((), 1.0);
         request.extensions_mut().insert(principal);
         let router = tenant.routers[listener as usize].clone();
         match router.oneshot(request).await {

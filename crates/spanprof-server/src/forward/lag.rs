@@ -19,11 +19,6 @@ const MIN_SPAN: Duration = Duration::from_secs(30);
 /// `/health` warns when the queue would be full within this.
 pub const WARN_WITHIN: Duration = Duration::from_secs(6 * 3600);
 
-/// Gauge: net growth of the undelivered bytes, bytes/s (negative while draining).
-pub const GROWTH_METRIC: &str = "spanprof_forward_queue_growth_bytes_per_second";
-/// Gauge: seconds until the queue is full at the current growth; -1 while it does not grow.
-pub const FULL_IN_METRIC: &str = "spanprof_forward_queue_full_in_seconds";
-
 /// Undelivered bytes over the last [`WINDOW`].
 #[derive(Debug)]
 pub struct Growth {
@@ -78,22 +73,35 @@ impl Growth {
 
 /// Sets forwarder `label`'s growth gauges.
 pub fn publish(metrics: &Metrics, label: &str, growth: &Growth, queue: &DiskQueue) {
-    let labels = [("forwarder", label)];
-    metrics.set(GROWTH_METRIC, &labels, growth.bytes_per_second());
+    let labels = [label];
+    // Net growth of the undelivered bytes, bytes/s (negative while draining).
+    let bytes_per_second = growth.bytes_per_second();
+    metrics
+        .forward_queue_growth
+        .set(&labels, (), bytes_per_second);
     let free = queue.max_bytes().saturating_sub(queue.disk_bytes());
     let full_in = growth
         .full_in(free)
         .map_or(-1.0, |d| d.as_secs_f64().round());
-    metrics.set(FULL_IN_METRIC, &labels, full_in);
+    // Seconds until the queue is full at the current growth; -1 while it does not grow.
+    metrics.forward_queue_full_in.set(&labels, (), full_in);
 }
 
 /// The `/health` warnings of the forwarders in `metrics` (this tenant's): one line for each
 /// queue that would be full within [`WARN_WITHIN`] at its growth of the last minute.
 pub fn warnings(metrics: &Metrics) -> Vec<String> {
-    let growth: Vec<(String, f64)> = metrics.series(GROWTH_METRIC, "forwarder");
-    metrics
-        .series(FULL_IN_METRIC, "forwarder")
+    let first = |(values, v): (Vec<String>, f64)| (values.concat(), v);
+    let growth: Vec<(String, f64)> = metrics
+        .forward_queue_growth
+        .recorded(())
         .into_iter()
+        .map(first)
+        .collect();
+    metrics
+        .forward_queue_full_in
+        .recorded(())
+        .into_iter()
+        .map(first)
         .filter(|(_, s)| *s >= 0.0 && *s < WARN_WITHIN.as_secs_f64())
         .map(|(name, seconds)| {
             let rate = growth
@@ -161,11 +169,12 @@ mod tests {
     #[test]
     fn warnings_name_the_forwarder_and_when_it_is_full() {
         let m = Metrics::default();
-        m.set(GROWTH_METRIC, &[("forwarder", "pyro")], 2048.0);
-        m.set(FULL_IN_METRIC, &[("forwarder", "pyro")], 1500.0);
-        m.set(GROWTH_METRIC, &[("forwarder", "tempo")], -10.0);
-        m.set(FULL_IN_METRIC, &[("forwarder", "tempo")], -1.0);
-        m.set(FULL_IN_METRIC, &[("forwarder", "far")], 90_000.0);
+        let (growth, full_in) = (&m.forward_queue_growth, &m.forward_queue_full_in);
+        growth.set(&["pyro"], (), 2048.0);
+        full_in.set(&["pyro"], (), 1500.0);
+        growth.set(&["tempo"], (), -10.0);
+        full_in.set(&["tempo"], (), -1.0);
+        full_in.set(&["far"], (), 90_000.0);
         let w = warnings(&m);
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].starts_with("forwarder pyro's queue grows"), "{}", w[0]);

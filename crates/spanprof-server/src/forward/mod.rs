@@ -32,7 +32,7 @@ use spanprof_store::log::LogError;
 use tokio::sync::{watch, Notify};
 
 use crate::config::{ForwardProtocol, ForwarderConfig};
-use crate::metrics::Metrics;
+use crate::metrics::{DropReason, Metrics};
 use export::{Exporter, Outcome};
 use queue::{DiskQueue, Pending, Signal};
 
@@ -182,11 +182,8 @@ impl Forwarders {
             queued = true;
             if dropped > 0 {
                 tracing::warn!(forwarder = %f.label, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
-                self.metrics.add(
-                    "spanprof_forward_dropped_records_total",
-                    &[("forwarder", &f.label), ("reason", "queue_full")],
-                    dropped as f64,
-                );
+                let dropped_records = &self.metrics.forward_dropped_records;
+                dropped_records.add(&[&f.label], DropReason::QueueFull, dropped as f64);
             }
             f.gauges(&self.metrics);
             f.wake.notify_one();
@@ -212,17 +209,11 @@ impl Forwarders {
 
 impl Forwarder {
     fn gauges(&self, metrics: &Metrics) {
-        let labels = [("forwarder", self.label.as_str())];
-        metrics.set(
-            "spanprof_forward_queued_records",
-            &labels,
-            self.queue.pending_records() as f64,
-        );
-        metrics.set(
-            "spanprof_forward_queue_bytes",
-            &labels,
-            self.queue.disk_bytes() as f64,
-        );
+        let labels = [self.label.as_str()];
+        let records = self.queue.pending_records() as f64;
+        metrics.forward_queued_records.set(&labels, (), records);
+        let bytes = self.queue.disk_bytes() as f64;
+        metrics.forward_queue_bytes.set(&labels, (), bytes);
     }
 
     /// The records to send now (taken), or how long to wait before a batch is due.
@@ -293,26 +284,21 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
     let mut failures = 0u32;
     let mut jitter = Jitter::new();
     let failing = |on: bool| {
-        metrics.set(
-            "spanprof_forward_failing",
-            &[("forwarder", &name)],
-            f64::from(u8::from(on)),
-        )
+        let on = f64::from(u8::from(on));
+        metrics.forward_failing.set(&[&name], (), on);
     };
     failing(false);
     // Its series exist from the start, at 0 (an alert's `increase()` sees the first event).
-    let signals = [("profiles", f.cfg.profiles), ("traces", f.cfg.traces)];
+    let signals = [
+        (Signal::Profiles, f.cfg.profiles),
+        (Signal::Traces, f.cfg.traces),
+    ];
     for (signal, _) in signals.iter().filter(|(_, on)| *on) {
-        let labels = [("forwarder", name.as_str()), ("signal", *signal)];
-        metrics.add("spanprof_forwarded_records_total", &labels, 0.0);
-        metrics.add("spanprof_forward_failed_total", &labels, 0.0);
+        metrics.forwarded_records.add(&[&name], *signal, 0.0);
+        metrics.forward_failed.add(&[&name], *signal, 0.0);
     }
-    for reason in ["rejected", "queue_full"] {
-        metrics.add(
-            "spanprof_forward_dropped_records_total",
-            &[("forwarder", &name), ("reason", reason)],
-            0.0,
-        );
+    for reason in [DropReason::Rejected, DropReason::QueueFull] {
+        metrics.forward_dropped_records.add(&[&name], reason, 0.0);
     }
     let mut growth = lag::Growth::new(f.queue.pending_bytes());
     lag::publish(&metrics, &name, &growth, &f.queue);
@@ -366,17 +352,11 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
         let Some(Sent { export, outcome }) = done.expect("an export task panicked") else {
             continue;
         };
-        let labels = [
-            ("forwarder", name.as_str()),
-            ("signal", export.signal.name()),
-        ];
+        let (labels, signal) = ([name.as_str()], export.signal);
         match outcome {
             Outcome::Delivered => {
-                metrics.add(
-                    "spanprof_forwarded_records_total",
-                    &labels,
-                    export.records as f64,
-                );
+                let records = export.records as f64;
+                metrics.forwarded_records.add(&labels, signal, records);
                 if failures > 0 {
                     tracing::info!(forwarder = %name, after_failures = failures, "forwarding resumed");
                     failing(false);
@@ -386,17 +366,15 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
             }
             Outcome::Rejected(reason) => {
                 tracing::error!(forwarder = %name, signal = export.signal.name(), records = export.records, %reason, "downstream refused an export; dropped");
-                metrics.add(
-                    "spanprof_forward_dropped_records_total",
-                    &[("forwarder", &name), ("reason", "rejected")],
-                    export.records as f64,
-                );
+                let records = export.records as f64;
+                let dropped = &metrics.forward_dropped_records;
+                dropped.add(&labels, DropReason::Rejected, records);
                 failures = 0;
                 failing(false);
                 ack(&f, &export.taken, &metrics);
             }
             Outcome::Retry { after, reason } => {
-                metrics.add("spanprof_forward_failed_total", &labels, 1.0);
+                metrics.forward_failed.add(&labels, signal, 1.0);
                 failing(true);
                 failures = failures.saturating_add(1);
                 let delay = after
@@ -417,11 +395,10 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
             outcome: Outcome::Delivered,
         })) = done
         {
-            metrics.add(
-                "spanprof_forwarded_records_total",
-                &[("forwarder", &name), ("signal", export.signal.name())],
-                export.records as f64,
-            );
+            let records = export.records as f64;
+            metrics
+                .forwarded_records
+                .add(&[&name], export.signal, records);
             ack(&f, &export.taken, &metrics);
         }
     }

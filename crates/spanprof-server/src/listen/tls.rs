@@ -293,11 +293,9 @@ impl ServerTls {
         reason: &'static str,
         why: &str,
     ) -> Option<T> {
-        self.metrics.add(
-            "spanprof_tls_handshake_failures_total",
-            &[("listener", listener), ("reason", reason)],
-            1.0,
-        );
+        self.metrics
+            .tls_handshake_failures
+            .add(&[listener, reason], (), 1.0);
         if let Some(suppressed) = self
             .metrics
             .refusal_to_log(listener, reason, Instant::now())

@@ -10,6 +10,7 @@ use spanprof_format::FormatError;
 use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
 use crate::grpc_proto::google::rpc::Status as RpcStatus;
+use crate::metrics::{Receiver, RejectReason};
 use crate::pipeline::SubmitError;
 
 /// A request that cannot be taken, with the status and message to answer.
@@ -20,18 +21,18 @@ pub struct Rejection {
     /// What is wrong, for the client.
     pub message: String,
     /// Why, as the `reason` label of `spanprof_rejected_total`.
-    pub reason: &'static str,
+    pub reason: RejectReason,
 }
 
 /// The `reason` label of `spanprof_rejected_total` for a refusal with `status`.
-pub fn rejection_reason(status: StatusCode) -> &'static str {
+pub fn rejection_reason(status: StatusCode) -> RejectReason {
     match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported",
-        StatusCode::REQUEST_TIMEOUT => "timeout",
-        StatusCode::TOO_MANY_REQUESTS => "busy",
-        s if s.is_server_error() => "failed",
-        _ => "invalid",
+        StatusCode::PAYLOAD_TOO_LARGE => RejectReason::TooLarge,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => RejectReason::Unsupported,
+        StatusCode::REQUEST_TIMEOUT => RejectReason::Timeout,
+        StatusCode::TOO_MANY_REQUESTS => RejectReason::Busy,
+        s if s.is_server_error() => RejectReason::Failed,
+        _ => RejectReason::Invalid,
     }
 }
 
@@ -72,7 +73,7 @@ impl Rejection {
 
     /// Counts and logs this refusal of a request to `receiver` (see
     /// [`crate::metrics::Metrics::record_refused`]).
-    pub fn record(&self, app: &crate::AppState, receiver: &'static str) {
+    pub fn record(&self, app: &crate::AppState, receiver: Receiver) {
         app.metrics
             .record_refused(receiver, self.reason, self.status.as_u16(), &self.message);
     }
@@ -160,7 +161,7 @@ impl From<SubmitError> for Rejection {
             SubmitError::Refused(_) => StatusCode::BAD_REQUEST,
         };
         let reason = match e {
-            SubmitError::Full => "queue_full",
+            SubmitError::Full => RejectReason::QueueFull,
             _ => rejection_reason(status),
         };
         Rejection {

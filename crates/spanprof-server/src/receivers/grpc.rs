@@ -69,7 +69,7 @@ async fn profiles(
         Ok(m) => m,
         Err(r) => return refused(&app, r),
     };
-    match ingest_profiles(&app, message, false, "otlp_grpc").await {
+    match ingest_profiles(&app, message, false, crate::metrics::Receiver::OtlpGrpc).await {
         Ok(response) => ok(response.encode_to_vec()),
         Err(r) => refused(&app, r),
     }
@@ -84,7 +84,7 @@ async fn traces(
         Ok(m) => m,
         Err(r) => return refused(&app, r),
     };
-    match ingest_traces(&app, message, false, "otlp_grpc").await {
+    match ingest_traces(&app, message, false, crate::metrics::Receiver::OtlpGrpc).await {
         Ok(response) => ok(response.encode_to_vec()),
         Err(r) => refused(&app, r),
     }
@@ -94,7 +94,7 @@ async fn traces(
 /// cannot write) carries a `RetryInfo` in `grpc-status-details-bin`: OTLP clients retry
 /// RESOURCE_EXHAUSTED only with one, and take its delay as the time to wait.
 fn refused(app: &AppState, r: Rejection) -> Response {
-    r.record(app, "otlp_grpc");
+    r.record(app, crate::metrics::Receiver::OtlpGrpc);
     let mut response = status(r.grpc_code(), &r.message);
     if let Some(seconds) = r.retry_after() {
         let details = retry_details(r.grpc_code(), r.message, seconds);

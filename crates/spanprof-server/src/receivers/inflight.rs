@@ -116,7 +116,7 @@ impl Inflight {
                 "the server is busy: {why} (server.max_inflight_size: {} bytes); retry later",
                 self.max
             ),
-            reason: "inflight_full",
+            reason: crate::metrics::RejectReason::InflightFull,
         }
     }
 }
@@ -296,7 +296,7 @@ fn unreadable(e: axum::Error, got: usize) -> Rejection {
                 "the connection ended after {got} bytes of the request body, before the body \
                  did (the client went away?): {text}"
             ),
-            reason: "aborted",
+            reason: crate::metrics::RejectReason::Aborted,
         };
     }
     Rejection::bad(format!(

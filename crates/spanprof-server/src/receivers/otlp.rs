@@ -6,6 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
+
+use crate::metrics::RejectReason;
 use spanprof_format::otlp::{
     ExportProfilesPartialSuccess, ExportProfilesServiceResponse, ProfilesData,
 };
@@ -73,7 +75,7 @@ pub(crate) async fn ingest_profiles(
     app: &AppState,
     raw: impl AsRef<[u8]>,
     json: bool,
-    receiver: &'static str,
+    receiver: crate::metrics::Receiver,
 ) -> Result<ExportProfilesServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
     // What the decoded request holds is charged to the in-flight budget until it is linked.
@@ -132,8 +134,12 @@ pub(crate) async fn ingest_profiles(
         .collect();
     if !invalid.is_empty() {
         // Refused in a partial success: the request itself is answered 200.
-        app.metrics
-            .record_refused(receiver, "invalid_profile", 200, &invalid.join("; "));
+        app.metrics.record_refused(
+            receiver,
+            RejectReason::InvalidProfile,
+            200,
+            &invalid.join("; "),
+        );
     }
     // Profiles the store refused are the request's rejected part too; the rest is stored.
     let refused = match incoming
@@ -193,7 +199,7 @@ pub(crate) async fn ingest_traces(
     app: &AppState,
     raw: impl AsRef<[u8]>,
     json: bool,
-    receiver: &'static str,
+    receiver: crate::metrics::Receiver,
 ) -> Result<ExportTraceServiceResponse, Rejection> {
     let incoming = app.pipeline.incoming();
     // What the decoded request holds is charged to the in-flight budget while it is held.
@@ -216,17 +222,11 @@ pub(crate) async fn ingest_traces(
     };
     let request = forwarded.then_some(request);
     drop(drawing);
-    app.metrics.add(
-        "spanprof_received_spans_total",
-        &[("receiver", receiver)],
-        spans.len() as f64,
-    );
+    app.metrics.received_spans.add(receiver, spans.len() as f64);
     if report.rejected > 0 {
-        app.metrics.add(
-            "spanprof_rejected_spans_total",
-            &[("receiver", receiver)],
-            report.rejected as f64,
-        );
+        app.metrics
+            .rejected_spans
+            .add(receiver, report.rejected as f64);
     }
     if !spans.is_empty() {
         incoming
@@ -245,14 +245,20 @@ async fn profiles(
 ) -> Response {
     let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
-        r.record(&app, "otlp_profiles");
+        r.record(&app, crate::metrics::Receiver::OtlpProfiles);
         // Neither protobuf nor JSON: the message as text, not in a format the client
         // did not send.
         return r.into_response();
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_profiles(&app, raw, answer_type == JSON, "otlp_profiles").await?;
+        let response = ingest_profiles(
+            &app,
+            raw,
+            answer_type == JSON,
+            crate::metrics::Receiver::OtlpProfiles,
+        )
+        .await?;
         Ok::<_, Rejection>(reply(
             answer_type,
             response.encode_to_vec(),
@@ -260,7 +266,7 @@ async fn profiles(
         ))
     };
     answer.await.unwrap_or_else(|r| {
-        r.record(&app, "otlp_profiles");
+        r.record(&app, crate::metrics::Receiver::OtlpProfiles);
         r.into_otlp_response(answer_type)
     })
 }
@@ -272,14 +278,20 @@ async fn traces(
 ) -> Response {
     let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
-        r.record(&app, "otlp_traces");
+        r.record(&app, crate::metrics::Receiver::OtlpTraces);
         // Neither protobuf nor JSON: the message as text, not in a format the client
         // did not send.
         return r.into_response();
     }
     let answer = async {
         let raw = payload(&headers, body?, &app.config.limits)?;
-        let response = ingest_traces(&app, raw, answer_type == JSON, "otlp_traces").await?;
+        let response = ingest_traces(
+            &app,
+            raw,
+            answer_type == JSON,
+            crate::metrics::Receiver::OtlpTraces,
+        )
+        .await?;
         Ok::<_, Rejection>(reply(
             answer_type,
             response.encode_to_vec(),
@@ -287,7 +299,7 @@ async fn traces(
         ))
     };
     answer.await.unwrap_or_else(|r| {
-        r.record(&app, "otlp_traces");
+        r.record(&app, crate::metrics::Receiver::OtlpTraces);
         r.into_otlp_response(answer_type)
     })
 }

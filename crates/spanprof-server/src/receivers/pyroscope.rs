@@ -159,7 +159,7 @@ async fn submit(
     incoming: Incoming,
     profiles: Vec<(pprof::Profile, Series)>,
     charge: Charge,
-    receiver: &'static str,
+    receiver: crate::metrics::Receiver,
 ) -> Result<(), Rejection> {
     let mut batch = Batch::new(Some(app.config.link.clone()));
     batch.set_span_parents(super::known_spans::StoredSpans::of(

@@ -28,6 +28,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::{ScrapeTarget, TlsSettings};
+use crate::metrics::Receiver;
 use crate::pipeline::Work;
 use crate::AppState;
 
@@ -122,9 +123,9 @@ async fn scrape_loop(
         ("profile", &kind),
     ];
     // Counted from 0 (an alert's `increase()` sees the first failure).
-    app.metrics.add("spanprof_scrapes_total", &labels, 0.0);
-    app.metrics
-        .add("spanprof_scrape_errors_total", &labels, 0.0);
+    let values = labels.map(|(_, v)| v);
+    app.metrics.scrapes.add(&values, (), 0.0);
+    app.metrics.scrape_errors.add(&values, (), 0.0);
     let mut outcomes = Outcomes::new(&app, &target, &url, labels);
     // Heap, allocs, mutex and block count since the program started: each profile is
     // stored as what happened since the one before.
@@ -156,11 +157,8 @@ async fn scrape_loop(
         };
         let (fetched, ()) = tokio::join!(fetch, store_previous);
         let Some(fetched) = fetched else { break };
-        app.metrics.set(
-            "spanprof_scrape_duration_seconds",
-            &labels,
-            started.elapsed().as_secs_f64(),
-        );
+        let duration = &app.metrics.scrape_duration_seconds;
+        duration.set(&values, (), started.elapsed().as_secs_f64());
         let answered = fetched.is_ok();
         match fetched {
             Ok(body) if cpu => unstored = Some(body),
@@ -229,11 +227,9 @@ impl<'a> Outcomes<'a> {
     fn note(&mut self, outcome: Result<Window, String>) {
         let (app, target, url) = (self.app, self.target, self.url);
         let labels = &self.labels;
-        app.metrics.set(
-            "spanprof_scrape_up",
-            labels,
-            if outcome.is_ok() { 1.0 } else { 0.0 },
-        );
+        let values = labels.map(|(_, v)| v);
+        let up = if outcome.is_ok() { 1.0 } else { 0.0 };
+        app.metrics.scrape_up.set(&values, (), up);
         match outcome {
             Ok(window) => {
                 if self.failures > 0 {
@@ -241,14 +237,14 @@ impl<'a> Outcomes<'a> {
                 }
                 self.failures = 0;
                 self.logged = None;
-                app.metrics.add("spanprof_scrapes_total", labels, 1.0);
+                app.metrics.scrapes.add(&values, (), 1.0);
                 if labels[2].1 == "cpu" {
                     self.cpu_window(window);
                 }
             }
             Err(e) => {
                 self.failures += 1;
-                app.metrics.add("spanprof_scrape_errors_total", labels, 1.0);
+                app.metrics.scrape_errors.add(&values, (), 1.0);
                 // A dead target fails at every try: said once, and again if the error
                 // changes (spanprof_scrape_up and the error count follow every try).
                 if self.logged.as_deref() == Some(e.as_str()) {
@@ -274,11 +270,9 @@ impl<'a> Outcomes<'a> {
         if let Some(previous) = self.window_end.replace(end_ns) {
             let gap = start_ns.saturating_sub(previous).max(0);
             tracing::debug!(service = %self.target.service, gap_ms = gap as f64 / 1e6, "CPU window stored");
-            self.app.metrics.add(
-                "spanprof_scrape_unprofiled_seconds_total",
-                &self.labels[..2],
-                gap as f64 / 1e9,
-            );
+            let values = [self.labels[0].1, self.labels[1].1];
+            let unprofiled = &self.app.metrics.scrape_unprofiled_seconds;
+            unprofiled.add(&values, (), gap as f64 / 1e9);
         }
     }
 }
@@ -489,11 +483,11 @@ async fn ingest(
         {
             stamp_deltas(&mut data, previous_time_nanos);
         }
-        app.metrics.record_received("scrape", &report);
+        app.metrics.record_received(Receiver::Scrape, &report);
         app.span_keys
             .inspect(&data, &app.config.link, &app.store, &app.metrics);
         app.pipeline
-            .submit(Work::Profiles(data, Storing::EachAlone), "scrape")
+            .submit(Work::Profiles(data, Storing::EachAlone), Receiver::Scrape)
             .await
             .map_err(|e| e.to_string())
     }

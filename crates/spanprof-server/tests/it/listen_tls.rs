@@ -186,10 +186,7 @@ async fn failures(metrics: &Metrics, reason: &str, n: f64) {
     let mut looks = tokio::time::interval(Duration::from_millis(20));
     loop {
         looks.tick().await;
-        let counted = metrics.get(
-            "spanprof_tls_handshake_failures_total",
-            &[("listener", "test"), ("reason", reason)],
-        );
+        let counted = metrics.tls_handshake_failures.get(&["test", reason], ());
         if counted == n {
             return;
         }

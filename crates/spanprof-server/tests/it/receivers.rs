@@ -8,6 +8,7 @@ use std::time::Duration;
 use prost::Message;
 
 use crate::common;
+use common::metrics::ReceiverMetrics;
 use common::pushv1;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
@@ -179,8 +180,11 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
 
     // Acknowledged first, so the checks below also show nothing stored is lost.
     let good = otlp_request();
+    let counts = ReceiverMetrics::before(&server.get("/metrics").1, "otlp_profiles");
     let (status, _) = server.post("/v1development/profiles", &proto, &good);
     assert_eq!(status, 200);
+    // The Go CPU profile has two sample types (samples/count, cpu/nanoseconds): 2 profiles.
+    counts.assert_received(&server.get("/metrics").1, 2);
 
     // (path, headers, body, expected status, what the message must mention)
     type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Vec<u8>, u16, &'a str);
@@ -286,12 +290,23 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
         ),
     ];
     for (path, headers, body, want, mentions) in &cases {
+        let receiver = match *path {
+            "/v1/traces" => "otlp_traces",
+            _ => "otlp_profiles",
+        };
+        let counts = ReceiverMetrics::before(&server.get("/metrics").1, receiver);
         let (status, text) = server.post(path, headers, body);
         assert_eq!(status, *want, "{path} {headers:?}: {text}");
         assert!(
             text.contains(mentions),
             "{path}: the message {text:?} does not mention {mentions:?}"
         );
+        let reason = match status {
+            413 => "too_large",
+            415 => "unsupported",
+            _ => "invalid",
+        };
+        counts.assert_rejected(&server.get("/metrics").1, reason);
     }
     // A body neither protobuf nor JSON is answered in text.
     let (status, text) = server.post(

@@ -79,7 +79,7 @@ fn charges_are_bounded_and_given_back() {
     assert_eq!((b.bytes(), inflight.bytes()), (25, 85));
     drop(a);
     assert_eq!(inflight.bytes(), 25);
-    assert_eq!(refused.reason, "inflight_full");
+    assert_eq!(refused.reason.as_str(), "inflight_full");
     drop(b);
     assert_eq!(inflight.bytes(), 0);
 }

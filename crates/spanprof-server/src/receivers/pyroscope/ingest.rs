@@ -250,7 +250,7 @@ pub async fn ingest(
     let incoming = app.pipeline.incoming();
     let answer = ingest_inner(&app, incoming, query, &headers, body).await;
     if let Err(r) = &answer {
-        r.record(&app, "pyroscope_ingest");
+        r.record(&app, crate::metrics::Receiver::PyroscopeIngest);
     }
     answer
 }
@@ -280,7 +280,14 @@ async fn ingest_inner(
         };
         // Let go of the body (and its decompressed copy) before waiting for the store.
         drop(body);
-        submit(app, incoming, series, charge, "pyroscope_ingest").await?;
+        submit(
+            app,
+            incoming,
+            series,
+            charge,
+            crate::metrics::Receiver::PyroscopeIngest,
+        )
+        .await?;
         return Ok(StatusCode::OK);
     }
     let (series, charge) = match form {
@@ -339,7 +346,14 @@ async fn ingest_inner(
     };
     // Let go of the body (and its decompressed copy) before waiting for the store.
     drop(body);
-    submit(app, incoming, vec![series], charge, "pyroscope_ingest").await?;
+    submit(
+        app,
+        incoming,
+        vec![series],
+        charge,
+        crate::metrics::Receiver::PyroscopeIngest,
+    )
+    .await?;
     Ok(StatusCode::OK)
 }
 

@@ -205,7 +205,7 @@ pub async fn push(
                 "Content-Type {ct:?} is not supported: send application/proto or application/json"
             ),
         );
-        r.record(&app, "pyroscope_push");
+        r.record(&app, crate::metrics::Receiver::PyroscopePush);
         // Connect: an unknown content type is a plain HTTP 415.
         return (
             r.status,
@@ -218,7 +218,7 @@ pub async fn push(
         Ok(()) if json => ([("content-type", "application/json")], "{}").into_response(),
         Ok(()) => ([("content-type", "application/proto")], Vec::<u8>::new()).into_response(),
         Err(r) => {
-            r.record(&app, "pyroscope_push");
+            r.record(&app, crate::metrics::Receiver::PyroscopePush);
             connect_rejection(r)
         }
     }
@@ -329,7 +329,14 @@ async fn push_inner(
     drop(decoded);
     drop(raw);
     if !profiles.is_empty() {
-        submit(app, incoming, profiles, charge, "pyroscope_push").await?;
+        submit(
+            app,
+            incoming,
+            profiles,
+            charge,
+            crate::metrics::Receiver::PyroscopePush,
+        )
+        .await?;
     }
     Ok(())
 }

@@ -4,4 +4,5 @@
 #![allow(dead_code)] // each test module uses a different part
 
 pub mod goprofile;
+pub mod metrics;
 pub mod pushv1;
