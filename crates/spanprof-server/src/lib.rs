@@ -17,7 +17,7 @@ pub mod config_file;
 pub mod demo;
 mod durable;
 pub mod forward;
-pub mod grpc_proto;
+pub mod grpc;
 pub mod listen;
 pub mod metrics;
 // Being split by its owner (issue #45): until then its batcher keeps its length.
@@ -43,6 +43,8 @@ use spanprof_store::store::Store;
 use tokio::sync::watch;
 
 pub use config::ServerConfig;
+/// The gRPC messages under their earlier path.
+pub use grpc::proto as grpc_proto;
 use metrics::Metrics;
 use pipeline::Pipeline;
 

@@ -9,7 +9,8 @@ use spanprof_format::FormatError;
 
 use super::inflight::{Charge, ChargedBody};
 use crate::config::Limits;
-use crate::grpc_proto::google::rpc::Status as RpcStatus;
+use crate::grpc::proto::google::rpc::Status as RpcStatus;
+use crate::grpc::Code;
 use crate::pipeline::SubmitError;
 
 /// A request that cannot be taken, with the status and message to answer.
@@ -87,14 +88,15 @@ impl Rejection {
     }
 
     /// The gRPC status code OTLP gives this HTTP status.
-    pub fn grpc_code(&self) -> u32 {
+    pub fn grpc_code(&self) -> Code {
         match self.status {
-            StatusCode::BAD_REQUEST => 3,             // INVALID_ARGUMENT
-            StatusCode::PAYLOAD_TOO_LARGE => 8,       // RESOURCE_EXHAUSTED
-            StatusCode::TOO_MANY_REQUESTS => 8,       // RESOURCE_EXHAUSTED (retryable)
-            StatusCode::UNSUPPORTED_MEDIA_TYPE => 12, // UNIMPLEMENTED
-            StatusCode::SERVICE_UNAVAILABLE => 14,    // UNAVAILABLE (retryable)
-            _ => 13,                                  // INTERNAL
+            StatusCode::BAD_REQUEST => Code::InvalidArgument,
+            StatusCode::PAYLOAD_TOO_LARGE => Code::ResourceExhausted,
+            // Retryable, with the RetryInfo the receiver adds.
+            StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
+            StatusCode::UNSUPPORTED_MEDIA_TYPE => Code::Unimplemented,
+            StatusCode::SERVICE_UNAVAILABLE => Code::Unavailable,
+            _ => Code::Internal,
         }
     }
 
@@ -102,7 +104,7 @@ impl Rejection {
     /// `google.rpc.Status` (code and message) OTLP/HTTP requires of every 4xx and 5xx, in the
     /// request's encoding (binary protobuf, or JSON when the request was JSON).
     pub fn into_otlp_response(self, content_type: &'static str) -> Response {
-        let code = self.grpc_code();
+        let code = self.grpc_code().as_u32();
         let body = if content_type == JSON {
             let status = serde_json::json!({ "code": code, "message": self.message });
             status.to_string().into_bytes()
