@@ -10,17 +10,15 @@ use super::body::{Payload, Rejection};
 use super::inflight::ChargedBody;
 use super::otlp::{ingest_profiles, ingest_traces};
 use crate::auth::Access;
-use crate::grpc::{self, ok, status, Code, HEALTH_CHECK, PROFILES_EXPORT, TRACES_EXPORT};
+use crate::grpc::{self, ok, status, PROFILES_EXPORT, TRACES_EXPORT};
 use crate::routes::Routes;
 use crate::AppState;
 
-/// The gRPC listener's routes.
-pub fn routes_of_listener() -> Routes {
+/// The OTLP export methods.
+pub fn routes() -> Routes {
     Routes::new()
         .post(PROFILES_EXPORT, Access::Write, profiles)
         .post(TRACES_EXPORT, Access::Write, traces)
-        .post(HEALTH_CHECK, Access::Public, grpc::health::check)
-        .map(|r| r.fallback(|| async { status(Code::Unimplemented, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export, and grpc.health.v1.Health/Check") }))
 }
 
 async fn profiles(
