@@ -697,8 +697,8 @@ impl Batch {
                 }
                 Work::Spans(s, request) => {
                     if forwarding {
-                        let request =
-                            request.unwrap_or_else(|| crate::forward::traces::export_request(&s));
+                        let request = request
+                            .unwrap_or_else(|| spanprof_store::spans::otlp::export_request(&s));
                         batch.traces.extend(request.resource_spans);
                     }
                     batch.spans.extend(s);

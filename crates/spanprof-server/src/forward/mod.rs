@@ -16,7 +16,6 @@
 pub mod export;
 pub mod lag;
 pub mod queue;
-pub mod traces;
 
 use std::path::Path;
 use std::sync::Arc;
