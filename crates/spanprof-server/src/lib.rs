@@ -21,8 +21,6 @@ pub mod grpc;
 pub mod health;
 pub mod listen;
 pub mod metrics;
-// Being split by its owner (issue #45): until then its batcher keeps its length.
-#[allow(clippy::too_many_lines)]
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
