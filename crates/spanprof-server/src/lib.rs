@@ -21,10 +21,10 @@ pub mod grpc;
 pub mod health;
 pub mod listen;
 pub mod metrics;
+pub mod peer;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
-pub mod replicas;
 pub mod routes;
 pub mod settings;
 pub mod span_keys;
@@ -33,6 +33,7 @@ pub mod tenants;
 mod tls;
 pub mod transform;
 pub mod ui;
+pub mod work;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -43,6 +44,7 @@ use tokio::sync::watch;
 
 use auth::Access;
 use axum::extract::DefaultBodyLimit;
+pub use config::replicas;
 pub use config::ServerConfig;
 /// The gRPC messages under their earlier path.
 pub use grpc::proto as grpc_proto;

@@ -275,7 +275,7 @@ impl Metrics {
             return;
         };
         // Who sent it (the last one, when others were suppressed).
-        let client = crate::listen::peer().map(|p| p.to_string());
+        let client = crate::peer::peer().map(|p| p.to_string());
         let client = client.as_deref().unwrap_or("-");
         if status >= 500 {
             tracing::error!(

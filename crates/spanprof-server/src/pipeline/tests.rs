@@ -17,7 +17,7 @@ fn forwarded_profiles_are_named_where_they_have_no_id() {
             ..Default::default()
         },
     ];
-    let mut data = super::ProfilesData {
+    let mut data = spanprof_format::otlp::ProfilesData {
         resource_profiles: vec![ResourceProfiles {
             scope_profiles: vec![ScopeProfiles {
                 profiles,
@@ -30,7 +30,7 @@ fn forwarded_profiles_are_named_where_they_have_no_id() {
     let mut again = data.clone();
     super::name_profiles(&mut data);
     super::name_profiles(&mut again);
-    let ids = |d: &super::ProfilesData| -> Vec<Vec<u8>> {
+    let ids = |d: &spanprof_format::otlp::ProfilesData| -> Vec<Vec<u8>> {
         let p = &d.resource_profiles[0].scope_profiles[0].profiles;
         p.iter().map(|p| p.profile_id.clone()).collect()
     };
@@ -67,8 +67,9 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 use spanprof_format::otlp::string_kv;
+use spanprof_format::otlp::ProfilesData;
 use spanprof_store::spans::SpanRecord;
-use spanprof_store::store::{Store, StoreConfig};
+use spanprof_store::store::{Store, StoreConfig, Storing};
 
 use super::*;
 use crate::config::{ForwardProtocol, ForwarderConfig};
