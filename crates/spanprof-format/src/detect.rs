@@ -201,7 +201,7 @@ fn decode_otlp_protobuf_from(
     raw: &[u8],
     pool: Option<&dyn crate::allowance::Pool>,
 ) -> Result<ProfilesData, FormatError> {
-    let mut samples = crate::check::Tally::default();
+    let mut samples = crate::otlp::Tally::default();
     let budget = crate::allowance::Budget::drawing(raw.len(), pool);
     match crate::otlp::decode_tallied(raw, &budget, &mut samples) {
         Ok(data) => match samples.verdict() {

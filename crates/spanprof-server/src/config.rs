@@ -1,6 +1,8 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+pub mod replicas;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -46,7 +48,7 @@ pub struct ServerConfig {
     pub scrape: Vec<ScrapeTarget>,
     /// This process's share of `scrape` when several collectors split one list
     /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
-    pub replicas: Option<crate::replicas::Replicas>,
+    pub replicas: Option<replicas::Replicas>,
     /// Write what arrives to the embedded store (default `true`); `false` runs a pure
     /// collector that only forwards (the query API then answers from an empty store).
     pub store: bool,
@@ -80,6 +82,9 @@ pub struct ServerConfig {
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,
 }
+
+/// The Connect route of `push.v1.PusherService/Push`, after a push forwarder's base URL.
+pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
 
 /// The wire protocol of a forwarder.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,13 +233,10 @@ impl ForwarderConfig {
                     .into(),
             );
         }
-        if self.protocol == ForwardProtocol::Push
-            && self.endpoint.ends_with(crate::forward::push::PUSH_PATH)
-        {
+        if self.protocol == ForwardProtocol::Push && self.endpoint.ends_with(PUSH_PATH) {
             return Err(format!(
                 "endpoint {}: give the base URL; spanprof adds {} itself",
-                self.endpoint,
-                crate::forward::push::PUSH_PATH
+                self.endpoint, PUSH_PATH
             ));
         }
         // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
@@ -583,7 +585,9 @@ fn split_credentials(url: &str) -> (String, Option<String>) {
     };
     let (user, password) = rest[..at].split_once(':').unwrap_or((&rest[..at], ""));
     let decode = |s: &str| {
-        crate::api::query::params::percent_decode(s, false).unwrap_or_else(|_| s.to_owned())
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8()
+            .map_or_else(|_| s.to_owned(), std::borrow::Cow::into_owned)
     };
     let credentials = format!("{}:{}", decode(user), decode(password));
     let mut value = "Basic ".to_owned();

@@ -17,23 +17,24 @@ pub mod config_file;
 pub mod demo;
 mod durable;
 pub mod forward;
-pub mod grpc_proto;
+pub mod grpc;
+pub mod health;
 pub mod listen;
 pub mod metrics;
-// Being split by its owner (issue #45): until then its batcher keeps its length.
-#[allow(clippy::too_many_lines)]
+pub mod peer;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
-pub mod replicas;
 pub mod routes;
 pub mod settings;
+pub mod signal;
 pub mod span_keys;
 mod spare;
 pub mod tenants;
 mod tls;
 pub mod transform;
 pub mod ui;
+pub mod work;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -42,9 +43,15 @@ use std::sync::Arc;
 use spanprof_store::store::Store;
 use tokio::sync::watch;
 
+use auth::Access;
+use axum::extract::DefaultBodyLimit;
+pub use config::replicas;
 pub use config::ServerConfig;
+/// The gRPC messages under their earlier path.
+pub use grpc::proto as grpc_proto;
 use metrics::Metrics;
 use pipeline::Pipeline;
+use routes::Routes;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -73,6 +80,41 @@ pub struct AppState {
     pub ingest_rate: Arc<receivers::rate::IngestRate>,
     /// The query slots the tenant may hold at once ([`api::tenant_query_slots`]).
     pub query_slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// Every route of the main listener; request bodies up to `max_body_bytes`.
+fn main_routes(max_body_bytes: usize) -> Routes {
+    Routes::new()
+        .merge(receivers::otlp::routes())
+        .merge(receivers::pyroscope::routes())
+        .merge(api::query::routes())
+        .merge(api::pyroscope_query::routes())
+        .merge(api::tempo::routes())
+        .merge(ui::routes())
+        .merge(health::probes())
+        .get("/metrics", Access::Metrics, api::ops::metrics)
+        .map(|r| {
+            r.method_not_allowed_fallback(api::ops::method_not_allowed)
+                .fallback(api::ops::not_found_main)
+                .layer(DefaultBodyLimit::max(max_body_bytes))
+        })
+}
+
+/// The OTLP/HTTP listener's routes (`:4318`): the OTLP routes and the probes (a load balancer in
+/// front of this port alone checks it here); other paths are 404s that say where profiles and
+/// traces go.
+fn otlp_http_routes() -> Routes {
+    receivers::otlp::routes().merge(health::probes()).map(|r| {
+        r.method_not_allowed_fallback(api::ops::method_not_allowed)
+            .fallback(api::ops::not_found_otlp)
+    })
+}
+
+/// The gRPC listener's routes (`:4317`): OTLP export and the standard health check.
+fn otlp_grpc_routes() -> Routes {
+    receivers::grpc::routes()
+        .post(grpc::HEALTH_CHECK, Access::Public, health::grpc_check)
+        .map(|r| r.fallback(|| async { grpc::status(grpc::Code::Unimplemented, "unknown method: this server implements OTLP ProfilesService/Export and TraceService/Export, and grpc.health.v1.Health/Check") }))
 }
 
 /// Why the server could not start or stopped.

@@ -36,17 +36,6 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// exporters that send every few seconds or minutes.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
-tokio::task_local! {
-    /// The address of the client whose request the task serves: logs of refused requests
-    /// say who sent them.
-    static PEER: std::net::SocketAddr;
-}
-
-/// The client of the request being served on this task, if any.
-pub fn peer() -> Option<std::net::SocketAddr> {
-    PEER.try_with(|p| *p).ok()
-}
-
 /// Bytes that tell HTTP/1 from HTTP/2: the length of the HTTP/2 connection preface.
 const PREFACE_BYTES: usize = 24;
 
@@ -184,7 +173,7 @@ impl Connection {
             if let Some(identity) = &identity {
                 req.extensions_mut().insert(identity.clone());
             }
-            PEER.scope(peer, hyper::service::Service::call(&service, req))
+            crate::peer::PEER.scope(peer, hyper::service::Service::call(&service, req))
         });
         let conn = self.builder.serve_connection(io, with_peer);
         run_connection(

@@ -18,7 +18,7 @@ pub use labels::{
     DropReason, NestedOutcome, Receiver, RejectReason, RetentionTrigger, SymbolTable,
 };
 
-use crate::forward::queue::Signal;
+use crate::signal::Signal;
 use family::Row;
 
 /// Declares the metric families: the struct with one field per family, its constructor, and
@@ -340,7 +340,7 @@ impl Metrics {
             return;
         };
         // Who sent it (the last one, when others were suppressed).
-        let client = crate::listen::peer().map(|p| p.to_string());
+        let client = crate::peer::peer().map(|p| p.to_string());
         let client = client.as_deref().unwrap_or("-");
         if status >= 500 {
             tracing::error!(

@@ -80,9 +80,9 @@ pub struct Tenants {
 /// The routes of each listener, as a test lists them ([`crate::routes::Routes::listed`]).
 pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Routes {
     match listener {
-        Listener::Main => api::routes_of_listener(config.limits.max_body_bytes),
-        Listener::OtlpHttp => receivers::otlp::routes_of_listener(),
-        Listener::OtlpGrpc => receivers::grpc::routes_of_listener(),
+        Listener::Main => crate::main_routes(config.limits.max_body_bytes),
+        Listener::OtlpHttp => crate::otlp_http_routes(),
+        Listener::OtlpGrpc => crate::otlp_grpc_routes(),
     }
 }
 

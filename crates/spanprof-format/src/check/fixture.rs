@@ -12,7 +12,7 @@ pub(super) const P: &str = "resource_profiles[0].scope_profiles[0].profiles[0]";
 
 /// A payload that passes every rule under every option: one entry past the zero entry in
 /// each table, every entry referenced, the resource attribute reference-based.
-pub(super) fn valid() -> ProfilesData {
+pub(crate) fn valid() -> ProfilesData {
     let strings = [
         "",
         "cpu",
@@ -127,7 +127,7 @@ pub(super) fn valid() -> ProfilesData {
 }
 
 /// The fixture's only profile.
-pub(super) fn profile(data: &mut ProfilesData) -> &mut Profile {
+pub(crate) fn profile(data: &mut ProfilesData) -> &mut Profile {
     &mut data.resource_profiles[0].scope_profiles[0].profiles[0]
 }
 

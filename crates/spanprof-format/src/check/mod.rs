@@ -10,8 +10,7 @@ mod attributes;
 mod dictionary;
 mod dupes;
 #[cfg(test)]
-mod fixture;
-mod legacy;
+pub(crate) mod fixture;
 mod orphans;
 mod profile;
 
@@ -20,8 +19,7 @@ use std::fmt::{self, Display};
 
 use crate::otlp::{ProfilesData, ProfilesDictionary};
 
-pub use legacy::detect_v1_9_numbering;
-pub(crate) use legacy::{SampleFields, Tally};
+pub use crate::otlp::detect_v1_9_numbering;
 
 /// Which optional rule groups [`check`] runs; the defaults match `profcheck`'s flags.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,13 +12,13 @@ use std::fmt::Display;
 
 use opentelemetry_proto::tonic::common::v1::EntityRef;
 
+use super::legacy::{SampleFields, Tally};
 use super::{
     any_value, AnyValue, ArrayValue, Function, InstrumentationScope, KeyValue, KeyValueAndUnit,
     KeyValueList, Line, Link, Location, Mapping, Profile, ProfilesData, ProfilesDictionary,
     Resource, ResourceProfiles, Sample, ScopeProfiles, Stack, ValueType,
 };
 use crate::allowance::Budget;
-use crate::check::{SampleFields, Tally};
 use crate::wire::{
     message, repeated, scalar, too_deep, wrong, DecodeError, Reader, I64, LEN, RECURSION_LIMIT,
 };

@@ -2,8 +2,11 @@
 //! and its protobuf decoder.
 
 mod decode;
+mod legacy;
 
 pub(crate) use decode::decode_tallied;
+pub use legacy::detect_v1_9_numbering;
+pub(crate) use legacy::Tally;
 
 pub use opentelemetry_proto::tonic::collector::profiles::v1development::{
     ExportProfilesPartialSuccess, ExportProfilesServiceRequest, ExportProfilesServiceResponse,

@@ -1,4 +1,5 @@
-//! The main listener's routes: receivers, the query API, and operations endpoints.
+//! The query APIs (our own, Pyroscope's, Tempo's), `/metrics`, and the query slots and
+//! timeouts they share.
 
 pub mod ops;
 pub mod pyroscope_query;
@@ -7,16 +8,12 @@ pub mod tempo;
 
 use std::sync::{Arc, LazyLock};
 
-use axum::extract::DefaultBodyLimit;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use spanprof_store::query_limit::{self, QueryLimit};
 use spanprof_store::store::Store;
 use tokio::sync::Semaphore;
 
-use crate::auth::Access;
-use crate::receivers;
-use crate::routes::Routes;
 use crate::AppState;
 
 /// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
@@ -156,24 +153,6 @@ pub fn stopped_message(s: spanprof_store::query_limit::Stopped) -> String {
         "{s} (server.query_timeout): narrow the time range, the service or the label \
          selector, or raise the setting"
     )
-}
-
-/// Every route of the main listener; requests bodies up to `max_body_bytes`.
-pub fn routes_of_listener(max_body_bytes: usize) -> Routes {
-    Routes::new()
-        .merge(receivers::otlp::routes())
-        .merge(receivers::pyroscope::routes())
-        .merge(query::routes())
-        .merge(pyroscope_query::routes())
-        .merge(tempo::routes())
-        .merge(crate::ui::routes())
-        .merge(ops::probes())
-        .get("/metrics", Access::Metrics, ops::metrics)
-        .map(|r| {
-            r.method_not_allowed_fallback(ops::method_not_allowed)
-                .fallback(ops::not_found_main)
-                .layer(DefaultBodyLimit::max(max_body_bytes))
-        })
 }
 
 #[cfg(test)]

@@ -19,6 +19,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::grpc::Code;
+
 pub use tenant::{TenantError, TenantId, DEFAULT_TENANT, MAX_TENANT_ID_BYTES};
 
 /// The header Pyroscope, Tempo and their SDKs name the tenant with.
@@ -324,20 +326,20 @@ pub fn denied_response(denied: &Denied, headers: &HeaderMap, path: &str) -> Resp
     let (status, grpc, connect, message) = match denied {
         Denied::Unauthenticated => (
             StatusCode::UNAUTHORIZED,
-            16,
+            Code::Unauthenticated,
             "unauthenticated",
             "authentication required: send Authorization: Bearer <token> (or basic auth)"
                 .to_owned(),
         ),
         Denied::Forbidden => (
             StatusCode::FORBIDDEN,
-            7,
+            Code::PermissionDenied,
             "permission_denied",
             "the credential does not allow this request".to_owned(),
         ),
         Denied::BadTenant(e) => (
             StatusCode::BAD_REQUEST,
-            3,
+            Code::InvalidArgument,
             "invalid_argument",
             format!("X-Scope-OrgID: {e}"),
         ),
@@ -347,7 +349,7 @@ pub fn denied_response(denied: &Denied, headers: &HeaderMap, path: &str) -> Resp
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let mut response = if content_type.starts_with("application/grpc") {
-        crate::receivers::grpc::status(grpc, &message)
+        crate::grpc::status(grpc, &message)
     } else if headers.contains_key("connect-protocol-version")
         || content_type.starts_with("application/connect")
         || ["/querier.v1.", "/push.v1.", "/settings.v1."]

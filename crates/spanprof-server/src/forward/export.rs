@@ -16,14 +16,10 @@ use hyper_util::rt::TokioExecutor;
 
 use super::queue::Signal;
 use crate::config::{ForwardProtocol, ForwarderConfig};
-use crate::grpc_proto::google::rpc::{RetryInfo, Status as RpcStatus};
-use crate::grpc_proto::RETRY_INFO_TYPE;
-
-/// gRPC method of profile export.
-const GRPC_PROFILES: &str =
-    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
-/// gRPC method of trace export.
-const GRPC_TRACES: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+use crate::grpc::proto::google::rpc::Status as RpcStatus;
+use crate::grpc::{
+    frame, retry_delay, PROFILES_EXPORT as GRPC_PROFILES, TRACES_EXPORT as GRPC_TRACES,
+};
 
 /// What an export attempt came to.
 #[derive(Debug)]
@@ -189,10 +185,7 @@ impl Exporter {
         } else {
             (0u8, message)
         };
-        let mut framed = Vec::with_capacity(5 + payload.len());
-        framed.push(flag);
-        framed.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&payload);
+        let framed = frame(flag == 1, &payload);
         let mut req = self.request(path, "application/grpc", framed.into());
         req.headers_mut()
             .insert("te", HeaderValue::from_static("trailers"));
@@ -311,22 +304,6 @@ fn unreachable(e: &dyn std::error::Error) -> Outcome {
     }
 }
 
-/// The delay of the `google.rpc.RetryInfo` in a `grpc-status-details-bin` value (a base64
-/// `google.rpc.Status`), if it holds one.
-fn retry_delay(details_bin: &str) -> Option<Duration> {
-    use prost::Message;
-    let bytes = spanprof_format::json::base64::decode(details_bin.trim()).ok()?;
-    let status = RpcStatus::decode(&bytes[..]).ok()?;
-    let info = status
-        .details
-        .iter()
-        .find(|d| d.type_url == RETRY_INFO_TYPE)?;
-    let delay = RetryInfo::decode(&info.value[..]).ok()?.retry_delay?;
-    let seconds = u64::try_from(delay.seconds).ok()?;
-    let nanos = u32::try_from(delay.nanos).ok()?;
-    Some(Duration::new(seconds, nanos.min(999_999_999)))
-}
-
 /// `Retry-After` in seconds (the HTTP-date form is ignored: backoff applies).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let v = headers.get("retry-after")?.to_str().ok()?;
@@ -378,11 +355,15 @@ mod tests {
     /// retried for good. Other retryable codes take the RetryInfo's delay when there is one.
     #[test]
     fn grpc_answers_are_retried_as_otlp_says() {
-        use crate::receivers::grpc::retry_details;
+        use crate::grpc::{retry_details, Code};
         let outcome = |code, details: Option<String>| {
             grpc_outcome(code, "r".into(), details, Some(Duration::from_secs(7)))
         };
-        let busy = retry_details(8, "the ingest queue is full".into(), 1);
+        let busy = retry_details(
+            Code::ResourceExhausted,
+            "the ingest queue is full".into(),
+            1,
+        );
         assert!(matches!(
             outcome(8, Some(busy)),
             Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(1)
@@ -401,7 +382,7 @@ mod tests {
         let mut bin = String::new();
         spanprof_format::json::base64::encode_into(&plain.encode_to_vec(), &mut bin);
         assert!(matches!(outcome(8, Some(bin)), Outcome::Rejected(_)));
-        let unavailable = retry_details(14, "cannot write".into(), 5);
+        let unavailable = retry_details(Code::Unavailable, "cannot write".into(), 5);
         assert!(matches!(
             outcome(14, Some(unavailable)),
             Outcome::Retry { after: Some(d), .. } if d == Duration::from_secs(5)

@@ -18,7 +18,6 @@ pub mod export;
 pub mod lag;
 pub mod push;
 pub mod queue;
-pub mod traces;
 
 use std::path::Path;
 use std::sync::Arc;

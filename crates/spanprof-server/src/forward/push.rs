@@ -22,7 +22,7 @@ use crate::pyroscope_proto::push::v1::{PushRequest, RawProfileSeries, RawSample}
 use crate::pyroscope_proto::types::v1::LabelPair;
 
 /// The Connect route of `push.v1.PusherService/Push`, after the endpoint's base URL.
-pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
+pub use crate::config::PUSH_PATH;
 
 /// A label name Pyroscope accepts: `[A-Za-z_][A-Za-z0-9_]*`.
 fn label_name(key: &str) -> String {

@@ -22,32 +22,7 @@ const RECORD_HEADER_LEN: u64 = 12;
 /// The payload of each segment's first record; it carries nothing to send.
 const SEGMENT_MARKER: u8 = 0;
 
-/// What a queued record holds; its first payload byte.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// An OTLP `ProfilesData` (same wire layout as `ExportProfilesServiceRequest`).
-    Profiles = 1,
-    /// An OTLP `ExportTraceServiceRequest`.
-    Traces = 2,
-}
-
-impl Signal {
-    fn from_byte(b: u8) -> Option<Signal> {
-        match b {
-            1 => Some(Signal::Profiles),
-            2 => Some(Signal::Traces),
-            _ => None,
-        }
-    }
-
-    /// `profiles` or `traces`, for logs and metric labels.
-    pub fn name(self) -> &'static str {
-        match self {
-            Signal::Profiles => "profiles",
-            Signal::Traces => "traces",
-        }
-    }
-}
+pub use crate::signal::Signal;
 
 /// A record waiting to be delivered.
 #[derive(Debug, Clone, Copy)]

@@ -144,7 +144,7 @@ label_enum! {
 }
 
 /// What a forwarder delivered: the `signal` label.
-impl Label for crate::forward::queue::Signal {
+impl Label for crate::signal::Signal {
     const KEY: &'static str = "signal";
     const ALL: &'static [Self] = &[Self::Profiles, Self::Traces];
     fn as_str(self) -> &'static str {

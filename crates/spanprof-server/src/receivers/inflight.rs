@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use spanprof_format::budget::Pool;
 use spanprof_format::FormatError;
 
-use super::body::Rejection;
+use super::rejection::Rejection;
 use crate::AppState;
 
 /// How long a request body may stall between two pieces before the request is dropped with

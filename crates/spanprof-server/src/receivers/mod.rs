@@ -7,4 +7,5 @@ pub mod known_spans;
 pub mod otlp;
 pub mod pyroscope;
 pub mod rate;
+pub mod rejection;
 pub mod scrape;

@@ -33,18 +33,6 @@ pub fn routes() -> Routes {
         .post("/v1/traces", Access::Write, traces)
 }
 
-/// A router with only the OTLP routes and `/health` (the `:4318` listener); other paths are
-/// 404s that say where profiles and traces go.
-pub fn routes_of_listener() -> Routes {
-    routes()
-        // A load balancer in front of this port alone checks it here, as on the main one.
-        .merge(crate::api::ops::probes())
-        .map(|r| {
-            r.method_not_allowed_fallback(crate::api::ops::method_not_allowed)
-                .fallback(crate::api::ops::not_found_otlp)
-        })
-}
-
 /// The answer, in `content_type` ([`otlp_answer_type`]).
 fn reply(content_type: &'static str, protobuf: Vec<u8>, json_body: String) -> Response {
     let body = if content_type == JSON {

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue};
 use spanprof_store::matchers::{parse_selector, Selector};
 
-use crate::pipeline::Work;
+use crate::work::Work;
 
 /// One rule as the configuration file writes it (`processors.transform[i]`).
 #[derive(Deserialize, Debug, Clone)]

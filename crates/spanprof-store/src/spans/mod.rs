@@ -28,6 +28,7 @@
 mod codec;
 mod index;
 mod ingest;
+pub mod otlp;
 mod record;
 mod search;
 mod view;

@@ -15,8 +15,8 @@ use spanprof_store::spans::SpanRecord;
 
 use super::{blocking, json_text, protobuf, wants_protobuf, PROFILE_ID_ATTRIBUTE};
 use crate::api::query::ApiError;
-use crate::forward::traces::{by_resource, otlp_events};
 use crate::AppState;
+use spanprof_store::spans::otlp::{by_resource, otlp_events};
 
 pub(super) async fn trace_v1(
     State(app): State<AppState>,

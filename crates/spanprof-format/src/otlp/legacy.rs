@@ -249,8 +249,8 @@ mod tests {
     use prost::encoding::{encode_key, encode_varint, fixed64, int32, int64, WireType};
     use prost::Message;
 
-    use super::super::fixture::{profile, valid};
     use super::*;
+    use crate::check::fixture::{profile, valid};
     use crate::otlp::{ExportProfilesServiceRequest, Sample};
 
     /// `payload` as field `tag` of wire type LEN.

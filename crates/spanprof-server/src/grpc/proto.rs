@@ -30,6 +30,3 @@ pub mod grpc {
         }
     }
 }
-
-/// The `type_url` of a [`google::rpc::RetryInfo`] in a [`google::protobuf::Any`].
-pub const RETRY_INFO_TYPE: &str = "type.googleapis.com/google.rpc.RetryInfo";

@@ -1,11 +1,11 @@
-//! Stored spans back to OTLP traces, for forwarding: one `ResourceSpans` per service and
-//! resource (its `service.name` and the other attributes stored), attributes as the string
-//! values they were stored as.
+//! Stored spans back to OTLP traces (for forwarding, for Tempo's trace API): one
+//! `ResourceSpans` per service and resource (its `service.name` and the other attributes
+//! stored), attributes as the string values they were stored as.
 
+use super::SpanRecord;
 use spanprof_format::otlp::{string_kv, Resource};
 use spanprof_format::trace::span::Event;
 use spanprof_format::trace::{ExportTraceServiceRequest, ResourceSpans, ScopeSpans, Span, Status};
-use spanprof_store::spans::SpanRecord;
 
 /// The OTLP export request carrying `spans`, grouped by resource in first-seen order.
 pub fn export_request(spans: &[SpanRecord]) -> ExportTraceServiceRequest {
@@ -16,7 +16,7 @@ pub fn export_request(spans: &[SpanRecord]) -> ExportTraceServiceRequest {
 
 /// One `ResourceSpans` per service and resource, in first-seen order, each holding the
 /// OTLP spans given for its records in the order given.
-pub(crate) fn by_resource<'a>(
+pub fn by_resource<'a>(
     spans: impl IntoIterator<Item = (&'a SpanRecord, Span)>,
 ) -> Vec<ResourceSpans> {
     let mut resource_spans: Vec<ResourceSpans> = Vec::new();
@@ -75,7 +75,7 @@ fn span(s: &SpanRecord) -> Span {
 }
 
 /// A stored span's events as OTLP's, attributes as the string values they were stored as.
-pub(crate) fn otlp_events(s: &SpanRecord) -> Vec<Event> {
+pub fn otlp_events(s: &SpanRecord) -> Vec<Event> {
     s.events
         .iter()
         .map(|e| Event {
@@ -90,7 +90,7 @@ pub(crate) fn otlp_events(s: &SpanRecord) -> Vec<Event> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use spanprof_store::spans::{spans_from_otlp, SpanEvent};
+    use crate::spans::{spans_from_otlp, SpanEvent};
 
     #[test]
     fn round_trips_through_the_span_ingest() {
