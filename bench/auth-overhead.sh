@@ -8,7 +8,8 @@
 # in R rounds of three runs each, in turn: plain (no credentials, one tenant); credentials,
 # one tenant (every profile carries tenant a's bearer token); credentials and two tenants
 # (tokens of tenants a and b alternating, each tenant its own store and pipeline). Prints
-# profiles/s of each run and the ratios to plain, per round and over all rounds. Defaults
+# profiles/s of each run, the ratios to plain and the server's CPU µs per profile (less
+# sensitive to other load than profiles/s), per round and over all rounds. Defaults
 # (15 s, 32 clients, 2 rounds) take about 2 minutes after the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -69,30 +70,38 @@ run() {
     --seconds "$seconds" --clients "$clients" --paced-seconds 0 --health-seconds 1 \
     --server-pid "$pid" --server-core 0 --summary "$tmp/$name.summary" >/dev/null 2>"$tmp/$name.load"
   kill -TERM "$pid"; wait "$pid" || true
-  local rate rejected
+  local rate rejected ok cpu
   rate="$(sed -n 's/^profiles_per_s=//p' "$tmp/$name.summary")"
   rejected="$(sed -n 's/^rejected_429=//p' "$tmp/$name.summary")"
+  ok="$(sed -n 's/^ok=//p' "$tmp/$name.summary")"
+  cpu="$(sed -n 's/^server_cpu_s=//p' "$tmp/$name.summary")"
   if grep -q '401\|403' "$tmp/$name.load"; then
     echo "bench: $name: requests were refused:" >&2; grep '401\|403' "$tmp/$name.load" >&2; exit 1
   fi
-  echo "$rate $rejected"
+  # The server's CPU per profile (µs): less sensitive than profiles/s to what else runs.
+  echo "$rate $rejected $(echo "$cpu * 1000000 / $ok" | bc -l)"
 }
 
 echo "== push: $clients clients for $seconds s per run, server on 1 core, $rounds rounds"
-row() { printf "%-6s %10.0f %12.0f %12.0f %14.3f %14.3f\n" "$@"; }
-printf "%-6s %10s %12s %12s %14s %14s\n" round "plain /s" "auth 1 /s" "auth 2 /s" "auth 1/plain" "auth 2/plain"
-sum_plain=0 sum_one=0 sum_two=0
+row() { printf "%-6s %10.0f %12.0f %12.0f %14.3f %14.3f %24s\n" "$@"; }
+printf "%-6s %10s %12s %12s %14s %14s %24s\n" round "plain /s" "auth 1 /s" "auth 2 /s" "auth 1/plain" "auth 2/plain" "CPU µs/profile p/1/2"
+sum_plain=0 sum_one=0 sum_two=0 cpu_plain=0 cpu_one=0 cpu_two=0
 ratio() { echo "$1 / $2" | bc -l; }
 for r in $(seq 1 "$rounds"); do
-  read -r plain _ < <(run "plain$r" "")
-  read -r one _ < <(run "one$r" "$token_a" --config "$tmp/auth.yaml")
-  read -r two _ < <(run "two$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
+  read -r plain _ cp < <(run "plain$r" "")
+  read -r one _ c1 < <(run "one$r" "$token_a" --config "$tmp/auth.yaml")
+  read -r two _ c2 < <(run "two$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
   [ -d "$tmp/two$r-data/tenants/a" ] && [ -d "$tmp/two$r-data/tenants/b" ] \
     || { echo "bench: the tenants' stores are missing" >&2; exit 1; }
-  row "$r" "$plain" "$one" "$two" "$(ratio "$one" "$plain")" "$(ratio "$two" "$plain")"
+  row "$r" "$plain" "$one" "$two" "$(ratio "$one" "$plain")" "$(ratio "$two" "$plain")" \
+    "$(printf "%.0f/%.0f/%.0f" "$cp" "$c1" "$c2")"
+  cpu_plain="$(echo "$cpu_plain + $cp" | bc -l)"
+  cpu_one="$(echo "$cpu_one + $c1" | bc -l)"
+  cpu_two="$(echo "$cpu_two + $c2" | bc -l)"
   sum_plain="$(echo "$sum_plain + $plain" | bc -l)"
   sum_one="$(echo "$sum_one + $one" | bc -l)"
   sum_two="$(echo "$sum_two + $two" | bc -l)"
 done
 row all "$(ratio "$sum_plain" "$rounds")" "$(ratio "$sum_one" "$rounds")" "$(ratio "$sum_two" "$rounds")" \
-  "$(ratio "$sum_one" "$sum_plain")" "$(ratio "$sum_two" "$sum_plain")"
+  "$(ratio "$sum_one" "$sum_plain")" "$(ratio "$sum_two" "$sum_plain")" \
+  "$(printf "%.0f/%.0f/%.0f" "$(ratio "$cpu_plain" "$rounds")" "$(ratio "$cpu_one" "$rounds")" "$(ratio "$cpu_two" "$rounds")")"
