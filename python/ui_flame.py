@@ -85,8 +85,11 @@ def hsl_rgb(fill):
     return [round(v * 255) for v in colorsys.hls_to_rgb(h / 360, l / 100, s / 100)]
 
 
-def flame_journey(c, args, width):
+def flame_journey(c, args, width, prefix=""):
+    """The flame views' journey on `args.base` (the demo, or with `prefix` "live-" the server
+    scraping the live Go program, ui_span.py); screenshots named `{prefix}…-{width}`."""
     d = c.d
+    shot = lambda name: c.shot(f"{prefix}{name}")
     c.open(args.base, "#/explore?service=goapp")
     c.wait("explore's flame graph", c.flame_loaded)
     c.wait("the functions table", lambda: len(table_names(c)) > 3)
@@ -101,7 +104,7 @@ def flame_journey(c, args, width):
     assert titles == everything, (titles[:3], everything[:3])
     assert d.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"), \
         "the page overflows sideways"
-    c.shot(f"flame-{width}")
+    shot(f"flame-{width}")
 
     # The table follows the search.
     box = c.shown(".flame-search")[0]
@@ -109,7 +112,7 @@ def flame_journey(c, args, width):
     c.wait("the table narrowed to the search", lambda: table_names(c) and all(
         "prime" in n.lower() for n in table_names(c)) and len(table_names(c)) < len(everything))
     assert "matching “prime”" in c.shown(".top-box .table-caption")[0].text
-    c.shot(f"table-search-{width}")
+    shot(f"table-search-{width}")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(Keys.BACK_SPACE)
     c.wait("the search cleared", lambda: "search" not in hash_params(d) and len(table_names(c)) == len(everything))
@@ -121,7 +124,7 @@ def flame_journey(c, args, width):
     under = set(d.execute_script(ZOOM_NAMES))
     assert set(table_names(c)) == under, (sorted(table_names(c)), sorted(under))
     assert len(under) < len(everything)
-    c.shot(f"table-zoom-{width}")
+    shot(f"table-zoom-{width}")
 
     # Keyboard: Esc resets the zoom; Tab reaches the canvas; arrows walk, Enter zooms.
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
@@ -149,7 +152,7 @@ def flame_journey(c, args, width):
     assert not c.shown("canvas.flame + .tooltip[hidden]"), "the selected frame's tooltip shows"
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("Enter zooms", lambda: hash_params(d).get("zoom", "").startswith("2."))
-    c.shot(f"keyboard-zoom-{width}")
+    shot(f"keyboard-zoom-{width}")
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
     c.wait("Esc resets", lambda: "zoom" not in hash_params(d) and d.execute_script(
         "return document.querySelector('canvas.flame').flameGraph.zoom === null;"))
@@ -189,14 +192,16 @@ def flame_journey(c, args, width):
         "return [...document.querySelectorAll('.top-box tbody tr')][0].dataset.fn;")
     assert c.css(".top-box th button.sort.active")[0].text.startswith("Self")
     c.shown(".inverted-toggle")[0].click()
-    c.wait("inverted=1", lambda: hash_params(d).get("inverted") == "1")
+    # The URL first, then the canvas redrawn bottom-up (the view may fetch before it draws).
+    c.wait("inverted=1", lambda: hash_params(d).get("inverted") == "1" and d.execute_script(
+        "return document.querySelector('.profile-panel').profilePanel.inverted === true;"))
     widest = d.execute_script(
         "const fg = document.querySelector('canvas.flame').flameGraph; let b = null;"
         "for (let k = 0; k < fg.count(1); k++) { const n = fg.node(1, k); if (!b || n.total > b.total) b = n; }"
         "return b.name;")
     assert widest == top_self, (widest, top_self)
     assert c.shown(".inverted-toggle")[0].get_attribute("aria-pressed") == "true"
-    c.shot(f"bottom-up-{width}")
+    shot(f"bottom-up-{width}")
     c.shown(".inverted-toggle")[0].click()
     c.wait("inverted off", lambda: "inverted" not in hash_params(d))
 
@@ -223,20 +228,20 @@ return {callers: a.node(0, 0).name, callees: b.node(0, 0).name, at: a.total, bt:
     assert sorted(got["level1"]) == sorted(got["parents"]), got
     assert "Callers and callees of main.countPrimes" in c.shown(".sandwich-title")[0].text
     assert d.execute_script("return document.querySelector('.profile-panel').profilePanel.sandwichMs") >= 0
-    c.shot(f"sandwich-{width}")
+    shot(f"sandwich-{width}")
     c.shown(".sandwich-close")[0].click()
     c.wait("the sandwich closed", lambda: "fn" not in hash_params(d) and c.shown(".flame-box canvas.flame"))
 
     # Graph only, table only, both.
     c.shown(".view-switch button[data-show=graph]")[0].click()
     c.wait("graph only", lambda: not c.shown(".top-box") and c.shown(".flame-box canvas.flame"))
-    c.shot(f"graph-only-{width}")
+    shot(f"graph-only-{width}")
     c.shown(".view-switch button[data-show=table]")[0].click()
     c.wait("table only", lambda: c.shown(".top-box") and not c.shown("canvas.flame"))
     full = d.execute_script("return document.querySelector('.top-box').getBoundingClientRect().width "
                             "/ document.querySelector('.panel-body').getBoundingClientRect().width;")
     assert full > 0.95, f"the table-only table takes {full:.0%} of the width"
-    c.shot(f"table-only-{width}")
+    shot(f"table-only-{width}")
     c.shown(".view-switch button[data-show='']")[0].click()
     c.wait("both", lambda: c.shown(".top-box") and c.shown(".flame-box canvas.flame"))
     no_console_errors(c, f"flame graph at {width} px")

@@ -118,8 +118,8 @@ export class SpanChart {
     }
     this.buildGrid();
     this.drawBase();
-    this.caption.replaceChildren(`${n.toLocaleString("en-US")} span${n === 1 ? "" : "s"}` +
-      (d.count > n ? ` (the ${n.toLocaleString("en-US")} longest of ${d.count.toLocaleString("en-US")})` : "") +
+    this.caption.replaceChildren(`${units.grouped(n)} span${n === 1 ? "" : "s"}` +
+      (d.count > n ? ` (the ${units.grouped(n)} longest of ${units.grouped(d.count)})` : "") +
       (cpuInNs ? " · colour: CPU over duration, blue waited, red computed all along" : " · no CPU samples: grey"));
     return performance.now() - t0;
   }
@@ -301,7 +301,7 @@ export class SpanChart {
       : d.cpu[i] ? units.value(d.cpu[i], d.unit) : "no samples";
     this.tip.replaceChildren(el("div", { class: "tt-name" }, d.names[d.name[i]]),
       el("div", {}, `${d.names[d.service[i]]} · ${units.duration(d.duration_ns[i])} · ${cpu}`),
-      el("div", {}, new Date(d.start_ms[i]).toLocaleString()));
+      el("div", {}, units.clock(d.start_ms[i])));
     this.tip.hidden = false;
     this.tip.style.left = `${Math.min(x + 12, this.width - 260)}px`;
     this.tip.style.top = `${y + 12}px`;
