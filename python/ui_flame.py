@@ -169,7 +169,9 @@ def flame_journey(c, args, width, prefix=""):
         assert int(g.get("data-level")) == level and title.startswith(f"{name}: "), (title, name, level)
         assert rect.get("fill") == fill, (rect.get("fill"), fill)
         assert float(rect.get("y")) == level * 18, "root on top, rows downwards"
-    # And the canvas's pixels are those colours: the root frame and a level-2 frame.
+    # And the canvas's pixels are those colours: the root frame and a level-2 frame (the
+    # canvas blurred first: the keyboard's selection ring is drawn only while it has focus).
+    d.execute_script("document.activeElement.blur();")
     for level, name, fill, x, w in [drawn[0], next(f for f in drawn if f[0] == 2 and f[4] > 4)]:
         px = d.execute_script(
             "const c = document.querySelector('canvas.flame'); const r = devicePixelRatio;"

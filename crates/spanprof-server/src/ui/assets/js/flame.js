@@ -96,11 +96,16 @@ export class FlameGraph {
     this.canvas.addEventListener("click", (e) => this.click(e));
     this.canvas.addEventListener("keydown", (e) => this.key(e));
     this.canvas.addEventListener("focus", () => {
-      if (!this.levels) return;
+      // Focus by a click (not :focus-visible) rings nothing: the pointer shows where it is,
+      // and a root's tooltip would stay over the graph after the click zoomed elsewhere.
+      if (!this.levels || !this.canvas.matches(":focus-visible")) return;
       const z = this.zoom;
       this.select(this.selected || (z ? { level: z.level, index: z.index } : { level: 0, index: 0 }));
     });
-    this.canvas.addEventListener("blur", () => (this.tooltip.hidden = true));
+    this.canvas.addEventListener("blur", () => {
+      this.tooltip.hidden = true;
+      if (this.selected) this.draw(); // without the ring
+    });
     this.selected = null;
     this.resize = new ResizeObserver(() => this.draw());
     this.resize.observe(this.root);
@@ -244,7 +249,8 @@ export class FlameGraph {
     ctx.textBaseline = "middle";
     const charWidth = ctx.measureText("m").width;
     this.charWidth = charWidth;
-    const sel = this.selected;
+    // The keyboard's selection is ringed while the canvas has the keyboard.
+    const sel = document.activeElement === this.canvas ? this.selected : null;
     let selRect = null;
     this.eachFrame(width, charWidth, (fr) => {
       ctx.globalAlpha = fr.alpha;
