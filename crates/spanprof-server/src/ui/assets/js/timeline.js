@@ -4,7 +4,7 @@
 // it to narrow the time range to what was dragged over.
 
 import * as api from "./api.js";
-import { canvasContext, el, replace } from "./dom.js";
+import { canvasContext, el, replace, themeColour } from "./dom.js";
 import * as units from "./units.js";
 
 const HEIGHT = 110;
@@ -51,10 +51,6 @@ async function firstPoint(selection, step) {
   return Number.isFinite(first) ? first : null;
 }
 
-/** A colour of the page's theme (a CSS variable), for drawing on a canvas. */
-function themeColour(node, name, fallback) {
-  return getComputedStyle(node).getPropertyValue(name).trim() || fallback;
-}
 
 export class Timeline {
   /** `onRange(fromMs, toMs)` is called when the user drags over a range. */
