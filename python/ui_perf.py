@@ -44,7 +44,7 @@ def parse_args():
     p.add_argument("--renders", type=int, default=30, help="flame graph renders to time")
     p.add_argument("--hover-seconds", type=float, default=3.0)
     p.add_argument("--page-load-only", action="store_true",
-                   help="measure the page load only (the peer binary's run in bench/ui-perf.sh --peer)")
+                   help="measure the page load and the waterfall only (the peer's run in bench/ui-perf.sh --peer)")
     return p.parse_args()
 
 
@@ -296,6 +296,8 @@ def measure(d, args, out):
     })
     log(f"page load: {out['page_load']}")
     if args.page_load_only:
+        # The peer's run (bench/ui-perf.sh --peer): its page load and its waterfall.
+        ui_perf_views.waterfall(d, args.base, random.Random(7), min(args.renders, 10), args.hover_seconds, out, log)
         return out
 
     # 2. and 3. per shape: render a 10,000-node flame graph, then hover over it.

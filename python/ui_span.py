@@ -136,11 +136,9 @@ def demo_by_keyboard_at_900(c, a):
     ActionChains(d).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
     second = c.css(".wf-row")[1].get_attribute("data-span-id")
     c.wait("ArrowDown and Enter opened the next span", lambda: hash_params(d).get("span") == [second])
-    # The split: the resizer moves by keyboard, the flame graph stays below it.
-    tab_to(c, ".split-resizer")
-    before = c.css(".wf-viewport")[0].size["height"]
-    ActionChains(d).send_keys(Keys.ARROW_UP, Keys.ARROW_UP).perform()
-    c.wait("a shorter waterfall", lambda: c.css(".wf-viewport")[0].size["height"] < before)
+    # A short trace's waterfall is as tall as its rows: the flame graph is right below it.
+    height = c.shown(".wf-viewport")[0].size["height"]
+    assert height <= 24 * rows + 4, f"{height} px for {rows} rows"
     tab_to(c, ".focus-switch button.focus-children")
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("focus by keyboard", lambda: hash_params(d).get("focus") == ["children"])
@@ -176,6 +174,12 @@ return {left: n.left - l.left, width: l.width, text: arguments[0].textContent};"
                                          r.location["y"] > 0 for r in c.css(".wf-row")) and
            d.execute_script("return [...document.querySelectorAll('.wf-row')].some(r => parseInt(r.style.top) >= 59000);"))
     c.shot("big-trace-5000")
+    # Stacked at 900 px, the split's resizer moves by keyboard, the flame graph below it.
+    d.set_window_size(900, 1000)
+    tab_to(c, ".split-resizer")
+    before = c.shown(".wf-viewport")[0].size["height"]
+    ActionChains(d).send_keys(Keys.ARROW_UP, Keys.ARROW_UP).perform()
+    c.wait("a shorter waterfall", lambda: c.shown(".wf-viewport")[0].size["height"] < before)
     no_console_errors(c, "big trace")
 
 

@@ -282,7 +282,9 @@ export class Timeline {
       ctx.fillStyle = muted;
       const label = units.timeOfDay(t, seconds);
       this.labels.times.push(label);
-      ctx.fillText(label, Math.min(Math.max(x, LEFT + 20), width - 24), base + 5);
+      // A label that would run past the right edge ends at it instead (not cut).
+      const half = ctx.measureText(label).width / 2;
+      ctx.fillText(label, Math.min(Math.max(x, LEFT + 20), width - 2 - half), base + 5);
     }
     const barW = Math.max(1, ((this.stepMs / (t1 - t0 || 1)) * (width - LEFT)) - 1);
     this.points.forEach(([t, v, ex], i) => {

@@ -81,6 +81,9 @@ export class Waterfall {
     this.visible = out;
     this.index = new Map(out.map((s, i) => [s.span_id, i]));
     this.spacer.style.height = `${out.length * ROW_PX}px`;
+    // A short trace's waterfall is only as tall as its rows (style.css): the span's flame
+    // graph below it stays in view.
+    this.viewport.style.setProperty("--wf-content", `${out.length * ROW_PX}px`);
     this.active = Math.min(this.active, Math.max(out.length - 1, 0));
     this.drawn = null;
     this.draw();
