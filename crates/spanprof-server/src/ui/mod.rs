@@ -316,7 +316,11 @@ mod tests {
             }
             if a.preload {
                 for module in imports(a.body, false) {
-                    assert!(preloaded(&module), "{} imports {module}, not preloaded", a.path);
+                    assert!(
+                        preloaded(&module),
+                        "{} imports {module}, not preloaded",
+                        a.path
+                    );
                 }
             }
         }

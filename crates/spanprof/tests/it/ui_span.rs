@@ -116,8 +116,14 @@ fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() 
         Duration::from_secs(120),
         || {
             requests.push(request());
-            let g = json(&live_addr, "/api/v1/flamegraph?service=goapp&max_nodes=50000");
-            let names = g["flamegraph"]["names"].as_array().cloned().unwrap_or_default();
+            let g = json(
+                &live_addr,
+                "/api/v1/flamegraph?service=goapp&max_nodes=50000",
+            );
+            let names = g["flamegraph"]["names"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
             if names.iter().any(|n| n == "main.countPrimes") {
                 Ok(())
             } else {
