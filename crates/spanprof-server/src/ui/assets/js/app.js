@@ -4,12 +4,14 @@
 import * as api from "./api.js";
 import * as units from "./units.js";
 import { el, notice, replace } from "./dom.js";
+import { TracesView } from "./traces_search.js";
 
-// Each view's module is loaded when the view is first shown: the landing page (the Traces
-// search) does not wait for the flame graph's, the trace's or Compare's code. The others
-// are loaded once the first view is drawn, so the next view opens at once.
+// The landing page's view (the Traces search) comes with this module; each other view's
+// module is loaded when the view is first shown, so the first page does not wait for the
+// flame graph's, the trace's or Compare's code. They are loaded once the first view is
+// drawn, so the next view opens at once.
 const VIEWS = {
-  traces: () => import("./traces_search.js").then((m) => m.TracesView),
+  traces: async () => TracesView,
   trace: () => import("./traces.js").then((m) => m.TraceView),
   explore: () => import("./explore.js").then((m) => m.ExploreView),
   compare: () => import("./compare.js").then((m) => m.CompareView),
