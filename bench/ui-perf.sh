@@ -60,7 +60,7 @@ measure() {
     sleep 0.05
   done
   # A loaded machine may take a while to load the demo: 60 s at most.
-  grep -q "spanprof serving on" "$tmp/serve.log" || { echo "ui-perf: $binary did not start:" >&2; cat "$tmp/serve.log" >&2; exit 1; }
+  grep -q "spanprof serving on" "$tmp/serve.log" || { echo "ui-perf: $binary did not start ($(kill -0 "$server" 2>/dev/null && echo still running || echo exited)):" >&2; cat "$tmp/serve.log" >&2; exit 1; }
   echo "ui-perf: $binary on :$port" >&2
   "$python" python/ui_perf.py --base "http://127.0.0.1:$port" "$@"
   kill "$server"
