@@ -323,7 +323,8 @@ export class TraceView {
     // The types of the span's own samples (a span has no heap profile), filled once known.
     const types = el("select", { name: "type", "aria-label": "profile type",
       onchange: () => this.nav.patch({ type: types.value, zoom: "", search: "" }) });
-    const typeLabel = el("label", {}, " · Type ", types);
+    // No leading "·": the controls wrap at 900 px, and a separator would then start a line.
+    const typeLabel = el("label", { class: "type-pick" }, "Type ", types);
     typeLabel.hidden = true;
     this.fillTypes(types, typeLabel, span, params);
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },
