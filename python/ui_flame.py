@@ -74,6 +74,24 @@ for (let l = z.level; l < fg.levels.length; l++)
 return [...names];
 """
 
+# A zoomed canvas's height against its subtree's depth, the deepest level found by scanning
+# every frame inside the zoomed one (not the graph's own search).
+ZOOM_HEIGHT = """
+const fg = document.querySelector(arguments[0]).flameGraph;
+const z = fg.zoom; let deepest = z.level;
+for (let l = z.level; l < fg.levels.length; l++)
+  for (let k = 0; k < fg.count(l); k++) { const n = fg.node(l, k);
+    if (n.total > 0 && n.x >= z.x && n.x + n.total <= z.x + z.total) deepest = l; }
+return {css: fg.canvas.getBoundingClientRect().height, want: (deepest + 1) * 18 + 2, full: fg.levels.length * 18 + 2};
+"""
+
+
+def zoomed_height(c, selector, what):
+    """A zoomed graph is as tall as the zoomed subtree: no empty rows below it."""
+    h = c.d.execute_script(ZOOM_HEIGHT, selector)
+    assert abs(h["css"] - h["want"]) < 1, f"{what}: the zoomed canvas is {h}"
+    return h
+
 
 # Whether the keyboard's selected frame has a frame under it (ArrowDown goes there).
 HAS_CALLEE = """
@@ -135,6 +153,7 @@ def flame_journey(c, args, width, prefix=""):
     under = set(d.execute_script(ZOOM_NAMES))
     assert set(table_names(c)) == under, (sorted(table_names(c)), sorted(under))
     assert len(under) < len(everything)
+    zoomed_height(c, ".flame-box canvas.flame", "top-down zoom on main.countPrimes")
     shot(f"table-zoom-{width}")
 
     # Keyboard: Esc resets the zoom; Tab reaches the canvas; arrows walk, Enter zooms.
@@ -223,6 +242,12 @@ def flame_journey(c, args, width, prefix=""):
     assert widest == top_self, (widest, top_self)
     assert c.shown(".inverted-toggle")[0].get_attribute("aria-pressed") == "true"
     shot(f"bottom-up-{width}")
+    # Zoomed bottom-up onto that function: the canvas shrinks to the callers below it.
+    c.click_frame(widest)
+    c.wait("the bottom-up zoom", lambda: widest in c.zoom_label())
+    h = zoomed_height(c, ".flame-box canvas.flame", f"bottom-up zoom on {widest}")
+    step(f"zoomed canvases are as tall as their subtree (bottom-up {h['css']:.0f} of {h['full']} px)")
+    shot(f"bottom-up-zoom-{width}")
     c.shown(".inverted-toggle")[0].click()
     c.wait("inverted off", lambda: "inverted" not in hash_params(d))
 
