@@ -385,8 +385,9 @@ def run(c, args):
     # 10. A span without samples explains why.
     trace, span = args.unsampled.split("/")
     c.open(args.base, "#/trace?" + urllib.parse.urlencode({"trace": trace}))
-    c.wait("the unsampled span's trace", lambda: c.css(".wf-row"))
-    c.css(f".wf-row[data-span-id='{span}']")[0].click()
+    # Its own row: the last trace's rows stay (hidden) until this one has loaded.
+    c.wait("the unsampled span's trace", lambda: c.shown(f".wf-row[data-span-id='{span}']"))
+    c.shown(f".wf-row[data-span-id='{span}']")[0].click()
     c.wait("the coverage notice", lambda: "No samples in this span" in c.text())
     assert any(v in c.text() for v in ["shorter than the sampling period", "no CPU used",
                                        "no profile covers the span"]), c.text()

@@ -74,6 +74,35 @@ for (let l = z.level; l < fg.levels.length; l++)
 return [...names];
 """
 
+# A zoomed canvas's height against its subtree's depth, the deepest level found by scanning
+# every frame inside the zoomed one (not the graph's own search).
+ZOOM_HEIGHT = """
+const fg = document.querySelector(arguments[0]).flameGraph;
+const z = fg.zoom; let deepest = z.level;
+for (let l = z.level; l < fg.levels.length; l++)
+  for (let k = 0; k < fg.count(l); k++) { const n = fg.node(l, k);
+    if (n.total > 0 && n.x >= z.x && n.x + n.total <= z.x + z.total) deepest = l; }
+return {css: fg.canvas.getBoundingClientRect().height, want: (deepest + 1) * 18 + 2, full: fg.levels.length * 18 + 2};
+"""
+
+
+def zoomed_height(c, selector, what):
+    """A zoomed graph is as tall as the zoomed subtree: no empty rows below it."""
+    h = c.d.execute_script(ZOOM_HEIGHT, selector)
+    assert abs(h["css"] - h["want"]) < 1, f"{what}: the zoomed canvas is {h}"
+    return h
+
+
+# Whether the keyboard's selected frame has a frame under it (ArrowDown goes there).
+HAS_CALLEE = """
+const fg = document.querySelector('canvas.flame').flameGraph;
+const s = fg.selected, n = fg.node(s.level, s.index), l = s.level + 1;
+if (l >= fg.levels.length) return false;
+const k = fg.first(l, n.x);
+const c = k < fg.count(l) ? fg.node(l, k) : null;
+return !!(c && c.x < n.x + n.total);
+"""
+
 
 def table_names(c):
     return c.d.execute_script(
@@ -85,8 +114,11 @@ def hsl_rgb(fill):
     return [round(v * 255) for v in colorsys.hls_to_rgb(h / 360, l / 100, s / 100)]
 
 
-def flame_journey(c, args, width):
+def flame_journey(c, args, width, prefix=""):
+    """The flame views' journey on `args.base` (the demo, or with `prefix` "live-" the server
+    scraping the live Go program, ui_span.py); screenshots named `{prefix}…-{width}`."""
     d = c.d
+    shot = lambda name: c.shot(f"{prefix}{name}")
     c.open(args.base, "#/explore?service=goapp")
     c.wait("explore's flame graph", c.flame_loaded)
     c.wait("the functions table", lambda: len(table_names(c)) > 3)
@@ -101,7 +133,7 @@ def flame_journey(c, args, width):
     assert titles == everything, (titles[:3], everything[:3])
     assert d.execute_script("return document.documentElement.scrollWidth <= document.documentElement.clientWidth"), \
         "the page overflows sideways"
-    c.shot(f"flame-{width}")
+    shot(f"flame-{width}")
 
     # The table follows the search.
     box = c.shown(".flame-search")[0]
@@ -109,7 +141,7 @@ def flame_journey(c, args, width):
     c.wait("the table narrowed to the search", lambda: table_names(c) and all(
         "prime" in n.lower() for n in table_names(c)) and len(table_names(c)) < len(everything))
     assert "matching “prime”" in c.shown(".top-box .table-caption")[0].text
-    c.shot(f"table-search-{width}")
+    shot(f"table-search-{width}")
     box.send_keys(Keys.CONTROL, "a")
     box.send_keys(Keys.BACK_SPACE)
     c.wait("the search cleared", lambda: "search" not in hash_params(d) and len(table_names(c)) == len(everything))
@@ -121,7 +153,8 @@ def flame_journey(c, args, width):
     under = set(d.execute_script(ZOOM_NAMES))
     assert set(table_names(c)) == under, (sorted(table_names(c)), sorted(under))
     assert len(under) < len(everything)
-    c.shot(f"table-zoom-{width}")
+    zoomed_height(c, ".flame-box canvas.flame", "top-down zoom on main.countPrimes")
+    shot(f"table-zoom-{width}")
 
     # Keyboard: Esc resets the zoom; Tab reaches the canvas; arrows walk, Enter zooms.
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
@@ -136,12 +169,20 @@ def flame_journey(c, args, width):
     assert sel() == {"level": 0, "index": 0}, sel()
     ActionChains(d).send_keys(Keys.ARROW_DOWN).perform()
     assert sel()["level"] == 1, sel()
+    # A live profile's first frame on level 1 may have no callee: Right walks to one that has.
+    count1 = d.execute_script("return document.querySelector('canvas.flame').flameGraph.count(1);")
+    for _ in range(count1):
+        if d.execute_script(HAS_CALLEE):
+            break
+        ActionChains(d).send_keys(Keys.ARROW_RIGHT).perform()
+    assert d.execute_script(HAS_CALLEE), sel()
     ActionChains(d).send_keys(Keys.ARROW_DOWN).perform()
     assert sel()["level"] == 2, sel()
     count2 = d.execute_script("return document.querySelector('canvas.flame').flameGraph.count(2);")
-    if count2 > 1:
+    at = sel()["index"]
+    if at + 1 < count2:
         ActionChains(d).send_keys(Keys.ARROW_RIGHT).perform()
-        assert sel() == {"level": 2, "index": 1}, sel()
+        assert sel() == {"level": 2, "index": at + 1}, sel()
         ActionChains(d).send_keys(Keys.ARROW_LEFT).perform()
     ActionChains(d).send_keys(Keys.ARROW_UP).perform()
     assert sel()["level"] == 1, sel()
@@ -149,7 +190,7 @@ def flame_journey(c, args, width):
     assert not c.shown("canvas.flame + .tooltip[hidden]"), "the selected frame's tooltip shows"
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("Enter zooms", lambda: hash_params(d).get("zoom", "").startswith("2."))
-    c.shot(f"keyboard-zoom-{width}")
+    shot(f"keyboard-zoom-{width}")
     ActionChains(d).send_keys(Keys.ESCAPE).perform()
     c.wait("Esc resets", lambda: "zoom" not in hash_params(d) and d.execute_script(
         "return document.querySelector('canvas.flame').flameGraph.zoom === null;"))
@@ -166,7 +207,9 @@ def flame_journey(c, args, width):
         assert int(g.get("data-level")) == level and title.startswith(f"{name}: "), (title, name, level)
         assert rect.get("fill") == fill, (rect.get("fill"), fill)
         assert float(rect.get("y")) == level * 18, "root on top, rows downwards"
-    # And the canvas's pixels are those colours: the root frame and a level-2 frame.
+    # And the canvas's pixels are those colours: the root frame and a level-2 frame (the
+    # canvas blurred first: the keyboard's selection ring is drawn only while it has focus).
+    d.execute_script("document.activeElement.blur();")
     for level, name, fill, x, w in [drawn[0], next(f for f in drawn if f[0] == 2 and f[4] > 4)]:
         px = d.execute_script(
             "const c = document.querySelector('canvas.flame'); const r = devicePixelRatio;"
@@ -189,14 +232,22 @@ def flame_journey(c, args, width):
         "return [...document.querySelectorAll('.top-box tbody tr')][0].dataset.fn;")
     assert c.css(".top-box th button.sort.active")[0].text.startswith("Self")
     c.shown(".inverted-toggle")[0].click()
-    c.wait("inverted=1", lambda: hash_params(d).get("inverted") == "1")
+    # The URL first, then the canvas redrawn bottom-up (the view may fetch before it draws).
+    c.wait("inverted=1", lambda: hash_params(d).get("inverted") == "1" and d.execute_script(
+        "return document.querySelector('.profile-panel').profilePanel.inverted === true;"))
     widest = d.execute_script(
         "const fg = document.querySelector('canvas.flame').flameGraph; let b = null;"
         "for (let k = 0; k < fg.count(1); k++) { const n = fg.node(1, k); if (!b || n.total > b.total) b = n; }"
         "return b.name;")
     assert widest == top_self, (widest, top_self)
     assert c.shown(".inverted-toggle")[0].get_attribute("aria-pressed") == "true"
-    c.shot(f"bottom-up-{width}")
+    shot(f"bottom-up-{width}")
+    # Zoomed bottom-up onto that function: the canvas shrinks to the callers below it.
+    c.click_frame(widest)
+    c.wait("the bottom-up zoom", lambda: widest in c.zoom_label())
+    h = zoomed_height(c, ".flame-box canvas.flame", f"bottom-up zoom on {widest}")
+    step(f"zoomed canvases are as tall as their subtree (bottom-up {h['css']:.0f} of {h['full']} px)")
+    shot(f"bottom-up-zoom-{width}")
     c.shown(".inverted-toggle")[0].click()
     c.wait("inverted off", lambda: "inverted" not in hash_params(d))
 
@@ -223,20 +274,20 @@ return {callers: a.node(0, 0).name, callees: b.node(0, 0).name, at: a.total, bt:
     assert sorted(got["level1"]) == sorted(got["parents"]), got
     assert "Callers and callees of main.countPrimes" in c.shown(".sandwich-title")[0].text
     assert d.execute_script("return document.querySelector('.profile-panel').profilePanel.sandwichMs") >= 0
-    c.shot(f"sandwich-{width}")
+    shot(f"sandwich-{width}")
     c.shown(".sandwich-close")[0].click()
     c.wait("the sandwich closed", lambda: "fn" not in hash_params(d) and c.shown(".flame-box canvas.flame"))
 
     # Graph only, table only, both.
     c.shown(".view-switch button[data-show=graph]")[0].click()
     c.wait("graph only", lambda: not c.shown(".top-box") and c.shown(".flame-box canvas.flame"))
-    c.shot(f"graph-only-{width}")
+    shot(f"graph-only-{width}")
     c.shown(".view-switch button[data-show=table]")[0].click()
     c.wait("table only", lambda: c.shown(".top-box") and not c.shown("canvas.flame"))
     full = d.execute_script("return document.querySelector('.top-box').getBoundingClientRect().width "
                             "/ document.querySelector('.panel-body').getBoundingClientRect().width;")
     assert full > 0.95, f"the table-only table takes {full:.0%} of the width"
-    c.shot(f"table-only-{width}")
+    shot(f"table-only-{width}")
     c.shown(".view-switch button[data-show='']")[0].click()
     c.wait("both", lambda: c.shown(".top-box") and c.shown(".flame-box canvas.flame"))
     no_console_errors(c, f"flame graph at {width} px")

@@ -43,6 +43,8 @@ def parse_args():
     p.add_argument("--user-data-dir", required=True)
     p.add_argument("--renders", type=int, default=30, help="flame graph renders to time")
     p.add_argument("--hover-seconds", type=float, default=3.0)
+    p.add_argument("--page-load-only", action="store_true",
+                   help="measure the page load and the waterfall only (the peer's run in bench/ui-perf.sh --peer)")
     return p.parse_args()
 
 
@@ -112,6 +114,16 @@ const check = () => {
   else requestAnimationFrame(check);
 };
 check();
+"""
+
+# Every long task of the page, [start ms, duration ms].
+LONG_TASKS = """
+window.__longTasks = [];
+try {
+  new PerformanceObserver((l) => { for (const e of l.getEntries())
+    window.__longTasks.push([Math.round(e.startTime), Math.round(e.duration)]); })
+    .observe({type: 'longtask', buffered: true});
+} catch (e) { /* no long task API: none reported */ }
 """
 
 RENDER = """
@@ -235,98 +247,124 @@ def main():
     out = {"targets": {"flame_render_ms": 100, "hover_fps": 60, "page_load_ms": 300,
                        "chart_render_ms": 100, "chart_hover_fps": 60, "sandwich_ms": 50}}
     try:
-        # 1. Page load, on the server's first page request. The browser itself is warmed up
-        # first (its first page pays for starting a renderer process, which is not the
-        # page's cost): the server is cold, the browser is not.
-        d.get("data:text/html,<title>warm-up</title>")
-        d.get(f"{args.base}/#/traces")
-        marks = d.execute_async_script(SEARCH_MARKS)
-        first_row = d.execute_async_script(WAIT_FOR, "tr.span-row")
-        nav = d.execute_script("return performance.getEntriesByType('navigation')[0].toJSON();")
-        out["page_load"] = {
-            "response_end_ms": round(nav["responseEnd"], 1),
-            "dom_content_loaded_ms": round(nav["domContentLoadedEventEnd"], 1),
-            "load_event_ms": round(nav["loadEventEnd"], 1),
-            # The search's requests sent, answered, its rows in the DOM (the page's marks).
-            "search_start_ms": round(marks["spanprof:search-start"], 1),
-            "search_answered_ms": round(marks["spanprof:search-answered"], 1),
-            "first_trace_row_ms": round(marks["spanprof:rows-drawn"], 1),
-            "first_row_seen_by_driver_ms": round(first_row, 1),
-        }
-        log(f"page load: {out['page_load']}")
-
-        resources = d.execute_script(
-            "return performance.getEntriesByType('resource').map(e => "
-            "[e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.responseEnd)]);")
-        log(f"resources (path, start ms, end ms): {resources}")
-
-        # 2. and 3. per shape: render a 10,000-node flame graph, then hover over it.
-        rng = random.Random(7)
-        for shape, stacks in SHAPES.items():
-            service = f"bench-{shape}"
-            ingest(args.base, service, stacks(rng))
-            d.get(f"{args.base}/#/explore?service={service}")
-            WebDriverWait(d, 60).until(lambda d: d.execute_script(
-                "const c = document.querySelector('canvas.flame');"
-                "return !!(c && c.flameGraph && c.flameGraph.levels && c.offsetParent);"))
-            r = d.execute_async_script(RENDER, service, args.renders)
-            assert r["nodes"] >= 10000, f"{shape}: only {r['nodes']} nodes drawn"
-            out[f"flame_render_{shape}"] = {
-                "nodes": r["nodes"], "levels": r["levels"], "renders": args.renders,
-                "sync_ms_median": round(statistics.median(r["sync"]), 1),
-                "sync_ms_p95": round(pct(r["sync"], 95), 1),
-                "to_frame_ms_median": round(statistics.median(r["framed"]), 1),
-                "to_frame_ms_max": round(max(r["framed"]), 1),
-            }
-            log(f"flame render ({shape}): {out[f'flame_render_{shape}']}")
-
-            h = d.execute_async_script(HOVER, args.hover_seconds)
-            gaps = [b - a for a, b in zip(h["frames"], h["frames"][1:])]
-            elapsed = (h["frames"][-1] - h["frames"][0]) / 1000
-            out[f"hover_{shape}"] = {
-                "frames": len(h["frames"]),
-                "fps": round((len(h["frames"]) - 1) / elapsed, 1),
-                "frame_ms_p95": round(pct(gaps, 95), 1),
-                "frame_ms_max": round(max(gaps), 1),
-                "handler_ms_median": round(statistics.median(h["handler"]), 2),
-                "handler_ms_max": round(max(h["handler"]), 2),
-                "tooltip_shown": h["tooltipShown"],
-            }
-            log(f"hover ({shape}): {out[f'hover_{shape}']}")
-
-        # 4. The duration chart of 100,000 spans.
-        send_spans(args.base, "bench-spans", CHART_SPANS, rng)
-        d.get(f"{args.base}/#/traces?service=bench-spans")
-        WebDriverWait(d, 120).until(lambda d: d.execute_script(
-            "const c = document.querySelector('canvas.span-chart');"
-            "return !!(c && c.spanChart && c.spanChart.px && c.spanChart.px.length >= 100000);"))
-        r = d.execute_async_script(CHART_RENDER, min(args.renders, 10))
-        out["chart_render"] = {
-            "points": r["points"], "renders": len(r["sync"]),
-            "span_points_fetch_ms": round(r["fetchMs"], 1),
-            "sync_ms_median": round(statistics.median(r["sync"]), 1),
-            "to_frame_ms_median": round(statistics.median(r["framed"]), 1),
-            "to_frame_ms_max": round(max(r["framed"]), 1),
-        }
-        log(f"chart render: {out['chart_render']}")
-        h = d.execute_async_script(CHART_HOVER, args.hover_seconds)
-        gaps = [b - a for a, b in zip(h["frames"], h["frames"][1:])]
-        elapsed = (h["frames"][-1] - h["frames"][0]) / 1000
-        out["chart_hover"] = {
-            "frames": len(h["frames"]), "fps": round((len(h["frames"]) - 1) / elapsed, 1),
-            "frame_ms_p95": round(pct(gaps, 95), 1), "frame_ms_max": round(max(gaps), 1),
-            "handler_ms_median": round(statistics.median(h["handler"]), 2),
-            "handler_ms_max": round(max(h["handler"]), 2), "tooltip_frames": h["shown"],
-        }
-        log(f"chart hover: {out['chart_hover']}")
-
-        # 5. and 6. (python/ui_perf_views.py): the sandwich of a 10,000-node profile, the
-        # waterfall of a 5,000-span trace.
-        ui_perf_views.sandwich(d, args.base, ingest, wide_stacks, rng, args.renders, out, log)
-        ui_perf_views.waterfall(d, args.base, rng, min(args.renders, 10), args.hover_seconds, out, log)
+        measure(d, args, out)
     finally:
         d.quit()
     print(json.dumps(out, indent=1))
+
+
+def measure(d, args, out):
+    """Fills `out` with the figures (only the page load's with --page-load-only)."""
+    # 1. Page load, on the server's first page request. The browser itself is warmed up
+    # first (its first page pays for starting a renderer process, which is not the
+    # page's cost): the server is cold, the browser is not.
+    d.get("data:text/html,<title>warm-up</title>")
+    # Long tasks (>= 50 ms of main thread) from the page's first moment: observed before
+    # the page's own scripts run (CDP adds the observer to every new document).
+    d.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": LONG_TASKS})
+    d.get(f"{args.base}/#/traces")
+    marks = d.execute_async_script(SEARCH_MARKS)
+    first_row = d.execute_async_script(WAIT_FOR, "tr.span-row")
+    nav = d.execute_script("return performance.getEntriesByType('navigation')[0].toJSON();")
+    out["page_load"] = {
+        "response_end_ms": round(nav["responseEnd"], 1),
+        "dom_content_loaded_ms": round(nav["domContentLoadedEventEnd"], 1),
+        "load_event_ms": round(nav["loadEventEnd"], 1),
+        # The search's requests sent, answered, its rows in the DOM (the page's marks).
+        "search_start_ms": round(marks["spanprof:search-start"], 1),
+        "search_answered_ms": round(marks["spanprof:search-answered"], 1),
+        "first_trace_row_ms": round(marks["spanprof:rows-drawn"], 1),
+        "first_row_seen_by_driver_ms": round(first_row, 1),
+    }
+    log(f"page load: {out['page_load']}")
+
+    resources = d.execute_script(
+        "return performance.getEntriesByType('resource').map(e => "
+        "[e.name.replace(location.origin, ''), Math.round(e.startTime), Math.round(e.responseStart), Math.round(e.responseEnd)]);")
+    log(f"resources (path, start ms, first byte ms, end ms): {resources}")
+    spans = [r for r in resources if r[0].startswith("/api/v1/spans?")]
+    modules = [r for r in resources if r[0].startswith("/ui/")]
+    out["page_load"].update({
+        "html_response_start_ms": round(nav["responseStart"], 1),
+        "modules_fetched": len(modules),
+        "last_module_end_ms": max((r[3] for r in modules), default=0),
+        # The list request: sent, its answer's first byte (the server's time), its end.
+        "spans_request_start_ms": spans[0][1] if spans else None,
+        "spans_server_ms": spans[0][2] - spans[0][1] if spans else None,
+        "spans_request_end_ms": spans[0][3] if spans else None,
+        "long_tasks": d.execute_script("return window.__longTasks || [];"),
+    })
+    log(f"page load: {out['page_load']}")
+    if args.page_load_only:
+        # The peer's run (bench/ui-perf.sh --peer): its page load and its waterfall.
+        ui_perf_views.waterfall(d, args.base, random.Random(7), min(args.renders, 10), args.hover_seconds, out, log)
+        return out
+
+    # 2. and 3. per shape: render a 10,000-node flame graph, then hover over it.
+    rng = random.Random(7)
+    for shape, stacks in SHAPES.items():
+        service = f"bench-{shape}"
+        ingest(args.base, service, stacks(rng))
+        d.get(f"{args.base}/#/explore?service={service}")
+        WebDriverWait(d, 60).until(lambda d: d.execute_script(
+            "const c = document.querySelector('canvas.flame');"
+            "return !!(c && c.flameGraph && c.flameGraph.levels && c.offsetParent);"))
+        r = d.execute_async_script(RENDER, service, args.renders)
+        assert r["nodes"] >= 10000, f"{shape}: only {r['nodes']} nodes drawn"
+        out[f"flame_render_{shape}"] = {
+            "nodes": r["nodes"], "levels": r["levels"], "renders": args.renders,
+            "sync_ms_median": round(statistics.median(r["sync"]), 1),
+            "sync_ms_p95": round(pct(r["sync"], 95), 1),
+            "to_frame_ms_median": round(statistics.median(r["framed"]), 1),
+            "to_frame_ms_max": round(max(r["framed"]), 1),
+        }
+        log(f"flame render ({shape}): {out[f'flame_render_{shape}']}")
+
+        h = d.execute_async_script(HOVER, args.hover_seconds)
+        gaps = [b - a for a, b in zip(h["frames"], h["frames"][1:])]
+        elapsed = (h["frames"][-1] - h["frames"][0]) / 1000
+        out[f"hover_{shape}"] = {
+            "frames": len(h["frames"]),
+            "fps": round((len(h["frames"]) - 1) / elapsed, 1),
+            "frame_ms_p95": round(pct(gaps, 95), 1),
+            "frame_ms_max": round(max(gaps), 1),
+            "handler_ms_median": round(statistics.median(h["handler"]), 2),
+            "handler_ms_max": round(max(h["handler"]), 2),
+            "tooltip_shown": h["tooltipShown"],
+        }
+        log(f"hover ({shape}): {out[f'hover_{shape}']}")
+
+    # 4. The duration chart of 100,000 spans.
+    send_spans(args.base, "bench-spans", CHART_SPANS, rng)
+    d.get(f"{args.base}/#/traces?service=bench-spans")
+    WebDriverWait(d, 120).until(lambda d: d.execute_script(
+        "const c = document.querySelector('canvas.span-chart');"
+        "return !!(c && c.spanChart && c.spanChart.px && c.spanChart.px.length >= 100000);"))
+    r = d.execute_async_script(CHART_RENDER, min(args.renders, 10))
+    out["chart_render"] = {
+        "points": r["points"], "renders": len(r["sync"]),
+        "span_points_fetch_ms": round(r["fetchMs"], 1),
+        "sync_ms_median": round(statistics.median(r["sync"]), 1),
+        "to_frame_ms_median": round(statistics.median(r["framed"]), 1),
+        "to_frame_ms_max": round(max(r["framed"]), 1),
+    }
+    log(f"chart render: {out['chart_render']}")
+    h = d.execute_async_script(CHART_HOVER, args.hover_seconds)
+    gaps = [b - a for a, b in zip(h["frames"], h["frames"][1:])]
+    elapsed = (h["frames"][-1] - h["frames"][0]) / 1000
+    out["chart_hover"] = {
+        "frames": len(h["frames"]), "fps": round((len(h["frames"]) - 1) / elapsed, 1),
+        "frame_ms_p95": round(pct(gaps, 95), 1), "frame_ms_max": round(max(gaps), 1),
+        "handler_ms_median": round(statistics.median(h["handler"]), 2),
+        "handler_ms_max": round(max(h["handler"]), 2), "tooltip_frames": h["shown"],
+    }
+    log(f"chart hover: {out['chart_hover']}")
+
+    # 5. and 6. (python/ui_perf_views.py): the sandwich of a 10,000-node profile, the
+    # waterfall of a 5,000-span trace.
+    ui_perf_views.sandwich(d, args.base, ingest, wide_stacks, rng, args.renders, out, log)
+    ui_perf_views.waterfall(d, args.base, rng, min(args.renders, 10), args.hover_seconds, out, log)
+    return out
 
 
 if __name__ == "__main__":

@@ -4,7 +4,9 @@ Enter opens a span), the span's flame graph beside it at 1400 px and below a res
 at 900 px, the focus switch (kept in the URL), the windows banner, the page title and the back
 link; a trace of thousands of spans posted over OTLP stays a short page with names readable
 past depth 30; on the live Go program, the span labelled under `custom.span_id` names the key
-and the setting to add. Fails on any console error; saves screenshots."""
+and the setting to add, and the flame views (ui_flame.py's journey: table search and zoom,
+keyboard, SVG export, bottom-up, sandwich, graph-only, table-only) work on its live CPU profile
+at 1400 and 900 px. Fails on any console error; saves screenshots."""
 
 import argparse
 import json
@@ -17,6 +19,7 @@ from selenium.webdriver.common.keys import Keys
 
 from ui_check import Check, browser, step
 from ui_find import hash_params, tab_to
+import ui_flame
 
 
 def parse_args():
@@ -133,11 +136,9 @@ def demo_by_keyboard_at_900(c, a):
     ActionChains(d).send_keys(Keys.ARROW_DOWN, Keys.ENTER).perform()
     second = c.css(".wf-row")[1].get_attribute("data-span-id")
     c.wait("ArrowDown and Enter opened the next span", lambda: hash_params(d).get("span") == [second])
-    # The split: the resizer moves by keyboard, the flame graph stays below it.
-    tab_to(c, ".split-resizer")
-    before = c.css(".wf-viewport")[0].size["height"]
-    ActionChains(d).send_keys(Keys.ARROW_UP, Keys.ARROW_UP).perform()
-    c.wait("a shorter waterfall", lambda: c.css(".wf-viewport")[0].size["height"] < before)
+    # A short trace's waterfall is as tall as its rows: the flame graph is right below it.
+    height = c.shown(".wf-viewport")[0].size["height"]
+    assert height <= 24 * rows + 4, f"{height} px for {rows} rows"
     tab_to(c, ".focus-switch button.focus-children")
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("focus by keyboard", lambda: hash_params(d).get("focus") == ["children"])
@@ -173,6 +174,12 @@ return {left: n.left - l.left, width: l.width, text: arguments[0].textContent};"
                                          r.location["y"] > 0 for r in c.css(".wf-row")) and
            d.execute_script("return [...document.querySelectorAll('.wf-row')].some(r => parseInt(r.style.top) >= 59000);"))
     c.shot("big-trace-5000")
+    # Stacked at 900 px, the split's resizer moves by keyboard, the flame graph below it.
+    d.set_window_size(900, 1000)
+    tab_to(c, ".split-resizer")
+    before = c.shown(".wf-viewport")[0].size["height"]
+    ActionChains(d).send_keys(Keys.ARROW_UP, Keys.ARROW_UP).perform()
+    c.wait("a shorter waterfall", lambda: c.shown(".wf-viewport")[0].size["height"] < before)
     no_console_errors(c, "big trace")
 
 
@@ -187,11 +194,22 @@ def live_custom_key(c, a):
     no_console_errors(c, "live custom key")
 
 
+def live_flame_views(c, a):
+    """The flame graph's journeys (ui_flame.py) on the live Go program's CPU profile."""
+    live = argparse.Namespace(base=a.live, screens=a.screens)
+    for width in [1400, 900]:
+        c.d.set_window_size(width, 1000)
+        ui_flame.flame_journey(c, live, width, prefix="live-")
+        no_console_errors(c, f"live flame views at {width} px")
+        step(f"the flame views on the live Go program at {width} px")
+
+
 def run(c, a):
     demo_by_mouse_at_1400(c, a)
     demo_by_keyboard_at_900(c, a)
     big_trace_check(c, a)
     live_custom_key(c, a)
+    live_flame_views(c, a)
 
 
 def main():

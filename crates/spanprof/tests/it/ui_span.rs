@@ -4,7 +4,10 @@
 //! split at 900 px, the focus switch kept in the URL, the windows banner, the page title and
 //! the back link; a 5,000-span trace posted over OTLP stays virtualised with names readable
 //! at depth 39; on the live Go program scraped every 2 s, the span labelled under
-//! `custom.span_id` names that key and `processors.link.span_id_keys`. Fails on any console
+//! `custom.span_id` names that key and `processors.link.span_id_keys`, and the flame views
+//! (`python/ui_flame.py`'s journey: table search and zoom, keyboard, SVG export, bottom-up,
+//! sandwich, graph-only and table-only) work on its live CPU profile at 1400 and 900 px.
+//! Fails on any console
 //! error; screenshots go to `target/tmp/ui-span-screens/` (printed).
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
@@ -67,6 +70,8 @@ fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() 
     );
     let mut requests = Vec::new();
     let request = || {
+        // A /cpu-heavy request too: the flame views are walked on its `main.countPrimes`.
+        app.get("/cpu-heavy?n=300000");
         let r = app.get("/cpu-light?keys=custom&n=400000");
         format!(
             "{}/{}",
@@ -102,6 +107,28 @@ fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() 
                 })
                 .cloned()
                 .ok_or_else(|| format!("none of {} spans names custom.span_id yet", requests.len()))
+        },
+    );
+
+    // The flame views' journeys need the live CPU profile to hold the /cpu-heavy work.
+    poll(
+        "main.countPrimes in the live flame graph",
+        Duration::from_secs(120),
+        || {
+            requests.push(request());
+            let g = json(
+                &live_addr,
+                "/api/v1/flamegraph?service=goapp&max_nodes=50000",
+            );
+            let names = g["flamegraph"]["names"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            if names.iter().any(|n| n == "main.countPrimes") {
+                Ok(())
+            } else {
+                Err(format!("{} names, none main.countPrimes", names.len()))
+            }
         },
     );
 

@@ -1,5 +1,7 @@
 // The JSON API under /api/v1/ (see crates/spanprof-server/src/api/query.rs).
 
+import { headers, prefetched, token, url } from "./boot.js";
+
 export class ApiError extends Error {
   constructor(message, status) {
     super(message);
@@ -7,48 +9,14 @@ export class ApiError extends Error {
   }
 }
 
-/** A query string from an object, leaving out empty values; arrays repeat the key. */
-export function query(params) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) {
-    if (v === undefined || v === null || v === "" || v === false) continue;
-    for (const one of Array.isArray(v) ? v : [v]) q.append(k, String(one));
-  }
-  return q.toString();
-}
-
-export function url(endpoint, params = {}) {
-  const q = query(params);
-  return `/api/v1/${endpoint}${q ? `?${q}` : ""}`;
-}
-
-// The token a server with credentials asks for: kept for this browser tab's session only
-// (sessionStorage), sent as `Authorization: Bearer` on every request.
-const TOKEN_KEY = "spanprof.token";
-
-/** The token signed in with, or null. */
-export function token() {
-  return sessionStorage.getItem(TOKEN_KEY);
-}
-
-/** Keeps `value` as the session's token (null forgets it). */
-export function setToken(value) {
-  if (value) sessionStorage.setItem(TOKEN_KEY, value);
-  else sessionStorage.removeItem(TOKEN_KEY);
-}
-
-function headers(accept) {
-  const h = { Accept: accept };
-  const t = token();
-  if (t) h.Authorization = `Bearer ${t}`;
-  return h;
-}
+export { query, setToken, token, url } from "./boot.js";
 
 /** Fetches `u`; a 401 tells the app (it asks for a token) before the caller sees the error. */
 async function send(u, accept) {
   let response;
   try {
-    response = await fetch(u, { headers: headers(accept) });
+    // The Traces search's first requests may be on their way already (boot.js).
+    response = await ((accept === "application/json" && prefetched(u)) || fetch(u, { headers: headers(accept) }));
   } catch (e) {
     throw new ApiError(`cannot reach the server (${e.message})`, 0);
   }

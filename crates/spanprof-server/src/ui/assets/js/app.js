@@ -4,12 +4,18 @@
 import * as api from "./api.js";
 import * as units from "./units.js";
 import { el, notice, replace } from "./dom.js";
-import { TraceView } from "./traces.js";
 import { TracesView } from "./traces_search.js";
-import { ExploreView } from "./explore.js";
-import { CompareView } from "./compare.js";
 
-const VIEWS = { traces: TracesView, trace: TraceView, explore: ExploreView, compare: CompareView };
+// The landing page's view (the Traces search) comes with this module; each other view's
+// module is loaded when the view is first shown, so the first page does not wait for the
+// flame graph's, the trace's or Compare's code. They are loaded once the first view is
+// drawn, so the next view opens at once.
+const VIEWS = {
+  traces: async () => TracesView,
+  trace: () => import("./traces.js").then((m) => m.TraceView),
+  explore: () => import("./explore.js").then((m) => m.ExploreView),
+  compare: () => import("./compare.js").then((m) => m.CompareView),
+};
 
 const TITLES = { traces: "Traces", trace: "Trace", explore: "Explore", compare: "Compare" };
 
@@ -44,16 +50,28 @@ const nav = {
   },
 };
 
-function render() {
+/** Renders counted: a render that waited for its view's module gives way to a later one. */
+let renders = 0;
+
+async function render() {
   const { name, params } = parse();
+  const ticket = ++renders;
   for (const a of document.querySelectorAll("header nav a")) {
     a.classList.toggle("active", a.dataset.view === name || (name === "trace" && a.dataset.view === "traces"));
   }
   if (!current || current.name !== name) {
     const root = document.getElementById("view");
+    let View;
+    try {
+      View = await VIEWS[name]();
+    } catch (e) {
+      if (ticket === renders) replace(root, notice("error", "The view could not be loaded", e.message));
+      return;
+    }
+    if (ticket !== renders) return;
     const container = el("div", { class: `view view-${name}` });
     replace(root, container);
-    current = { name, view: new VIEWS[name](container, nav) };
+    current = { name, view: new View(container, nav) };
   }
   // The view's name in the title (tabs, history); a view may name more of what it shows.
   document.title = `${TITLES[name]}${name === "trace" && params.trace ? ` ${params.trace.slice(0, 8)}…` : ""} · spanprof`;
@@ -123,4 +141,9 @@ window.addEventListener("popstate", render);
 window.addEventListener("hashchange", render);
 signedIn();
 zoneSwitch();
-render();
+render().then(() => {
+  // The other views' modules, while the reader looks at the first one.
+  const rest = () => Object.values(VIEWS).forEach((load) => load().catch(() => {}));
+  if (window.requestIdleCallback) requestIdleCallback(rest, { timeout: 3000 });
+  else setTimeout(rest, 1000);
+});

@@ -13,7 +13,7 @@ import { DiffTable } from "./diff_table.js";
 import { el, notice, replace } from "./dom.js";
 import { FlameGraph } from "./flame.js";
 import * as units from "./units.js";
-import { servicePicker } from "./traces.js";
+import { servicePicker } from "./search_common.js";
 
 const MODES = [
   ["slow", "slow vs fast spans of a span name"],

@@ -59,7 +59,7 @@ export function spanPicker(name, label, service, spanName, value, onPick) {
       `${units.duration(s.duration_ns)} · ${s.total ? `${units.value(s.total, s.unit)} CPU` : s.coverage} · ` +
       `${units.clock(Number(BigInt(s.start_ns) / 1000000n))} · ${s.span_id.slice(0, 8)}`));
     const listed = d.spans.some((s) => s.span_id === value);
-    replace(select, el("option", { value: "" }, `${d.count.toLocaleString("en-US")} ${spanName} spans: pick one`),
+    replace(select, el("option", { value: "" }, `${units.grouped(d.count)} ${spanName} spans: pick one`),
       listed ? null : given, options);
   }).catch((e) => replace(select, el("option", { value: "" }, `spans could not be listed: ${e.message}`), given));
   return select;

@@ -73,7 +73,7 @@ export class DiffTable {
       el("td", { class: "num" }, pct(f.rightShare)),
       el("td", { class: `num change ${f.change > 0.005 ? "more" : f.change < -0.005 ? "less" : ""}` },
         `${f.change > 0 ? "+" : f.change < 0 ? "−" : ""}${pct(Math.abs(f.change))}`)));
-    replace(this.caption, `${rows.length.toLocaleString("en-US")} functions`, needle ? ` matching “${search}”` : "",
+    replace(this.caption, `${units.grouped(rows.length)} functions`, needle ? ` matching “${search}”` : "",
       rows.length > MAX_ROWS ? ` · the first ${MAX_ROWS} shown` : "",
       ` · a share is of its side's total (${units.percent(1, 1)}); change = ${sides.right} − ${sides.left}, in points`);
     replace(this.tableBox, el("table", { class: "top diff" }, el("thead", {}, el("tr", {}, cols.map(head))),

@@ -46,6 +46,11 @@ export function canvasContext(canvas, width, height) {
   return ctx;
 }
 
+/** A colour of the page's theme (a CSS variable), for drawing on a canvas. */
+export function themeColour(node, name, fallback) {
+  return getComputedStyle(node).getPropertyValue(name).trim() || fallback;
+}
+
 /** Replaces the children of `node`. */
 export function replace(node, ...children) {
   node.replaceChildren();

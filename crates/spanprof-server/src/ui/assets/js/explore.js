@@ -7,7 +7,7 @@ import { el, howToSend, notice, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
 import { Timeline } from "./timeline.js";
 import * as units from "./units.js";
-import { servicePicker, timeRange } from "./traces.js";
+import { servicePicker, timeRange } from "./search_common.js";
 
 export class ExploreView {
   constructor(container, nav) {
@@ -42,18 +42,26 @@ export class ExploreView {
       this.nav.go("explore", { ...read(), sort: params.sort });
     };
     this.service.onchange = () => this.nav.go("explore", { ...read(), type: "" });
-    let services;
-    try {
-      services = await servicePicker(this.service, params.service);
-      const { profile_types: types, default: byDefault } = await api.get("profile-types", { service: params.service });
-      // What a selection without a type shows: CPU time, else what the service has instead.
-      const fallback = types.find((t) => t.id === byDefault);
-      replace(this.type, el("option", { value: "" },
-        fallback ? `${fallback.name} · ${fallback.sample_type} (default)` : "CPU (default)"),
-        types.map((t) => el("option", { value: t.id, selected: t.id === params.type }, `${t.name} · ${t.sample_type} (${t.sample_unit})`)));
-    } catch (e) {
-      replace(this.status, notice("error", "The pickers could not be filled", e.message));
-      return;
+    // A change of the flame graph's own state (zoom, search, view) keeps the pickers: no
+    // round trip before the graph follows it.
+    const pickersKey = api.query({ service: params.service, type: params.type });
+    let services = pickersKey === this.pickersKey ? this.services : null;
+    if (!services) {
+      try {
+        services = await servicePicker(this.service, params.service);
+        const { profile_types: types, default: byDefault } = await api.get("profile-types", { service: params.service });
+        // What a selection without a type shows: CPU time, else what the service has instead.
+        const fallback = types.find((t) => t.id === byDefault);
+        replace(this.type, el("option", { value: "" },
+          fallback ? `${fallback.name} · ${fallback.sample_type} (default)` : "CPU (default)"),
+          types.map((t) => el("option", { value: t.id, selected: t.id === params.type }, `${t.name} · ${t.sample_type} (${t.sample_unit})`)));
+        this.pickersKey = pickersKey;
+        this.services = services;
+      } catch (e) {
+        this.pickersKey = null;
+        replace(this.status, notice("error", "The pickers could not be filled", e.message));
+        return;
+      }
     }
     if (!services.length) {
       this.panelBox.hidden = true;

@@ -96,11 +96,16 @@ export class FlameGraph {
     this.canvas.addEventListener("click", (e) => this.click(e));
     this.canvas.addEventListener("keydown", (e) => this.key(e));
     this.canvas.addEventListener("focus", () => {
-      if (!this.levels) return;
+      // Focus by a click (not :focus-visible) rings nothing: the pointer shows where it is,
+      // and a root's tooltip would stay over the graph after the click zoomed elsewhere.
+      if (!this.levels || !this.canvas.matches(":focus-visible")) return;
       const z = this.zoom;
       this.select(this.selected || (z ? { level: z.level, index: z.index } : { level: 0, index: 0 }));
     });
-    this.canvas.addEventListener("blur", () => (this.tooltip.hidden = true));
+    this.canvas.addEventListener("blur", () => {
+      this.tooltip.hidden = true;
+      if (this.selected) this.draw(); // without the ring
+    });
     this.selected = null;
     this.resize = new ResizeObserver(() => this.draw());
     this.resize.observe(this.root);
@@ -121,6 +126,7 @@ export class FlameGraph {
     this.zoom = null;
     this.matches = null;
     this.selected = null;
+    this.depth = this.levels.length;
     this.draw();
   }
 
@@ -148,6 +154,7 @@ export class FlameGraph {
   setZoom(zoom) {
     const n = zoom ? this.node(zoom.level, zoom.index) : null;
     this.zoom = n && n.total > 0 ? n : null;
+    this.depth = this.shownDepth();
     this.draw();
     return this.zoom;
   }
@@ -190,9 +197,24 @@ export class FlameGraph {
     return z ? { start: z.x, width: z.total, level: z.level } : { start: 0, width: this.total, level: 0 };
   }
 
-  /** The height the graph takes, in CSS pixels. */
+  /**
+   * The rows shown: all of them, or, zoomed, down to the zoomed frame's deepest descendant
+   * (frames below its level that overlap it are its descendants: a level's frames are disjoint).
+   */
+  shownDepth() {
+    const z = this.zoom;
+    if (!z) return this.levels.length;
+    let l = z.level + 1;
+    for (; l < this.levels.length; l++) {
+      const k = this.first(l, z.x);
+      if (k >= this.count(l) || this.node(l, k).x >= z.x + z.total) break;
+    }
+    return l;
+  }
+
+  /** The height the graph takes, in CSS pixels: a zoomed graph is as tall as its subtree. */
   height() {
-    return this.levels.length * ROW + 2;
+    return this.depth * ROW + 2;
   }
 
   /**
@@ -203,7 +225,7 @@ export class FlameGraph {
     const v = this.view();
     const scale = width / v.width;
     const nameCol = this.diff ? 6 : 3;
-    for (let l = 0; l < this.levels.length; l++) {
+    for (let l = 0; l < this.depth; l++) {
       const a = this.levels[l];
       const y = l * ROW;
       for (let k = this.first(l, v.start); k < this.count(l); k++) {
@@ -244,7 +266,8 @@ export class FlameGraph {
     ctx.textBaseline = "middle";
     const charWidth = ctx.measureText("m").width;
     this.charWidth = charWidth;
-    const sel = this.selected;
+    // The keyboard's selection is ringed while the canvas has the keyboard.
+    const sel = document.activeElement === this.canvas ? this.selected : null;
     let selRect = null;
     this.eachFrame(width, charWidth, (fr) => {
       ctx.globalAlpha = fr.alpha;
@@ -283,7 +306,7 @@ export class FlameGraph {
     if (!this.levels) return null;
     const rect = this.canvas.getBoundingClientRect();
     const l = Math.floor((e.clientY - rect.top) / ROW);
-    if (l < 0 || l >= this.levels.length) return null;
+    if (l < 0 || l >= this.depth) return null;
     const v = this.view();
     const width = rect.width;
     const value = v.start + ((e.clientX - rect.left) / width) * v.width;
@@ -354,7 +377,7 @@ export class FlameGraph {
         break;
       case "ArrowDown": {
         const l = s.level + 1;
-        if (l < this.levels.length) {
+        if (l < this.depth) {
           const k = this.first(l, n.x);
           const c = k < this.count(l) ? this.node(l, k) : null;
           if (c && c.x < n.x + n.total) next = { level: l, index: k };

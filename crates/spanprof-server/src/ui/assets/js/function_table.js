@@ -48,7 +48,7 @@ export class FunctionTable {
           this.onState({ fn: f.name, zoom: "" }, true);
         } }, "⇅")),
     cell(f.self), cell(f.total)));
-    const what = [`${rows.length.toLocaleString("en-US")} ${rows.length === 1 ? "function" : "functions"}`];
+    const what = [`${units.grouped(rows.length)} ${rows.length === 1 ? "function" : "functions"}`];
     if (under) what.push(" under ", el("code", {}, under));
     if (needle) what.push(` matching “${search}”`);
     if (rows.length > MAX_ROWS) what.push(` · the first ${MAX_ROWS} shown`);

@@ -117,7 +117,7 @@ export class ProfilePanel {
       const averaged = data.summary.averaged_over;
       // A snapshot type (heap in use, goroutines) over several profiles is their average.
       replace(this.summary, units.headline(total, data.summary.profile_type, this.unit),
-        averaged ? ` · average of ${averaged.toLocaleString("en-US")} profiles` : "");
+        averaged ? ` · average of ${units.grouped(averaged)} profiles` : "");
       if (!total) {
         replace(this.status, empty || notice("empty", "No samples in this selection",
           "Widen the time range, or remove filters."));

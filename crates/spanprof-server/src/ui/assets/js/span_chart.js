@@ -3,7 +3,7 @@
 // sampled CPU over its duration); hover names the nearest, a drag brushes a time range, a
 // click opens the span. Canvas: 100,000 points are one path per colour, not 100,000 nodes.
 
-import { canvasContext, el } from "./dom.js";
+import { canvasContext, el, themeColour } from "./dom.js";
 import * as units from "./units.js";
 
 const HEIGHT = 190;
@@ -118,8 +118,8 @@ export class SpanChart {
     }
     this.buildGrid();
     this.drawBase();
-    this.caption.replaceChildren(`${n.toLocaleString("en-US")} span${n === 1 ? "" : "s"}` +
-      (d.count > n ? ` (the ${n.toLocaleString("en-US")} longest of ${d.count.toLocaleString("en-US")})` : "") +
+    this.caption.replaceChildren(`${units.grouped(n)} span${n === 1 ? "" : "s"}` +
+      (d.count > n ? ` (the ${units.grouped(n)} longest of ${units.grouped(d.count)})` : "") +
       (cpuInNs ? " · colour: CPU over duration, blue waited, red computed all along" : " · no CPU samples: grey"));
     return performance.now() - t0;
   }
@@ -149,10 +149,11 @@ export class SpanChart {
     const { t1, t2, l1, l2 } = this.scale;
     const plotW = this.width - PAD.left - PAD.right;
     const plotH = HEIGHT - PAD.top - PAD.bottom;
-    ctx.fillStyle = "#fff";
+    // The page's theme (light, or dark as the system asks).
+    ctx.fillStyle = themeColour(this.canvas, "--panel", "#fff");
     ctx.fillRect(0, 0, this.width, HEIGHT);
-    ctx.strokeStyle = "#e5e7eb";
-    ctx.fillStyle = "#6b6b70";
+    ctx.strokeStyle = themeColour(this.canvas, "--line", "#e5e7eb");
+    ctx.fillStyle = themeColour(this.canvas, "--muted", "#6b6b70");
     ctx.font = "11px system-ui, sans-serif";
     // Duration ticks at powers of ten.
     ctx.textAlign = "right";
@@ -167,16 +168,17 @@ export class SpanChart {
         ctx.fillText(units.duration(m * 10 ** p), PAD.left - 4, y + 4);
       }
     }
-    // Time ticks, in the browser's time zone.
-    ctx.textAlign = "center";
-    // Tenths of seconds when ticks fall closer than a few seconds apart (a brushed range).
-    const timeFormat = (t2 - t1) / Math.max(2, Math.floor(plotW / 110)) < 3000
-      ? { hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 1 } : {};
+    // Time ticks, 24-hour, in the browser's time zone or UTC (the header's switch), as the
+    // table's times; the first and last aligned inwards so that neither is cut.
     const ticks = Math.max(2, Math.floor(plotW / 110));
+    // Tenths of seconds when ticks fall closer than a few seconds apart (a brushed range).
+    const tenths = (t2 - t1) / ticks < 3000;
     for (let k = 0; k <= ticks; k++) {
       const t = t1 + ((t2 - t1) * k) / ticks;
       const x = PAD.left + (plotW * k) / ticks;
-      ctx.fillText(new Date(t).toLocaleTimeString([], timeFormat), Math.min(this.width - 30, Math.max(30, x)), HEIGHT - 6);
+      ctx.textAlign = k === 0 ? "left" : k === ticks ? "right" : "center";
+      const label = units.timeOfDay(t) + (tenths ? `.${Math.floor((((t % 1000) + 1000) % 1000) / 100)}` : "");
+      ctx.fillText(label, k === ticks ? this.width - PAD.right : x, HEIGHT - 6);
     }
     this.drawPoints(ctx);
     // A copy to draw the brush and hover over (drawImage: no readback of pixels).
@@ -301,7 +303,7 @@ export class SpanChart {
       : d.cpu[i] ? units.value(d.cpu[i], d.unit) : "no samples";
     this.tip.replaceChildren(el("div", { class: "tt-name" }, d.names[d.name[i]]),
       el("div", {}, `${d.names[d.service[i]]} · ${units.duration(d.duration_ns[i])} · ${cpu}`),
-      el("div", {}, new Date(d.start_ms[i]).toLocaleString()));
+      el("div", {}, units.clock(d.start_ms[i])));
     this.tip.hidden = false;
     this.tip.style.left = `${Math.min(x + 12, this.width - 260)}px`;
     this.tip.style.top = `${y + 12}px`;

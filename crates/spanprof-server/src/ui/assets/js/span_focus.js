@@ -106,8 +106,8 @@ export class WindowWatch {
           "that the stored windows watched."));
     } else if (w.state === "complete" && w.in > 0) {
       replace(this.box, el("p", { class: "muted windows-complete" },
-        `All ${w.in} profile window${w.in === 1 ? "" : "s"} of this span's time are in` +
-        (w.window_ns ? ` (${units.duration(w.window_ns)} each)` : "") + "."));
+        (w.in === 1 ? "The profile window of this span's time is in" : `All ${w.in} profile windows of this span's time are in`) +
+        (w.window_ns ? ` (${units.duration(w.window_ns)}${w.in === 1 ? "" : " each"})` : "") + "."));
     } else {
       replace(this.box);
     }

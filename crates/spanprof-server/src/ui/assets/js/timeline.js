@@ -4,7 +4,7 @@
 // it to narrow the time range to what was dragged over.
 
 import * as api from "./api.js";
-import { canvasContext, el, replace } from "./dom.js";
+import { canvasContext, el, replace, themeColour } from "./dom.js";
 import * as units from "./units.js";
 
 const HEIGHT = 110;
@@ -51,10 +51,6 @@ async function firstPoint(selection, step) {
   return Number.isFinite(first) ? first : null;
 }
 
-/** A colour of the page's theme (a CSS variable), for drawing on a canvas. */
-function themeColour(node, name, fallback) {
-  return getComputedStyle(node).getPropertyValue(name).trim() || fallback;
-}
 
 export class Timeline {
   /** `onRange(fromMs, toMs)` is called when the user drags over a range. */
@@ -286,7 +282,9 @@ export class Timeline {
       ctx.fillStyle = muted;
       const label = units.timeOfDay(t, seconds);
       this.labels.times.push(label);
-      ctx.fillText(label, Math.min(Math.max(x, LEFT + 20), width - 24), base + 5);
+      // A label that would run past the right edge ends at it instead (not cut).
+      const half = ctx.measureText(label).width / 2;
+      ctx.fillText(label, Math.min(Math.max(x, LEFT + 20), width - 2 - half), base + 5);
     }
     const barW = Math.max(1, ((this.stepMs / (t1 - t0 || 1)) * (width - LEFT)) - 1);
     this.points.forEach(([t, v, ex], i) => {

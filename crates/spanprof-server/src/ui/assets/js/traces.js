@@ -7,43 +7,7 @@ import { ProfilePanel } from "./profile_panel.js";
 import { focusOf, focusSwitch, WindowWatch } from "./span_focus.js";
 import { Waterfall } from "./waterfall.js";
 import * as units from "./units.js";
-
-const CUSTOM = "custom";
-const RANGES = [["", "all time"], ["now-15m", "last 15 minutes"], ["now-1h", "last hour"],
-  ["now-6h", "last 6 hours"], ["now-24h", "last 24 hours"], ["now-7d", "last 7 days"]];
-
-/** A time-range picker: presets, or any `from`/`to` the API reads (RFC 3339, unix, now-1h). */
-export function timeRange(params) {
-  const from = el("input", { name: "from", value: params.from || "", placeholder: "from: now-1h, RFC 3339",
-    "aria-label": "from", size: 22 });
-  const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to", size: 12 });
-  // A range that is none of the presets shows as "custom", not as the first preset.
-  const isPreset = !params.to && RANGES.some(([v]) => v === (params.from || ""));
-  const options = isPreset ? RANGES : [...RANGES, [CUSTOM, "custom range"]];
-  const preset = el("select", { "aria-label": "time range",
-    onchange: () => { if (preset.value !== CUSTOM) { from.value = preset.value; to.value = ""; } } },
-  options.map(([v, label]) => el("option", {
-    value: v, selected: v === CUSTOM ? !isPreset : isPreset && (params.from || "") === v,
-  }, label)));
-  return { nodes: [preset, from, to], read: () => ({ from: from.value.trim(), to: to.value.trim() }) };
-}
-
-/**
- * A service picker filled from `/services` (with `spans`, also the services that only sent
- * spans, or sent them under another name); resolves to the list (empty: no data yet).
- */
-export async function servicePicker(select, chosen, spans = false) {
-  const { services } = await api.get("services", { spans });
-  replace(select, el("option", { value: "" }, "all services"),
-    services.map((s) => el("option", { value: s, selected: s === chosen }, s)));
-  if (chosen && !services.includes(chosen)) select.appendChild(el("option", { value: chosen, selected: true }, chosen));
-  return services;
-}
-
-/** `1 span`, `3 spans`. */
-export function plural(n, word) {
-  return `${Number(n).toLocaleString("en-US")} ${word}${Number(n) === 1 ? "" : "s"}`;
-}
+import { expected, failure, LAST_SEARCH_KEY, plural, wherePair } from "./search_common.js";
 
 /** Seconds since the span ended (its start and duration in ns, as strings or numbers). */
 function endedSecondsAgo(span) {
@@ -124,39 +88,6 @@ export function coverageNotice(span, profiled = true, trace = null) {
   return notice("empty", `No samples in this span: ${verdict}`, lines[verdict] || "");
 }
 
-/** The search's `where` text (`http.route=/cart resource.host.name=web-1`, a value with
- * spaces in double quotes: `span.name="GET /x"`; also `!=`, `=~`, `!~`, and `>=`, `<=`, `>`,
- * `<` to a number) as the spans API's
- * repeatable `attribute` and `resource` parameters; the API refuses a pair without one. */
-export function wherePairs(where) {
-  const attribute = [];
-  const resource = [];
-  const pairs = /(\S+?)(!=|!~|=~|>=|<=|=|>|<)(?:"([^"]*)"|(\S*))|(\S+)/g;
-  for (const [, key, op, quoted, bare, alone] of String(where || "").matchAll(pairs)) {
-    const pair = alone !== undefined ? alone : key + op + (quoted !== undefined ? quoted : bare);
-    if (pair.startsWith("resource.")) resource.push(pair.slice("resource.".length));
-    else attribute.push(pair);
-  }
-  return { attribute, resource };
-}
-
-/** `key=value` as `wherePairs` reads it back: the value in double quotes when it has spaces
- * or is empty; null when it cannot be written (a double quote in the value, a space in the
- * key). */
-function wherePair(key, value) {
-  if (value.includes('"') || /\s/.test(key)) return null;
-  return `${key}=${/\s/.test(value) || value === "" ? `"${value}"` : value}`;
-}
-
-/** The heading of the spans' own totals: what their type measures (each span's total is in
- * the type of its own samples; a service without CPU profiles has wall-clock time or counts). */
-export function totalHeading(spans) {
-  const kinds = new Set(spans.map((s) => String(s.profile_type || "").split(":")[1]).filter(Boolean));
-  if (kinds.size !== 1) return "Total";
-  const [kind] = kinds;
-  return { cpu: "CPU", wall: "Wall time", samples: "CPU samples" }[kind] || kind;
-}
-
 /** A note for a span with clearly more samples than the sampling periods it ran (one CPU
  * gives at most one a period, give or take the randomness of sampling): it ran on several
  * CPUs at once, or its profiler gives samples to spans approximately (a thread's span tag
@@ -167,12 +98,6 @@ function moreSamplesThanPeriods(span) {
   return [el("p", { class: "muted more-samples" }, `${plural(span.samples, "sample")} in ` +
     `${expected(possible)} sampling periods of its own time: it ran on more than one CPU at once ` +
     "(threads, goroutines), or its profiler tells spans apart only approximately.")];
-}
-
-/** "error: its message" (or "error") for a span whose status is an error; null for others. */
-export function failure(span) {
-  if (span.status_code !== 2) return null;
-  return span.status_message ? `error: ${span.status_message}` : "error";
 }
 
 /** OTLP span kinds by number (0, unspecified, is not shown). */
@@ -242,14 +167,6 @@ function searchable(span, prefix) {
       href: `#/traces?${api.query({ service: span.service, where: pair })}` }, key, value);
   };
 }
-
-/** Sampling periods a span lasted, as shown: one decimal under 10 (2.3, not 2 beside 3). */
-export function expected(periods) {
-  return periods < 10 ? String(Number(periods.toFixed(1))) : String(Math.round(periods));
-}
-
-/** Where the search view keeps its URL (its hash), for the trace view's way back. */
-export const LAST_SEARCH_KEY = "spanprof.traces.search";
 
 /** The way back to the search, with the filters it had (kept by the search view). */
 function backToSearch() {
@@ -360,7 +277,7 @@ export class TraceView {
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
           : "") +
-        (t.truncated ? ` · the first ${plural(t.spans.length, "span")} of ${t.spans_total.toLocaleString("en-US")}` : "")),
+        (t.truncated ? ` · the first ${plural(t.spans.length, "span")} of ${units.grouped(t.spans_total)}` : "")),
       backToSearch());
     this.split.hidden = false;
     this.waterfall.setTrace(t);
@@ -406,7 +323,8 @@ export class TraceView {
     // The types of the span's own samples (a span has no heap profile), filled once known.
     const types = el("select", { name: "type", "aria-label": "profile type",
       onchange: () => this.nav.patch({ type: types.value, zoom: "", search: "" }) });
-    const typeLabel = el("label", {}, " · Type ", types);
+    // No leading "·": the controls wrap at 900 px, and a separator would then start a line.
+    const typeLabel = el("label", { class: "type-pick" }, "Type ", types);
     typeLabel.hidden = true;
     this.fillTypes(types, typeLabel, span, params);
     replace(this.spanHead, el("h2", {}, span.name, " ", el("span", { class: "muted" },

@@ -6,21 +6,14 @@
 import * as api from "./api.js";
 import { el, howToSend, notice, replace } from "./dom.js";
 import { SpanChart } from "./span_chart.js";
-import { expected, failure, LAST_SEARCH_KEY, plural, servicePicker, timeRange, totalHeading, wherePairs } from "./traces.js";
+import { DEFAULT_PAGE, listQuery, searchFilters } from "./boot.js";
+import { expected, failure, LAST_SEARCH_KEY, plural, servicePicker, timeRange, totalHeading } from "./search_common.js";
 import * as units from "./units.js";
 
 const PAGE_SIZES = [25, 50, 100, 500];
-const DEFAULT_PAGE = 50;
 /** Sorts offered beside the headers ("most CPU" is the costly-spans view). */
 const SORTS = [["duration:desc", "longest first"], ["cpu:desc", "most CPU (costly spans)"],
   ["start:desc", "newest first"], ["start:asc", "oldest first"], ["name:asc", "name A–Z"]];
-
-/** The filters of `params`, as the search endpoints take them. */
-function filters(params) {
-  return { service: params.service, name: params.name, name_match: params.name ? params.match || "" : "",
-    min_duration: params.min_duration, status: params.status, kind: params.kind, ...wherePairs(params.where),
-    from: params.from, to: params.to };
-}
 
 /** "Traces", or what the search narrows to, for the page title. */
 function titleOf(params) {
@@ -59,7 +52,8 @@ export class TracesView {
   }
 
   fitChart() {
-    if (this.chartBox.isConnected && !this.chartBox.hidden) this.chart.fit(this.chartBox.clientWidth);
+    // Without points yet there is nothing to fit (and no layout to force before the rows show).
+    if (this.chart.data && this.chartBox.isConnected && !this.chartBox.hidden) this.chart.fit(this.chartBox.clientWidth);
   }
 
   async update(params) {
@@ -73,10 +67,7 @@ export class TracesView {
         onclick: () => this.nav.patch({ group: g === "span" ? "" : g, offset: "" }) }, label);
     }));
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
-    const [sort, order] = (params.sort || "duration:desc").split(":");
-    const limit = Number(params.limit) || DEFAULT_PAGE;
-    const offset = Number(params.offset) || 0;
-    const f = filters(params);
+    const f = searchFilters(params);
     const pointsKey = JSON.stringify(f);
     let services;
     let page;
@@ -84,7 +75,7 @@ export class TracesView {
     performance.mark("spanprof:search-start");
     try {
       [services, page] = await Promise.all([servicePicker(this.service, params.service, true),
-        api.get("spans", { ...f, sort, order, offset, limit, group: byTrace ? "trace" : "" })]);
+        api.get("spans", listQuery(params))]);
     } catch (e) {
       replace(this.summary);
       replace(this.results, notice("error", "The search failed", e.message));
@@ -191,7 +182,7 @@ export class TracesView {
       onchange: () => this.nav.patch({ limit: size.value === String(DEFAULT_PAGE) ? "" : size.value, offset: "" }) },
     PAGE_SIZES.map((n) => el("option", { value: n, selected: n === page.limit }, `${n} a page`)));
     replace(this.summary, el("strong", { class: "match-count" }, count),
-      el("span", { class: "muted page-range" }, `showing ${first.toLocaleString("en-US")}–${last.toLocaleString("en-US")}`),
+      el("span", { class: "muted page-range" }, `showing ${units.grouped(first)}–${units.grouped(last)}`),
       el("span", { class: "spacer" }), el("label", {}, "Sort ", sortBy), size,
       el("button", { type: "button", class: "page-prev", disabled: page.offset === 0,
         onclick: () => go(Math.max(0, page.offset - page.limit)) }, "← previous"),

@@ -13,10 +13,24 @@ function scaled(v, table) {
   return `${trim(v)} ${table[table.length - 1][1]}`;
 }
 
+/**
+ * `x` with its whole part's digits grouped by three ("12,345.6"; at most 3 decimals), as
+ * en-US writes it, without Intl: the first Intl call loads the locale's data, about 20 ms of
+ * the page's first load.
+ */
+export function grouped(x) {
+  x = Number(x);
+  if (!Number.isFinite(x)) return String(x);
+  const [whole, frac] = String(Number.isInteger(x) ? x : Number(x.toFixed(3))).split(".");
+  const sign = whole.startsWith("-") ? "-" : "";
+  const digits = whole.slice(sign.length).replace(/\B(?=(\d{3})+$)/g, ",");
+  return `${sign}${digits}${frac ? `.${frac}` : ""}`;
+}
+
 function trim(x) {
   const a = Math.abs(x);
   const digits = a >= 100 ? 0 : a >= 10 ? 1 : 2;
-  return Number(x.toFixed(digits)).toLocaleString("en-US");
+  return grouped(Number(x.toFixed(digits)));
 }
 
 /** A duration given in nanoseconds. */
@@ -34,8 +48,8 @@ export function value(v, unit) {
     case "seconds": return duration(v * 1e9);
     case "bytes": return scaled(v, BYTE_UNITS);
     case "count": case "samples": case null: case undefined: case "":
-      return v.toLocaleString("en-US");
-    default: return `${v.toLocaleString("en-US")} ${unit}`;
+      return grouped(v);
+    default: return `${grouped(v)} ${unit}`;
   }
 }
 

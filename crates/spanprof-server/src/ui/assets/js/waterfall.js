@@ -31,7 +31,7 @@ export class Waterfall {
     this.failure = failure;
     this.collapsed = new Set();
     this.ruler = el("div", { class: "wf-ruler", "aria-hidden": "true" });
-    this.spacer = el("div", { class: "wf-spacer" });
+    this.spacer = el("div", { class: "wf-spacer", onclick: (e) => this.click(e) });
     this.viewport = el("div", { class: "wf-viewport", tabindex: 0, role: "tree",
       "aria-label": "spans of the trace (arrows move, Enter opens, Left and Right fold)",
       onscroll: () => this.draw(), onkeydown: (e) => this.key(e) }, this.spacer);
@@ -39,6 +39,8 @@ export class Waterfall {
     this.root.waterfall = this; // lets the browser checks and bench/ui-perf.sh time it
     container.appendChild(this.root);
     this.rows = new Map();
+    /** Rows out of view, to be filled with the next spans that come into it. */
+    this.free = [];
     this.selected = null;
     this.active = 0;
   }
@@ -59,6 +61,9 @@ export class Waterfall {
       } else this.roots.push(s);
     }
     this.byId = new Map(trace.spans.map((s) => [s.span_id, s]));
+    // Totals may have changed (a refresh as profiles come in): every row is filled anew.
+    this.free.push(...this.rows.values());
+    this.rows = new Map();
     this.drawRuler();
     this.flatten();
   }
@@ -76,6 +81,9 @@ export class Waterfall {
     this.visible = out;
     this.index = new Map(out.map((s, i) => [s.span_id, i]));
     this.spacer.style.height = `${out.length * ROW_PX}px`;
+    // A short trace's waterfall is only as tall as its rows (style.css): the span's flame
+    // graph below it stays in view.
+    this.viewport.style.setProperty("--wf-content", `${out.length * ROW_PX}px`);
     this.active = Math.min(this.active, Math.max(out.length - 1, 0));
     this.drawn = null;
     this.draw();
@@ -95,7 +103,8 @@ export class Waterfall {
       el("div", { class: "num" }, "duration"), el("div", { class: "num" }, "CPU"));
   }
 
-  /** Draws the rows in view (and a few around). */
+  /** Draws the rows in view (and a few around). Rows that leave the view are refilled for
+   * the spans that come into it, not built anew: a scroll changes text and styles only. */
   draw() {
     if (!this.visible) return;
     const top = this.viewport.scrollTop;
@@ -105,57 +114,107 @@ export class Waterfall {
     const key = `${first}:${last}`;
     if (this.drawn === key) return;
     this.drawn = key;
+    for (const [id, row] of this.rows) {
+      const i = this.index.get(id);
+      if (i === undefined || i < first || i >= last) this.free.push(row);
+    }
     const keep = new Map();
     for (let i = first; i < last; i++) {
       const s = this.visible[i];
-      const row = this.rows.get(s.span_id) || this.row(s);
+      let row = this.rows.get(s.span_id);
+      if (!row || this.free.includes(row)) {
+        row = this.free.pop() || this.newRow();
+        this.fill(row, s);
+      }
       row.style.top = `${i * ROW_PX}px`;
       row.classList.toggle("active", i === this.active);
       keep.set(s.span_id, row);
     }
-    for (const [id, row] of this.rows) if (!keep.has(id)) row.remove();
+    for (const row of this.free) if (row.parentNode) row.remove();
     for (const row of keep.values()) if (row.parentNode !== this.spacer) this.spacer.appendChild(row);
     this.rows = keep;
     const active = this.visible[this.active];
     if (active) this.viewport.setAttribute("aria-activedescendant", `wf-${active.span_id}`);
   }
 
-  row(s) {
-    const t = this.trace;
+  /** An empty row: `fill` writes a span into it. Clicks are handled on the spacer. */
+  newRow() {
+    const p = {
+      depth: el("span", { class: "wf-depth" }),
+      toggle: el("button", { type: "button", class: "wf-toggle", tabindex: -1 }),
+      leaf: el("span", { class: "wf-toggle leaf" }),
+      mark: el("span", {}),
+      service: el("span", { class: "wf-service" }),
+      name: el("span", {}),
+      folded: el("span", { class: "wf-hidden muted" }),
+      bar: el("div", { class: "wf-bar" }),
+      dur: el("div", { class: "num wf-dur" }),
+      cpu: el("div", { class: "num wf-cpu" }),
+    };
+    p.label = el("div", { class: "wf-label" }, p.depth, p.toggle, p.leaf, p.mark, p.service, p.name, p.folded);
+    const row = el("div", { class: "wf-row", role: "treeitem" }, p.label,
+      el("div", { class: "wf-track" }, p.bar), p.dur, p.cpu);
+    row.parts = p;
+    return row;
+  }
+
+  /** Writes span `s` into `row` (made by `newRow`). */
+  fill(row, s) {
+    const p = row.parts;
     const kids = this.children.get(s.span_id);
     const folded = this.collapsed.has(s.span_id);
     const depth = Number(s.depth) || 0;
-    const indent = Math.min(depth, MAX_INDENT) * INDENT_PX + 4;
-    const left = (100 * Number(s.offset_ns)) / this.whole;
-    const width = Math.max((100 * Number(s.duration_ns)) / this.whole, 0.2);
     const fail = this.failure(s);
-    const toggle = kids
-      ? el("button", { type: "button", class: "wf-toggle", tabindex: -1,
-        "aria-label": folded ? "expand" : "collapse",
-        title: `${folded ? "expand" : "collapse"} ${kids.length} child span${kids.length === 1 ? "" : "s"}`,
-        onclick: (e) => { e.stopPropagation(); this.fold(s.span_id, !folded); } }, folded ? "▸" : "▾")
-      : el("span", { class: "wf-toggle leaf" }, "");
-    const row = el("div", { class: `wf-row${s.span_id === this.selected ? " selected" : ""}`,
-      id: `wf-${s.span_id}`, role: "treeitem", "aria-level": depth + 1,
-      "aria-expanded": kids ? String(!folded) : undefined,
-      "aria-selected": String(s.span_id === this.selected),
-      dataset: { spanId: s.span_id, depth },
-      title: `depth ${depth} · ${s.service} · ${s.name}`,
-      onclick: () => { this.active = this.index.get(s.span_id) ?? this.active; this.onOpen(s); } },
-    el("div", { class: "wf-label", style: { paddingLeft: `${indent}px` } },
-      // Past the indent cap, the depth is written instead of drawn.
-      depth > MAX_INDENT ? el("span", { class: "wf-depth", title: `depth ${depth}` }, `↳${depth}`) : null,
-      toggle,
-      el("span", { class: `mark ${s.total > 0 ? "on" : ""}`, title: s.total > 0 ? "has samples" : s.coverage },
-        s.total > 0 ? "●" : "○"),
-      // The service only where it changes (as Jaeger does): deep rows keep room for names.
-      this.serviceChanges(s) ? [el("span", { class: "wf-service" }, s.service), " "] : null,
-      el("span", { class: fail ? "wf-name failed" : "wf-name", title: fail ?? undefined }, s.name),
-      folded ? el("span", { class: "wf-hidden muted" }, ` +${this.descendants(s.span_id)}`) : null),
-    el("div", { class: "wf-track" }, el("div", { class: "wf-bar", style: { left: `${left}%`, width: `${width}%` } })),
-    el("div", { class: "num wf-dur" }, units.duration(s.duration_ns)),
-    el("div", { class: "num wf-cpu" }, s.total ? units.value(s.total, t.unit) : "–"));
-    return row;
+    row.className = `wf-row${s.span_id === this.selected ? " selected" : ""}`;
+    row.id = `wf-${s.span_id}`;
+    row.setAttribute("aria-level", depth + 1);
+    if (kids) row.setAttribute("aria-expanded", String(!folded));
+    else row.removeAttribute("aria-expanded");
+    row.setAttribute("aria-selected", String(s.span_id === this.selected));
+    row.dataset.spanId = s.span_id;
+    row.dataset.depth = depth;
+    row.title = `depth ${depth} · ${s.service} · ${s.name}`;
+    p.label.style.paddingLeft = `${Math.min(depth, MAX_INDENT) * INDENT_PX + 4}px`;
+    // Past the indent cap, the depth is written instead of drawn.
+    p.depth.hidden = depth <= MAX_INDENT;
+    p.depth.title = `depth ${depth}`;
+    p.depth.textContent = `↳${depth}`;
+    p.toggle.hidden = !kids;
+    p.leaf.hidden = !!kids;
+    if (kids) {
+      p.toggle.setAttribute("aria-label", folded ? "expand" : "collapse");
+      p.toggle.title = `${folded ? "expand" : "collapse"} ${kids.length} child span${kids.length === 1 ? "" : "s"}`;
+      p.toggle.textContent = folded ? "▸" : "▾";
+    }
+    p.mark.className = `mark ${s.total > 0 ? "on" : ""}`;
+    p.mark.title = s.total > 0 ? "has samples" : s.coverage;
+    p.mark.textContent = s.total > 0 ? "●" : "○";
+    // The service only where it changes (as Jaeger does): deep rows keep room for names.
+    p.service.hidden = !this.serviceChanges(s);
+    p.service.textContent = `${s.service} `;
+    p.name.className = fail ? "wf-name failed" : "wf-name";
+    if (fail) p.name.title = fail;
+    else p.name.removeAttribute("title");
+    p.name.textContent = s.name;
+    p.folded.hidden = !folded;
+    p.folded.textContent = folded ? ` +${this.descendants(s.span_id)}` : "";
+    p.bar.style.left = `${(100 * Number(s.offset_ns)) / this.whole}%`;
+    p.bar.style.width = `${Math.max((100 * Number(s.duration_ns)) / this.whole, 0.2)}%`;
+    p.dur.textContent = units.duration(s.duration_ns);
+    p.cpu.textContent = s.total ? units.value(s.total, this.trace.unit) : "–";
+  }
+
+  /** A click on a row opens its span; on its toggle, folds or unfolds its subtree. */
+  click(e) {
+    const row = e.target.closest(".wf-row");
+    const s = row && this.byId && this.byId.get(row.dataset.spanId);
+    if (!s) return;
+    if (e.target.closest("button.wf-toggle")) {
+      this.fold(s.span_id, !this.collapsed.has(s.span_id));
+      return;
+    }
+    this.active = this.index.get(s.span_id) ?? this.active;
+    this.onOpen(s);
   }
 
   /** Whether `s` is a root or runs in another service than its parent. */
@@ -181,8 +240,8 @@ export class Waterfall {
     if (!this.children.has(id) || this.collapsed.has(id) === on) return;
     if (on) this.collapsed.add(id);
     else this.collapsed.delete(id);
-    // Its row (and the rows after it) change: drawn anew.
-    for (const row of this.rows.values()) row.remove();
+    // Its row (and the rows after it) change: every row is filled anew.
+    this.free.push(...this.rows.values());
     this.rows = new Map();
     this.flatten();
   }
@@ -197,7 +256,7 @@ export class Waterfall {
       s = this.byId.get(s.parent_span_id);
     }
     if (unfolded) {
-      for (const row of this.rows.values()) row.remove();
+      this.free.push(...this.rows.values());
       this.rows = new Map();
       this.flatten();
     }
