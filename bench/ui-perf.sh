@@ -97,11 +97,14 @@ if sys.argv[2]:
     for key, name in (("fps", "scroll frames per second"), ("frame_ms_p95", "scroll frame p95 (ms)"),
                       ("draw_ms_median", "scroll draw (ms, median)"), ("draw_ms_max", "scroll draw (ms, max)"),
                       ("frame_work_ms_median", "draw + style + layout (ms, median)"),
-                      ("frame_work_ms_p95", "draw + style + layout (ms, p95)")):
+                      ("frame_work_ms_p95", "draw + style + layout (ms, p95)"),
+                      ("lost_frames", "frames lost (> 1.5 vsync)"),
+                      ("lost_to_page_work", "  of them the page's work"),
+                      ("lost_to_machine", "  of them the machine")):
         ours = [r["waterfall_scroll"][key] for r in runs]
         theirs = [p["waterfall_scroll"][key] for p in peers]
         m, pm = statistics.median(ours), statistics.median(theirs)
-        print(f"  {name:36s} {m:7.2f} vs {pm:7.2f}  ratio {m / pm:.2f}   {ours} vs {theirs}")
+        print(f"  {name:36s} {m:7.2f} vs {pm:7.2f}  ratio {m / pm if pm else float('nan'):.2f}   {ours} vs {theirs}")
 def med(path):
     vals = []
     for r in runs:
@@ -150,6 +153,9 @@ rows += [
     ("waterfall: scroll draw (ms, max)", ("waterfall_scroll", "draw_ms_max"), ""),
     ("waterfall: draw + style + layout a frame (ms, median)", ("waterfall_scroll", "frame_work_ms_median"), "<= 16.7"),
     ("waterfall: draw + style + layout a frame (ms, p95)", ("waterfall_scroll", "frame_work_ms_p95"), "<= 16.7"),
+    ("waterfall: frames lost (> 1.5 vsync)", ("waterfall_scroll", "lost_frames"), ""),
+    ("waterfall: frames lost to the page's work", ("waterfall_scroll", "lost_to_page_work"), "0"),
+    ("waterfall: frames lost to the machine", ("waterfall_scroll", "lost_to_machine"), ""),
 ]
 print(f"sandwich profile: {runs[0]['sandwich_root']['profile_nodes']} nodes; nodes: wide {runs[0]['flame_render_wide']['nodes']}, deep {runs[0]['flame_render_deep']['nodes']}; "
       f"runs: {len(runs)} (median, then every run)")

@@ -240,14 +240,14 @@ def run(c, args):
         c.wait(f"the search for {where}", lambda: urllib.parse.parse_qs(
             urllib.parse.urlsplit(d.current_url).fragment.partition("?")[2]).get("where") == [where])
         c.wait("the span, found by it", lambda: [r.get_attribute("data-span-id")
-                                                for r in c.css("tr.span-row")] == [span])
+                                                for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
         d.back()
         c.wait("the span again", lambda: c.shown(".span-resource"))
         if not c.shown(".span-resource .span-details"):
             c.shown(".span-resource summary")[0].click()
     c.open(args.empty_base, "#/traces")
-    c.wait("the failed span's row", lambda: c.css(f"tr.span-row[data-span-id='{span}']"))
-    mark = c.css(f"tr.span-row[data-span-id='{span}'] .failed-mark")
+    c.wait("the failed span's row", lambda: c.css(f"table:not([aria-busy]) tr.span-row[data-span-id='{span}']"))
+    mark = c.css(f"table:not([aria-busy]) tr.span-row[data-span-id='{span}'] .failed-mark")
     assert mark and mark[0].text == "error" and mark[0].get_attribute("title") == "inventory timed out", \
         "the search does not mark the failed span"
     # Errors only: the failed span here; none in the demo recording, whose spans all succeeded.
@@ -255,7 +255,7 @@ def run(c, args):
     c.css("form.filters button[type=submit]")[0].click()
     c.wait("status=error in the URL", lambda: "status=error" in d.current_url)
     c.wait("the failed span, alone", lambda: [r.get_attribute("data-span-id")
-                                             for r in c.css("tr.span-row")] == [span])
+                                             for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
     # By what ran it and what it was: typed into the search, kept in the URL.
     c.open(args.empty_base, "#/traces")
     c.wait("the search form", lambda: c.css("input[name=where]"))
@@ -264,21 +264,21 @@ def run(c, args):
     c.css("form.filters button[type=submit]")[0].click()
     c.wait("where= in the URL", lambda: "where=" in d.current_url)
     c.wait("the span on its host", lambda: [r.get_attribute("data-span-id")
-                                           for r in c.css("tr.span-row")] == [span])
+                                           for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
     c.shot("traces-where")
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "resource.host.name=elsewhere"}))
     c.wait("no span on another host", lambda: "No span matches" in c.text())
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode(
         {"where": "resource.host.name!=elsewhere http.route=~/orders/.*"}))
     c.wait("the span, by != and a regex", lambda: [r.get_attribute("data-span-id")
-                                                  for r in c.css("tr.span-row")] == [span])
+                                                  for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.route!~/orders/.*"}))
     c.wait("none left by !~", lambda: "No span matches" in c.text())
     # The failed requests by their status code, a number in order (its int attribute).
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode(
         {"where": "http.response.status_code>=500 http.route=~/orders/.*"}))
     c.wait("the span, by >= 500", lambda: [r.get_attribute("data-span-id")
-                                          for r in c.css("tr.span-row")] == [span])
+                                          for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
     c.open(args.empty_base, "#/traces?" + urllib.parse.urlencode({"where": "http.response.status_code<500"}))
     c.wait("none below 500", lambda: "No span matches" in c.text())
     # By kind, picked in the form: the span is a server's; no client span was sent.
@@ -288,7 +288,7 @@ def run(c, args):
     c.css("form.filters button[type=submit]")[0].click()
     c.wait("kind=server in the URL", lambda: "kind=server" in d.current_url)
     c.wait("the server span", lambda: [r.get_attribute("data-span-id")
-                                       for r in c.css("tr.span-row")] == [span])
+                                       for r in c.css("table:not([aria-busy]) tr.span-row")] == [span])
     c.open(args.empty_base, "#/traces?kind=client")
     c.wait("no client span", lambda: "No span matches" in c.text())
     assert c.css("select[name=kind]")[0].get_attribute("value") == "client"
@@ -297,8 +297,8 @@ def run(c, args):
     assert "expected key=value" in c.text(), c.text()
     c.open(args.base, "#/traces?status=error")
     # The demo's failed spans: /alloc requests answered 500 (one in 20, by span id).
-    c.wait("the demo's failed spans", lambda: c.css("tr.span-row"))
-    failed = [r.text for r in c.css("tr.span-row")]
+    c.wait("the demo's failed spans", lambda: c.css("table:not([aria-busy]) tr.span-row"))
+    failed = [r.text for r in c.css("table:not([aria-busy]) tr.span-row")]
     assert all("/alloc" in t for t in failed), failed
     assert c.css("input.errors-only")[0].is_selected()
     c.no_alert()
@@ -306,11 +306,11 @@ def run(c, args):
 
     # 2. Traces search: the slowest GET /cpu-heavy span comes first; open the slowest sampled.
     c.open(args.base, "#/traces?" + urllib.parse.urlencode({"service": "goapp", "name": "GET /cpu-heavy"}))
-    c.wait("span rows", lambda: c.css("tr.span-row"))
-    first = c.css("tr.span-row")[0]
+    c.wait("span rows", lambda: c.css("table:not([aria-busy]) tr.span-row"))
+    first = c.css("table:not([aria-busy]) tr.span-row")[0]
     assert first.get_attribute("data-span-id") == args.first, \
         f"first row {first.get_attribute('data-span-id')} is not the slowest span {args.first}"
-    chosen = [r for r in c.css("tr.span-row") if r.get_attribute("data-span-id") == args.span]
+    chosen = [r for r in c.css("table:not([aria-busy]) tr.span-row") if r.get_attribute("data-span-id") == args.span]
     assert chosen, f"no row for the span {args.span}"
     assert "sampled" in chosen[0].text, chosen[0].text
     c.shot("traces-search")

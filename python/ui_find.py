@@ -24,7 +24,7 @@ def hash_params(d):
 
 
 def row_ids(c, attr="data-span-id"):
-    return [r.get_attribute(attr) for r in c.css("tr.span-row")]
+    return [r.get_attribute(attr) for r in c.css("table:not([aria-busy]) tr.span-row")]
 
 
 # Whether anything sticks out sideways: the page, the table's box, and every filter whose
@@ -178,7 +178,7 @@ def by_keyboard_at_900(c, base, step):
     d = c.d
     d.set_window_size(900, 1000)
     c.open(base, "#/traces?service=goapp")
-    c.wait("the rows", lambda: c.css("tr.span-row"))
+    c.wait("the rows", lambda: c.css("table:not([aria-busy]) tr.span-row"))
     c.wait("the duration chart", lambda: c.d.execute_script(
         "const c = document.querySelector('canvas.span-chart'); return !!(c && c.spanChart && c.spanChart.px);"))
     assert_fits(c, "900 px, spans")
@@ -202,7 +202,7 @@ def by_keyboard_at_900(c, base, step):
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("its span opened", lambda: hash_params(d).get("span") == [third["span"]])
     d.back()
-    c.wait("the search again", lambda: hash_params(d).get("sort") == ["start:asc"] and c.css("tr.span-row"))
+    c.wait("the search again", lambda: hash_params(d).get("sort") == ["start:asc"] and c.css("table:not([aria-busy]) tr.span-row"))
     d.execute_script("document.activeElement.blur(); window.scrollTo(0, 0);")
     # The next page, by keyboard.
     tab_to(c, "button.page-next")
@@ -225,7 +225,7 @@ def by_keyboard_at_900(c, base, step):
     tab_to(c, "button.mode:not(.active)")
     ActionChains(d).send_keys(Keys.ENTER).perform()
     c.wait("group=trace", lambda: hash_params(d).get("group") == ["trace"])
-    c.wait("trace rows", lambda: c.css("tr.trace-row"))
+    c.wait("trace rows", lambda: c.css("table:not([aria-busy]) tr.trace-row"))
     assert_fits(c, "900 px, traces")
     c.shot("find-900-traces")
     d.set_window_size(1500, 1000)

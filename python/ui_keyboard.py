@@ -8,7 +8,8 @@ inputs, selects, the canvases, the waterfall, sortable table headers) is reached
 one Tab reaches shows a visible focus ring (an outline or a box-shadow). Then the keys of
 the keyboard-only controls: the duration chart's arrows and Enter open a span, the
 waterfall's arrows and Enter open another span, the timeline's arrows show a bar's values and
-Enter pins its exemplar spans. Screenshots of every view at both widths.
+Enter pins its exemplar spans. Screenshots of every view at both widths, in the light and
+the dark theme.
 """
 
 import argparse
@@ -84,8 +85,8 @@ def views(args):
     """(name, hash, ready: CSS selector shown once the view has drawn its data)."""
     trace = f"#/trace?trace={args.trace}&span={args.span}"
     return [
-        ("spans", "#/traces?service=goapp", "tr.span-row"),
-        ("traces", "#/traces?service=goapp&group=trace", "tr.trace-row"),
+        ("spans", "#/traces?service=goapp", "table:not([aria-busy]) tr.span-row"),
+        ("traces", "#/traces?service=goapp&group=trace", "table:not([aria-busy]) tr.trace-row"),
         ("trace", trace, "canvas.flame"),
         ("sandwich", f"{trace}&fn=main.countPrimes", "canvas.callees"),
         ("explore", "#/explore?service=goapp", "canvas.timeline"),
@@ -146,18 +147,23 @@ def keys(c, *ks):
 
 def run(c, args):
     d = c.d
-    for width in (1400, 900):
-        d.set_window_size(width + 16, 1000)
-        for name, hash_, ready in views(args):
-            open_view(c, args, name, hash_, ready)
-            no_overflow(c, name, width)
-            c.shot(f"{name}-{width}")
-            if width == 900:
-                tab_walk(c, name)
-        step(f"no view overflows at {width} px")
+    for theme in ("light", "dark"):
+        # The system's theme, as the page's prefers-color-scheme query sees it.
+        d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                          {"features": [{"name": "prefers-color-scheme", "value": theme}]})
+        for width in (1400, 900):
+            d.set_window_size(width + 16, 1000)
+            for name, hash_, ready in views(args):
+                open_view(c, args, name, hash_, ready)
+                no_overflow(c, name, width)
+                c.shot(f"{name}-{width}" + ("-dark" if theme == "dark" else ""))
+                if width == 900 and theme == "light":
+                    tab_walk(c, name)
+            step(f"no view overflows at {width} px in the {theme} theme")
+    d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
 
     # The duration chart without a mouse: arrows pick a span, Enter opens it.
-    open_view(c, args, "spans", "#/traces?service=goapp", "tr.span-row")
+    open_view(c, args, "spans", "#/traces?service=goapp", "table:not([aria-busy]) tr.span-row")
     c.wait("the chart", lambda: c.shown("canvas.span-chart"))
     focus(c, "canvas.span-chart")
     keys(c, Keys.ARROW_RIGHT, Keys.ARROW_RIGHT, Keys.ENTER)

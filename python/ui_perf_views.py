@@ -162,6 +162,18 @@ const frames = [], handler = [], work = [];
 let i = 0;
 const start = performance.now();
 const max = vp.scrollHeight - vp.clientHeight;
+// Chromium's long animation frames (>= 50 ms): the ones the page's work made long carry
+// their scripts' time and the frame's style/layout time; the rest the machine took.
+const loafs = [];
+let observer = null;
+const keep = (entries) => { for (const e of entries) loafs.push({
+  start: e.startTime, duration: e.duration, blocking: e.blockingDuration,
+  scripts: e.scripts.reduce((a, s) => a + s.duration, 0),
+  layout: e.styleAndLayoutStart ? e.startTime + e.duration - e.styleAndLayoutStart : 0 }); };
+try {
+  observer = new PerformanceObserver((l) => keep(l.getEntries()));
+  observer.observe({ type: 'long-animation-frame' });
+} catch (e) { observer = null; /* no LoAF API: the frames' own work still tells */ }
 const step = (ts) => {
   frames.push(ts);
   // 7 rows a frame, down and back: each frame brings new rows into the DOM.
@@ -176,10 +188,39 @@ const step = (ts) => {
   work.push(performance.now() - t0);
   i++;
   if (performance.now() - start < seconds * 1000) requestAnimationFrame(step);
-  else done({frames, handler, work, max, inDom: wf.rows.size});
+  else {
+    // Entries arrive after their frame: one more frame before reading them.
+    requestAnimationFrame(() => setTimeout(() => {
+      if (observer) { keep(observer.takeRecords()); observer.disconnect(); }
+      done({frames, handler, work, max, inDom: wf.rows.size, loafs, loafApi: !!observer});
+    }, 0));
+  }
 };
 requestAnimationFrame(step);
 """
+
+
+def lost_frames(h, gaps):
+    """Who lost each frame longer than 1.5 vsyncs: the page, when the work it did in the frame
+    before (draw, style, layout) took more than half a vsync or a long-animation-frame entry
+    over it spent its time in scripts; else the machine (the page was idle, the frame late)."""
+    vsync = statistics.median(gaps)
+    lost = [i for i, g in enumerate(gaps) if g > 1.5 * vsync]
+    ours = []
+    for i in lost:
+        t0, t1 = h["frames"][i], h["frames"][i + 1]
+        busy = [e for e in h["loafs"] if e["start"] < t1 and e["start"] + e["duration"] > t0
+                and e["scripts"] + e["layout"] > vsync / 2]
+        if h["work"][i] > vsync / 2 or busy:
+            ours.append(i)
+    return {
+        "vsync_ms": round(vsync, 2),
+        "lost_frames": len(lost),
+        "lost_to_page_work": len(ours),
+        "lost_to_machine": len(lost) - len(ours),
+        "long_animation_frames": len(h["loafs"]) if h["loafApi"] else None,
+        "long_animation_frame_script_ms_max": round(max((e["scripts"] for e in h["loafs"]), default=0), 1),
+    }
 
 
 def waterfall(d, base, rng, renders, seconds, out, log):
@@ -211,4 +252,5 @@ def waterfall(d, base, rng, renders, seconds, out, log):
         "frame_work_ms_median": round(statistics.median(h["work"]), 2),
         "frame_work_ms_p95": round(pct(h["work"], 95), 2),
     }
+    out["waterfall_scroll"].update(lost_frames(h, gaps))
     log(f"waterfall scroll: {out['waterfall_scroll']}")

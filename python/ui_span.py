@@ -82,7 +82,7 @@ def demo_by_mouse_at_1400(c, a):
     d = c.d
     d.set_window_size(1400, 1000)
     d.get(f"{a.base}/#/traces?service=goapp")
-    c.wait("the search", lambda: c.css("tr.span-row"))
+    c.wait("the search", lambda: c.css("table:not([aria-busy]) tr.span-row"))
     c.open(a.base, "#/trace?" + urllib.parse.urlencode({"trace": a.trace, "span": a.span}))
     c.wait("the span's flame graph", c.flame_loaded)
     c.wait("the title naming the span", lambda: "Trace" in d.title and d.title.split(" · ")[0] not in ("Trace", ""))

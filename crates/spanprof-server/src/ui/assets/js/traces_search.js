@@ -103,10 +103,28 @@ export class TracesView {
     }
     performance.mark("spanprof:search-answered");
     this.drawSummary(page, params, rows.length);
-    replace(this.results, el("div", { class: "table-box" },
-      byTrace ? this.traceTable(page, params) : this.spanTable(page, params)));
+    const rowOf = byTrace ? (t) => this.traceRow(t, page.unit) : (s) => this.spanRow(s);
+    // The first screenful first (rows are ~25 px; the form and chart take the top): the rest
+    // are built after that paint, in one fragment, so the first row waits for no other.
+    const first = Math.min(rows.length, Math.max(8, Math.ceil(window.innerHeight / 25)));
+    const body = el("tbody", {}, rows.slice(0, first).map(rowOf));
+    const table = byTrace ? this.traceTable(page, body) : this.spanTable(page, body);
+    replace(this.results, el("div", { class: "table-box" }, table));
     performance.mark("spanprof:rows-drawn");
-    this.fitChart();
+    if (first < rows.length) {
+      table.setAttribute("aria-busy", "true"); // tests and screen readers wait for the rest
+      requestAnimationFrame(() => setTimeout(() => {
+        if (!table.isConnected) return; // another search replaced it
+        const rest = document.createDocumentFragment();
+        for (const r of rows.slice(first)) rest.appendChild(rowOf(r));
+        body.appendChild(rest);
+        table.removeAttribute("aria-busy");
+        performance.mark("spanprof:rows-all-drawn");
+        this.fitChart();
+      }, 0));
+    } else {
+      this.fitChart();
+    }
   }
 
   async loadPoints(f, key) {
@@ -202,47 +220,53 @@ export class TracesView {
       label, active ? (page.order === "desc" ? " ↓" : " ↑") : ""));
   }
 
-  spanTable(page, params) {
+  /** The span list's table around `body` (its rows' tbody). */
+  spanTable(page, body) {
     const spans = page.spans;
     return el("table", { class: "spans" },
       el("thead", {}, el("tr", {}, this.heading("Duration", "duration", page, "num"), this.heading("Service", null, page),
         this.heading("Span", "name", page), this.heading("Start", "start", page),
         this.heading(totalHeading(spans), "cpu", page, "num"), this.heading("Samples / periods", null, page, "num"),
         this.heading("Coverage", null, page))),
-      el("tbody", {}, spans.map((s) => {
-        const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
-        return el("tr", { class: `span-row ${s.total > 0 ? "sampled" : ""}`, dataset: { spanId: s.span_id },
-          onclick: () => this.nav.go("trace", { trace: s.trace_id, span: s.span_id }) },
-        el("td", { class: "num" }, units.duration(s.duration_ns)),
-        el("td", { class: "wrap" }, s.service),
-        el("td", { class: "wrap name" }, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name),
-          failure(s) ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error") : null),
-        el("td", { class: "muted" }, units.timestamp(s.start_ns)),
-        el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
-        el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
-          "the most one thread busy all the time would get (give or take one: sampling is random). " +
-          "Fewer is no loss: the span waited, or shared its CPU" },
-          `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
-        el("td", { class: `wrap coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
-      })));
+      body);
   }
 
-  traceTable(page) {
+  spanRow(s) {
+    const href = `#/trace?${api.query({ trace: s.trace_id, span: s.span_id })}`;
+    return el("tr", { class: `span-row ${s.total > 0 ? "sampled" : ""}`, dataset: { spanId: s.span_id },
+      onclick: () => this.nav.go("trace", { trace: s.trace_id, span: s.span_id }) },
+    el("td", { class: "num" }, units.duration(s.duration_ns)),
+    el("td", { class: "wrap" }, s.service),
+    el("td", { class: "wrap name" }, el("a", { href, onclick: (e) => e.stopPropagation() }, s.name),
+      failure(s) ? el("span", { class: "failed-mark", title: s.status_message || "" }, " error") : null),
+    el("td", { class: "muted" }, units.timestamp(s.start_ns)),
+    el("td", { class: "num", title: s.profile_type || "" }, s.total ? units.value(s.total, s.unit) : "–"),
+    el("td", { class: "num", title: "samples taken / sampling periods the span ran outside its child spans: " +
+      "the most one thread busy all the time would get (give or take one: sampling is random). " +
+      "Fewer is no loss: the span waited, or shared its CPU" },
+      `${s.samples}${s.possible_samples != null ? ` / ${expected(s.possible_samples)}` : ""}`),
+    el("td", { class: `wrap coverage ${s.coverage === "sampled" ? "ok" : ""}` }, s.coverage));
+  }
+
+  /** The trace list's table around `body` (its rows' tbody). */
+  traceTable(page, body) {
     return el("table", { class: "spans traces" },
       el("thead", {}, el("tr", {}, this.heading("Root span", "name", page), this.heading("Services", null, page),
         this.heading("Spans", null, page, "num"), this.heading("Start", "start", page),
         this.heading("Duration", "duration", page, "num"), this.heading("CPU", "cpu", page, "num"))),
-      el("tbody", {}, page.traces.map((t) => {
-        const href = `#/trace?${api.query({ trace: t.trace_id })}`;
-        return el("tr", { class: "span-row trace-row", dataset: { traceId: t.trace_id },
-          onclick: () => this.nav.go("trace", { trace: t.trace_id }) },
-        el("td", { class: "wrap name" }, el("a", { href, onclick: (e) => e.stopPropagation() },
-          t.root_name != null ? `${t.root_service}: ${t.root_name}` : `trace ${t.trace_id.slice(0, 8)}…`)),
-        el("td", { class: "wrap" }, t.services.join(", ")),
-        el("td", { class: "num", title: `${t.matched} of them match the search` }, `${t.matched} / ${t.spans}`),
-        el("td", { class: "muted" }, units.timestamp(t.start_ns)),
-        el("td", { class: "num" }, units.duration(t.duration_ns)),
-        el("td", { class: "num" }, t.cpu ? units.value(t.cpu, page.unit) : "–"));
-      })));
+      body);
+  }
+
+  traceRow(t, unit) {
+    const href = `#/trace?${api.query({ trace: t.trace_id })}`;
+    return el("tr", { class: "span-row trace-row", dataset: { traceId: t.trace_id },
+      onclick: () => this.nav.go("trace", { trace: t.trace_id }) },
+    el("td", { class: "wrap name" }, el("a", { href, onclick: (e) => e.stopPropagation() },
+      t.root_name != null ? `${t.root_service}: ${t.root_name}` : `trace ${t.trace_id.slice(0, 8)}…`)),
+    el("td", { class: "wrap" }, t.services.join(", ")),
+    el("td", { class: "num", title: `${t.matched} of them match the search` }, `${t.matched} / ${t.spans}`),
+    el("td", { class: "muted" }, units.timestamp(t.start_ns)),
+    el("td", { class: "num" }, units.duration(t.duration_ns)),
+    el("td", { class: "num" }, t.cpu ? units.value(t.cpu, unit) : "–"));
   }
 }
