@@ -2,6 +2,7 @@
 //! whole thing on one machine.
 
 pub mod replicas;
+pub mod units;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

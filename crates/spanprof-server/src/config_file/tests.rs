@@ -1,6 +1,7 @@
 use super::*;
 use spanprof_format::limits::ProfileLimits;
 use spanprof_store::store::SeriesLimits;
+use std::time::Duration;
 
 #[test]
 fn a_bad_value_is_named_by_its_key() {
