@@ -2,6 +2,7 @@
 //! whole thing on one machine.
 
 pub mod replicas;
+pub mod units;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -152,6 +153,15 @@ pub struct ForwarderConfig {
 }
 
 impl ForwarderConfig {
+    /// Queued records combined into one export at most, unless set (`batch_size`).
+    pub const DEFAULT_BATCH_MAX: usize = 256;
+    /// How long a record waits for others before an export is sent, unless set (`batch_age`).
+    pub const DEFAULT_BATCH_AGE: Duration = Duration::from_secs(1);
+    /// Longest delay between retries, unless set (`retry_max`).
+    pub const DEFAULT_RETRY_MAX: Duration = Duration::from_secs(30);
+    /// Bytes the on-disk queue may hold, unless set (`queue_size`): 1 GiB.
+    pub const DEFAULT_QUEUE_MAX_BYTES: u64 = 1 << 30;
+
     /// A forwarder of profiles and traces with the default batching (256 records or 1 s),
     /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue; credentials in
     /// `endpoint` (`https://user:password@host`) become a basic `authorization` header (and
@@ -170,14 +180,14 @@ impl ForwarderConfig {
             gzip: false,
             profiles: true,
             traces: true,
-            batch_max: 256,
+            batch_max: Self::DEFAULT_BATCH_MAX,
             batch_max_bytes: 8 << 20,
-            batch_age: Duration::from_secs(1),
+            batch_age: Self::DEFAULT_BATCH_AGE,
             max_in_flight: 4,
             retry_initial: Duration::from_millis(500),
-            retry_max: Duration::from_secs(30),
+            retry_max: Self::DEFAULT_RETRY_MAX,
             timeout: Duration::from_secs(30),
-            queue_max_bytes: 1 << 30,
+            queue_max_bytes: Self::DEFAULT_QUEUE_MAX_BYTES,
         }
     }
 
@@ -462,6 +472,13 @@ pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
 pub const SCRAPE_PROFILES: &[&str] = &["cpu", "heap", "allocs", "goroutine", "mutex", "block"];
 
 impl ScrapeTarget {
+    /// Profiles taken unless set (`profiles`, `--scrape-profiles`).
+    pub const DEFAULT_PROFILES: &[&str] = &["cpu", "heap", "goroutine"];
+    /// Time between scrapes unless set (`interval`, `--scrape-interval`).
+    pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(15);
+    /// How long a scrape may take unless set (`timeout`, `--scrape-timeout`).
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
     /// A target with the default profiles (cpu, heap, goroutine) every 15 s, 10 s timeout;
     /// credentials in `url` become a basic `authorization` header. A URL of the pprof index
     /// itself (`…/debug/pprof`, what a browser shows) is taken for its base: the paths were
@@ -474,9 +491,12 @@ impl ScrapeTarget {
         ScrapeTarget {
             service: service.into(),
             url,
-            profiles: vec!["cpu".into(), "heap".into(), "goroutine".into()],
-            interval: Duration::from_secs(15),
-            timeout: Duration::from_secs(10),
+            profiles: Self::DEFAULT_PROFILES
+                .iter()
+                .map(|&p| p.to_owned())
+                .collect(),
+            interval: Self::DEFAULT_INTERVAL,
+            timeout: Self::DEFAULT_TIMEOUT,
             labels: Vec::new(),
             headers: basic
                 .map(|b| ("authorization".to_owned(), b))

@@ -9,13 +9,12 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
+use crate::config::units::{ReadableDuration, ReadableSize};
 use crate::config::{
-    parse_listen_addr, parse_size, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig,
-    TlsSettings,
+    parse_listen_addr, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig, TlsSettings,
 };
 
 /// A configuration file with every key, commented: defaults or example values.
@@ -72,16 +71,11 @@ struct Server {
     allowed_hosts: Option<Vec<String>>,
     allow_unauthenticated: Option<bool>,
     tls: Option<ListenTls>,
-    #[serde(default, deserialize_with = "size")]
-    max_body_size: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    max_decompressed_size: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    max_inflight_size: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    max_ingest_rate: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    max_ingest_burst: Option<u64>,
+    max_body_size: Option<ReadableSize>,
+    max_decompressed_size: Option<ReadableSize>,
+    max_inflight_size: Option<ReadableSize>,
+    max_ingest_rate: Option<ReadableSize>,
+    max_ingest_burst: Option<ReadableSize>,
     max_profile_samples: Option<usize>,
     max_profile_locations: Option<usize>,
     max_profile_frames: Option<usize>,
@@ -91,8 +85,7 @@ struct Server {
     max_label_name_length: Option<usize>,
     max_label_value_length: Option<usize>,
     span_profiles_include_children: Option<bool>,
-    #[serde(default, deserialize_with = "duration")]
-    query_timeout: Option<Duration>,
+    query_timeout: Option<ReadableDuration>,
     log_format: Option<LogFormat>,
 }
 
@@ -129,17 +122,12 @@ enum LogFormat {
 struct Storage {
     enabled: Option<bool>,
     dir: Option<PathBuf>,
-    #[serde(default, deserialize_with = "duration")]
-    retention: Option<Duration>,
-    #[serde(default, deserialize_with = "size")]
-    max_size: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    min_free_disk: Option<u64>,
-    #[serde(default, deserialize_with = "size")]
-    segment_size: Option<u64>,
+    retention: Option<ReadableDuration>,
+    max_size: Option<ReadableSize>,
+    min_free_disk: Option<ReadableSize>,
+    segment_size: Option<ReadableSize>,
     max_series: Option<usize>,
-    #[serde(default, deserialize_with = "size")]
-    max_symbols_size: Option<u64>,
+    max_symbols_size: Option<ReadableSize>,
 }
 
 #[derive(Deserialize, Default)]
@@ -157,10 +145,8 @@ struct Scrape {
     service: String,
     url: String,
     profiles: Option<Vec<String>>,
-    #[serde(default, deserialize_with = "duration")]
-    interval: Option<Duration>,
-    #[serde(default, deserialize_with = "duration")]
-    timeout: Option<Duration>,
+    interval: Option<ReadableDuration>,
+    timeout: Option<ReadableDuration>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
     #[serde(default)]
@@ -217,11 +203,9 @@ struct Link {
 #[serde(deny_unknown_fields)]
 struct Batch {
     queue_capacity: Option<usize>,
-    #[serde(default, deserialize_with = "size")]
-    queue_size: Option<u64>,
+    queue_size: Option<ReadableSize>,
     max_items: Option<usize>,
-    #[serde(default, deserialize_with = "duration")]
-    max_age: Option<Duration>,
+    max_age: Option<ReadableDuration>,
 }
 
 #[derive(Deserialize)]
@@ -237,13 +221,10 @@ struct Exporter {
     gzip: Option<bool>,
     signals: Option<Vec<Signal>>,
     batch_size: Option<usize>,
-    #[serde(default, deserialize_with = "duration")]
-    batch_age: Option<Duration>,
+    batch_age: Option<ReadableDuration>,
     max_in_flight: Option<usize>,
-    #[serde(default, deserialize_with = "duration")]
-    retry_max: Option<Duration>,
-    #[serde(default, deserialize_with = "size")]
-    queue_size: Option<u64>,
+    retry_max: Option<ReadableDuration>,
+    queue_size: Option<ReadableSize>,
 }
 
 #[derive(Deserialize, Clone, Copy)]
@@ -261,63 +242,7 @@ enum Signal {
     Traces,
 }
 
-/// Parsed inside the deserializer's visit (not after it returned), so that an error names
-/// its key (`storage.retention: …`), not only its section.
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
-    struct V;
-    impl serde::de::Visitor<'_> for V {
-        type Value = Option<Duration>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a duration such as 15s, 5m, 1h30m or 7d")
-        }
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-            spanprof_store::time::parse_duration(s)
-                .map(|ns| Some(Duration::from_nanos(ns)))
-                .map_err(E::custom)
-        }
-    }
-    d.deserialize_str(V)
-}
-
-/// A byte count or a size such as `512MiB`; parsed inside the visit, as [`duration`].
-fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    struct V;
-    impl serde::de::Visitor<'_> for V {
-        type Value = Option<u64>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a size such as 512MiB or 20GiB, or a number of bytes")
-        }
-        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
-            Ok(Some(n))
-        }
-        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
-            u64::try_from(n)
-                .map(Some)
-                .map_err(|_| E::custom(format!("{n} is not a size: sizes are not negative")))
-        }
-        fn visit_u128<E: serde::de::Error>(self, n: u128) -> Result<Self::Value, E> {
-            u64::try_from(n)
-                .map(Some)
-                .map_err(|_| E::custom(format!("{n} bytes is too large")))
-        }
-        fn visit_i128<E: serde::de::Error>(self, n: i128) -> Result<Self::Value, E> {
-            Err(E::custom(format!(
-                "{n} is not a size: sizes are not negative"
-            )))
-        }
-        fn visit_f64<E: serde::de::Error>(self, n: f64) -> Result<Self::Value, E> {
-            Err(E::custom(format!(
-                "{n} is not a size: a size is a whole number of bytes, or of a unit (512MiB)"
-            )))
-        }
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-            parse_size(s).map(Some).map_err(E::custom)
-        }
-    }
-    d.deserialize_any(V)
-}
-
-/// A listen address; parsed inside the visit, as [`duration`], so that an error names its
+/// A listen address; parsed inside the visit, as [`ReadableSize`], so that an error names its
 /// key (`server.otlp_http_addr: …`).
 fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
     Ok(optional_listen_addr(d, false)?.flatten())
@@ -452,19 +377,19 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         }
         base.allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
     }
-    if let Some(n) = s.max_body_size {
+    if let Some(n) = s.max_body_size.map(|v| v.0) {
         base.limits.max_body_bytes = n as usize;
     }
-    if let Some(n) = s.max_decompressed_size {
+    if let Some(n) = s.max_decompressed_size.map(|v| v.0) {
         base.limits.max_decompressed_bytes = n as usize;
     }
-    if let Some(n) = s.max_ingest_rate {
+    if let Some(n) = s.max_ingest_rate.map(|v| v.0) {
         base.limits.max_ingest_rate = n;
     }
-    if let Some(n) = s.max_ingest_burst {
+    if let Some(n) = s.max_ingest_burst.map(|v| v.0) {
         base.limits.max_ingest_burst = n;
     }
-    if let Some(n) = s.max_inflight_size {
+    if let Some(n) = s.max_inflight_size.map(|v| v.0) {
         base.limits.max_inflight_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     let one_request = base
@@ -494,7 +419,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
-    if let Some(t) = s.query_timeout {
+    if let Some(t) = s.query_timeout.map(|v| v.0) {
         if t.is_zero() {
             return Err(invalid(
                 "server.query_timeout 0s would stop every query at once: give a time such as \
@@ -514,18 +439,18 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(d) = st.dir {
         base.data_dir = d;
     }
-    base.retention_age = st.retention.or(base.retention_age);
-    base.retention_bytes = st.max_size.or(base.retention_bytes);
-    if let Some(n) = st.min_free_disk {
+    base.retention_age = st.retention.map(|v| v.0).or(base.retention_age);
+    base.retention_bytes = st.max_size.map(|v| v.0).or(base.retention_bytes);
+    if let Some(n) = st.min_free_disk.map(|v| v.0) {
         base.min_free_disk = n;
     }
-    if let Some(n) = st.segment_size {
+    if let Some(n) = st.segment_size.map(|v| v.0) {
         base.segment_bytes = n;
     }
     if let Some(n) = st.max_series {
         base.limits.series.max_series = n;
     }
-    if let Some(n) = st.max_symbols_size {
+    if let Some(n) = st.max_symbols_size.map(|v| v.0) {
         base.limits.max_symbol_bytes = n;
     }
     match (file.receivers.replicas, file.receivers.replica) {
@@ -547,10 +472,10 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         if let Some(p) = t.profiles {
             target.profiles = p;
         }
-        if let Some(i) = t.interval {
+        if let Some(i) = t.interval.map(|v| v.0) {
             target.interval = i;
         }
-        if let Some(d) = t.timeout {
+        if let Some(d) = t.timeout.map(|v| v.0) {
             target.timeout = d;
         }
         target.labels = t.labels.into_iter().collect();
@@ -595,13 +520,13 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = b.queue_capacity {
         base.queue.capacity = n;
     }
-    if let Some(n) = b.queue_size {
+    if let Some(n) = b.queue_size.map(|v| v.0) {
         base.queue.max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
     if let Some(n) = b.max_items {
         base.queue.batch_max = n;
     }
-    if let Some(d) = b.max_age {
+    if let Some(d) = b.max_age.map(|v| v.0) {
         base.queue.batch_age = d;
     }
     for e in file.exporters {
@@ -622,11 +547,11 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
             f.traces = signals.contains(&Signal::Traces);
         }
         f.batch_max = e.batch_size.unwrap_or(f.batch_max);
-        f.batch_age = e.batch_age.unwrap_or(f.batch_age);
+        f.batch_age = e.batch_age.map(|v| v.0).unwrap_or(f.batch_age);
         f.max_in_flight = e.max_in_flight.unwrap_or(f.max_in_flight);
-        f.retry_max = e.retry_max.unwrap_or(f.retry_max);
+        f.retry_max = e.retry_max.map(|v| v.0).unwrap_or(f.retry_max);
         f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = e.queue_size.unwrap_or(f.queue_max_bytes);
+        f.queue_max_bytes = e.queue_size.map(|v| v.0).unwrap_or(f.queue_max_bytes);
         f.check()
             .map_err(|m| invalid(format!("exporters {:?}: {m}", f.name)))?;
         base.forward.push(f);

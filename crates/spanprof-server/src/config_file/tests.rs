@@ -1,6 +1,7 @@
 use super::*;
 use spanprof_format::limits::ProfileLimits;
 use spanprof_store::store::SeriesLimits;
+use std::time::Duration;
 
 #[test]
 fn a_bad_value_is_named_by_its_key() {
@@ -391,4 +392,69 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
         .unwrap()
         .otlp_http_addr
         .is_none());
+}
+
+/// The keys a section of the model takes, as serde lists them when refusing an unknown one.
+fn keys_of(section_yaml_with_unknown: &str) -> Vec<String> {
+    let e = load_str(section_yaml_with_unknown).unwrap_err().to_string();
+    let expected = e
+        .split_once("unknown field `zz_unknown`, expected")
+        .unwrap_or_else(|| panic!("{section_yaml_with_unknown}: {e}"))
+        .1;
+    let expected = expected.split(" at line ").next().unwrap();
+    expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_documented_example_shows_every_key() {
+    // The example is the reference (docs/configuration.md is generated from it): a key the
+    // model takes that it does not show, set or commented out, is undocumented.
+    let sections = [
+        "zz_unknown: 1\n",
+        "server:\n  zz_unknown: 1\n",
+        "server:\n  tls:\n    zz_unknown: 1\n",
+        "storage:\n  zz_unknown: 1\n",
+        "receivers:\n  zz_unknown: 1\n",
+        "receivers:\n  scrape:\n    - zz_unknown: 1\n",
+        "receivers:\n  scrape:\n    - service: s\n      url: http://x\n      tls:\n        zz_unknown: 1\n",
+        "processors:\n  zz_unknown: 1\n",
+        "processors:\n  link:\n    zz_unknown: 1\n",
+        "processors:\n  batch:\n    zz_unknown: 1\n",
+        "processors:\n  transform:\n    - zz_unknown: 1\n",
+        "exporters:\n  - zz_unknown: 1\n",
+        "auth:\n  zz_unknown: 1\n",
+        "auth:\n  credentials:\n    - zz_unknown: 1\n",
+    ];
+    // Keys written `key:` anywhere in the example, commented out or not.
+    let shown = |key: &str| {
+        EXAMPLE.match_indices(&format!("{key}:")).any(|(at, _)| {
+            !EXAMPLE[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+    };
+    let mut missing = Vec::new();
+    let mut counted = 0;
+    for yaml in sections {
+        for key in keys_of(yaml) {
+            counted += 1;
+            if !shown(&key) {
+                missing.push(format!("{key} (in {yaml:?})"));
+            }
+        }
+    }
+    assert!(
+        counted > 80,
+        "only {counted} keys found: is the error wording changed?"
+    );
+    assert!(
+        missing.is_empty(),
+        "config_example.yaml does not show: {missing:#?}"
+    );
 }

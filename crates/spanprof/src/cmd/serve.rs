@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use spanprof_server::config::units::{ReadableDuration, ReadableSize};
 use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
 
 /// Run spanprof: receive profiles and spans, link and store them, serve the query API.
@@ -39,11 +40,11 @@ pub struct Args {
     #[arg(long)]
     config_example: bool,
     /// Delete data older than this (e.g. 7d); whole segments go, oldest first.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    retention: Option<Duration>,
+    #[arg(long, value_name = "DURATION")]
+    retention: Option<ReadableDuration>,
     /// Delete the oldest data while the store is larger than this (e.g. 20GiB).
-    #[arg(long, value_name = "SIZE", value_parser = parse_u64_size)]
-    max_size: Option<u64>,
+    #[arg(long, value_name = "SIZE")]
+    max_size: Option<ReadableSize>,
     /// Data directory of the embedded store [default: ./spanprof-data].
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
@@ -93,22 +94,24 @@ pub struct Args {
     #[arg(long = "scrape", value_name = "NAME=URL")]
     scrape: Vec<String>,
     /// Profiles to pull from every --scrape target (cpu, heap, allocs, goroutine, mutex, block;
-    /// heap or allocs, not both: Go answers them with the same profile).
+    /// heap or allocs, not both: Go answers them with the same profile). Default: a scrape
+    /// target's in the config file.
     #[arg(
         long,
-        default_value = "cpu,heap,goroutine",
         value_delimiter = ',',
         value_name = "KINDS",
         value_parser = clap::builder::PossibleValuesParser::new(spanprof_server::config::SCRAPE_PROFILES)
     )]
     scrape_profiles: Vec<String>,
-    /// Time between scrapes, and the length of each CPU window (e.g. 15s, 10s).
-    #[arg(long, default_value = "15s", value_name = "DURATION", value_parser = parse_duration)]
-    scrape_interval: Duration,
+    /// Time between scrapes, and the length of each CPU window (e.g. 15s, 10s). Default: a
+    /// scrape target's in the config file.
+    #[arg(long, value_name = "DURATION")]
+    scrape_interval: Option<ReadableDuration>,
     /// How long one scrape may take, connecting and reading included (a CPU profile's request
     /// may take its window more); a target that does not answer in time is retried later.
-    #[arg(long, default_value = "10s", value_name = "DURATION", value_parser = parse_duration)]
-    scrape_timeout: Duration,
+    /// Default: a scrape target's in the config file.
+    #[arg(long, value_name = "DURATION")]
+    scrape_timeout: Option<ReadableDuration>,
     /// How many collectors share the --scrape targets (and the config file's): each takes
     /// the targets that hash to it (rendezvous hashing of service and URL, the same on every
     /// replica: no coordinator). With --replica.
@@ -157,18 +160,19 @@ pub struct Args {
     /// Gzip forwarded exports.
     #[arg(long)]
     forward_gzip: bool,
-    /// Queued records combined into one export at most.
-    #[arg(long, default_value_t = 256, value_name = "N")]
-    forward_batch_size: usize,
+    /// Queued records combined into one export at most. Defaults of the --forward flags: an
+    /// exporter's in the config file (--config-example).
+    #[arg(long, value_name = "N")]
+    forward_batch_size: Option<usize>,
     /// How long a record may wait for others before an export is sent.
-    #[arg(long, default_value = "1s", value_name = "DURATION", value_parser = parse_duration)]
-    forward_batch_age: Duration,
+    #[arg(long, value_name = "DURATION")]
+    forward_batch_age: Option<ReadableDuration>,
     /// Longest delay between retries of a failed export (the first is 0.5 s, doubling).
-    #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = parse_duration)]
-    forward_retry_max: Duration,
+    #[arg(long, value_name = "DURATION")]
+    forward_retry_max: Option<ReadableDuration>,
     /// Disk each forwarder's queue may use; beyond, the oldest records are dropped (counted).
-    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = crate::units::parse_size)]
-    forward_queue_size: usize,
+    #[arg(long, value_name = "SIZE")]
+    forward_queue_size: Option<ReadableSize>,
 }
 
 fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
@@ -178,14 +182,6 @@ fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
             .map(Some)
             .map_err(|e| anyhow::anyhow!("{flag} {e} (or off)")),
     }
-}
-
-fn parse_u64_size(s: &str) -> Result<u64, String> {
-    spanprof_server::config::parse_size(s)
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    spanprof_store::time::parse_duration(s).map(Duration::from_nanos)
 }
 
 /// The configuration before the flags: built-in defaults, then `--config`'s file. Read once,
@@ -232,8 +228,8 @@ pub fn run(
     }
     config.allow_unauthenticated |= args.allow_unauthenticated;
     tls_flags(&args, &mut config)?;
-    config.retention_age = args.retention.or(config.retention_age);
-    config.retention_bytes = args.max_size.or(config.retention_bytes);
+    config.retention_age = args.retention.map(|d| d.0).or(config.retention_age);
+    config.retention_bytes = args.max_size.map(|s| s.0).or(config.retention_bytes);
     for spec in &args.scrape {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
@@ -242,9 +238,15 @@ pub fn run(
             anyhow::bail!("--scrape {spec:?}: the URL must start with http:// or https://");
         }
         let mut target = ScrapeTarget::new(name, url);
-        target.profiles = args.scrape_profiles.clone();
-        target.interval = args.scrape_interval;
-        target.timeout = args.scrape_timeout;
+        if !args.scrape_profiles.is_empty() {
+            target.profiles = args.scrape_profiles.clone();
+        }
+        if let Some(d) = args.scrape_interval {
+            target.interval = d.0;
+        }
+        if let Some(d) = args.scrape_timeout {
+            target.timeout = d.0;
+        }
         target
             .check()
             .map_err(|e| anyhow::anyhow!("--scrape {spec:?}: {e}"))?;
@@ -552,11 +554,11 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
         }
         let mut f = ForwarderConfig::new(name, protocol, url);
         f.gzip = args.forward_gzip;
-        f.batch_max = args.forward_batch_size;
-        f.batch_age = args.forward_batch_age;
-        f.retry_max = args.forward_retry_max;
+        f.batch_max = args.forward_batch_size.unwrap_or(f.batch_max);
+        f.batch_age = args.forward_batch_age.map_or(f.batch_age, |d| d.0);
+        f.retry_max = args.forward_retry_max.map_or(f.retry_max, |d| d.0);
         f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = args.forward_queue_size as u64;
+        f.queue_max_bytes = args.forward_queue_size.map_or(f.queue_max_bytes, |s| s.0);
         out.push(f);
     }
     for spec in &args.forward_header {
