@@ -140,7 +140,7 @@ impl DictError {
     }
 
     /// This error, of field `field`.
-    fn field(self, field: &'static str) -> Self {
+    pub(crate) fn field(self, field: &'static str) -> Self {
         DictError::Field {
             field,
             inner: Box::new(self),

@@ -279,15 +279,13 @@ impl Batch {
         Ok(counts)
     }
 
-    fn pprof_string(&mut self, input: &mut PprofInput, index: i64) -> Result<i32, String> {
+    fn pprof_string(&mut self, input: &mut PprofInput, index: i64) -> Result<i32, RefError> {
         let slot = usize::try_from(index)
             .ok()
             .filter(|&i| i < input.strings.len())
-            .ok_or_else(|| {
-                format!(
-                    "string index {index} out of range (string_table has {} entries)",
-                    input.strings.len()
-                )
+            .ok_or(RefError::StringOutOfRange {
+                index,
+                len: input.strings.len(),
             })?;
         if input.strings[slot] == UNSET {
             input.strings[slot] = self.dict.string(&input.p.string_table[slot]);
@@ -295,11 +293,11 @@ impl Batch {
         Ok(input.strings[slot])
     }
 
-    fn pprof_function(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
-        let pos = input
-            .function_ids
-            .get(id)
-            .ok_or_else(|| format!("function id {id} not found"))?;
+    fn pprof_function(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, RefError> {
+        let pos = input.function_ids.get(id).ok_or(RefError::NotFound {
+            table: "function",
+            id,
+        })?;
         if input.functions[pos] == UNSET {
             let f = &input.p.function[pos];
             let converted = Function {
@@ -313,14 +311,14 @@ impl Batch {
         Ok(input.functions[pos])
     }
 
-    fn pprof_mapping(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
+    fn pprof_mapping(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, RefError> {
         if id == 0 {
             return Ok(0);
         }
-        let pos = input
-            .mapping_ids
-            .get(id)
-            .ok_or_else(|| format!("mapping id {id} not found"))?;
+        let pos = input.mapping_ids.get(id).ok_or(RefError::NotFound {
+            table: "mapping",
+            id,
+        })?;
         if input.mappings[pos] == UNSET {
             let m = &input.p.mapping[pos];
             let mut attribute_indices = Vec::new();
@@ -350,22 +348,22 @@ impl Batch {
         Ok(input.mappings[pos])
     }
 
-    fn pprof_location(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, String> {
-        let pos = input
-            .location_ids
-            .get(id)
-            .ok_or_else(|| format!("location id {id} not found"))?;
+    fn pprof_location(&mut self, input: &mut PprofInput, id: u64) -> Result<i32, RefError> {
+        let pos = input.location_ids.get(id).ok_or(RefError::NotFound {
+            table: "location",
+            id,
+        })?;
         if input.locations[pos] == UNSET {
             let l = &input.p.location[pos];
             let mapping_index = self
                 .pprof_mapping(input, l.mapping_id)
-                .map_err(|e| format!("location id {id}: {e}"))?;
+                .map_err(|e| e.in_location(id))?;
             let mut lines = Vec::with_capacity(l.line.len());
             for line in &l.line {
                 lines.push(Line {
                     function_index: self
                         .pprof_function(input, line.function_id)
-                        .map_err(|e| format!("location id {id}: {e}"))?,
+                        .map_err(|e| e.in_location(id))?,
                     line: line.line,
                     column: line.column,
                 });
@@ -392,7 +390,7 @@ impl Batch {
         &mut self,
         input: &mut PprofInput,
         label: &pprof::Label,
-    ) -> Result<(IdRole, i32), String> {
+    ) -> Result<(IdRole, i32), RefError> {
         if let Some(&hit) = input.labels.get(label) {
             return Ok(hit);
         }
@@ -450,7 +448,7 @@ impl Batch {
     ) -> Result<ScopeProfiles, FormatError> {
         let p = input.p;
         let n = p.sample_type.len();
-        let err = |what: &str, e: String| FormatError::Invalid(format!("pprof {what}: {e}"));
+        let err = |what: &str, e: RefError| FormatError::Invalid(format!("pprof {what}: {e}"));
         // pprof shows its default sample type (the last, unless named); OTLP tools show the
         // first profile. Move the default to the front and record the order for the way back.
         let default = if p.default_sample_type != 0 {
@@ -558,7 +556,7 @@ impl Batch {
         &mut self,
         input: &mut PprofInput,
         t: pprof::ValueType,
-    ) -> Result<ValueType, String> {
+    ) -> Result<ValueType, RefError> {
         Ok(ValueType {
             type_strindex: self.pprof_string(input, t.r#type)?,
             unit_strindex: self.pprof_string(input, t.unit)?,
@@ -567,13 +565,51 @@ impl Batch {
 }
 
 /// The string at `index` of a pprof string table, checked.
-fn pprof_str(p: &pprof::Profile, index: i64) -> Result<&str, String> {
-    p.str(index).ok_or_else(|| {
-        format!(
-            "string index {index} out of range (string_table has {} entries)",
-            p.string_table.len()
-        )
+fn pprof_str(p: &pprof::Profile, index: i64) -> Result<&str, RefError> {
+    p.str(index).ok_or(RefError::StringOutOfRange {
+        index,
+        len: p.string_table.len(),
     })
+}
+
+/// A reference inside a pprof profile that cannot be followed; the caller says where it was
+/// (`pprof sample[3].label[0]: ...`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RefError {
+    /// A string index past the string table.
+    #[error("string index {index} out of range (string_table has {len} entries)")]
+    StringOutOfRange {
+        /// The index given.
+        index: i64,
+        /// Entries in the string table.
+        len: usize,
+    },
+    /// An id no entry of its table has.
+    #[error("{table} id {id} not found")]
+    NotFound {
+        /// `function`, `mapping` or `location`.
+        table: &'static str,
+        /// The id given.
+        id: u64,
+    },
+    /// Found following location `id`.
+    #[error("location id {id}: {inner}")]
+    InLocation {
+        /// The location's id.
+        id: u64,
+        /// What is wrong.
+        inner: Box<RefError>,
+    },
+}
+
+impl RefError {
+    /// This error, found following location `id`.
+    fn in_location(self, id: u64) -> Self {
+        RefError::InLocation {
+            id,
+            inner: Box::new(self),
+        }
+    }
 }
 
 fn str_value(s: String) -> AnyValue {

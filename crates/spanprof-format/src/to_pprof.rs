@@ -7,6 +7,7 @@ use hashbrown::HashMap;
 
 use crate::error::FormatError;
 use crate::link::{parse_id, to_hex};
+use crate::merge::{slot, DictError};
 use crate::otlp::{
     any_value, AnyValue, Profile, ProfilesData, ProfilesDictionary, Resource, ScopeProfiles,
 };
@@ -180,13 +181,6 @@ struct PprofBuilder<'a> {
     window: Option<(u64, u64)>,
 }
 
-fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
-    usize::try_from(index)
-        .ok()
-        .filter(|&i| i < len)
-        .ok_or_else(|| format!("{index} out of range ({table} has {len} entries)"))
-}
-
 impl<'a> PprofBuilder<'a> {
     fn new(d: &'a ProfilesDictionary, opts: &'a PprofOptions) -> Self {
         let mut strings = HashMap::new();
@@ -218,12 +212,12 @@ impl<'a> PprofBuilder<'a> {
         i
     }
 
-    fn dict_str(&self, index: i32) -> Result<&'a str, String> {
+    fn dict_str(&self, index: i32) -> Result<&'a str, DictError> {
         let i = slot(index, self.d.string_table.len(), "string_table")?;
         Ok(self.d.string_table[i].as_str())
     }
 
-    fn string_of(&mut self, index: i32) -> Result<i64, String> {
+    fn string_of(&mut self, index: i32) -> Result<i64, DictError> {
         let s = self.dict_str(index)?;
         Ok(self.string(s))
     }
@@ -234,7 +228,7 @@ impl<'a> PprofBuilder<'a> {
         group: &[(usize, usize)],
         path: &str,
     ) -> Result<(), FormatError> {
-        let err = |e: String| FormatError::Invalid(format!("{path}: {e}"));
+        let err = |e: DictError| FormatError::Invalid(format!("{path}: {e}"));
         let k = group.len();
         // Sample types of this group in pprof order.
         let mut types = vec![(String::new(), String::new()); k];
@@ -275,7 +269,7 @@ impl<'a> PprofBuilder<'a> {
             self.widen_window(p);
             let column = columns[pos];
             for (i, s) in p.samples.iter().enumerate() {
-                let at = |e: String| {
+                let at = |e: DictError| {
                     FormatError::Invalid(format!("{path}.profiles[{pi}].samples[{i}]: {e}"))
                 };
                 let mut attrs = s.attribute_indices.clone();
@@ -305,7 +299,7 @@ impl<'a> PprofBuilder<'a> {
     }
 
     /// Profile-level fields from the first group.
-    fn start(&mut self, sp: &ScopeProfiles, group: &[(usize, usize)]) -> Result<(), String> {
+    fn start(&mut self, sp: &ScopeProfiles, group: &[(usize, usize)]) -> Result<(), DictError> {
         let mut sample_type = vec![pprof::ValueType::default(); group.len()];
         for &(pi, pos) in group {
             let t = sp.profiles[pi].sample_type.unwrap_or_default();
@@ -383,15 +377,15 @@ impl<'a> PprofBuilder<'a> {
         link: i32,
         attrs: &[i32],
         width: usize,
-    ) -> Result<pprof::Sample, String> {
+    ) -> Result<pprof::Sample, DictError> {
         let mut location_id = Vec::new();
         if stack != 0 {
             let i = slot(stack, self.d.stack_table.len(), "stack_table")
-                .map_err(|e| format!("stack_index {e}"))?;
+                .map_err(|e| e.field("stack_index"))?;
             for &l in &self.d.stack_table[i].location_indices {
                 location_id.push(
                     self.location(l)
-                        .map_err(|e| format!("stack_table[{i}]: {e}"))?,
+                        .map_err(|e| e.at(format!("stack_table[{i}]")))?,
                 );
             }
         }
@@ -402,7 +396,7 @@ impl<'a> PprofBuilder<'a> {
             0 => (None, None),
             _ => {
                 let i = slot(link, self.d.link_table.len(), "link_table")
-                    .map_err(|e| format!("link_index {e}"))?;
+                    .map_err(|e| e.field("link_index"))?;
                 let l = &self.d.link_table[i];
                 (
                     Some(&l.span_id).filter(|id| !id.is_empty()),
@@ -413,14 +407,14 @@ impl<'a> PprofBuilder<'a> {
         let mut label = Vec::with_capacity(attrs.len() + 2);
         for &a in attrs {
             let i = slot(a, self.d.attribute_table.len(), "attribute_table")
-                .map_err(|e| format!("attribute_indices: {e}"))?;
+                .map_err(|e| e.at("attribute_indices".into()))?;
             let kv = &self.d.attribute_table[i];
             if i == 0 {
                 continue;
             }
             let key = self
                 .string_of(kv.key_strindex)
-                .map_err(|e| format!("attribute_table[{i}]: {e}"))?;
+                .map_err(|e| e.at(format!("attribute_table[{i}]")))?;
             let value = kv.value.as_ref().and_then(|v| v.value.as_ref());
             label.push(match value {
                 Some(any_value::Value::IntValue(n)) => pprof::Label {
@@ -466,7 +460,7 @@ impl<'a> PprofBuilder<'a> {
         })
     }
 
-    fn value_text(&self, v: Option<&any_value::Value>) -> Result<String, String> {
+    fn value_text(&self, v: Option<&any_value::Value>) -> Result<String, DictError> {
         Ok(match v {
             None => String::new(),
             Some(any_value::Value::StringValue(s)) => s.clone(),
@@ -484,7 +478,7 @@ impl<'a> PprofBuilder<'a> {
         })
     }
 
-    fn location(&mut self, index: i32) -> Result<u64, String> {
+    fn location(&mut self, index: i32) -> Result<u64, DictError> {
         let i = slot(index, self.locations.len(), "location_table")?;
         if self.locations[i] == UNSET {
             let l = &self.d.location_table[i];
@@ -492,13 +486,13 @@ impl<'a> PprofBuilder<'a> {
                 0
             } else {
                 self.mapping(l.mapping_index)
-                    .map_err(|e| format!("location_table[{i}]: {e}"))?
+                    .map_err(|e| e.at(format!("location_table[{i}]")))?
             };
             let mut line = Vec::with_capacity(l.lines.len());
             for ln in &l.lines {
                 let function_id = self
                     .function(ln.function_index)
-                    .map_err(|e| format!("location_table[{i}]: {e}"))?;
+                    .map_err(|e| e.at(format!("location_table[{i}]")))?;
                 line.push(pprof::Line {
                     function_id,
                     line: ln.line,
@@ -519,11 +513,11 @@ impl<'a> PprofBuilder<'a> {
         Ok(self.locations[i])
     }
 
-    fn function(&mut self, index: i32) -> Result<u64, String> {
+    fn function(&mut self, index: i32) -> Result<u64, DictError> {
         let i = slot(index, self.functions.len(), "function_table")?;
         if self.functions[i] == UNSET {
             let f = self.d.function_table[i];
-            let at = |e: String| format!("function_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("function_table[{i}]"));
             let id = self.out.function.len() as u64 + 1;
             let function = pprof::Function {
                 id,
@@ -538,11 +532,11 @@ impl<'a> PprofBuilder<'a> {
         Ok(self.functions[i])
     }
 
-    fn mapping(&mut self, index: i32) -> Result<u64, String> {
+    fn mapping(&mut self, index: i32) -> Result<u64, DictError> {
         let i = slot(index, self.mappings.len(), "mapping_table")?;
         if self.mappings[i] == UNSET {
             let m = &self.d.mapping_table[i];
-            let at = |e: String| format!("mapping_table[{i}]: {e}");
+            let at = |e: DictError| e.at(format!("mapping_table[{i}]"));
             let mut build_id = 0;
             for &a in &m.attribute_indices {
                 let ai = slot(a, self.d.attribute_table.len(), "attribute_table").map_err(at)?;

@@ -51,6 +51,9 @@ macro_rules! families {
 }
 
 families! {
+    /// `spanprof_received_bytes_total`.
+    received_bytes: Family<Receiver> = ("spanprof_received_bytes_total", []),
+        "Bytes of request bodies read whole, as sent (before decompression), per receiver.";
     /// `spanprof_received_profiles_total`.
     received_profiles: Family<Receiver> = ("spanprof_received_profiles_total", []),
         "Profiles received, per receiver (after decoding, before the store).";

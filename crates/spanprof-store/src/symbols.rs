@@ -254,11 +254,23 @@ impl Remap {
     }
 }
 
-fn slot(index: i32, len: usize, table: &str) -> Result<usize, String> {
+/// An OTLP dictionary reference the symbol table cannot follow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{table} index {index} out of range ({len} entries)")]
+pub struct SymbolError {
+    /// The table it points into (`location_table`).
+    pub table: &'static str,
+    /// The index given.
+    pub index: i32,
+    /// Entries in that table.
+    pub len: usize,
+}
+
+fn slot(index: i32, len: usize, table: &'static str) -> Result<usize, SymbolError> {
     usize::try_from(index)
         .ok()
         .filter(|&i| i < len)
-        .ok_or_else(|| format!("{table} index {index} out of range ({len} entries)"))
+        .ok_or(SymbolError { table, index, len })
 }
 
 impl SymbolTable {
@@ -436,7 +448,7 @@ impl SymbolTable {
         d: &ProfilesDictionary,
         remap: &mut Remap,
         stack_index: i32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SymbolError> {
         if stack_index == 0 {
             return Ok(0);
         }
@@ -479,7 +491,7 @@ impl SymbolTable {
         d: &ProfilesDictionary,
         remap: &mut Remap,
         index: i32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SymbolError> {
         let i = slot(index, d.string_table.len(), "string_table")?;
         if remap.strings[i] == UNSET {
             remap.strings[i] = self.intern_string(&d.string_table[i]);
@@ -492,7 +504,7 @@ impl SymbolTable {
         d: &ProfilesDictionary,
         remap: &mut Remap,
         index: i32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SymbolError> {
         let i = slot(index, d.function_table.len(), "function_table")?;
         if remap.functions[i] == UNSET {
             let f = d.function_table[i];
@@ -512,7 +524,7 @@ impl SymbolTable {
         d: &ProfilesDictionary,
         remap: &mut Remap,
         index: i32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SymbolError> {
         if index == 0 {
             return Ok(0);
         }
@@ -550,7 +562,7 @@ impl SymbolTable {
         d: &ProfilesDictionary,
         remap: &mut Remap,
         index: i32,
-    ) -> Result<u32, String> {
+    ) -> Result<u32, SymbolError> {
         let i = slot(index, d.location_table.len(), "location_table")?;
         if remap.locations[i] == UNSET {
             let l = &d.location_table[i];

@@ -20,6 +20,7 @@ fn record_every_family(m: &Metrics) {
             ..Default::default()
         },
     );
+    m.received_bytes.add(Receiver::OtlpGrpc, 4096.0);
     m.unlinked_span_id_samples
         .add(&["custom.span_id"], (), 90.0);
     m.received_spans.add(Receiver::OtlpTraces, 7.0);

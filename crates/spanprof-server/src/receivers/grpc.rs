@@ -73,7 +73,8 @@ fn message_of(
     headers: &HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Result<Payload, Rejection> {
-    unframe(headers, body?, app.config.limits.max_decompressed_bytes)
+    let body = ChargedBody::counted(body, app, crate::metrics::Receiver::OtlpGrpc)?;
+    unframe(headers, body, app.config.limits.max_decompressed_bytes)
 }
 
 /// The one message of a unary request, decompressed per `grpc-encoding`.

@@ -315,6 +315,23 @@ pub struct ChargedBody {
     pub charge: Charge,
 }
 
+impl ChargedBody {
+    /// `body`, its bytes counted under `spanprof_received_bytes_total{receiver}` once it was
+    /// read whole (the extractor runs before the handler knows its receiver's name).
+    pub fn counted(
+        body: Result<Self, Rejection>,
+        app: &AppState,
+        receiver: crate::metrics::Receiver,
+    ) -> Result<Self, Rejection> {
+        if let Ok(b) = &body {
+            app.metrics
+                .received_bytes
+                .add(receiver, b.bytes.len() as f64);
+        }
+        body
+    }
+}
+
 impl FromRequest<AppState> for ChargedBody {
     type Rejection = Rejection;
 

@@ -231,6 +231,7 @@ async fn profiles(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
+    let body = ChargedBody::counted(body, &app, crate::metrics::Receiver::OtlpProfiles);
     let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
         r.record(&app, crate::metrics::Receiver::OtlpProfiles);
@@ -264,6 +265,7 @@ async fn traces(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
+    let body = ChargedBody::counted(body, &app, crate::metrics::Receiver::OtlpTraces);
     let answer_type = otlp_answer_type(&headers);
     if let Err(r) = check_content_type(&headers) {
         r.record(&app, crate::metrics::Receiver::OtlpTraces);

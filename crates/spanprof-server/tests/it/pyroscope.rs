@@ -15,6 +15,7 @@ use spanprof_format::{gzip, pprof};
 use spanprof_server::config::ServerConfig;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
+use crate::common::metrics::ReceiverMetrics;
 use crate::common::pushv1;
 mod pyroscope_clients;
 
@@ -780,6 +781,9 @@ fn push_v1_connect_protobuf_and_json() {
             }],
         }],
     };
+    let metrics = || server.request("GET", "/metrics", &[], &[]).text();
+    let counts = ReceiverMetrics::before(&metrics(), "pyroscope_push");
+    let body = gzip::gzip(&request.encode_to_vec());
     let answer = server.post(
         "/push.v1.PusherService/Push",
         &[
@@ -787,9 +791,11 @@ fn push_v1_connect_protobuf_and_json() {
             ("Content-Encoding", "gzip"),
             ("User-Agent", "pyroscope-rs/cpu/1.0.1 reqwest"),
         ],
-        &gzip::gzip(&request.encode_to_vec()),
+        &body,
     );
     assert_eq!(answer.status, 200, "{}", answer.text());
+    // Counted as sent: the gzipped body, not what it decompresses to.
+    counts.assert_read(&metrics(), body.len());
     assert!(answer.body.is_empty(), "an empty PushResponse");
     assert_eq!(answer.header("content-type"), Some("application/proto"));
 

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
 
-use super::json::{exemplar_json, i64s, label_pairs, object, FromJson, Obj, ToJson};
+use super::json::{exemplar_json, i64s, label_pairs, object, FromJson, JsonError, Obj, ToJson};
 use super::messages::*;
 use super::methods::{blocking, selection};
 use super::{Codec, ConnectError};
@@ -327,7 +327,7 @@ pub async fn select_heatmap(
 }
 
 impl FromJson for SelectHeatmapRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SelectHeatmapRequest {
             profile_type_id: o.string(&["profileTypeID", "profile_typeID", "profileTypeId"])?,
             label_selector: o.string(&["labelSelector", "label_selector"])?,

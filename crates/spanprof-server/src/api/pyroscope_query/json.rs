@@ -8,15 +8,60 @@ use serde_json::{json, Map, Value};
 
 use super::messages::*;
 
+/// Why a protojson request cannot be read (answered `invalid_argument`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Not JSON at all.
+    #[error("invalid JSON request: {0}")]
+    Syntax(String),
+    /// The root is not an object.
+    #[error("the request must be a JSON object")]
+    NotObject,
+    /// A known field of the wrong type.
+    #[error("{field}: expected {want}, got {got}")]
+    WrongType {
+        /// The field's name as sent.
+        field: String,
+        /// What it must be ("a string").
+        want: &'static str,
+        /// The value sent, as JSON.
+        got: String,
+    },
+    /// An enum name the message does not have.
+    #[error("{field}: unknown value {value:?}")]
+    UnknownValue {
+        /// The field's name as sent.
+        field: String,
+        /// The name sent.
+        value: String,
+    },
+    /// In message field `field` (`left.`), what is wrong there.
+    #[error("{field}.{inner}")]
+    In {
+        /// The message field.
+        field: String,
+        /// What is wrong in it.
+        inner: Box<JsonError>,
+    },
+}
+
+impl JsonError {
+    fn wrong(field: &str, want: &'static str, got: &Value) -> Self {
+        JsonError::WrongType {
+            field: field.to_owned(),
+            want,
+            got: got.to_string(),
+        }
+    }
+}
+
 /// Reads one request object.
 pub struct Obj<'a>(&'a Map<String, Value>);
 
 impl<'a> Obj<'a> {
     /// The request root, which must be an object.
-    pub fn root(v: &'a Value) -> Result<Self, String> {
-        v.as_object()
-            .map(Obj)
-            .ok_or_else(|| "the request must be a JSON object".to_owned())
+    pub fn root(v: &'a Value) -> Result<Self, JsonError> {
+        v.as_object().map(Obj).ok_or(JsonError::NotObject)
     }
 
     fn get(&self, names: &[&str]) -> Option<(&'a str, &'a Value)> {
@@ -34,44 +79,44 @@ impl<'a> Obj<'a> {
     }
 
     /// A string field.
-    pub fn string(&self, names: &[&str]) -> Result<String, String> {
+    pub fn string(&self, names: &[&str]) -> Result<String, JsonError> {
         match self.get(names) {
             None => Ok(String::new()),
             Some((_, Value::String(s))) => Ok(s.clone()),
-            Some((k, other)) => Err(format!("{k}: expected a string, got {other}")),
+            Some((k, other)) => Err(JsonError::wrong(k, "a string", other)),
         }
     }
 
     /// A message field, if present (and not `null`).
-    pub fn object(&self, names: &[&str]) -> Result<Option<Obj<'a>>, String> {
+    pub fn object(&self, names: &[&str]) -> Result<Option<Obj<'a>>, JsonError> {
         match self.get(names) {
             None => Ok(None),
             Some((_, Value::Object(m))) => Ok(Some(Obj(m))),
-            Some((k, other)) => Err(format!("{k}: expected an object, got {other}")),
+            Some((k, other)) => Err(JsonError::wrong(k, "an object", other)),
         }
     }
 
     /// A repeated string field.
-    pub fn strings(&self, names: &[&str]) -> Result<Vec<String>, String> {
+    pub fn strings(&self, names: &[&str]) -> Result<Vec<String>, JsonError> {
         match self.get(names) {
             None => Ok(Vec::new()),
             Some((k, Value::Array(a))) => a
                 .iter()
                 .map(|x| match x {
                     Value::String(s) => Ok(s.clone()),
-                    other => Err(format!("{k}: expected strings, got {other}")),
+                    other => Err(JsonError::wrong(k, "strings", other)),
                 })
                 .collect(),
-            Some((k, other)) => Err(format!("{k}: expected an array, got {other}")),
+            Some((k, other)) => Err(JsonError::wrong(k, "an array", other)),
         }
     }
 
     /// An int64 field, from a number or a decimal string.
-    pub fn int64(&self, names: &[&str]) -> Result<Option<i64>, String> {
+    pub fn int64(&self, names: &[&str]) -> Result<Option<i64>, JsonError> {
         let Some((k, v)) = self.get(names) else {
             return Ok(None);
         };
-        let bad = || format!("{k}: expected a 64-bit integer, got {v}");
+        let bad = || JsonError::wrong(k, "a 64-bit integer", v);
         match v {
             Value::Number(n) => n
                 .as_i64()
@@ -88,11 +133,11 @@ impl<'a> Obj<'a> {
     }
 
     /// A double field, from a number or a string (`"NaN"`, `"Infinity"` included).
-    pub fn double(&self, names: &[&str]) -> Result<f64, String> {
+    pub fn double(&self, names: &[&str]) -> Result<f64, JsonError> {
         let Some((k, v)) = self.get(names) else {
             return Ok(0.0);
         };
-        let bad = || format!("{k}: expected a number, got {v}");
+        let bad = || JsonError::wrong(k, "a number", v);
         match v {
             Value::Number(n) => n.as_f64().ok_or_else(bad),
             Value::String(s) => match s.as_str() {
@@ -111,20 +156,25 @@ impl<'a> Obj<'a> {
         &self,
         names: &[&str],
         from_name: fn(&str) -> Option<E>,
-    ) -> Result<Option<i32>, String> {
+    ) -> Result<Option<i32>, JsonError> {
         let Some((k, v)) = self.get(names) else {
             return Ok(None);
         };
         match v {
-            Value::String(s) => from_name(s)
-                .map(|e| Some(e.into()))
-                .ok_or_else(|| format!("{k}: unknown value {s:?}")),
+            Value::String(s) => {
+                from_name(s)
+                    .map(|e| Some(e.into()))
+                    .ok_or_else(|| JsonError::UnknownValue {
+                        field: k.to_owned(),
+                        value: s.clone(),
+                    })
+            }
             Value::Number(n) => n
                 .as_i64()
                 .and_then(|x| i32::try_from(x).ok())
                 .map(Some)
-                .ok_or_else(|| format!("{k}: expected an enum number, got {n}")),
-            other => Err(format!("{k}: expected an enum name or number, got {other}")),
+                .ok_or_else(|| JsonError::wrong(k, "an enum number", v)),
+            other => Err(JsonError::wrong(k, "an enum name or number", other)),
         }
     }
 }
@@ -132,7 +182,7 @@ impl<'a> Obj<'a> {
 /// Requests read from protojson.
 pub trait FromJson: Sized {
     /// Reads the request.
-    fn from_json(o: &Obj<'_>) -> Result<Self, String>;
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError>;
 }
 
 /// Responses written as protojson.
@@ -202,7 +252,7 @@ fn presence<M: Default>(o: &Obj<'_>, names: &[&str]) -> Option<M> {
 }
 
 impl FromJson for ProfileTypesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(ProfileTypesRequest {
             start: o.int64(START)?.unwrap_or(0),
             end: o.int64(END)?.unwrap_or(0),
@@ -211,7 +261,7 @@ impl FromJson for ProfileTypesRequest {
 }
 
 impl FromJson for LabelNamesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(LabelNamesRequest {
             matchers: o.strings(MATCHERS)?,
             start: o.int64(START)?.unwrap_or(0),
@@ -221,7 +271,7 @@ impl FromJson for LabelNamesRequest {
 }
 
 impl FromJson for LabelValuesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(LabelValuesRequest {
             name: o.string(&["name"])?,
             matchers: o.strings(MATCHERS)?,
@@ -232,7 +282,7 @@ impl FromJson for LabelValuesRequest {
 }
 
 impl FromJson for SeriesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SeriesRequest {
             matchers: o.strings(MATCHERS)?,
             label_names: o.strings(&["labelNames", "label_names"])?,
@@ -243,7 +293,7 @@ impl FromJson for SeriesRequest {
 }
 
 impl FromJson for SelectMergeSpanProfileRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SelectMergeSpanProfileRequest {
             profile_type_id: o.string(PROFILE_TYPE_ID)?,
             label_selector: o.string(LABEL_SELECTOR)?,
@@ -259,7 +309,7 @@ impl FromJson for SelectMergeSpanProfileRequest {
 }
 
 impl FromJson for SelectMergeStacktracesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SelectMergeStacktracesRequest {
             profile_type_id: o.string(PROFILE_TYPE_ID)?,
             label_selector: o.string(LABEL_SELECTOR)?,
@@ -279,12 +329,14 @@ impl FromJson for SelectMergeStacktracesRequest {
 }
 
 impl FromJson for DiffRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
-        let side = |name: &str| -> Result<Option<SelectMergeStacktracesRequest>, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
+        let side = |name: &str| -> Result<Option<SelectMergeStacktracesRequest>, JsonError> {
             o.object(&[name])?
                 .map(|side| {
-                    SelectMergeStacktracesRequest::from_json(&side)
-                        .map_err(|e| format!("{name}.{e}"))
+                    SelectMergeStacktracesRequest::from_json(&side).map_err(|e| JsonError::In {
+                        field: name.to_owned(),
+                        inner: Box::new(e),
+                    })
                 })
                 .transpose()
         };
@@ -296,13 +348,13 @@ impl FromJson for DiffRequest {
 }
 
 impl FromJson for GetProfileStatsRequest {
-    fn from_json(_: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(_: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(GetProfileStatsRequest {})
     }
 }
 
 impl FromJson for SelectMergeProfileRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SelectMergeProfileRequest {
             profile_type_id: o.string(PROFILE_TYPE_ID)?,
             label_selector: o.string(LABEL_SELECTOR)?,
@@ -317,7 +369,7 @@ impl FromJson for SelectMergeProfileRequest {
 }
 
 impl FromJson for SelectSeriesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(SelectSeriesRequest {
             profile_type_id: o.string(PROFILE_TYPE_ID)?,
             label_selector: o.string(LABEL_SELECTOR)?,

@@ -26,7 +26,7 @@ use crate::config::Limits;
 use crate::receivers::body::{decode, Rejection};
 use crate::routes::Routes;
 use crate::AppState;
-use json::{FromJson, Obj, ToJson};
+use json::{FromJson, JsonError, Obj, ToJson};
 
 /// The largest query request body, as sent and once decompressed: 1 MiB. A real one is a
 /// selector and a few names, under 1 KiB. Ingest's limits (32 MiB sent, 64 MiB decompressed)
@@ -198,9 +198,9 @@ where
                 raw.as_ref()
             };
             serde_json::from_slice::<serde_json::Value>(text)
-                .map_err(|e| format!("invalid JSON request: {e}"))
+                .map_err(|e| JsonError::Syntax(e.to_string()))
                 .and_then(|v| Obj::root(&v).and_then(|o| Req::from_json(&o)))
-                .map_err(ConnectError::invalid)
+                .map_err(|e| ConnectError::invalid(e.to_string()))
         }
     };
     let answer = match request {

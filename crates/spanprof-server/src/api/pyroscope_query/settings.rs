@@ -15,7 +15,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::json::{i64s, object, FromJson, Obj, ToJson};
+use super::json::{i64s, object, FromJson, JsonError, Obj, ToJson};
 use super::{unary, Codec, ConnectError};
 use crate::auth::Access;
 use crate::pyroscope_proto::settings::v1::{
@@ -108,17 +108,17 @@ async fn recording_rules(Path(method): Path<String>) -> ConnectError {
 }
 
 impl FromJson for GetSettingsRequest {
-    fn from_json(_: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(_: &Obj<'_>) -> Result<Self, JsonError> {
         Ok(GetSettingsRequest {})
     }
 }
 
 impl FromJson for SetSettingsRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, String> {
+    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
         let setting = o
             .object(&["setting"])?
             .map(|s| {
-                Ok::<_, String>(Setting {
+                Ok::<_, JsonError>(Setting {
                     name: s.string(&["name"])?,
                     value: s.string(&["value"])?,
                     // The proto field is named so: protojson has no other name for it.

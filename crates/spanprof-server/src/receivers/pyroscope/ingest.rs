@@ -247,6 +247,7 @@ pub async fn ingest(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Result<StatusCode, Rejection> {
+    let body = ChargedBody::counted(body, &app, crate::metrics::Receiver::PyroscopeIngest);
     let incoming = app.pipeline.incoming();
     let answer = ingest_inner(&app, incoming, query, &headers, body).await;
     if let Err(r) = &answer {

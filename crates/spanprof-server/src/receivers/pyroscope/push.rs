@@ -195,6 +195,7 @@ pub async fn push(
     headers: HeaderMap,
     body: Result<ChargedBody, Rejection>,
 ) -> Response {
+    let body = ChargedBody::counted(body, &app, crate::metrics::Receiver::PyroscopePush);
     let incoming = app.pipeline.incoming();
     let json = is_json(&headers);
     let ct = content_type(&headers);

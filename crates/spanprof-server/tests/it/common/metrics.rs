@@ -1,4 +1,4 @@
-//! What one request to a receiver added to `/metrics`: its received and rejected counts.
+//! What one request to a receiver added to `/metrics`: its received, rejected and bytes counts.
 
 use std::collections::BTreeMap;
 
@@ -39,11 +39,25 @@ impl ReceiverMetrics {
             .collect()
     }
 
-    /// Asserts the request was taken: `profiles` profiles (and some samples) counted as
-    /// received, and no refusal.
+    /// Asserts the request's body was counted as `bytes` bytes received (0: never read whole,
+    /// e.g. past the body size limit).
     #[track_caller]
-    pub fn assert_received(&self, after: &str, profiles: u64) {
+    fn assert_bytes(&self, now: &BTreeMap<String, f64>, after: &str, bytes: usize) {
+        let got = self.grown(now, "spanprof_received_bytes_total");
+        assert_eq!(
+            got.values().sum::<f64>(),
+            bytes as f64,
+            "{}: received bytes {got:?}\n{after}",
+            self.receiver
+        );
+    }
+
+    /// Asserts the request was taken: its `bytes`-byte body counted as received, `profiles`
+    /// profiles (and some samples) counted as received, and no refusal.
+    #[track_caller]
+    pub fn assert_received(&self, after: &str, bytes: usize, profiles: u64) {
         let now = series(after);
+        self.assert_bytes(&now, after, bytes);
         let received = self.grown(&now, "spanprof_received_profiles_total");
         let samples = self.grown(&now, "spanprof_received_samples_total");
         let rejected = self.grown(&now, "spanprof_rejected_total");
@@ -65,11 +79,26 @@ impl ReceiverMetrics {
         );
     }
 
-    /// Asserts the request was refused for `reason`, counted once, and nothing of it counted
-    /// as received.
+    /// Asserts the request's `bytes`-byte body was counted as received, and no refusal (for
+    /// a request whose profile count the caller does not know).
     #[track_caller]
-    pub fn assert_rejected(&self, after: &str, reason: &str) {
+    pub fn assert_read(&self, after: &str, bytes: usize) {
         let now = series(after);
+        self.assert_bytes(&now, after, bytes);
+        let rejected = self.grown(&now, "spanprof_rejected_total");
+        assert!(
+            rejected.is_empty(),
+            "{}: refused {rejected:?}",
+            self.receiver
+        );
+    }
+
+    /// Asserts the request was refused for `reason`, counted once, `bytes` bytes of its body
+    /// counted as received, and none of its profiles.
+    #[track_caller]
+    pub fn assert_rejected(&self, after: &str, bytes: usize, reason: &str) {
+        let now = series(after);
+        self.assert_bytes(&now, after, bytes);
         let rejected = self.grown(&now, "spanprof_rejected_total");
         let want = format!(
             "spanprof_rejected_total{{receiver=\"{}\",reason=\"{reason}\"}}",

@@ -7,6 +7,7 @@ use spanprof_format::link::{IdRole, LinkConfig};
 use spanprof_format::otlp::{ProfilesData, ProfilesDictionary};
 use spanprof_format::profile_type::ProfileTypeId;
 
+use super::invalid::Invalid;
 use super::labels::{resource_labels, sample_label_of, shown};
 use super::limits::{check_labels, check_profile_type, new_series, within_symbol_limit, Refusal};
 use super::{Pending, SERVICE_LABEL};
@@ -132,16 +133,14 @@ pub(super) fn add_profiles(
     }
 }
 
-fn dict_str(d: &ProfilesDictionary, i: i32) -> Result<&str, String> {
+fn dict_str(d: &ProfilesDictionary, i: i32) -> Result<&str, Invalid> {
     usize::try_from(i)
         .ok()
         .and_then(|i| d.string_table.get(i))
         .map(String::as_str)
-        .ok_or_else(|| {
-            format!(
-                "string index {i} out of range ({} strings)",
-                d.string_table.len()
-            )
+        .ok_or(Invalid::StringOutOfRange {
+            index: i,
+            len: d.string_table.len(),
         })
 }
 
@@ -218,17 +217,17 @@ fn sample_value(
     s: &spanprof_format::otlp::Sample,
     i: usize,
     total: &mut i64,
-) -> Result<i64, String> {
+) -> Result<i64, Invalid> {
     let value = if s.values.is_empty() {
         s.timestamps_unix_nano.len() as i64
     } else {
         let mut sum = 0i64;
         for &v in &s.values {
             if v < 0 {
-                return Err(format!(
-                    "samples[{i}].values: {v} is negative (a profile's values count or measure \
-                     what happened)"
-                ));
+                return Err(Invalid::NegativeValue {
+                    sample: i,
+                    value: v,
+                });
             }
             sum = sum.saturating_add(v);
         }
@@ -236,10 +235,7 @@ fn sample_value(
     };
     *total = total.saturating_add(value);
     if *total > MAX_PROFILE_TOTAL {
-        return Err(format!(
-            "samples[{i}]: the profile's values add up to more than {MAX_PROFILE_TOTAL} (2^53), \
-             more than any real profile holds"
-        ));
+        return Err(Invalid::TotalTooLarge { sample: i });
     }
     Ok(value)
 }
@@ -271,7 +267,7 @@ fn reuse_blocks(
         .iter()
         .enumerate()
         .map(|(i, s)| sample_value(s, i, &mut total))
-        .collect::<Result<Vec<i64>, String>>()?;
+        .collect::<Result<Vec<i64>, Invalid>>()?;
     for (b, (labels, members)) in before.iter().zip(layout.labels.iter().zip(&layout.members)) {
         let values = members.iter().map(|&i| all[i as usize]).collect();
         let key = SeriesKey {
@@ -295,19 +291,16 @@ fn reuse_blocks(
 
 /// `p`'s time and duration as the store keeps them: signed nanoseconds, up to the year 2262
 /// (a later time was stored as a negative one, acknowledged and never found).
-fn window(p: &spanprof_format::otlp::Profile) -> Result<(i64, i64), String> {
+fn window(p: &spanprof_format::otlp::Profile) -> Result<(i64, i64), Invalid> {
     match (
         i64::try_from(p.time_unix_nano),
         i64::try_from(p.duration_nano),
     ) {
         (Ok(time), Ok(duration)) if time.checked_add(duration).is_some() => Ok((time, duration)),
-        _ => Err(format!(
-            "time_unix_nano {} and duration_nano {} end past the latest time the store keeps \
-             ({} ns since the epoch, in the year 2262)",
-            p.time_unix_nano,
-            p.duration_nano,
-            i64::MAX
-        )),
+        _ => Err(Invalid::PastLatestTime {
+            time: p.time_unix_nano,
+            duration: p.duration_nano,
+        }),
     }
 }
 
@@ -316,7 +309,7 @@ fn profile_type_of(
     d: &ProfilesDictionary,
     p: &spanprof_format::otlp::Profile,
     name_hint: Option<&str>,
-) -> Result<ProfileTypeId, String> {
+) -> Result<ProfileTypeId, Invalid> {
     let st_type = p.sample_type.unwrap_or_default();
     let pt = p.period_type.unwrap_or_default();
     let profile_type = ProfileTypeId::new(
@@ -331,7 +324,7 @@ fn profile_type_of(
         name_hint,
     );
     if profile_type.sample_type.is_empty() {
-        return Err("profile has no sample type".into());
+        return Err(Invalid::NoSampleType);
     }
     // `:` separates the parts of a type id: one inside a part made an id that named another
     // type, and that no query could name.
@@ -343,11 +336,7 @@ fn profile_type_of(
         &profile_type.period_unit,
     ] {
         if part.contains(':') {
-            return Err(format!(
-                "{:?}, a part of the profile type, has a ':' in it, which separates the parts \
-                 of a profile type id (name:sample_type:sample_unit:period_type:period_unit)",
-                shown(part)
-            ));
+            return Err(Invalid::ColonInType { part: shown(part) });
         }
     }
     Ok(profile_type)
