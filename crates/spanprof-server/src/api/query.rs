@@ -17,6 +17,8 @@ mod timeseries;
 use axum::http::Uri;
 
 pub use error::ApiError;
+pub use flame::layout_json;
+pub use selection::type_list;
 pub use spans::{
     verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, ON_ANCESTOR, PARTLY_PROFILED, PENDING, SAMPLED,
     TOO_SHORT,

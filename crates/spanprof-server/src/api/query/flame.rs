@@ -99,6 +99,10 @@ pub async fn flamegraph(
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
     let max_nodes = max_nodes(&p)?;
+    if let Some(remote) = &app.remote {
+        no_focus_remotely(&focus)?;
+        return crate::remote::answers::flamegraph(remote, &q.selection, max_nodes).await;
+    }
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
@@ -137,6 +141,10 @@ pub async fn top(
         })?
         .unwrap_or(FunctionOrder::SelfValue);
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
+    if let Some(remote) = &app.remote {
+        no_focus_remotely(&focus)?;
+        return crate::remote::answers::top(remote, &q.selection, order, limit).await;
+    }
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
@@ -167,9 +175,24 @@ pub async fn svg(
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/svg", &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat())?;
-    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let image = blocking(&app, move |store| {
+    let image = match &app.remote {
+        Some(remote) => {
+            no_focus_remotely(&focus)?;
+            crate::remote::answers::svg(remote, &q.selection).await?
+        }
+        None => svg_image(&app, q, focus).await?,
+    };
+    svg_response(image)
+}
+
+async fn svg_image(
+    app: &AppState,
+    mut q: SelectionQuery,
+    focus: Option<focus::Focus>,
+) -> Result<String, ApiError> {
+    blocking(app, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
@@ -187,7 +210,10 @@ pub async fn svg(
             },
         ))
     })
-    .await?;
+    .await
+}
+
+fn svg_response(image: String) -> Result<Response, ApiError> {
     Ok((
         [
             ("content-type", "image/svg+xml; charset=utf-8"),
@@ -219,9 +245,24 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         "/api/v1/pprof",
         &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat(),
     )?;
-    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
+    let q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let bytes = blocking(&app, move |store| {
+    let bytes = match &app.remote {
+        Some(remote) => {
+            no_focus_remotely(&focus)?;
+            crate::remote::answers::pprof(remote, &q.selection).await?
+        }
+        None => pprof_bytes(&app, q, focus).await?,
+    };
+    pprof_response(bytes)
+}
+
+async fn pprof_bytes(
+    app: &AppState,
+    mut q: SelectionQuery,
+    focus: Option<focus::Focus>,
+) -> Result<Vec<u8>, ApiError> {
+    blocking(app, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let mut profile = store.pprof(&q.selection)?;
@@ -247,7 +288,10 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         }
         Ok(spanprof_format::pprof::encode_gzip(&profile))
     })
-    .await?;
+    .await
+}
+
+fn pprof_response(bytes: Vec<u8>) -> Result<Response, ApiError> {
     Ok((
         [
             ("content-type", "application/octet-stream"),
@@ -259,4 +303,12 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         bytes,
     )
         .into_response())
+}
+
+/// 501 for `focus` over the remote backend: it needs the embedded store's spans.
+fn no_focus_remotely(focus: &Option<focus::Focus>) -> Result<(), ApiError> {
+    match focus {
+        Some(_) => Err(crate::remote::not_remote(FOCUS_PARAM)),
+        None => Ok(()),
+    }
 }
