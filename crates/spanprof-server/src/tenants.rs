@@ -306,19 +306,18 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
     ));
     let scrapes = receivers::scrape::start(state.clone(), shared.stop.clone())
         .map_err(ServerError::Scrape)?;
-    let routers = [Listener::Main, Listener::OtlpHttp, Listener::OtlpGrpc]
-        .map(|l| {
-            let router = routes_of(l, config).into_router();
-            // The remote backend sees every query request first (remote::passthrough).
-            let router = match state.remote.is_some() && l == Listener::Main {
-                true => router.layer(axum::middleware::from_fn_with_state(
-                    state.clone(),
-                    crate::remote::passthrough::guard,
-                )),
-                false => router,
-            };
-            router.with_state(state.clone())
-        });
+    let routers = [Listener::Main, Listener::OtlpHttp, Listener::OtlpGrpc].map(|l| {
+        let router = routes_of(l, config).into_router();
+        // The remote backend sees every query request first (remote::passthrough).
+        let router = match state.remote.is_some() && l == Listener::Main {
+            true => router.layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                crate::remote::passthrough::guard,
+            )),
+            false => router,
+        };
+        router.with_state(state.clone())
+    });
     if !id.is_default() {
         tracing::info!(tenant = %id, dir = %dir.display(), "tenant opened");
     }

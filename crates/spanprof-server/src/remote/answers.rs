@@ -37,7 +37,11 @@ fn summary(f: &super::RemoteFlame) -> Value {
 }
 
 /// `/api/v1/flamegraph`.
-pub async fn flamegraph(remote: &Remote, sel: &Selection, max_nodes: usize) -> Result<Response, ApiError> {
+pub async fn flamegraph(
+    remote: &Remote,
+    sel: &Selection,
+    max_nodes: usize,
+) -> Result<Response, ApiError> {
     let f = remote.flame(sel).await?;
     let body = format!(
         "{{\"flamegraph\":{},\"tree\":{},\"summary\":{},\"focus\":null}}",
@@ -148,7 +152,11 @@ async fn matchers(remote: &Remote, sel: &Selection) -> Result<Vec<String>, ApiEr
 }
 
 /// `/api/v1/label-names` (`name` None) or `/api/v1/label-values` of `name`.
-pub async fn labels(remote: &Remote, sel: &Selection, name: Option<String>) -> Result<Response, ApiError> {
+pub async fn labels(
+    remote: &Remote,
+    sel: &Selection,
+    name: Option<String>,
+) -> Result<Response, ApiError> {
     let m = matchers(remote, sel).await?;
     let mut names = remote.labels(sel, m, name.as_deref()).await?;
     names.sort();
@@ -181,8 +189,7 @@ pub async fn series(remote: &Remote, sel: &Selection) -> Result<Response, ApiErr
     let m = matchers(remote, sel).await?;
     let mut all = remote.series(sel, m).await?;
     for labels in &mut all {
-        // As the embedded store lists them: sorted, the internal `__…__` ones left out.
-        labels.retain(|(k, _)| !k.starts_with("__"));
+        // As the embedded store lists them: sorted by name.
         labels.sort();
     }
     all.sort();
@@ -196,8 +203,10 @@ pub async fn series(remote: &Remote, sel: &Selection) -> Result<Response, ApiErr
             truncated = true;
             break;
         }
-        let labels: Map<String, Value> =
-            labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+        let labels: Map<String, Value> = labels
+            .into_iter()
+            .map(|(k, v)| (k, Value::String(v)))
+            .collect();
         series.push(json!({ "labels": labels }));
     }
     Ok(axum::Json(json!({ "series": series, "truncated": truncated })).into_response())

@@ -58,8 +58,7 @@ impl RemoteClient {
         let https = [&config.pyroscope, &config.tempo]
             .iter()
             .any(|e| e.url.starts_with("https://"));
-        let connector =
-            crate::tls::connector(https, false, &crate::tls::TlsSettings::default())?;
+        let connector = crate::tls::connector(https, false, &crate::tls::TlsSettings::default())?;
         Ok(RemoteClient {
             http: Client::builder(TokioExecutor::new()).build(connector),
             config,
@@ -107,8 +106,15 @@ impl RemoteClient {
         accept: &str,
         immutable: bool,
     ) -> Result<Bytes, RemoteError> {
-        self.call(peer, Method::GET, path_and_query, None, Some(accept), immutable)
-            .await
+        self.call(
+            peer,
+            Method::GET,
+            path_and_query,
+            None,
+            Some(accept),
+            immutable,
+        )
+        .await
     }
 
     /// Sends a request as it came (method, path, content type, body), for the Grafana-facing
@@ -149,8 +155,8 @@ impl RemoteClient {
         if let Some(t) = &e.tenant {
             req = req.header("x-scope-orgid", t.as_str());
         }
-        if let Some(a) = authorization(&e.auth)
-            .map_err(|m| RemoteError::new(peer, path_and_query, m))?
+        if let Some(a) =
+            authorization(&e.auth).map_err(|m| RemoteError::new(peer, path_and_query, m))?
         {
             req = req.header(header::AUTHORIZATION, a);
         }

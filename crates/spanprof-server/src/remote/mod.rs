@@ -76,7 +76,6 @@ pub struct RemoteError {
     pub timed_out: bool,
 }
 
-
 impl RemoteError {
     /// A failure of `call` on `peer`.
     pub fn new(peer: Peer, call: &str, message: String) -> Self {
@@ -125,7 +124,11 @@ impl RemoteError {
 
     /// The answer lists more than `max` `what`.
     pub fn too_many(peer: Peer, call: &str, max: usize, what: &str) -> Self {
-        Self::new(peer, call, format!("the answer lists more than {max} {what}"))
+        Self::new(
+            peer,
+            call,
+            format!("the answer lists more than {max} {what}"),
+        )
     }
 
     /// The answer is not what the protocol says.
@@ -221,7 +224,10 @@ impl Remote {
             .iter()
             .flat_map(|s| &s.label)
             .filter(|l| key.is_some_and(|k| l.key == k as i64))
-            .find_map(|l| own.str(l.str).and_then(spanprof_format::link::parse_id::<16>));
+            .find_map(|l| {
+                own.str(l.str)
+                    .and_then(spanprof_format::link::parse_id::<16>)
+            });
         found.ok_or_else(|| {
             ApiError::bad_request(
                 "include_child_spans over the remote backend needs trace_id (the span's \

@@ -34,7 +34,12 @@ fn peer_of(path: &str) -> Option<Peer> {
     if path.starts_with("/querier.v1.QuerierService/") {
         return Some(Peer::Pyroscope);
     }
-    let tempo = ["/api/traces/", "/api/v2/traces/", "/api/search", "/api/v2/search"];
+    let tempo = [
+        "/api/traces/",
+        "/api/v2/traces/",
+        "/api/search",
+        "/api/v2/search",
+    ];
     tempo
         .iter()
         .any(|p| path.starts_with(p))
@@ -48,7 +53,9 @@ pub async fn guard(State(app): State<AppState>, req: Request, next: Next) -> Res
     };
     let path = req.uri().path().to_owned();
     if let Some(peer) = peer_of(&path) {
-        return pass(&remote, peer, req).await.unwrap_or_else(IntoResponse::into_response);
+        return pass(&remote, peer, req)
+            .await
+            .unwrap_or_else(IntoResponse::into_response);
     }
     let answered = REMOTE_ENDPOINTS.contains(&path.as_str());
     let local_only = path == "/pyroscope/render"
@@ -82,7 +89,8 @@ async fn pass(remote: &super::Remote, peer: Peer, req: Request) -> Result<Respon
         )
         .await?;
     let mut response = Response::new(Body::from(bytes));
-    *response.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    *response.status_mut() =
+        StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     if let Some(c) = ctype {
         response.headers_mut().insert(header::CONTENT_TYPE, c);
     }

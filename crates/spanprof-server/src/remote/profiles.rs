@@ -48,7 +48,12 @@ impl Remote {
         let answer = q::ProfileTypesResponse::decode(bytes)
             .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
         if answer.profile_types.len() > MAX_TYPES {
-            return Err(RemoteError::too_many(Peer::Pyroscope, path, MAX_TYPES, "profile types"));
+            return Err(RemoteError::too_many(
+                Peer::Pyroscope,
+                path,
+                MAX_TYPES,
+                "profile types",
+            ));
         }
         let mut ids: Vec<ProfileTypeId> = answer
             .profile_types
@@ -198,7 +203,11 @@ pub fn label_selector(sel: &Selection, by_spans: bool) -> String {
         parts.push(format!("service_name=\"{}\"", escape(s)));
     }
     if let Some(l) = &sel.label_selector {
-        let inner = l.trim().trim_start_matches('{').trim_end_matches('}').trim();
+        let inner = l
+            .trim()
+            .trim_start_matches('{')
+            .trim_end_matches('}')
+            .trim();
         if !inner.is_empty() {
             parts.push(inner.to_owned());
         }
@@ -233,7 +242,13 @@ pub fn tree_of(p: &Profile) -> FlameTree {
                 l.line
                     .iter()
                     .rev()
-                    .map(|line| functions.get(&line.function_id).copied().unwrap_or("").to_owned())
+                    .map(|line| {
+                        functions
+                            .get(&line.function_id)
+                            .copied()
+                            .unwrap_or("")
+                            .to_owned()
+                    })
                     .collect()
             };
             (l.id, names)

@@ -11,6 +11,7 @@ mod listen_tls;
 mod pyroscope;
 mod querier;
 mod receivers;
+mod remote;
 mod render;
 mod span_focus;
 mod span_search;
