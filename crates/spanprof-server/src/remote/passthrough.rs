@@ -53,6 +53,14 @@ pub async fn guard(State(app): State<AppState>, req: Request, next: Next) -> Res
     };
     let path = req.uri().path().to_owned();
     if let Some(peer) = peer_of(&path) {
+        // This layer runs before the routes' own access checks: the same check, here.
+        let verdict = match req.extensions().get::<crate::auth::Principal>() {
+            Some(p) => p.may(crate::auth::Access::Read),
+            None => Err(crate::auth::Denied::Unauthenticated),
+        };
+        if let Err(denied) = verdict {
+            return crate::auth::denied_response(&denied, req.headers(), &path);
+        }
         return pass(&remote, peer, req)
             .await
             .unwrap_or_else(IntoResponse::into_response);
