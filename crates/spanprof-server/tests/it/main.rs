@@ -10,6 +10,8 @@ mod jfr;
 mod listen_tls;
 mod pyroscope;
 mod querier;
+mod querier_heatmap;
+mod querier_tree;
 mod receivers;
 mod remote;
 mod render;

@@ -19,268 +19,268 @@ use spanprof_testkit::server::{Reply, TestServer, DEADLINE};
 // ---- the messages, from the reference's field numbers -------------------------------------
 
 #[derive(Clone, PartialEq, prost::Message)]
-struct ProfileTypesRequest {
+pub(crate) struct ProfileTypesRequest {
     #[prost(int64, tag = "1")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "2")]
-    end: i64,
+    pub(crate) end: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct ProfileTypesResponse {
+pub(crate) struct ProfileTypesResponse {
     #[prost(message, repeated, tag = "1")]
-    profile_types: Vec<ProfileType>,
+    pub(crate) profile_types: Vec<ProfileType>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct ProfileType {
+pub(crate) struct ProfileType {
     #[prost(string, tag = "1")]
-    id: String,
+    pub(crate) id: String,
     #[prost(string, tag = "2")]
-    name: String,
+    pub(crate) name: String,
     #[prost(string, tag = "4")]
-    sample_type: String,
+    pub(crate) sample_type: String,
     #[prost(string, tag = "5")]
-    sample_unit: String,
+    pub(crate) sample_unit: String,
     #[prost(string, tag = "6")]
-    period_type: String,
+    pub(crate) period_type: String,
     #[prost(string, tag = "7")]
-    period_unit: String,
+    pub(crate) period_unit: String,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct LabelNamesRequest {
+pub(crate) struct LabelNamesRequest {
     #[prost(string, repeated, tag = "1")]
-    matchers: Vec<String>,
+    pub(crate) matchers: Vec<String>,
     #[prost(int64, tag = "2")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "3")]
-    end: i64,
+    pub(crate) end: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct NamesResponse {
+pub(crate) struct NamesResponse {
     #[prost(string, repeated, tag = "1")]
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct LabelValuesRequest {
+pub(crate) struct LabelValuesRequest {
     #[prost(string, tag = "1")]
-    name: String,
+    pub(crate) name: String,
     #[prost(string, repeated, tag = "2")]
-    matchers: Vec<String>,
+    pub(crate) matchers: Vec<String>,
     #[prost(int64, tag = "3")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "4")]
-    end: i64,
+    pub(crate) end: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SeriesRequest {
+pub(crate) struct SeriesRequest {
     #[prost(string, repeated, tag = "1")]
-    matchers: Vec<String>,
+    pub(crate) matchers: Vec<String>,
     #[prost(string, repeated, tag = "2")]
-    label_names: Vec<String>,
+    pub(crate) label_names: Vec<String>,
     #[prost(int64, tag = "3")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "4")]
-    end: i64,
+    pub(crate) end: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SeriesResponse {
+pub(crate) struct SeriesResponse {
     #[prost(message, repeated, tag = "2")]
-    labels_set: Vec<Labels>,
+    pub(crate) labels_set: Vec<Labels>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct Labels {
+pub(crate) struct Labels {
     #[prost(message, repeated, tag = "1")]
-    labels: Vec<LabelPair>,
+    pub(crate) labels: Vec<LabelPair>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct LabelPair {
+pub(crate) struct LabelPair {
     #[prost(string, tag = "1")]
-    name: String,
+    pub(crate) name: String,
     #[prost(string, tag = "2")]
-    value: String,
+    pub(crate) value: String,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct FlameGraph {
+pub(crate) struct FlameGraph {
     #[prost(string, repeated, tag = "1")]
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
     #[prost(message, repeated, tag = "2")]
-    levels: Vec<Level>,
+    pub(crate) levels: Vec<Level>,
     #[prost(int64, tag = "3")]
-    total: i64,
+    pub(crate) total: i64,
     #[prost(int64, tag = "4")]
-    max_self: i64,
+    pub(crate) max_self: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct Level {
+pub(crate) struct Level {
     #[prost(int64, repeated, tag = "1")]
-    values: Vec<i64>,
+    pub(crate) values: Vec<i64>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SelectMergeSpanProfileRequest {
+pub(crate) struct SelectMergeSpanProfileRequest {
     #[prost(string, tag = "1")]
-    profile_type_id: String,
+    pub(crate) profile_type_id: String,
     #[prost(string, tag = "2")]
-    label_selector: String,
+    pub(crate) label_selector: String,
     #[prost(string, repeated, tag = "3")]
-    span_selector: Vec<String>,
+    pub(crate) span_selector: Vec<String>,
     #[prost(int64, tag = "4")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "5")]
-    end: i64,
+    pub(crate) end: i64,
     #[prost(int64, optional, tag = "6")]
-    max_nodes: Option<i64>,
+    pub(crate) max_nodes: Option<i64>,
     #[prost(int32, tag = "7")]
-    format: i32,
+    pub(crate) format: i32,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct FlameGraphResponse {
+pub(crate) struct FlameGraphResponse {
     #[prost(message, optional, tag = "1")]
-    flamegraph: Option<FlameGraph>,
+    pub(crate) flamegraph: Option<FlameGraph>,
     #[prost(bytes = "vec", tag = "2")]
-    tree: Vec<u8>,
+    pub(crate) tree: Vec<u8>,
     #[prost(message, optional, tag = "5")]
-    pprof: Option<PprofProfile>,
+    pub(crate) pprof: Option<PprofProfile>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct PprofProfile {
+pub(crate) struct PprofProfile {
     #[prost(bytes = "vec", tag = "1")]
-    profile: Vec<u8>,
+    pub(crate) profile: Vec<u8>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SelectMergeStacktracesRequest {
+pub(crate) struct SelectMergeStacktracesRequest {
     #[prost(string, tag = "1")]
-    profile_type_id: String,
+    pub(crate) profile_type_id: String,
     #[prost(string, tag = "2")]
-    label_selector: String,
+    pub(crate) label_selector: String,
     #[prost(int64, tag = "3")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "4")]
-    end: i64,
+    pub(crate) end: i64,
     #[prost(int64, optional, tag = "5")]
-    max_nodes: Option<i64>,
+    pub(crate) max_nodes: Option<i64>,
     #[prost(int32, tag = "6")]
-    format: i32,
+    pub(crate) format: i32,
     #[prost(string, repeated, tag = "10")]
-    trace_id_selector: Vec<String>,
+    pub(crate) trace_id_selector: Vec<String>,
     #[prost(string, repeated, tag = "11")]
-    span_selector: Vec<String>,
+    pub(crate) span_selector: Vec<String>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct DiffRequest {
+pub(crate) struct DiffRequest {
     #[prost(message, optional, tag = "1")]
-    left: Option<SelectMergeStacktracesRequest>,
+    pub(crate) left: Option<SelectMergeStacktracesRequest>,
     #[prost(message, optional, tag = "2")]
-    right: Option<SelectMergeStacktracesRequest>,
+    pub(crate) right: Option<SelectMergeStacktracesRequest>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct DiffResponse {
+pub(crate) struct DiffResponse {
     #[prost(message, optional, tag = "1")]
-    flamegraph: Option<FlameGraphDiff>,
+    pub(crate) flamegraph: Option<FlameGraphDiff>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct FlameGraphDiff {
+pub(crate) struct FlameGraphDiff {
     #[prost(string, repeated, tag = "1")]
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
     #[prost(message, repeated, tag = "2")]
-    levels: Vec<Level>,
+    pub(crate) levels: Vec<Level>,
     #[prost(int64, tag = "3")]
-    total: i64,
+    pub(crate) total: i64,
     #[prost(int64, tag = "4")]
-    max_self: i64,
+    pub(crate) max_self: i64,
     #[prost(int64, tag = "5")]
-    left_ticks: i64,
+    pub(crate) left_ticks: i64,
     #[prost(int64, tag = "6")]
-    right_ticks: i64,
+    pub(crate) right_ticks: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct GetProfileStatsRequest {}
+pub(crate) struct GetProfileStatsRequest {}
 #[derive(Clone, PartialEq, prost::Message)]
-struct GetProfileStatsResponse {
+pub(crate) struct GetProfileStatsResponse {
     #[prost(bool, tag = "1")]
-    data_ingested: bool,
+    pub(crate) data_ingested: bool,
     #[prost(int64, tag = "2")]
-    oldest_profile_time: i64,
+    pub(crate) oldest_profile_time: i64,
     #[prost(int64, tag = "3")]
-    newest_profile_time: i64,
+    pub(crate) newest_profile_time: i64,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SelectMergeProfileRequest {
+pub(crate) struct SelectMergeProfileRequest {
     #[prost(string, tag = "1")]
-    profile_type_id: String,
+    pub(crate) profile_type_id: String,
     #[prost(string, tag = "2")]
-    label_selector: String,
+    pub(crate) label_selector: String,
     #[prost(int64, tag = "3")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "4")]
-    end: i64,
+    pub(crate) end: i64,
     #[prost(string, repeated, tag = "8")]
-    trace_id_selector: Vec<String>,
+    pub(crate) trace_id_selector: Vec<String>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SelectSeriesRequest {
+pub(crate) struct SelectSeriesRequest {
     #[prost(string, tag = "1")]
-    profile_type_id: String,
+    pub(crate) profile_type_id: String,
     #[prost(string, tag = "2")]
-    label_selector: String,
+    pub(crate) label_selector: String,
     #[prost(int64, tag = "3")]
-    start: i64,
+    pub(crate) start: i64,
     #[prost(int64, tag = "4")]
-    end: i64,
+    pub(crate) end: i64,
     #[prost(string, repeated, tag = "5")]
-    group_by: Vec<String>,
+    pub(crate) group_by: Vec<String>,
     #[prost(double, tag = "6")]
-    step: f64,
+    pub(crate) step: f64,
     #[prost(int32, optional, tag = "7")]
-    aggregation: Option<i32>,
+    pub(crate) aggregation: Option<i32>,
     #[prost(int64, optional, tag = "9")]
-    limit: Option<i64>,
+    pub(crate) limit: Option<i64>,
     #[prost(int32, tag = "10")]
-    exemplar_type: i32,
+    pub(crate) exemplar_type: i32,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct SelectSeriesResponse {
+pub(crate) struct SelectSeriesResponse {
     #[prost(message, repeated, tag = "1")]
-    series: Vec<Series>,
+    pub(crate) series: Vec<Series>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct Series {
+pub(crate) struct Series {
     #[prost(message, repeated, tag = "1")]
-    labels: Vec<LabelPair>,
+    pub(crate) labels: Vec<LabelPair>,
     #[prost(message, repeated, tag = "2")]
-    points: Vec<Point>,
+    pub(crate) points: Vec<Point>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct Point {
+pub(crate) struct Point {
     #[prost(double, tag = "1")]
-    value: f64,
+    pub(crate) value: f64,
     #[prost(int64, tag = "2")]
-    timestamp: i64,
+    pub(crate) timestamp: i64,
     #[prost(message, repeated, tag = "4")]
-    exemplars: Vec<Exemplar>,
+    pub(crate) exemplars: Vec<Exemplar>,
 }
 #[derive(Clone, PartialEq, prost::Message)]
-struct Exemplar {
+pub(crate) struct Exemplar {
     #[prost(int64, tag = "1")]
-    timestamp: i64,
+    pub(crate) timestamp: i64,
     #[prost(string, tag = "2")]
-    profile_id: String,
+    pub(crate) profile_id: String,
     #[prost(string, tag = "3")]
-    span_id: String,
+    pub(crate) span_id: String,
     #[prost(int64, tag = "4")]
-    value: i64,
+    pub(crate) value: i64,
     #[prost(string, tag = "6")]
-    trace_id: String,
+    pub(crate) trace_id: String,
 }
 
 const PPROF: i32 = 4;
 const SPAN_EXEMPLARS: i32 = 3;
-const SELECTOR: &str = "{service_name=\"goapp\"}";
+pub(crate) const SELECTOR: &str = "{service_name=\"goapp\"}";
 
 // ---- the server and a client that sets any header ----------------------------------------
 
 use common::goprofile::GoServer as Fixture;
 
 /// The server with the default settings.
-fn fixture() -> &'static Fixture {
+pub(crate) fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| start("querier-store", false))
 }
@@ -379,7 +379,7 @@ fn call_at(f: &Fixture, method: &str, headers: &[(&str, &str)], body: &[u8]) -> 
 
 /// A binary protobuf call to the default server answered 200; the answer decoded.
 #[track_caller]
-fn proto<M: Message + Default>(method: &str, request: &impl Message) -> M {
+pub(crate) fn proto<M: Message + Default>(method: &str, request: &impl Message) -> M {
     proto_at(fixture(), method, request)
 }
 
@@ -399,7 +399,7 @@ fn proto_at<M: Message + Default>(f: &Fixture, method: &str, request: &impl Mess
 
 /// A protojson call answered 200; the answer as JSON.
 #[track_caller]
-fn json_call(method: &str, request: Value) -> Value {
+pub(crate) fn json_call(method: &str, request: Value) -> Value {
     let a = call(
         method,
         &[("content-type", "application/json")],
@@ -412,7 +412,7 @@ fn json_call(method: &str, request: Value) -> Value {
 
 /// A call that must fail with a Connect error: (HTTP status, the error JSON).
 #[track_caller]
-fn error(method: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
+pub(crate) fn error(method: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
     let a = call(method, &[("content-type", content_type)], body);
     assert_ne!(a.reply.status, 200, "{method} should fail");
     assert_eq!(a.reply.content_type, "application/json");
@@ -423,12 +423,12 @@ fn error(method: &str, content_type: &str, body: &[u8]) -> (u16, Value) {
 
 // ---- helpers over the data ---------------------------------------------------------------
 
-fn hex(id: &[u8]) -> String {
+pub(crate) fn hex(id: &[u8]) -> String {
     to_hex(id)
 }
 
 /// The slowest root (`GET …`) span: the one Grafana links from (`pyroscope.profile.id`).
-fn slow_root(data: &GoData) -> &SpanTruth {
+pub(crate) fn slow_root(data: &GoData) -> &SpanTruth {
     data.spans
         .iter()
         .filter(|s| s.parent.is_none())
@@ -444,13 +444,13 @@ fn grafana_range(s: &SpanTruth) -> (i64, i64) {
     )
 }
 
-fn profile_range(data: &GoData) -> (i64, i64) {
+pub(crate) fn profile_range(data: &GoData) -> (i64, i64) {
     let t0 = data.profile.time_nanos / 1_000_000;
     (t0 - 60_000, t0 + 120_000)
 }
 
 /// `SelectMergeStacktraces` of the service's CPU over the profile's range.
-fn service_stacktraces(data: &GoData) -> SelectMergeStacktracesRequest {
+pub(crate) fn service_stacktraces(data: &GoData) -> SelectMergeStacktracesRequest {
     let (start, end) = profile_range(data);
     SelectMergeStacktracesRequest {
         profile_type_id: CPU_TYPE.into(),
@@ -467,7 +467,7 @@ fn service_stacktraces(data: &GoData) -> SelectMergeStacktracesRequest {
 /// Checks the §4.3 layout rules; returns the absolute (start, total, self, name) of every
 /// node per level.
 #[track_caller]
-fn check_layout(fg: &FlameGraph) -> Vec<Vec<(i64, i64, i64, String)>> {
+pub(crate) fn check_layout(fg: &FlameGraph) -> Vec<Vec<(i64, i64, i64, String)>> {
     assert_eq!(fg.names.first().map(String::as_str), Some("total"));
     let distinct: std::collections::BTreeSet<&String> = fg.names.iter().collect();
     assert_eq!(distinct.len(), fg.names.len(), "names are de-duplicated");
@@ -522,7 +522,7 @@ fn function_total(levels: &[Vec<(i64, i64, i64, String)>], name: &str) -> i64 {
 
 /// A protojson FlameGraph as the protobuf one, checking int64s are strings.
 #[track_caller]
-fn flame_from_json(v: &Value) -> FlameGraph {
+pub(crate) fn flame_from_json(v: &Value) -> FlameGraph {
     let int = |x: &Value| -> i64 {
         x.as_str()
             .unwrap_or_else(|| panic!("int64 as a string, got {x}"))
@@ -987,7 +987,7 @@ fn select_merge_stacktraces_flame_graphs() {
     let (status, v) = error(
         "SelectMergeStacktraces",
         "application/json",
-        br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_TREE"}"#,
+        br#"{"profileTypeID":"process_cpu:cpu:nanoseconds:cpu:nanoseconds","format":"PROFILE_FORMAT_DOT"}"#,
     );
     assert_eq!((status, &v["code"]), (501, &json!("unimplemented")));
     // A method not served is Connect's unimplemented too, naming those that are.
@@ -1005,8 +1005,8 @@ fn select_merge_stacktraces_flame_graphs() {
         ("async", json!({"requestId": "x"}), "async"),
         (
             "profileIdSelector",
-            json!(["7c9e6679"]),
-            "profile_id_selector",
+            json!(["7c9e6679-7425-40de-944b-e07fc1f90ae7"]),
+            "keeps no profile UUIDs",
         ),
     ] {
         let mut body = json!({"profileTypeID": CPU_TYPE});

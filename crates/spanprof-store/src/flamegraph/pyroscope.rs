@@ -111,7 +111,7 @@ impl FlameTree {
 
     /// The smallest total a non-root node needs to be kept: the `max_nodes`-th largest total,
     /// or 0 (keep all) when the tree is within the limit or the limit is 0.
-    pub(crate) fn min_total_to_keep(&self, max_nodes: usize) -> u64 {
+    pub fn min_total_to_keep(&self, max_nodes: usize) -> u64 {
         let non_root = self.node_count() - 1;
         if max_nodes == 0 || non_root <= max_nodes {
             return 0;

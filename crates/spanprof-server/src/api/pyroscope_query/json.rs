@@ -339,7 +339,7 @@ impl FromJson for SelectSeriesRequest {
     }
 }
 
-fn label_pairs(labels: &[LabelPair]) -> Value {
+pub(super) fn label_pairs(labels: &[LabelPair]) -> Value {
     Value::Array(
         labels
             .iter()
@@ -441,27 +441,52 @@ impl ToJson for GetProfileStatsResponse {
     }
 }
 
+/// A bytes field as protojson writes it: padded standard base64, left out when empty.
+fn bytes_json(b: &[u8]) -> Value {
+    let mut out = String::new();
+    spanprof_format::json::base64::encode_into(b, &mut out);
+    Value::String(out)
+}
+
 impl ToJson for SelectMergeSpanProfileResponse {
     fn to_json(&self) -> Value {
-        object(vec![(
-            "flamegraph",
-            self.flamegraph
-                .as_ref()
-                .map_or(Value::Null, |f| f.to_json()),
-        )])
+        object(vec![
+            (
+                "flamegraph",
+                self.flamegraph
+                    .as_ref()
+                    .map_or(Value::Null, |f| f.to_json()),
+            ),
+            ("tree", bytes_json(&self.tree)),
+        ])
     }
 }
 
 impl ToJson for SelectMergeStacktracesResponse {
     fn to_json(&self) -> Value {
         // The pprof form has no JSON writer here: the handler refuses it for JSON clients.
-        object(vec![(
-            "flamegraph",
-            self.flamegraph
-                .as_ref()
-                .map_or(Value::Null, |f| f.to_json()),
-        )])
+        object(vec![
+            (
+                "flamegraph",
+                self.flamegraph
+                    .as_ref()
+                    .map_or(Value::Null, |f| f.to_json()),
+            ),
+            ("tree", bytes_json(&self.tree)),
+        ])
     }
+}
+
+/// A `types.v1.Exemplar` as protojson.
+pub(super) fn exemplar_json(e: &Exemplar) -> Value {
+    object(vec![
+        ("timestamp", i64s(e.timestamp)),
+        ("profileId", json!(e.profile_id)),
+        ("spanId", json!(e.span_id)),
+        ("value", i64s(e.value)),
+        ("labels", label_pairs(&e.labels)),
+        ("traceId", json!(e.trace_id)),
+    ])
 }
 
 impl ToJson for SelectSeriesResponse {
@@ -474,20 +499,7 @@ impl ToJson for SelectSeriesResponse {
                     .points
                     .iter()
                     .map(|p| {
-                        let exemplars = p
-                            .exemplars
-                            .iter()
-                            .map(|e| {
-                                object(vec![
-                                    ("timestamp", i64s(e.timestamp)),
-                                    ("profileId", json!(e.profile_id)),
-                                    ("spanId", json!(e.span_id)),
-                                    ("value", i64s(e.value)),
-                                    ("labels", label_pairs(&e.labels)),
-                                    ("traceId", json!(e.trace_id)),
-                                ])
-                            })
-                            .collect();
+                        let exemplars = p.exemplars.iter().map(exemplar_json).collect();
                         object(vec![
                             ("value", f64v(p.value)),
                             ("timestamp", i64s(p.timestamp)),

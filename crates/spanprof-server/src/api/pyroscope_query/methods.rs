@@ -37,7 +37,7 @@ impl From<StoreError> for ConnectError {
 }
 
 /// Runs `query` on a blocking thread (every store call may read from disk).
-async fn blocking<T: Send + 'static>(
+pub(super) async fn blocking<T: Send + 'static>(
     app: &AppState,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
@@ -91,7 +91,7 @@ fn profile_type(id: &str) -> Result<String, ConnectError> {
 }
 
 /// The selection of a `Select*` request (no span or trace choice yet).
-fn selection(
+pub(super) fn selection(
     type_id: &str,
     selector: &str,
     start: i64,
@@ -350,14 +350,32 @@ pub async fn series(
     .await
 }
 
-fn flamegraph_format(format: i32) -> Result<(), ConnectError> {
+/// What a flame-graph call answers with.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum TreeFormat {
+    /// `FlameGraph` (unspecified or FLAMEGRAPH).
+    FlameGraph,
+    /// Pyroscope's tree bytes (TREE).
+    Tree,
+}
+
+fn tree_format(format: i32) -> Result<TreeFormat, ConnectError> {
     match ProfileFormat::try_from(format) {
-        Ok(ProfileFormat::Unspecified | ProfileFormat::Flamegraph) => Ok(()),
+        Ok(ProfileFormat::Unspecified | ProfileFormat::Flamegraph) => Ok(TreeFormat::FlameGraph),
+        Ok(ProfileFormat::Tree) => Ok(TreeFormat::Tree),
         Ok(other) => Err(ConnectError::unimplemented(format!(
-            "format {} is not supported here (use PROFILE_FORMAT_FLAMEGRAPH)",
+            "format {} is not supported here (use PROFILE_FORMAT_FLAMEGRAPH or PROFILE_FORMAT_TREE)",
             other.as_str_name()
         ))),
         Err(_) => Err(ConnectError::invalid(format!("unknown format {format}"))),
+    }
+}
+
+/// The flame graph or the tree bytes of `tree`, as `format` asks.
+fn answer(tree: &FlameTree, max_nodes: usize, format: TreeFormat) -> (Option<FlameGraph>, Vec<u8>) {
+    match format {
+        TreeFormat::FlameGraph => (Some(flame_graph(tree, max_nodes)), Vec::new()),
+        TreeFormat::Tree => (None, super::tree_bytes::tree_bytes(tree, max_nodes)),
     }
 }
 
@@ -368,7 +386,7 @@ pub async fn select_merge_span_profile(
     req: SelectMergeSpanProfileRequest,
     _codec: Codec,
 ) -> Result<SelectMergeSpanProfileResponse, ConnectError> {
-    flamegraph_format(req.format)?;
+    let format = tree_format(req.format)?;
     let mut sel = selection(
         &req.profile_type_id,
         &req.label_selector,
@@ -380,17 +398,13 @@ pub async fn select_merge_span_profile(
     sel.include_child_spans = app.config.span_profiles_include_children;
     if sel.span_ids.is_empty() {
         // No span (or only all-zero ids): nothing, not the whole service.
-        return Ok(SelectMergeSpanProfileResponse {
-            flamegraph: Some(flame_graph(&FlameTree::new(), max_nodes)),
-            ..Default::default()
-        });
+        let (flamegraph, tree) = answer(&FlameTree::new(), max_nodes, format);
+        return Ok(SelectMergeSpanProfileResponse { flamegraph, tree });
     }
     blocking(&app, move |store| {
         let (tree, _) = store.flame_graph(&sel)?;
-        Ok(SelectMergeSpanProfileResponse {
-            flamegraph: Some(flame_graph(&tree, max_nodes)),
-            ..Default::default()
-        })
+        let (flamegraph, tree) = answer(&tree, max_nodes, format);
+        Ok(SelectMergeSpanProfileResponse { flamegraph, tree })
     })
     .await
 }
@@ -404,12 +418,39 @@ fn refuse_unsupported(
             "stack_trace_selector is not supported",
         ));
     }
+    // Upstream (v2.2.1 pkg/querybackend/query_profile_entry.go) parses each as a UUID: the id
+    // its distributor gives each stored profile, not a span's (those go in span_selector).
+    if let Some(bad) = profile_id_selector.iter().find(|id| !is_uuid(id)) {
+        return Err(ConnectError::invalid(format!(
+            "profile_id_selector: {bad:?} is not a profile UUID (a span's id, 16 hex \
+             characters, goes in span_selector)"
+        )));
+    }
     if !profile_id_selector.is_empty() {
         return Err(ConnectError::unimplemented(
-            "profile_id_selector is not supported",
+            "profile_id_selector is not supported: spanprof keeps no profile UUIDs (Pyroscope \
+             gives one to each profile it stores); select spans with span_selector",
         ));
     }
     Ok(())
+}
+
+/// Whether `s` is a UUID in a form Go's `uuid.Parse` reads: 32 hex digits, or 36 with
+/// dashes, optionally in braces or after `urn:uuid:`.
+fn is_uuid(s: &str) -> bool {
+    let s = s
+        .strip_prefix("urn:uuid:")
+        .or_else(|| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
+        .unwrap_or(s);
+    let b = s.as_bytes();
+    match b.len() {
+        32 => b.iter().all(u8::is_ascii_hexdigit),
+        36 => b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        }),
+        _ => false,
+    }
 }
 
 /// What a `SelectMergeStacktracesRequest` selects, checked: its selection with the spans
@@ -471,25 +512,31 @@ pub async fn select_merge_stacktraces(
     codec: Codec,
 ) -> Result<SelectMergeStacktracesResponse, ConnectError> {
     let q = Stacktraces::of(&req)?;
-    let pprof = match ProfileFormat::try_from(req.format) {
+    // None: pprof.
+    let format = match ProfileFormat::try_from(req.format) {
         Ok(ProfileFormat::Pprof) if codec == Codec::Json => {
             return Err(ConnectError::unimplemented(
                 "PROFILE_FORMAT_PPROF is answered in application/proto only",
             ))
         }
-        Ok(ProfileFormat::Pprof) => true,
-        _ => {
-            flamegraph_format(req.format)?;
-            false
-        }
+        Ok(ProfileFormat::Pprof) => None,
+        _ => Some(tree_format(req.format)?),
     };
-    if pprof && q.traces.len() > 1 {
+    if format.is_none() && q.traces.len() > 1 {
         return Err(ConnectError::unimplemented(
             "PROFILE_FORMAT_PPROF takes at most one trace id",
         ));
     }
-    blocking(&app, move |store| {
-        if pprof {
+    blocking(&app, move |store| match format {
+        Some(format) => {
+            let (flamegraph, tree) = answer(&q.tree(store)?, q.max_nodes, format);
+            Ok(SelectMergeStacktracesResponse {
+                flamegraph,
+                tree,
+                ..Default::default()
+            })
+        }
+        None => {
             let mut sel = q.sel.clone();
             sel.trace_id = q.traces.first().copied();
             let profile = if q.nothing {
@@ -497,17 +544,13 @@ pub async fn select_merge_stacktraces(
             } else {
                 store.pprof(&sel)?
             };
-            return Ok(SelectMergeStacktracesResponse {
+            Ok(SelectMergeStacktracesResponse {
                 pprof: Some(PprofProfile {
                     profile: Some(profile),
                 }),
                 ..Default::default()
-            });
+            })
         }
-        Ok(SelectMergeStacktracesResponse {
-            flamegraph: Some(flame_graph(&q.tree(store)?, q.max_nodes)),
-            ..Default::default()
-        })
     })
     .await
 }

@@ -5,10 +5,12 @@
 //! Transport, methods and what is refused: `docs/api/pyroscope.md`; request bodies are at
 //! most [`MAX_QUERY_BODY`] bytes.
 
+mod heatmap;
 mod json;
 mod messages;
 mod methods;
 mod render;
+mod tree_bytes;
 
 use std::future::Future;
 
@@ -253,6 +255,7 @@ rpc!(select_merge_profile => methods::select_merge_profile);
 rpc!(select_series => methods::select_series);
 rpc!(diff => methods::diff);
 rpc!(get_profile_stats => methods::get_profile_stats);
+rpc!(select_heatmap => heatmap::select_heatmap);
 
 /// A method of `querier.v1.QuerierService` not served: Connect's `unimplemented` (a plain-text
 /// 404 told a Connect client nothing it could read), naming the methods that are.
@@ -260,7 +263,7 @@ async fn unknown_method(axum::extract::Path(method): axum::extract::Path<String>
     ConnectError::unimplemented(format!(
         "querier.v1.QuerierService/{method} is not served here; spanprof serves ProfileTypes, \
          LabelNames, LabelValues, Series, SelectMergeSpanProfile, SelectMergeStacktraces, \
-         SelectMergeProfile, SelectSeries, Diff and GetProfileStats"
+         SelectMergeProfile, SelectSeries, SelectHeatmap, Diff and GetProfileStats"
     ))
 }
 
@@ -288,6 +291,7 @@ pub fn routes() -> Routes {
             select_merge_profile,
         )
         .post(&format!("{P}SelectSeries"), Access::Read, select_series)
+        .post(&format!("{P}SelectHeatmap"), Access::Read, select_heatmap)
         .post(&format!("{P}Diff"), Access::Read, diff)
         .post(
             &format!("{P}GetProfileStats"),
