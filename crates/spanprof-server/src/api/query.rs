@@ -16,6 +16,7 @@ mod timeseries;
 
 use axum::http::Uri;
 
+pub use diff::diff_layout_json;
 pub use error::ApiError;
 pub use flame::layout_json;
 pub use selection::type_list;

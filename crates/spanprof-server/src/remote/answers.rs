@@ -211,3 +211,35 @@ pub async fn series(remote: &Remote, sel: &Selection) -> Result<Response, ApiErr
     }
     Ok(axum::Json(json!({ "series": series, "truncated": truncated })).into_response())
 }
+
+/// `/api/v1/diff`: both sides' trees from the remote, in the embedded answer's shape.
+pub async fn diff(
+    remote: &Remote,
+    left: &Selection,
+    right: &Selection,
+    max_nodes: usize,
+) -> Result<Response, ApiError> {
+    let l = remote.flame(left).await?;
+    let r = remote.flame(right).await?;
+    if l.tree.total() > 0 && r.tree.total() > 0 && l.profile_type != r.profile_type {
+        let name = |f: &super::RemoteFlame| {
+            f.profile_type
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default()
+        };
+        return Err(ApiError::bad_request(format!(
+            "left and right select different profile types ({} and {}): give one type",
+            name(&l),
+            name(&r)
+        )));
+    }
+    let body = format!(
+        "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
+        crate::api::query::diff_layout_json(&l.tree, &r.tree, max_nodes),
+        spanprof_store::diff::diff_tree_json_within(&l.tree, &r.tree, max_nodes),
+        summary(&l),
+        summary(&r),
+    );
+    Ok(([("content-type", "application/json")], body).into_response())
+}

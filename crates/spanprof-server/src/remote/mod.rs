@@ -32,7 +32,9 @@ pub mod client;
 pub mod config;
 pub mod passthrough;
 pub mod profiles;
+pub mod span_filter;
 pub mod traces;
+pub mod views;
 
 use axum::http::StatusCode;
 use spanprof_store::store::Selection;
@@ -167,15 +169,44 @@ pub struct RemoteFlame {
     pub pprof: spanprof_format::pprof::Profile,
 }
 
+impl RemoteFlame {
+    /// No samples: the spans `sel`'s filter picks are none (the type still resolved, as the
+    /// embedded store's empty answer names it).
+    async fn empty(
+        wanted: Option<&str>,
+        remote: &Remote,
+        sel: &Selection,
+    ) -> Result<Self, ApiError> {
+        let types = remote.profile_types(sel).await?;
+        let profile_type = Remote::resolve_type(&types, wanted).map_err(ApiError::bad_request)?;
+        Ok(RemoteFlame {
+            tree: spanprof_store::FlameTree::new(),
+            profile_type,
+            types,
+            pprof: Default::default(),
+        })
+    }
+}
+
 impl Remote {
     /// The flame graph of `sel`: its type resolved against Pyroscope's, the spans (with
     /// their descendants from Tempo when asked) or the trace as selectors.
     pub async fn flame(&self, sel: &Selection) -> Result<RemoteFlame, ApiError> {
-        if sel.span_filter.is_some() {
-            return Err(not_remote(
-                "span_name, min_duration, max_duration and the percentiles",
-            ));
+        let mut sel = sel.clone();
+        if let Some(f) = sel.span_filter.take() {
+            if sel.include_child_spans {
+                return Err(not_remote(
+                    "include_child_spans with span_name or durations (each trace of the \
+                     spans would be read from Tempo)",
+                ));
+            }
+            let ids = self.filtered_spans(&sel, &f).await?;
+            if ids.is_empty() {
+                return Ok(RemoteFlame::empty(sel.profile_type.as_deref(), self, &sel).await?);
+            }
+            sel.span_ids.extend(ids);
         }
+        let sel = &sel;
         let types = self.profile_types(sel).await?;
         let profile_type = Self::resolve_type(&types, sel.profile_type.as_deref())
             .map_err(ApiError::bad_request)?;
@@ -212,7 +243,7 @@ impl Remote {
 
     /// The trace of the selected spans, read from their samples' `trace_id` labels (Tempo
     /// finds spans by trace only); 400 asking for `trace_id` when no sample names one.
-    async fn trace_of_spans(
+    pub(crate) async fn trace_of_spans(
         &self,
         sel: &Selection,
         t: &spanprof_format::profile_type::ProfileTypeId,

@@ -24,7 +24,11 @@ pub const REMOTE_ENDPOINTS: &[&str] = &[
     "/api/v1/label-names",
     "/api/v1/label-values",
     "/api/v1/series",
+    "/api/v1/diff",
 ];
+
+/// The `/api/v1/` endpoints with a path parameter answered from the remote pair.
+const REMOTE_PREFIXES: &[&str] = &["/api/v1/spans/", "/api/v1/traces/"];
 
 /// Most bytes of a request passed through (Connect queries are small).
 const MAX_REQUEST_BYTES: usize = 4 << 20;
@@ -65,7 +69,8 @@ pub async fn guard(State(app): State<AppState>, req: Request, next: Next) -> Res
             .await
             .unwrap_or_else(IntoResponse::into_response);
     }
-    let answered = REMOTE_ENDPOINTS.contains(&path.as_str());
+    let answered = REMOTE_ENDPOINTS.contains(&path.as_str())
+        || REMOTE_PREFIXES.iter().any(|p| path.starts_with(p));
     let local_only = path == "/pyroscope/render"
         || (path.starts_with("/api/v1/") && !answered && path != "/api/v1/status");
     if local_only {

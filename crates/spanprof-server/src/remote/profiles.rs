@@ -272,3 +272,34 @@ pub fn tree_of(p: &Profile) -> FlameTree {
     }
     tree
 }
+
+impl Remote {
+    /// The total of the selection's samples of `profile_type` (the spans as `span_selector`,
+    /// else the trace as `trace_id_selector`): `SelectMergeStacktraces` as a flame graph of
+    /// one node, whose `total` is the whole selection's.
+    pub async fn total(
+        &self,
+        sel: &Selection,
+        profile_type: &ProfileTypeId,
+        span_ids: &[[u8; 8]],
+    ) -> Result<u64, RemoteError> {
+        let (start, end) = range_ms(sel);
+        let mut req = stacktraces_request(sel, profile_type, span_ids, (start, end));
+        if !span_ids.is_empty() {
+            req.trace_id_selector.clear();
+        }
+        req.format = q::ProfileFormat::Flamegraph as i32;
+        req.max_nodes = Some(1);
+        let path = "SelectMergeStacktraces";
+        let bytes = self
+            .client
+            .connect_call(path, req.encode_to_vec(), immutable(sel))
+            .await?;
+        let answer = q::SelectMergeStacktracesResponse::decode(bytes)
+            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
+        let total = answer.flamegraph.map_or(0, |f| f.total);
+        u64::try_from(total).map_err(|_| {
+            RemoteError::malformed(Peer::Pyroscope, path, format!("a negative total {total}"))
+        })
+    }
+}

@@ -282,3 +282,166 @@ fn unreachable_slow_wrong_and_oversized_backends_are_clear_errors() {
     let capped = frontend(capped, "remote-capped");
     refused(&capped, 502, &["Pyroscope", "larger than 2048 bytes"]);
 }
+
+/// The fields of a span both backends know (coverage only where samples say it).
+fn span_fields(s: &Value) -> Value {
+    serde_json::json!({
+        "span_id": s["span_id"], "trace_id": s["trace_id"], "parent_span_id": s["parent_span_id"],
+        "name": s["name"], "service": s["service"], "kind": s["kind"],
+        "status_code": s["status_code"], "start_ns": s["start_ns"],
+        "duration_ns": s["duration_ns"], "total": s["total"], "unit": s["unit"],
+        "profile_type": s["profile_type"], "attributes": s["attributes"],
+        "resource": s["resource"], "events": s["events"],
+        "sampled": s["coverage"] == "sampled",
+        "depth": s["depth"], "offset_ns": s["offset_ns"],
+    })
+}
+
+#[test]
+fn trace_and_span_views_equal_the_embedded_ones() {
+    let t = topology();
+    let heaviest = t
+        .data
+        .spans
+        .iter()
+        .max_by_key(|s| (t.data.cpu_where(|c| c.trace_id == s.trace_id), s.span_id))
+        .expect("a span");
+    let trace = to_hex(&heaviest.trace_id);
+    let path = format!("/api/v1/traces/{trace}");
+    let (l, r) = (
+        t.embedded.get(&path).ok().json(),
+        t.frontend.get(&path).ok().json(),
+    );
+    let spans = |v: &Value| -> Vec<Value> {
+        v["spans"]
+            .as_array()
+            .expect("spans")
+            .iter()
+            .map(span_fields)
+            .collect()
+    };
+    assert!(l["total"].as_u64().unwrap() > 0, "{l}");
+    assert_eq!(spans(&r), spans(&l));
+    for k in [
+        "trace_id",
+        "start_ns",
+        "duration_ns",
+        "profile_type",
+        "total",
+    ] {
+        assert_eq!(r[k], l[k], "{k}");
+    }
+    assert_eq!(r["unknown_spans_total"], l["unknown_spans_total"]);
+    assert!(r["samples"].is_null() && r["remote"]["not_available"].is_array());
+    // A span without samples is not given a verdict the remote cannot make.
+    if let Some(idle) = r["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["total"] == 0)
+    {
+        assert!(idle["coverage"]
+            .as_str()
+            .unwrap()
+            .contains("remote backend"));
+    }
+    // The span view, by trace (as the UI asks) and by its samples alone.
+    let sampled = l["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["total"].as_u64().unwrap_or(0) > 0)
+        .expect("a sampled span");
+    let id = sampled["span_id"].as_str().unwrap();
+    let local = t.embedded.get(&format!("/api/v1/spans/{id}")).ok().json();
+    for path in [
+        format!("/api/v1/spans/{id}?trace_id={trace}"),
+        format!("/api/v1/spans/{id}"),
+    ] {
+        let remote = t.frontend.get(&path).ok().json();
+        let drop_tree = |v: &Value| {
+            let mut f = span_fields(v);
+            f.as_object_mut().unwrap().remove("depth");
+            f.as_object_mut().unwrap().remove("offset_ns");
+            f
+        };
+        assert_eq!(
+            drop_tree(&remote["span"]),
+            drop_tree(&local["span"]),
+            "{path}"
+        );
+        assert_eq!(remote["windows"]["state"], "unknown");
+    }
+    // Not in Tempo: 404 naming it.
+    let r = t
+        .frontend
+        .get(&format!("/api/v1/spans/00000000000000ff?trace_id={trace}"));
+    assert_eq!(r.status, 404, "{}", String::from_utf8_lossy(&r.body));
+    // The UI's span panel asks with focus=span|children.
+    let root = l["spans"][0]["span_id"].as_str().unwrap();
+    for focus in ["span", "children"] {
+        same_flame_graph(t, &format!("span_id={root}&focus={focus}"));
+    }
+}
+
+#[test]
+fn slow_against_fast_and_spans_by_name_equal_the_embedded_answers() {
+    let t = topology();
+    // The span name with the most spans that have samples.
+    let mut names: Vec<&str> = t.data.spans.iter().map(|s| s.name.as_str()).collect();
+    names.sort();
+    names.dedup();
+    let name = names
+        .into_iter()
+        .max_by_key(|n| {
+            let count = t.data.spans.iter().filter(|s| s.name == *n).count();
+            (t.data.cpu_where(|s| s.name == *n) > 0, count)
+        })
+        .unwrap();
+    let n: String = percent(name);
+    for q in [
+        format!("span_name={n}&above_percentile=75"),
+        format!("span_name={n}&below_percentile=50"),
+        format!("service=goapp&span_name={n}"),
+    ] {
+        let path = format!("/api/v1/flamegraph?{q}");
+        let (l, r) = (
+            t.embedded.get(&path).ok().json(),
+            t.frontend.get(&path).ok().json(),
+        );
+        assert_eq!(comparable(&r), comparable(&l), "{q}");
+    }
+    let diff = |q: &str| {
+        let path = format!("/api/v1/diff?{q}");
+        let (l, r) = (
+            t.embedded.get(&path).ok().json(),
+            t.frontend.get(&path).ok().json(),
+        );
+        assert!(
+            l["flamegraph"]["total"].as_u64().unwrap_or(0) > 0,
+            "{q}: {l}"
+        );
+        assert_eq!(r["flamegraph"], l["flamegraph"], "{q}");
+        assert_eq!(r["tree"], l["tree"], "{q}");
+        assert_eq!(
+            r["right"]["value_selected"], l["right"]["value_selected"],
+            "{q}"
+        );
+    };
+    diff(&format!("service=goapp&span_name={n}&baseline=fast"));
+    diff(&format!(
+        "span_name={n}&left.below_percentile=50&right.above_percentile=90"
+    ));
+    diff(&format!(
+        "service=goapp&span_name={n}&baseline=span_name&right.above_percentile=90"
+    ));
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

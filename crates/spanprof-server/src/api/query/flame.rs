@@ -100,7 +100,7 @@ pub async fn flamegraph(
     let focus = focus::parse(&p)?;
     let max_nodes = max_nodes(&p)?;
     if let Some(remote) = &app.remote {
-        no_focus_remotely(&focus)?;
+        remote_focus(focus, &mut q.selection)?;
         return crate::remote::answers::flamegraph(remote, &q.selection, max_nodes).await;
     }
     let body = blocking(&app, move |store| {
@@ -142,7 +142,7 @@ pub async fn top(
         .unwrap_or(FunctionOrder::SelfValue);
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
     if let Some(remote) = &app.remote {
-        no_focus_remotely(&focus)?;
+        remote_focus(focus, &mut q.selection)?;
         return crate::remote::answers::top(remote, &q.selection, order, limit).await;
     }
     let body = blocking(&app, move |store| {
@@ -175,11 +175,11 @@ pub async fn svg(
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/svg", &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat())?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
     let image = match &app.remote {
         Some(remote) => {
-            no_focus_remotely(&focus)?;
+            remote_focus(focus, &mut q.selection)?;
             crate::remote::answers::svg(remote, &q.selection).await?
         }
         None => svg_image(&app, q, focus).await?,
@@ -245,11 +245,11 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         "/api/v1/pprof",
         &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat(),
     )?;
-    let q = SelectionQuery::parse(&p, params::now_ns())?;
+    let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
     let bytes = match &app.remote {
         Some(remote) => {
-            no_focus_remotely(&focus)?;
+            remote_focus(focus, &mut q.selection)?;
             crate::remote::answers::pprof(remote, &q.selection).await?
         }
         None => pprof_bytes(&app, q, focus).await?,
@@ -305,10 +305,15 @@ fn pprof_response(bytes: Vec<u8>) -> Result<Response, ApiError> {
         .into_response())
 }
 
-/// 501 for `focus` over the remote backend: it needs the embedded store's spans.
-fn no_focus_remotely(focus: &Option<focus::Focus>) -> Result<(), ApiError> {
+/// `focus` over the remote backend: the span alone, or with its children (from Tempo); the
+/// others need the profile windows and spans of the embedded store (501).
+fn remote_focus(focus: Option<focus::Focus>, sel: &mut Selection) -> Result<(), ApiError> {
     match focus {
-        Some(_) => Err(crate::remote::not_remote(FOCUS_PARAM)),
-        None => Ok(()),
+        None | Some(focus::Focus::Span) => Ok(()),
+        Some(focus::Focus::Children) => {
+            sel.include_child_spans = true;
+            Ok(())
+        }
+        Some(_) => Err(crate::remote::not_remote("focus=during and focus=window")),
     }
 }

@@ -2,7 +2,7 @@
 // (traces_search.js) shares with it.
 
 import * as api from "./api.js";
-import { el, howToSend, notice, replace } from "./dom.js";
+import { el, howToSend, notice, remoteNote, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
 import { focusOf, focusSwitch, WindowWatch } from "./span_focus.js";
 import { Waterfall } from "./waterfall.js";
@@ -361,6 +361,7 @@ export class TraceView {
             "(in its flame graph, not in this list)"
           : "") +
         (t.truncated ? ` · the first ${plural(t.spans.length, "span")} of ${t.spans_total.toLocaleString("en-US")}` : "")),
+      t.remote ? remoteNote(t.remote) : null,
       backToSearch());
     this.split.hidden = false;
     this.waterfall.setTrace(t);
@@ -423,7 +424,7 @@ export class TraceView {
     const watched = `${span.span_id}|${params.type || ""}`;
     if (this.watched !== watched) {
       this.watched = watched;
-      this.watch.watch(span.span_id, params.type);
+      this.watch.watch(span.span_id, params.type, span.trace_id);
     }
     this.panelBox.hidden = false;
     // Built for the focus shown only: a notice's text node moves when another borrows it.
