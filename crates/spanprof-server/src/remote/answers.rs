@@ -243,3 +243,43 @@ pub async fn diff(
     );
     Ok(([("content-type", "application/json")], body).into_response())
 }
+
+/// `/api/v1/services`: Pyroscope's `service_name` values in `[from, to)` (ns, `to` 0 = now);
+/// with `spans`, and Tempo's `service.name` values (Tempo's tag values are of its recent
+/// data, not of the range: Tempo's API takes no range there).
+pub async fn services(
+    remote: &Remote,
+    (from, to): (i64, i64),
+    spans: bool,
+) -> Result<Response, ApiError> {
+    let sel = Selection {
+        from_ns: from,
+        to_ns: to,
+        ..Default::default()
+    };
+    let mut services = remote
+        .labels(&sel, vec!["{}".to_owned()], Some("service_name"))
+        .await?;
+    if spans {
+        let path = "/api/search/tag/service.name/values";
+        let bytes = remote
+            .client()
+            .get(super::client::Peer::Tempo, path, "application/json", false)
+            .await?;
+        let answer: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| super::RemoteError::malformed(super::client::Peer::Tempo, path, e))?;
+        let values = answer["tagValues"].as_array().ok_or_else(|| {
+            super::RemoteError::malformed(super::client::Peer::Tempo, path, "no tagValues list")
+        })?;
+        // v1 answers strings; v2 objects with a value.
+        services.extend(values.iter().filter_map(|v| {
+            v.as_str()
+                .or_else(|| v["value"].as_str())
+                .map(str::to_owned)
+        }));
+    }
+    services.sort();
+    services.dedup();
+    let (services, _) = bounded(services);
+    Ok(axum::Json(json!({ "services": services })).into_response())
+}

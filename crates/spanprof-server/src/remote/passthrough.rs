@@ -25,6 +25,7 @@ pub const REMOTE_ENDPOINTS: &[&str] = &[
     "/api/v1/label-values",
     "/api/v1/series",
     "/api/v1/diff",
+    "/api/v1/services",
 ];
 
 /// The `/api/v1/` endpoints with a path parameter answered from the remote pair.

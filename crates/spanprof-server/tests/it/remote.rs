@@ -141,6 +141,13 @@ fn span_child_and_trace_flame_graphs_equal_the_embedded_ones() {
     );
     // The service's whole graph, and the top functions.
     same_flame_graph(t, "service=goapp");
+    for path in ["/api/v1/services", "/api/v1/services?spans=true"] {
+        let (l, r) = (
+            t.embedded.get(path).ok().json(),
+            t.frontend.get(path).ok().json(),
+        );
+        assert_eq!(r, l, "{path}");
+    }
     let path = format!("/api/v1/top?trace_id={trace}&limit=20");
     let (l, r) = (
         t.embedded.get(&path).ok().json(),

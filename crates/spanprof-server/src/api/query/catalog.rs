@@ -40,6 +40,9 @@ pub async fn services(
     p.allow("/api/v1/services", &["from", "to", "spans"])?;
     let (from, to) = time_range(&p, params::now_ns())?;
     let with_spans = p.parsed("spans", params::boolean)?.unwrap_or(false);
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::services(remote, (from, to), with_spans).await;
+    }
     let services = blocking(&app, move |store| {
         let mut services = store.services(from, to);
         if with_spans {
