@@ -23,6 +23,7 @@ mod tls;
 mod tls_listen;
 mod ui;
 mod ui_keyboard;
+mod ui_remote;
 mod ui_span;
 
 /// The test kit finds the CLI and cargo's scratch directory from the test executable (cargo

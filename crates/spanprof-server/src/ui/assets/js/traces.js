@@ -355,7 +355,7 @@ export class TraceView {
         `${plural(t.spans.length, "span")} · ` +
         // Counted types count samples already ("42 samples", "252 goroutines").
         (t.total ? units.headline(t.total, t.profile_type, t.unit) +
-          (t.unit === "count" ? "" : ` in ${plural(t.samples, "sample")}`) : "no samples") +
+          (t.unit === "count" || t.samples == null ? "" : ` in ${plural(t.samples, "sample")}`) : "no samples") +
         (t.unknown_spans_total > 0
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
