@@ -452,3 +452,53 @@ fn percent(s: &str) -> String {
         })
         .collect()
 }
+
+#[test]
+fn answers_over_settled_ranges_come_from_the_cache_when_the_peer_is_gone() {
+    let data = GoData::load();
+    let pyroscope = TestServer::in_fresh_dir("remote-cache-pyroscope", |_| {});
+    pyroscope
+        .post(
+            "/v1development/profiles",
+            "application/x-protobuf",
+            data.otlp_profiles(),
+        )
+        .ok();
+    let front = frontend(
+        remote_config(
+            pyroscope.addr,
+            topology()._tempo.addr,
+            Duration::from_secs(5),
+        ),
+        "remote-cache",
+    );
+    // The recording's profile, in ms; its range ended long before the 10 min of settling.
+    let at_ms = data.profile.time_nanos / 1_000_000;
+    let now_ms = spanprof_server::clock::now_ns() / 1_000_000;
+    assert!(
+        at_ms + 120_000 < now_ms - 600_000,
+        "the recording is recent"
+    );
+    let settled = |to_ms: i64| {
+        format!(
+            "/api/v1/flamegraph?service=goapp&from={}&to={to_ms}",
+            at_ms - 60_000
+        )
+    };
+    let open = format!("/api/v1/flamegraph?service=goapp&from={}", at_ms - 60_000);
+    let before = front.get(&settled(at_ms + 120_000)).ok().json();
+    assert!(before["summary"]["value_selected"].as_u64().unwrap() > 0);
+    let open_before = front.get(&open).ok().json();
+    assert_eq!(open_before["tree"], before["tree"]);
+    pyroscope.stop().expect("the peer stops");
+    // Settled and asked before: from the cache.
+    let after = front.get(&settled(at_ms + 120_000)).ok().json();
+    assert_eq!(comparable(&after), comparable(&before));
+    // Not settled (no end), or never asked: to the peer, which is gone.
+    for path in [open, settled(at_ms + 180_000)] {
+        let r = front.get(&path);
+        let body = String::from_utf8_lossy(&r.body).into_owned();
+        assert_eq!(r.status, 502, "{path}: {body}");
+        assert!(body.contains("Pyroscope"), "{body}");
+    }
+}
