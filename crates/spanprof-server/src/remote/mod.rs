@@ -15,6 +15,10 @@
 //! - a span with its children: the trace from Tempo (`/api/v2/traces/{id}`, protobuf), the
 //!   span's descendants as the `span_selector` list;
 //! - a trace: `trace_id_selector`;
+//! - spans by name, duration and percentile (slow vs fast `/api/v1/diff`): one TraceQL
+//!   search on Tempo (`span_filter.rs`), the ids as `span_selector`;
+//! - the span and trace views: Tempo's spans, each span's own total from Pyroscope
+//!   (`views.rs`);
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,
@@ -202,7 +206,7 @@ impl Remote {
             }
             let ids = self.filtered_spans(&sel, &f).await?;
             if ids.is_empty() {
-                return Ok(RemoteFlame::empty(sel.profile_type.as_deref(), self, &sel).await?);
+                return RemoteFlame::empty(sel.profile_type.as_deref(), self, &sel).await;
             }
             sel.span_ids.extend(ids);
         }
