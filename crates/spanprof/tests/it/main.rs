@@ -12,6 +12,7 @@ mod forward;
 mod go_profiles;
 mod goapp;
 mod jfr;
+mod remote_topology;
 mod scrape;
 mod serve_go;
 mod serve_grpc;
