@@ -14,6 +14,7 @@ mod querier_heatmap;
 mod querier_tree;
 mod receivers;
 mod remote;
+mod remote_wire;
 mod render;
 mod span_focus;
 mod span_search;

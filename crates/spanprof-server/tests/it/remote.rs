@@ -19,15 +19,16 @@ use spanprof_format::link::to_hex;
 use spanprof_server::remote::config::{Endpoint, EndpointAuth, RemoteConfig};
 use spanprof_testkit::server::TestServer;
 
-struct Topology {
-    embedded: TestServer,
-    _pyroscope: TestServer,
-    _tempo: TestServer,
-    frontend: TestServer,
-    data: GoData,
+/// The peers and the frontend over them, started once per test process.
+pub(crate) struct Topology {
+    pub(crate) embedded: TestServer,
+    pub(crate) _pyroscope: TestServer,
+    pub(crate) _tempo: TestServer,
+    pub(crate) frontend: TestServer,
+    pub(crate) data: GoData,
 }
 
-fn endpoint(addr: SocketAddr) -> Endpoint {
+pub(crate) fn endpoint(addr: SocketAddr) -> Endpoint {
     Endpoint {
         url: format!("http://{addr}"),
         tenant: None,
@@ -35,7 +36,11 @@ fn endpoint(addr: SocketAddr) -> Endpoint {
     }
 }
 
-fn remote_config(pyroscope: SocketAddr, tempo: SocketAddr, timeout: Duration) -> RemoteConfig {
+pub(crate) fn remote_config(
+    pyroscope: SocketAddr,
+    tempo: SocketAddr,
+    timeout: Duration,
+) -> RemoteConfig {
     RemoteConfig {
         pyroscope: endpoint(pyroscope),
         tempo: endpoint(tempo),
@@ -44,14 +49,14 @@ fn remote_config(pyroscope: SocketAddr, tempo: SocketAddr, timeout: Duration) ->
     }
 }
 
-fn frontend(remote: RemoteConfig, name: &str) -> TestServer {
+pub(crate) fn frontend(remote: RemoteConfig, name: &str) -> TestServer {
     TestServer::in_fresh_dir(name, |c| {
         c.store = false;
         c.remote = Some(remote);
     })
 }
 
-fn topology() -> &'static Topology {
+pub(crate) fn topology() -> &'static Topology {
     static T: OnceLock<Topology> = OnceLock::new();
     T.get_or_init(|| {
         let data = GoData::load();
