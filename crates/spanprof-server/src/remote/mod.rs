@@ -18,7 +18,8 @@
 //! - spans by name, duration and percentile (slow vs fast `/api/v1/diff`): one TraceQL
 //!   search on Tempo (`span_filter.rs`), the ids as `span_selector`;
 //! - the span and trace views: Tempo's spans, each span's own total from Pyroscope
-//!   (`views.rs`);
+//!   (`views.rs`: totals of halved groups of spans, a group without samples settled at
+//!   once);
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,

@@ -1,8 +1,9 @@
 //! The span and trace views over the remote pair (`/api/v1/spans/{id}`,
 //! `/api/v1/traces/{id}`): the spans from Tempo, each span's own total from Pyroscope
-//! (`span_selector` of that one span), in the embedded answers' shapes. What needs the
-//! profile windows Pyroscope does not keep (coverage verdicts other than "sampled", sample
-//! counts, windows) is null and said in `remote.not_available`.
+//! (`span_selector` totals of halved groups of spans, [`own_totals`]), in the embedded
+//! answers' shapes. What needs the profile windows Pyroscope does not keep (coverage
+//! verdicts other than "sampled", sample counts, windows) is null and said in
+//! `remote.not_available`.
 
 use std::sync::Arc;
 
@@ -12,7 +13,8 @@ use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
-use super::Remote;
+use super::client::Peer;
+use super::{Remote, RemoteError};
 use crate::api::query::{ApiError, SAMPLED};
 
 /// The coverage of a span without samples over the remote backend: whether a profile watched
@@ -20,7 +22,7 @@ use crate::api::query::{ApiError, SAMPLED};
 pub const REMOTE_NO_SAMPLES: &str =
     "no samples (the remote backend keeps no profile windows to say why)";
 
-/// Span totals asked of Pyroscope at once: a trace of 1,000 spans is 1,000 small calls.
+/// Span totals asked of Pyroscope at once (calls of one round of [`own_totals`]).
 const CONCURRENT_CALLS: usize = 8;
 
 /// What the span and trace views over the remote cannot hold, said in them.
@@ -35,8 +37,13 @@ pub fn views_note() -> Value {
     })
 }
 
-/// Each of `spans`' own total of `profile_type`, in order (calls made [`CONCURRENT_CALLS`]
-/// at a time); all 0 without a call when `whole` (the trace's total) is 0.
+/// Each of `spans`' own total of `profile_type`, in order; all 0 without a call when `whole`
+/// (the trace's total) is 0. Exact, in few calls when few spans have samples: the total of
+/// all the spans is asked, then of the first half of each part with samples, the second half
+/// being the part's total minus the first (a sample has one span id, so the parts' totals
+/// add up). A part without samples is settled at once; with every span sampled this is one
+/// call per span, as asking each span would be. Calls of a round go [`CONCURRENT_CALLS`] at
+/// a time.
 async fn own_totals(
     remote: &Arc<Remote>,
     profile_type: &ProfileTypeId,
@@ -44,29 +51,73 @@ async fn own_totals(
     whole: u64,
 ) -> Result<Vec<u64>, ApiError> {
     let mut totals = vec![0u64; spans.len()];
-    if whole == 0 {
+    if whole == 0 || spans.is_empty() {
         return Ok(totals);
     }
+    let ids: Arc<Vec<[u8; 8]>> = Arc::new(spans.iter().map(|s| s.span_id).collect());
+    let all = part_totals(remote, profile_type, &ids, vec![0..ids.len()]).await?;
+    // Parts (index ranges into `ids`) with their totals, still to settle.
+    let mut parts: Vec<(std::ops::Range<usize>, u64)> = vec![(0..ids.len(), all[0])];
+    while !parts.is_empty() {
+        let (settled, split): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .filter(|(_, total)| *total > 0)
+            .partition(|(r, _)| r.len() == 1);
+        for (r, total) in settled {
+            totals[r.start] = total;
+        }
+        let halves: Vec<std::ops::Range<usize>> = split
+            .iter()
+            .map(|(r, _)| r.start..r.start + r.len() / 2)
+            .collect();
+        let firsts = part_totals(remote, profile_type, &ids, halves).await?;
+        parts = Vec::with_capacity(split.len() * 2);
+        for ((r, total), first) in split.into_iter().zip(firsts) {
+            let mid = r.start + r.len() / 2;
+            let second = total.checked_sub(first).ok_or_else(|| {
+                ApiError::from(RemoteError::malformed(
+                    Peer::Pyroscope,
+                    "SelectMergeStacktraces",
+                    format!(
+                        "spans' total {first} exceeds the total {total} of spans including them"
+                    ),
+                ))
+            })?;
+            parts.push((r.start..mid, first));
+            parts.push((mid..r.end, second));
+        }
+    }
+    Ok(totals)
+}
+
+/// The total of each part's spans (`span_selector` of them), in order.
+async fn part_totals(
+    remote: &Arc<Remote>,
+    profile_type: &ProfileTypeId,
+    ids: &Arc<Vec<[u8; 8]>>,
+    parts: Vec<std::ops::Range<usize>>,
+) -> Result<Vec<u64>, ApiError> {
+    let mut out = vec![0u64; parts.len()];
     let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_CALLS));
     let mut calls = tokio::task::JoinSet::new();
-    for (i, s) in spans.iter().enumerate() {
-        let (remote, t, id, permits) = (
+    for (i, r) in parts.into_iter().enumerate() {
+        let (remote, t, ids, permits) = (
             Arc::clone(remote),
             profile_type.clone(),
-            s.span_id,
+            Arc::clone(ids),
             Arc::clone(&permits),
         );
         calls.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            let total = remote.total(&Selection::default(), &t, &[id]).await;
+            let total = remote.total(&Selection::default(), &t, &ids[r]).await;
             (i, total)
         });
     }
     while let Some(done) = calls.join_next().await {
         let (i, total) = done.map_err(|e| ApiError::internal(format!("a span total: {e}")))?;
-        totals[i] = total?;
+        out[i] = total?;
     }
-    Ok(totals)
+    Ok(out)
 }
 
 /// A span as the embedded views show it, with `total` its own samples' value.
