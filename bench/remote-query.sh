@@ -11,10 +11,12 @@
 # (method, path, headers, body). Those calls are then replayed on the peer alone and timed:
 # the remote's time. The frontend's own cost is its time minus the remote's time for the same
 # calls, as a ratio of the remote's time (target < 20 %). Times are the best of R, each
-# client on one kept-alive connection (as the frontend's own client), all in the same run. The data: one trace, a root with 9 children of
-# 110 children each (1,000 spans), 3 samples a span from 40 stacks of depth 12, pushed as
-# Pyroscope pprof with span_id/trace_id labels; the spans as OTLP/HTTP JSON. Defaults (30 runs)
-# take about 30 s after the build. SPANPROF_BIN=FILE times that binary (no build).
+# client on one kept-alive connection (as the frontend's own client), all in the same run.
+# The data: two traces of a root with 9 children of 110 children each (1,000 spans), 3
+# samples a span (every span in one, one span in 20 in the other) from 40 stacks of depth
+# 12, pushed as Pyroscope pprof with span_id/trace_id labels; the spans as OTLP/HTTP JSON.
+# Defaults (30 runs) take about a minute after the build. SPANPROF_BIN=FILE times that
+# binary (no build).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -64,20 +66,26 @@ python3 - "$peer" >"$tmp/ids" <<'EOF'
 import json, sys, time, urllib.request
 port = int(sys.argv[1])
 now = time.time_ns()
-trace = "5eed" * 8
+# Two traces of the same shape: every span sampled, and one span in 20 (most spans of a real
+# trace are too short for a 100 Hz profiler to see).
+traces = {"5eed" * 8: 1, "5ba5" * 8: 20}
 spans, parent = [], {}
 ids = ["%016x" % (i + 1) for i in range(1000)]
 for i in range(1, 10):
     parent[i] = 0
 for i in range(10, 1000):
     parent[i] = 1 + (i - 10) // 110
-for i, sid in enumerate(ids):
-    s = {"traceId": trace, "spanId": sid, "name": "root" if i == 0 else ("stage" if i < 10 else "step"),
-         "kind": 2, "startTimeUnixNano": str(now - 10**9 + i * 1000),
-         "endTimeUnixNano": str(now - 10**9 + i * 1000 + (900_000_000 if i == 0 else 1_000_000 + i * 1000))}
-    if i in parent:
-        s["parentSpanId"] = ids[parent[i]]
-    spans.append(s)
+def span_id(trace, i):
+    return trace[:4] + ids[i][4:]
+for trace in traces:
+    for i in range(1000):
+        s = {"traceId": trace, "spanId": span_id(trace, i),
+             "name": "root" if i == 0 else ("stage" if i < 10 else "step"),
+             "kind": 2, "startTimeUnixNano": str(now - 10**9 + i * 1000),
+             "endTimeUnixNano": str(now - 10**9 + i * 1000 + (900_000_000 if i == 0 else 1_000_000 + i * 1000))}
+        if i in parent:
+            s["parentSpanId"] = span_id(trace, parent[i])
+        spans.append(s)
 body = json.dumps({"resourceSpans": [{
     "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "bench"}}]},
     "scopeSpans": [{"spans": spans}]}]}).encode()
@@ -108,7 +116,9 @@ prof += field(1, num(1, s("cpu")) + num(2, s("nanoseconds")))
 for i in range(60):
     prof += field(5, num(1, i + 1) + num(2, s(functions[i])) + num(3, s(functions[i])) + num(4, s("bench.go")))
     prof += field(4, num(1, i + 1) + field(4, num(1, i + 1) + num(2, 10 + i)))
-for i, sid in enumerate(ids):
+for trace, every in traces.items():
+  for i in range(0, 1000, every):
+    sid = span_id(trace, i)
     for k in range(3):
         stack = (i * 3 + k) % 40
         locs = [1 + (stack + d * 7) % 60 for d in range(12)]
@@ -124,9 +134,9 @@ prof += field(11, num(1, s("cpu")) + num(2, s("nanoseconds"))) + num(12, 10_000_
 frm, until = (now - 10**9) // 10**9, now // 10**9 + 1
 url = f"http://127.0.0.1:{port}/ingest?name=bench.cpu&from={frm}&until={until}&format=pprof&sampleRate=100&spyName=gospy"
 urllib.request.urlopen(urllib.request.Request(url, data=bytes(prof), method="POST")).read()
-print(trace, ids[0], ids[1])
+print(*traces, span_id("5eed" * 8, 0), span_id("5eed" * 8, 1))
 EOF
-read -r trace root_span stage_span <"$tmp/ids"
+read -r trace sparse root_span stage_span <"$tmp/ids"
 
 # The recording proxy: forwards to the peer, appends each call to the file the bench names.
 python3 - "$proxy" "$peer" "$tmp/calls" >"$tmp/proxy.log" 2>&1 <<'EOF' &
@@ -204,7 +214,8 @@ printf '%-26s %11s %11s %6s %11s %11s %8s\n' "query" "embedded ms" "frontend ms"
 for q in "span|/api/v1/flamegraph?span_id=$stage_span" \
          "span + children (1,000)|/api/v1/flamegraph?span_id=$root_span&include_child_spans=true&trace_id=$trace" \
          "trace|/api/v1/flamegraph?trace_id=$trace" \
-         "trace view (1,000 spans)|/api/v1/traces/$trace"; do
+         "trace view (1,000 spans)|/api/v1/traces/$trace" \
+         "trace view (50 sampled)|/api/v1/traces/$sparse"; do
   name="${q%%|*}" path="${q#*|}"
   : >"$tmp/calls"
   curl -sf -o "$tmp/rec.json" "http://127.0.0.1:$front_rec$path" ||
