@@ -55,7 +55,8 @@ async fn own_totals(
         return Ok(totals);
     }
     let ids: Arc<Vec<[u8; 8]>> = Arc::new(spans.iter().map(|s| s.span_id).collect());
-    let all = part_totals(remote, profile_type, &ids, vec![0..ids.len()]).await?;
+    let whole_part = std::iter::once(0..ids.len()).collect();
+    let all = part_totals(remote, profile_type, &ids, whole_part).await?;
     // Parts (index ranges into `ids`) with their totals, still to settle.
     let mut parts: Vec<(std::ops::Range<usize>, u64)> = vec![(0..ids.len(), all[0])];
     while !parts.is_empty() {

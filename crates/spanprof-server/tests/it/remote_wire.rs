@@ -199,7 +199,10 @@ fn recording_peer(upstream: SocketAddr) -> (SocketAddr, Log) {
     (addr, log)
 }
 
-fn read_head(r: &mut impl BufRead) -> std::io::Result<Option<(String, Vec<(String, String)>)>> {
+/// A request or status line and its headers (names in lower case).
+type Head = (String, Vec<(String, String)>);
+
+fn read_head(r: &mut impl BufRead) -> std::io::Result<Option<Head>> {
     let mut first = String::new();
     if r.read_line(&mut first)? == 0 {
         return Ok(None);
