@@ -79,6 +79,9 @@ pub struct ServerConfig {
     /// How long one query may compute (`server.query_timeout`); past it, or once its client
     /// has gone, it stops at its next block or series and frees its query slot.
     pub query_timeout: Duration,
+    /// `storage.backend: remote`: the Pyroscope and Tempo queries are answered from
+    /// (`None`: the embedded store).
+    pub remote: Option<crate::remote::RemoteConfig>,
     /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,
@@ -441,6 +444,7 @@ impl Default for ServerConfig {
             span_profiles_include_children: false,
             query_timeout: Duration::from_secs(10),
             json_logs: false,
+            remote: None,
         }
     }
 }
@@ -684,7 +688,7 @@ impl ServerConfig {
             }
         }
         check_forwarder_names(&self.forward)?;
-        if !self.store && self.forward.is_empty() {
+        if !self.store && self.forward.is_empty() && self.remote.is_none() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
                  forwarder: every push would be answered 200 and none of it kept; add one \

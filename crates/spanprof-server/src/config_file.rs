@@ -128,6 +128,8 @@ struct Storage {
     segment_size: Option<ReadableSize>,
     max_series: Option<usize>,
     max_symbols_size: Option<ReadableSize>,
+    backend: Option<crate::remote::config::BackendKind>,
+    remote: Option<crate::remote::config::RemoteSection>,
 }
 
 #[derive(Deserialize, Default)]
@@ -433,6 +435,21 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         base.json_logs = f == LogFormat::Json;
     }
     let st = file.storage;
+    match (st.backend.unwrap_or_default(), st.remote) {
+        (crate::remote::config::BackendKind::Remote, section) => {
+            base.remote = Some(section.unwrap_or_default().load().map_err(invalid)?);
+            // A query frontend keeps nothing itself unless told to.
+            base.store = false;
+        }
+        (_, Some(_)) => {
+            return Err(invalid(
+                "storage.remote is set but storage.backend is not remote: add \
+                 `backend: remote` to use it, or remove the section"
+                    .into(),
+            ))
+        }
+        _ => {}
+    }
     if let Some(e) = st.enabled {
         base.store = e;
     }

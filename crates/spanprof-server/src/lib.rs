@@ -25,6 +25,7 @@ pub mod peer;
 pub mod pipeline;
 pub mod pyroscope_proto;
 pub mod receivers;
+pub mod remote;
 pub mod routes;
 pub mod settings;
 pub mod signal;
@@ -80,6 +81,9 @@ pub struct AppState {
     pub ingest_rate: Arc<receivers::rate::IngestRate>,
     /// The query slots the tenant may hold at once ([`api::tenant_query_slots`]).
     pub query_slots: Arc<tokio::sync::Semaphore>,
+    /// The remote pair queries are answered from (`storage.backend: remote`); `None`: the
+    /// embedded store.
+    pub remote: Option<Arc<remote::Remote>>,
 }
 
 /// Every route of the main listener; request bodies up to `max_body_bytes`.
@@ -160,6 +164,9 @@ pub enum ServerError {
     /// The listeners' TLS could not be set up.
     #[error("{0}")]
     Tls(#[from] listen::tls::TlsError),
+    /// The remote query backend could not be set up.
+    #[error("storage.remote: {0}")]
+    Remote(String),
     /// Serving failed.
     #[error("serving: {0}")]
     Io(#[from] std::io::Error),
@@ -248,6 +255,12 @@ pub async fn serve(
         bound: bound.clone(),
         auth: Arc::clone(&config.auth),
         stop: stop_rx.clone(),
+        remote: match &config.remote {
+            Some(r) => Some(Arc::new(
+                remote::Remote::new(r.clone()).map_err(ServerError::Remote)?,
+            )),
+            None => None,
+        },
     }));
     open_named_tenants(&tenants, &config).await?;
     let state = tenants.default_state().await?;

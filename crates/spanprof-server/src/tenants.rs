@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub(crate) auth: Arc<Auth>,
     /// Turns true when the server stops: the tenants' scrapes and maintenance end.
     pub(crate) stop: watch::Receiver<bool>,
+    /// The remote pair every tenant's queries go to (`storage.backend: remote`).
+    pub(crate) remote: Option<Arc<crate::remote::Remote>>,
 }
 
 /// One open tenant.
@@ -290,6 +292,7 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
             config.limits.max_ingest_burst,
         )),
         query_slots: api::tenant_query_slots(shared.auth.several_tenants()),
+        remote: shared.remote.clone(),
     };
     let maintenance = tokio::spawn(crate::maintain(
         store,
@@ -300,8 +303,18 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
     ));
     let scrapes = receivers::scrape::start(state.clone(), shared.stop.clone())
         .map_err(ServerError::Scrape)?;
-    let routers = [Listener::Main, Listener::OtlpHttp, Listener::OtlpGrpc]
-        .map(|l| routes_of(l, config).into_router().with_state(state.clone()));
+    let routers = [Listener::Main, Listener::OtlpHttp, Listener::OtlpGrpc].map(|l| {
+        let router = routes_of(l, config).into_router();
+        // The remote backend sees every query request first (remote::passthrough).
+        let router = match state.remote.is_some() && l == Listener::Main {
+            true => router.layer(axum::middleware::from_fn_with_state(
+                state.clone(),
+                crate::remote::passthrough::guard,
+            )),
+            false => router,
+        };
+        router.with_state(state.clone())
+    });
     if !id.is_default() {
         tracing::info!(tenant = %id, dir = %dir.display(), "tenant opened");
     }

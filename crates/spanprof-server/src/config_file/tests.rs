@@ -458,3 +458,58 @@ fn the_documented_example_shows_every_key() {
         "config_example.yaml does not show: {missing:#?}"
     );
 }
+
+#[test]
+fn the_remote_backend_is_checked_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "secret\n").unwrap();
+    let ok = format!(
+        "storage:\n  backend: remote\n  remote:\n    timeout: 5s\n    pyroscope:\n      url: \
+         https://pyroscope.example:4040/\n      tenant: team-a\n      bearer_token_file: {}\n    \
+         tempo:\n      url: http://tempo:3200\n",
+        token.display()
+    );
+    let c = load_str(&ok).unwrap();
+    let r = c.remote.expect("the remote backend");
+    assert_eq!(r.pyroscope.url, "https://pyroscope.example:4040");
+    assert_eq!(r.pyroscope.tenant.as_deref(), Some("team-a"));
+    assert_eq!(r.timeout, Duration::from_secs(5));
+    assert!(!c.store, "a query frontend keeps nothing itself");
+    for (text, error) in [
+        (
+            "storage:\n  backend: remote\n".to_owned(),
+            "storage.remote.pyroscope.url",
+        ),
+        (
+            "storage:\n  backend: remote\n  remote:\n    pyroscope: {url: ftp://x}\n    tempo: \
+             {url: http://t}\n"
+                .to_owned(),
+            "storage.remote.pyroscope.url \"ftp://x\": must start with http:// or https://",
+        ),
+        (
+            "storage:\n  backend: remote\n  remote:\n    pyroscope: {url: 'http://u:p@x'}\n    \
+             tempo: {url: http://t}\n"
+                .to_owned(),
+            "never in the url",
+        ),
+        (
+            "storage:\n  backend: remote\n  remote:\n    pyroscope: {url: http://p}\n    tempo: \
+             {url: http://t, bearer_token_file: /nonexistent/token}\n"
+                .to_owned(),
+            "storage.remote.tempo.bearer_token_file /nonexistent/token",
+        ),
+        (
+            "storage:\n  remote:\n    pyroscope: {url: http://p}\n".to_owned(),
+            "storage.backend is not remote",
+        ),
+        (
+            "storage:\n  backend: distributed\n".to_owned(),
+            "unknown variant `distributed`",
+        ),
+    ] {
+        let e = load_str(&text).unwrap_err().to_string();
+        assert!(e.contains(error), "{text}: {e}");
+        assert!(!e.contains("secret"));
+    }
+}

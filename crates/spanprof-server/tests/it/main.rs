@@ -13,6 +13,8 @@ mod querier;
 mod querier_heatmap;
 mod querier_tree;
 mod receivers;
+mod remote;
+mod remote_wire;
 mod render;
 mod span_focus;
 mod span_search;

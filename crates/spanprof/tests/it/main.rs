@@ -13,6 +13,7 @@ mod forward_push;
 mod go_profiles;
 mod goapp;
 mod jfr;
+mod remote_topology;
 mod scrape;
 mod serve_go;
 mod serve_grpc;
@@ -24,6 +25,7 @@ mod tls;
 mod tls_listen;
 mod ui;
 mod ui_keyboard;
+mod ui_remote;
 mod ui_span;
 
 /// The test kit finds the CLI and cargo's scratch directory from the test executable (cargo

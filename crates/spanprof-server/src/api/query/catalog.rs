@@ -40,6 +40,9 @@ pub async fn services(
     p.allow("/api/v1/services", &["from", "to", "spans"])?;
     let (from, to) = time_range(&p, params::now_ns())?;
     let with_spans = p.parsed("spans", params::boolean)?.unwrap_or(false);
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::services(remote, (from, to), with_spans).await;
+    }
     let services = blocking(&app, move |store| {
         let mut services = store.services(from, to);
         if with_spans {
@@ -68,6 +71,9 @@ pub async fn profile_types(
         &["service", "span_id", "trace_id", "include_child_spans"],
     )?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::profile_types(remote, &q.selection).await;
+    }
     let (default, types) = blocking(&app, move |store| {
         // An unknown id is a 404, as on the endpoints the types are for.
         q.check_ids_known(store)?;
@@ -108,6 +114,9 @@ pub async fn label_names(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/label-names", SERIES_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::labels(remote, &q.selection, None).await;
+    }
     let names = blocking(&app, move |store| {
         q.check_type(store)?;
         Ok(store.label_names(&q.selection)?)
@@ -132,6 +141,9 @@ pub async fn label_values(
         .value
         .to_owned();
     let answer_name = name.clone();
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::labels(remote, &q.selection, Some(name)).await;
+    }
     let (values, truncated) = blocking(&app, move |store| {
         q.check_type(store)?;
         Ok(store.label_values_limited(&q.selection, &name, MAX_ANSWER_LABEL_BYTES)?)
@@ -151,6 +163,9 @@ pub async fn series(
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/series", SERIES_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
+    if let Some(remote) = &app.remote {
+        return crate::remote::answers::series(remote, &q.selection).await;
+    }
     let (series, truncated) = blocking(&app, move |store| {
         q.check_type(store)?;
         Ok(store.series_limited(&q.selection, MAX_ANSWER_LABEL_BYTES)?)

@@ -75,6 +75,30 @@ pub async fn diff(
             now,
         )?),
     };
+    if let Some(remote) = &app.remote {
+        let (left, right) = match (left, baseline) {
+            (Some(left), _) => (left.selection, right.selection),
+            (None, Some(b)) => {
+                // Tempo finds spans by trace, not id: the name is given, not looked up.
+                let name = right
+                    .selection
+                    .span_filter
+                    .as_ref()
+                    .and_then(|f| f.name.clone());
+                let name =
+                    match (b, name) {
+                        (Baseline::Service, _) => String::new(),
+                        (_, Some(n)) => n,
+                        (_, None) => return Err(ApiError::bad_request(
+                            "baseline over the remote backend compares against span_name: give it",
+                        )),
+                    };
+                derive_named(right.selection, b, name)
+            }
+            (None, None) => unreachable!("checked before"),
+        };
+        return crate::remote::answers::diff(remote, &left, &right, max_nodes).await;
+    }
     let body = blocking(&app, move |store| {
         right.check_type(store)?;
         let (left, right) = match (left, baseline) {
@@ -109,7 +133,8 @@ pub async fn diff(
     Ok(json_text(body))
 }
 
-fn diff_layout_json(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Value {
+/// The diff flame graph's layout (`flamegraph` of the answer).
+pub fn diff_layout_json(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Value {
     let d = diff_layout(left, right, max_nodes);
     json!({
         "names": d.names,
@@ -124,9 +149,18 @@ fn diff_layout_json(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Va
 /// (left, right) for a baseline of `right`.
 fn derive(
     store: &Store,
-    mut right: Selection,
+    right: Selection,
     baseline: Baseline,
 ) -> Result<(Selection, Selection), ApiError> {
+    let name = match baseline {
+        Baseline::Service => String::new(),
+        Baseline::SpanName | Baseline::Fast => span_name_of(store, &right)?,
+    };
+    Ok(derive_named(right, baseline, name))
+}
+
+/// (left, right) for a baseline of `right` whose spans are named `name`.
+fn derive_named(mut right: Selection, baseline: Baseline, name: String) -> (Selection, Selection) {
     let base = Selection {
         service: right.service.clone(),
         profile_type: right.profile_type.clone(),
@@ -139,13 +173,12 @@ fn derive(
         Baseline::Service => base,
         Baseline::SpanName => Selection {
             span_filter: Some(SpanFilter {
-                name: Some(span_name_of(store, &right)?),
+                name: Some(name),
                 ..Default::default()
             }),
             ..base
         },
         Baseline::Fast => {
-            let name = span_name_of(store, &right)?;
             let picks_spans = !right.span_ids.is_empty()
                 || right.span_filter.as_ref().is_some_and(|f| {
                     f.min_duration_ns.is_some()
@@ -170,7 +203,7 @@ fn derive(
             }
         }
     };
-    Ok((left, right))
+    (left, right)
 }
 
 /// The span name a baseline compares against: `span_name`, else the one name of the

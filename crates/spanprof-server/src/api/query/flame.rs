@@ -99,6 +99,10 @@ pub async fn flamegraph(
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
     let max_nodes = max_nodes(&p)?;
+    if let Some(remote) = &app.remote {
+        remote_focus(focus, &mut q.selection)?;
+        return crate::remote::answers::flamegraph(remote, &q.selection, max_nodes).await;
+    }
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
@@ -137,6 +141,10 @@ pub async fn top(
         })?
         .unwrap_or(FunctionOrder::SelfValue);
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
+    if let Some(remote) = &app.remote {
+        remote_focus(focus, &mut q.selection)?;
+        return crate::remote::answers::top(remote, &q.selection, order, limit).await;
+    }
     let body = blocking(&app, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
@@ -169,7 +177,22 @@ pub async fn svg(
     p.allow("/api/v1/svg", &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat())?;
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let image = blocking(&app, move |store| {
+    let image = match &app.remote {
+        Some(remote) => {
+            remote_focus(focus, &mut q.selection)?;
+            crate::remote::answers::svg(remote, &q.selection).await?
+        }
+        None => svg_image(&app, q, focus).await?,
+    };
+    svg_response(image)
+}
+
+async fn svg_image(
+    app: &AppState,
+    mut q: SelectionQuery,
+    focus: Option<focus::Focus>,
+) -> Result<String, ApiError> {
+    blocking(app, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
@@ -187,7 +210,10 @@ pub async fn svg(
             },
         ))
     })
-    .await?;
+    .await
+}
+
+fn svg_response(image: String) -> Result<Response, ApiError> {
     Ok((
         [
             ("content-type", "image/svg+xml; charset=utf-8"),
@@ -221,7 +247,22 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
     )?;
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let bytes = blocking(&app, move |store| {
+    let bytes = match &app.remote {
+        Some(remote) => {
+            remote_focus(focus, &mut q.selection)?;
+            crate::remote::answers::pprof(remote, &q.selection).await?
+        }
+        None => pprof_bytes(&app, q, focus).await?,
+    };
+    pprof_response(bytes)
+}
+
+async fn pprof_bytes(
+    app: &AppState,
+    mut q: SelectionQuery,
+    focus: Option<focus::Focus>,
+) -> Result<Vec<u8>, ApiError> {
+    blocking(app, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let mut profile = store.pprof(&q.selection)?;
@@ -247,7 +288,10 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         }
         Ok(spanprof_format::pprof::encode_gzip(&profile))
     })
-    .await?;
+    .await
+}
+
+fn pprof_response(bytes: Vec<u8>) -> Result<Response, ApiError> {
     Ok((
         [
             ("content-type", "application/octet-stream"),
@@ -259,4 +303,17 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
         bytes,
     )
         .into_response())
+}
+
+/// `focus` over the remote backend: the span alone, or with its children (from Tempo); the
+/// others need the profile windows and spans of the embedded store (501).
+fn remote_focus(focus: Option<focus::Focus>, sel: &mut Selection) -> Result<(), ApiError> {
+    match focus {
+        None | Some(focus::Focus::Span) => Ok(()),
+        Some(focus::Focus::Children) => {
+            sel.include_child_spans = true;
+            Ok(())
+        }
+        Some(_) => Err(crate::remote::not_remote("focus=during and focus=window")),
+    }
 }

@@ -99,9 +99,16 @@ pub async fn span(
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
-    p.allow("/api/v1/spans/{span_id}", &["type"])?;
+    p.allow("/api/v1/spans/{span_id}", &["type", "trace_id"])?;
     let span_id = params::span_id(&id).map_err(|r| ApiError::bad_param("span_id", &id, r))?;
     let profile_type = type_param(&p)?;
+    if let Some(remote) = &app.remote {
+        // Tempo finds a span by its trace: the UI names it (`trace_id`).
+        let trace = p.parsed("trace_id", params::trace_id)?;
+        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
+        let body = crate::remote::views::span(remote, span_id, trace, wanted).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let unlinked_keys = app.span_keys.found();
     let demo = app.config.demo;
     let body = blocking(&app, move |store| {

@@ -277,6 +277,11 @@ pub async fn trace(
     // Ids are answered in lower case, whatever case they were asked in.
     let id = to_hex(&trace_id);
     let profile_type = type_param(&p)?;
+    if let Some(remote) = &app.remote {
+        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
+        let body = crate::remote::views::trace(remote, trace_id, wanted, depths).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let unlinked_keys = app.span_keys.found();
     let body = blocking(&app, move |store| {
         let records = store.trace(&trace_id)?;

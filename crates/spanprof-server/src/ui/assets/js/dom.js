@@ -87,3 +87,13 @@ function otlpAdvice(listeners) {
   return `or point an OpenTelemetry exporter (profiles and traces) at ${http} (${grpc}), ` +
     "or a Pyroscope SDK at this server's /ingest.";
 }
+
+/**
+ * What an answer from the remote backend (Pyroscope + Tempo) cannot hold (`remote.not_available`),
+ * as text: the backend's words are never read as markup.
+ */
+export function remoteNote(remote, tag = "p") {
+  const missing = Array.isArray(remote.not_available) ? remote.not_available.map(String) : [];
+  return el(tag, { class: "muted remote-note" },
+    `Answered from the ${String(remote.backend || "remote backend")}; not available there: ${missing.join("; ")}.`);
+}

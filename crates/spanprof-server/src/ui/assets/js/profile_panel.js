@@ -4,7 +4,7 @@
 // URL; the panel only reports changes through `onState`.
 
 import * as api from "./api.js";
-import { el, notice, replace } from "./dom.js";
+import { el, notice, remoteNote, replace } from "./dom.js";
 import { FlameGraph } from "./flame.js";
 import { flameSvg, saveSvg } from "./flame_svg.js";
 import { functionsUnder, invertedTree, toFlame, treeOf } from "./flame_tree.js";
@@ -117,7 +117,8 @@ export class ProfilePanel {
       const averaged = data.summary.averaged_over;
       // A snapshot type (heap in use, goroutines) over several profiles is their average.
       replace(this.summary, units.headline(total, data.summary.profile_type, this.unit),
-        averaged ? ` · average of ${units.grouped(averaged)} profiles` : "");
+        averaged ? ` · average of ${units.grouped(averaged)} profiles` : "",
+        data.summary.remote ? [" · ", remoteNote(data.summary.remote, "span")] : null);
       if (!total) {
         replace(this.status, empty || notice("empty", "No samples in this selection",
           "Widen the time range, or remove filters."));

@@ -3,7 +3,7 @@
 // no more can come.
 
 import * as api from "./api.js";
-import { el, notice, replace } from "./dom.js";
+import { el, notice, remoteNote, replace } from "./dom.js";
 import * as units from "./units.js";
 
 /** The focus modes, as the `focus` parameter names them. */
@@ -47,13 +47,13 @@ export class WindowWatch {
     this.generation = 0;
   }
 
-  /** Watches span `spanId` of `type` (stops watching the one before). */
-  watch(spanId, type) {
+  /** Watches span `spanId` of trace `traceId` and `type` (stops watching the one before). */
+  watch(spanId, type, traceId) {
     const generation = ++this.generation;
     clearTimeout(this.timer);
     this.last = null;
     replace(this.box);
-    this.poll(spanId, type, generation);
+    this.poll(spanId, type, generation, traceId);
   }
 
   stop() {
@@ -61,10 +61,11 @@ export class WindowWatch {
     clearTimeout(this.timer);
   }
 
-  async poll(spanId, type, generation) {
+  async poll(spanId, type, generation, traceId) {
     let answer;
     try {
-      answer = await api.get(`spans/${encodeURIComponent(spanId)}`, { type });
+      // The trace lets a remote backend find the span (Tempo looks spans up by trace).
+      answer = await api.get(`spans/${encodeURIComponent(spanId)}`, { type, trace_id: traceId });
     } catch (e) {
       if (generation === this.generation) replace(this.box, notice("error", "The span's windows could not be read", e.message));
       return;
@@ -79,11 +80,11 @@ export class WindowWatch {
     this.show(answer);
     if (changed) this.onChange(answer);
     if (w.more_may_come) {
-      this.timer = setTimeout(() => this.poll(spanId, type, generation), answer.retry_after_ms || 3000);
+      this.timer = setTimeout(() => this.poll(spanId, type, generation, traceId), answer.retry_after_ms || 3000);
     }
   }
 
-  show({ windows: w }) {
+  show({ windows: w, remote }) {
     const of = w.expected != null ? `${w.in} of ${w.expected} window${w.expected === 1 ? "" : "s"} in` : "";
     if (w.state === "partial") {
       replace(this.box, notice("info", `Partial: ${of}`,
@@ -108,6 +109,8 @@ export class WindowWatch {
       replace(this.box, el("p", { class: "muted windows-complete" },
         (w.in === 1 ? "The profile window of this span's time is in" : `All ${w.in} profile windows of this span's time are in`) +
         (w.window_ns ? ` (${units.duration(w.window_ns)}${w.in === 1 ? "" : " each"})` : "") + "."));
+    } else if (w.state === "unknown" && remote) {
+      replace(this.box, remoteNote(remote));
     } else {
       replace(this.box);
     }

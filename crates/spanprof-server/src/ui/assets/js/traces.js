@@ -2,7 +2,7 @@
 // (traces_search.js) shares with it.
 
 import * as api from "./api.js";
-import { el, howToSend, notice, replace } from "./dom.js";
+import { el, howToSend, notice, remoteNote, replace } from "./dom.js";
 import { ProfilePanel } from "./profile_panel.js";
 import { focusOf, focusSwitch, WindowWatch } from "./span_focus.js";
 import { Waterfall } from "./waterfall.js";
@@ -272,12 +272,13 @@ export class TraceView {
         `${plural(t.spans.length, "span")} · ` +
         // Counted types count samples already ("42 samples", "252 goroutines").
         (t.total ? units.headline(t.total, t.profile_type, t.unit) +
-          (t.unit === "count" ? "" : ` in ${plural(t.samples, "sample")}`) : "no samples") +
+          (t.unit === "count" || t.samples == null ? "" : ` in ${plural(t.samples, "sample")}`) : "no samples") +
         (t.unknown_spans_total > 0
           ? ` · ${units.value(t.unknown_spans_total, t.unit)} more in spans of the trace that were not received ` +
             "(in its flame graph, not in this list)"
           : "") +
         (t.truncated ? ` · the first ${plural(t.spans.length, "span")} of ${units.grouped(t.spans_total)}` : "")),
+      t.remote ? remoteNote(t.remote) : null,
       backToSearch());
     this.split.hidden = false;
     this.waterfall.setTrace(t);
@@ -341,7 +342,7 @@ export class TraceView {
     const watched = `${span.span_id}|${params.type || ""}`;
     if (this.watched !== watched) {
       this.watched = watched;
-      this.watch.watch(span.span_id, params.type);
+      this.watch.watch(span.span_id, params.type, span.trace_id);
     }
     this.panelBox.hidden = false;
     // Built for the focus shown only: a notice's text node moves when another borrows it.
