@@ -1,6 +1,7 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+pub mod remote;
 pub mod replicas;
 pub mod units;
 
@@ -81,7 +82,7 @@ pub struct ServerConfig {
     pub query_timeout: Duration,
     /// `storage.backend: remote`: the Pyroscope and Tempo queries are answered from
     /// (`None`: the embedded store).
-    pub remote: Option<crate::remote::RemoteConfig>,
+    pub remote: Option<remote::RemoteConfig>,
     /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,

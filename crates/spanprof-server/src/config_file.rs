@@ -128,8 +128,8 @@ struct Storage {
     segment_size: Option<ReadableSize>,
     max_series: Option<usize>,
     max_symbols_size: Option<ReadableSize>,
-    backend: Option<crate::remote::config::BackendKind>,
-    remote: Option<crate::remote::config::RemoteSection>,
+    backend: Option<crate::config::remote::BackendKind>,
+    remote: Option<crate::config::remote::RemoteSection>,
 }
 
 #[derive(Deserialize, Default)]
@@ -436,7 +436,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     }
     let st = file.storage;
     match (st.backend.unwrap_or_default(), st.remote) {
-        (crate::remote::config::BackendKind::Remote, section) => {
+        (crate::config::remote::BackendKind::Remote, section) => {
             base.remote = Some(section.unwrap_or_default().load().map_err(invalid)?);
             // A query frontend keeps nothing itself unless told to.
             base.store = false;

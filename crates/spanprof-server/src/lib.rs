@@ -8,6 +8,7 @@
 // integration), examples and benches are not held to it, so it is not in [workspace.lints].
 #![cfg_attr(not(test), warn(clippy::too_many_lines))]
 
+pub mod answer;
 pub mod api;
 pub mod auth;
 pub mod browser_guard;

@@ -16,15 +16,7 @@ use tokio::sync::Semaphore;
 
 use crate::AppState;
 
-/// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
-/// 389 MB answer built in 5.3 GB. Tempo refuses traces past 5 MB at ingest
-/// (`max_bytes_per_trace`), some 20,000 spans.
-pub const MAX_TRACE_SPANS: usize = 20_000;
-
-/// Most label text (names and values, bytes) a label-values or series answer holds; past it the
-/// answer is cut and says so (`truncated`): over 100,000 series with 2,000-byte values, one
-/// label-values answer was 200 MB and took 1.16 GB to build.
-pub const MAX_ANSWER_LABEL_BYTES: usize = 16 << 20;
+pub use crate::answer::{MAX_ANSWER_LABEL_BYTES, MAX_TRACE_SPANS};
 
 /// Queries computing at once, at most: one over a large selection holds its whole tree in
 /// memory (a flame graph over 15 M distinct stack nodes peaked at 1.4 GB), so more wait their
@@ -147,13 +139,7 @@ pub async fn run_query<T: Send + 'static>(
     answer
 }
 
-/// What a stopped query's answer says (every query API words it the same way).
-pub fn stopped_message(s: spanprof_store::query_limit::Stopped) -> String {
-    format!(
-        "{s} (server.query_timeout): narrow the time range, the service or the label \
-         selector, or raise the setting"
-    )
-}
+pub use crate::answer::stopped_message;
 
 #[cfg(test)]
 mod tests {

@@ -16,10 +16,7 @@ mod timeseries;
 
 use axum::http::Uri;
 
-pub use diff::diff_layout_json;
-pub use error::ApiError;
-pub use flame::layout_json;
-pub use selection::type_list;
+pub use crate::answer::{diff_layout_json, layout_json, type_list, ApiError};
 pub use spans::{
     verdict, NOT_PROFILED, NO_CPU, NO_SAMPLES, ON_ANCESTOR, PARTLY_PROFILED, PENDING, SAMPLED,
     TOO_SHORT,

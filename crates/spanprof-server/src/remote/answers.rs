@@ -9,7 +9,7 @@ use spanprof_store::store::Selection;
 use spanprof_store::FunctionOrder;
 
 use super::Remote;
-use crate::api::query::ApiError;
+use crate::answer::ApiError;
 
 /// What a remote answer cannot hold, said in it.
 fn remote_note() -> Value {
@@ -45,7 +45,7 @@ pub async fn flamegraph(
     let f = remote.flame(sel).await?;
     let body = format!(
         "{{\"flamegraph\":{},\"tree\":{},\"summary\":{},\"focus\":null}}",
-        crate::api::query::layout_json(&f.tree, max_nodes),
+        crate::answer::layout_json(&f.tree, max_nodes),
         f.tree.to_nested_json_within(max_nodes),
         summary(&f),
     );
@@ -169,14 +169,14 @@ pub async fn labels(
     .into_response())
 }
 
-/// At most [`crate::api::MAX_ANSWER_LABEL_BYTES`] of label text.
+/// At most [`crate::answer::MAX_ANSWER_LABEL_BYTES`] of label text.
 fn bounded(mut names: Vec<String>) -> (Vec<String>, bool) {
     let mut bytes = 0;
     let keep = names
         .iter()
         .position(|n| {
             bytes += n.len();
-            bytes > crate::api::MAX_ANSWER_LABEL_BYTES
+            bytes > crate::answer::MAX_ANSWER_LABEL_BYTES
         })
         .unwrap_or(names.len());
     let truncated = keep < names.len();
@@ -199,7 +199,7 @@ pub async fn series(remote: &Remote, sel: &Selection) -> Result<Response, ApiErr
     let mut series = Vec::new();
     for labels in all {
         bytes += labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
-        if bytes > crate::api::MAX_ANSWER_LABEL_BYTES {
+        if bytes > crate::answer::MAX_ANSWER_LABEL_BYTES {
             truncated = true;
             break;
         }
@@ -236,7 +236,7 @@ pub async fn diff(
     }
     let body = format!(
         "{{\"flamegraph\":{},\"tree\":{},\"left\":{},\"right\":{}}}",
-        crate::api::query::diff_layout_json(&l.tree, &r.tree, max_nodes),
+        crate::answer::diff_layout_json(&l.tree, &r.tree, max_nodes),
         spanprof_store::diff::diff_tree_json_within(&l.tree, &r.tree, max_nodes),
         summary(&l),
         summary(&r),

@@ -11,8 +11,8 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use super::config::{Endpoint, EndpointAuth, RemoteConfig};
 use super::RemoteError;
+use crate::config::remote::{Endpoint, EndpointAuth, RemoteConfig};
 
 /// Which of the pair a call goes to (named in every error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

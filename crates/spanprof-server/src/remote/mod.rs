@@ -34,7 +34,6 @@
 
 pub mod answers;
 pub mod client;
-pub mod config;
 pub mod passthrough;
 pub mod profiles;
 pub mod span_filter;
@@ -44,9 +43,9 @@ pub mod views;
 use axum::http::StatusCode;
 use spanprof_store::store::Selection;
 
-use crate::api::query::ApiError;
+use crate::answer::ApiError;
+pub use crate::config::remote::RemoteConfig;
 use client::{Peer, RemoteClient};
-pub use config::RemoteConfig;
 
 /// The remote pair, as the query API calls it.
 pub struct Remote {

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use http_body_util::BodyExt;
 
 use super::client::Peer;
-use crate::api::query::ApiError;
+use crate::answer::ApiError;
 use crate::AppState;
 
 /// The `/api/v1/` endpoints answered from the remote pair.

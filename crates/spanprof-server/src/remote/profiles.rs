@@ -21,7 +21,7 @@ const MAX_TYPES: usize = 10_000;
 pub fn range_ms(sel: &Selection) -> (i64, i64) {
     let start = sel.from_ns.max(0) / 1_000_000;
     let end = match sel.to_ns {
-        0 => crate::api::query::params::now_ns() / 1_000_000,
+        0 => crate::clock::now_ns() / 1_000_000,
         // `end` is inclusive upstream: the last whole ms before `to`.
         to => (to - 1) / 1_000_000,
     };
@@ -32,7 +32,7 @@ pub fn range_ms(sel: &Selection) -> (i64, i64) {
 /// (late data, out-of-order pushes settle within minutes): then answers are cached.
 pub fn immutable(sel: &Selection) -> bool {
     const SETTLED_NS: i64 = 10 * 60 * 1_000_000_000;
-    sel.to_ns != 0 && sel.to_ns < crate::api::query::params::now_ns() - SETTLED_NS
+    sel.to_ns != 0 && sel.to_ns < crate::clock::now_ns() - SETTLED_NS
 }
 
 impl Remote {
@@ -80,7 +80,7 @@ impl Remote {
             if !types.is_empty() {
                 return Err(format!(
                     "type {w:?}: no such profile type in Pyroscope; available: {}",
-                    crate::api::query::type_list(types)
+                    crate::answer::type_list(types)
                 ));
             }
         }

@@ -11,7 +11,7 @@ use spanprof_store::store::{Selection, SpanFilter};
 
 use super::client::Peer;
 use super::{Remote, RemoteError};
-use crate::api::query::ApiError;
+use crate::answer::ApiError;
 
 /// Most traces one search asks for (`limit`), and matched spans per trace (`spss`): spanprof's
 /// own Tempo API's caps; a search that reaches either is refused, never answered with part

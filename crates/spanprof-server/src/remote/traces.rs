@@ -21,7 +21,7 @@ pub struct TraceByIdResponse {
 }
 
 impl Remote {
-    /// The spans of trace `id` from Tempo, the earliest [`crate::api::MAX_TRACE_SPANS`] of
+    /// The spans of trace `id` from Tempo, the earliest [`crate::answer::MAX_TRACE_SPANS`] of
     /// them; empty when Tempo does not know it (404).
     pub async fn trace(&self, id: &[u8; 16]) -> Result<Vec<SpanRecord>, RemoteError> {
         let path = format!("/api/v2/traces/{}", to_hex(id));
@@ -46,7 +46,7 @@ impl Remote {
             ));
         }
         spans.sort_by_key(|s| (s.start_ns, s.span_id));
-        spans.truncate(crate::api::MAX_TRACE_SPANS);
+        spans.truncate(crate::answer::MAX_TRACE_SPANS);
         Ok(spans)
     }
 }

@@ -15,7 +15,8 @@ use spanprof_store::store::Selection;
 
 use super::client::Peer;
 use super::{Remote, RemoteError};
-use crate::api::query::{ApiError, SAMPLED};
+use crate::answer::ApiError;
+use crate::answer::SAMPLED;
 
 /// The coverage of a span without samples over the remote backend: whether a profile watched
 /// it cannot be told without the profile windows, which Pyroscope does not keep.
@@ -230,7 +231,7 @@ pub async fn trace(
         "unknown_spans_total": whole.saturating_sub(total),
         "spans_total": records.len(),
         // Tempo's answer is cut at MAX_TRACE_SPANS when read.
-        "truncated": records.len() >= crate::api::MAX_TRACE_SPANS,
+        "truncated": records.len() >= crate::answer::MAX_TRACE_SPANS,
         "spans": spans,
         "remote": views_note(),
     }))

@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::goprofile::GoData;
 use serde_json::Value;
 use spanprof_format::link::to_hex;
-use spanprof_server::remote::config::{Endpoint, EndpointAuth, RemoteConfig};
+use spanprof_server::config::remote::{Endpoint, EndpointAuth, RemoteConfig};
 use spanprof_testkit::server::TestServer;
 
 /// The peers and the frontend over them, started once per test process.

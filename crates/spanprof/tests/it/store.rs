@@ -196,7 +196,10 @@ fn span_trace_and_child_flame_graphs_match_go_tool_pprof() {
         checked += 1;
     }
     assert_eq!(checked, 3);
-    assert!(counting, "no heavy span's flame graph holds main.countPrimes");
+    assert!(
+        counting,
+        "no heavy span's flame graph holds main.countPrimes"
+    );
 
     // Label matchers and service selection narrow series.
     let heavy = flame(

@@ -2,12 +2,11 @@
 //! (`left.<param>` / `right.<param>` over shared parameters) or as a selection and a
 //! `baseline` derived from it.
 
+use crate::answer::diff_layout_json;
 use axum::extract::{RawQuery, State};
 use axum::response::Response;
-use serde_json::{json, Value};
-use spanprof_store::diff::{diff_layout, diff_tree_json_within};
+use spanprof_store::diff::diff_tree_json_within;
 use spanprof_store::store::{Selection, SpanFilter, Store};
-use spanprof_store::FlameTree;
 
 use super::error::{blocking, json_text, ApiError};
 use super::flame::{flame_of, max_nodes, summary_json};
@@ -131,19 +130,6 @@ pub async fn diff(
     })
     .await?;
     Ok(json_text(body))
-}
-
-/// The diff flame graph's layout (`flamegraph` of the answer).
-pub fn diff_layout_json(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Value {
-    let d = diff_layout(left, right, max_nodes);
-    json!({
-        "names": d.names,
-        "levels": d.levels,
-        "total": d.total,
-        "maxSelf": d.max_self,
-        "leftTicks": d.left_ticks,
-        "rightTicks": d.right_ticks,
-    })
 }
 
 /// (left, right) for a baseline of `right`.

@@ -1,5 +1,6 @@
 //! Profile answers of one selection: `/flamegraph`, `/top` and `/pprof`.
 
+use crate::answer::layout_json;
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
@@ -60,17 +61,6 @@ pub fn summary_json(summary: &SelectionSummary, averaged_over: Option<u64>) -> V
         "samples_selected": summary.samples_selected,
         "value_selected": summary.value_selected,
         "averaged_over": averaged_over,
-    })
-}
-
-/// `{"names","levels","total","maxSelf"}` with numbers as JSON numbers.
-pub fn layout_json(tree: &FlameTree, max_nodes: usize) -> Value {
-    let layout = tree.to_pyroscope_layout(max_nodes);
-    json!({
-        "names": layout.names,
-        "levels": layout.levels,
-        "total": layout.total,
-        "maxSelf": layout.max_self,
     })
 }
 

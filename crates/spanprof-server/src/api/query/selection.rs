@@ -1,6 +1,7 @@
 //! The selection parameters every profile endpoint shares, turned into a store [`Selection`]
 //! once and checked (ids, times, label selector, span filters, profile type).
 
+use crate::answer::type_list;
 use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::matchers::{parse_selector, MatcherError};
@@ -332,16 +333,4 @@ fn span_filter(p: &QueryParams) -> Result<Option<SpanFilter>, ApiError> {
         || f.above_percentile.is_some()
         || f.below_percentile.is_some();
     Ok(any.then_some(f))
-}
-
-/// Full type ids, comma-separated, for messages.
-pub fn type_list(types: &[ProfileTypeId]) -> String {
-    if types.is_empty() {
-        return "(none)".to_owned();
-    }
-    types
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(", ")
 }

@@ -17,8 +17,9 @@ use super::params::{self, QueryParams};
 use super::selection::check_profile_type;
 use crate::AppState;
 
-/// Verdicts of [`verdict`], for clients to compare against.
-pub const SAMPLED: &str = "sampled";
+// Verdicts of [`verdict`], for clients to compare against (`SAMPLED` is shared with the
+// remote backend).
+pub use crate::answer::SAMPLED;
 /// The span ran long enough to be sampled but no sample landed in it (it waited).
 pub const NO_CPU: &str = "no CPU used";
 /// Like [`NO_CPU`] for a type that does not measure CPU.

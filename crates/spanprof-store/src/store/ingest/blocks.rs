@@ -7,7 +7,7 @@ use spanprof_format::link::{IdRole, LinkConfig};
 use spanprof_format::otlp::{ProfilesData, ProfilesDictionary};
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::invalid::Invalid;
+use super::invalid::{Invalid, MAX_PROFILE_TOTAL};
 use super::labels::{resource_labels, sample_label_of, shown};
 use super::limits::{check_labels, check_profile_type, new_series, within_symbol_limit, Refusal};
 use super::{Pending, SERVICE_LABEL};
@@ -203,12 +203,6 @@ fn same_samples(a: &spanprof_format::otlp::Profile, b: &spanprof_format::otlp::P
                 && x.attribute_indices == y.attribute_indices
         })
 }
-
-/// Most the values of one profile may add up to: 2^53, more than any real profile holds (104
-/// days of CPU or wall-clock time in nanoseconds, 8 PiB of allocations), and what a JSON
-/// number carries exactly. One sample of `i64::MAX` made every total of its service's
-/// answers saturate, and the real values beside it vanished from view.
-pub const MAX_PROFILE_TOTAL: i64 = 1 << 53;
 
 /// Sample `i`'s value: the sum of its values, or its number of timestamps when it has none;
 /// added to `total`, the profile's so far. A negative value (profiles count or measure what

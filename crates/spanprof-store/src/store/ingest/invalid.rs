@@ -1,8 +1,13 @@
 //! Why a profile is not valid for the store (as opposed to over a limit): the texts its
 //! refusal carries back to the client.
 
-use super::blocks::MAX_PROFILE_TOTAL;
 use super::limits::Refusal;
+
+/// Most the values of one profile may add up to: 2^53, more than any real profile holds (104
+/// days of CPU or wall-clock time in nanoseconds, 8 PiB of allocations), and what a JSON
+/// number carries exactly. One sample of `i64::MAX` made every total of its service's
+/// answers saturate, and the real values beside it vanished from view.
+pub const MAX_PROFILE_TOTAL: i64 = 1 << 53;
 
 /// A profile the store cannot keep as it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

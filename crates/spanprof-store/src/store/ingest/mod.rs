@@ -18,7 +18,7 @@ use blocks::add_profiles;
 use labels::resource_labels;
 use limits::warn_near_series_limit;
 
-pub use blocks::MAX_PROFILE_TOTAL;
+pub use invalid::MAX_PROFILE_TOTAL;
 
 /// Resource attribute naming the profile (`process_cpu`, `block`, …) when the sample types
 /// alone cannot tell (mutex and block profiles look alike); set by receivers that know.

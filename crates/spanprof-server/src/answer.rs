@@ -1,0 +1,148 @@
+//! Pieces of the query API's answers that both the embedded store's handlers (`api`) and the
+//! remote backend (`remote`) build: the error answer, flame graph layouts, bounds and words.
+//! Below both, so that neither imports the other's internals.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use spanprof_format::profile_type::ProfileTypeId;
+use spanprof_store::diff::diff_layout;
+use spanprof_store::store::StoreError;
+use spanprof_store::FlameTree;
+
+/// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
+/// 389 MB answer built in 5.3 GB. Tempo refuses traces past 5 MB at ingest
+/// (`max_bytes_per_trace`), some 20,000 spans.
+pub const MAX_TRACE_SPANS: usize = 20_000;
+
+/// Most label text (names and values, bytes) a label-values or series answer holds; past it the
+/// answer is cut and says so (`truncated`): over 100,000 series with 2,000-byte values, one
+/// label-values answer was 200 MB and took 1.16 GB to build.
+pub const MAX_ANSWER_LABEL_BYTES: usize = 16 << 20;
+
+/// What a stopped query's answer says (every query API words it the same way).
+pub fn stopped_message(s: spanprof_store::query_limit::Stopped) -> String {
+    format!(
+        "{s} (server.query_timeout): narrow the time range, the service or the label \
+         selector, or raise the setting"
+    )
+}
+
+/// A request the API could not answer: the status and a message naming what is wrong.
+#[derive(Debug)]
+pub struct ApiError {
+    /// 400 for a bad parameter, 404 for something unknown, 500 for a store failure.
+    pub status: StatusCode,
+    /// What is wrong, for people; a bad parameter is named first.
+    pub message: String,
+}
+
+impl ApiError {
+    /// 400 with `message`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    /// 400 for parameter `name` (as the client spelled it) with `value`: `name "value": reason`.
+    pub fn bad_param(name: &str, value: &str, reason: impl std::fmt::Display) -> Self {
+        Self::bad_request(format!("{name} {value:?}: {reason}"))
+    }
+
+    /// 404 with `message`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
+    /// 500 with `message`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            // Selectors are checked before the store sees them; this is a second line.
+            StoreError::Matcher(m) => ApiError::bad_request(format!("query: {m}")),
+            StoreError::Stopped(s) => ApiError {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: stopped_message(s),
+            },
+            other => {
+                tracing::warn!(error = %other, "query failed in the store");
+                ApiError::internal(format!("store: {other}"))
+            }
+        }
+    }
+}
+
+impl ApiError {
+    /// The answer for `go tool pprof`: the message as text, marked with `X-Go-Pprof`, which
+    /// is how pprof knows to show a failed fetch's body (otherwise it prints only the status).
+    pub fn for_go_pprof(self) -> Response {
+        (
+            self.status,
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("x-go-pprof", "1"),
+            ],
+            format!("{}\n", self.message),
+        )
+            .into_response()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = serde_json::json!({ "error": self.message }).to_string();
+        (self.status, [("content-type", "application/json")], body).into_response()
+    }
+}
+
+/// `{"names","levels","total","maxSelf"}` with numbers as JSON numbers.
+pub fn layout_json(tree: &FlameTree, max_nodes: usize) -> Value {
+    let layout = tree.to_pyroscope_layout(max_nodes);
+    json!({
+        "names": layout.names,
+        "levels": layout.levels,
+        "total": layout.total,
+        "maxSelf": layout.max_self,
+    })
+}
+
+/// The diff flame graph's layout (`flamegraph` of the answer).
+pub fn diff_layout_json(left: &FlameTree, right: &FlameTree, max_nodes: usize) -> Value {
+    let d = diff_layout(left, right, max_nodes);
+    json!({
+        "names": d.names,
+        "levels": d.levels,
+        "total": d.total,
+        "maxSelf": d.max_self,
+        "leftTicks": d.left_ticks,
+        "rightTicks": d.right_ticks,
+    })
+}
+
+/// Full type ids, comma-separated, for messages.
+pub fn type_list(types: &[ProfileTypeId]) -> String {
+    if types.is_empty() {
+        return "(none)".to_owned();
+    }
+    types
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The verdict of a span whose samples were found (`api::query::verdict`'s first word).
+pub const SAMPLED: &str = "sampled";
