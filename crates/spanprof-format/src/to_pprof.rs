@@ -174,6 +174,12 @@ struct PprofBuilder<'a> {
     functions: Vec<u64>,
     mappings: Vec<u64>,
     locations: Vec<u64>,
+    /// Link index → string indices of its span and trace id in hex (0: none), once made:
+    /// most samples carry a link, and hexing and interning its ids per sample cost two
+    /// allocations and two lookups each.
+    links: Vec<Option<(i64, i64)>>,
+    /// String indices of the span and trace id label keys, once interned.
+    id_keys: Option<(i64, i64)>,
     /// OTLP sample identity (stack, link, attributes) → index into `out.sample`.
     samples: HashMap<(i32, i32, Vec<i32>), usize>,
     /// Sample type (type, unit) strings in pprof order, fixed by the first group.
@@ -196,6 +202,8 @@ impl<'a> PprofBuilder<'a> {
             functions: vec![UNSET; d.function_table.len()],
             mappings: vec![UNSET; d.mapping_table.len()],
             locations: vec![UNSET; d.location_table.len()],
+            links: vec![None; d.link_table.len()],
+            id_keys: None,
             samples: HashMap::new(),
             types: Vec::new(),
             window: None,
@@ -392,15 +400,17 @@ impl<'a> PprofBuilder<'a> {
         // The link's ids, unless an attribute of the sample already says them (the id labels
         // kept when linking, `keep_link_attributes`): those come back as they were, under their
         // own key and in their own case, and the link adds no second label.
-        let (mut span, mut trace) = match link {
-            0 => (None, None),
+        let d = self.d;
+        let (mut span, mut trace, link_slot) = match link {
+            0 => (None, None, None),
             _ => {
-                let i = slot(link, self.d.link_table.len(), "link_table")
+                let i = slot(link, d.link_table.len(), "link_table")
                     .map_err(|e| e.field("link_index"))?;
-                let l = &self.d.link_table[i];
+                let l = &d.link_table[i];
                 (
                     Some(&l.span_id).filter(|id| !id.is_empty()),
                     Some(&l.trace_id).filter(|id| !id.is_empty()),
+                    Some(i),
                 )
             }
         };
@@ -439,18 +449,17 @@ impl<'a> PprofBuilder<'a> {
                 }
             });
         }
-        for (key, id) in [
-            (&self.opts.span_id_label, span),
-            (&self.opts.trace_id_label, trace),
-        ] {
-            if let Some(id) = id {
-                let (key, str) = (key.clone(), to_hex(id));
-                let (key, str) = (self.string(&key), self.string(&str));
-                label.push(pprof::Label {
-                    key,
-                    str,
-                    ..Default::default()
-                });
+        if let Some(i) = link_slot.filter(|_| span.is_some() || trace.is_some()) {
+            let (span_key, trace_key) = self.id_keys();
+            let (span_str, trace_str) = self.link_strings(i);
+            for (key, str, id) in [(span_key, span_str, span), (trace_key, trace_str, trace)] {
+                if id.is_some() {
+                    label.push(pprof::Label {
+                        key,
+                        str,
+                        ..Default::default()
+                    });
+                }
             }
         }
         Ok(pprof::Sample {
@@ -458,6 +467,38 @@ impl<'a> PprofBuilder<'a> {
             value: vec![0; width],
             label,
         })
+    }
+
+    /// The string indices of the span and trace id label keys.
+    fn id_keys(&mut self) -> (i64, i64) {
+        if let Some(keys) = self.id_keys {
+            return keys;
+        }
+        let opts = self.opts;
+        let keys = (
+            self.string(&opts.span_id_label),
+            self.string(&opts.trace_id_label),
+        );
+        self.id_keys = Some(keys);
+        keys
+    }
+
+    /// The string indices of link `i`'s span and trace id in hex (0 for an empty id).
+    fn link_strings(&mut self, i: usize) -> (i64, i64) {
+        if let Some(strings) = self.links[i] {
+            return strings;
+        }
+        let l = &self.d.link_table[i];
+        let mut hex = |id: &[u8]| {
+            if id.is_empty() {
+                0
+            } else {
+                self.string(&to_hex(id))
+            }
+        };
+        let strings = (hex(&l.span_id), hex(&l.trace_id));
+        self.links[i] = Some(strings);
+        strings
     }
 
     fn value_text(&self, v: Option<&any_value::Value>) -> Result<String, DictError> {

@@ -239,19 +239,18 @@ struct Sent {
 }
 
 /// Reads and combines `batch`, then sends it: one export in flight.
-async fn send(f: Arc<Forwarder>, batch: Vec<Pending>) -> Option<Sent> {
+async fn send(f: Arc<Forwarder>, metrics: Arc<Metrics>, batch: Vec<Pending>) -> Option<Sent> {
     let reader = Arc::clone(&f);
+    // Off the runtime threads: reading, merging and (push.v1) converting to pprof are CPU
+    // work, and the exports in flight do theirs in parallel.
     let (export, unconvertible) = tokio::task::spawn_blocking(move || {
-        let mut export = combine(&reader.queue, batch)?;
-        // push.v1 sends pprof per series: converted once here, not again on each retry.
-        let mut unconvertible = None;
-        if reader.cfg.protocol == ForwardProtocol::Push && export.signal == Signal::Profiles {
-            match push::push_request(&export.message, reader.cfg.gzip) {
-                Ok(request) => export.message = request.into(),
-                Err(e) => unconvertible = Some(e),
-            }
+        if reader.cfg.protocol == ForwardProtocol::Push && batch.first()?.signal == Signal::Profiles
+        {
+            // push.v1 sends pprof per series: converted once here, not again on each retry.
+            push_export(&reader, &metrics, batch)
+        } else {
+            combine(&reader.queue, batch).map(|export| (export, None))
         }
-        Some((export, unconvertible))
     })
     .await
     .expect("reading the forward queue panicked")?;
@@ -264,6 +263,43 @@ async fn send(f: Arc<Forwarder>, batch: Vec<Pending>) -> Option<Sent> {
         .export(export.signal, export.message.clone())
         .await;
     Some(Sent { export, outcome })
+}
+
+/// The push.v1 export of the profile records `batch`: each record converted to pprof on its
+/// own (see [`push::push_request_of`]). Records that do not convert are dropped here, counted
+/// as rejected; when none converts, the export is returned with why, to be dropped whole.
+fn push_export(
+    f: &Forwarder,
+    metrics: &Metrics,
+    batch: Vec<Pending>,
+) -> Option<(Combined, Option<String>)> {
+    let (read, bodies, _) = read_batch(&f.queue, &batch)?;
+    let converted = push::push_request_of(&bodies, f.cfg.gzip);
+    if converted.failed.len() == bodies.len() {
+        let reason = converted.failed.into_iter().next().map(|(_, e)| e);
+        let export = Combined {
+            signal: Signal::Profiles,
+            message: Bytes::new(),
+            records: read.len(),
+            taken: batch,
+        };
+        return Some((export, reason));
+    }
+    if let Some((_, first)) = converted.failed.first() {
+        let n = converted.failed.len();
+        tracing::error!(forwarder = %f.label, records = n, reason = %first, "queued profiles not convertible to a push.v1 request; dropped");
+        let dropped = &metrics.forward_dropped_records;
+        dropped.add(&[&f.label], DropReason::Rejected, n as f64);
+    }
+    Some((
+        Combined {
+            signal: Signal::Profiles,
+            message: converted.request.into(),
+            records: read.len() - converted.failed.len(),
+            taken: batch,
+        },
+        None,
+    ))
 }
 
 /// Sends again an export that failed.
@@ -324,7 +360,7 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
                 match f.due() {
                     Ok(batch) if batch.is_empty() => break,
                     Ok(batch) => {
-                        in_flight.spawn(send(Arc::clone(&f), batch));
+                        in_flight.spawn(send(Arc::clone(&f), Arc::clone(&metrics), batch));
                     }
                     Err(w) => {
                         wait = w;
@@ -427,28 +463,7 @@ struct Combined {
 /// dropped meanwhile; they are acknowledged).
 fn combine(queue: &DiskQueue, batch: Vec<Pending>) -> Option<Combined> {
     let signal = batch.first()?.signal;
-    // The records read (each with its body), and those gone.
-    let mut read = Vec::with_capacity(batch.len());
-    let mut bodies = Vec::with_capacity(batch.len());
-    let mut gone = Vec::new();
-    for p in &batch {
-        match queue.read(p) {
-            Ok(b) => {
-                read.push(*p);
-                bodies.push(b);
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "a queued record is gone (dropped from a full queue?)");
-                gone.push(*p);
-            }
-        }
-    }
-    if bodies.is_empty() {
-        if let Err(e) = queue.ack(&batch) {
-            tracing::error!(error = %e, "writing the forward cursor failed");
-        }
-        return None;
-    }
+    let (read, mut bodies, mut gone) = read_batch(queue, &batch)?;
     let records = bodies.len();
     let message: Bytes = match signal {
         Signal::Traces => bodies.concat().into(),
@@ -482,6 +497,35 @@ fn combine(queue: &DiskQueue, batch: Vec<Pending>) -> Option<Combined> {
         records,
         taken: batch,
     })
+}
+
+/// The records of `batch` that can still be read, with their bodies, and those gone
+/// (dropped from a full queue meanwhile); `None` (and `batch` acknowledged) when none can be.
+type ReadBatch = (Vec<Pending>, Vec<Vec<u8>>, Vec<Pending>);
+
+fn read_batch(queue: &DiskQueue, batch: &[Pending]) -> Option<ReadBatch> {
+    let mut read = Vec::with_capacity(batch.len());
+    let mut bodies = Vec::with_capacity(batch.len());
+    let mut gone = Vec::new();
+    for p in batch {
+        match queue.read(p) {
+            Ok(b) => {
+                read.push(*p);
+                bodies.push(b);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a queued record is gone (dropped from a full queue?)");
+                gone.push(*p);
+            }
+        }
+    }
+    if bodies.is_empty() {
+        if let Err(e) = queue.ack(batch) {
+            tracing::error!(error = %e, "writing the forward cursor failed");
+        }
+        return None;
+    }
+    Some((read, bodies, gone))
 }
 
 fn merge_profiles(bodies: &[Vec<u8>]) -> Result<Vec<u8>, String> {
