@@ -4,9 +4,11 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
+use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::diff::diff_layout;
+use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::StoreError;
 use spanprof_store::FlameTree;
 
@@ -146,3 +148,45 @@ pub fn type_list(types: &[ProfileTypeId]) -> String {
 
 /// The verdict of a span whose samples were found (`api::query::verdict`'s first word).
 pub const SAMPLED: &str = "sampled";
+
+/// A span's own fields as the span and trace views answer them (ids, names, status, times,
+/// attributes, resource and events); the figures of its samples are the caller's to add.
+pub fn span_fields(span: &SpanRecord) -> Map<String, Value> {
+    let object = |pairs: &[(String, String)]| -> Map<String, Value> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect()
+    };
+    let v = json!({
+        "trace_id": to_hex(&span.trace_id),
+        "span_id": to_hex(&span.span_id),
+        "parent_span_id": span.parent_span_id.map(|p| to_hex(&p)),
+        "service": span.service,
+        "name": span.name,
+        "kind": span.kind,
+        "status_code": span.status_code,
+        "status_message": span.status_message,
+        "start_ns": span.start_ns.to_string(),
+        "duration_ns": span.duration_ns(),
+        "attributes": object(&span.attributes),
+        "resource": object(&span.resource),
+        "events": span.events.iter().map(|e| json!({
+            "time_ns": e.time_ns.to_string(),
+            "name": e.name,
+            "attributes": object(&e.attributes),
+        })).collect::<Vec<_>>(),
+    });
+    let Value::Object(map) = v else {
+        unreachable!("json! of an object")
+    };
+    map
+}
+
+/// `map` with the fields of `more` (a JSON object) added.
+pub fn with_fields(mut map: Map<String, Value>, more: Value) -> Map<String, Value> {
+    if let Value::Object(more) = more {
+        map.extend(more);
+    }
+    map
+}

@@ -124,46 +124,22 @@ async fn part_totals(
 
 /// A span as the embedded views show it, with `total` its own samples' value.
 fn span_json(span: &SpanRecord, t: Option<&ProfileTypeId>, total: u64) -> Map<String, Value> {
-    let object = |pairs: &[(String, String)]| -> Map<String, Value> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect()
-    };
-    let v = json!({
-        "trace_id": to_hex(&span.trace_id),
-        "span_id": to_hex(&span.span_id),
-        "parent_span_id": span.parent_span_id.map(|p| to_hex(&p)),
-        "service": span.service,
-        "name": span.name,
-        "kind": span.kind,
-        "status_code": span.status_code,
-        "status_message": span.status_message,
-        "start_ns": span.start_ns.to_string(),
-        "duration_ns": span.duration_ns(),
-        "self_ns": null,
-        "profile_type": t.map(ToString::to_string),
-        "unit": t.map(|t| t.sample_unit.as_str()),
-        "total": total,
-        "samples": null,
-        "possible_samples": null,
-        "covered_ns": null,
-        "period": null,
-        "has_samples": total > 0,
-        "coverage": if total > 0 { SAMPLED } else { REMOTE_NO_SAMPLES },
-        "sampled_ancestor": null,
-        "attributes": object(&span.attributes),
-        "resource": object(&span.resource),
-        "events": span.events.iter().map(|e| json!({
-            "time_ns": e.time_ns.to_string(),
-            "name": e.name,
-            "attributes": object(&e.attributes),
-        })).collect::<Vec<_>>(),
-    });
-    match v {
-        Value::Object(map) => map,
-        _ => unreachable!("json! of an object"),
-    }
+    crate::answer::with_fields(
+        crate::answer::span_fields(span),
+        json!({
+            "self_ns": null,
+            "profile_type": t.map(ToString::to_string),
+            "unit": t.map(|t| t.sample_unit.as_str()),
+            "total": total,
+            "samples": null,
+            "possible_samples": null,
+            "covered_ns": null,
+            "period": null,
+            "has_samples": total > 0,
+            "coverage": if total > 0 { SAMPLED } else { REMOTE_NO_SAMPLES },
+            "sampled_ancestor": null,
+        }),
+    )
 }
 
 /// The profile type a view's totals are in: `type`, else the preferred one Pyroscope has.

@@ -148,45 +148,22 @@ impl CoverageOf {
         span: &SpanRecord,
         c: &Coverage,
     ) -> Result<Map<String, Value>, ApiError> {
-        let object = |pairs: &[(String, String)]| -> Map<String, Value> {
-            pairs
-                .iter()
-                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                .collect()
-        };
-        let v = json!({
-            "trace_id": to_hex(&span.trace_id),
-            "span_id": to_hex(&span.span_id),
-            "parent_span_id": span.parent_span_id.map(|p| to_hex(&p)),
-            "service": span.service,
-            "name": span.name,
-            "kind": span.kind,
-            "status_code": span.status_code,
-            "status_message": span.status_message,
-            "start_ns": span.start_ns.to_string(),
-            "duration_ns": span.duration_ns(),
-            "self_ns": c.self_ns,
-            "profile_type": c.profile_type.as_ref().map(ToString::to_string),
-            "unit": c.profile_type.as_ref().map(|t| t.sample_unit.as_str()),
-            "total": c.value,
-            "samples": c.samples,
-            "possible_samples": c.possible_samples,
-            "covered_ns": c.covered_ns,
-            "period": c.period,
-            "has_samples": store.has_samples(&span.span_id)?,
-            "coverage": verdict(c, ended_lately(span)),
-            "sampled_ancestor": null,
-            "attributes": object(&span.attributes),
-            "resource": object(&span.resource),
-            "events": span.events.iter().map(|e| json!({
-                "time_ns": e.time_ns.to_string(),
-                "name": e.name,
-                "attributes": object(&e.attributes),
-            })).collect::<Vec<_>>(),
-        });
-        let Value::Object(mut map) = v else {
-            unreachable!("json! of an object")
-        };
+        let mut map = crate::answer::with_fields(
+            crate::answer::span_fields(span),
+            json!({
+                "self_ns": c.self_ns,
+                "profile_type": c.profile_type.as_ref().map(ToString::to_string),
+                "unit": c.profile_type.as_ref().map(|t| t.sample_unit.as_str()),
+                "total": c.value,
+                "samples": c.samples,
+                "possible_samples": c.possible_samples,
+                "covered_ns": c.covered_ns,
+                "period": c.period,
+                "has_samples": store.has_samples(&span.span_id)?,
+                "coverage": verdict(c, ended_lately(span)),
+                "sampled_ancestor": null,
+            }),
+        );
         if c.value == 0 && !self.unlinked_keys.is_empty() {
             if let Some(key) = self.unlinked_key(store, span)? {
                 map.insert("coverage".into(), UNLINKED_LABEL.into());
