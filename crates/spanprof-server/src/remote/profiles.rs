@@ -36,17 +36,27 @@ pub fn immutable(sel: &Selection) -> bool {
 }
 
 impl Remote {
+    /// `querier.v1` method `path` with `req`, its answer decoded (cached when the selection's
+    /// range is settled: [`immutable`]).
+    async fn querier<A: Message + Default>(
+        &self,
+        path: &str,
+        req: &impl Message,
+        sel: &Selection,
+    ) -> Result<A, RemoteError> {
+        let bytes = self
+            .client
+            .connect_call(path, req.encode_to_vec(), immutable(sel))
+            .await?;
+        A::decode(bytes).map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))
+    }
+
     /// `ProfileTypes` over the selection's range: the full type ids Pyroscope has.
     pub async fn profile_types(&self, sel: &Selection) -> Result<Vec<ProfileTypeId>, RemoteError> {
         let (start, end) = range_ms(sel);
         let req = q::ProfileTypesRequest { start, end };
         let path = "ProfileTypes";
-        let bytes = self
-            .client
-            .connect_call(path, req.encode_to_vec(), immutable(sel))
-            .await?;
-        let answer = q::ProfileTypesResponse::decode(bytes)
-            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
+        let answer: q::ProfileTypesResponse = self.querier(path, &req, sel).await?;
         if answer.profile_types.len() > MAX_TYPES {
             return Err(RemoteError::too_many(
                 Peer::Pyroscope,
@@ -98,12 +108,7 @@ impl Remote {
         let (start, end) = range_ms(sel);
         let req = stacktraces_request(sel, profile_type, span_ids, (start, end));
         let path = "SelectMergeStacktraces";
-        let bytes = self
-            .client
-            .connect_call(path, req.encode_to_vec(), immutable(sel))
-            .await?;
-        let answer = q::SelectMergeStacktracesResponse::decode(bytes)
-            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
+        let answer: q::SelectMergeStacktracesResponse = self.querier(path, &req, sel).await?;
         Ok(answer.pprof.and_then(|p| p.profile).unwrap_or_default())
     }
 
@@ -159,12 +164,7 @@ impl Remote {
             end,
         };
         let path = "Series";
-        let bytes = self
-            .client
-            .connect_call(path, req.encode_to_vec(), immutable(sel))
-            .await?;
-        let answer = q::SeriesResponse::decode(bytes)
-            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
+        let answer: q::SeriesResponse = self.querier(path, &req, sel).await?;
         Ok(answer
             .labels_set
             .into_iter()
@@ -291,12 +291,7 @@ impl Remote {
         req.format = q::ProfileFormat::Flamegraph as i32;
         req.max_nodes = Some(1);
         let path = "SelectMergeStacktraces";
-        let bytes = self
-            .client
-            .connect_call(path, req.encode_to_vec(), immutable(sel))
-            .await?;
-        let answer = q::SelectMergeStacktracesResponse::decode(bytes)
-            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))?;
+        let answer: q::SelectMergeStacktracesResponse = self.querier(path, &req, sel).await?;
         let total = answer.flamegraph.map_or(0, |f| f.total);
         u64::try_from(total).map_err(|_| {
             RemoteError::malformed(Peer::Pyroscope, path, format!("a negative total {total}"))
