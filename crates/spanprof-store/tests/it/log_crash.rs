@@ -110,7 +110,8 @@ fn log_keeps_acknowledged_records_through_sigkill() {
         if rng.below(5) == 0 {
             // Kill it while it opens and recovers the log, or just after.
             early_kills += 1;
-            thread::sleep(Duration::from_micros(rng.below(20_000)));
+            // A random kill point, not a wait for anything: parking ends it early at worst.
+            thread::park_timeout(Duration::from_micros(rng.below(20_000)));
         } else {
             let want = 1 + rng.below(30) as usize;
             let deadline = Instant::now() + Duration::from_secs(10);
@@ -131,7 +132,7 @@ fn log_keeps_acknowledged_records_through_sigkill() {
                     stderr.join().unwrap()
                 );
             }
-            thread::sleep(Duration::from_micros(rng.below(4_000)));
+            thread::park_timeout(Duration::from_micros(rng.below(4_000)));
         }
         child.kill().unwrap();
         let status = child.wait().unwrap();
