@@ -147,6 +147,10 @@ class Check:
 
     def open(self, base, hash_):
         self.d.get(f"{base}/{hash_}")
+        # Within the same page only the hash changes: get() returns before the app's hashchange
+        # handler runs, and the last view (its rows, its flame graph) would still be read.
+        self.wait(f"the page to show {hash_}", lambda: self.d.execute_script(
+            "return document.documentElement.dataset.rendered === location.hash;"))
 
     def flame_loaded(self):
         return self.d.execute_script(

@@ -65,7 +65,10 @@ async function render() {
     try {
       View = await VIEWS[name]();
     } catch (e) {
-      if (ticket === renders) replace(root, notice("error", "The view could not be loaded", e.message));
+      if (ticket === renders) {
+        replace(root, notice("error", "The view could not be loaded", e.message));
+        rendered();
+      }
       return;
     }
     if (ticket !== renders) return;
@@ -76,6 +79,17 @@ async function render() {
   // The view's name in the title (tabs, history); a view may name more of what it shows.
   document.title = `${TITLES[name]}${name === "trace" && params.trace ? ` ${params.trace.slice(0, 8)}…` : ""} · spanprof`;
   current.view.update(params);
+  rendered();
+}
+
+/**
+ * Marks the hash the current view has been given. A navigation that changes only the hash
+ * returns before `hashchange` runs, so a reader (the browser tests) waits for this mark before
+ * reading the page. From here the Traces list and the trace view show "Searching…" or
+ * "Loading…"; Explore and Compare keep their last graph until the new answer replaces it.
+ */
+function rendered() {
+  document.documentElement.dataset.rendered = location.hash;
 }
 
 /**
