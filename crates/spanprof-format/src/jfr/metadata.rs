@@ -79,6 +79,11 @@ impl Metadata {
         self.by_name.get(name).and_then(|id| self.classes.get(id))
     }
 
+    /// The type id of `java.lang.String`, which string fields refer to by pool key.
+    pub fn string_type(&self) -> Option<i64> {
+        self.by_name("java.lang.String").map(|c| c.id)
+    }
+
     /// Reads the metadata event at the cursor (its size and type id first).
     // Long: checks the event's header, then reads its string table and element tree in one pass over the cursor.
     #[allow(clippy::too_many_lines)]

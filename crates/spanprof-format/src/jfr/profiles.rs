@@ -9,7 +9,7 @@ use hashbrown::HashMap;
 
 use super::chunk::{chunk_offsets, Chunk};
 use super::labels::LabelsSnapshot;
-use super::metadata::{Class, Kind, Metadata};
+use super::metadata::{Class, Kind};
 use super::pool::{Value, ValueReader};
 use super::stacks::{resolve_text, Stacks};
 use super::JfrError;
@@ -279,7 +279,7 @@ impl Settings {
             .metadata
             .by_name("jdk.NativeMethodSample")
             .map(|c| c.id);
-        let strings = string_type(&chunk.metadata);
+        let strings = chunk.metadata.string_type();
         let mut values =
             ValueReader::new(&chunk.metadata, chunk.header.size.saturating_mul(2) + 1024);
         let mut fields = Vec::new();
@@ -336,10 +336,6 @@ fn parse_period_ns(text: &str) -> Option<i64> {
         _ => return None,
     };
     n.checked_mul(per)
-}
-
-pub(super) fn string_type(m: &Metadata) -> Option<i64> {
-    m.by_name("java.lang.String").map(|c| c.id)
 }
 
 /// Where the fields an event rule needs are in its type.
@@ -504,7 +500,7 @@ impl<'l> Builder<'l> {
         let mut stacks = Stacks::new(chunk)?;
         let mut values = ValueReader::new(m, chunk.header.size.saturating_mul(2) + 1024);
         let mut fields: Vec<Value<'_>> = Vec::new();
-        let strings = string_type(m);
+        let strings = m.string_type();
         for &(pos, end, t) in &chunk.events {
             let Some(plan) = plans.get(&t) else { continue };
             let mut c = chunk.cursor(pos, end)?;
@@ -622,7 +618,7 @@ impl<'l> Builder<'l> {
             return Ok(());
         }
         let location_id = stacks
-            .resolve(chunk, key.1, self)
+            .resolve(chunk, key.1, |name, line| self.location(name, line))
             .map_err(|e| JfrError::at(chunk.at + pos, format!("{} event: {e}", plan.class.name)))?;
         let label = self.labels_for(key.2, key.3, key.4);
         let samples = self.kinds.get_mut(&kind).expect("inserted above");

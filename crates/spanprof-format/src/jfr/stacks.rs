@@ -7,7 +7,6 @@ use hashbrown::HashMap;
 use super::chunk::Chunk;
 use super::metadata::{Class, Kind};
 use super::pool::{Pools, Value};
-use super::profiles::{string_type, Builder};
 use super::JfrError;
 
 /// The text of a string field or of a reference to a string-like constant (a symbol).
@@ -96,17 +95,18 @@ impl Stacks {
             method_class,
             method_name,
             class_name,
-            strings: string_type(m),
+            strings: m.string_type(),
             methods: HashMap::new(),
         })
     }
 
-    /// The location ids of stack trace `key`, leaf first.
+    /// The location ids of stack trace `key`, leaf first; `location` gives the id of a frame
+    /// (its name and line) in the profile being built.
     pub(super) fn resolve(
         &mut self,
         chunk: &Chunk<'_>,
         key: i64,
-        b: &mut Builder<'_>,
+        mut location: impl FnMut(&str, i64) -> u64,
     ) -> Result<Vec<u64>, String> {
         let frames = chunk
             .pools
@@ -119,7 +119,7 @@ impl Stacks {
                 continue;
             }
             let name = self.frame_name(chunk, method)?;
-            let id = b.location(&name, line);
+            let id = location(&name, line);
             self.methods.insert((method, line), id);
             out.push(id);
         }
