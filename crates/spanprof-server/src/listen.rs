@@ -111,7 +111,7 @@ pub async fn serve_with(
         };
         // Finished connections' tasks, so the set holds only live ones.
         while connections.try_join_next().is_some() {}
-        keep_alive(&stream);
+        tune(&stream);
         let connection = Connection {
             builder: builder.clone(),
             service: service.clone(),
@@ -259,13 +259,18 @@ impl Activity {
 const KEEPALIVE_IDLE: Duration = Duration::from_secs(60);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 
-/// Turns on TCP keepalive probes for `stream` (see [`KEEPALIVE_IDLE`]).
-fn keep_alive(stream: &TcpStream) {
+/// Turns on TCP keepalive probes for `stream` (see [`KEEPALIVE_IDLE`]), and sends small
+/// writes at once: with Nagle's algorithm, an answer written in several pieces (a streamed
+/// body, an HTTP/2 frame after its headers) waited up to 40 ms for a delayed ACK.
+fn tune(stream: &TcpStream) {
     let probes = socket2::TcpKeepalive::new()
         .with_time(KEEPALIVE_IDLE)
         .with_interval(KEEPALIVE_INTERVAL);
     if let Err(e) = socket2::SockRef::from(stream).set_tcp_keepalive(&probes) {
         tracing::debug!(error = %e, "cannot turn on TCP keepalive");
+    }
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "cannot turn on TCP_NODELAY");
     }
 }
 
@@ -445,7 +450,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn accepted_connections_probe_their_peer() {
+    async fn accepted_connections_probe_their_peer_and_send_at_once() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let client = TcpStream::connect(listener.local_addr().unwrap());
         let ((accepted, _), _client) =
@@ -454,8 +459,10 @@ mod tests {
             });
         let sock = socket2::SockRef::from(&accepted);
         assert!(!sock.keepalive().unwrap());
-        keep_alive(&accepted);
+        assert!(!accepted.nodelay().unwrap());
+        tune(&accepted);
         assert!(sock.keepalive().unwrap());
+        assert!(accepted.nodelay().unwrap());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
