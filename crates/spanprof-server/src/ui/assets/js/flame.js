@@ -72,6 +72,7 @@ const PALETTES = {
     less: (t) => `hsl(130, 60%, ${85 - 40 * t}%)`,
     match: "hsl(290, 70%, 60%)",
     unmatched: "hsl(0, 0%, 86%)",
+    ring: "hsl(220, 90%, 40%)",
   },
   dark: {
     background: "#1f1f25",
@@ -83,6 +84,7 @@ const PALETTES = {
     less: (t) => `hsl(135, 50%, ${22 + 10 * t}%)`,
     match: "hsl(290, 70%, 60%)",
     unmatched: "hsl(240, 5%, 26%)",
+    ring: "hsl(210, 100%, 72%)",
   },
 };
 
@@ -318,9 +320,10 @@ export class FlameGraph {
     });
     ctx.globalAlpha = 1;
     if (selRect) {
-      // The keyboard's frame: a ring that reads on every fill colour.
+      // The keyboard's frame: a ring of the theme's (dark blue on the light one's pale
+      // frames, light blue on the dark one's dark frames).
       ctx.lineWidth = 2;
-      ctx.strokeStyle = "hsl(220, 90%, 40%)";
+      ctx.strokeStyle = palette().ring;
       ctx.strokeRect(selRect.x + 1, selRect.y + 1, Math.max(selRect.w - 2, 1), ROW - 3);
     }
   }
