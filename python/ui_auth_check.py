@@ -54,7 +54,20 @@ def run(c, args):
         got = status_of(c, path)
         assert got == 401, f"{path} without a token: {got}"
     c.shot("sign-in")
-    step("without a token: the sign-in form, and every read is 401")
+    # The form at both widths in both themes: nothing overflows sideways.
+    for theme in ("light", "dark"):
+        c.d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                            {"features": [{"name": "prefers-color-scheme", "value": theme}]})
+        for width in (1400, 900):
+            c.d.set_window_size(width + 16, 1000)
+            c.wait(f"the page at {width} px", lambda: width <= c.d.execute_script("return innerWidth;") <= width + 16)
+            o = c.d.execute_script("const d = document.documentElement; return [d.scrollWidth, d.clientWidth];")
+            assert o[0] <= o[1], f"the sign-in form overflows at {width} px in the {theme} theme: {o}"
+            c.shot(f"sign-in-{width}-{theme}")
+    c.d.execute_cdp_cmd("Emulation.setEmulatedMedia",
+                        {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
+    c.d.set_window_size(1500, 1000)
+    step("without a token: the sign-in form (both widths, both themes), and every read is 401")
 
     sign_in(c, "not-the-token")
     c.wait("the refusal", lambda: "refused the token" in c.text())

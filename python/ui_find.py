@@ -6,6 +6,7 @@ points walked with the arrow keys and opened with Enter, a regex, the trace list
 horizontal overflow and without placeholders cut short."""
 
 import json
+import re
 import urllib.parse
 import urllib.request
 
@@ -133,7 +134,12 @@ def by_mouse_at_1400(c, base, step):
         .move_by_offset(int(box["width"] * 0.1), 0).move_by_offset(int(box["width"] * 0.1), 0).release().perform()
     c.wait("from and to in the URL", lambda: hash_params(d).get("from") and hash_params(d).get("to"))
     f, t = hash_params(d)["from"][0], hash_params(d)["to"][0]
-    assert f.endswith("Z") and "T" in f, f"the brush wrote {f}, not a readable time"
+    # RFC 3339 in the browser's time zone (or Z), whole seconds: readable, and the API reads it.
+    for v in (f, t):
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)", v), \
+            f"the brush wrote {v}, not a readable time"
+    assert d.execute_script("return [...document.querySelectorAll('input[name=from], input[name=to]')]"
+                            ".every(e => !e.offsetParent || e.scrollWidth <= e.clientWidth);"), "a time box cuts its value"
     brushed = api(base, "spans", service="goapp", limit=1, **{"from": f, "to": t})["count"]
     assert 0 < brushed < total, (brushed, total)
     c.wait("the brushed count", lambda: c.shown(".match-count")

@@ -436,6 +436,27 @@ def run(c, args):
     c.open(args.base, "#/compare?" + urllib.parse.urlencode({"mode": "slow", "service": "goapp",
                                                              "span_name": "GET /cpu-heavy"}))
     c.wait("compare in the dark", lambda: c.flame_loaded() and c.shown(".diff-table tbody tr"))
+    # The diff's frames are dark with light labels on the dark page (as pale frames with dark
+    # labels are on the light one): every frame's fill, and the canvas's pixels of the root
+    # (unchanged: neutral) and of the widest changed frame.
+    d.execute_script("document.activeElement.blur();")
+    drawn = d.execute_script(
+        "const fg = document.querySelector('canvas.flame').flameGraph; const out = [];"
+        "fg.eachFrame(fg.root.clientWidth, fg.charWidth, (f) => out.push([f.level, f.node.name, f.fill, f.x, f.w, f.ink]));"
+        "return out;")
+    for level, name, fill, _x, _w, ink in drawn:
+        light = float(re.findall(r"[\d.]+", fill)[2])
+        assert light <= 45, f"{name}: {fill} is a pale frame on the dark page"
+        assert sum(int(ink[i:i + 2], 16) for i in (1, 3, 5)) > 600, f"{name}: label ink {ink}"
+    changed = max((f for f in drawn if f[2] != drawn[0][2]), key=lambda f: f[4])
+    for level, name, fill, x, _w, _ink in [drawn[0], changed]:
+        px = d.execute_script(
+            "const c = document.querySelector('canvas.flame'); const r = devicePixelRatio;"
+            "return [...c.getContext('2d').getImageData(Math.round((arguments[0] + 1) * r), Math.round((arguments[1] * 18 + 2) * r), 1, 1).data];",
+            x, level)
+        want = hsl_rgb(fill)
+        assert all(abs(a - b) <= 3 for a, b in zip(px[:3], want)), (name, px, want, fill)
+    step(f"dark compare: {len(drawn)} frames dark with light labels ({drawn[0][2]}, {changed[1]} {changed[2]})")
     c.shot("dark-compare")
     no_console_errors(c, "the dark theme")
 

@@ -90,7 +90,24 @@ def views(args):
         ("trace", trace, "canvas.flame"),
         ("sandwich", f"{trace}&fn=main.countPrimes", "canvas.callees"),
         ("explore", "#/explore?service=goapp", "canvas.timeline"),
-        ("compare", "#/compare?mode=slow&service=goapp&span_name=GET+%2Fcpu-heavy", "canvas.flame"),
+        ("compare", "#/compare?mode=slow&service=goapp&span_name=GET+%2Fcpu-heavy", ".diff-table tbody tr"),
+    ]
+
+
+def more_views(args):
+    """Views shot at both widths in both themes and checked for overflow, not Tab-walked:
+    (name, hash, ready selector, a script run before the shot or None)."""
+    trace = f"#/trace?trace={args.trace}&span={args.span}"
+    below = "document.querySelector(arguments[0]).scrollIntoView({block: 'start'});"
+    return [
+        ("focus-during", f"{trace}&focus=during", "canvas.flame", None),
+        ("bottom-up", f"{trace}&inverted=1", "canvas.flame", None),
+        ("table-only", f"{trace}&show=table", ".top-box table.top tbody tr", None),
+        ("compare-table", "#/compare?mode=slow&service=goapp&span_name=GET+%2Fcpu-heavy",
+         ".diff-table tbody tr", (below, ".diff-search")),
+        ("empty-search", "#/traces?service=goapp&name=no-such-span", ".notice.empty", None),
+        ("empty-trace", "#/trace?trace=00000000000000000000000000000bad", ".notice.empty", None),
+        ("empty-compare", "#/compare", ".notice", None),
     ]
 
 
@@ -108,11 +125,16 @@ def no_overflow(c, name, width):
 
 
 def tab_walk(c, name):
-    """Tabs from the top of the page until the focus comes back round; every control shown
-    must have had the focus, each with a focus ring."""
+    """Tabs from the top of the page until every control shown has had the focus (or the
+    focus comes back round), each with a focus ring."""
     controls = c.d.execute_script(LIST_CONTROLS, CONTROLS)
     assert controls, f"{name}: no control"
-    c.d.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);")
+    # The walk starts at the page's top: a blur alone leaves Tab's starting point at the element
+    # blurred (the walk then began mid-page, and missed the header when the focus did not come
+    # back round from past the last control); focusing the body moves it to the top.
+    c.d.execute_script("document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0);"
+                       "document.body.tabIndex = -1; document.body.focus(); document.body.removeAttribute('tabindex');")
+    want = {x["id"] for x in controls}
     reached, ringless = set(), []
     first = None
     for _ in range(len(controls) * 2 + 20):
@@ -128,6 +150,8 @@ def tab_walk(c, name):
             reached.add(f["id"])
         if not f["ring"]:
             ringless.append(f["what"])
+        if want <= reached:
+            break
     missed = [x["what"] for x in controls if x["id"] not in reached]
     assert not missed, f"{name}: Tab never reached {missed}"
     assert not ringless, f"{name}: no visible focus ring on {ringless}"
@@ -159,6 +183,12 @@ def run(c, args):
                 c.shot(f"{name}-{width}" + ("-dark" if theme == "dark" else ""))
                 if width == 900 and theme == "light":
                     tab_walk(c, name)
+            for name, hash_, ready, before in more_views(args):
+                open_view(c, args, name, hash_, ready)
+                no_overflow(c, name, width)
+                if before:
+                    d.execute_script(*before)
+                c.shot(f"{name}-{width}" + ("-dark" if theme == "dark" else ""))
             step(f"no view overflows at {width} px in the {theme} theme")
     d.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "light"}]})
 

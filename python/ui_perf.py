@@ -14,7 +14,8 @@ Run by bench/ui-perf.sh against a `spanprof serve --demo` it has just started (c
    /span-points answer's time, the chart's render (sync JS and to the next frame), and a
    hover across it every animation frame, as for the flame graphs;
 5. a sandwich view of a 10,000-node profile, and 6. the waterfall of a 5,000-span trace
-   (python/ui_perf_views.py).
+   (python/ui_perf_views.py); the waterfall is measured right after the page load, as in a
+   --page-load-only (peer) run, so that both scroll the same trace in the same state.
 
 Prints one JSON object with every figure (and the targets) on stdout.
 """
@@ -295,9 +296,12 @@ def measure(d, args, out):
         "long_tasks": d.execute_script("return window.__longTasks || [];"),
     })
     log(f"page load: {out['page_load']}")
+    # The waterfall of a 5,000-span trace (python/ui_perf_views.py) next, in both this build's
+    # and the peer's run (bench/ui-perf.sh --peer), on the same trace in the same state: a
+    # fresh page after the page load. (After the rest, this build's scrolling met a browser
+    # holding 100,000 chart spans that the peer's never did.)
+    ui_perf_views.waterfall(d, args.base, random.Random(7), min(args.renders, 10), args.hover_seconds, out, log)
     if args.page_load_only:
-        # The peer's run (bench/ui-perf.sh --peer): its page load and its waterfall.
-        ui_perf_views.waterfall(d, args.base, random.Random(7), min(args.renders, 10), args.hover_seconds, out, log)
         return out
 
     # 2. and 3. per shape: render a 10,000-node flame graph, then hover over it.
@@ -360,10 +364,8 @@ def measure(d, args, out):
     }
     log(f"chart hover: {out['chart_hover']}")
 
-    # 5. and 6. (python/ui_perf_views.py): the sandwich of a 10,000-node profile, the
-    # waterfall of a 5,000-span trace.
+    # 5. (python/ui_perf_views.py): the sandwich of a 10,000-node profile.
     ui_perf_views.sandwich(d, args.base, ingest, wide_stacks, rng, args.renders, out, log)
-    ui_perf_views.waterfall(d, args.base, rng, min(args.renders, 10), args.hover_seconds, out, log)
     return out
 
 

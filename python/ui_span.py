@@ -170,9 +170,10 @@ return {left: n.left - l.left, width: l.width, text: arguments[0].textContent};"
     assert "↳39" in row.text, row.text
     # Scrolling draws the rows that come into view.
     d.execute_script("document.querySelector('.wf-viewport').scrollTop = 60000;")
-    c.wait("rows far down", lambda: any(int(r.get_attribute("data-depth") or 0) >= 0 and
-                                         r.location["y"] > 0 for r in c.css(".wf-row")) and
-           d.execute_script("return [...document.querySelectorAll('.wf-row')].some(r => parseInt(r.style.top) >= 59000);"))
+    # (Rows are placed by a transform: their place is read from their box, in one script.)
+    c.wait("rows far down", lambda: d.execute_script(
+        "const sp = document.querySelector('.wf-spacer').getBoundingClientRect().top;"
+        "return [...document.querySelectorAll('.wf-row')].some(r => r.getBoundingClientRect().top - sp >= 59000);"))
     c.shot("big-trace-5000")
     # Stacked at 900 px, the split's resizer moves by keyboard, the flame graph below it.
     d.set_window_size(900, 1000)

@@ -148,8 +148,9 @@ export class CompareView {
       this.sides = { left: r.left, right: r.right };
       replace(this.legend, "left: ", el("strong", { class: "side-left" }, r.left), " ", units.value(leftTicks, this.unit),
         " · right: ", el("strong", { class: "side-right" }, r.right), " ", units.value(rightTicks, this.unit), " · ",
-        el("span", { class: "swatch more" }), ` larger share in ${r.right}  `,
-        el("span", { class: "swatch less" }), ` smaller share in ${r.right}`);
+        // A swatch stays on the line of its words when the legend wraps (900 px).
+        el("span", { class: "legend-key" }, el("span", { class: "swatch more" }), ` larger share in ${r.right}`), " ",
+        el("span", { class: "legend-key" }, el("span", { class: "swatch less" }), ` smaller share in ${r.right}`));
       this.flameBox.hidden = false;
       this.tableBox.hidden = false;
       this.flame.setSides(this.sides);

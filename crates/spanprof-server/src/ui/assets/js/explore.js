@@ -30,7 +30,9 @@ export class ExploreView {
   async update(params) {
     const range = timeRange(params);
     const labels = el("input", { name: "query", value: params.query || "", size: 28,
-      placeholder: 'labels: {region="eu", pod=~"api-.*"}', "aria-label": "label filter" });
+      // A placeholder the box shows whole at both widths; the title has the longer example.
+      placeholder: 'labels: {region="eu"}', title: 'a label selector, e.g. {region="eu", pod=~"api-.*"}',
+      "aria-label": "label filter" });
     const spanName = el("input", { name: "span_name", value: params.span_name || "", size: 18,
       placeholder: "span name (optional)", "aria-label": "span name" });
     replace(this.form, el("label", {}, "Service ", this.service), el("label", {}, "Type ", this.type),

@@ -55,20 +55,56 @@ export function packageColour(name) {
   return `hsl(${hue}, 80%, ${light}%)`;
 }
 
-/** A diff frame's colour: red for a larger share on the right, green for a smaller one. */
-export function diffColour(leftShare, rightShare) {
+/**
+ * The flame graph's colours in the page's theme. Light: pale frames, dark ink. Dark: the
+ * neutral and diff frames turn dark with light ink (a pale grey graph glared on the dark page);
+ * package colours stay warm and bright with dark ink in both, as the classic flame graph.
+ * `more(t)`/`less(t)`: a diff frame whose share grew/shrank by `t` (0..1 of its larger share).
+ */
+const PALETTES = {
+  light: {
+    background: "#ffffff",
+    title: "#111",
+    ink: "#111",
+    paleInk: "#111",
+    same: "hsl(0, 0%, 82%)",
+    more: (t) => `hsl(0, 85%, ${85 - 40 * t}%)`,
+    less: (t) => `hsl(130, 60%, ${85 - 40 * t}%)`,
+    match: "hsl(290, 70%, 60%)",
+    unmatched: "hsl(0, 0%, 86%)",
+    ring: "hsl(220, 90%, 40%)",
+  },
+  dark: {
+    background: "#1f1f25",
+    title: "#e6e6ea",
+    ink: "#111",
+    paleInk: "#ececf0",
+    same: "hsl(240, 6%, 30%)",
+    more: (t) => `hsl(0, 62%, ${30 + 14 * t}%)`,
+    less: (t) => `hsl(135, 50%, ${22 + 10 * t}%)`,
+    match: "hsl(290, 70%, 60%)",
+    unmatched: "hsl(240, 5%, 26%)",
+    ring: "hsl(210, 100%, 72%)",
+  },
+};
+
+/** The palette of the page's theme: light, or dark when the system asks for it. */
+export function palette() {
+  return window.matchMedia("(prefers-color-scheme: dark)").matches ? PALETTES.dark : PALETTES.light;
+}
+
+/**
+ * A diff frame's colour in palette `p`: red for a larger share on the right, green for a
+ * smaller one, the neutral grey under a 2 % change; `{fill, ink}` (the label's colour).
+ */
+export function diffColour(p, leftShare, rightShare) {
   const d = rightShare - leftShare;
   const scale = Math.max(leftShare, rightShare) || 1;
   const t = Math.min(1, Math.abs(d) / scale);
-  if (t < 0.02) return "hsl(0, 0%, 82%)";
-  const light = 85 - 40 * t;
-  return d > 0 ? `hsl(0, 85%, ${light}%)` : `hsl(130, 60%, ${light}%)`;
+  if (t < 0.02) return { fill: p.same, ink: p.paleInk };
+  return { fill: d > 0 ? p.more(t) : p.less(t), ink: p.paleInk };
 }
 
-/** Colours shared by the canvas and the SVG export. */
-export const MATCH_FILL = "hsl(290, 70%, 60%)";
-export const UNMATCHED_FILL = "hsl(0, 0%, 86%)";
-export const LABEL_FILL = "#111";
 export const ANCESTOR_ALPHA = 0.55;
 export { ROW, FONT };
 
@@ -218,10 +254,11 @@ export class FlameGraph {
   }
 
   /**
-   * Calls `f({level, x, y, w, fill, alpha, label, node})` for every frame drawn at `width`
-   * CSS pixels, top row first: the canvas and the SVG export draw the same frames this way.
+   * Calls `f({level, x, y, w, fill, ink, alpha, label, node})` for every frame drawn at
+   * `width` CSS pixels, top row first, in palette `pal` (the theme's by default): the canvas
+   * and the SVG export draw the same frames this way. `ink` is the label's colour.
    */
-  eachFrame(width, charWidth, f) {
+  eachFrame(width, charWidth, f, pal = palette()) {
     const v = this.view();
     const scale = width / v.width;
     const nameCol = this.diff ? 6 : 3;
@@ -245,15 +282,17 @@ export class FlameGraph {
         }
         const matched = this.matches && this.matches.has(a[k * this.step + nameCol]);
         let fill;
-        if (this.matches) fill = matched ? MATCH_FILL : UNMATCHED_FILL;
-        else if (this.diff) fill = diffColour(n.left / (this.leftTicks || 1), n.right / (this.rightTicks || 1));
+        let ink = pal.ink;
+        if (this.matches && matched) fill = pal.match;
+        else if (this.matches) [fill, ink] = [pal.unmatched, pal.paleInk];
+        else if (this.diff) ({ fill, ink } = diffColour(pal, n.left / (this.leftTicks || 1), n.right / (this.rightTicks || 1)));
         else fill = packageColour(n.name);
         let label = null;
         if (w > charWidth * 3 + 6) {
           const room = Math.floor((w - 6) / charWidth);
           label = n.name.length > room ? `${n.name.slice(0, Math.max(room - 1, 1))}…` : n.name;
         }
-        f({ level: l, x: x0, y, w: Math.max(w - 0.5, 0.4), fill, alpha: l < v.level ? ANCESTOR_ALPHA : 1, label, node: n });
+        f({ level: l, x: x0, y, w: Math.max(w - 0.5, 0.4), fill, ink, alpha: l < v.level ? ANCESTOR_ALPHA : 1, label, node: n });
       }
     }
   }
@@ -274,16 +313,17 @@ export class FlameGraph {
       ctx.fillStyle = fr.fill;
       ctx.fillRect(fr.x, fr.y, fr.w, ROW - 1);
       if (fr.label) {
-        ctx.fillStyle = LABEL_FILL;
+        ctx.fillStyle = fr.ink;
         ctx.fillText(fr.label, fr.x + 3, fr.y + ROW / 2);
       }
       if (sel && sel.level === fr.level && sel.index === fr.node.index) selRect = fr;
     });
     ctx.globalAlpha = 1;
     if (selRect) {
-      // The keyboard's frame: a ring that reads on every fill colour.
+      // The keyboard's frame: a ring of the theme's (dark blue on the light one's pale
+      // frames, light blue on the dark one's dark frames).
       ctx.lineWidth = 2;
-      ctx.strokeStyle = "hsl(220, 90%, 40%)";
+      ctx.strokeStyle = palette().ring;
       ctx.strokeRect(selRect.x + 1, selRect.y + 1, Math.max(selRect.w - 2, 1), ROW - 3);
     }
   }

@@ -2,7 +2,7 @@
 // colours, zoom, search highlight and view (bottom-up, sandwich), drawn by the FlameGraph's
 // own frame walk. Names become text nodes and are escaped by the serializer: never markup.
 
-import { FONT, LABEL_FILL, ROW } from "./flame.js";
+import { FONT, ROW, palette } from "./flame.js";
 import * as units from "./units.js";
 
 const NS = "http://www.w3.org/2000/svg";
@@ -21,8 +21,10 @@ export function flameSvg(flame, title) {
   const height = flame.height() + HEAD;
   const svg = node("svg", { xmlns: NS, width, height, viewBox: `0 0 ${width} ${height}`,
     "font-family": FONT.replace(/^\S+\s+/, ""), "font-size": 12 });
-  svg.appendChild(node("rect", { x: 0, y: 0, width, height, fill: "#ffffff" }));
-  svg.appendChild(node("text", { x: 4, y: 16, fill: LABEL_FILL, "font-weight": 600 }, title));
+  // The theme's palette, as on screen: a dark page exports a dark image.
+  const pal = palette();
+  svg.appendChild(node("rect", { x: 0, y: 0, width, height, fill: pal.background }));
+  svg.appendChild(node("text", { x: 4, y: 16, fill: pal.title, "font-weight": 600 }, title));
   const frames = node("g", { class: "frames", transform: `translate(0, ${HEAD})` });
   const charWidth = flame.charWidth || 7.2;
   flame.eachFrame(width, charWidth, (fr) => {
@@ -35,10 +37,10 @@ export function flameSvg(flame, title) {
     g.appendChild(rect);
     if (fr.label) {
       g.appendChild(node("text", { x: (fr.x + 3).toFixed(2), y: fr.y + ROW / 2, "dominant-baseline": "central",
-        fill: LABEL_FILL }, fr.label));
+        fill: fr.ink }, fr.label));
     }
     frames.appendChild(g);
-  });
+  }, pal);
   svg.appendChild(frames);
   return `<?xml version="1.0" encoding="UTF-8"?>\n${new XMLSerializer().serializeToString(svg)}\n`;
 }

@@ -14,9 +14,11 @@ const RANGES = [["", "all time"], ["now-15m", "last 15 minutes"], ["now-1h", "la
 
 /** A time-range picker: presets, or any `from`/`to` the API reads (RFC 3339, unix, now-1h). */
 export function timeRange(params) {
+  // Each box as wide as its value (a brushed range's RFC 3339 times were cut at 22 chars).
   const from = el("input", { name: "from", value: params.from || "", placeholder: "from: now-1h, RFC 3339",
-    "aria-label": "from", size: 22 });
-  const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to", size: 12 });
+    "aria-label": "from", size: Math.max(22, (params.from || "").length) });
+  const to = el("input", { name: "to", value: params.to || "", placeholder: "to: now", "aria-label": "to",
+    size: Math.max(12, (params.to || "").length) });
   // A range that is none of the presets shows as "custom", not as the first preset.
   const isPreset = !params.to && RANGES.some(([v]) => v === (params.from || ""));
   const options = isPreset ? RANGES : [...RANGES, [CUSTOM, "custom range"]];

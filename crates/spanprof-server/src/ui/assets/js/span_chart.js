@@ -6,6 +6,10 @@
 import { canvasContext, el, themeColour } from "./dom.js";
 import * as units from "./units.js";
 
+/** Steps of the time axis, in ms: tenths of a second up to a day. */
+const TICK_STEPS_MS = [100, 200, 500, 1e3, 2e3, 5e3, 10e3, 15e3, 30e3, 60e3, 120e3, 300e3, 600e3, 900e3,
+  1800e3, 3600e3, 7200e3, 10800e3, 21600e3, 43200e3, 86400e3];
+
 const HEIGHT = 190;
 const PAD = { left: 56, right: 12, top: 10, bottom: 22 };
 /** Coverage buckets, each drawn as one path: blue (waited) to red (computed all along). */
@@ -169,16 +173,20 @@ export class SpanChart {
       }
     }
     // Time ticks, 24-hour, in the browser's time zone or UTC (the header's switch), as the
-    // table's times; the first and last aligned inwards so that neither is cut.
-    const ticks = Math.max(2, Math.floor(plotW / 110));
-    // Tenths of seconds when ticks fall closer than a few seconds apart (a brushed range).
-    const tenths = (t2 - t1) / ticks < 3000;
-    for (let k = 0; k <= ticks; k++) {
-      const t = t1 + ((t2 - t1) * k) / ticks;
-      const x = PAD.left + (plotW * k) / ticks;
-      ctx.textAlign = k === 0 ? "left" : k === ticks ? "right" : "center";
-      const label = units.timeOfDay(t) + (tenths ? `.${Math.floor((((t % 1000) + 1000) % 1000) / 100)}` : "");
-      ctx.fillText(label, k === ticks ? this.width - PAD.right : x, HEIGHT - 6);
+    // table's times: at whole steps of that zone (:00, :05, … not the range split evenly,
+    // which wrote 16:59:45.4), about 110 px apart; a label that would cross the plot's
+    // ends is left out, so that none is cut.
+    const want = ((t2 - t1) / Math.max(1, plotW)) * 110;
+    const step = TICK_STEPS_MS.find((v) => v >= want) || TICK_STEPS_MS[TICK_STEPS_MS.length - 1];
+    const offset = units.utc() ? 0 : -new Date(t1).getTimezoneOffset() * 60e3;
+    ctx.textAlign = "center";
+    for (let t = Math.ceil((t1 + offset) / step) * step - offset; t <= t2; t += step) {
+      const x = PAD.left + ((t - t1) / (t2 - t1 || 1)) * plotW;
+      let label = units.timeOfDay(t, step < 60e3);
+      if (step < 1e3) label += `.${Math.floor((((t % 1000) + 1000) % 1000) / 100)}`;
+      const half = ctx.measureText(label).width / 2;
+      if (x - half < 0 || x + half > this.width) continue;
+      ctx.fillText(label, x, HEIGHT - 6);
     }
     this.drawPoints(ctx);
     // A copy to draw the brush and hover over (drawImage: no readback of pixels).

@@ -29,8 +29,10 @@ export class TracesView {
     this.form = el("form", { class: "filters" });
     this.modes = el("div", { class: "modes", role: "group", "aria-label": "list spans or traces" });
     this.chart = new SpanChart({
-      onBrush: (fromMs, toMs) => this.nav.patch({ from: new Date(fromMs).toISOString(),
-        to: new Date(toMs).toISOString(), offset: "" }),
+      // The boxes say the range in the shown time zone, whole seconds rounded outwards (so
+      // every brushed span stays in), as Explore's brush does: not UTC with milliseconds.
+      onBrush: (fromMs, toMs) => this.nav.patch({ from: units.isoTime(Math.floor(fromMs / 1000) * 1000),
+        to: units.isoTime(Math.ceil(toMs / 1000) * 1000), offset: "" }),
       onOpen: (i) => {
         const d = this.chart.data;
         this.nav.go("trace", { trace: d.trace_id[i], span: d.span_id[i] });

@@ -104,7 +104,9 @@ export class Waterfall {
   }
 
   /** Draws the rows in view (and a few around). Rows that leave the view are refilled for
-   * the spans that come into it, not built anew: a scroll changes text and styles only. */
+   * the spans that come into it, not built anew: a scroll changes text and styles only, and
+   * only in the rows that came in. The rest are not written to at all: an inline style set,
+   * even to its old value, costs the row a style recalc (bench/ui-perf.sh's waterfall). */
   draw() {
     if (!this.visible) return;
     const top = this.viewport.scrollTop;
@@ -118,23 +120,34 @@ export class Waterfall {
       const i = this.index.get(id);
       if (i === undefined || i < first || i >= last) this.free.push(row);
     }
+    const freed = new Set(this.free);
     const keep = new Map();
     for (let i = first; i < last; i++) {
       const s = this.visible[i];
       let row = this.rows.get(s.span_id);
-      if (!row || this.free.includes(row)) {
+      if (!row || freed.has(row)) {
         row = this.free.pop() || this.newRow();
+        freed.delete(row);
         this.fill(row, s);
       }
-      row.style.top = `${i * ROW_PX}px`;
-      row.classList.toggle("active", i === this.active);
+      // Placed by a transform: moving a row needs no layout of the rows around it.
+      if (row.at !== i) {
+        row.at = i;
+        row.style.transform = `translateY(${i * ROW_PX}px)`;
+      }
+      const active = i === this.active;
+      if (row.isActive !== active) {
+        row.isActive = active;
+        row.classList.toggle("active", active);
+      }
       keep.set(s.span_id, row);
     }
     for (const row of this.free) if (row.parentNode) row.remove();
     for (const row of keep.values()) if (row.parentNode !== this.spacer) this.spacer.appendChild(row);
     this.rows = keep;
     const active = this.visible[this.active];
-    if (active) this.viewport.setAttribute("aria-activedescendant", `wf-${active.span_id}`);
+    const id = active ? `wf-${active.span_id}` : null;
+    if (id && this.viewport.getAttribute("aria-activedescendant") !== id) this.viewport.setAttribute("aria-activedescendant", id);
   }
 
   /** An empty row: `fill` writes a span into it. Clicks are handled on the spacer. */
@@ -166,6 +179,7 @@ export class Waterfall {
     const depth = Number(s.depth) || 0;
     const fail = this.failure(s);
     row.className = `wf-row${s.span_id === this.selected ? " selected" : ""}`;
+    row.isActive = false; // the class just written has no "active"
     row.id = `wf-${s.span_id}`;
     row.setAttribute("aria-level", depth + 1);
     if (kids) row.setAttribute("aria-expanded", String(!folded));
