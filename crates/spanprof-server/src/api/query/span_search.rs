@@ -182,6 +182,28 @@ pub async fn search(
         Some(g) => return Err(g.bad("expected span or trace")),
     };
     let profile_type = type_param(&p)?;
+    if let Some(remote) = &app.remote {
+        if by_trace {
+            return Err(crate::remote::not_remote("/api/v1/spans with group=trace"));
+        }
+        let body = json!({
+            "offset": offset,
+            "limit": limit,
+            "sort": order_name(order),
+            "order": if descending { "desc" } else { "asc" },
+        });
+        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
+        let body = crate::remote::span_list::search(
+            remote,
+            &q,
+            (order, descending),
+            (offset, limit),
+            wanted,
+            body,
+        )
+        .await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
     let unlinked_keys = app.span_keys.found();
     let mut body = blocking(&app, move |store| {
@@ -277,6 +299,11 @@ pub async fn points(
         .parsed("limit", params::count(1, MAX_POINTS))?
         .unwrap_or(DEFAULT_POINTS);
     let profile_type = type_param(&p)?;
+    if let Some(remote) = &app.remote {
+        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
+        let body = crate::remote::span_list::points(remote, &q, limit, wanted).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let body = blocking(&app, move |store| {
         let mut found: SpanMatches = store.span_matches(&q)?;
         let count = found.matches.len();
@@ -328,6 +355,12 @@ pub async fn names(
         to_ns,
         ..SpanQuery::default()
     };
+    if let Some(remote) = &app.remote {
+        let range = (from_ns, to_ns);
+        let service = q.service.as_deref();
+        let body = crate::remote::span_list::names(remote, service, range, &text, limit).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let found = blocking(&app, move |store| Ok(store.span_names(&q, &text, limit)?)).await?;
     Ok(axum::Json(json!({ "names": found.names, "more": found.more })).into_response())
 }
