@@ -169,40 +169,11 @@ pub async fn search(
     p.allow("/api/v1/spans", &allowed)?;
     let q = span_query(&p)?;
     let (order, descending) = sort_params(&p)?;
-    let offset = p
-        .parsed("offset", params::count(0, MAX_MATCHES))?
-        .unwrap_or(0);
-    let limit = p
-        .parsed("limit", params::count(1, MAX_LIMIT))?
-        .unwrap_or(DEFAULT_LIMIT);
-    let by_trace = match p.one("group")? {
-        None => false,
-        Some(g) if g.value == "span" => false,
-        Some(g) if g.value == "trace" => true,
-        Some(g) => return Err(g.bad("expected span or trace")),
-    };
+    let (offset, limit, by_trace) = page_params(&p)?;
     let profile_type = type_param(&p)?;
-    if let Some(remote) = &app.remote {
-        if by_trace {
-            return Err(crate::remote::not_remote("/api/v1/spans with group=trace"));
-        }
-        let body = json!({
-            "offset": offset,
-            "limit": limit,
-            "sort": order_name(order),
-            "order": if descending { "desc" } else { "asc" },
-        });
-        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
-        let body = crate::remote::span_list::search(
-            remote,
-            &q,
-            (order, descending),
-            (offset, limit),
-            wanted,
-            body,
-        )
-        .await?;
-        return Ok(axum::Json(body).into_response());
+    if let Some(r) = &app.remote {
+        let (wanted, sort) = (profile_type.map(|(_, w)| w), (order, descending));
+        return remote_search(r, &q, sort, (offset, limit), by_trace, wanted.as_deref()).await;
     }
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
     let unlinked_keys = app.span_keys.found();
@@ -280,6 +251,52 @@ pub async fn search(
     if body.get("hint").is_some_and(Value::is_null) {
         body.as_object_mut().map(|o| o.remove("hint"));
     }
+    Ok(axum::Json(body).into_response())
+}
+
+/// `offset`, `limit` and whether `group=trace`.
+fn page_params(p: &QueryParams) -> Result<(usize, usize, bool), ApiError> {
+    let offset = p
+        .parsed("offset", params::count(0, MAX_MATCHES))?
+        .unwrap_or(0);
+    let limit = p
+        .parsed("limit", params::count(1, MAX_LIMIT))?
+        .unwrap_or(DEFAULT_LIMIT);
+    let by_trace = match p.one("group")? {
+        None => false,
+        Some(g) if ["span", "trace"].contains(&g.value) => g.value == "trace",
+        Some(g) => return Err(g.bad("expected span or trace")),
+    };
+    Ok((offset, limit, by_trace))
+}
+
+/// `/api/v1/spans` over the remote backend (`group=trace` is not answered there).
+async fn remote_search(
+    remote: &std::sync::Arc<crate::remote::Remote>,
+    q: &SpanQuery,
+    (order, descending): (SpanOrder, bool),
+    (offset, limit): (usize, usize),
+    by_trace: bool,
+    wanted: Option<&str>,
+) -> Result<Response, ApiError> {
+    if by_trace {
+        return Err(crate::remote::not_remote("/api/v1/spans with group=trace"));
+    }
+    let body = json!({
+        "offset": offset,
+        "limit": limit,
+        "sort": order_name(order),
+        "order": if descending { "desc" } else { "asc" },
+    });
+    let body = crate::remote::span_list::search(
+        remote,
+        q,
+        (order, descending),
+        (offset, limit),
+        wanted,
+        body,
+    )
+    .await?;
     Ok(axum::Json(body).into_response())
 }
 
