@@ -221,7 +221,7 @@ fn grafana_facing_apis_pass_through_and_the_rest_says_it_is_not_remote() {
         spans(&r.json()).as_array().map(Vec::len),
         spans(&l.json()).as_array().map(Vec::len)
     );
-    let r = t.frontend.get("/api/v1/span-points?span_name=x");
+    let r = t.frontend.get("/api/v1/timeseries?service=x");
     assert_eq!(r.status, 501, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.json()["error"]
         .as_str()
