@@ -25,6 +25,9 @@
 //! - span lists, chart points and names (`/api/v1/spans`, `span-points`, `span-names`):
 //!   one TraceQL search (`span_list.rs`), the CPU column as the views' totals, the page's
 //!   spans read whole from their traces; names from Tempo's `name` tag values;
+//! - traces grouped (`/api/v1/spans?group=trace`): the same search, each matched trace read
+//!   whole from Tempo, its CPU the sum of its spans' totals (`trace_groups.rs`);
+//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked;
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,
@@ -32,8 +35,9 @@
 //!
 //! What Pyroscope does not keep (per-sample timestamps, thread ids, a count of the samples
 //! merged) is answered as unknown and said so (`remote.not_available`), never made up.
-//! Endpoints not yet answered remotely (`/api/v1/timeseries`, `group=trace`) say so with
-//! 501, naming the backend; they never read the frontend's empty local store. Remote failures are 502, timeouts 504, both naming the
+//! What is not answered remotely (`focus=during`/`window`, a series of spans or a trace,
+//! `/pyroscope/render`) says so with 501, naming the backend; it never reads the frontend's
+//! empty local store. Remote failures are 502, timeouts 504, both naming the
 //! backend and the call; answers past `max_answer_size` are refused (502), and answers over
 //! ranges that ended over 10 minutes ago are cached.
 
@@ -41,9 +45,11 @@ pub mod answers;
 pub mod client;
 pub mod passthrough;
 pub mod profiles;
+pub mod series;
 pub mod span_filter;
 pub mod span_list;
 pub mod span_values;
+pub mod trace_groups;
 pub mod traces;
 pub mod tree;
 pub mod views;

@@ -22,6 +22,8 @@ use crate::answer::ApiError;
 
 /// Traces of a page read from Tempo at once.
 const CONCURRENT_TRACES: usize = 8;
+/// Most traces `group=trace` reads from Tempo for one answer (each is one call).
+pub(super) const MAX_GROUPED_TRACES: usize = 2_000;
 
 /// `s` as a TraceQL string literal.
 fn quote(s: &str) -> String {
@@ -100,7 +102,7 @@ pub fn span_traceql(q: &SpanQuery) -> Result<String, ApiError> {
 
 /// Every span of `q` Tempo finds (at most its search caps: `more` says so), as the embedded
 /// store's matches: overlapping `[from, to]`, names and services interned.
-async fn matches(remote: &Remote, q: &SpanQuery) -> Result<SpanMatches, ApiError> {
+pub(super) async fn matches(remote: &Remote, q: &SpanQuery) -> Result<SpanMatches, ApiError> {
     let traceql = span_traceql(q)?;
     let start = q.from_ns / 1_000_000_000;
     let end = q.to_ns.div_ceil(1_000_000_000).max(start);
@@ -183,19 +185,32 @@ async fn records(
     let mut traces: Vec<[u8; 16]> = page.iter().map(|s| s.trace_id).collect();
     traces.sort_unstable();
     traces.dedup();
+    let read = traces_of(remote, &traces).await?;
+    Ok(read
+        .into_iter()
+        .flat_map(|(_, spans)| spans)
+        .map(|s| (s.span_id, s))
+        .collect())
+}
+
+/// Each of `traces` read from Tempo (`CONCURRENT_TRACES` at once), in no given order; a
+/// trace Tempo does not know has no spans.
+pub(super) async fn traces_of(
+    remote: &Arc<Remote>,
+    traces: &[[u8; 16]],
+) -> Result<Vec<([u8; 16], Vec<SpanRecord>)>, ApiError> {
     let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_TRACES));
     let mut calls = tokio::task::JoinSet::new();
-    for id in traces {
+    for &id in traces {
         let (remote, permits) = (Arc::clone(remote), Arc::clone(&permits));
         calls.spawn(async move {
             let _permit = permits.acquire_owned().await;
-            remote.trace(&id).await
+            remote.trace(&id).await.map(|spans| (id, spans))
         });
     }
-    let mut out = HashMap::new();
+    let mut out = Vec::with_capacity(traces.len());
     while let Some(done) = calls.join_next().await {
-        let spans = done.map_err(|e| ApiError::internal(format!("a trace: {e}")))??;
-        out.extend(spans.into_iter().map(|s| (s.span_id, s)));
+        out.push(done.map_err(|e| ApiError::internal(format!("a trace: {e}")))??);
     }
     Ok(out)
 }
@@ -257,7 +272,7 @@ pub async fn search(
 }
 
 /// What a remote span list cannot hold, said in it.
-fn search_note() -> Value {
+pub(super) fn search_note() -> Value {
     let mut note = views_note();
     if let Some(list) = note["not_available"].as_array_mut() {
         list.push(json!(

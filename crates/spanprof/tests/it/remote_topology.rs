@@ -188,7 +188,29 @@ fn all_equal(front: &str, embedded: &str, queries: &[String]) -> Result<(), Stri
                 serde_json::from_slice(&fb).map_err(|x| x.to_string())?,
                 serde_json::from_slice(&eb).map_err(|x| x.to_string())?,
             );
-            if q.starts_with("/api/v1/spans?") || q.starts_with("/api/v1/span-points?") {
+            if q.starts_with("/api/v1/timeseries?") {
+                if e["series"][0]["points"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                {
+                    return Err(format!("{q}: no points embedded yet"));
+                }
+                let s = |v: &Value| {
+                    serde_json::json!([
+                        v["profile_type"],
+                        v["step_ns"],
+                        v["aggregation"],
+                        v["series"]
+                    ])
+                };
+                (s(&f), s(&e))
+            } else if q.contains("group=trace") {
+                if e["count"].as_u64().unwrap_or(0) == 0 {
+                    return Err(format!("{q}: no traces embedded yet"));
+                }
+                let g = |v: &Value| serde_json::json!([v["count"], v["more"], v["traces"]]);
+                (g(&f), g(&e))
+            } else if q.starts_with("/api/v1/spans?") || q.starts_with("/api/v1/span-points?") {
                 if e["count"].as_u64().unwrap_or(0) == 0 {
                     return Err(format!("{q}: no spans embedded yet"));
                 }
@@ -418,6 +440,13 @@ fn collectors_forward_to_pyroscope_and_tempo_and_the_frontend_answers_as_embedde
         "/api/v1/spans?service=pyapp&sort=cpu&limit=5".to_owned(),
         "/api/v1/span-points?service=goapp".to_owned(),
         "/api/v1/span-names?q=cpu".to_owned(),
+    ]);
+    // Series (SelectSeries, span exemplars) and traces grouped by root, across services.
+    queries.extend([
+        "/api/v1/timeseries?service=goapp&step=5s&exemplars=2".to_owned(),
+        "/api/v1/timeseries?step=5s&group_by=service_name".to_owned(),
+        "/api/v1/spans?group=trace&sort=cpu&limit=20".to_owned(),
+        "/api/v1/spans?group=trace&service=pyapp&sort=duration".to_owned(),
     ]);
     // The downstreams store what they were sent as it is acknowledged: a short wait at most.
     poll(

@@ -270,7 +270,7 @@ fn page_params(p: &QueryParams) -> Result<(usize, usize, bool), ApiError> {
     Ok((offset, limit, by_trace))
 }
 
-/// `/api/v1/spans` over the remote backend (`group=trace` is not answered there).
+/// `/api/v1/spans` over the remote backend (spans, or with `group=trace` their traces).
 async fn remote_search(
     remote: &std::sync::Arc<crate::remote::Remote>,
     q: &SpanQuery,
@@ -279,24 +279,19 @@ async fn remote_search(
     by_trace: bool,
     wanted: Option<&str>,
 ) -> Result<Response, ApiError> {
-    if by_trace {
-        return Err(crate::remote::not_remote("/api/v1/spans with group=trace"));
-    }
     let body = json!({
         "offset": offset,
         "limit": limit,
         "sort": order_name(order),
         "order": if descending { "desc" } else { "asc" },
     });
-    let body = crate::remote::span_list::search(
-        remote,
-        q,
-        (order, descending),
-        (offset, limit),
-        wanted,
-        body,
-    )
-    .await?;
+    let page = (offset, limit);
+    let body = if by_trace {
+        crate::remote::trace_groups::search(remote, q, (order, descending), page, wanted, body)
+            .await?
+    } else {
+        crate::remote::span_list::search(remote, q, (order, descending), page, wanted, body).await?
+    };
     Ok(axum::Json(body).into_response())
 }
 
