@@ -100,12 +100,20 @@ pub fn span_traceql(q: &SpanQuery) -> Result<String, ApiError> {
     Ok(format!("{{{}}}", parts.join(" && ")))
 }
 
+/// Tempo's `start` and `end` (unix s) of `[from, to]` ns: an open end (`u64::MAX`) is now,
+/// not a time 500 years ahead.
+fn search_range(from_ns: u64, to_ns: u64) -> (u64, u64) {
+    let now = u64::try_from(crate::clock::now_ns()).unwrap_or(0);
+    let start = from_ns / 1_000_000_000;
+    let end = to_ns.min(now).div_ceil(1_000_000_000).max(start);
+    (start, end)
+}
+
 /// Every span of `q` Tempo finds (at most its search caps: `more` says so), as the embedded
 /// store's matches: overlapping `[from, to]`, names and services interned.
 pub(super) async fn matches(remote: &Remote, q: &SpanQuery) -> Result<SpanMatches, ApiError> {
     let traceql = span_traceql(q)?;
-    let start = q.from_ns / 1_000_000_000;
-    let end = q.to_ns.div_ceil(1_000_000_000).max(start);
+    let (start, end) = search_range(q.from_ns, q.to_ns);
     let path = format!(
         "/api/search?q={}&limit={SEARCH_LIMIT}&spss={SEARCH_SPSS}&start={start}&end={end}",
         utf8_percent_encode(&traceql, NON_ALPHANUMERIC)
@@ -331,11 +339,8 @@ pub async fn names(
     text: &str,
     limit: usize,
 ) -> Result<Value, ApiError> {
-    let mut path = format!(
-        "/api/v2/search/tag/name/values?start={}&end={}",
-        from_ns / 1_000_000_000,
-        to_ns.div_ceil(1_000_000_000)
-    );
+    let (start, end) = search_range(from_ns, to_ns);
+    let mut path = format!("/api/v2/search/tag/name/values?start={start}&end={end}");
     if let Some(s) = service {
         let q = format!("{{resource.service.name = {}}}", quote(s));
         path.push_str(&format!("&q={}", utf8_percent_encode(&q, NON_ALPHANUMERIC)));
