@@ -42,7 +42,7 @@ pub async fn flamegraph(
     sel: &Selection,
     max_nodes: usize,
 ) -> Result<Response, ApiError> {
-    let f = remote.flame(sel).await?;
+    let f = remote.flame(sel, false).await?;
     let body = format!(
         "{{\"flamegraph\":{},\"tree\":{},\"summary\":{},\"focus\":null}}",
         crate::answer::layout_json(&f.tree, max_nodes),
@@ -59,7 +59,7 @@ pub async fn top(
     order: FunctionOrder,
     limit: usize,
 ) -> Result<Response, ApiError> {
-    let f = remote.flame(sel).await?;
+    let f = remote.flame(sel, false).await?;
     let functions: Vec<Value> = f
         .tree
         .top_functions(order)
@@ -78,7 +78,7 @@ pub async fn top(
 
 /// `/api/v1/svg`: the image of [`crate::api::query`]'s, from the remote tree.
 pub async fn svg(remote: &Remote, sel: &Selection) -> Result<String, ApiError> {
-    let f = remote.flame(sel).await?;
+    let f = remote.flame(sel, false).await?;
     let used = f.profile_type.clone().unwrap_or_default();
     Ok(spanprof_store::render_svg(
         &f.tree,
@@ -92,7 +92,7 @@ pub async fn svg(remote: &Remote, sel: &Selection) -> Result<String, ApiError> {
 
 /// `/api/v1/pprof`: Pyroscope's pprof of the selection, gzipped.
 pub async fn pprof(remote: &Remote, sel: &Selection) -> Result<Vec<u8>, ApiError> {
-    let f = remote.flame(sel).await?;
+    let f = remote.flame(sel, true).await?;
     Ok(spanprof_format::pprof::encode_gzip(&f.pprof))
 }
 
@@ -219,8 +219,8 @@ pub async fn diff(
     right: &Selection,
     max_nodes: usize,
 ) -> Result<Response, ApiError> {
-    let l = remote.flame(left).await?;
-    let r = remote.flame(right).await?;
+    let l = remote.flame(left, false).await?;
+    let r = remote.flame(right, false).await?;
     if l.tree.total() > 0 && r.tree.total() > 0 && l.profile_type != r.profile_type {
         let name = |f: &super::RemoteFlame| {
             f.profile_type

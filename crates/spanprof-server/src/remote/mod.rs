@@ -11,15 +11,23 @@
 //! store method; handlers branch once on `AppState::remote` to pick the source.
 //!
 //! Mapping (Pyroscope 2.2 / Tempo 3.0 APIs):
-//! - a span: `SelectMergeStacktraces` (format pprof) with `span_selector`;
+//! - a span: `SelectMergeStacktraces` with `span_selector`, in the tree format for flame
+//!   graphs (`tree.rs`), pprof for export;
 //! - a span with its children: the trace from Tempo (`/api/v2/traces/{id}`, protobuf), the
 //!   span's descendants as the `span_selector` list;
 //! - a trace: `trace_id_selector`;
 //! - spans by name, duration and percentile (slow vs fast `/api/v1/diff`): one TraceQL
 //!   search on Tempo (`span_filter.rs`), the ids as `span_selector`;
 //! - the span and trace views: Tempo's spans, each span's own total from Pyroscope
-//!   (`views.rs`: totals of halved groups of spans, a group without samples settled at
-//!   once);
+//!   (`views.rs`, values by `span_values.rs`: `SelectHeatmap` span exemplars, checked
+//!   against the spans' total; else a pprof by `span_id` label; else totals of halved
+//!   groups);
+//! - span lists, chart points and names (`/api/v1/spans`, `span-points`, `span-names`):
+//!   one TraceQL search (`span_list.rs`), the CPU column as the views' totals, the page's
+//!   spans read whole from their traces; names from Tempo's `name` tag values;
+//! - traces grouped (`/api/v1/spans?group=trace`): the same search, each matched trace read
+//!   whole from Tempo, its CPU the sum of its spans' totals (`trace_groups.rs`);
+//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked;
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,
@@ -27,8 +35,9 @@
 //!
 //! What Pyroscope does not keep (per-sample timestamps, thread ids, a count of the samples
 //! merged) is answered as unknown and said so (`remote.not_available`), never made up.
-//! Endpoints not yet answered remotely say so with 501, naming the backend; they never read
-//! the frontend's empty local store. Remote failures are 502, timeouts 504, both naming the
+//! What is not answered remotely (`focus=during`/`window`, a series of spans or a trace,
+//! `/pyroscope/render`) says so with 501, naming the backend; it never reads the frontend's
+//! empty local store. Remote failures are 502, timeouts 504, both naming the
 //! backend and the call; answers past `max_answer_size` are refused (502), and answers over
 //! ranges that ended over 10 minutes ago are cached.
 
@@ -36,8 +45,13 @@ pub mod answers;
 pub mod client;
 pub mod passthrough;
 pub mod profiles;
+pub mod series;
 pub mod span_filter;
+pub mod span_list;
+pub mod span_values;
+pub mod trace_groups;
 pub mod traces;
+pub mod tree;
 pub mod views;
 
 use axum::http::StatusCode;
@@ -169,7 +183,8 @@ pub struct RemoteFlame {
     pub profile_type: Option<spanprof_format::profile_type::ProfileTypeId>,
     /// Every type Pyroscope has in the range.
     pub types: Vec<spanprof_format::profile_type::ProfileTypeId>,
-    /// The pprof it was built from.
+    /// The pprof it was built from (empty unless asked for: a flame graph is read from
+    /// Pyroscope's tree format, smaller to send and to read).
     pub pprof: spanprof_format::pprof::Profile,
 }
 
@@ -194,8 +209,9 @@ impl RemoteFlame {
 
 impl Remote {
     /// The flame graph of `sel`: its type resolved against Pyroscope's, the spans (with
-    /// their descendants from Tempo when asked) or the trace as selectors.
-    pub async fn flame(&self, sel: &Selection) -> Result<RemoteFlame, ApiError> {
+    /// their descendants from Tempo when asked) or the trace as selectors. `pprof`: the
+    /// samples are asked as pprof (kept in the answer, for export), else as Pyroscope's tree.
+    pub async fn flame(&self, sel: &Selection, pprof: bool) -> Result<RemoteFlame, ApiError> {
         let mut sel = sel.clone();
         if let Some(f) = sel.span_filter.take() {
             if sel.include_child_spans {
@@ -236,9 +252,14 @@ impl Remote {
             // Spans are chosen by id (Pyroscope takes spans or a trace, not both).
             sel.trace_id = None;
         }
-        let pprof = self.pprof(&sel, &t, &span_ids).await?;
+        let (tree, pprof) = if pprof {
+            let pprof = self.pprof(&sel, &t, &span_ids).await?;
+            (profiles::tree_of(&pprof), pprof)
+        } else {
+            (self.tree(&sel, &t, &span_ids).await?, Default::default())
+        };
         Ok(RemoteFlame {
-            tree: profiles::tree_of(&pprof),
+            tree,
             profile_type,
             types,
             pprof,

@@ -26,6 +26,10 @@ pub const REMOTE_ENDPOINTS: &[&str] = &[
     "/api/v1/series",
     "/api/v1/diff",
     "/api/v1/services",
+    "/api/v1/spans",
+    "/api/v1/span-points",
+    "/api/v1/span-names",
+    "/api/v1/timeseries",
 ];
 
 /// The `/api/v1/` endpoints with a path parameter answered from the remote pair.

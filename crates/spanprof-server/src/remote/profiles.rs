@@ -17,6 +17,10 @@ use crate::pyroscope_proto::types::v1 as t;
 /// Pyroscope answering what was asked.
 const MAX_TYPES: usize = 10_000;
 
+/// Nodes asked for in a tree answer: Pyroscope's own cap (`max-flamegraph-nodes-max`), so
+/// that the tree is whole and cut here as the embedded store cuts it.
+const MAX_TREE_NODES: i64 = 1 << 20;
+
 /// Pyroscope's `[start, end]` in ms of a selection's `[from, to)` in ns (`to` 0 = now).
 pub fn range_ms(sel: &Selection) -> (i64, i64) {
     let start = sel.from_ns.max(0) / 1_000_000;
@@ -38,7 +42,7 @@ pub fn immutable(sel: &Selection) -> bool {
 impl Remote {
     /// `querier.v1` method `path` with `req`, its answer decoded (cached when the selection's
     /// range is settled: [`immutable`]).
-    async fn querier<A: Message + Default>(
+    pub(super) async fn querier<A: Message + Default>(
         &self,
         path: &str,
         req: &impl Message,
@@ -110,6 +114,25 @@ impl Remote {
         let path = "SelectMergeStacktraces";
         let answer: q::SelectMergeStacktracesResponse = self.querier(path, &req, sel).await?;
         Ok(answer.pprof.and_then(|p| p.profile).unwrap_or_default())
+    }
+
+    /// The selection's flame tree from `SelectMergeStacktraces` in the tree format (as
+    /// [`Remote::pprof`] selects), every node kept (the frontend cuts to `max_nodes` as the
+    /// embedded answer does).
+    pub async fn tree(
+        &self,
+        sel: &Selection,
+        profile_type: &ProfileTypeId,
+        span_ids: &[[u8; 8]],
+    ) -> Result<FlameTree, RemoteError> {
+        let (start, end) = range_ms(sel);
+        let mut req = stacktraces_request(sel, profile_type, span_ids, (start, end));
+        req.format = q::ProfileFormat::Tree as i32;
+        req.max_nodes = Some(MAX_TREE_NODES);
+        let path = "SelectMergeStacktraces";
+        let answer: q::SelectMergeStacktracesResponse = self.querier(path, &req, sel).await?;
+        super::tree::decode(&answer.tree)
+            .map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))
     }
 
     /// `LabelNames` or `LabelValues` (of `name`) over the matchers.

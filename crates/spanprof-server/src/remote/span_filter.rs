@@ -16,14 +16,21 @@ use crate::answer::ApiError;
 /// Most traces one search asks for (`limit`), and matched spans per trace (`spss`): spanprof's
 /// own Tempo API's caps; a search that reaches either is refused, never answered with part
 /// of the spans.
-const SEARCH_LIMIT: usize = 10_000;
-const SEARCH_SPSS: usize = 1_000;
+pub(crate) const SEARCH_LIMIT: usize = 10_000;
+pub(crate) const SEARCH_SPSS: usize = 1_000;
 
 /// One span a search matched: id, start and duration in ns.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matched {
     /// Span id.
     pub span_id: [u8; 8],
+    /// Its trace's id.
+    pub trace_id: [u8; 16],
+    /// Its name, when the answer gives it.
+    pub name: String,
+    /// Its service, when the answer lists `service.name` among the span's attributes (it
+    /// does when the query compares it).
+    pub service: Option<String>,
     /// Start, ns since the epoch.
     pub start_ns: u64,
     /// Duration, ns.
@@ -81,21 +88,60 @@ impl Remote {
 /// Tempo's search answer (`traces[].spanSets[].spans[]`, or the older `spanSet`) as the
 /// matched spans, each once; an answer at the caps is refused.
 pub fn parse_search(answer: &Value) -> Result<Vec<Matched>, RemoteError> {
+    let read = read_search(answer, SEARCH_LIMIT)?;
+    match read.capped {
+        None => Ok(read.spans),
+        Some(Cap::Traces) => Err(RemoteError::too_many(
+            Peer::Tempo,
+            "/api/search",
+            SEARCH_LIMIT - 1,
+            "traces (narrow the selection: span name, service)",
+        )),
+        Some(Cap::Spans(n)) => Err(RemoteError::too_many(
+            Peer::Tempo,
+            "/api/search",
+            n,
+            "matched spans in one trace (spss)",
+        )),
+    }
+}
+
+/// Which cap a search answer reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cap {
+    /// As many traces as `limit` asked for: there may be more.
+    Traces,
+    /// A trace matched more spans than the answer lists (`spss`, of that many).
+    Spans(usize),
+}
+
+/// A search answer read: its spans, each once, and the cap it reached, if any.
+#[derive(Debug, Default)]
+pub struct SearchAnswer {
+    /// The spans.
+    pub spans: Vec<Matched>,
+    /// `Some`: more spans match than these.
+    pub capped: Option<Cap>,
+}
+
+/// Tempo's search answer asked with `limit` traces (`traces[].spanSets[].spans[]`, or the
+/// older `spanSet`).
+pub fn read_search(answer: &Value, limit: usize) -> Result<SearchAnswer, RemoteError> {
     let call = "/api/search";
     let bad = |what: &str| RemoteError::malformed(Peer::Tempo, call, what);
     let traces = answer["traces"]
         .as_array()
         .ok_or_else(|| bad("no traces list"))?;
-    if traces.len() >= SEARCH_LIMIT {
-        return Err(RemoteError::too_many(
-            Peer::Tempo,
-            call,
-            SEARCH_LIMIT - 1,
-            "traces (narrow the selection: span name, service)",
-        ));
+    let mut capped = (traces.len() >= limit).then_some(Cap::Traces);
+    if traces.len() > limit {
+        return Err(RemoteError::too_many(Peer::Tempo, call, limit, "traces"));
     }
     let mut out: Vec<Matched> = Vec::new();
     for t in traces {
+        let trace_id = t["traceID"]
+            .as_str()
+            .and_then(trace_id)
+            .ok_or_else(|| bad("a trace without a valid traceID"))?;
         let sets: Vec<&Value> = match t["spanSets"].as_array() {
             Some(sets) => sets.iter().collect(),
             None => t.get("spanSet").into_iter().collect(),
@@ -103,13 +149,8 @@ pub fn parse_search(answer: &Value) -> Result<Vec<Matched>, RemoteError> {
         for set in sets {
             let spans = set["spans"].as_array().map_or(&[][..], Vec::as_slice);
             let matched = set["matched"].as_u64().unwrap_or(spans.len() as u64);
-            if matched as usize > spans.len() {
-                return Err(RemoteError::too_many(
-                    Peer::Tempo,
-                    call,
-                    spans.len(),
-                    "matched spans in one trace (spss)",
-                ));
+            if matched as usize > spans.len() && capped.is_none() {
+                capped = Some(Cap::Spans(spans.len()));
             }
             for s in spans {
                 let number = |k: &str| -> Result<u64, RemoteError> {
@@ -123,8 +164,22 @@ pub fn parse_search(answer: &Value) -> Result<Vec<Matched>, RemoteError> {
                     .as_str()
                     .and_then(parse_id::<8>)
                     .ok_or_else(|| bad("a span without a valid spanID"))?;
+                let service = s["attributes"].as_array().and_then(|a| {
+                    a.iter()
+                        .find(|kv| {
+                            matches!(
+                                kv["key"].as_str(),
+                                Some("service.name" | "resource.service.name")
+                            )
+                        })
+                        .and_then(|kv| kv["value"]["stringValue"].as_str())
+                        .map(str::to_owned)
+                });
                 out.push(Matched {
                     span_id,
+                    trace_id,
+                    name: s["name"].as_str().unwrap_or_default().to_owned(),
+                    service,
                     start_ns: number("startTimeUnixNano")?,
                     duration_ns: number("durationNanos")?,
                 });
@@ -133,7 +188,15 @@ pub fn parse_search(answer: &Value) -> Result<Vec<Matched>, RemoteError> {
     }
     out.sort_by_key(|m| (m.span_id, m.start_ns));
     out.dedup_by_key(|m| m.span_id);
-    Ok(out)
+    Ok(SearchAnswer { spans: out, capped })
+}
+
+/// A trace id as Tempo writes it: hex, its leading zeros perhaps left out.
+fn trace_id(hex: &str) -> Option<[u8; 16]> {
+    if hex.is_empty() || hex.len() > 32 {
+        return None;
+    }
+    parse_id::<16>(&format!("{hex:0>32}"))
 }
 
 /// The spans of `all` that `f` picks in `sel`'s range: the percentiles of the durations of
@@ -185,7 +248,7 @@ mod tests {
         let m = parse_search(&answer).unwrap();
         assert_eq!(m.len(), 2);
         assert_eq!((m[1].start_ns, m[1].duration_ns), (200, 50));
-        let capped = serde_json::json!({"traces": [{"spanSets": [{"matched": 9, "spans": []}]}]});
+        let capped = serde_json::json!({"traces": [{"traceID": "0a", "spanSets": [{"matched": 9, "spans": []}]}]});
         assert!(parse_search(&capped)
             .unwrap_err()
             .to_string()
@@ -197,6 +260,9 @@ mod tests {
         let all: Vec<Matched> = (1..=10u64)
             .map(|i| Matched {
                 span_id: [i as u8; 8],
+                trace_id: [1; 16],
+                name: "x".into(),
+                service: None,
                 start_ns: i * 1000,
                 duration_ns: i * 10,
             })

@@ -1,6 +1,6 @@
 //! The span and trace views over the remote pair (`/api/v1/spans/{id}`,
 //! `/api/v1/traces/{id}`): the spans from Tempo, each span's own total from Pyroscope
-//! (`span_selector` totals of halved groups of spans, [`own_totals`]), in the embedded
+//! (`span_values.rs`: heatmap exemplars, else a pprof by span, else halving), in the embedded
 //! answers' shapes. What needs the profile windows Pyroscope does not keep (coverage
 //! verdicts other than "sampled", sample counts, windows) is null and said in
 //! `remote.not_available`.
@@ -13,8 +13,8 @@ use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
-use super::client::Peer;
-use super::{Remote, RemoteError};
+use super::span_values::ValuesFrom;
+use super::Remote;
 use crate::answer::ApiError;
 use crate::answer::SAMPLED;
 
@@ -22,9 +22,6 @@ use crate::answer::SAMPLED;
 /// it cannot be told without the profile windows, which Pyroscope does not keep.
 pub const REMOTE_NO_SAMPLES: &str =
     "no samples (the remote backend keeps no profile windows to say why)";
-
-/// Span totals asked of Pyroscope at once (calls of one round of [`own_totals`]).
-const CONCURRENT_CALLS: usize = 8;
 
 /// What the span and trace views over the remote cannot hold, said in them.
 pub fn views_note() -> Value {
@@ -38,92 +35,18 @@ pub fn views_note() -> Value {
     })
 }
 
-/// Each of `spans`' own total of `profile_type`, in order; all 0 without a call when `whole`
-/// (the trace's total) is 0. Exact, in few calls when few spans have samples: the total of
-/// all the spans is asked, then of the first half of each part with samples, the second half
-/// being the part's total minus the first (a sample has one span id, so the parts' totals
-/// add up). A part without samples is settled at once; with every span sampled this is one
-/// call per span, as asking each span would be. Calls of a round go [`CONCURRENT_CALLS`] at
-/// a time.
-async fn own_totals(
-    remote: &Arc<Remote>,
-    profile_type: &ProfileTypeId,
-    spans: &[SpanRecord],
-    whole: u64,
-) -> Result<Vec<u64>, ApiError> {
-    let mut totals = vec![0u64; spans.len()];
-    if whole == 0 || spans.is_empty() {
-        return Ok(totals);
-    }
-    let ids: Arc<Vec<[u8; 8]>> = Arc::new(spans.iter().map(|s| s.span_id).collect());
-    let whole_part = std::iter::once(0..ids.len()).collect();
-    let all = part_totals(remote, profile_type, &ids, whole_part).await?;
-    // Parts (index ranges into `ids`) with their totals, still to settle.
-    let mut parts: Vec<(std::ops::Range<usize>, u64)> = vec![(0..ids.len(), all[0])];
-    while !parts.is_empty() {
-        let (settled, split): (Vec<_>, Vec<_>) = parts
-            .into_iter()
-            .filter(|(_, total)| *total > 0)
-            .partition(|(r, _)| r.len() == 1);
-        for (r, total) in settled {
-            totals[r.start] = total;
-        }
-        let halves: Vec<std::ops::Range<usize>> = split
-            .iter()
-            .map(|(r, _)| r.start..r.start + r.len() / 2)
-            .collect();
-        let firsts = part_totals(remote, profile_type, &ids, halves).await?;
-        parts = Vec::with_capacity(split.len() * 2);
-        for ((r, total), first) in split.into_iter().zip(firsts) {
-            let mid = r.start + r.len() / 2;
-            let second = total.checked_sub(first).ok_or_else(|| {
-                ApiError::from(RemoteError::malformed(
-                    Peer::Pyroscope,
-                    "SelectMergeStacktraces",
-                    format!(
-                        "spans' total {first} exceeds the total {total} of spans including them"
-                    ),
-                ))
-            })?;
-            parts.push((r.start..mid, first));
-            parts.push((mid..r.end, second));
-        }
-    }
-    Ok(totals)
-}
-
-/// The total of each part's spans (`span_selector` of them), in order.
-async fn part_totals(
-    remote: &Arc<Remote>,
-    profile_type: &ProfileTypeId,
-    ids: &Arc<Vec<[u8; 8]>>,
-    parts: Vec<std::ops::Range<usize>>,
-) -> Result<Vec<u64>, ApiError> {
-    let mut out = vec![0u64; parts.len()];
-    let permits = Arc::new(tokio::sync::Semaphore::new(CONCURRENT_CALLS));
-    let mut calls = tokio::task::JoinSet::new();
-    for (i, r) in parts.into_iter().enumerate() {
-        let (remote, t, ids, permits) = (
-            Arc::clone(remote),
-            profile_type.clone(),
-            Arc::clone(ids),
-            Arc::clone(&permits),
-        );
-        calls.spawn(async move {
-            let _permit = permits.acquire_owned().await;
-            let total = remote.total(&Selection::default(), &t, &ids[r]).await;
-            (i, total)
-        });
-    }
-    while let Some(done) = calls.join_next().await {
-        let (i, total) = done.map_err(|e| ApiError::internal(format!("a span total: {e}")))?;
-        out[i] = total?;
-    }
-    Ok(out)
+/// `note` with how the spans' values were found.
+pub(crate) fn with_values_from(mut note: Value, from: ValuesFrom) -> Value {
+    note["values_from"] = from.name().into();
+    note
 }
 
 /// A span as the embedded views show it, with `total` its own samples' value.
-fn span_json(span: &SpanRecord, t: Option<&ProfileTypeId>, total: u64) -> Map<String, Value> {
+pub(crate) fn span_json(
+    span: &SpanRecord,
+    t: Option<&ProfileTypeId>,
+    total: u64,
+) -> Map<String, Value> {
     crate::answer::with_fields(
         crate::answer::span_fields(span),
         json!({
@@ -143,7 +66,7 @@ fn span_json(span: &SpanRecord, t: Option<&ProfileTypeId>, total: u64) -> Map<St
 }
 
 /// The profile type a view's totals are in: `type`, else the preferred one Pyroscope has.
-async fn view_type(
+pub(crate) async fn view_type(
     remote: &Remote,
     wanted: Option<&str>,
 ) -> Result<Option<ProfileTypeId>, ApiError> {
@@ -177,12 +100,16 @@ pub async fn trace(
         }
         None => 0,
     };
-    let totals = match &t {
-        Some(t) => own_totals(remote, t, &records, whole).await?,
-        None => vec![0; records.len()],
-    };
     let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
+    let (totals, from) = match &t {
+        Some(t) if whole > 0 => {
+            let ids: Vec<[u8; 8]> = records.iter().map(|s| s.span_id).collect();
+            let range = ((start / 1_000_000) as i64, end.div_ceil(1_000_000) as i64);
+            super::span_values::span_values(remote, t, &ids, range).await?
+        }
+        _ => (vec![0; records.len()], ValuesFrom::NoSamples),
+    };
     let depths = depths(&records);
     let mut total = 0u64;
     let spans: Vec<Value> = records
@@ -209,7 +136,7 @@ pub async fn trace(
         // Tempo's answer is cut at MAX_TRACE_SPANS when read.
         "truncated": records.len() >= crate::answer::MAX_TRACE_SPANS,
         "spans": spans,
-        "remote": views_note(),
+        "remote": with_values_from(views_note(), from),
     }))
 }
 

@@ -211,6 +211,49 @@ fn pprof_and_catalog_answers_equal_the_embedded_ones() {
 }
 
 #[test]
+fn timeseries_and_traces_grouped_are_answered_as_embedded() {
+    let t = topology();
+    // Series: SelectSeries, grouped, with span exemplars; all but the profile windows' length.
+    for path in [
+        "/api/v1/timeseries?service=goapp&step=1s&exemplars=3",
+        "/api/v1/timeseries?step=10s&group_by=service_name&aggregation=average",
+    ] {
+        let (l, r) = (
+            t.embedded.get(path).ok().json(),
+            t.frontend.get(path).ok().json(),
+        );
+        let points = l["series"][0]["points"].as_array().map_or(0, Vec::len);
+        assert!(points > 0, "{path}: no points embedded: {l}");
+        if path.contains("exemplars") {
+            let spans = l["series"][0]["points"][0]["exemplars"].as_array();
+            assert!(spans.is_some_and(|e| !e.is_empty()), "{path}: {l}");
+        }
+        for key in ["profile_type", "unit", "step_ns", "aggregation", "series"] {
+            assert_eq!(r[key], l[key], "{path}: {key}");
+        }
+        assert!(r["profile_duration_ns"].is_null(), "{r}");
+    }
+    // Traces grouped by root, by CPU and by duration.
+    for path in [
+        "/api/v1/spans?group=trace&sort=cpu",
+        "/api/v1/spans?group=trace&sort=duration&order=asc&limit=3",
+    ] {
+        let (l, r) = (
+            t.embedded.get(path).ok().json(),
+            t.frontend.get(path).ok().json(),
+        );
+        assert!(l["count"].as_u64().unwrap_or(0) > 0, "{path}: {l}");
+        assert!(
+            l["traces"][0]["cpu"].as_i64().unwrap_or(0) > 0,
+            "{path}: {l}"
+        );
+        for key in ["count", "more", "unit", "profile_type", "traces"] {
+            assert_eq!(r[key], l[key], "{path}: {key}");
+        }
+    }
+}
+
+#[test]
 fn grafana_facing_apis_pass_through_and_the_rest_says_it_is_not_remote() {
     let t = topology();
     let trace = to_hex(&t.data.spans[0].trace_id);
@@ -221,7 +264,11 @@ fn grafana_facing_apis_pass_through_and_the_rest_says_it_is_not_remote() {
         spans(&r.json()).as_array().map(Vec::len),
         spans(&l.json()).as_array().map(Vec::len)
     );
-    let r = t.frontend.get("/api/v1/span-points?span_name=x");
+    // SelectSeries selects by labels only: a series of one span is not answered remotely.
+    let span = to_hex(&t.data.spans[0].span_id);
+    let r = t
+        .frontend
+        .get(&format!("/api/v1/timeseries?span_id={span}"));
     assert_eq!(r.status, 501, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.json()["error"]
         .as_str()

@@ -4,8 +4,9 @@
 //! field by field against the field numbers, wire types and JSON names written below from:
 //!
 //! - Grafana Pyroscope **v2.2.1**, `api/querier/v1/querier.proto` (`SelectMergeStacktracesRequest`,
-//!   `ProfileTypesRequest`, `SeriesRequest`, `ProfileFormat`) and `api/types/v1/types.proto`
-//!   (`LabelNamesRequest`, `LabelValuesRequest`);
+//!   `SelectHeatmapRequest`, `SelectSeriesRequest`, `ProfileTypesRequest`, `SeriesRequest`,
+//!   `ProfileFormat`, `HeatmapQueryType`) and `api/types/v1/types.proto` (`LabelNamesRequest`,
+//!   `LabelValuesRequest`, `ExemplarType`, `TimeSeriesAggregationType`);
 //! - Grafana Tempo **v3.0.0** (unchanged to v3.0.3), `pkg/tempopb/tempo.proto`
 //!   (`TraceByIDResponse`, `Trace`, `SearchResponse`, `TraceSearchMetadata`, `SpanSet`, `Span`,
 //!   `SearchMetrics`), JSON as Tempo's jsonpb writes it (field names as declared, 64-bit
@@ -27,6 +28,7 @@ use spanprof_format::link::to_hex;
 
 /// Protobuf wire types.
 const VARINT: u8 = 0;
+const I64: u8 = 1;
 const LEN: u8 = 2;
 
 /// Pyroscope v2.2.1 request messages: field number → (name, wire type).
@@ -45,6 +47,31 @@ fn pyroscope_request(method: &str) -> Option<BTreeMap<u32, (&'static str, u8)>> 
             (9, "async", LEN),
             (10, "trace_id_selector", LEN),
             (11, "span_selector", LEN),
+        ],
+        // querier.proto `SelectHeatmapRequest` (step: seconds, a double).
+        "SelectHeatmap" => &[
+            (1, "profile_typeID", LEN),
+            (2, "label_selector", LEN),
+            (3, "start", VARINT),
+            (4, "end", VARINT),
+            (5, "step", I64),
+            (6, "group_by", LEN),
+            (7, "query_type", VARINT),
+            (8, "exemplar_type", VARINT),
+            (9, "limit", VARINT),
+        ],
+        // querier.proto `SelectSeriesRequest` (step: seconds, a double).
+        "SelectSeries" => &[
+            (1, "profile_typeID", LEN),
+            (2, "label_selector", LEN),
+            (3, "start", VARINT),
+            (4, "end", VARINT),
+            (5, "group_by", LEN),
+            (6, "step", I64),
+            (7, "aggregation", VARINT),
+            (8, "stack_trace_selector", LEN),
+            (9, "limit", VARINT),
+            (10, "exemplar_type", VARINT),
         ],
         // querier.proto `ProfileTypesRequest`.
         "ProfileTypes" => &[(1, "start", VARINT), (2, "end", VARINT)],
@@ -73,15 +100,24 @@ fn pyroscope_request(method: &str) -> Option<BTreeMap<u32, (&'static str, u8)>> 
     Some(fields.iter().map(|&(n, name, w)| (n, (name, w))).collect())
 }
 
-/// querier.proto `ProfileFormat`: FLAMEGRAPH = 1, PPROF = 4 (the two the frontend asks for;
-/// UNSPECIFIED = 0, TREE = 2, DOT = 3).
+/// querier.proto `ProfileFormat`: FLAMEGRAPH = 1, TREE = 2, PPROF = 4 (the three the
+/// frontend asks for; UNSPECIFIED = 0, DOT = 3).
 const FORMAT_FLAMEGRAPH: u64 = 1;
+const FORMAT_TREE: u64 = 2;
 const FORMAT_PPROF: u64 = 4;
+/// querier.proto `HeatmapQueryType`: SPAN = 2 (UNSPECIFIED = 0, INDIVIDUAL = 1).
+const HEATMAP_QUERY_SPAN: u64 = 2;
+/// types.proto `ExemplarType`: NONE = 1, SPAN = 3 (UNSPECIFIED = 0, INDIVIDUAL = 2).
+const EXEMPLAR_NONE: u64 = 1;
+const EXEMPLAR_SPAN: u64 = 3;
+/// types.proto `TimeSeriesAggregationType`: SUM = 0, AVERAGE = 1.
+const AGGREGATION_AVERAGE: u64 = 1;
 
 /// One decoded protobuf field.
 #[derive(Debug, Clone)]
 enum Field {
     Varint(u64),
+    Double(f64),
     Bytes(Vec<u8>),
 }
 
@@ -98,8 +134,8 @@ fn varint(buf: &[u8], at: &mut usize) -> Result<u64, String> {
     Err("a varint over 10 bytes".into())
 }
 
-/// The fields of a message, in order; fixed-width fields are refused (none of the messages
-/// checked here has one).
+/// The fields of a message, in order; 64-bit fixed fields read as doubles (the only ones the
+/// messages checked here have), 32-bit ones refused (none has one).
 fn decode(buf: &[u8]) -> Result<Vec<(u32, u8, Field)>, String> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -108,6 +144,11 @@ fn decode(buf: &[u8]) -> Result<Vec<(u32, u8, Field)>, String> {
         let (number, wire) = ((key >> 3) as u32, (key & 7) as u8);
         let value = match wire {
             VARINT => Field::Varint(varint(buf, &mut at)?),
+            I64 => {
+                let bytes = buf.get(at..at + 8).ok_or("a truncated double")?;
+                at += 8;
+                Field::Double(f64::from_le_bytes(bytes.try_into().unwrap()))
+            }
             LEN => {
                 let n = varint(buf, &mut at)? as usize;
                 let bytes = buf.get(at..at + n).ok_or("a truncated field")?;
@@ -147,6 +188,7 @@ fn strings(fields: &BTreeMap<&str, Vec<Field>>, name: &str) -> Vec<String> {
         .map(|f| match f {
             Field::Bytes(b) => String::from_utf8(b.clone()).expect("a UTF-8 string field"),
             Field::Varint(v) => panic!("{name}: a varint {v}, not a string"),
+            Field::Double(v) => panic!("{name}: a double {v}, not a string"),
         })
         .collect()
 }
@@ -154,7 +196,14 @@ fn strings(fields: &BTreeMap<&str, Vec<Field>>, name: &str) -> Vec<String> {
 fn number(fields: &BTreeMap<&str, Vec<Field>>, name: &str) -> Option<u64> {
     match fields.get(name)?.last()? {
         Field::Varint(v) => Some(*v),
-        Field::Bytes(_) => panic!("{name}: bytes, not a varint"),
+        Field::Bytes(_) | Field::Double(_) => panic!("{name}: not a varint"),
+    }
+}
+
+fn double(fields: &BTreeMap<&str, Vec<Field>>, name: &str) -> Option<f64> {
+    match fields.get(name)?.last()? {
+        Field::Double(v) => Some(*v),
+        _ => panic!("{name}: not a double"),
     }
 }
 
@@ -369,7 +418,7 @@ fn check_trace_answer(body: &[u8]) {
     let fields = check_message("TraceByIDResponse", body, &response);
     let trace = match &fields.get("trace").expect("a trace")[0] {
         Field::Bytes(b) => b.clone(),
-        Field::Varint(_) => unreachable!(),
+        Field::Varint(_) | Field::Double(_) => unreachable!(),
     };
     let trace_schema: BTreeMap<u32, (&str, u8)> = [(1, ("resourceSpans", LEN))].into();
     let spans = check_message("Trace", &trace, &trace_schema);
@@ -412,30 +461,35 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
     };
     let name = root.name.replace(' ', "%20").replace('/', "%2F");
 
-    // What each query must send: its span_selector, or its trace_id_selector.
-    let expected: Vec<(String, BTreeSet<String>, Vec<String>)> = vec![
+    // What each query must send: its span_selector, or its trace_id_selector, and the
+    // format (flame graphs as Pyroscope's tree, exports as pprof).
+    let expected: Vec<(String, BTreeSet<String>, Vec<String>, u64)> = vec![
         (
             format!("/api/v1/flamegraph?span_id={span}"),
             BTreeSet::from([span.clone()]),
             vec![],
+            FORMAT_TREE,
         ),
         (
             format!("/api/v1/flamegraph?span_id={span}&include_child_spans=true&trace_id={trace}"),
             descendants.clone(),
             vec![],
+            FORMAT_TREE,
         ),
         (
             format!("/api/v1/flamegraph?trace_id={trace}"),
             BTreeSet::new(),
             vec![trace.clone()],
+            FORMAT_TREE,
         ),
         (
             format!("/api/v1/pprof?span_id={span}"),
             BTreeSet::from([span.clone()]),
             vec![],
+            FORMAT_PPROF,
         ),
     ];
-    for (path, spans, traces) in &expected {
+    for (path, spans, traces, format) in &expected {
         pyro_log.lock().unwrap().clear();
         let r = front.get(path);
         assert_eq!(
@@ -462,15 +516,22 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
             traces,
             "{path}: trace_id_selector"
         );
-        // The tree is built from Pyroscope's pprof of the selection.
-        assert_eq!(number(&f, "format"), Some(FORMAT_PPROF), "{path}: format");
+        assert_eq!(number(&f, "format"), Some(*format), "{path}: format");
+        if *format == FORMAT_TREE {
+            // The whole tree, cut here as the embedded answer is cut.
+            assert!(number(&f, "max_nodes").is_some_and(|n| n > 1), "{path}");
+        }
     }
 
-    // The trace view asks each span's own total (flame graph format, one node); the diff and
+    // The trace view asks the spans' totals (flame graph format, one node) and their values
+    // (SelectHeatmap's span exemplars); the series SelectSeries; the diff, traces grouped and
     // the catalog the rest.
     let r = front.get(&format!("/api/v1/traces/{trace}"));
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     for q in [
+        "/api/v1/timeseries?service=goapp&step=1s&exemplars=3".to_owned(),
+        "/api/v1/timeseries?step=10s&group_by=service_name&aggregation=average".to_owned(),
+        "/api/v1/spans?group=trace&sort=cpu".to_owned(),
         format!("/api/v1/diff?service=goapp&span_name={name}&baseline=fast"),
         "/api/v1/profile-types?service=goapp".to_owned(),
         "/api/v1/label-names?service=goapp".to_owned(),
@@ -485,6 +546,7 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
     // each field of the upstream message, its range in ms.
     let calls = pyro_log.lock().unwrap().clone();
     let mut methods = BTreeSet::new();
+    let mut series_asked = Vec::new();
     for c in &calls {
         let method = c
             .target
@@ -545,16 +607,47 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
                 .all(|s| s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit())));
             let format = number(&f, "format").unwrap_or(0);
             assert!(
-                [FORMAT_FLAMEGRAPH, FORMAT_PPROF].contains(&format),
+                [FORMAT_FLAMEGRAPH, FORMAT_TREE, FORMAT_PPROF].contains(&format),
                 "{format}"
             );
             if format == FORMAT_FLAMEGRAPH {
                 assert_eq!(number(&f, "max_nodes"), Some(1), "a total: one node");
             }
         }
+        if method == "SelectHeatmap" || method == "SelectSeries" {
+            let ty = strings(&f, "profile_typeID");
+            assert_eq!(ty.len(), 1, "{method}");
+            assert_eq!(ty[0].split(':').count(), 5, "{method}: {ty:?}");
+            for s in strings(&f, "label_selector") {
+                assert!(s.starts_with('{') && s.ends_with('}'), "{method}: {s}");
+            }
+            // Seconds: a step of ms or ns would be 1,000 times off.
+            let step = double(&f, "step").unwrap_or_else(|| panic!("{method}: no step"));
+            assert!(step > 0.0 && step < 86_400.0, "{method}: step {step} s");
+        }
+        if method == "SelectHeatmap" {
+            assert_eq!(number(&f, "query_type"), Some(HEATMAP_QUERY_SPAN));
+            assert_eq!(number(&f, "exemplar_type"), Some(EXEMPLAR_SPAN));
+        }
+        if method == "SelectSeries" {
+            // Span exemplars when the caller asked exemplars, else none.
+            let exemplars = number(&f, "exemplar_type");
+            assert!(
+                [Some(EXEMPLAR_SPAN), Some(EXEMPLAR_NONE)].contains(&exemplars),
+                "{exemplars:?}"
+            );
+            series_asked.push((
+                double(&f, "step").unwrap_or(0.0),
+                strings(&f, "group_by"),
+                number(&f, "aggregation").unwrap_or(0),
+                exemplars,
+            ));
+        }
     }
     for m in [
         "SelectMergeStacktraces",
+        "SelectHeatmap",
+        "SelectSeries",
         "ProfileTypes",
         "LabelNames",
         "LabelValues",
@@ -562,6 +655,20 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
     ] {
         assert!(methods.contains(m), "{m} was never called: {methods:?}");
     }
+    // The two series asked: 1 s with span exemplars; 10 s by service, averaged.
+    series_asked.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert_eq!(
+        series_asked,
+        vec![
+            (1.0, vec![], 0, Some(EXEMPLAR_SPAN)),
+            (
+                10.0,
+                vec!["service_name".to_owned()],
+                AGGREGATION_AVERAGE,
+                Some(EXEMPLAR_NONE)
+            ),
+        ]
+    );
 
     // Tempo: trace by id (protobuf) and TraceQL search (JSON), answers of Tempo 3.0's shapes.
     let calls = tempo_log.lock().unwrap().clone();

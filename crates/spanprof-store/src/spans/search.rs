@@ -199,6 +199,24 @@ impl TextCondition {
         Ok(Self { field, test })
     }
 
+    /// The comparison as a query language writes it (for a backend that evaluates it
+    /// itself, as Tempo's TraceQL): the operator and the value, a regex's source as given, a
+    /// number in its shortest form.
+    pub fn comparison(&self) -> (CompareOp, String) {
+        match &self.test {
+            Test::Text(m) => {
+                let op = match m.op {
+                    MatchOp::Eq => CompareOp::Eq,
+                    MatchOp::Ne => CompareOp::Ne,
+                    MatchOp::Re => CompareOp::Re,
+                    MatchOp::Nre => CompareOp::Nre,
+                };
+                (op, m.value.clone())
+            }
+            Test::Number(op, v) => (*op, v.to_string()),
+        }
+    }
+
     /// Whether the span `span` shows passes.
     pub fn holds(&self, span: &SpanView<'_>) -> bool {
         match &self.field {

@@ -13,7 +13,8 @@ use crate::input::{load_linked, write_file, write_stdout, LinkArgs};
 
 /// Draw the flame graph of one span, one trace, or a whole profile.
 ///
-/// Reads pprof or OTLP files (merged when several), or a store directory (`--data`), keeps the
+/// Reads pprof or OTLP files (merged when several), a store directory (`--data`), or the
+/// Pyroscope and Tempo a config file's `storage.backend: remote` names (`--config`), keeps the
 /// samples of the selected spans/trace, profile type, service, time range and labels, and
 /// prints their merged stacks.
 /// `collapsed` prints `root;…;leaf VALUE` lines (function names, root first), one per
@@ -22,27 +23,32 @@ use crate::input::{load_linked, write_file, write_stdout, LinkArgs};
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Input files (pprof or OTLP, `-` for standard input).
-    #[arg(required_unless_present = "data", value_name = "FILE")]
+    #[arg(required_unless_present_any = ["data", "config"], value_name = "FILE")]
     inputs: Vec<PathBuf>,
     /// Answer from a store directory (as written by `spanprof serve` or `spanprof import`)
     /// instead of files.
     #[arg(long, value_name = "DIR", conflicts_with = "inputs")]
     data: Option<PathBuf>,
+    /// Answer from the remote backend of this config file (`storage.backend: remote`: its
+    /// Pyroscope's querier.v1, its Tempo for --include-child-spans), as `spanprof serve
+    /// --config FILE` would; the store flags (--service, --from, …) apply as with --data.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["inputs", "data"])]
+    config: Option<PathBuf>,
     /// With --data: only this service.
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     service: Option<String>,
     /// With --data: start of the time range (RFC 3339, unix s/ms, or now-1h).
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     from: Option<String>,
     /// With --data: end of the time range (RFC 3339, unix s/ms, or now).
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     to: Option<String>,
     /// With --data: label selector, e.g. '{span_name="GET /cart"}' (the labels as the
     /// profiles carry them).
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     query: Option<String>,
     /// With --data: add the samples of every descendant of the selected spans.
-    #[arg(long, requires = "data")]
+    #[arg(long)]
     include_child_spans: bool,
     /// Keep only samples of this span (16 hex chars); repeat for several spans.
     #[arg(long = "span-id", value_name = "HEX")]
@@ -80,7 +86,7 @@ pub enum Format {
 #[allow(clippy::too_many_lines)]
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // clap's `requires` above does not hold beside the positional inputs: checked here.
-    if args.data.is_none() {
+    if args.data.is_none() && args.config.is_none() {
         let store_only = [
             ("--service", args.service.is_some()),
             ("--from", args.from.is_some()),
@@ -96,7 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         if !given.is_empty() {
             bail!(
                 "{} select{} from a store: give --data DIR (a store written by `spanprof serve` \
-                 or `spanprof import`) instead of input files",
+                 or `spanprof import`) or --config FILE (a remote backend) instead of input \
+                 files",
                 given.join(", "),
                 if given.len() == 1 { "s" } else { "" }
             );
@@ -119,9 +126,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             format!("--trace-id {t:?} is not a trace id: expected 32 hex characters, not all zero")
         })?);
     }
-    let (tree, summary, note) = match &args.data {
-        Some(dir) => from_store(dir, &args, selector.clone())?,
-        None => {
+    let (tree, summary, note) = match (&args.data, &args.config) {
+        (Some(dir), _) => from_store(dir, &args, selector.clone())?,
+        (None, Some(file)) => from_remote(file, &args, selector.clone())?,
+        (None, None) => {
             let (data, _) = load_linked(&args.inputs, &args.link)?;
             let (tree, summary) = FlameTree::from_profiles(&data, &selector)?;
             (tree, summary, None)
@@ -191,12 +199,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn from_store(
-    dir: &Path,
-    args: &Args,
-    selector: SampleSelector,
-) -> anyhow::Result<(FlameTree, SelectionSummary, Option<String>)> {
-    let store = crate::store::open_existing(dir)?;
+/// The selection of `args` as the embedded store and the remote backend take it.
+fn selection(args: &Args, selector: SampleSelector) -> anyhow::Result<Selection> {
     let now = crate::store::now_ns();
     let time = |s: &Option<String>| {
         s.as_deref()
@@ -204,6 +208,65 @@ fn from_store(
             .transpose()
             .map_err(anyhow::Error::msg)
     };
+    Ok(Selection {
+        service: args.service.clone(),
+        profile_type: selector.profile_type,
+        from_ns: time(&args.from)?.unwrap_or(0),
+        to_ns: time(&args.to)?.unwrap_or(0),
+        label_selector: args.query.clone(),
+        span_ids: selector.span_ids,
+        trace_id: selector.trace_id,
+        include_child_spans: args.include_child_spans,
+        overlapping: false,
+        span_filter: None,
+    })
+}
+
+/// The flame graph from the Pyroscope (and Tempo) of `file`'s `storage.backend: remote`.
+fn from_remote(
+    file: &Path,
+    args: &Args,
+    selector: SampleSelector,
+) -> anyhow::Result<(FlameTree, SelectionSummary, Option<String>)> {
+    let config = spanprof_server::config_file::load(file, Default::default())
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", file.display()))?;
+    let Some(remote) = config.remote else {
+        bail!(
+            "--config {}: its storage.backend is not remote (spanprof flame reads a remote \
+             backend from a config file; a store directory is --data DIR)",
+            file.display()
+        );
+    };
+    let remote = spanprof_server::remote::Remote::new(remote)
+        .map_err(|e| anyhow::anyhow!("--config {}: {e}", file.display()))?;
+    let sel = selection(args, selector)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let flame = runtime
+        .block_on(remote.flame(&sel, false))
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let types: Vec<_> = flame.types.iter().map(Into::into).collect();
+    let summary = SelectionSummary {
+        available_types: types,
+        used_types: flame.profile_type.iter().map(Into::into).collect(),
+        // Pyroscope answers merged stacks, not the samples merged: one stands for them,
+        // for the "nothing matched" exit.
+        samples_selected: u64::from(flame.tree.total() > 0),
+        value_selected: flame.tree.total(),
+        profile_type_id: flame.profile_type.clone(),
+        ..Default::default()
+    };
+    Ok((flame.tree, summary, None))
+}
+
+fn from_store(
+    dir: &Path,
+    args: &Args,
+    selector: SampleSelector,
+) -> anyhow::Result<(FlameTree, SelectionSummary, Option<String>)> {
+    let store = crate::store::open_existing(dir)?;
     if let Some(service) = args.service.as_deref() {
         let known = store.services(0, 0);
         // With spans selected, `service` is the spans' (a tracer's name need not be a
@@ -220,18 +283,7 @@ fn from_store(
             );
         }
     }
-    let sel = Selection {
-        service: args.service.clone(),
-        profile_type: selector.profile_type,
-        from_ns: time(&args.from)?.unwrap_or(0),
-        to_ns: time(&args.to)?.unwrap_or(0),
-        label_selector: args.query.clone(),
-        span_ids: selector.span_ids,
-        trace_id: selector.trace_id,
-        include_child_spans: args.include_child_spans,
-        overlapping: false,
-        span_filter: None,
-    };
+    let sel = selection(args, selector)?;
     let (tree, summary) = store.flame_graph(&sel)?;
     let mut note = None;
     if let (0, Some(query)) = (summary.samples_selected, &args.query) {

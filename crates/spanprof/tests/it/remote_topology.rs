@@ -134,6 +134,37 @@ fn trace_view(v: &Value) -> Value {
     serde_json::json!({ "total": v["total"], "spans": spans })
 }
 
+/// A span list's (or chart's) spans as both backends know them, in the answer's order:
+/// ids, duration, own CPU, and whether the span was sampled (the coverage colouring).
+fn span_list(v: &Value) -> Value {
+    let spans: Vec<Value> = match v["spans"].as_array() {
+        Some(spans) => spans
+            .iter()
+            .map(|s| {
+                serde_json::json!([
+                    s["span_id"],
+                    s["trace_id"],
+                    s["duration_ns"],
+                    s["total"],
+                    s["coverage"] == "sampled"
+                ])
+            })
+            .collect(),
+        None => (0..v["span_id"].as_array().map_or(0, Vec::len))
+            .map(|i| {
+                serde_json::json!([
+                    v["span_id"][i],
+                    v["trace_id"][i],
+                    v["duration_ns"][i],
+                    v["cpu"][i],
+                    v["names"][v["name"][i].as_u64().unwrap_or(0) as usize]
+                ])
+            })
+            .collect(),
+    };
+    serde_json::json!({ "count": v["count"], "more": v["more"], "spans": spans })
+}
+
 /// Every query's answer from the frontend equals the embedded one's (and has samples).
 fn all_equal(front: &str, embedded: &str, queries: &[String]) -> Result<(), String> {
     for q in queries {
@@ -157,7 +188,39 @@ fn all_equal(front: &str, embedded: &str, queries: &[String]) -> Result<(), Stri
                 serde_json::from_slice(&fb).map_err(|x| x.to_string())?,
                 serde_json::from_slice(&eb).map_err(|x| x.to_string())?,
             );
-            if q.starts_with("/api/v1/traces/") {
+            if q.starts_with("/api/v1/timeseries?") {
+                if e["series"][0]["points"]
+                    .as_array()
+                    .is_none_or(Vec::is_empty)
+                {
+                    return Err(format!("{q}: no points embedded yet"));
+                }
+                let s = |v: &Value| {
+                    serde_json::json!([
+                        v["profile_type"],
+                        v["step_ns"],
+                        v["aggregation"],
+                        v["series"]
+                    ])
+                };
+                (s(&f), s(&e))
+            } else if q.contains("group=trace") {
+                if e["count"].as_u64().unwrap_or(0) == 0 {
+                    return Err(format!("{q}: no traces embedded yet"));
+                }
+                let g = |v: &Value| serde_json::json!([v["count"], v["more"], v["traces"]]);
+                (g(&f), g(&e))
+            } else if q.starts_with("/api/v1/spans?") || q.starts_with("/api/v1/span-points?") {
+                if e["count"].as_u64().unwrap_or(0) == 0 {
+                    return Err(format!("{q}: no spans embedded yet"));
+                }
+                (span_list(&f), span_list(&e))
+            } else if q.starts_with("/api/v1/span-names?") {
+                if e["names"].as_array().is_none_or(Vec::is_empty) {
+                    return Err(format!("{q}: no span names embedded yet"));
+                }
+                (f["names"].clone(), e["names"].clone())
+            } else if q.starts_with("/api/v1/traces/") {
                 if e["total"].as_u64().unwrap_or(0) == 0 {
                     return Err(format!("{q}: no samples embedded yet"));
                 }
@@ -367,6 +430,24 @@ fn collectors_forward_to_pyroscope_and_tempo_and_the_frontend_answers_as_embedde
         "/api/v1/diff?span_name=GET%20%2Fcpu-heavy&left.below_percentile=50&right.above_percentile=90"
             .to_owned(),
     ]);
+    // Span lists: by CPU (costly spans), by duration with filters TraceQL says, a chart's
+    // points, and names as typed.
+    queries.extend([
+        "/api/v1/spans?service=goapp&sort=cpu&limit=15".to_owned(),
+        "/api/v1/spans?span_name=GET%20%2Fcpu-heavy&min_duration=1ms&kind=server&limit=10"
+            .to_owned(),
+        "/api/v1/spans?name=CPU&name_match=contains&sort=cpu&order=asc&limit=10".to_owned(),
+        "/api/v1/spans?service=pyapp&sort=cpu&limit=5".to_owned(),
+        "/api/v1/span-points?service=goapp".to_owned(),
+        "/api/v1/span-names?q=cpu".to_owned(),
+    ]);
+    // Series (SelectSeries, span exemplars) and traces grouped by root, across services.
+    queries.extend([
+        "/api/v1/timeseries?service=goapp&step=5s&exemplars=2".to_owned(),
+        "/api/v1/timeseries?step=5s&group_by=service_name".to_owned(),
+        "/api/v1/spans?group=trace&sort=cpu&limit=20".to_owned(),
+        "/api/v1/spans?group=trace&service=pyapp&sort=duration".to_owned(),
+    ]);
     // The downstreams store what they were sent as it is acknowledged: a short wait at most.
     poll(
         "the frontend's answers equal the embedded ones",
@@ -386,4 +467,41 @@ fn collectors_forward_to_pyroscope_and_tempo_and_the_frontend_answers_as_embedde
         rolled["summary"]["value_selected"].as_u64() >= own["summary"]["value_selected"].as_u64(),
         "{rolled}"
     );
+
+    // `spanprof flame --config` with the frontend's config reads the same remote pair: its
+    // stacks are those of the embedded spanprof's pprof export of the span, read by flame.
+    let exported = dir.join("embedded-span.pb.gz");
+    let (status, body) = answer(
+        &embedded.addr,
+        &format!("/api/v1/pprof?span_id={go_span}&include_child_spans=true"),
+    );
+    assert_eq!(status, 200);
+    std::fs::write(&exported, body).unwrap();
+    let config = dir.join("frontend.yaml");
+    let from_remote = support::spanprof([
+        "flame",
+        "--config",
+        config.to_str().unwrap(),
+        "--span-id",
+        &go_span,
+        "--trace-id",
+        &go_trace,
+        "--include-child-spans",
+    ]);
+    let from_file = support::spanprof(["flame", exported.to_str().unwrap()]);
+    assert!(from_file.status.success(), "{}", from_file.stderr);
+    assert!(from_remote.status.success(), "{}", from_remote.stderr);
+    let sorted = |s: &str| {
+        let mut lines: Vec<String> = s.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    assert!(!from_file.stdout.is_empty());
+    assert_eq!(sorted(&from_remote.stdout), sorted(&from_file.stdout));
+    // A config whose backend is not remote is refused, naming the file (exit 2).
+    let plain = dir.join("plain.yaml");
+    std::fs::write(&plain, "storage:\n  enabled: true\n").unwrap();
+    let refused = support::spanprof(["flame", "--config", plain.to_str().unwrap()]);
+    assert_eq!(refused.code(), Some(2), "{}", refused.stderr);
+    assert!(refused.stderr.contains("not remote"), "{}", refused.stderr);
 }

@@ -10,7 +10,7 @@ mod json;
 mod messages;
 mod methods;
 mod render;
-mod tree_bytes;
+pub(crate) mod tree_bytes;
 
 use std::future::Future;
 

@@ -169,19 +169,12 @@ pub async fn search(
     p.allow("/api/v1/spans", &allowed)?;
     let q = span_query(&p)?;
     let (order, descending) = sort_params(&p)?;
-    let offset = p
-        .parsed("offset", params::count(0, MAX_MATCHES))?
-        .unwrap_or(0);
-    let limit = p
-        .parsed("limit", params::count(1, MAX_LIMIT))?
-        .unwrap_or(DEFAULT_LIMIT);
-    let by_trace = match p.one("group")? {
-        None => false,
-        Some(g) if g.value == "span" => false,
-        Some(g) if g.value == "trace" => true,
-        Some(g) => return Err(g.bad("expected span or trace")),
-    };
+    let (offset, limit, by_trace) = page_params(&p)?;
     let profile_type = type_param(&p)?;
+    if let Some(r) = &app.remote {
+        let (wanted, sort) = (profile_type.map(|(_, w)| w), (order, descending));
+        return remote_search(r, &q, sort, (offset, limit), by_trace, wanted.as_deref()).await;
+    }
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
     let unlinked_keys = app.span_keys.found();
     let mut body = blocking(&app, move |store| {
@@ -261,6 +254,47 @@ pub async fn search(
     Ok(axum::Json(body).into_response())
 }
 
+/// `offset`, `limit` and whether `group=trace`.
+fn page_params(p: &QueryParams) -> Result<(usize, usize, bool), ApiError> {
+    let offset = p
+        .parsed("offset", params::count(0, MAX_MATCHES))?
+        .unwrap_or(0);
+    let limit = p
+        .parsed("limit", params::count(1, MAX_LIMIT))?
+        .unwrap_or(DEFAULT_LIMIT);
+    let by_trace = match p.one("group")? {
+        None => false,
+        Some(g) if ["span", "trace"].contains(&g.value) => g.value == "trace",
+        Some(g) => return Err(g.bad("expected span or trace")),
+    };
+    Ok((offset, limit, by_trace))
+}
+
+/// `/api/v1/spans` over the remote backend (spans, or with `group=trace` their traces).
+async fn remote_search(
+    remote: &std::sync::Arc<crate::remote::Remote>,
+    q: &SpanQuery,
+    (order, descending): (SpanOrder, bool),
+    (offset, limit): (usize, usize),
+    by_trace: bool,
+    wanted: Option<&str>,
+) -> Result<Response, ApiError> {
+    let body = json!({
+        "offset": offset,
+        "limit": limit,
+        "sort": order_name(order),
+        "order": if descending { "desc" } else { "asc" },
+    });
+    let page = (offset, limit);
+    let body = if by_trace {
+        crate::remote::trace_groups::search(remote, q, (order, descending), page, wanted, body)
+            .await?
+    } else {
+        crate::remote::span_list::search(remote, q, (order, descending), page, wanted, body).await?
+    };
+    Ok(axum::Json(body).into_response())
+}
+
 /// `GET /api/v1/span-points?<filters>&limit`: the matching spans as columns for a
 /// duration-over-time chart, the `limit` longest (default 100,000), in start order: start
 /// (ms since the epoch), duration (ns), own sampled value (CPU ns by default), name index.
@@ -277,6 +311,11 @@ pub async fn points(
         .parsed("limit", params::count(1, MAX_POINTS))?
         .unwrap_or(DEFAULT_POINTS);
     let profile_type = type_param(&p)?;
+    if let Some(remote) = &app.remote {
+        let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
+        let body = crate::remote::span_list::points(remote, &q, limit, wanted).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let body = blocking(&app, move |store| {
         let mut found: SpanMatches = store.span_matches(&q)?;
         let count = found.matches.len();
@@ -328,6 +367,12 @@ pub async fn names(
         to_ns,
         ..SpanQuery::default()
     };
+    if let Some(remote) = &app.remote {
+        let range = (from_ns, to_ns);
+        let service = q.service.as_deref();
+        let body = crate::remote::span_list::names(remote, service, range, &text, limit).await?;
+        return Ok(axum::Json(body).into_response());
+    }
     let found = blocking(&app, move |store| Ok(store.span_names(&q, &text, limit)?)).await?;
     Ok(axum::Json(json!({ "names": found.names, "more": found.more })).into_response())
 }

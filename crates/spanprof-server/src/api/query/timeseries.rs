@@ -4,11 +4,13 @@ use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
+use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::series::{Aggregation, SeriesPoint};
 
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
+use crate::remote::series::SeriesAsk;
 use crate::AppState;
 
 /// Default bucket width, in nanoseconds (15 s, Pyroscope's default step).
@@ -47,6 +49,31 @@ pub async fn timeseries(
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
         .unwrap_or(0);
     let label = group_by.clone();
+    if let Some(remote) = &app.remote {
+        let ask = SeriesAsk {
+            step_ns,
+            group_by,
+            aggregation,
+            exemplars,
+        };
+        let found = remote.time_series(&q.selection, &ask).await?;
+        let mut body = answer(
+            &found.series,
+            label.as_deref(),
+            found.aggregation,
+            found.profile_type.as_ref(),
+            step_ns,
+        );
+        // Pyroscope keeps no profile windows: the longest one is not known.
+        body["profile_duration_ns"] = Value::Null;
+        body["remote"] = json!({
+            "backend": "remote (Pyroscope + Tempo)",
+            "not_available": [
+                "profile_duration_ns: Pyroscope keeps no profile windows",
+            ],
+        });
+        return Ok(axum::Json(body).into_response());
+    }
     let (groups, aggregation, profile_type, longest) = blocking(&app, move |store| {
         q.check_type(store)?;
         // Resolved once for both (a span filter reads every segment's spans to resolve).
@@ -68,11 +95,30 @@ pub async fn timeseries(
         Ok((groups, aggregation, profile_type, longest))
     })
     .await?;
+    let mut body = answer(
+        &groups,
+        label.as_deref(),
+        aggregation,
+        profile_type.as_ref(),
+        step_ns,
+    );
+    body["profile_duration_ns"] = json!(longest);
+    Ok(axum::Json(body).into_response())
+}
+
+/// The answer of `groups` (each series' label value and points), either backend's.
+fn answer(
+    groups: &[(String, Vec<SeriesPoint>)],
+    label: Option<&str>,
+    aggregation: Aggregation,
+    profile_type: Option<&ProfileTypeId>,
+    step_ns: i64,
+) -> Value {
     let series: Vec<Value> = groups
         .iter()
         .map(|(group, points)| {
-            let labels = match &label {
-                Some(name) => json!({ name.clone(): group }),
+            let labels = match label {
+                Some(name) => json!({ name: group }),
                 None => json!({}),
             };
             json!({
@@ -85,15 +131,14 @@ pub async fn timeseries(
         Aggregation::Sum => "sum",
         Aggregation::Average => "average",
     };
-    Ok(axum::Json(json!({
-        "profile_type": profile_type.as_ref().map(ToString::to_string),
-        "unit": profile_type.as_ref().map(|t| t.sample_unit.clone()),
+    json!({
+        "profile_type": profile_type.map(ToString::to_string),
+        "unit": profile_type.map(|t| t.sample_unit.clone()),
         "step_ns": step_ns,
-        "profile_duration_ns": longest,
+        "profile_duration_ns": null,
         "aggregation": aggregation,
         "series": series,
-    }))
-    .into_response())
+    })
 }
 
 fn point_json(p: &SeriesPoint) -> Value {
