@@ -3,6 +3,7 @@
 
 pub mod remote;
 pub mod replicas;
+pub mod storage;
 pub mod units;
 
 use std::net::SocketAddr;
@@ -12,6 +13,8 @@ use std::time::Duration;
 use spanprof_format::limits::ProfileLimits;
 use spanprof_format::LinkConfig;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
+
+pub use storage::{StorageConfig, MIN_SEGMENT_BYTES};
 
 pub use crate::tls::TlsSettings;
 
@@ -38,8 +41,8 @@ pub struct ServerConfig {
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// TLS on every listener (`server.tls`); `None` serves plain HTTP.
     pub tls: Option<crate::listen::tls::ListenTlsConfig>,
-    /// Store directory (default `./spanprof-data`).
-    pub data_dir: PathBuf,
+    /// The `storage` section: the store's directory, retention and sizes, the backend.
+    pub storage: StorageConfig,
     /// Which sample attributes become span links.
     pub link: LinkConfig,
     /// Request size limits.
@@ -51,23 +54,8 @@ pub struct ServerConfig {
     /// This process's share of `scrape` when several collectors split one list
     /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
     pub replicas: Option<replicas::Replicas>,
-    /// Write what arrives to the embedded store (default `true`); `false` runs a pure
-    /// collector that only forwards (the query API then answers from an empty store).
-    pub store: bool,
     /// Downstream OTLP endpoints that get a copy of everything stored.
     pub forward: Vec<ForwarderConfig>,
-    /// Data older than this is deleted (whole segments); `None` keeps everything.
-    pub retention_age: Option<Duration>,
-    /// Oldest segments are deleted while the store is larger than this, in bytes.
-    pub retention_bytes: Option<u64>,
-    /// Oldest segments are also deleted while the data directory's volume has less than this
-    /// many bytes available and less than 5 % of its size (0 = never; default 10 GiB, as
-    /// Pyroscope's): a full disk fails every write.
-    pub min_free_disk: u64,
-    /// A segment is sealed past this many bytes (default 16 MiB). Memory follows it: the
-    /// open segment's index (its spans decoded) and the one being sealed are in memory, about
-    /// 4 MiB of RSS per MiB of segment at one span per 2.5 samples.
-    pub segment_bytes: u64,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
     /// What a span's profile is for Grafana. `false` (the default): exactly the samples linked
@@ -315,9 +303,6 @@ fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Res
     Ok(())
 }
 
-/// Smallest store segment.
-pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
-
 /// Smallest on-disk queue a forwarder may have: a few of the largest requests (a record is
 /// one request, up to `server.max_decompressed_size`, 64 MiB by default); a smaller one drops
 /// a large push as soon as it is queued, with the endpoint up.
@@ -342,10 +327,12 @@ pub struct Limits {
     pub max_inflight_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
     pub profile: ProfileLimits,
-    /// Series in the store, and labels of one series (see [`SeriesLimits`]).
-    pub series: SeriesLimits,
-    /// Bytes the store's symbols may take (see `StoreConfig::max_symbol_bytes`).
-    pub max_symbol_bytes: u64,
+    /// Labels one series may have (`server.max_label_names_per_series`).
+    pub max_label_names_per_series: usize,
+    /// Bytes of one label name (`server.max_label_name_length`).
+    pub max_label_name_length: usize,
+    /// Bytes of one label value, the profile type's too (`server.max_label_value_length`).
+    pub max_label_value_length: usize,
     /// Request body bytes per second each tenant may send (0 = no limit); past it, 429 with
     /// `Retry-After` ([`crate::receivers::rate`]).
     pub max_ingest_rate: u64,
@@ -414,15 +401,16 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             auth: std::sync::Arc::default(),
             tls: None,
-            data_dir: PathBuf::from("./spanprof-data"),
+            storage: StorageConfig::default(),
             link: LinkConfig::default(),
             limits: Limits {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
                 max_inflight_bytes: 512 << 20,
                 profile: ProfileLimits::default(),
-                series: SeriesLimits::default(),
-                max_symbol_bytes: 128 << 20,
+                max_label_names_per_series: SeriesLimits::default().max_labels,
+                max_label_name_length: SeriesLimits::default().max_name_bytes,
+                max_label_value_length: SeriesLimits::default().max_value_bytes,
                 max_ingest_rate: 0,
                 max_ingest_burst: 0,
             },
@@ -435,12 +423,7 @@ impl Default for ServerConfig {
             },
             scrape: Vec::new(),
             replicas: None,
-            store: true,
             forward: Vec::new(),
-            retention_age: None,
-            retention_bytes: None,
-            min_free_disk: 10 << 30,
-            segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
             query_timeout: Duration::from_secs(10),
@@ -661,20 +644,7 @@ impl ServerConfig {
                     .into(),
             );
         }
-        if self.retention_age == Some(Duration::ZERO) {
-            return Err(
-                "storage.retention (--retention) 0s would delete the data as it is \
-                 written: give an age such as 7d, or leave it out to keep data whatever its age"
-                    .into(),
-            );
-        }
-        if self.retention_bytes == Some(0) {
-            return Err(
-                "storage.max_size (--max-size) 0 would delete the data as it is \
-                 written: give a size such as 20GiB, or leave it out for no size limit"
-                    .into(),
-            );
-        }
+        self.storage.validate()?;
         let defaults = ServerConfig::default().queue;
         for (key, n, default) in [
             ("queue_capacity", self.queue.capacity, defaults.capacity),
@@ -689,7 +659,7 @@ impl ServerConfig {
             }
         }
         check_forwarder_names(&self.forward)?;
-        if !self.store && self.forward.is_empty() && self.remote.is_none() {
+        if !self.storage.store_enabled() && self.forward.is_empty() && self.remote.is_none() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
                  forwarder: every push would be answered 200 and none of it kept; add one \
@@ -698,27 +668,32 @@ impl ServerConfig {
                     .into(),
             );
         }
-        if self.segment_bytes < MIN_SEGMENT_BYTES {
-            return Err(format!(
-                "storage.segment_size {} bytes: must be at least 64KiB (retention deletes \
-                 whole segments; smaller ones start a file at nearly every write)",
-                self.segment_bytes
-            ));
-        }
         Ok(())
     }
 
     /// The store settings for the data directory.
     pub fn store_config(&self) -> StoreConfig {
-        let mut c = StoreConfig::new(&self.data_dir);
-        c.retention_age_ns = self.retention_age.map(|d| d.as_nanos() as u64);
-        c.retention_bytes = self.retention_bytes;
-        c.min_free_disk_bytes = self.min_free_disk;
-        c.segment_max_bytes = self.segment_bytes;
+        let s = &self.storage;
+        let mut c = StoreConfig::new(&s.dir);
+        c.retention_age_ns = s.retention.map(|d| d.0.as_nanos() as u64);
+        c.retention_bytes = s.max_size.map(|m| m.0);
+        c.min_free_disk_bytes = s.min_free_disk.0;
+        c.segment_max_bytes = s.segment_size.0;
         c.max_profile_series = self.limits.profile.max_series;
-        c.series = self.limits.series;
-        c.max_symbol_bytes = self.limits.max_symbol_bytes;
+        c.series = self.series_limits();
+        c.max_symbol_bytes = s.max_symbols_size.0;
         c
+    }
+
+    /// The store's series limits: the count from `storage.max_series`, a series' labels
+    /// from the `server` section.
+    pub fn series_limits(&self) -> SeriesLimits {
+        SeriesLimits {
+            max_series: self.storage.max_series,
+            max_labels: self.limits.max_label_names_per_series,
+            max_name_bytes: self.limits.max_label_name_length,
+            max_value_bytes: self.limits.max_label_value_length,
+        }
     }
 }
 

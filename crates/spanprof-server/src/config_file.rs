@@ -48,7 +48,7 @@ struct File {
     #[serde(default)]
     server: Server,
     #[serde(default)]
-    storage: Storage,
+    storage: crate::config::StorageConfig,
     #[serde(default)]
     receivers: Receivers,
     #[serde(default)]
@@ -115,21 +115,6 @@ enum ClientAuthKey {
 enum LogFormat {
     Text,
     Json,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Storage {
-    enabled: Option<bool>,
-    dir: Option<PathBuf>,
-    retention: Option<ReadableDuration>,
-    max_size: Option<ReadableSize>,
-    min_free_disk: Option<ReadableSize>,
-    segment_size: Option<ReadableSize>,
-    max_series: Option<usize>,
-    max_symbols_size: Option<ReadableSize>,
-    backend: Option<crate::config::remote::BackendKind>,
-    remote: Option<crate::config::remote::RemoteSection>,
 }
 
 #[derive(Deserialize, Default)]
@@ -414,10 +399,16 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     profile.max_string_bytes = s
         .max_profile_string_length
         .unwrap_or(profile.max_string_bytes);
-    let series = &mut base.limits.series;
-    series.max_labels = s.max_label_names_per_series.unwrap_or(series.max_labels);
-    series.max_name_bytes = s.max_label_name_length.unwrap_or(series.max_name_bytes);
-    series.max_value_bytes = s.max_label_value_length.unwrap_or(series.max_value_bytes);
+    let limits = &mut base.limits;
+    limits.max_label_names_per_series = s
+        .max_label_names_per_series
+        .unwrap_or(limits.max_label_names_per_series);
+    limits.max_label_name_length = s
+        .max_label_name_length
+        .unwrap_or(limits.max_label_name_length);
+    limits.max_label_value_length = s
+        .max_label_value_length
+        .unwrap_or(limits.max_label_value_length);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
@@ -434,42 +425,12 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(f) = s.log_format {
         base.json_logs = f == LogFormat::Json;
     }
-    let st = file.storage;
-    match (st.backend.unwrap_or_default(), st.remote) {
-        (crate::config::remote::BackendKind::Remote, section) => {
-            base.remote = Some(section.unwrap_or_default().load().map_err(invalid)?);
-            // A query frontend keeps nothing itself unless told to.
-            base.store = false;
-        }
-        (_, Some(_)) => {
-            return Err(invalid(
-                "storage.remote is set but storage.backend is not remote: add \
-                 `backend: remote` to use it, or remove the section"
-                    .into(),
-            ))
-        }
-        _ => {}
+    if file.storage.backend == crate::config::remote::BackendKind::Remote {
+        let section = file.storage.remote.clone().unwrap_or_default();
+        base.remote = Some(section.load().map_err(invalid)?);
     }
-    if let Some(e) = st.enabled {
-        base.store = e;
-    }
-    if let Some(d) = st.dir {
-        base.data_dir = d;
-    }
-    base.retention_age = st.retention.map(|v| v.0).or(base.retention_age);
-    base.retention_bytes = st.max_size.map(|v| v.0).or(base.retention_bytes);
-    if let Some(n) = st.min_free_disk.map(|v| v.0) {
-        base.min_free_disk = n;
-    }
-    if let Some(n) = st.segment_size.map(|v| v.0) {
-        base.segment_bytes = n;
-    }
-    if let Some(n) = st.max_series {
-        base.limits.series.max_series = n;
-    }
-    if let Some(n) = st.max_symbols_size.map(|v| v.0) {
-        base.limits.max_symbol_bytes = n;
-    }
+    file.storage.validate().map_err(invalid)?;
+    base.storage = file.storage;
     match (file.receivers.replicas, file.receivers.replica) {
         (None, None) => {}
         (count, index) => {

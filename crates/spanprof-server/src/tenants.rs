@@ -222,9 +222,9 @@ impl Tenants {
 /// The data directory of tenant `id`.
 pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
     if id.is_default() {
-        config.data_dir.clone()
+        config.storage.dir.clone()
     } else {
-        config.data_dir.join(TENANTS_DIR).join(id.as_str())
+        config.storage.dir.join(TENANTS_DIR).join(id.as_str())
     }
 }
 
@@ -270,7 +270,7 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
     let write_failed = Arc::new(tokio::sync::Notify::new());
     let over_limit = Arc::new(tokio::sync::Notify::new());
     let sinks = Sinks {
-        store: config.store.then(|| Arc::clone(&store)),
+        store: config.storage.store_enabled().then(|| Arc::clone(&store)),
         forward: forwarders,
         write_failed: Arc::clone(&write_failed),
         over_limit: Arc::clone(&over_limit),

@@ -106,7 +106,10 @@ fn settings_that_cannot_work_are_refused() {
         assert_refused(&base, ServerConfig::check, change, why)
     };
     refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
-    refused(&|c| c.store = false, "the store is off (--no-store");
+    refused(
+        &|c| c.storage.enabled = Some(false),
+        "the store is off (--no-store",
+    );
     refused(
         &|c| {
             let f = super::ForwarderConfig::new("b", super::ForwardProtocol::Http, "http://x:1");
@@ -130,11 +133,14 @@ fn settings_that_cannot_work_are_refused() {
     );
     refused(&|c| c.queue.batch_max = 0, "processors.batch.max_items 0");
     refused(
-        &|c| c.retention_age = Some(Duration::ZERO),
+        &|c| c.storage.retention = Some(Duration::ZERO.into()),
         "storage.retention",
     );
-    refused(&|c| c.retention_bytes = Some(0), "storage.max_size");
-    refused(&|c| c.segment_bytes = 0, "storage.segment_size 0 bytes");
+    refused(&|c| c.storage.max_size = Some(0.into()), "storage.max_size");
+    refused(
+        &|c| c.storage.segment_size = 0.into(),
+        "storage.segment_size 0 bytes",
+    );
 }
 
 #[test]

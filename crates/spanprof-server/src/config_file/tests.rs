@@ -47,8 +47,9 @@ fn a_bad_value_is_named_by_its_key() {
     assert_eq!(
         load_str("storage:\n  max_size: 1048576\n")
             .unwrap()
-            .retention_bytes,
-        Some(1 << 20)
+            .storage
+            .max_size,
+        Some((1 << 20).into())
     );
 }
 
@@ -62,9 +63,15 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
 #[test]
 fn the_documented_example_sets_the_defaults() {
     // As printed, the file starts the server as `spanprof serve` does without one.
-    let serve = || ServerConfig {
-        otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
-        ..ServerConfig::default()
+    let serve = || {
+        let mut c = ServerConfig {
+            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
+            ..ServerConfig::default()
+        };
+        // The example writes the store's default out (`enabled: true`); unset means the
+        // same with the default backend.
+        c.storage.enabled = Some(true);
+        c
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spanprof.yaml");
@@ -100,8 +107,11 @@ fn the_documented_examples_load() {
         c.scrape[0].labels,
         vec![("env".to_owned(), "prod".to_owned())]
     );
-    assert_eq!(c.retention_age, Some(Duration::from_secs(7 * 86400)));
-    assert_eq!(c.retention_bytes, Some(20 << 30));
+    assert_eq!(
+        c.storage.retention,
+        Some(Duration::from_secs(7 * 86400).into())
+    );
+    assert_eq!(c.storage.max_size, Some((20 << 30).into()));
     assert_eq!(c.forward.len(), 2);
     assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
     let push = &c.forward[1];
@@ -266,10 +276,10 @@ fn series_limits_default_and_are_set_one_by_one() {
         .series;
     assert_eq!(c.max_name_bytes, 5);
     let c = load_str("storage:\n  min_free_disk: 0\n").unwrap();
-    assert_eq!(c.min_free_disk, 0);
+    assert_eq!(c.storage.min_free_disk.0, 0);
     let c = load_str("storage:\n  min_free_disk: 1GiB\n").unwrap();
     assert_eq!(c.store_config().min_free_disk_bytes, 1 << 30);
-    assert_eq!(ServerConfig::default().min_free_disk, 10 << 30);
+    assert_eq!(ServerConfig::default().storage.min_free_disk.0, 10 << 30);
     let c = load_str("storage:\n  max_symbols_size: 1GiB\n").unwrap();
     assert_eq!(c.store_config().max_symbol_bytes, 1 << 30);
     assert_eq!(
@@ -475,7 +485,10 @@ fn the_remote_backend_is_checked_at_load() {
     assert_eq!(r.pyroscope.url, "https://pyroscope.example:4040");
     assert_eq!(r.pyroscope.tenant.as_deref(), Some("team-a"));
     assert_eq!(r.timeout, Duration::from_secs(5));
-    assert!(!c.store, "a query frontend keeps nothing itself");
+    assert!(
+        !c.storage.store_enabled(),
+        "a query frontend keeps nothing itself"
+    );
     for (text, error) in [
         (
             "storage:\n  backend: remote\n".to_owned(),

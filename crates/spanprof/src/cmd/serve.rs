@@ -215,7 +215,7 @@ pub fn run(
     // Built-in defaults, then the file, then the flags given.
     let mut config = file_config?;
     if let Some(d) = &args.data {
-        config.data_dir = d.clone();
+        config.storage.dir = d.clone();
     }
     if let Some(a) = args.http_addr {
         config.http_addr = a;
@@ -228,8 +228,8 @@ pub fn run(
     }
     config.allow_unauthenticated |= args.allow_unauthenticated;
     tls_flags(&args, &mut config)?;
-    config.retention_age = args.retention.map(|d| d.0).or(config.retention_age);
-    config.retention_bytes = args.max_size.map(|s| s.0).or(config.retention_bytes);
+    config.storage.retention = args.retention.or(config.storage.retention);
+    config.storage.max_size = args.max_size.or(config.storage.max_size);
     for spec in &args.scrape {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
@@ -260,7 +260,7 @@ pub fn run(
         );
     }
     if args.no_store {
-        config.store = false;
+        config.storage.enabled = Some(false);
     }
     if args.span_profiles_include_children {
         config.span_profiles_include_children = true;
@@ -288,11 +288,11 @@ pub fn run(
         warn_if_others_read_secrets(path, &config);
     }
     if !args.demo {
-        owner_only_dir(&config.data_dir);
+        owner_only_dir(&config.storage.dir);
     }
     let _demo_dir = if args.demo {
         let dir = TempDir::new()?;
-        config.data_dir = dir.0.clone();
+        config.storage.dir = dir.0.clone();
         config.demo = true;
         Some(dir)
     } else {
