@@ -5,6 +5,7 @@ pub mod remote;
 pub mod replicas;
 pub mod storage;
 pub mod units;
+mod validate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -616,59 +617,6 @@ impl ServerConfig {
         .into_iter()
         .filter_map(|(key, a)| Some((key, a?)))
         .filter(move |(_, a)| unauthenticated && !a.ip().is_loopback())
-    }
-
-    /// Refuses settings that cannot work, naming the setting (file key and flag): a body
-    /// limit of 0 refused every request, a retention of 0 deleted data as it came, and a
-    /// segment size of 0 started a segment at every write.
-    pub fn check(&self) -> Result<(), String> {
-        if let Some((key, addr)) = self.open_listeners().next() {
-            if !self.allow_unauthenticated {
-                let flag = key.replace('_', "-");
-                return Err(format!(
-                    "server.{key} (--{flag}) {addr} listens beyond this machine, and no \
-                     credentials are configured (auth.credentials): whoever reaches it could \
-                     read every profile and span and write data. Configure credentials (see \
-                     docs/security.md), bind loopback ({}:{}), or say it is meant with \
-                     server.allow_unauthenticated: true (--allow-unauthenticated), behind a \
-                     firewall or an authenticating proxy",
-                    std::net::Ipv4Addr::LOCALHOST,
-                    addr.port()
-                ));
-            }
-        }
-        if self.limits.max_body_bytes == 0 || self.limits.max_decompressed_bytes == 0 {
-            return Err(
-                "server.max_body_size and server.max_decompressed_size must not be 0: \
-                 every request would be refused (give a size such as 32MiB)"
-                    .into(),
-            );
-        }
-        self.storage.validate()?;
-        let defaults = ServerConfig::default().queue;
-        for (key, n, default) in [
-            ("queue_capacity", self.queue.capacity, defaults.capacity),
-            ("max_items", self.queue.batch_max, defaults.batch_max),
-        ] {
-            if n == 0 {
-                return Err(format!(
-                    "processors.batch.{key} 0: the queue holds and writes one request at \
-                     least; give a count (default {default}; queue_size is the one where 0 \
-                     means no limit)"
-                ));
-            }
-        }
-        check_forwarder_names(&self.forward)?;
-        if !self.storage.store_enabled() && self.forward.is_empty() && self.remote.is_none() {
-            return Err(
-                "the store is off (--no-store, storage.enabled: false) and there is no \
-                 forwarder: every push would be answered 200 and none of it kept; add one \
-                 (--forward-otlp-grpc, --forward-otlp-http, or exporters in the config file), \
-                 or leave the store on"
-                    .into(),
-            );
-        }
-        Ok(())
     }
 
     /// The store settings for the data directory.

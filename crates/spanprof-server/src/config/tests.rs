@@ -101,9 +101,9 @@ fn settings_that_cannot_work_are_refused() {
     use super::ServerConfig;
     use std::time::Duration;
     let base = ServerConfig::default();
-    assert!(base.check().is_ok());
+    assert!(base.validate().is_ok());
     let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
-        assert_refused(&base, ServerConfig::check, change, why)
+        assert_refused(&base, ServerConfig::validate, change, why)
     };
     refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
     refused(

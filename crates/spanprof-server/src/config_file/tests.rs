@@ -57,7 +57,11 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spanprof.yaml");
     std::fs::write(&path, text).unwrap();
-    load(&path, ServerConfig::default())
+    let c = load(&path, ServerConfig::default())?;
+    // As `spanprof serve` does once the flags are over the file.
+    c.validate()
+        .map_err(|message| ConfigError::Invalid { path, message })?;
+    Ok(c)
 }
 
 #[test]

@@ -234,9 +234,6 @@ pub fn run(
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
         })?;
-        if !url.starts_with("http://") && !url.starts_with("https://") {
-            anyhow::bail!("--scrape {spec:?}: the URL must start with http:// or https://");
-        }
         let mut target = ScrapeTarget::new(name, url);
         if !args.scrape_profiles.is_empty() {
             target.profiles = args.scrape_profiles.clone();
@@ -247,12 +244,8 @@ pub fn run(
         if let Some(d) = args.scrape_timeout {
             target.timeout = d.0;
         }
-        target
-            .check()
-            .map_err(|e| anyhow::anyhow!("--scrape {spec:?}: {e}"))?;
         config.scrape.push(target);
     }
-    spanprof_server::config::check_scrape_targets(&config.scrape).map_err(anyhow::Error::msg)?;
     if let (Some(count), Some(index)) = (args.replicas, args.replica) {
         config.replicas = Some(
             spanprof_server::replicas::Replicas::new(count, index)
@@ -283,7 +276,8 @@ pub fn run(
         }
     }
     config.forward.extend(forwarders(&args)?);
-    config.check().map_err(anyhow::Error::msg)?;
+    // Once, on the file with the flags over it.
+    config.validate().map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.config {
         warn_if_others_read_secrets(path, &config);
     }
@@ -376,7 +370,6 @@ fn tls_flags(args: &Args, config: &mut ServerConfig) -> anyhow::Result<()> {
     if let Some(auth) = args.tls_client_auth {
         tls.client_auth = auth;
     }
-    tls.check()?;
     config.tls = Some(tls);
     Ok(())
 }
@@ -533,7 +526,7 @@ impl Drop for TempDir {
     }
 }
 
-/// The forwarders the flags describe, validated.
+/// The forwarders the flags describe (checked with the rest, by `ServerConfig::validate`).
 fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
     let mut out: Vec<ForwarderConfig> = Vec::new();
     let specs = args
@@ -592,10 +585,6 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
             "traces" => f.profiles = false,
             _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
         }
-    }
-    for f in &out {
-        f.check()
-            .map_err(|e| anyhow::anyhow!("forwarder {:?} ({}): {e}", f.name, f.endpoint))?;
     }
     Ok(out)
 }
