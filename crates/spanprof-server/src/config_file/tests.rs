@@ -530,3 +530,23 @@ fn the_remote_backend_is_checked_at_load() {
         assert!(!e.contains("secret"));
     }
 }
+
+#[test]
+fn the_example_shows_the_defaults_serialised() {
+    // The sections that are the runtime config, serialised from their one `Default`, are
+    // what the example file sets (as printed: its examples stay commented out). Keys with
+    // no default (storage.retention, max_size) are left out of both.
+    let example: serde_norway::Value = serde_norway::from_str(EXAMPLE).unwrap();
+    let defaults = ServerConfig::default();
+    for (section, serialised) in [(
+        "storage",
+        serde_norway::to_value(&defaults.storage).unwrap(),
+    )] {
+        assert_eq!(
+            example.get(section),
+            Some(&serialised),
+            "config_example.yaml's {section} section differs from the defaults serialised:\n{}",
+            serde_norway::to_string(&serialised).unwrap()
+        );
+    }
+}
