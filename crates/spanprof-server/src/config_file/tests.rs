@@ -538,15 +538,13 @@ fn the_example_shows_the_defaults_serialised() {
     // no default (storage.retention, max_size) are left out of both.
     let example: serde_norway::Value = serde_norway::from_str(EXAMPLE).unwrap();
     let defaults = ServerConfig::default();
-    for (section, serialised) in [(
-        "storage",
-        serde_norway::to_value(&defaults.storage).unwrap(),
-    )] {
-        assert_eq!(
-            example.get(section),
-            Some(&serialised),
-            "config_example.yaml's {section} section differs from the defaults serialised:\n{}",
-            serde_norway::to_string(&serialised).unwrap()
-        );
-    }
+    // One section so far; the others join as they become the runtime config.
+    let section = "storage";
+    let serialised = serde_norway::to_value(&defaults.storage).unwrap();
+    assert_eq!(
+        example.get(section),
+        Some(&serialised),
+        "config_example.yaml's {section} section differs from the defaults serialised:\n{}",
+        serde_norway::to_string(&serialised).unwrap()
+    );
 }
