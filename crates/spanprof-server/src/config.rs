@@ -1,6 +1,9 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+mod fields;
+pub mod processors;
+pub mod receivers;
 pub mod remote;
 pub mod replicas;
 pub mod storage;
@@ -12,9 +15,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use spanprof_format::limits::ProfileLimits;
-use spanprof_format::LinkConfig;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
 
+pub use processors::{BatchConfig, ProcessorsConfig};
+pub use receivers::ReceiversConfig;
 pub use storage::{StorageConfig, MIN_SEGMENT_BYTES};
 
 pub use crate::tls::TlsSettings;
@@ -44,17 +48,13 @@ pub struct ServerConfig {
     pub tls: Option<crate::listen::tls::ListenTlsConfig>,
     /// The `storage` section: the store's directory, retention and sizes, the backend.
     pub storage: StorageConfig,
-    /// Which sample attributes become span links.
-    pub link: LinkConfig,
     /// Request size limits.
     pub limits: Limits,
-    /// The pipeline's queue and batching.
-    pub queue: QueueConfig,
-    /// Targets to pull profiles from.
-    pub scrape: Vec<ScrapeTarget>,
-    /// This process's share of `scrape` when several collectors split one list
-    /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
-    pub replicas: Option<replicas::Replicas>,
+    /// The `processors` section: linking, the pipeline's queue and batching, transforms.
+    pub processors: ProcessorsConfig,
+    /// The `receivers` section: targets to pull profiles from, and this process's share of
+    /// them.
+    pub receivers: ReceiversConfig,
     /// Downstream OTLP endpoints that get a copy of everything stored.
     pub forward: Vec<ForwarderConfig>,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
@@ -341,28 +341,9 @@ pub struct Limits {
     pub max_ingest_burst: u64,
 }
 
-/// The pipeline's bounded queue and batching.
-#[derive(Debug, Clone)]
-pub struct QueueConfig {
-    /// Items waiting at most; beyond, receivers answer 429 / RESOURCE_EXHAUSTED.
-    pub capacity: usize,
-    /// About the memory that decoded requests waiting in the queue or being written may take,
-    /// in bytes (0 = no limit); beyond, receivers answer 429 / RESOURCE_EXHAUSTED too. One
-    /// request is always taken when none is waiting, whatever its size.
-    pub max_bytes: usize,
-    /// Items written to the store in one durable write at most.
-    pub batch_max: usize,
-    /// How long a batch may wait for requests that receivers are still decoding. A batch
-    /// takes what queued up during the previous write and is written as soon as no request
-    /// is being decoded, or when this is up.
-    pub batch_age: Duration,
-    /// The transform stage's rules (`processors.transform`), applied to each batch's work
-    /// before the sinks.
-    pub transform: crate::transform::Transform,
-}
-
-/// One service to pull `/debug/pprof/*` from.
-#[derive(Debug, Clone)]
+/// One service to pull `/debug/pprof/*` from (`receivers.scrape[i]`, keys as the fields).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScrapeTarget {
     /// Service name given to its profiles.
     pub service: String,
@@ -370,25 +351,33 @@ pub struct ScrapeTarget {
     pub url: String,
     /// Profiles to take: `cpu`, `heap`, `allocs`, `goroutine`, `mutex`, `block` (`heap` or
     /// `allocs`: Go answers both with the same profile).
+    #[serde(default = "ScrapeTarget::default_profiles")]
     pub profiles: Vec<String>,
     /// Time between non-CPU scrapes; also the CPU window length (windows are back to back).
+    #[serde(default = "ScrapeTarget::default_interval", with = "fields::duration")]
     pub interval: Duration,
     /// How long a scrape may take, connecting and reading included; a CPU profile's request
     /// may take its window more (default 10 s, as Prometheus' scrape_timeout).
+    #[serde(default = "ScrapeTarget::default_timeout", with = "fields::duration")]
     pub timeout: Duration,
     /// Extra resource labels for its profiles.
+    #[serde(default, with = "fields::string_map")]
     pub labels: Vec<(String, String)>,
     /// Request headers sent with every scrape (an `authorization` for a pprof endpoint behind
     /// authentication). Credentials in the URL (`http://user:password@host:6060`) become a
     /// basic `authorization` here and leave the URL, which is logged.
+    #[serde(default, with = "fields::string_map")]
     pub headers: Vec<(String, String)>,
     /// A file whose content (white space trimmed) is sent as `authorization: Bearer …`,
     /// read at each scrape, so a rotated token (a Kubernetes service account's) is used at
     /// once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_file: Option<PathBuf>,
     /// TLS settings of an `https://` target (a private CA, a client certificate).
+    #[serde(default)]
     pub tls: TlsSettings,
     /// The tenant whose store gets what is scraped (the default tenant unless set).
+    #[serde(default = "crate::auth::TenantId::default_tenant")]
     pub tenant: crate::auth::TenantId,
 }
 
@@ -403,7 +392,6 @@ impl Default for ServerConfig {
             auth: std::sync::Arc::default(),
             tls: None,
             storage: StorageConfig::default(),
-            link: LinkConfig::default(),
             limits: Limits {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
@@ -415,15 +403,8 @@ impl Default for ServerConfig {
                 max_ingest_rate: 0,
                 max_ingest_burst: 0,
             },
-            queue: QueueConfig {
-                capacity: 1024,
-                max_bytes: 512 << 20,
-                batch_max: 256,
-                batch_age: Duration::from_millis(20),
-                transform: Default::default(),
-            },
-            scrape: Vec::new(),
-            replicas: None,
+            processors: ProcessorsConfig::default(),
+            receivers: ReceiversConfig::default(),
             forward: Vec::new(),
             demo: false,
             span_profiles_include_children: false,
@@ -473,28 +454,47 @@ impl ScrapeTarget {
     /// itself (`…/debug/pprof`, what a browser shows) is taken for its base: the paths were
     /// appended to it, and every scrape was a 404.
     pub fn new(service: impl Into<String>, url: impl Into<String>) -> Self {
-        let url = url.into();
-        let url = url.trim_end_matches('/');
-        let url = url.strip_suffix("/debug/pprof").unwrap_or(url);
-        let (url, basic) = split_credentials(url);
         ScrapeTarget {
             service: service.into(),
-            url,
-            profiles: Self::DEFAULT_PROFILES
-                .iter()
-                .map(|&p| p.to_owned())
-                .collect(),
+            url: url.into(),
+            profiles: Self::default_profiles(),
             interval: Self::DEFAULT_INTERVAL,
             timeout: Self::DEFAULT_TIMEOUT,
             labels: Vec::new(),
-            headers: basic
-                .map(|b| ("authorization".to_owned(), b))
-                .into_iter()
-                .collect(),
+            headers: Vec::new(),
             bearer_token_file: None,
             tls: TlsSettings::default(),
             tenant: crate::auth::TenantId::default_tenant(),
         }
+        .normalized()
+    }
+
+    /// The target with its URL made the base URL (no trailing `/`, no `/debug/pprof`) and
+    /// the URL's credentials moved to a basic `authorization`, before the headers given.
+    pub fn normalized(mut self) -> Self {
+        let url = self.url.trim_end_matches('/');
+        let url = url.strip_suffix("/debug/pprof").unwrap_or(url);
+        let (url, basic) = split_credentials(url);
+        self.url = url;
+        if let Some(b) = basic {
+            self.headers.insert(0, ("authorization".to_owned(), b));
+        }
+        self
+    }
+
+    fn default_profiles() -> Vec<String> {
+        Self::DEFAULT_PROFILES
+            .iter()
+            .map(|&p| p.to_owned())
+            .collect()
+    }
+
+    fn default_interval() -> Duration {
+        Self::DEFAULT_INTERVAL
+    }
+
+    fn default_timeout() -> Duration {
+        Self::DEFAULT_TIMEOUT
     }
 
     /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),

@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::config::units::{ReadableDuration, ReadableSize};
 use crate::config::{
-    parse_listen_addr, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig, TlsSettings,
+    parse_listen_addr, ForwardProtocol, ForwarderConfig, ServerConfig, TlsSettings,
 };
 
 /// A configuration file with every key, commented: defaults or example values.
@@ -50,9 +50,9 @@ struct File {
     #[serde(default)]
     storage: crate::config::StorageConfig,
     #[serde(default)]
-    receivers: Receivers,
+    receivers: crate::config::ReceiversConfig,
     #[serde(default)]
-    processors: Processors,
+    processors: crate::config::ProcessorsConfig,
     #[serde(default)]
     exporters: Vec<Exporter>,
     #[serde(default)]
@@ -117,84 +117,6 @@ enum LogFormat {
     Json,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Receivers {
-    #[serde(default)]
-    scrape: Vec<Scrape>,
-    replicas: Option<u32>,
-    replica: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Scrape {
-    service: String,
-    url: String,
-    profiles: Option<Vec<String>>,
-    interval: Option<ReadableDuration>,
-    timeout: Option<ReadableDuration>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    bearer_token_file: Option<PathBuf>,
-    #[serde(default)]
-    tls: Tls,
-    tenant: Option<String>,
-}
-
-/// An endpoint's `tls` block (exporters and scrape targets).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Tls {
-    ca_file: Option<PathBuf>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
-    #[serde(default)]
-    insecure_skip_verify: bool,
-}
-
-impl From<Tls> for TlsSettings {
-    fn from(t: Tls) -> Self {
-        TlsSettings {
-            ca_file: t.ca_file,
-            cert_file: t.cert_file,
-            key_file: t.key_file,
-            insecure_skip_verify: t.insecure_skip_verify,
-        }
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Processors {
-    #[serde(default)]
-    link: Link,
-    #[serde(default)]
-    batch: Batch,
-    #[serde(default)]
-    transform: Vec<crate::transform::RuleConfig>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Link {
-    span_id_keys: Option<Vec<String>>,
-    trace_id_keys: Option<Vec<String>>,
-    span_name_keys: Option<Vec<String>>,
-    keep_link_attributes: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Batch {
-    queue_capacity: Option<usize>,
-    queue_size: Option<ReadableSize>,
-    max_items: Option<usize>,
-    max_age: Option<ReadableDuration>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Exporter {
@@ -204,7 +126,7 @@ struct Exporter {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default)]
-    tls: Tls,
+    tls: TlsSettings,
     gzip: Option<bool>,
     signals: Option<Vec<Signal>>,
     batch_size: Option<usize>,
@@ -278,6 +200,9 @@ fn worded(message: String, text: &str) -> String {
             "expected struct File",
             "expected sections (server, storage, receivers, processors, exporters, auth) with their keys",
         );
+    // A transform rule's error names the rule (`processors.transform[2] "pod" …`) after the
+    // section's key.
+    m = m.replace("processors: processors.transform[", "processors.transform[");
     // A section given a value: "expected struct Server" names our type.
     if let Some(at) = m.find("expected struct ") {
         let name_end = m[at + "expected struct ".len()..]
@@ -303,9 +228,10 @@ fn worded(message: String, text: &str) -> String {
     m
 }
 
-/// Reads `path` onto `base`: what the file sets replaces the base's value; lists (scrape
-/// targets, exporters) are added. Values are checked once flags are over them, by
-/// [`ServerConfig::validate`].
+/// Reads `path` onto `base`: the sections read as the runtime config (`storage`,
+/// `receivers`, `processors`) replace the base's whole, defaults where the file is silent;
+/// the `server` keys the file sets replace the base's values; exporters are added. Values
+/// are checked once flags are over them, by [`ServerConfig::validate`].
 // Long: copies each file key onto ServerConfig; it goes with the single config model (issue #45 item 3).
 #[allow(clippy::too_many_lines)]
 pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigError> {
@@ -402,69 +328,8 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         base.remote = Some(section.load().map_err(invalid)?);
     }
     base.storage = file.storage;
-    match (file.receivers.replicas, file.receivers.replica) {
-        (None, None) => {}
-        (count, index) => {
-            let r = crate::replicas::Replicas::new(count.unwrap_or(1), index.unwrap_or(0))
-                .map_err(|e| invalid(format!("receivers.replicas / receivers.replica: {e}")))?;
-            base.replicas = Some(r);
-        }
-    }
-    for t in file.receivers.scrape {
-        let mut target = ScrapeTarget::new(t.service, t.url);
-        if let Some(p) = t.profiles {
-            target.profiles = p;
-        }
-        if let Some(i) = t.interval.map(|v| v.0) {
-            target.interval = i;
-        }
-        if let Some(d) = t.timeout.map(|v| v.0) {
-            target.timeout = d;
-        }
-        target.labels = t.labels.into_iter().collect();
-        target.headers.extend(t.headers);
-        target.bearer_token_file = t.bearer_token_file;
-        if let Some(tenant) = &t.tenant {
-            target.tenant = crate::auth::TenantId::new(tenant).map_err(|e| {
-                invalid(format!(
-                    "receivers.scrape {:?}: tenant: {e}",
-                    target.service
-                ))
-            })?;
-        }
-        target.tls = t.tls.into();
-        base.scrape.push(target);
-    }
-    let l = file.processors.link;
-    if let Some(k) = l.span_id_keys {
-        base.link.span_id_keys = k;
-    }
-    if let Some(k) = l.trace_id_keys {
-        base.link.trace_id_keys = k;
-    }
-    if let Some(k) = l.span_name_keys {
-        base.link.span_name_keys = k;
-    }
-    if let Some(k) = l.keep_link_attributes {
-        base.link.keep_link_attributes = k;
-    }
-    if !file.processors.transform.is_empty() {
-        base.queue.transform =
-            crate::transform::Transform::from_config(file.processors.transform).map_err(invalid)?;
-    }
-    let b = file.processors.batch;
-    if let Some(n) = b.queue_capacity {
-        base.queue.capacity = n;
-    }
-    if let Some(n) = b.queue_size.map(|v| v.0) {
-        base.queue.max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
-    }
-    if let Some(n) = b.max_items {
-        base.queue.batch_max = n;
-    }
-    if let Some(d) = b.max_age.map(|v| v.0) {
-        base.queue.batch_age = d;
-    }
+    base.receivers = file.receivers;
+    base.processors = file.processors;
     for e in file.exporters {
         let protocol = match e.protocol {
             Protocol::Grpc => ForwardProtocol::Grpc,
@@ -476,7 +341,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         f.traces = f.traces && protocol != ForwardProtocol::Push;
         // Beside the authorization that credentials in the endpoint made, if any.
         f.headers.extend(e.headers);
-        f.tls = e.tls.into();
+        f.tls = e.tls;
         f.gzip = e.gzip.unwrap_or(f.gzip);
         if let Some(signals) = e.signals {
             f.profiles = signals.contains(&Signal::Profiles);

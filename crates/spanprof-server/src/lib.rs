@@ -178,7 +178,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
-    let link = state.config.link.clone();
+    let link = state.config.processors.link.clone();
     let demo = tokio::task::spawn_blocking(move || demo::load(now, &link))
         .await
         .expect("decoding the demo recording panicked")
@@ -226,8 +226,12 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
     let mut config = config;
-    if let Some(r) = config.replicas {
-        r.split(&mut config.scrape);
+    if let Some(r) = config
+        .receivers
+        .replica_set()
+        .map_err(ServerError::Scrape)?
+    {
+        r.split(&mut config.receivers.scrape);
     }
     let config = Arc::new(config);
     // The certificate before anything else: a wrong file stops the start at once, naming it.
@@ -295,7 +299,7 @@ async fn open_named_tenants(
 ) -> Result<(), ServerError> {
     let mut named = vec![auth::TenantId::default_tenant()];
     named.extend(config.auth.tenants().cloned());
-    named.extend(config.scrape.iter().map(|t| t.tenant.clone()));
+    named.extend(config.receivers.scrape.iter().map(|t| t.tenant.clone()));
     named.sort();
     named.dedup();
     for id in &named {

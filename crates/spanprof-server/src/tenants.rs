@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 use crate::auth::{self, Auth, TenantId};
-use crate::config::ServerConfig;
+use crate::config::{ForwarderConfig, ServerConfig};
 use crate::forward::Forwarders;
 use crate::metrics::Metrics;
 use crate::pipeline::{Batcher, Pipeline, Sinks};
@@ -90,7 +90,7 @@ pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Ro
 
 impl Tenants {
     pub(crate) fn new(shared: Shared) -> Tenants {
-        let batcher = Batcher::start(shared.config.queue.clone(), shared.auth.max_tenants);
+        let batcher = Batcher::start(shared.config.processors.clone(), shared.auth.max_tenants);
         Tenants {
             shared,
             batcher: std::sync::Mutex::new(Some(batcher)),
@@ -228,19 +228,9 @@ pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
     }
 }
 
-/// Opens tenant `id`: its store, forwarders and pipeline, its retention, and its scrapes.
-async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenant, ServerError> {
-    let config = &shared.config;
-    let dir = data_dir(config, id);
-    let metrics = if id.is_default() {
-        Arc::clone(&shared.metrics)
-    } else {
-        Arc::new(shared.metrics.for_tenant(id.as_str()))
-    };
-    let mut store_cfg = config.store_config();
-    store_cfg.dir = dir.clone();
-    let store = Arc::new(crate::open_store(store_cfg, config, id).await?);
-    let forward: Vec<_> = config
+/// The forwarders of tenant `id`: a tenant's exports carry its id as `X-Scope-OrgID`.
+fn tenant_forwarders(config: &ServerConfig, id: &TenantId) -> Vec<ForwarderConfig> {
+    config
         .forward
         .iter()
         .cloned()
@@ -253,7 +243,22 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
             }
             f
         })
-        .collect();
+        .collect()
+}
+
+/// Opens tenant `id`: its store, forwarders and pipeline, its retention, and its scrapes.
+async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenant, ServerError> {
+    let config = &shared.config;
+    let dir = data_dir(config, id);
+    let metrics = if id.is_default() {
+        Arc::clone(&shared.metrics)
+    } else {
+        Arc::new(shared.metrics.for_tenant(id.as_str()))
+    };
+    let mut store_cfg = config.store_config();
+    store_cfg.dir = dir.clone();
+    let store = Arc::new(crate::open_store(store_cfg, config, id).await?);
+    let forward = tenant_forwarders(config, id);
     let forwarders = {
         let (dir, metrics, label) = (
             dir.clone(),
@@ -275,7 +280,12 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
         write_failed: Arc::clone(&write_failed),
         over_limit: Arc::clone(&over_limit),
     };
-    let pipeline = Pipeline::on(batcher, sinks, config.queue.max_bytes, Arc::clone(&metrics));
+    let pipeline = Pipeline::on(
+        batcher,
+        sinks,
+        config.processors.batch.queue_bytes(),
+        Arc::clone(&metrics),
+    );
     let state = AppState {
         store: Arc::clone(&store),
         pipeline,

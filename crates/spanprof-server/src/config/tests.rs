@@ -128,10 +128,13 @@ fn settings_that_cannot_work_are_refused() {
         "a name is letters, digits",
     );
     refused(
-        &|c| c.queue.capacity = 0,
+        &|c| c.processors.batch.queue_capacity = 0,
         "processors.batch.queue_capacity 0",
     );
-    refused(&|c| c.queue.batch_max = 0, "processors.batch.max_items 0");
+    refused(
+        &|c| c.processors.batch.max_items = 0,
+        "processors.batch.max_items 0",
+    );
     refused(
         &|c| c.storage.retention = Some(Duration::ZERO.into()),
         "storage.retention",

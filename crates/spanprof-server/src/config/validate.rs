@@ -38,19 +38,7 @@ impl ServerConfig {
             f.check()
                 .map_err(|m| format!("exporters {:?}: {m}", f.name))?;
         }
-        let defaults = ServerConfig::default().queue;
-        for (key, n, default) in [
-            ("queue_capacity", self.queue.capacity, defaults.capacity),
-            ("max_items", self.queue.batch_max, defaults.batch_max),
-        ] {
-            if n == 0 {
-                return Err(format!(
-                    "processors.batch.{key} 0: the queue holds and writes one request at \
-                     least; give a count (default {default}; queue_size is the one where 0 \
-                     means no limit)"
-                ));
-            }
-        }
+        self.processors.validate()?;
         check_forwarder_names(&self.forward)?;
         if !self.storage.store_enabled() && self.forward.is_empty() && self.remote.is_none() {
             return Err(
@@ -103,7 +91,8 @@ impl ServerConfig {
 
     /// `receivers.scrape`, from the file and `--scrape`: each target, and none twice.
     fn validate_receivers(&self) -> Result<(), String> {
-        for t in &self.scrape {
+        self.receivers.replica_set()?;
+        for t in &self.receivers.scrape {
             let target_error = |e: String| format!("receivers.scrape {:?}: {e}", t.service);
             if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
                 return Err(target_error(
@@ -117,6 +106,6 @@ impl ServerConfig {
                     .map_err(|e| target_error(format!("bearer_token_file {}: {e}", f.display())))?;
             }
         }
-        check_scrape_targets(&self.scrape)
+        check_scrape_targets(&self.receivers.scrape)
     }
 }

@@ -244,13 +244,11 @@ pub fn run(
         if let Some(d) = args.scrape_timeout {
             target.timeout = d.0;
         }
-        config.scrape.push(target);
+        config.receivers.scrape.push(target);
     }
     if let (Some(count), Some(index)) = (args.replicas, args.replica) {
-        config.replicas = Some(
-            spanprof_server::replicas::Replicas::new(count, index)
-                .map_err(|e| anyhow::anyhow!("--replicas {count} --replica {index}: {e}"))?,
-        );
+        config.receivers.replicas = Some(count);
+        config.receivers.replica = Some(index);
     }
     if args.no_store {
         config.storage.enabled = Some(false);
@@ -258,7 +256,7 @@ pub fn run(
     if args.span_profiles_include_children {
         config.span_profiles_include_children = true;
     }
-    let link = &mut config.link;
+    let link = &mut config.processors.link;
     for (keys, added) in [
         (&mut link.span_id_keys, &args.span_id_keys),
         (&mut link.trace_id_keys, &args.trace_id_keys),
@@ -380,7 +378,11 @@ fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let secrets = config.scrape.iter().any(|t| !t.headers.is_empty())
+        let secrets = config
+            .receivers
+            .scrape
+            .iter()
+            .any(|t| !t.headers.is_empty())
             || config.forward.iter().any(|f| !f.headers.is_empty());
         let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
         if secrets && mode & 0o044 != 0 {
