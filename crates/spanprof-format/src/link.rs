@@ -9,7 +9,9 @@ use hashbrown::HashMap;
 use crate::dictionary::DictionaryBuilder;
 
 /// Which attribute keys carry trace ids, span ids and span names, and what to do with them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Read as the server's config file writes it (`processors.link`, keys as the fields).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LinkConfig {
     /// Keys whose value is a span id (16 hex chars); a sample with several span ids gets the
     /// innermost span (see [`SampleLinker`]).

@@ -1,17 +1,25 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+mod fields;
+pub mod processors;
+pub mod receivers;
 pub mod remote;
 pub mod replicas;
+pub mod storage;
 pub mod units;
+mod validate;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use spanprof_format::limits::ProfileLimits;
-use spanprof_format::LinkConfig;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
+
+pub use processors::{BatchConfig, ProcessorsConfig};
+pub use receivers::ReceiversConfig;
+pub use storage::{StorageConfig, MIN_SEGMENT_BYTES};
 
 pub use crate::tls::TlsSettings;
 
@@ -38,36 +46,17 @@ pub struct ServerConfig {
     pub auth: std::sync::Arc<crate::auth::Auth>,
     /// TLS on every listener (`server.tls`); `None` serves plain HTTP.
     pub tls: Option<crate::listen::tls::ListenTlsConfig>,
-    /// Store directory (default `./spanprof-data`).
-    pub data_dir: PathBuf,
-    /// Which sample attributes become span links.
-    pub link: LinkConfig,
+    /// The `storage` section: the store's directory, retention and sizes, the backend.
+    pub storage: StorageConfig,
     /// Request size limits.
     pub limits: Limits,
-    /// The pipeline's queue and batching.
-    pub queue: QueueConfig,
-    /// Targets to pull profiles from.
-    pub scrape: Vec<ScrapeTarget>,
-    /// This process's share of `scrape` when several collectors split one list
-    /// (`--replicas N --replica I`): it scrapes only the targets that hash to it.
-    pub replicas: Option<replicas::Replicas>,
-    /// Write what arrives to the embedded store (default `true`); `false` runs a pure
-    /// collector that only forwards (the query API then answers from an empty store).
-    pub store: bool,
+    /// The `processors` section: linking, the pipeline's queue and batching, transforms.
+    pub processors: ProcessorsConfig,
+    /// The `receivers` section: targets to pull profiles from, and this process's share of
+    /// them.
+    pub receivers: ReceiversConfig,
     /// Downstream OTLP endpoints that get a copy of everything stored.
     pub forward: Vec<ForwarderConfig>,
-    /// Data older than this is deleted (whole segments); `None` keeps everything.
-    pub retention_age: Option<Duration>,
-    /// Oldest segments are deleted while the store is larger than this, in bytes.
-    pub retention_bytes: Option<u64>,
-    /// Oldest segments are also deleted while the data directory's volume has less than this
-    /// many bytes available and less than 5 % of its size (0 = never; default 10 GiB, as
-    /// Pyroscope's): a full disk fails every write.
-    pub min_free_disk: u64,
-    /// A segment is sealed past this many bytes (default 16 MiB). Memory follows it: the
-    /// open segment's index (its spans decoded) and the one being sealed are in memory, about
-    /// 4 MiB of RSS per MiB of segment at one span per 2.5 samples.
-    pub segment_bytes: u64,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
     /// What a span's profile is for Grafana. `false` (the default): exactly the samples linked
@@ -315,9 +304,6 @@ fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Res
     Ok(())
 }
 
-/// Smallest store segment.
-pub const MIN_SEGMENT_BYTES: u64 = 64 << 10;
-
 /// Smallest on-disk queue a forwarder may have: a few of the largest requests (a record is
 /// one request, up to `server.max_decompressed_size`, 64 MiB by default); a smaller one drops
 /// a large push as soon as it is queued, with the endpoint up.
@@ -342,10 +328,12 @@ pub struct Limits {
     pub max_inflight_bytes: usize,
     /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
     pub profile: ProfileLimits,
-    /// Series in the store, and labels of one series (see [`SeriesLimits`]).
-    pub series: SeriesLimits,
-    /// Bytes the store's symbols may take (see `StoreConfig::max_symbol_bytes`).
-    pub max_symbol_bytes: u64,
+    /// Labels one series may have (`server.max_label_names_per_series`).
+    pub max_label_names_per_series: usize,
+    /// Bytes of one label name (`server.max_label_name_length`).
+    pub max_label_name_length: usize,
+    /// Bytes of one label value, the profile type's too (`server.max_label_value_length`).
+    pub max_label_value_length: usize,
     /// Request body bytes per second each tenant may send (0 = no limit); past it, 429 with
     /// `Retry-After` ([`crate::receivers::rate`]).
     pub max_ingest_rate: u64,
@@ -353,28 +341,9 @@ pub struct Limits {
     pub max_ingest_burst: u64,
 }
 
-/// The pipeline's bounded queue and batching.
-#[derive(Debug, Clone)]
-pub struct QueueConfig {
-    /// Items waiting at most; beyond, receivers answer 429 / RESOURCE_EXHAUSTED.
-    pub capacity: usize,
-    /// About the memory that decoded requests waiting in the queue or being written may take,
-    /// in bytes (0 = no limit); beyond, receivers answer 429 / RESOURCE_EXHAUSTED too. One
-    /// request is always taken when none is waiting, whatever its size.
-    pub max_bytes: usize,
-    /// Items written to the store in one durable write at most.
-    pub batch_max: usize,
-    /// How long a batch may wait for requests that receivers are still decoding. A batch
-    /// takes what queued up during the previous write and is written as soon as no request
-    /// is being decoded, or when this is up.
-    pub batch_age: Duration,
-    /// The transform stage's rules (`processors.transform`), applied to each batch's work
-    /// before the sinks.
-    pub transform: crate::transform::Transform,
-}
-
-/// One service to pull `/debug/pprof/*` from.
-#[derive(Debug, Clone)]
+/// One service to pull `/debug/pprof/*` from (`receivers.scrape[i]`, keys as the fields).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct ScrapeTarget {
     /// Service name given to its profiles.
     pub service: String,
@@ -382,25 +351,33 @@ pub struct ScrapeTarget {
     pub url: String,
     /// Profiles to take: `cpu`, `heap`, `allocs`, `goroutine`, `mutex`, `block` (`heap` or
     /// `allocs`: Go answers both with the same profile).
+    #[serde(default = "ScrapeTarget::default_profiles")]
     pub profiles: Vec<String>,
     /// Time between non-CPU scrapes; also the CPU window length (windows are back to back).
+    #[serde(default = "ScrapeTarget::default_interval", with = "fields::duration")]
     pub interval: Duration,
     /// How long a scrape may take, connecting and reading included; a CPU profile's request
     /// may take its window more (default 10 s, as Prometheus' scrape_timeout).
+    #[serde(default = "ScrapeTarget::default_timeout", with = "fields::duration")]
     pub timeout: Duration,
     /// Extra resource labels for its profiles.
+    #[serde(default, with = "fields::string_map")]
     pub labels: Vec<(String, String)>,
     /// Request headers sent with every scrape (an `authorization` for a pprof endpoint behind
     /// authentication). Credentials in the URL (`http://user:password@host:6060`) become a
     /// basic `authorization` here and leave the URL, which is logged.
+    #[serde(default, with = "fields::string_map")]
     pub headers: Vec<(String, String)>,
     /// A file whose content (white space trimmed) is sent as `authorization: Bearer …`,
     /// read at each scrape, so a rotated token (a Kubernetes service account's) is used at
     /// once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token_file: Option<PathBuf>,
     /// TLS settings of an `https://` target (a private CA, a client certificate).
+    #[serde(default)]
     pub tls: TlsSettings,
     /// The tenant whose store gets what is scraped (the default tenant unless set).
+    #[serde(default = "crate::auth::TenantId::default_tenant")]
     pub tenant: crate::auth::TenantId,
 }
 
@@ -414,33 +391,21 @@ impl Default for ServerConfig {
             allowed_hosts: Vec::new(),
             auth: std::sync::Arc::default(),
             tls: None,
-            data_dir: PathBuf::from("./spanprof-data"),
-            link: LinkConfig::default(),
+            storage: StorageConfig::default(),
             limits: Limits {
                 max_body_bytes: 32 << 20,
                 max_decompressed_bytes: 64 << 20,
                 max_inflight_bytes: 512 << 20,
                 profile: ProfileLimits::default(),
-                series: SeriesLimits::default(),
-                max_symbol_bytes: 128 << 20,
+                max_label_names_per_series: SeriesLimits::default().max_labels,
+                max_label_name_length: SeriesLimits::default().max_name_bytes,
+                max_label_value_length: SeriesLimits::default().max_value_bytes,
                 max_ingest_rate: 0,
                 max_ingest_burst: 0,
             },
-            queue: QueueConfig {
-                capacity: 1024,
-                max_bytes: 512 << 20,
-                batch_max: 256,
-                batch_age: Duration::from_millis(20),
-                transform: Default::default(),
-            },
-            scrape: Vec::new(),
-            replicas: None,
-            store: true,
+            processors: ProcessorsConfig::default(),
+            receivers: ReceiversConfig::default(),
             forward: Vec::new(),
-            retention_age: None,
-            retention_bytes: None,
-            min_free_disk: 10 << 30,
-            segment_bytes: 16 << 20,
             demo: false,
             span_profiles_include_children: false,
             query_timeout: Duration::from_secs(10),
@@ -489,28 +454,47 @@ impl ScrapeTarget {
     /// itself (`…/debug/pprof`, what a browser shows) is taken for its base: the paths were
     /// appended to it, and every scrape was a 404.
     pub fn new(service: impl Into<String>, url: impl Into<String>) -> Self {
-        let url = url.into();
-        let url = url.trim_end_matches('/');
-        let url = url.strip_suffix("/debug/pprof").unwrap_or(url);
-        let (url, basic) = split_credentials(url);
         ScrapeTarget {
             service: service.into(),
-            url,
-            profiles: Self::DEFAULT_PROFILES
-                .iter()
-                .map(|&p| p.to_owned())
-                .collect(),
+            url: url.into(),
+            profiles: Self::default_profiles(),
             interval: Self::DEFAULT_INTERVAL,
             timeout: Self::DEFAULT_TIMEOUT,
             labels: Vec::new(),
-            headers: basic
-                .map(|b| ("authorization".to_owned(), b))
-                .into_iter()
-                .collect(),
+            headers: Vec::new(),
             bearer_token_file: None,
             tls: TlsSettings::default(),
             tenant: crate::auth::TenantId::default_tenant(),
         }
+        .normalized()
+    }
+
+    /// The target with its URL made the base URL (no trailing `/`, no `/debug/pprof`) and
+    /// the URL's credentials moved to a basic `authorization`, before the headers given.
+    pub fn normalized(mut self) -> Self {
+        let url = self.url.trim_end_matches('/');
+        let url = url.strip_suffix("/debug/pprof").unwrap_or(url);
+        let (url, basic) = split_credentials(url);
+        self.url = url;
+        if let Some(b) = basic {
+            self.headers.insert(0, ("authorization".to_owned(), b));
+        }
+        self
+    }
+
+    fn default_profiles() -> Vec<String> {
+        Self::DEFAULT_PROFILES
+            .iter()
+            .map(|&p| p.to_owned())
+            .collect()
+    }
+
+    fn default_interval() -> Duration {
+        Self::DEFAULT_INTERVAL
+    }
+
+    fn default_timeout() -> Duration {
+        Self::DEFAULT_TIMEOUT
     }
 
     /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),
@@ -635,90 +619,29 @@ impl ServerConfig {
         .filter(move |(_, a)| unauthenticated && !a.ip().is_loopback())
     }
 
-    /// Refuses settings that cannot work, naming the setting (file key and flag): a body
-    /// limit of 0 refused every request, a retention of 0 deleted data as it came, and a
-    /// segment size of 0 started a segment at every write.
-    pub fn check(&self) -> Result<(), String> {
-        if let Some((key, addr)) = self.open_listeners().next() {
-            if !self.allow_unauthenticated {
-                let flag = key.replace('_', "-");
-                return Err(format!(
-                    "server.{key} (--{flag}) {addr} listens beyond this machine, and no \
-                     credentials are configured (auth.credentials): whoever reaches it could \
-                     read every profile and span and write data. Configure credentials (see \
-                     docs/security.md), bind loopback ({}:{}), or say it is meant with \
-                     server.allow_unauthenticated: true (--allow-unauthenticated), behind a \
-                     firewall or an authenticating proxy",
-                    std::net::Ipv4Addr::LOCALHOST,
-                    addr.port()
-                ));
-            }
-        }
-        if self.limits.max_body_bytes == 0 || self.limits.max_decompressed_bytes == 0 {
-            return Err(
-                "server.max_body_size and server.max_decompressed_size must not be 0: \
-                 every request would be refused (give a size such as 32MiB)"
-                    .into(),
-            );
-        }
-        if self.retention_age == Some(Duration::ZERO) {
-            return Err(
-                "storage.retention (--retention) 0s would delete the data as it is \
-                 written: give an age such as 7d, or leave it out to keep data whatever its age"
-                    .into(),
-            );
-        }
-        if self.retention_bytes == Some(0) {
-            return Err(
-                "storage.max_size (--max-size) 0 would delete the data as it is \
-                 written: give a size such as 20GiB, or leave it out for no size limit"
-                    .into(),
-            );
-        }
-        let defaults = ServerConfig::default().queue;
-        for (key, n, default) in [
-            ("queue_capacity", self.queue.capacity, defaults.capacity),
-            ("max_items", self.queue.batch_max, defaults.batch_max),
-        ] {
-            if n == 0 {
-                return Err(format!(
-                    "processors.batch.{key} 0: the queue holds and writes one request at \
-                     least; give a count (default {default}; queue_size is the one where 0 \
-                     means no limit)"
-                ));
-            }
-        }
-        check_forwarder_names(&self.forward)?;
-        if !self.store && self.forward.is_empty() && self.remote.is_none() {
-            return Err(
-                "the store is off (--no-store, storage.enabled: false) and there is no \
-                 forwarder: every push would be answered 200 and none of it kept; add one \
-                 (--forward-otlp-grpc, --forward-otlp-http, or exporters in the config file), \
-                 or leave the store on"
-                    .into(),
-            );
-        }
-        if self.segment_bytes < MIN_SEGMENT_BYTES {
-            return Err(format!(
-                "storage.segment_size {} bytes: must be at least 64KiB (retention deletes \
-                 whole segments; smaller ones start a file at nearly every write)",
-                self.segment_bytes
-            ));
-        }
-        Ok(())
-    }
-
     /// The store settings for the data directory.
     pub fn store_config(&self) -> StoreConfig {
-        let mut c = StoreConfig::new(&self.data_dir);
-        c.retention_age_ns = self.retention_age.map(|d| d.as_nanos() as u64);
-        c.retention_bytes = self.retention_bytes;
-        c.min_free_disk_bytes = self.min_free_disk;
-        c.segment_max_bytes = self.segment_bytes;
+        let s = &self.storage;
+        let mut c = StoreConfig::new(&s.dir);
+        c.retention_age_ns = s.retention.map(|d| d.0.as_nanos() as u64);
+        c.retention_bytes = s.max_size.map(|m| m.0);
+        c.min_free_disk_bytes = s.min_free_disk.0;
+        c.segment_max_bytes = s.segment_size.0;
         c.max_profile_series = self.limits.profile.max_series;
-        c.series = self.limits.series;
-        c.max_symbol_bytes = self.limits.max_symbol_bytes;
+        c.series = self.series_limits();
+        c.max_symbol_bytes = s.max_symbols_size.0;
         c
+    }
+
+    /// The store's series limits: the count from `storage.max_series`, a series' labels
+    /// from the `server` section.
+    pub fn series_limits(&self) -> SeriesLimits {
+        SeriesLimits {
+            max_series: self.storage.max_series,
+            max_labels: self.limits.max_label_names_per_series,
+            max_name_bytes: self.limits.max_label_name_length,
+            max_value_bytes: self.limits.max_label_value_length,
+        }
     }
 }
 

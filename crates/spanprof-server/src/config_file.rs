@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer};
 
 use crate::config::units::{ReadableDuration, ReadableSize};
 use crate::config::{
-    parse_listen_addr, ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig, TlsSettings,
+    parse_listen_addr, ForwardProtocol, ForwarderConfig, ServerConfig, TlsSettings,
 };
 
 /// A configuration file with every key, commented: defaults or example values.
@@ -48,11 +48,11 @@ struct File {
     #[serde(default)]
     server: Server,
     #[serde(default)]
-    storage: Storage,
+    storage: crate::config::StorageConfig,
     #[serde(default)]
-    receivers: Receivers,
+    receivers: crate::config::ReceiversConfig,
     #[serde(default)]
-    processors: Processors,
+    processors: crate::config::ProcessorsConfig,
     #[serde(default)]
     exporters: Vec<Exporter>,
     #[serde(default)]
@@ -117,99 +117,6 @@ enum LogFormat {
     Json,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Storage {
-    enabled: Option<bool>,
-    dir: Option<PathBuf>,
-    retention: Option<ReadableDuration>,
-    max_size: Option<ReadableSize>,
-    min_free_disk: Option<ReadableSize>,
-    segment_size: Option<ReadableSize>,
-    max_series: Option<usize>,
-    max_symbols_size: Option<ReadableSize>,
-    backend: Option<crate::config::remote::BackendKind>,
-    remote: Option<crate::config::remote::RemoteSection>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Receivers {
-    #[serde(default)]
-    scrape: Vec<Scrape>,
-    replicas: Option<u32>,
-    replica: Option<u32>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Scrape {
-    service: String,
-    url: String,
-    profiles: Option<Vec<String>>,
-    interval: Option<ReadableDuration>,
-    timeout: Option<ReadableDuration>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    bearer_token_file: Option<PathBuf>,
-    #[serde(default)]
-    tls: Tls,
-    tenant: Option<String>,
-}
-
-/// An endpoint's `tls` block (exporters and scrape targets).
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Tls {
-    ca_file: Option<PathBuf>,
-    cert_file: Option<PathBuf>,
-    key_file: Option<PathBuf>,
-    #[serde(default)]
-    insecure_skip_verify: bool,
-}
-
-impl From<Tls> for TlsSettings {
-    fn from(t: Tls) -> Self {
-        TlsSettings {
-            ca_file: t.ca_file,
-            cert_file: t.cert_file,
-            key_file: t.key_file,
-            insecure_skip_verify: t.insecure_skip_verify,
-        }
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Processors {
-    #[serde(default)]
-    link: Link,
-    #[serde(default)]
-    batch: Batch,
-    #[serde(default)]
-    transform: Vec<crate::transform::RuleConfig>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Link {
-    span_id_keys: Option<Vec<String>>,
-    trace_id_keys: Option<Vec<String>>,
-    span_name_keys: Option<Vec<String>>,
-    keep_link_attributes: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Batch {
-    queue_capacity: Option<usize>,
-    queue_size: Option<ReadableSize>,
-    max_items: Option<usize>,
-    max_age: Option<ReadableDuration>,
-}
-
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Exporter {
@@ -219,7 +126,7 @@ struct Exporter {
     #[serde(default)]
     headers: BTreeMap<String, String>,
     #[serde(default)]
-    tls: Tls,
+    tls: TlsSettings,
     gzip: Option<bool>,
     signals: Option<Vec<Signal>>,
     batch_size: Option<usize>,
@@ -293,6 +200,9 @@ fn worded(message: String, text: &str) -> String {
             "expected struct File",
             "expected sections (server, storage, receivers, processors, exporters, auth) with their keys",
         );
+    // A transform rule's error names the rule (`processors.transform[2] "pod" …`) after the
+    // section's key.
+    m = m.replace("processors: processors.transform[", "processors.transform[");
     // A section given a value: "expected struct Server" names our type.
     if let Some(at) = m.find("expected struct ") {
         let name_end = m[at + "expected struct ".len()..]
@@ -318,8 +228,10 @@ fn worded(message: String, text: &str) -> String {
     m
 }
 
-/// Reads `path` onto `base`: what the file sets replaces the base's value; lists (scrape
-/// targets, exporters) are added.
+/// Reads `path` onto `base`: the sections read as the runtime config (`storage`,
+/// `receivers`, `processors`) replace the base's whole, defaults where the file is silent;
+/// the `server` keys the file sets replace the base's values; exporters are added. Values
+/// are checked once flags are over them, by [`ServerConfig::validate`].
 // Long: copies each file key onto ServerConfig; it goes with the single config model (issue #45 item 3).
 #[allow(clippy::too_many_lines)]
 pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigError> {
@@ -364,19 +276,9 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
                 ClientAuthKey::Required => ClientAuth::Required,
             },
         };
-        tls.check().map_err(|e| invalid(e.to_string()))?;
         base.tls = Some(tls);
     }
     if let Some(hosts) = s.allowed_hosts {
-        if let Some(bad) = hosts
-            .iter()
-            .find(|h| h.is_empty() || h.contains([':', '/', ' ']))
-        {
-            return Err(invalid(format!(
-                "server.allowed_hosts: {bad:?} is not a host name (give names without port or \
-                 scheme, such as spanprof.internal)"
-            )));
-        }
         base.allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
     }
     if let Some(n) = s.max_body_size.map(|v| v.0) {
@@ -394,18 +296,6 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     if let Some(n) = s.max_inflight_size.map(|v| v.0) {
         base.limits.max_inflight_bytes = usize::try_from(n).unwrap_or(usize::MAX);
     }
-    let one_request = base
-        .limits
-        .max_body_bytes
-        .saturating_add(base.limits.max_decompressed_bytes);
-    if base.limits.max_inflight_bytes != 0 && base.limits.max_inflight_bytes < one_request {
-        return Err(invalid(format!(
-            "server.max_inflight_size ({} bytes) must hold one request of the largest size \
-             allowed: max_body_size + max_decompressed_size = {one_request} bytes (or be 0 for \
-             no limit)",
-            base.limits.max_inflight_bytes
-        )));
-    }
     let profile = &mut base.limits.profile;
     profile.max_samples = s.max_profile_samples.unwrap_or(profile.max_samples);
     profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
@@ -414,138 +304,32 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     profile.max_string_bytes = s
         .max_profile_string_length
         .unwrap_or(profile.max_string_bytes);
-    let series = &mut base.limits.series;
-    series.max_labels = s.max_label_names_per_series.unwrap_or(series.max_labels);
-    series.max_name_bytes = s.max_label_name_length.unwrap_or(series.max_name_bytes);
-    series.max_value_bytes = s.max_label_value_length.unwrap_or(series.max_value_bytes);
+    let limits = &mut base.limits;
+    limits.max_label_names_per_series = s
+        .max_label_names_per_series
+        .unwrap_or(limits.max_label_names_per_series);
+    limits.max_label_name_length = s
+        .max_label_name_length
+        .unwrap_or(limits.max_label_name_length);
+    limits.max_label_value_length = s
+        .max_label_value_length
+        .unwrap_or(limits.max_label_value_length);
     if let Some(b) = s.span_profiles_include_children {
         base.span_profiles_include_children = b;
     }
     if let Some(t) = s.query_timeout.map(|v| v.0) {
-        if t.is_zero() {
-            return Err(invalid(
-                "server.query_timeout 0s would stop every query at once: give a time such as \
-                 30s"
-                .into(),
-            ));
-        }
         base.query_timeout = t;
     }
     if let Some(f) = s.log_format {
         base.json_logs = f == LogFormat::Json;
     }
-    let st = file.storage;
-    match (st.backend.unwrap_or_default(), st.remote) {
-        (crate::config::remote::BackendKind::Remote, section) => {
-            base.remote = Some(section.unwrap_or_default().load().map_err(invalid)?);
-            // A query frontend keeps nothing itself unless told to.
-            base.store = false;
-        }
-        (_, Some(_)) => {
-            return Err(invalid(
-                "storage.remote is set but storage.backend is not remote: add \
-                 `backend: remote` to use it, or remove the section"
-                    .into(),
-            ))
-        }
-        _ => {}
+    if file.storage.backend == crate::config::remote::BackendKind::Remote {
+        let section = file.storage.remote.clone().unwrap_or_default();
+        base.remote = Some(section.load().map_err(invalid)?);
     }
-    if let Some(e) = st.enabled {
-        base.store = e;
-    }
-    if let Some(d) = st.dir {
-        base.data_dir = d;
-    }
-    base.retention_age = st.retention.map(|v| v.0).or(base.retention_age);
-    base.retention_bytes = st.max_size.map(|v| v.0).or(base.retention_bytes);
-    if let Some(n) = st.min_free_disk.map(|v| v.0) {
-        base.min_free_disk = n;
-    }
-    if let Some(n) = st.segment_size.map(|v| v.0) {
-        base.segment_bytes = n;
-    }
-    if let Some(n) = st.max_series {
-        base.limits.series.max_series = n;
-    }
-    if let Some(n) = st.max_symbols_size.map(|v| v.0) {
-        base.limits.max_symbol_bytes = n;
-    }
-    match (file.receivers.replicas, file.receivers.replica) {
-        (None, None) => {}
-        (count, index) => {
-            let r = crate::replicas::Replicas::new(count.unwrap_or(1), index.unwrap_or(0))
-                .map_err(|e| invalid(format!("receivers.replicas / receivers.replica: {e}")))?;
-            base.replicas = Some(r);
-        }
-    }
-    for t in file.receivers.scrape {
-        if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
-            return Err(invalid(format!(
-                "receivers.scrape {:?}: the url must start with http:// or https://",
-                t.service
-            )));
-        }
-        let mut target = ScrapeTarget::new(t.service, t.url);
-        if let Some(p) = t.profiles {
-            target.profiles = p;
-        }
-        if let Some(i) = t.interval.map(|v| v.0) {
-            target.interval = i;
-        }
-        if let Some(d) = t.timeout.map(|v| v.0) {
-            target.timeout = d;
-        }
-        target.labels = t.labels.into_iter().collect();
-        target.headers.extend(t.headers);
-        target.bearer_token_file = t.bearer_token_file;
-        if let Some(tenant) = &t.tenant {
-            target.tenant = crate::auth::TenantId::new(tenant).map_err(|e| {
-                invalid(format!(
-                    "receivers.scrape {:?}: tenant: {e}",
-                    target.service
-                ))
-            })?;
-        }
-        target.tls = t.tls.into();
-        let target_error = |e| invalid(format!("receivers.scrape {:?}: {e}", target.service));
-        target.check().map_err(target_error)?;
-        if let Some(f) = &target.bearer_token_file {
-            // Read at each scrape; a wrong path is said now rather than at every scrape.
-            std::fs::metadata(f)
-                .map_err(|e| target_error(format!("bearer_token_file {}: {e}", f.display())))?;
-        }
-        base.scrape.push(target);
-    }
-    let l = file.processors.link;
-    if let Some(k) = l.span_id_keys {
-        base.link.span_id_keys = k;
-    }
-    if let Some(k) = l.trace_id_keys {
-        base.link.trace_id_keys = k;
-    }
-    if let Some(k) = l.span_name_keys {
-        base.link.span_name_keys = k;
-    }
-    if let Some(k) = l.keep_link_attributes {
-        base.link.keep_link_attributes = k;
-    }
-    if !file.processors.transform.is_empty() {
-        base.queue.transform =
-            crate::transform::Transform::from_config(file.processors.transform).map_err(invalid)?;
-    }
-    let b = file.processors.batch;
-    if let Some(n) = b.queue_capacity {
-        base.queue.capacity = n;
-    }
-    if let Some(n) = b.queue_size.map(|v| v.0) {
-        base.queue.max_bytes = usize::try_from(n).unwrap_or(usize::MAX);
-    }
-    if let Some(n) = b.max_items {
-        base.queue.batch_max = n;
-    }
-    if let Some(d) = b.max_age.map(|v| v.0) {
-        base.queue.batch_age = d;
-    }
+    base.storage = file.storage;
+    base.receivers = file.receivers;
+    base.processors = file.processors;
     for e in file.exporters {
         let protocol = match e.protocol {
             Protocol::Grpc => ForwardProtocol::Grpc,
@@ -557,7 +341,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         f.traces = f.traces && protocol != ForwardProtocol::Push;
         // Beside the authorization that credentials in the endpoint made, if any.
         f.headers.extend(e.headers);
-        f.tls = e.tls.into();
+        f.tls = e.tls;
         f.gzip = e.gzip.unwrap_or(f.gzip);
         if let Some(signals) = e.signals {
             f.profiles = signals.contains(&Signal::Profiles);
@@ -569,8 +353,6 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         f.retry_max = e.retry_max.map(|v| v.0).unwrap_or(f.retry_max);
         f.retry_initial = f.retry_initial.min(f.retry_max);
         f.queue_max_bytes = e.queue_size.map(|v| v.0).unwrap_or(f.queue_max_bytes);
-        f.check()
-            .map_err(|m| invalid(format!("exporters {:?}: {m}", f.name)))?;
         base.forward.push(f);
     }
     Ok(base)

@@ -178,7 +178,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i64);
-    let link = state.config.link.clone();
+    let link = state.config.processors.link.clone();
     let demo = tokio::task::spawn_blocking(move || demo::load(now, &link))
         .await
         .expect("decoding the demo recording panicked")
@@ -226,8 +226,12 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound) + Send,
 ) -> Result<(), ServerError> {
     let mut config = config;
-    if let Some(r) = config.replicas {
-        r.split(&mut config.scrape);
+    if let Some(r) = config
+        .receivers
+        .replica_set()
+        .map_err(ServerError::Scrape)?
+    {
+        r.split(&mut config.receivers.scrape);
     }
     let config = Arc::new(config);
     // The certificate before anything else: a wrong file stops the start at once, naming it.
@@ -245,7 +249,7 @@ pub async fn serve(
     let bound = listeners.bound()?;
     let version = env!("CARGO_PKG_VERSION");
     metrics.build_info.set(&[version], (), 1.0);
-    if !config.store {
+    if !config.storage.store_enabled() {
         tracing::info!("the store is off: data is only forwarded");
     }
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -295,7 +299,7 @@ async fn open_named_tenants(
 ) -> Result<(), ServerError> {
     let mut named = vec![auth::TenantId::default_tenant()];
     named.extend(config.auth.tenants().cloned());
-    named.extend(config.scrape.iter().map(|t| t.tenant.clone()));
+    named.extend(config.receivers.scrape.iter().map(|t| t.tenant.clone()));
     named.sort();
     named.dedup();
     for id in &named {
@@ -453,40 +457,40 @@ pub(crate) async fn open_store(
     tracing::info!(
         retention = %retention,
         max_size = %max_size,
-        segment_size = %config::format_size(config.segment_bytes),
-        min_free_disk = %config::format_size(config.min_free_disk),
+        segment_size = %config.storage.segment_size,
+        min_free_disk = %config.storage.min_free_disk,
         "retention: whole segments past the age or the size are deleted, oldest first, and \
          while the disk has less than min_free_disk and 5 % free"
     );
     // Retention deletes whole segments (a segment passes segment_size by its last record,
     // and its index counts too): a limit of a few segments keeps little, or nothing once
     // the newest sealed one alone is past it.
-    if let Some(max) = config.retention_bytes {
-        if max < 4 * config.segment_bytes {
+    if let Some(max) = config.storage.max_size.map(|m| m.0) {
+        if max < 4 * config.storage.segment_size.0 {
             tracing::warn!(
                 max_size = max,
-                segment_size = config.segment_bytes,
+                segment_size = config.storage.segment_size.0,
                 "storage.max_size holds fewer than 4 segments of storage.segment_size: retention \
                  deletes whole segments, oldest first, so the store may keep little or nothing; \
                  raise max_size or lower segment_size"
             );
         }
     }
-    if config.limits.series.near_max_series(stats.series) {
+    if config.series_limits().near_max_series(stats.series) {
         tracing::warn!(
             series = stats.series,
-            limit = config.limits.series.max_series,
+            limit = config.storage.max_series,
             "the store holds 90 % or more of its series limit (storage.max_series): profiles \
              that would make a new series are refused past it"
         );
     }
     if spanprof_store::store::near_max_symbol_bytes(
         stats.symbol_bytes,
-        config.limits.max_symbol_bytes,
+        config.storage.max_symbols_size.0,
     ) {
         tracing::warn!(
             bytes = stats.symbol_bytes,
-            limit = config.limits.max_symbol_bytes,
+            limit = config.storage.max_symbols_size.0,
             "the store's symbols take 90 % or more of their limit (storage.max_symbols_size): \
              profiles that add symbols (a new build or service) are refused past it"
         );
@@ -498,11 +502,13 @@ pub(crate) async fn open_store(
 fn retention_settings(config: &ServerConfig) -> (String, String) {
     (
         config
-            .retention_age
-            .map_or("none".to_owned(), config::format_duration),
+            .storage
+            .retention
+            .map_or("none".to_owned(), |r| r.to_string()),
         config
-            .retention_bytes
-            .map_or("none".to_owned(), config::format_size),
+            .storage
+            .max_size
+            .map_or("none".to_owned(), |m| m.to_string()),
     )
 }
 
@@ -531,7 +537,7 @@ pub(crate) async fn maintain(
         metrics.retention_runs.add(*trigger, 0.0);
     }
     const EVERY: std::time::Duration = std::time::Duration::from_secs(60);
-    let small = config.segment_bytes / 4;
+    let small = config.storage.segment_size.0 / 4;
     let mut last = tokio::time::Instant::now();
     // The minute's runs keep their schedule whatever early runs come between them, so that
     // compaction is not put off by a store that stays past its limit.

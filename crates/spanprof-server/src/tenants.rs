@@ -19,7 +19,7 @@ use tokio::task::JoinHandle;
 use tower::ServiceExt;
 
 use crate::auth::{self, Auth, TenantId};
-use crate::config::ServerConfig;
+use crate::config::{ForwarderConfig, ServerConfig};
 use crate::forward::Forwarders;
 use crate::metrics::Metrics;
 use crate::pipeline::{Batcher, Pipeline, Sinks};
@@ -90,7 +90,7 @@ pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Ro
 
 impl Tenants {
     pub(crate) fn new(shared: Shared) -> Tenants {
-        let batcher = Batcher::start(shared.config.queue.clone(), shared.auth.max_tenants);
+        let batcher = Batcher::start(shared.config.processors.clone(), shared.auth.max_tenants);
         Tenants {
             shared,
             batcher: std::sync::Mutex::new(Some(batcher)),
@@ -222,10 +222,28 @@ impl Tenants {
 /// The data directory of tenant `id`.
 pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
     if id.is_default() {
-        config.data_dir.clone()
+        config.storage.dir.clone()
     } else {
-        config.data_dir.join(TENANTS_DIR).join(id.as_str())
+        config.storage.dir.join(TENANTS_DIR).join(id.as_str())
     }
+}
+
+/// The forwarders of tenant `id`: a tenant's exports carry its id as `X-Scope-OrgID`.
+fn tenant_forwarders(config: &ServerConfig, id: &TenantId) -> Vec<ForwarderConfig> {
+    config
+        .forward
+        .iter()
+        .cloned()
+        .map(|mut f| {
+            if !id.is_default() {
+                f.headers
+                    .retain(|(k, _)| !k.eq_ignore_ascii_case(auth::TENANT_HEADER));
+                f.headers
+                    .push(("X-Scope-OrgID".to_owned(), id.as_str().to_owned()));
+            }
+            f
+        })
+        .collect()
 }
 
 /// Opens tenant `id`: its store, forwarders and pipeline, its retention, and its scrapes.
@@ -240,20 +258,7 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
     let mut store_cfg = config.store_config();
     store_cfg.dir = dir.clone();
     let store = Arc::new(crate::open_store(store_cfg, config, id).await?);
-    let forward: Vec<_> = config
-        .forward
-        .iter()
-        .cloned()
-        .map(|mut f| {
-            if !id.is_default() {
-                f.headers
-                    .retain(|(k, _)| !k.eq_ignore_ascii_case(auth::TENANT_HEADER));
-                f.headers
-                    .push(("X-Scope-OrgID".to_owned(), id.as_str().to_owned()));
-            }
-            f
-        })
-        .collect();
+    let forward = tenant_forwarders(config, id);
     let forwarders = {
         let (dir, metrics, label) = (
             dir.clone(),
@@ -270,12 +275,17 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
     let write_failed = Arc::new(tokio::sync::Notify::new());
     let over_limit = Arc::new(tokio::sync::Notify::new());
     let sinks = Sinks {
-        store: config.store.then(|| Arc::clone(&store)),
+        store: config.storage.store_enabled().then(|| Arc::clone(&store)),
         forward: forwarders,
         write_failed: Arc::clone(&write_failed),
         over_limit: Arc::clone(&over_limit),
     };
-    let pipeline = Pipeline::on(batcher, sinks, config.queue.max_bytes, Arc::clone(&metrics));
+    let pipeline = Pipeline::on(
+        batcher,
+        sinks,
+        config.processors.batch.queue_bytes(),
+        Arc::clone(&metrics),
+    );
     let state = AppState {
         store: Arc::clone(&store),
         pipeline,

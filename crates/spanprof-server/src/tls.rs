@@ -54,15 +54,19 @@ pub(crate) fn connector(
 /// TLS settings of one `https://` endpoint the server connects to (a forwarder's, a scrape
 /// target's), as the OpenTelemetry Collector's `tls` block. Default: the peer is checked
 /// against the system's trusted certificates (or `SSL_CERT_FILE`'s), no client certificate.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TlsSettings {
     /// A PEM file of the CAs the peer's certificate is checked against, instead of the
     /// system's (a private CA).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
     /// A PEM certificate (chain) shown to a peer that asks for one (mutual TLS), with
     /// `key_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub cert_file: Option<PathBuf>,
     /// The PEM private key of `cert_file`.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key_file: Option<PathBuf>,
     /// Accept any certificate: the connection is encrypted, but anyone on the path may be the
     /// peer. For tests and private networks; warned at start.

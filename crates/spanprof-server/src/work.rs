@@ -20,7 +20,7 @@ pub enum Work {
 
 impl Work {
     /// About the bytes it takes in memory (its vectors and strings, not the allocator's
-    /// rounding): what [`crate::config::QueueConfig::max_bytes`] counts.
+    /// rounding): what [`crate::config::BatchConfig::queue_size`] counts.
     pub fn approx_bytes(&self) -> usize {
         use spanprof_format::otlp as o;
         use std::mem::size_of;

@@ -10,6 +10,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use spanprof_server::config::StorageConfig;
 use spanprof_server::{ServerConfig, ServerError};
 use tokio::sync::oneshot;
 
@@ -91,7 +92,10 @@ impl TestServer {
         let mut config = ServerConfig {
             http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             otlp_http_addr: None,
-            data_dir: data_dir.to_owned(),
+            storage: StorageConfig {
+                dir: data_dir.to_owned(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         configure(&mut config);

@@ -17,7 +17,7 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     m.store_segments.set((), stats.segments as f64);
     m.store_series.set((), stats.series as f64);
     // Its limit (storage.max_series; 0 = none), for an alert on the ratio.
-    let max_series = app.config.limits.series.max_series as f64;
+    let max_series = app.config.storage.max_series as f64;
     m.store_max_series.set((), max_series);
     m.store_samples.set((), stats.samples as f64);
     m.store_spans.set((), stats.spans as f64);
@@ -34,7 +34,7 @@ pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
     // Their bytes as counted against storage.max_symbols_size (0 = none), for an alert on the
     // ratio: past the limit, profiles that add symbols are refused.
     m.store_symbols_bytes.set((), stats.symbol_bytes as f64);
-    let max_symbol_bytes = app.config.limits.max_symbol_bytes as f64;
+    let max_symbol_bytes = app.config.storage.max_symbols_size.0 as f64;
     m.store_max_symbols_bytes.set((), max_symbol_bytes);
     // Request bodies being received and decoded, against server.max_inflight_size (0 = none;
     // past it: spanprof_rejected_total{reason="inflight_full"}).

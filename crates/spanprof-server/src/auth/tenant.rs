@@ -13,8 +13,22 @@ pub const MAX_TENANT_ID_BYTES: usize = 150;
 pub const DEFAULT_TENANT: &str = "default";
 
 /// A checked tenant id (cheap to clone).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Deserialize, serde::Serialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct TenantId(Arc<str>);
+
+impl TryFrom<String> for TenantId {
+    type Error = TenantError;
+    fn try_from(id: String) -> Result<TenantId, TenantError> {
+        TenantId::new(&id)
+    }
+}
+
+impl From<TenantId> for String {
+    fn from(id: TenantId) -> String {
+        id.0.to_string()
+    }
+}
 
 /// Why a tenant id was refused; the id itself is not repeated (it may be anything).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Which source answers queries.
-#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {
     /// The embedded store (the default).
@@ -18,7 +18,7 @@ pub enum BackendKind {
 }
 
 /// The `storage.remote` section as written in the file.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 pub struct RemoteSection {
     pyroscope: Option<EndpointSection>,
@@ -27,7 +27,7 @@ pub struct RemoteSection {
     max_answer_size: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 struct EndpointSection {
     url: String,
@@ -36,7 +36,7 @@ struct EndpointSection {
     basic_auth: Option<BasicAuthSection>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Clone, Debug)]
 #[serde(deny_unknown_fields)]
 struct BasicAuthSection {
     username: String,

@@ -101,12 +101,15 @@ fn settings_that_cannot_work_are_refused() {
     use super::ServerConfig;
     use std::time::Duration;
     let base = ServerConfig::default();
-    assert!(base.check().is_ok());
+    assert!(base.validate().is_ok());
     let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
-        assert_refused(&base, ServerConfig::check, change, why)
+        assert_refused(&base, ServerConfig::validate, change, why)
     };
     refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
-    refused(&|c| c.store = false, "the store is off (--no-store");
+    refused(
+        &|c| c.storage.enabled = Some(false),
+        "the store is off (--no-store",
+    );
     refused(
         &|c| {
             let f = super::ForwarderConfig::new("b", super::ForwardProtocol::Http, "http://x:1");
@@ -125,16 +128,22 @@ fn settings_that_cannot_work_are_refused() {
         "a name is letters, digits",
     );
     refused(
-        &|c| c.queue.capacity = 0,
+        &|c| c.processors.batch.queue_capacity = 0,
         "processors.batch.queue_capacity 0",
     );
-    refused(&|c| c.queue.batch_max = 0, "processors.batch.max_items 0");
     refused(
-        &|c| c.retention_age = Some(Duration::ZERO),
+        &|c| c.processors.batch.max_items = 0,
+        "processors.batch.max_items 0",
+    );
+    refused(
+        &|c| c.storage.retention = Some(Duration::ZERO.into()),
         "storage.retention",
     );
-    refused(&|c| c.retention_bytes = Some(0), "storage.max_size");
-    refused(&|c| c.segment_bytes = 0, "storage.segment_size 0 bytes");
+    refused(&|c| c.storage.max_size = Some(0.into()), "storage.max_size");
+    refused(
+        &|c| c.storage.segment_size = 0.into(),
+        "storage.segment_size 0 bytes",
+    );
 }
 
 #[test]

@@ -26,6 +26,22 @@ fn a_bad_value_is_named_by_its_key() {
             "server:\n  otlp_http_addr: 127.0.0.1:70000\n",
             "server.otlp_http_addr: \"127.0.0.1:70000\" is not a listen address",
         ),
+        (
+            "processors:\n  batch:\n    max_age: soon\n",
+            "processors.batch.max_age: \"soon\" is not a duration",
+        ),
+        (
+            "processors:\n  transform:\n    - action: drop_label\n",
+            "processors.transform[0] (drop_label): needs label at line 2",
+        ),
+        (
+            "receivers:\n  scrape:\n    - service: a\n      url: http://h\n      tenant: a/b\n",
+            "receivers.scrape[0]: the tenant id may hold only letters, digits and !-_.*'() at line 3",
+        ),
+        (
+            "receivers:\n  scrape:\n    - url: http://h\n",
+            "receivers.scrape[0]: missing field `service` at line 3",
+        ),
         // Serde's Rust names in words; a line for an unknown section.
         (
             "storage:\n  max_series: many\n",
@@ -47,8 +63,9 @@ fn a_bad_value_is_named_by_its_key() {
     assert_eq!(
         load_str("storage:\n  max_size: 1048576\n")
             .unwrap()
-            .retention_bytes,
-        Some(1 << 20)
+            .storage
+            .max_size,
+        Some((1 << 20).into())
     );
 }
 
@@ -56,15 +73,25 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spanprof.yaml");
     std::fs::write(&path, text).unwrap();
-    load(&path, ServerConfig::default())
+    let c = load(&path, ServerConfig::default())?;
+    // As `spanprof serve` does once the flags are over the file.
+    c.validate()
+        .map_err(|message| ConfigError::Invalid { path, message })?;
+    Ok(c)
 }
 
 #[test]
 fn the_documented_example_sets_the_defaults() {
     // As printed, the file starts the server as `spanprof serve` does without one.
-    let serve = || ServerConfig {
-        otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
-        ..ServerConfig::default()
+    let serve = || {
+        let mut c = ServerConfig {
+            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
+            ..ServerConfig::default()
+        };
+        // The example writes the store's default out (`enabled: true`); unset means the
+        // same with the default backend.
+        c.storage.enabled = Some(true);
+        c
     };
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("spanprof.yaml");
@@ -83,25 +110,28 @@ fn the_documented_examples_load() {
         .map(|l| format!("{}\n", l.strip_prefix('#').unwrap_or(l)))
         .collect();
     let c = load_str(&taken_up).unwrap();
-    assert_eq!(c.scrape.len(), 2);
+    assert_eq!(c.receivers.scrape.len(), 2);
     assert_eq!(
-        c.replicas,
-        Some(crate::replicas::Replicas { count: 3, index: 0 })
+        c.receivers.replica_set(),
+        Ok(Some(crate::replicas::Replicas { count: 3, index: 0 }))
     );
-    assert!(!c.queue.transform.is_empty());
+    assert!(!c.processors.transform.is_empty());
     assert_eq!(c.forward[0].max_in_flight, 4);
     assert_eq!(
-        c.scrape[1].headers,
+        c.receivers.scrape[1].headers,
         vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
     );
-    assert_eq!(c.scrape[0].interval, Duration::from_secs(15));
-    assert_eq!(c.scrape[0].timeout, Duration::from_secs(5));
+    assert_eq!(c.receivers.scrape[0].interval, Duration::from_secs(15));
+    assert_eq!(c.receivers.scrape[0].timeout, Duration::from_secs(5));
     assert_eq!(
-        c.scrape[0].labels,
+        c.receivers.scrape[0].labels,
         vec![("env".to_owned(), "prod".to_owned())]
     );
-    assert_eq!(c.retention_age, Some(Duration::from_secs(7 * 86400)));
-    assert_eq!(c.retention_bytes, Some(20 << 30));
+    assert_eq!(
+        c.storage.retention,
+        Some(Duration::from_secs(7 * 86400).into())
+    );
+    assert_eq!(c.storage.max_size, Some((20 << 30).into()));
     assert_eq!(c.forward.len(), 2);
     assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
     let push = &c.forward[1];
@@ -111,11 +141,11 @@ fn the_documented_examples_load() {
         push.headers,
         vec![("x-scope-orgid".to_owned(), "team-a".to_owned())]
     );
-    assert_eq!(c.queue.batch_age, Duration::from_millis(20));
+    assert_eq!(c.processors.batch.max_age.0, Duration::from_millis(20));
     assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
     assert!(!c.span_profiles_include_children);
     assert_eq!(c.auth.credentials.len(), 3);
-    assert_eq!(c.scrape[1].tenant.as_str(), "team-a");
+    assert_eq!(c.receivers.scrape[1].tenant.as_str(), "team-a");
 }
 
 #[test]
@@ -127,12 +157,12 @@ fn scrape_targets_are_checked_at_load() {
     };
     let c = target("http://u:p%40ss@h:6060", "").unwrap();
     assert_eq!(
-        c.scrape[0].url, "http://h:6060",
+        c.receivers.scrape[0].url, "http://h:6060",
         "credentials leave the url"
     );
     // "u:p@ss" in base64.
     assert_eq!(
-        c.scrape[0].headers,
+        c.receivers.scrape[0].headers,
         vec![("authorization".to_owned(), "Basic dTpwQHNz".to_owned())]
     );
     for (url, extra, error) in [
@@ -181,9 +211,12 @@ fn scrape_targets_are_checked_at_load() {
         token.path().display()
     ))
     .unwrap();
-    assert_eq!(c.scrape[0].bearer_token_file.as_deref(), Some(token.path()));
     assert_eq!(
-        c.scrape[0].headers,
+        c.receivers.scrape[0].bearer_token_file.as_deref(),
+        Some(token.path())
+    );
+    assert_eq!(
+        c.receivers.scrape[0].headers,
         vec![("x-org".to_owned(), "a".to_owned())]
     );
 }
@@ -266,10 +299,10 @@ fn series_limits_default_and_are_set_one_by_one() {
         .series;
     assert_eq!(c.max_name_bytes, 5);
     let c = load_str("storage:\n  min_free_disk: 0\n").unwrap();
-    assert_eq!(c.min_free_disk, 0);
+    assert_eq!(c.storage.min_free_disk.0, 0);
     let c = load_str("storage:\n  min_free_disk: 1GiB\n").unwrap();
     assert_eq!(c.store_config().min_free_disk_bytes, 1 << 30);
-    assert_eq!(ServerConfig::default().min_free_disk, 10 << 30);
+    assert_eq!(ServerConfig::default().storage.min_free_disk.0, 10 << 30);
     let c = load_str("storage:\n  max_symbols_size: 1GiB\n").unwrap();
     assert_eq!(c.store_config().max_symbol_bytes, 1 << 30);
     assert_eq!(
@@ -475,7 +508,10 @@ fn the_remote_backend_is_checked_at_load() {
     assert_eq!(r.pyroscope.url, "https://pyroscope.example:4040");
     assert_eq!(r.pyroscope.tenant.as_deref(), Some("team-a"));
     assert_eq!(r.timeout, Duration::from_secs(5));
-    assert!(!c.store, "a query frontend keeps nothing itself");
+    assert!(
+        !c.storage.store_enabled(),
+        "a query frontend keeps nothing itself"
+    );
     for (text, error) in [
         (
             "storage:\n  backend: remote\n".to_owned(),
@@ -511,5 +547,41 @@ fn the_remote_backend_is_checked_at_load() {
         let e = load_str(&text).unwrap_err().to_string();
         assert!(e.contains(error), "{text}: {e}");
         assert!(!e.contains("secret"));
+    }
+}
+
+#[test]
+fn the_example_shows_the_defaults_serialised() {
+    // The sections that are the runtime config, serialised from their one `Default`, are
+    // what the example file sets (as printed: its examples stay commented out). Keys with
+    // no default (storage.retention, max_size) are left out of both.
+    let example: serde_norway::Value = serde_norway::from_str(EXAMPLE).unwrap();
+    let defaults = ServerConfig::default();
+    // The others join as they become the runtime config.
+    for (section, serialised) in [
+        (
+            "storage",
+            serde_norway::to_value(&defaults.storage).unwrap(),
+        ),
+        (
+            "processors",
+            serde_norway::to_value(&defaults.processors).unwrap(),
+        ),
+        (
+            "receivers",
+            serde_norway::to_value(&defaults.receivers).unwrap(),
+        ),
+    ] {
+        // A section whose keys are all commented out reads as null: no key set.
+        let empty = serde_norway::Value::Mapping(Default::default());
+        let written = example
+            .get(section)
+            .map(|v| if v.is_null() { &empty } else { v });
+        assert_eq!(
+            written,
+            Some(&serialised),
+            "config_example.yaml's {section} section differs from the defaults serialised:\n{}",
+            serde_norway::to_string(&serialised).unwrap()
+        );
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::sinks::{Refusals, SinkBatch, SinkFailure};
 use super::{Destination, Item, Preparing, Work, Written};
-use crate::config::QueueConfig;
+use crate::config::ProcessorsConfig;
 
 /// The shortest time between the starts of two batch writes: each ends with a sync, and a
 /// sync per request fell behind at 80 % load; this bounds them to 500 a second (commit
@@ -39,9 +39,9 @@ pub struct Batcher {
 
 impl Batcher {
     /// Starts the batcher, for up to `tenants` tenants each queueing up to
-    /// [`QueueConfig::capacity`] items.
-    pub fn start(cfg: QueueConfig, tenants: usize) -> (Batcher, tokio::task::JoinHandle<()>) {
-        let capacity = cfg.capacity.max(1);
+    /// [`crate::config::BatchConfig::queue_capacity`] items.
+    pub fn start(cfg: ProcessorsConfig, tenants: usize) -> (Batcher, tokio::task::JoinHandle<()>) {
+        let capacity = cfg.batch.queue_capacity.max(1);
         let (tx, rx) = mpsc::channel(capacity.saturating_mul(tenants.max(1)));
         let preparing = Arc::new(Preparing::default());
         let task = tokio::spawn(batcher(cfg, rx, Arc::clone(&preparing)));
@@ -56,7 +56,7 @@ impl Batcher {
     }
 }
 
-async fn batcher(cfg: QueueConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<Preparing>) {
+async fn batcher(cfg: ProcessorsConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<Preparing>) {
     // When the previous write started.
     let mut last_write: Option<tokio::time::Instant> = None;
     while let Some(first) = rx.recv().await {
@@ -67,16 +67,16 @@ async fn batcher(cfg: QueueConfig, mut rx: mpsc::Receiver<Item>, preparing: Arc<
         // Nor does a write start within MIN_WRITE_INTERVAL of the previous one: requests
         // spread out in time (a steady rate below capacity) would each pay a sync of their own.
         let mut items = vec![first];
-        let deadline = tokio::time::Instant::now() + cfg.batch_age;
+        let deadline = tokio::time::Instant::now() + cfg.batch.max_age.0;
         let earliest = last_write.map(|t| t + MIN_WRITE_INTERVAL);
         loop {
-            while items.len() < cfg.batch_max {
+            while items.len() < cfg.batch.max_items {
                 match rx.try_recv() {
                     Ok(item) => items.push(item),
                     Err(_) => break,
                 }
             }
-            if items.len() >= cfg.batch_max {
+            if items.len() >= cfg.batch.max_items {
                 break;
             }
             let idle = preparing.count.load(Ordering::Acquire) == 0;

@@ -26,7 +26,7 @@ pub use health::{Failing, STALL_AFTER};
 use sinks::SinkFailure;
 pub use sinks::Sinks;
 
-use crate::config::QueueConfig;
+use crate::config::ProcessorsConfig;
 use crate::metrics::Metrics;
 
 /// Why a submission was not stored.
@@ -76,7 +76,7 @@ struct Item {
 }
 
 /// About the bytes, and the number, of one tenant's items queued or being written, against
-/// [`QueueConfig::max_bytes`] and [`QueueConfig::capacity`].
+/// [`crate::config::BatchConfig::queue_size`] and [`crate::config::BatchConfig::queue_capacity`].
 struct Queued {
     bytes: AtomicUsize,
     max: usize,
@@ -132,7 +132,7 @@ pub struct Pipeline {
 }
 
 /// Counts receivers' requests between arrival and queueing; the batcher waits for them
-/// (see [`QueueConfig::batch_age`]) and is woken whenever one is queued or refused.
+/// (see [`crate::config::BatchConfig::max_age`]) and is woken whenever one is queued or refused.
 #[derive(Default)]
 struct Preparing {
     count: AtomicUsize,
@@ -224,16 +224,16 @@ impl Pipeline {
     /// Starts a batcher of its own and a pipeline on it (a server of one tenant, tests).
     pub fn start(
         sinks: Sinks,
-        cfg: QueueConfig,
+        cfg: ProcessorsConfig,
         metrics: Arc<Metrics>,
     ) -> (Pipeline, tokio::task::JoinHandle<()>) {
-        let max_bytes = cfg.max_bytes;
+        let max_bytes = cfg.batch.queue_bytes();
         let (batcher, task) = Batcher::start(cfg, 1);
         (Pipeline::on(&batcher, sinks, max_bytes, metrics), task)
     }
 
     /// A tenant's pipeline on the shared `batcher`: its work goes to `sinks`, up to
-    /// `max_bytes` of it queued ([`QueueConfig::max_bytes`]), counted in `metrics`.
+    /// `max_bytes` of it queued ([`crate::config::BatchConfig::queue_size`]), counted in `metrics`.
     pub fn on(
         batcher: &Batcher,
         sinks: Sinks,

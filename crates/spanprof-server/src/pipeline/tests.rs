@@ -72,7 +72,7 @@ use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::{Store, StoreConfig, Storing};
 
 use super::*;
-use crate::config::{ForwardProtocol, ForwarderConfig};
+use crate::config::{BatchConfig, ForwardProtocol, ForwarderConfig};
 use crate::forward::queue::{DiskQueue, Signal};
 use crate::forward::Forwarders;
 use crate::metrics::Receiver;
@@ -121,12 +121,14 @@ fn pipeline_with(
         write_failed: Arc::new(Notify::new()),
         over_limit: Arc::new(Notify::new()),
     };
-    let cfg = QueueConfig {
-        capacity: 16,
-        max_bytes,
-        batch_max: 256,
-        batch_age,
-        transform: Default::default(),
+    let cfg = ProcessorsConfig {
+        batch: BatchConfig {
+            queue_capacity: 16,
+            queue_size: (max_bytes as u64).into(),
+            max_items: 256,
+            max_age: batch_age.into(),
+        },
+        ..Default::default()
     };
     let (p, task) = Pipeline::start(sinks, cfg, Arc::clone(&metrics));
     (p, metrics, task)
@@ -223,12 +225,14 @@ async fn a_batch_waits_for_announced_requests_and_no_longer() {
 #[tokio::test]
 async fn tenants_share_a_batch_and_keep_their_data_apart() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = QueueConfig {
-        capacity: 2,
-        max_bytes: 0,
-        batch_max: 256,
-        batch_age: Duration::from_secs(30),
-        transform: Default::default(),
+    let cfg = ProcessorsConfig {
+        batch: BatchConfig {
+            queue_capacity: 2,
+            queue_size: 0.into(),
+            max_items: 256,
+            max_age: Duration::from_secs(30).into(),
+        },
+        ..Default::default()
     };
     let (batcher, task) = Batcher::start(cfg, 2);
     let tenant = |name: &str| {

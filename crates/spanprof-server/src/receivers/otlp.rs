@@ -104,7 +104,7 @@ pub(crate) async fn ingest_profiles(
         refused_profiles: invalid_profiles,
     } = spanprof_format::link_in_place::link_each_in_place_with(
         data,
-        &app.config.link,
+        &app.config.processors.link,
         Some(super::known_spans::StoredSpans::of(
             &app.store,
             &app.nesting,
@@ -114,8 +114,12 @@ pub(crate) async fn ingest_profiles(
     date_undated(&mut linked, now_ns());
     drop(drawing);
     app.metrics.record_received(receiver, &report);
-    app.span_keys
-        .inspect(&linked, &app.config.link, &app.store, &app.metrics);
+    app.span_keys.inspect(
+        &linked,
+        &app.config.processors.link,
+        &app.store,
+        &app.metrics,
+    );
     let invalid: Vec<String> = invalid
         .iter()
         .map(|e| format!("invalid profile: {e}"))

@@ -161,13 +161,13 @@ async fn submit(
     charge: Charge,
     receiver: crate::metrics::Receiver,
 ) -> Result<(), Rejection> {
-    let mut batch = Batch::new(Some(app.config.link.clone()));
+    let mut batch = Batch::new(Some(app.config.processors.link.clone()));
     batch.set_span_parents(super::known_spans::StoredSpans::of(
         &app.store,
         &app.nesting,
     ));
     for (i, (mut profile, series)) in profiles.into_iter().enumerate() {
-        sanitize_sample_label_keys(&mut profile, &app.config.link);
+        sanitize_sample_label_keys(&mut profile, &app.config.processors.link);
         batch
             .add_pprof(&profile, series.resource())
             .map_err(|e| Rejection::bad(format!("profile {i}: invalid pprof profile: {e}")))?;
@@ -177,7 +177,7 @@ async fn submit(
     drop(charge);
     app.metrics.record_received(receiver, &report);
     app.span_keys
-        .inspect(&data, &app.config.link, &app.store, &app.metrics);
+        .inspect(&data, &app.config.processors.link, &app.store, &app.metrics);
     let places = places(&data);
     match incoming
         .submit(Work::Profiles(data, Storing::AllOrNone), receiver)

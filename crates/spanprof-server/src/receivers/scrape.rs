@@ -43,13 +43,19 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
     // One client for the targets with the default TLS settings, one each for the others.
     let https = app
         .config
+        .receivers
         .scrape
         .iter()
         .filter(|t| t.tenant == app.tenant)
         .any(|t| t.url.starts_with("https://") && t.tls.is_default());
     let shared = client(https, &TlsSettings::default())?;
     let mut tasks = Vec::new();
-    let mine = app.config.scrape.iter().filter(|t| t.tenant == app.tenant);
+    let mine = app
+        .config
+        .receivers
+        .scrape
+        .iter()
+        .filter(|t| t.tenant == app.tenant);
     for target in mine.cloned().collect::<Vec<_>>() {
         target
             .check()
@@ -467,7 +473,7 @@ async fn ingest(
         ..Default::default()
     };
     let stored = async {
-        let mut batch = Batch::new(Some(app.config.link.clone()));
+        let mut batch = Batch::new(Some(app.config.processors.link.clone()));
         batch.set_span_parents(super::known_spans::StoredSpans::of(
             &app.store,
             &app.nesting,
@@ -485,7 +491,7 @@ async fn ingest(
         }
         app.metrics.record_received(Receiver::Scrape, &report);
         app.span_keys
-            .inspect(&data, &app.config.link, &app.store, &app.metrics);
+            .inspect(&data, &app.config.processors.link, &app.store, &app.metrics);
         app.pipeline
             .submit(Work::Profiles(data, Storing::EachAlone), Receiver::Scrape)
             .await

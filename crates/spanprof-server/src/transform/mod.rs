@@ -17,36 +17,45 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue};
 use spanprof_store::matchers::{parse_selector, Selector};
 
 use crate::work::Work;
 
 /// One rule as the configuration file writes it (`processors.transform[i]`).
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Deserialize, Serialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     /// Named in errors and logs (else its index).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// What it does: set_resource, rename_label, drop_label, hash_label, drop_profiles,
     /// drop_spans.
     pub action: String,
     /// set_resource: the attribute.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
     /// set_resource: a static value.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     /// set_resource: the environment variable holding the value.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub value_from_env: Option<String>,
     /// set_resource: replace a value already there (default true).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub overwrite: Option<bool>,
     /// drop_label, hash_label: the sample label.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
     /// rename_label: the label's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub from: Option<String>,
     /// rename_label: its new name.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
     /// drop_profiles, drop_spans: the label selector.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
 }
 
@@ -86,6 +95,8 @@ pub struct Rule {
     pub id: String,
     /// What it does.
     pub action: Action,
+    /// The rule as the file wrote it, so the section serialises back as read.
+    pub config: RuleConfig,
 }
 
 impl Rule {
@@ -100,6 +111,7 @@ impl Rule {
             Some(n) => format!("processors.transform[{index}] {n:?} ({})", c.action),
             None => format!("processors.transform[{index}] ({})", c.action),
         };
+        let config = c.clone();
         let fail = |m: String| format!("{id}: {m}");
         let need = |field: &Option<String>, what: &str| -> Result<String, String> {
             match field.as_deref().map(str::trim) {
@@ -180,12 +192,15 @@ impl Rule {
                 takes.join(", ")
             )));
         }
-        Ok(Rule { id, action })
+        Ok(Rule { id, action, config })
     }
 }
 
-/// The rules, in order; cheap to clone. Empty: nothing is changed.
-#[derive(Debug, Clone, Default)]
+/// The rules, in order; cheap to clone. Empty: nothing is changed. Read from the file's
+/// `processors.transform` list, each rule checked as it is read (an error names the rule and
+/// its line), and written back as that list.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(try_from = "Vec<RuleConfig>")]
 pub struct Transform {
     rules: Arc<[Rule]>,
 }
@@ -203,6 +218,11 @@ impl Transform {
         Ok(Transform {
             rules: rules.into(),
         })
+    }
+
+    /// The rules as the file writes them.
+    pub fn configs(&self) -> impl Iterator<Item = &RuleConfig> {
+        self.rules.iter().map(|r| &r.config)
     }
 
     /// The rules, checked.
@@ -234,6 +254,19 @@ impl Transform {
                 }
             }
         }
+    }
+}
+
+impl TryFrom<Vec<RuleConfig>> for Transform {
+    type Error = String;
+    fn try_from(rules: Vec<RuleConfig>) -> Result<Transform, String> {
+        Transform::from_config(rules)
+    }
+}
+
+impl Serialize for Transform {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.configs())
     }
 }
 

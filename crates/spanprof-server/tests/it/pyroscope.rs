@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use prost::Message;
 use spanprof_format::{gzip, pprof};
-use spanprof_server::config::ServerConfig;
+use spanprof_server::config::{ServerConfig, StorageConfig};
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
 use crate::common::metrics::ReceiverMetrics;
@@ -69,7 +69,10 @@ impl Server {
         let mut config = ServerConfig {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             otlp_http_addr: None,
-            data_dir: dir.path().to_owned(),
+            storage: StorageConfig {
+                dir: dir.path().to_owned(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         configure(&mut config);

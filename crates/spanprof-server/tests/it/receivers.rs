@@ -12,7 +12,7 @@ use common::metrics::ReceiverMetrics;
 use common::pushv1;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
-use spanprof_server::config::ServerConfig;
+use spanprof_server::config::{ServerConfig, StorageConfig};
 use spanprof_server::grpc_proto::google::rpc::Status as RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 use spanprof_testkit::server::wait_for;
@@ -31,7 +31,10 @@ impl Server {
         let mut config = ServerConfig {
             http_addr: "127.0.0.1:0".parse().unwrap(),
             otlp_http_addr: None,
-            data_dir: dir.to_owned(),
+            storage: StorageConfig {
+                dir: dir.to_owned(),
+                ..Default::default()
+            },
             ..Default::default()
         };
         tweak(&mut config);
@@ -1049,7 +1052,7 @@ fn a_request_sent_again_is_acknowledged_and_stored_once() {
 #[test]
 fn series_limits_refuse_new_series_and_keep_the_rest() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), |c| c.limits.series.max_series = 3);
+    let server = Server::start(dir.path(), |c| c.storage.max_series = 3);
     let folded = |pod: &str| {
         server.post(
             &format!(

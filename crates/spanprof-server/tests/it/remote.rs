@@ -51,7 +51,7 @@ pub(crate) fn remote_config(
 
 pub(crate) fn frontend(remote: RemoteConfig, name: &str) -> TestServer {
     TestServer::in_fresh_dir(name, |c| {
-        c.store = false;
+        c.storage.enabled = Some(false);
         c.remote = Some(remote);
     })
 }

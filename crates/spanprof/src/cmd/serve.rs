@@ -215,7 +215,7 @@ pub fn run(
     // Built-in defaults, then the file, then the flags given.
     let mut config = file_config?;
     if let Some(d) = &args.data {
-        config.data_dir = d.clone();
+        config.storage.dir = d.clone();
     }
     if let Some(a) = args.http_addr {
         config.http_addr = a;
@@ -228,15 +228,12 @@ pub fn run(
     }
     config.allow_unauthenticated |= args.allow_unauthenticated;
     tls_flags(&args, &mut config)?;
-    config.retention_age = args.retention.map(|d| d.0).or(config.retention_age);
-    config.retention_bytes = args.max_size.map(|s| s.0).or(config.retention_bytes);
+    config.storage.retention = args.retention.or(config.storage.retention);
+    config.storage.max_size = args.max_size.or(config.storage.max_size);
     for spec in &args.scrape {
         let (name, url) = spec.split_once('=').with_context(|| {
             format!("--scrape {spec:?}: expected NAME=URL, e.g. checkout=http://127.0.0.1:6060")
         })?;
-        if !url.starts_with("http://") && !url.starts_with("https://") {
-            anyhow::bail!("--scrape {spec:?}: the URL must start with http:// or https://");
-        }
         let mut target = ScrapeTarget::new(name, url);
         if !args.scrape_profiles.is_empty() {
             target.profiles = args.scrape_profiles.clone();
@@ -247,25 +244,19 @@ pub fn run(
         if let Some(d) = args.scrape_timeout {
             target.timeout = d.0;
         }
-        target
-            .check()
-            .map_err(|e| anyhow::anyhow!("--scrape {spec:?}: {e}"))?;
-        config.scrape.push(target);
+        config.receivers.scrape.push(target);
     }
-    spanprof_server::config::check_scrape_targets(&config.scrape).map_err(anyhow::Error::msg)?;
     if let (Some(count), Some(index)) = (args.replicas, args.replica) {
-        config.replicas = Some(
-            spanprof_server::replicas::Replicas::new(count, index)
-                .map_err(|e| anyhow::anyhow!("--replicas {count} --replica {index}: {e}"))?,
-        );
+        config.receivers.replicas = Some(count);
+        config.receivers.replica = Some(index);
     }
     if args.no_store {
-        config.store = false;
+        config.storage.enabled = Some(false);
     }
     if args.span_profiles_include_children {
         config.span_profiles_include_children = true;
     }
-    let link = &mut config.link;
+    let link = &mut config.processors.link;
     for (keys, added) in [
         (&mut link.span_id_keys, &args.span_id_keys),
         (&mut link.trace_id_keys, &args.trace_id_keys),
@@ -283,16 +274,17 @@ pub fn run(
         }
     }
     config.forward.extend(forwarders(&args)?);
-    config.check().map_err(anyhow::Error::msg)?;
+    // Once, on the file with the flags over it.
+    config.validate().map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.config {
         warn_if_others_read_secrets(path, &config);
     }
     if !args.demo {
-        owner_only_dir(&config.data_dir);
+        owner_only_dir(&config.storage.dir);
     }
     let _demo_dir = if args.demo {
         let dir = TempDir::new()?;
-        config.data_dir = dir.0.clone();
+        config.storage.dir = dir.0.clone();
         config.demo = true;
         Some(dir)
     } else {
@@ -376,7 +368,6 @@ fn tls_flags(args: &Args, config: &mut ServerConfig) -> anyhow::Result<()> {
     if let Some(auth) = args.tls_client_auth {
         tls.client_auth = auth;
     }
-    tls.check()?;
     config.tls = Some(tls);
     Ok(())
 }
@@ -387,7 +378,11 @@ fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let secrets = config.scrape.iter().any(|t| !t.headers.is_empty())
+        let secrets = config
+            .receivers
+            .scrape
+            .iter()
+            .any(|t| !t.headers.is_empty())
             || config.forward.iter().any(|f| !f.headers.is_empty());
         let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
         if secrets && mode & 0o044 != 0 {
@@ -533,7 +528,7 @@ impl Drop for TempDir {
     }
 }
 
-/// The forwarders the flags describe, validated.
+/// The forwarders the flags describe (checked with the rest, by `ServerConfig::validate`).
 fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
     let mut out: Vec<ForwarderConfig> = Vec::new();
     let specs = args
@@ -592,10 +587,6 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
             "traces" => f.profiles = false,
             _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
         }
-    }
-    for f in &out {
-        f.check()
-            .map_err(|e| anyhow::anyhow!("forwarder {:?} ({}): {e}", f.name, f.endpoint))?;
     }
     Ok(out)
 }

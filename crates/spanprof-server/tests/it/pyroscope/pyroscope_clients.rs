@@ -102,7 +102,7 @@ const NODE_WALL: &str = "wall:wall:nanoseconds:wall:nanoseconds";
 fn node_sdk_pushed_and_pulled_give_one_set_of_types_and_a_heap_averaged() {
     let (_pull, port) = node_app(&["pull", "0"]);
     let server = Server::start_with(|c| {
-        c.scrape.push(ScrapeTarget {
+        c.receivers.scrape.push(ScrapeTarget {
             profiles: vec!["cpu".into(), "heap".into()],
             interval: Duration::from_secs(1),
             ..ScrapeTarget::new("nodepull", format!("http://127.0.0.1:{port}"))

@@ -1,0 +1,42 @@
+//! Serde forms of runtime field types as the config file writes them: a `Duration` in
+//! readable units (`15s`), a list of string pairs as a mapping (`{env: prod}`).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use super::units::ReadableDuration;
+
+/// A `Duration` field read and written as a [`ReadableDuration`] (`#[serde(with = …)]`).
+pub mod duration {
+    use super::{Deserialize, Deserializer, Duration, ReadableDuration, Serialize, Serializer};
+
+    /// Writes `d` as `15s`, `20ms`, `7d`.
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        ReadableDuration(*d).serialize(s)
+    }
+
+    /// Reads `15s`, `20ms`, `7d`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        ReadableDuration::deserialize(d).map(|r| r.0)
+    }
+}
+
+/// Pairs of strings (labels, headers) read and written as a YAML mapping, in key order.
+pub mod string_map {
+    use std::collections::BTreeMap;
+
+    use super::{Deserialize, Deserializer, Serializer};
+
+    /// Writes the pairs as a mapping.
+    pub fn serialize<S: Serializer>(pairs: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
+    }
+
+    /// Reads a mapping of strings.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(String, String)>, D::Error> {
+        Ok(BTreeMap::<String, String>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
+}
