@@ -151,8 +151,14 @@ function zoneSwitch() {
 }
 
 window.addEventListener("spanprof:unauthorized", signIn);
-window.addEventListener("popstate", render);
-window.addEventListener("hashchange", render);
+// A link, the back button or a typed hash fire both events (popstate, then hashchange):
+// the view renders once per hash, not once per event (a second render drew its answer
+// again, replacing what the first had drawn).
+const renderChanged = () => {
+  if (document.documentElement.dataset.rendered !== location.hash) render();
+};
+window.addEventListener("popstate", renderChanged);
+window.addEventListener("hashchange", renderChanged);
 signedIn();
 zoneSwitch();
 render().then(() => {

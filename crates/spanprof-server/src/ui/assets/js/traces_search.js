@@ -69,6 +69,9 @@ export class TracesView {
         onclick: () => this.nav.patch({ group: g === "span" ? "" : g, offset: "" }) }, label);
     }));
     replace(this.results, el("p", { class: "muted" }, "Searching…"));
+    // Only the latest search draws: an earlier one answered late is dropped.
+    const search = {};
+    this.search = search;
     const f = searchFilters(params);
     const pointsKey = JSON.stringify(f);
     let services;
@@ -79,10 +82,12 @@ export class TracesView {
       [services, page] = await Promise.all([servicePicker(this.service, params.service, true),
         api.get("spans", listQuery(params))]);
     } catch (e) {
+      if (this.search !== search) return;
       replace(this.summary);
       replace(this.results, notice("error", "The search failed", e.message));
       return;
     }
+    if (this.search !== search) return;
     // The chart only when the filters changed (not for another page or sort), and after the
     // list: its points take longer than a page of rows, and would delay the first row.
     if (pointsKey !== this.pointsKey) {
