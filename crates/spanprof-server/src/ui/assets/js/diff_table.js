@@ -13,7 +13,7 @@ function columns(sides) {
     ["name", "Function", (f) => f.name],
     ["left", `${sides.left} %`, (f) => f.leftShare],
     ["right", `${sides.right} %`, (f) => f.rightShare],
-    ["change", "Change", (f) => f.change],
+    ["change", "Change, points", (f) => f.change],
   ];
 }
 
@@ -72,7 +72,8 @@ export class DiffTable {
       el("td", { class: "fn" }, f.name), el("td", { class: "num" }, pct(f.leftShare)),
       el("td", { class: "num" }, pct(f.rightShare)),
       el("td", { class: `num change ${f.change > 0.005 ? "more" : f.change < -0.005 ? "less" : ""}` },
-        `${f.change > 0 ? "+" : f.change < 0 ? "−" : ""}${pct(Math.abs(f.change))}`)));
+        // Points, not percent: 29.6% → 42.9% is +13.3 points (a 45% growth would mislead).
+        `${f.change > 0 ? "+" : f.change < 0 ? "−" : ""}${pct(Math.abs(f.change)).slice(0, -1)}`)));
     replace(this.caption, `${units.grouped(rows.length)} functions`, needle ? ` matching “${search}”` : "",
       rows.length > MAX_ROWS ? ` · the first ${MAX_ROWS} shown` : "",
       ` · a share is of its side's total (${units.percent(1, 1)}); change = ${sides.right} − ${sides.left}, in points`);
