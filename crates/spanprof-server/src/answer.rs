@@ -9,7 +9,7 @@ use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::diff::diff_layout;
 use spanprof_store::spans::SpanRecord;
-use spanprof_store::store::StoreError;
+use spanprof_store::store::{SpanMatches, StoreError, TraceGroup};
 use spanprof_store::FlameTree;
 
 /// Most spans a trace answer holds (the earliest ones): a trace of a million spans was a
@@ -189,4 +189,40 @@ pub fn with_fields(mut map: Map<String, Value>, more: Value) -> Map<String, Valu
         map.extend(more);
     }
     map
+}
+
+/// One trace of the span list's `group=trace` answer, as both data sources write it.
+pub fn trace_group_json(g: &TraceGroup) -> Value {
+    json!({
+        "trace_id": to_hex(&g.trace_id),
+        "root_name": g.root.as_ref().map(|r| &r.0),
+        "root_service": g.root.as_ref().map(|r| &r.1),
+        "services": g.services,
+        "spans": g.spans,
+        "matched": g.matched,
+        "start_ns": g.start_ns.to_string(),
+        "duration_ns": g.duration_ns,
+        "cpu": g.cpu,
+    })
+}
+
+/// `/api/v1/span-points`' answer: `found`'s spans (cut and in start order) as columns;
+/// `count` the matches before the cut, `t` the type of their `cpu` values.
+pub fn span_points_json(count: usize, found: &SpanMatches, t: Option<&ProfileTypeId>) -> Value {
+    let m = &found.matches;
+    json!({
+        "count": count,
+        "more": found.more,
+        "shown": m.len(),
+        "unit": t.map(|t| t.sample_unit.clone()),
+        "profile_type": t.map(ToString::to_string),
+        "names": found.names,
+        "start_ms": m.iter().map(|s| s.start_ns as f64 / 1e6).collect::<Vec<_>>(),
+        "duration_ns": m.iter().map(|s| s.duration_ns).collect::<Vec<_>>(),
+        "cpu": m.iter().map(|s| s.cpu).collect::<Vec<_>>(),
+        "name": m.iter().map(|s| s.name).collect::<Vec<_>>(),
+        "service": m.iter().map(|s| s.service).collect::<Vec<_>>(),
+        "span_id": m.iter().map(|s| to_hex(&s.span_id)).collect::<Vec<_>>(),
+        "trace_id": m.iter().map(|s| to_hex(&s.trace_id)).collect::<Vec<_>>(),
+    })
 }

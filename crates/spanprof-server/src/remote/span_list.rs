@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 use serde_json::{json, Value};
-use spanprof_format::link::to_hex;
 use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::{CompareOp, SpanQuery, SpanRecord, TextField};
 use spanprof_store::store::{SpanMatch, SpanMatches, SpanOrder};
@@ -18,7 +17,7 @@ use super::span_filter::{read_search, SEARCH_LIMIT, SEARCH_SPSS};
 use super::span_values::{span_values, ValuesFrom};
 use super::views::{span_json, view_type, views_note, with_values_from};
 use super::{Remote, RemoteError};
-use crate::answer::ApiError;
+use crate::answer::{span_points_json, ApiError};
 
 /// Traces of a page read from Tempo at once.
 const CONCURRENT_TRACES: usize = 8;
@@ -310,23 +309,9 @@ pub async fn points(
     let any = found.matches.iter().any(|m| m.cpu > 0);
     let t = t.filter(|_| any);
     found.sort(SpanOrder::Start, false);
-    let m = &found.matches;
-    Ok(json!({
-        "count": count,
-        "more": found.more,
-        "shown": m.len(),
-        "unit": t.as_ref().map(|t| t.sample_unit.clone()),
-        "profile_type": t.as_ref().map(ToString::to_string),
-        "names": found.names,
-        "start_ms": m.iter().map(|s| s.start_ns as f64 / 1e6).collect::<Vec<_>>(),
-        "duration_ns": m.iter().map(|s| s.duration_ns).collect::<Vec<_>>(),
-        "cpu": m.iter().map(|s| s.cpu).collect::<Vec<_>>(),
-        "name": m.iter().map(|s| s.name).collect::<Vec<_>>(),
-        "service": m.iter().map(|s| s.service).collect::<Vec<_>>(),
-        "span_id": m.iter().map(|s| to_hex(&s.span_id)).collect::<Vec<_>>(),
-        "trace_id": m.iter().map(|s| to_hex(&s.trace_id)).collect::<Vec<_>>(),
-        "remote": with_values_from(search_note(), from),
-    }))
+    let mut body = span_points_json(count, &found, t.as_ref());
+    body["remote"] = with_values_from(search_note(), from);
+    Ok(body)
 }
 
 /// `/api/v1/span-names` over the remote: Tempo's values of the `name` tag (of the service's

@@ -6,8 +6,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use serde_json::{json, Value};
-use spanprof_format::link::to_hex;
+use serde_json::Value;
 use spanprof_store::spans::{SpanQuery, SpanRecord};
 use spanprof_store::store::{sort_trace_groups, SpanOrder, TraceGroup};
 
@@ -15,7 +14,7 @@ use super::span_list::{matches, search_note, traces_of, MAX_GROUPED_TRACES};
 use super::span_values::{span_values, ValuesFrom};
 use super::views::{view_type, with_values_from};
 use super::Remote;
-use crate::answer::ApiError;
+use crate::answer::{trace_group_json, ApiError};
 
 /// A trace's spans in `[from, to]` ns (overlapping it, as the embedded store keeps them).
 fn in_range(spans: Vec<SpanRecord>, q: &SpanQuery) -> Vec<SpanRecord> {
@@ -116,19 +115,7 @@ pub async fn search(
         .iter()
         .skip(offset)
         .take(limit)
-        .map(|g| {
-            json!({
-                "trace_id": to_hex(&g.trace_id),
-                "root_name": g.root.as_ref().map(|r| &r.0),
-                "root_service": g.root.as_ref().map(|r| &r.1),
-                "services": g.services,
-                "spans": g.spans,
-                "matched": g.matched,
-                "start_ns": g.start_ns.to_string(),
-                "duration_ns": g.duration_ns,
-                "cpu": g.cpu,
-            })
-        })
+        .map(trace_group_json)
         .collect::<Vec<_>>()
         .into();
     body["remote"] = with_values_from(search_note(), from);

@@ -5,7 +5,6 @@
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
-use spanprof_format::link::to_hex;
 use spanprof_store::spans::{CompareOp, SpanQuery, TextCondition, TextField};
 use spanprof_store::store::{
     contains_regex, search_regex, sort_trace_groups, SpanMatches, SpanOrder, MAX_MATCHES,
@@ -18,6 +17,7 @@ use super::spans::{
     comparison, point_to_sampled_ancestors_found, profiles_without_spans, type_param,
     unknown_service, CoverageOf,
 };
+use crate::answer::{span_points_json, trace_group_json};
 use crate::AppState;
 
 /// Spans (or traces) a page holds when `limit` is not given.
@@ -205,19 +205,7 @@ pub async fn search(
                 .iter()
                 .skip(offset)
                 .take(limit)
-                .map(|g| {
-                    json!({
-                        "trace_id": to_hex(&g.trace_id),
-                        "root_name": g.root.as_ref().map(|r| &r.0),
-                        "root_service": g.root.as_ref().map(|r| &r.1),
-                        "services": g.services,
-                        "spans": g.spans,
-                        "matched": g.matched,
-                        "start_ns": g.start_ns.to_string(),
-                        "duration_ns": g.duration_ns,
-                        "cpu": g.cpu,
-                    })
-                })
+                .map(trace_group_json)
                 .collect::<Vec<_>>()
                 .into();
         } else {
@@ -324,22 +312,7 @@ pub async fn points(
         found.matches.truncate(limit);
         store.add_span_cpu(&mut found, profile_type.as_ref().map(|(_, w)| w.as_str()))?;
         found.sort(SpanOrder::Start, false);
-        let m = &found.matches;
-        Ok(json!({
-            "count": count,
-            "more": found.more,
-            "shown": m.len(),
-            "unit": found.profile_type.as_ref().map(|t| t.sample_unit.clone()),
-            "profile_type": found.profile_type.as_ref().map(ToString::to_string),
-            "names": found.names,
-            "start_ms": m.iter().map(|s| s.start_ns as f64 / 1e6).collect::<Vec<_>>(),
-            "duration_ns": m.iter().map(|s| s.duration_ns).collect::<Vec<_>>(),
-            "cpu": m.iter().map(|s| s.cpu).collect::<Vec<_>>(),
-            "name": m.iter().map(|s| s.name).collect::<Vec<_>>(),
-            "service": m.iter().map(|s| s.service).collect::<Vec<_>>(),
-            "span_id": m.iter().map(|s| to_hex(&s.span_id)).collect::<Vec<_>>(),
-            "trace_id": m.iter().map(|s| to_hex(&s.trace_id)).collect::<Vec<_>>(),
-        }))
+        Ok(span_points_json(count, &found, found.profile_type.as_ref()))
     })
     .await?;
     Ok(axum::Json(body).into_response())
