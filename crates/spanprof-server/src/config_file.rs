@@ -56,7 +56,7 @@ struct File {
     #[serde(default)]
     exporters: Vec<Exporter>,
     #[serde(default)]
-    auth: crate::auth::config::AuthSection,
+    auth: crate::auth::config::AuthConfig,
 }
 
 #[derive(Deserialize, Default)]

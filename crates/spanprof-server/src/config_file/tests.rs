@@ -571,6 +571,11 @@ fn the_example_shows_the_defaults_serialised() {
             "receivers",
             serde_norway::to_value(&defaults.receivers).unwrap(),
         ),
+        // The runtime form holds digests of the secrets read; the section is what is read.
+        (
+            "auth",
+            serde_norway::to_value(crate::auth::config::AuthConfig::default()).unwrap(),
+        ),
     ] {
         // A section whose keys are all commented out reads as null: no key set.
         let empty = serde_norway::Value::Mapping(Default::default());
