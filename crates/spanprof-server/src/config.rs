@@ -1,6 +1,7 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+pub mod exporters;
 mod fields;
 pub mod processors;
 pub mod receivers;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use spanprof_format::limits::ProfileLimits;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
 
+pub use exporters::{ForwardProtocol, ForwarderConfig, PUSH_PATH};
 pub use processors::{BatchConfig, ProcessorsConfig};
 pub use receivers::ReceiversConfig;
 pub use storage::{StorageConfig, MIN_SEGMENT_BYTES};
@@ -55,8 +57,9 @@ pub struct ServerConfig {
     /// The `receivers` section: targets to pull profiles from, and this process's share of
     /// them.
     pub receivers: ReceiversConfig,
-    /// Downstream OTLP endpoints that get a copy of everything stored.
-    pub forward: Vec<ForwarderConfig>,
+    /// The `exporters` section: downstream endpoints that get a copy of everything stored
+    /// (the `--forward-*` flags add some).
+    pub exporters: Vec<ForwarderConfig>,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
     /// What a span's profile is for Grafana. `false` (the default): exactly the samples linked
@@ -75,190 +78,6 @@ pub struct ServerConfig {
     /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
     /// logging before it starts the server; this carries the file's choice to it.
     pub json_logs: bool,
-}
-
-/// The Connect route of `push.v1.PusherService/Push`, after a push forwarder's base URL.
-pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
-
-/// The wire protocol of a forwarder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForwardProtocol {
-    /// OTLP gRPC (unary calls over HTTP/2; TLS for an `https://` endpoint).
-    Grpc,
-    /// OTLP/HTTP with protobuf bodies (`/v1development/profiles`, `/v1/traces`).
-    Http,
-    /// Pyroscope's `push.v1.PusherService/Push` (Connect unary, protobuf): profiles only,
-    /// as pprof per series with its labels.
-    Push,
-}
-
-impl std::fmt::Display for ForwardProtocol {
-    /// As the config file spells it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ForwardProtocol::Grpc => "grpc",
-            ForwardProtocol::Http => "http",
-            ForwardProtocol::Push => "push",
-        })
-    }
-}
-
-/// One downstream OTLP endpoint: what is sent, how it is batched and retried, and how much
-/// may wait on disk while it is unreachable.
-#[derive(Debug, Clone)]
-pub struct ForwarderConfig {
-    /// Name in logs, metrics and the queue directory `DATA/forward/{name}/`.
-    pub name: String,
-    /// gRPC or HTTP.
-    pub protocol: ForwardProtocol,
-    /// Base URL, e.g. `http://collector:4317`, or `https://…` for TLS (checked against the
-    /// system's trusted certificates, or those of the PEM file `SSL_CERT_FILE` names).
-    pub endpoint: String,
-    /// Extra request headers (e.g. authorization), sent with every export.
-    pub headers: Vec<(String, String)>,
-    /// TLS settings of an `https://` endpoint (a private CA, a client certificate).
-    pub tls: TlsSettings,
-    /// Gzip request bodies (`content-encoding` / `grpc-encoding: gzip`).
-    pub gzip: bool,
-    /// Send profiles.
-    pub profiles: bool,
-    /// Send traces.
-    pub traces: bool,
-    /// Queued records combined into one export at most.
-    pub batch_max: usize,
-    /// Bytes of queued records combined into one export at most (a single larger record is
-    /// still sent alone).
-    pub batch_max_bytes: usize,
-    /// How long a queued record may wait for more before an export is sent.
-    pub batch_age: Duration,
-    /// Exports sent at once at most (their records are delivered in any order); while
-    /// exports fail, one at a time.
-    pub max_in_flight: usize,
-    /// First retry delay; doubled per failed attempt up to `retry_max` (with jitter).
-    pub retry_initial: Duration,
-    /// Longest delay between retries.
-    pub retry_max: Duration,
-    /// One export's deadline (connect, send, answer).
-    pub timeout: Duration,
-    /// Bytes the on-disk queue may hold; beyond, the oldest records are dropped (counted in
-    /// `spanprof_forward_dropped_records_total{reason="queue_full"}`).
-    pub queue_max_bytes: u64,
-}
-
-impl ForwarderConfig {
-    /// Queued records combined into one export at most, unless set (`batch_size`).
-    pub const DEFAULT_BATCH_MAX: usize = 256;
-    /// How long a record waits for others before an export is sent, unless set (`batch_age`).
-    pub const DEFAULT_BATCH_AGE: Duration = Duration::from_secs(1);
-    /// Longest delay between retries, unless set (`retry_max`).
-    pub const DEFAULT_RETRY_MAX: Duration = Duration::from_secs(30);
-    /// Bytes the on-disk queue may hold, unless set (`queue_size`): 1 GiB.
-    pub const DEFAULT_QUEUE_MAX_BYTES: u64 = 1 << 30;
-
-    /// A forwarder of profiles and traces with the default batching (256 records or 1 s),
-    /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue; credentials in
-    /// `endpoint` (`https://user:password@host`) become a basic `authorization` header (and
-    /// stay out of the logs).
-    pub fn new(name: impl Into<String>, protocol: ForwardProtocol, endpoint: &str) -> Self {
-        let (endpoint, basic) = split_credentials(endpoint.trim_end_matches('/'));
-        ForwarderConfig {
-            name: name.into(),
-            protocol,
-            endpoint,
-            headers: basic
-                .map(|b| ("authorization".to_owned(), b))
-                .into_iter()
-                .collect(),
-            tls: TlsSettings::default(),
-            gzip: false,
-            profiles: true,
-            traces: true,
-            batch_max: Self::DEFAULT_BATCH_MAX,
-            batch_max_bytes: 8 << 20,
-            batch_age: Self::DEFAULT_BATCH_AGE,
-            max_in_flight: 4,
-            retry_initial: Duration::from_millis(500),
-            retry_max: Self::DEFAULT_RETRY_MAX,
-            timeout: Duration::from_secs(30),
-            queue_max_bytes: Self::DEFAULT_QUEUE_MAX_BYTES,
-        }
-    }
-
-    /// Whether the forwarder can work as given: a queue that holds a batch, retries that
-    /// wait, a timeout, valid headers with one authorization at most.
-    pub fn check(&self) -> Result<(), String> {
-        if self.queue_max_bytes < MIN_FORWARD_QUEUE_BYTES {
-            return Err(format!(
-                "queue size (queue_size, --forward-queue-size) {} bytes: must be at least \
-                 256MiB (the queue on disk holds the requests waiting for the endpoint, each \
-                 up to server.max_decompressed_size)",
-                self.queue_max_bytes
-            ));
-        }
-        if self.retry_max < MIN_RETRY_DELAY {
-            return Err(format!(
-                "longest retry delay (retry_max, --forward-retry-max) {:?}: must be at least \
-                 100ms (retrying faster floods the endpoint and the log while it is down)",
-                self.retry_max
-            ));
-        }
-        if self.timeout.is_zero() {
-            return Err("timeout 0s: an export needs some time to answer".into());
-        }
-        if self.batch_max == 0 {
-            return Err("batch size 0: a batch holds one record at least".into());
-        }
-        if !(1..=64).contains(&self.max_in_flight) {
-            return Err(format!(
-                "max_in_flight {}: between 1 and 64 exports at once",
-                self.max_in_flight
-            ));
-        }
-        let https = self.endpoint.starts_with("https://");
-        if !https && !self.endpoint.starts_with("http://") {
-            return Err(format!(
-                "endpoint {:?} must start with http:// or https://",
-                self.endpoint
-            ));
-        }
-        crate::tls::check_scheme(https, &self.tls)?;
-        if !self.profiles && !self.traces {
-            return Err(
-                "signals: none; a forwarder sends profiles, traces or both (leave signals out \
-                 for both)"
-                    .into(),
-            );
-        }
-        if self.protocol == ForwardProtocol::Push && self.traces {
-            return Err(
-                "protocol push carries profiles only: leave traces out of its signals \
-                 (signals: [profiles]) and send them with an exporter of protocol http or grpc"
-                    .into(),
-            );
-        }
-        if self.protocol == ForwardProtocol::Push && self.endpoint.ends_with(PUSH_PATH) {
-            return Err(format!(
-                "endpoint {}: give the base URL; spanprof adds {} itself",
-                self.endpoint, PUSH_PATH
-            ));
-        }
-        // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
-        // the path is added again to each export, which then meets a 404.
-        for signal_path in ["/v1development/profiles", "/v1/traces", "/v1/profiles"] {
-            if let Some(base) = self.endpoint.strip_suffix(signal_path) {
-                return Err(format!(
-                    "endpoint {}: give the base URL ({base}); spanprof adds \
-                     /v1development/profiles and /v1/traces (or the gRPC method) itself",
-                    self.endpoint
-                ));
-            }
-        }
-        check_headers(
-            &self.headers,
-            0,
-            "an authorization header, credentials in the endpoint",
-        )
-    }
 }
 
 /// Each forwarder's name is letters, digits, `_` and `-` (it names its queue's directory,
@@ -405,7 +224,7 @@ impl Default for ServerConfig {
             },
             processors: ProcessorsConfig::default(),
             receivers: ReceiversConfig::default(),
-            forward: Vec::new(),
+            exporters: Vec::new(),
             demo: false,
             span_profiles_include_children: false,
             query_timeout: Duration::from_secs(10),

@@ -6,16 +6,13 @@
 //! Every key, with what it does, is in [`EXAMPLE`] (`config_example.yaml`, printed by
 //! `spanprof serve --config-example`), which a test loads.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Deserializer};
 
 use crate::config::units::{ReadableDuration, ReadableSize};
-use crate::config::{
-    parse_listen_addr, ForwardProtocol, ForwarderConfig, ServerConfig, TlsSettings,
-};
+use crate::config::{parse_listen_addr, ForwarderConfig, ServerConfig};
 
 /// A configuration file with every key, commented: defaults or example values.
 pub const EXAMPLE: &str = include_str!("config_example.yaml");
@@ -53,8 +50,11 @@ struct File {
     receivers: crate::config::ReceiversConfig,
     #[serde(default)]
     processors: crate::config::ProcessorsConfig,
-    #[serde(default)]
-    exporters: Vec<Exporter>,
+    #[serde(
+        default,
+        deserialize_with = "crate::config::exporters::deserialize_list"
+    )]
+    exporters: Vec<ForwarderConfig>,
     #[serde(default)]
     auth: crate::auth::config::AuthConfig,
 }
@@ -115,40 +115,6 @@ enum ClientAuthKey {
 enum LogFormat {
     Text,
     Json,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Exporter {
-    name: String,
-    protocol: Protocol,
-    endpoint: String,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    tls: TlsSettings,
-    gzip: Option<bool>,
-    signals: Option<Vec<Signal>>,
-    batch_size: Option<usize>,
-    batch_age: Option<ReadableDuration>,
-    max_in_flight: Option<usize>,
-    retry_max: Option<ReadableDuration>,
-    queue_size: Option<ReadableSize>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum Protocol {
-    Grpc,
-    Http,
-    Push,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum Signal {
-    Profiles,
-    Traces,
 }
 
 /// A listen address; parsed inside the visit, as [`ReadableSize`], so that an error names its
@@ -229,8 +195,8 @@ fn worded(message: String, text: &str) -> String {
 }
 
 /// Reads `path` onto `base`: the sections read as the runtime config (`storage`,
-/// `receivers`, `processors`) replace the base's whole, defaults where the file is silent;
-/// the `server` keys the file sets replace the base's values; exporters are added. Values
+/// `receivers`, `processors`, `exporters`) replace the base's whole, defaults where the file is silent;
+/// the `server` keys the file sets replace the base's values. Values
 /// are checked once flags are over them, by [`ServerConfig::validate`].
 // Long: copies each file key onto ServerConfig; it goes with the single config model (issue #45 item 3).
 #[allow(clippy::too_many_lines)]
@@ -330,31 +296,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     base.storage = file.storage;
     base.receivers = file.receivers;
     base.processors = file.processors;
-    for e in file.exporters {
-        let protocol = match e.protocol {
-            Protocol::Grpc => ForwardProtocol::Grpc,
-            Protocol::Http => ForwardProtocol::Http,
-            Protocol::Push => ForwardProtocol::Push,
-        };
-        let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
-        // push.v1 carries profiles only: that is what it sends unless told otherwise.
-        f.traces = f.traces && protocol != ForwardProtocol::Push;
-        // Beside the authorization that credentials in the endpoint made, if any.
-        f.headers.extend(e.headers);
-        f.tls = e.tls;
-        f.gzip = e.gzip.unwrap_or(f.gzip);
-        if let Some(signals) = e.signals {
-            f.profiles = signals.contains(&Signal::Profiles);
-            f.traces = signals.contains(&Signal::Traces);
-        }
-        f.batch_max = e.batch_size.unwrap_or(f.batch_max);
-        f.batch_age = e.batch_age.map(|v| v.0).unwrap_or(f.batch_age);
-        f.max_in_flight = e.max_in_flight.unwrap_or(f.max_in_flight);
-        f.retry_max = e.retry_max.map(|v| v.0).unwrap_or(f.retry_max);
-        f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = e.queue_size.map(|v| v.0).unwrap_or(f.queue_max_bytes);
-        base.forward.push(f);
-    }
+    base.exporters = file.exporters;
     Ok(base)
 }
 

@@ -231,7 +231,7 @@ pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
 /// The forwarders of tenant `id`: a tenant's exports carry its id as `X-Scope-OrgID`.
 fn tenant_forwarders(config: &ServerConfig, id: &TenantId) -> Vec<ForwarderConfig> {
     config
-        .forward
+        .exporters
         .iter()
         .cloned()
         .map(|mut f| {

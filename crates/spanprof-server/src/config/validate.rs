@@ -34,13 +34,13 @@ impl ServerConfig {
         self.storage.validate()?;
         self.validate_server()?;
         self.validate_receivers()?;
-        for f in &self.forward {
+        for f in &self.exporters {
             f.check()
                 .map_err(|m| format!("exporters {:?}: {m}", f.name))?;
         }
         self.processors.validate()?;
-        check_forwarder_names(&self.forward)?;
-        if !self.storage.store_enabled() && self.forward.is_empty() && self.remote.is_none() {
+        check_forwarder_names(&self.exporters)?;
+        if !self.storage.store_enabled() && self.exporters.is_empty() && self.remote.is_none() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
                  forwarder: every push would be answered 200 and none of it kept; add one \

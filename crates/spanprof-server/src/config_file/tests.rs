@@ -116,7 +116,7 @@ fn the_documented_examples_load() {
         Ok(Some(crate::replicas::Replicas { count: 3, index: 0 }))
     );
     assert!(!c.processors.transform.is_empty());
-    assert_eq!(c.forward[0].max_in_flight, 4);
+    assert_eq!(c.exporters[0].max_in_flight, 4);
     assert_eq!(
         c.receivers.scrape[1].headers,
         vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
@@ -132,11 +132,16 @@ fn the_documented_examples_load() {
         Some(Duration::from_secs(7 * 86400).into())
     );
     assert_eq!(c.storage.max_size, Some((20 << 30).into()));
-    assert_eq!(c.forward.len(), 2);
-    assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
-    let push = &c.forward[1];
+    assert_eq!(c.exporters.len(), 2);
+    assert!(
+        c.exporters[0].sends_traces() && !c.exporters[0].sends_profiles() && c.exporters[0].gzip
+    );
+    let push = &c.exporters[1];
     assert_eq!(push.protocol, crate::config::ForwardProtocol::Push);
-    assert!(push.profiles && !push.traces, "push.v1 sends profiles only");
+    assert!(
+        push.sends_profiles() && !push.sends_traces(),
+        "push.v1 sends profiles only"
+    );
     assert_eq!(
         push.headers,
         vec![("x-scope-orgid".to_owned(), "team-a".to_owned())]
@@ -414,8 +419,8 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
         "exporters:\n  - name: x\n    protocol: http\n    endpoint: https://me:pw@h:4318\n    headers: {x-tenant: a}\n",
     )
     .unwrap();
-    assert_eq!(c.forward[0].endpoint, "https://h:4318");
-    let names: Vec<&str> = c.forward[0]
+    assert_eq!(c.exporters[0].endpoint, "https://h:4318");
+    let names: Vec<&str> = c.exporters[0]
         .headers
         .iter()
         .map(|(k, _)| k.as_str())
@@ -589,4 +594,59 @@ fn the_example_shows_the_defaults_serialised() {
             serde_norway::to_string(&serialised).unwrap()
         );
     }
+}
+
+#[test]
+fn a_minimal_exporter_is_the_sections_default() {
+    // The example shows exporters commented out only, so the section's defaults are tested
+    // here: an exporter with its three required keys is `ForwarderConfig::default()` with
+    // them, and the example's commented values of the other keys are those defaults.
+    use crate::config::ForwardProtocol;
+    let c =
+        load_str("exporters:\n  - name: down\n    protocol: http\n    endpoint: http://h:4318/\n")
+            .unwrap();
+    assert_eq!(
+        c.exporters,
+        vec![ForwarderConfig {
+            name: "down".into(),
+            protocol: ForwardProtocol::Http,
+            endpoint: "http://h:4318".into(),
+            ..ForwarderConfig::default()
+        }]
+    );
+    assert!(c.exporters[0].sends_profiles() && c.exporters[0].sends_traces());
+    let taken_up: String = EXAMPLE
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix('#').unwrap_or(l)))
+        .collect();
+    let example: serde_norway::Value = serde_norway::from_str(&taken_up).unwrap();
+    let written = &example["exporters"][0];
+    let defaults = serde_norway::to_value(ForwarderConfig::default()).unwrap();
+    for key in [
+        "batch_size",
+        "batch_age",
+        "max_in_flight",
+        "retry_max",
+        "queue_size",
+    ] {
+        let as_read: ForwarderConfig = serde_norway::from_value(
+            serde_norway::from_str(&format!(
+                "{{name: a, protocol: grpc, endpoint: 'http://a', {key}: {}}}",
+                serde_norway::to_string(&written[key]).unwrap().trim()
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_norway::to_value(as_read).unwrap()[key],
+            defaults[key],
+            "config_example.yaml's exporter shows {key}: {:?}, not its default",
+            written[key]
+        );
+    }
+    // The three keys without a default are required, and named.
+    let e = load_str("exporters:\n  - name: down\n    endpoint: http://h:4318\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing field `protocol`"), "{e}");
 }

@@ -205,7 +205,11 @@ pub(crate) async fn ingest_traces(
     .map_err(|e| drawing.refusal("invalid OTLP traces payload", &e, held))?;
     drop(raw);
     // Forwarders send the request on as it came (its rejected spans taken out).
-    let forwarded = app.config.forward.iter().any(|f| f.traces);
+    let forwarded = app
+        .config
+        .exporters
+        .iter()
+        .any(crate::config::ForwarderConfig::sends_traces);
     let mut request = request;
     let (spans, report) = if forwarded {
         spans_from_otlp_retaining(&mut request.resource_spans)

@@ -547,7 +547,7 @@ fn a_tenants_forwarder_passes_its_tenant_on() {
     let endpoint = format!("http://{}", downstream.addr);
     let upstream = TestServer::start_with(&dir.join("up"), |c| {
         c.auth = config.auth.clone();
-        c.forward.push(spanprof_server::config::ForwarderConfig {
+        c.exporters.push(spanprof_server::config::ForwarderConfig {
             batch_age: std::time::Duration::from_millis(50),
             ..spanprof_server::config::ForwarderConfig::new(
                 "down",

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use spanprof_server::config::exporters::Signal;
 use spanprof_server::config::units::{ReadableDuration, ReadableSize};
 use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
 
@@ -273,7 +274,7 @@ pub fn run(
             }
         }
     }
-    config.forward.extend(forwarders(&args)?);
+    config.exporters.extend(forwarders(&args)?);
     // Once, on the file with the flags over it.
     config.validate().map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.config {
@@ -383,7 +384,7 @@ fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
             .scrape
             .iter()
             .any(|t| !t.headers.is_empty())
-            || config.forward.iter().any(|f| !f.headers.is_empty());
+            || config.exporters.iter().any(|f| !f.headers.is_empty());
         let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
         if secrets && mode & 0o044 != 0 {
             tracing::warn!(
@@ -549,12 +550,11 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
         }
         let mut f = ForwarderConfig::new(name, protocol, url);
         f.gzip = args.forward_gzip;
-        f.batch_max = args.forward_batch_size.unwrap_or(f.batch_max);
+        f.batch_size = args.forward_batch_size.unwrap_or(f.batch_size);
         f.batch_age = args.forward_batch_age.map_or(f.batch_age, |d| d.0);
         f.retry_max = args.forward_retry_max.map_or(f.retry_max, |d| d.0);
-        f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = args.forward_queue_size.map_or(f.queue_max_bytes, |s| s.0);
-        out.push(f);
+        f.queue_size = args.forward_queue_size.map_or(f.queue_size, |s| s.0);
+        out.push(f.normalized());
     }
     for spec in &args.forward_header {
         let (key, value) = spec
@@ -583,8 +583,8 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
             .find(|f| f.name == name)
             .with_context(|| format!("--forward-only {spec:?}: no forwarder is named {name:?}"))?;
         match signal {
-            "profiles" => f.traces = false,
-            "traces" => f.profiles = false,
+            "profiles" => f.signals = Some(vec![Signal::Profiles]),
+            "traces" => f.signals = Some(vec![Signal::Traces]),
             _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
         }
     }
