@@ -37,6 +37,21 @@ pub mod size {
     }
 }
 
+/// A byte count held as `usize` (a buffer's size), read and written as a [`ReadableSize`].
+pub mod size_usize {
+    use super::{Deserialize, Deserializer, ReadableSize, Serialize, Serializer};
+
+    /// Writes `n` as `32MiB`.
+    pub fn serialize<S: Serializer>(n: &usize, s: S) -> Result<S::Ok, S::Error> {
+        ReadableSize(*n as u64).serialize(s)
+    }
+
+    /// Reads `32MiB`; a size past the address space is as large as it can be.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+        ReadableSize::deserialize(d).map(|r| usize::try_from(r.0).unwrap_or(usize::MAX))
+    }
+}
+
 /// Pairs of strings (labels, headers) read and written as a YAML mapping, in key order.
 pub mod string_map {
     use std::collections::BTreeMap;

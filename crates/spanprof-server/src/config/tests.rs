@@ -102,7 +102,7 @@ fn settings_that_cannot_work_are_refused() {
     let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
         assert_refused(&base, ServerConfig::validate, change, why)
     };
-    refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
+    refused(&|c| c.server.max_body_size = 0, "server.max_body_size");
     refused(
         &|c| c.storage.enabled = Some(false),
         "the store is off (--no-store",

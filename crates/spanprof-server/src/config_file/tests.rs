@@ -84,10 +84,7 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
 fn the_documented_example_sets_the_defaults() {
     // As printed, the file starts the server as `spanprof serve` does without one.
     let serve = || {
-        let mut c = ServerConfig {
-            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
-            ..ServerConfig::default()
-        };
+        let mut c = ServerConfig::default();
         // The example writes the store's default out (`enabled: true`); unset means the
         // same with the default backend.
         c.storage.enabled = Some(true);
@@ -147,8 +144,11 @@ fn the_documented_examples_load() {
         vec![("x-scope-orgid".to_owned(), "team-a".to_owned())]
     );
     assert_eq!(c.processors.batch.max_age.0, Duration::from_millis(20));
-    assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
-    assert!(!c.span_profiles_include_children);
+    assert_eq!(
+        c.server.otlp_grpc_addr,
+        Some("127.0.0.1:4317".parse().unwrap())
+    );
+    assert!(!c.server.span_profiles_include_children);
     assert_eq!(c.auth.credentials.len(), 3);
     assert_eq!(c.receivers.scrape[1].tenant.as_str(), "team-a");
 }
@@ -228,9 +228,11 @@ fn scrape_targets_are_checked_at_load() {
 
 #[test]
 fn log_format_is_text_or_json() {
-    assert!(!load_str("").unwrap().json_logs);
-    assert!(load_str("server:\n  log_format: json\n").unwrap().json_logs);
-    assert!(!load_str("server:\n  log_format: text\n").unwrap().json_logs);
+    use crate::config::LogFormat;
+    let format = |text: &str| load_str(text).unwrap().server.log_format;
+    assert_eq!(format(""), LogFormat::Text);
+    assert_eq!(format("server:\n  log_format: json\n"), LogFormat::Json);
+    assert_eq!(format("server:\n  log_format: text\n"), LogFormat::Text);
     let e = load_str("server:\n  log_format: xml\n")
         .unwrap_err()
         .to_string();
@@ -242,9 +244,9 @@ fn log_format_is_text_or_json() {
 
 #[test]
 fn span_profiles_include_children_is_one_server_setting() {
-    assert!(!load_str("").unwrap().span_profiles_include_children);
+    assert!(!load_str("").unwrap().server.span_profiles_include_children);
     let c = load_str("server:\n  span_profiles_include_children: true\n").unwrap();
-    assert!(c.span_profiles_include_children);
+    assert!(c.server.span_profiles_include_children);
     let e = load_str("server:\n  span_profiles_include_children: sometimes\n")
         .unwrap_err()
         .to_string();
@@ -261,13 +263,13 @@ fn span_profiles_include_children_is_one_server_setting() {
 
 #[test]
 fn profile_limits_default_and_are_set_one_by_one() {
-    let d = load_str("").unwrap().limits.profile;
+    let d = load_str("").unwrap().server.profile_limits();
     assert_eq!(d, ProfileLimits::default());
     let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n  max_profile_string_length: 9\n")
         .unwrap();
-    assert_eq!(c.limits.profile.max_string_bytes, 9);
+    assert_eq!(c.server.max_profile_string_length, 9);
     assert_eq!(c.store_config().max_profile_series, 7);
-    let c = c.limits.profile;
+    let c = c.server.profile_limits();
     assert_eq!(
         (c.max_samples, c.max_locations, c.max_frames, c.max_series),
         (500, d.max_locations, 0, 7)
@@ -322,14 +324,14 @@ fn series_limits_default_and_are_set_one_by_one() {
 
 #[test]
 fn the_inflight_budget_holds_one_request_of_the_largest_size() {
-    assert_eq!(load_str("").unwrap().limits.max_inflight_bytes, 512 << 20);
+    assert_eq!(load_str("").unwrap().server.max_inflight_size, 512 << 20);
     let c = load_str("server:\n  max_inflight_size: 96MiB\n").unwrap();
-    assert_eq!(c.limits.max_inflight_bytes, 96 << 20);
+    assert_eq!(c.server.max_inflight_size, 96 << 20);
     assert_eq!(
         load_str("server:\n  max_inflight_size: 0\n")
             .unwrap()
-            .limits
-            .max_inflight_bytes,
+            .server
+            .max_inflight_size,
         0
     );
     let e = load_str("server:\n  max_inflight_size: 64MiB\n")
@@ -343,7 +345,7 @@ fn the_inflight_budget_holds_one_request_of_the_largest_size() {
         "server:\n  max_body_size: 1MiB\n  max_decompressed_size: 2MiB\n  max_inflight_size: 3MiB\n",
     )
     .unwrap();
-    assert_eq!(c.limits.max_inflight_bytes, 3 << 20);
+    assert_eq!(c.server.max_inflight_size, 3 << 20);
 }
 
 #[test]
@@ -428,6 +430,7 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
     assert_eq!(names, ["authorization", "x-tenant"]);
     assert!(load_str("server:\n  otlp_http_addr: off\n")
         .unwrap()
+        .server
         .otlp_http_addr
         .is_none());
 }
@@ -562,7 +565,6 @@ fn the_example_shows_the_defaults_serialised() {
     // no default (storage.retention, max_size) are left out of both.
     let example: serde_norway::Value = serde_norway::from_str(EXAMPLE).unwrap();
     let defaults = ServerConfig::default();
-    // The others join as they become the runtime config.
     for (section, serialised) in [
         (
             "storage",
@@ -576,6 +578,7 @@ fn the_example_shows_the_defaults_serialised() {
             "receivers",
             serde_norway::to_value(&defaults.receivers).unwrap(),
         ),
+        ("server", serde_norway::to_value(&defaults.server).unwrap()),
         // The runtime form holds digests of the secrets read; the section is what is read.
         (
             "auth",
@@ -649,4 +652,30 @@ fn a_minimal_exporter_is_the_sections_default() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("missing field `protocol`"), "{e}");
+}
+
+#[test]
+fn a_file_without_a_server_section_keeps_the_default_listeners() {
+    // `spanprof serve` starts from `ServerConfig::default()`; the file's `server` section
+    // replaces it whole, so the gRPC listener's default must be the section's own.
+    for text in [
+        "",
+        "storage:\n  max_series: 5\n",
+        "server:\n  max_body_size: 1MiB\n",
+    ] {
+        let s = load_str(text).unwrap().server;
+        assert_eq!(
+            s.otlp_grpc_addr,
+            Some("127.0.0.1:4317".parse().unwrap()),
+            "{text}"
+        );
+        assert_eq!(
+            s.otlp_http_addr,
+            Some("127.0.0.1:4318".parse().unwrap()),
+            "{text}"
+        );
+        assert_eq!(s.http_addr, "127.0.0.1:4040".parse().unwrap(), "{text}");
+    }
+    let s = load_str("server:\n  otlp_grpc_addr: off\n").unwrap().server;
+    assert_eq!(s.otlp_grpc_addr, None);
 }

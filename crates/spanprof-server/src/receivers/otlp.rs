@@ -94,7 +94,13 @@ pub(crate) async fn ingest_profiles(
     let held = raw.as_ref().len();
     drop(raw);
     let data = decoded
-        .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
+        .and_then(|data| {
+            app.config
+                .server
+                .profile_limits()
+                .check_otlp(&data)
+                .map(|()| data)
+        })
         .map_err(|e| drawing.refusal("invalid OTLP profiles payload", &e, held))?;
     // A profile that does not check is refused alone, and the rest is linked.
     let spanprof_format::link_in_place::Linked {
@@ -248,7 +254,7 @@ async fn profiles(
         return r.into_response();
     }
     let answer = async {
-        let raw = payload(&headers, body?, &app.config.limits)?;
+        let raw = payload(&headers, body?, &app.config.server)?;
         let response = ingest_profiles(
             &app,
             raw,
@@ -282,7 +288,7 @@ async fn traces(
         return r.into_response();
     }
     let answer = async {
-        let raw = payload(&headers, body?, &app.config.limits)?;
+        let raw = payload(&headers, body?, &app.config.server)?;
         let response = ingest_traces(
             &app,
             raw,
