@@ -1,11 +1,13 @@
 //! Server settings. Every setting has a default; `spanprof serve` with no flags runs the
 //! whole thing on one machine.
 
+pub mod exporters;
 mod fields;
 pub mod processors;
 pub mod receivers;
 pub mod remote;
 pub mod replicas;
+pub mod server;
 pub mod storage;
 pub mod units;
 mod validate;
@@ -14,251 +16,39 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use spanprof_format::limits::ProfileLimits;
 use spanprof_store::store::{SeriesLimits, StoreConfig};
 
+pub use exporters::{ForwardProtocol, ForwarderConfig, PUSH_PATH};
 pub use processors::{BatchConfig, ProcessorsConfig};
 pub use receivers::ReceiversConfig;
+pub use server::{LogFormat, ServerSection};
 pub use storage::{StorageConfig, MIN_SEGMENT_BYTES};
 
 pub use crate::tls::TlsSettings;
 
-/// Everything `spanprof serve` runs with.
-#[derive(Debug, Clone)]
+/// Everything `spanprof serve` runs with; each section's `Default` is its defaults.
+#[derive(Debug, Clone, Default)]
 pub struct ServerConfig {
-    /// UI, API, Pyroscope ingest and OTLP/HTTP profiles (default `127.0.0.1:4040`).
-    pub http_addr: SocketAddr,
-    /// OTLP/HTTP traces and profiles (default `127.0.0.1:4318`); `None` disables it.
-    pub otlp_http_addr: Option<SocketAddr>,
-    /// OTLP gRPC traces and profiles; `None` (the library's default, so embedders and tests
-    /// do not all claim :4317) disables it. `spanprof serve` enables it on `127.0.0.1:4317`.
-    pub otlp_grpc_addr: Option<SocketAddr>,
-    /// Whether listeners may bind addresses beyond loopback though they do not
-    /// authenticate (`server.allow_unauthenticated`, `--allow-unauthenticated`): without it
-    /// such a configuration is refused at start, with it each such listener is warned of.
-    pub allow_unauthenticated: bool,
-    /// Host names the HTTP listeners answer to besides loopback names (lower case, no port):
-    /// a listener bound to loopback answers only `localhost` and loopback addresses unless
-    /// named here (DNS rebinding); one on other addresses answers only these when any are
-    /// set (and IP addresses). See [`crate::browser_guard`].
-    pub allowed_hosts: Vec<String>,
+    /// The `server` section: listeners, TLS, request and profile limits, the query
+    /// timeout, the log format.
+    pub server: ServerSection,
     /// Credentials, tenants (`auth` in the config file): none by default.
     pub auth: std::sync::Arc<crate::auth::Auth>,
-    /// TLS on every listener (`server.tls`); `None` serves plain HTTP.
-    pub tls: Option<crate::listen::tls::ListenTlsConfig>,
     /// The `storage` section: the store's directory, retention and sizes, the backend.
     pub storage: StorageConfig,
-    /// Request size limits.
-    pub limits: Limits,
     /// The `processors` section: linking, the pipeline's queue and batching, transforms.
     pub processors: ProcessorsConfig,
     /// The `receivers` section: targets to pull profiles from, and this process's share of
     /// them.
     pub receivers: ReceiversConfig,
-    /// Downstream OTLP endpoints that get a copy of everything stored.
-    pub forward: Vec<ForwarderConfig>,
+    /// The `exporters` section: downstream endpoints that get a copy of everything stored
+    /// (the `--forward-*` flags add some).
+    pub exporters: Vec<ForwarderConfig>,
     /// Load the recorded demo data ([`crate::demo`]) at start-up, re-stamped to the present.
     pub demo: bool,
-    /// What a span's profile is for Grafana. `false` (the default): exactly the samples linked
-    /// to the span, as Pyroscope matches span ids — `SelectMergeSpanProfile` selects only the
-    /// listed spans, and the Tempo API gives `pyroscope.profile.id` only to spans with samples
-    /// of their own. `true`: the span's subtree — `SelectMergeSpanProfile` adds the samples of
-    /// every descendant span, and a span gets the attribute when its subtree has samples. One
-    /// setting for both, so a span is linked exactly when its span profile has something.
-    pub span_profiles_include_children: bool,
-    /// How long one query may compute (`server.query_timeout`); past it, or once its client
-    /// has gone, it stops at its next block or series and frees its query slot.
-    pub query_timeout: Duration,
     /// `storage.backend: remote`: the Pyroscope and Tempo queries are answered from
     /// (`None`: the embedded store).
     pub remote: Option<remote::RemoteConfig>,
-    /// Logs are JSON lines (`server.log_format: json` in the file). The binary sets up
-    /// logging before it starts the server; this carries the file's choice to it.
-    pub json_logs: bool,
-}
-
-/// The Connect route of `push.v1.PusherService/Push`, after a push forwarder's base URL.
-pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
-
-/// The wire protocol of a forwarder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForwardProtocol {
-    /// OTLP gRPC (unary calls over HTTP/2; TLS for an `https://` endpoint).
-    Grpc,
-    /// OTLP/HTTP with protobuf bodies (`/v1development/profiles`, `/v1/traces`).
-    Http,
-    /// Pyroscope's `push.v1.PusherService/Push` (Connect unary, protobuf): profiles only,
-    /// as pprof per series with its labels.
-    Push,
-}
-
-impl std::fmt::Display for ForwardProtocol {
-    /// As the config file spells it.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            ForwardProtocol::Grpc => "grpc",
-            ForwardProtocol::Http => "http",
-            ForwardProtocol::Push => "push",
-        })
-    }
-}
-
-/// One downstream OTLP endpoint: what is sent, how it is batched and retried, and how much
-/// may wait on disk while it is unreachable.
-#[derive(Debug, Clone)]
-pub struct ForwarderConfig {
-    /// Name in logs, metrics and the queue directory `DATA/forward/{name}/`.
-    pub name: String,
-    /// gRPC or HTTP.
-    pub protocol: ForwardProtocol,
-    /// Base URL, e.g. `http://collector:4317`, or `https://…` for TLS (checked against the
-    /// system's trusted certificates, or those of the PEM file `SSL_CERT_FILE` names).
-    pub endpoint: String,
-    /// Extra request headers (e.g. authorization), sent with every export.
-    pub headers: Vec<(String, String)>,
-    /// TLS settings of an `https://` endpoint (a private CA, a client certificate).
-    pub tls: TlsSettings,
-    /// Gzip request bodies (`content-encoding` / `grpc-encoding: gzip`).
-    pub gzip: bool,
-    /// Send profiles.
-    pub profiles: bool,
-    /// Send traces.
-    pub traces: bool,
-    /// Queued records combined into one export at most.
-    pub batch_max: usize,
-    /// Bytes of queued records combined into one export at most (a single larger record is
-    /// still sent alone).
-    pub batch_max_bytes: usize,
-    /// How long a queued record may wait for more before an export is sent.
-    pub batch_age: Duration,
-    /// Exports sent at once at most (their records are delivered in any order); while
-    /// exports fail, one at a time.
-    pub max_in_flight: usize,
-    /// First retry delay; doubled per failed attempt up to `retry_max` (with jitter).
-    pub retry_initial: Duration,
-    /// Longest delay between retries.
-    pub retry_max: Duration,
-    /// One export's deadline (connect, send, answer).
-    pub timeout: Duration,
-    /// Bytes the on-disk queue may hold; beyond, the oldest records are dropped (counted in
-    /// `spanprof_forward_dropped_records_total{reason="queue_full"}`).
-    pub queue_max_bytes: u64,
-}
-
-impl ForwarderConfig {
-    /// Queued records combined into one export at most, unless set (`batch_size`).
-    pub const DEFAULT_BATCH_MAX: usize = 256;
-    /// How long a record waits for others before an export is sent, unless set (`batch_age`).
-    pub const DEFAULT_BATCH_AGE: Duration = Duration::from_secs(1);
-    /// Longest delay between retries, unless set (`retry_max`).
-    pub const DEFAULT_RETRY_MAX: Duration = Duration::from_secs(30);
-    /// Bytes the on-disk queue may hold, unless set (`queue_size`): 1 GiB.
-    pub const DEFAULT_QUEUE_MAX_BYTES: u64 = 1 << 30;
-
-    /// A forwarder of profiles and traces with the default batching (256 records or 1 s),
-    /// retries (0.5 s doubling to 30 s), a 30 s timeout and a 1 GiB queue; credentials in
-    /// `endpoint` (`https://user:password@host`) become a basic `authorization` header (and
-    /// stay out of the logs).
-    pub fn new(name: impl Into<String>, protocol: ForwardProtocol, endpoint: &str) -> Self {
-        let (endpoint, basic) = split_credentials(endpoint.trim_end_matches('/'));
-        ForwarderConfig {
-            name: name.into(),
-            protocol,
-            endpoint,
-            headers: basic
-                .map(|b| ("authorization".to_owned(), b))
-                .into_iter()
-                .collect(),
-            tls: TlsSettings::default(),
-            gzip: false,
-            profiles: true,
-            traces: true,
-            batch_max: Self::DEFAULT_BATCH_MAX,
-            batch_max_bytes: 8 << 20,
-            batch_age: Self::DEFAULT_BATCH_AGE,
-            max_in_flight: 4,
-            retry_initial: Duration::from_millis(500),
-            retry_max: Self::DEFAULT_RETRY_MAX,
-            timeout: Duration::from_secs(30),
-            queue_max_bytes: Self::DEFAULT_QUEUE_MAX_BYTES,
-        }
-    }
-
-    /// Whether the forwarder can work as given: a queue that holds a batch, retries that
-    /// wait, a timeout, valid headers with one authorization at most.
-    pub fn check(&self) -> Result<(), String> {
-        if self.queue_max_bytes < MIN_FORWARD_QUEUE_BYTES {
-            return Err(format!(
-                "queue size (queue_size, --forward-queue-size) {} bytes: must be at least \
-                 256MiB (the queue on disk holds the requests waiting for the endpoint, each \
-                 up to server.max_decompressed_size)",
-                self.queue_max_bytes
-            ));
-        }
-        if self.retry_max < MIN_RETRY_DELAY {
-            return Err(format!(
-                "longest retry delay (retry_max, --forward-retry-max) {:?}: must be at least \
-                 100ms (retrying faster floods the endpoint and the log while it is down)",
-                self.retry_max
-            ));
-        }
-        if self.timeout.is_zero() {
-            return Err("timeout 0s: an export needs some time to answer".into());
-        }
-        if self.batch_max == 0 {
-            return Err("batch size 0: a batch holds one record at least".into());
-        }
-        if !(1..=64).contains(&self.max_in_flight) {
-            return Err(format!(
-                "max_in_flight {}: between 1 and 64 exports at once",
-                self.max_in_flight
-            ));
-        }
-        let https = self.endpoint.starts_with("https://");
-        if !https && !self.endpoint.starts_with("http://") {
-            return Err(format!(
-                "endpoint {:?} must start with http:// or https://",
-                self.endpoint
-            ));
-        }
-        crate::tls::check_scheme(https, &self.tls)?;
-        if !self.profiles && !self.traces {
-            return Err(
-                "signals: none; a forwarder sends profiles, traces or both (leave signals out \
-                 for both)"
-                    .into(),
-            );
-        }
-        if self.protocol == ForwardProtocol::Push && self.traces {
-            return Err(
-                "protocol push carries profiles only: leave traces out of its signals \
-                 (signals: [profiles]) and send them with an exporter of protocol http or grpc"
-                    .into(),
-            );
-        }
-        if self.protocol == ForwardProtocol::Push && self.endpoint.ends_with(PUSH_PATH) {
-            return Err(format!(
-                "endpoint {}: give the base URL; spanprof adds {} itself",
-                self.endpoint, PUSH_PATH
-            ));
-        }
-        // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
-        // the path is added again to each export, which then meets a 404.
-        for signal_path in ["/v1development/profiles", "/v1/traces", "/v1/profiles"] {
-            if let Some(base) = self.endpoint.strip_suffix(signal_path) {
-                return Err(format!(
-                    "endpoint {}: give the base URL ({base}); spanprof adds \
-                     /v1development/profiles and /v1/traces (or the gRPC method) itself",
-                    self.endpoint
-                ));
-            }
-        }
-        check_headers(
-            &self.headers,
-            0,
-            "an authorization header, credentials in the endpoint",
-        )
-    }
 }
 
 /// Each forwarder's name is letters, digits, `_` and `-` (it names its queue's directory,
@@ -311,36 +101,6 @@ pub const MIN_FORWARD_QUEUE_BYTES: u64 = 256 << 20;
 /// Shortest longest delay between a forwarder's retries.
 pub const MIN_RETRY_DELAY: Duration = Duration::from_millis(100);
 
-/// Request size limits, in bytes, and what one profile may hold.
-#[derive(Debug, Clone)]
-pub struct Limits {
-    /// Largest request body as sent (compressed).
-    pub max_body_bytes: usize,
-    /// Largest request body after decompression (OTLP recommends 64 MiB).
-    pub max_decompressed_bytes: usize,
-    /// Request bodies, their decompressed copies and what their decoders allocate, that
-    /// receivers may hold at once while they read and decode them (0 = no limit); past it,
-    /// they answer 429 / RESOURCE_EXHAUSTED (413 for a request that alone needs more). At
-    /// least `max_body_bytes + max_decompressed_bytes`, so that a request of any allowed size
-    /// can be received; decoding takes more (a Go CPU profile about 6 times its decompressed
-    /// size), so requests near the largest size need about `max_body_bytes + 7 ×
-    /// max_decompressed_bytes` (the default 512 MiB takes a 64 MiB Go profile).
-    pub max_inflight_bytes: usize,
-    /// Samples, locations and frames of one profile (see [`spanprof_format::limits`]).
-    pub profile: ProfileLimits,
-    /// Labels one series may have (`server.max_label_names_per_series`).
-    pub max_label_names_per_series: usize,
-    /// Bytes of one label name (`server.max_label_name_length`).
-    pub max_label_name_length: usize,
-    /// Bytes of one label value, the profile type's too (`server.max_label_value_length`).
-    pub max_label_value_length: usize,
-    /// Request body bytes per second each tenant may send (0 = no limit); past it, 429 with
-    /// `Retry-After` ([`crate::receivers::rate`]).
-    pub max_ingest_rate: u64,
-    /// Bytes a tenant may send at once after a quiet spell (at least one second's rate).
-    pub max_ingest_burst: u64,
-}
-
 /// One service to pull `/debug/pprof/*` from (`receivers.scrape[i]`, keys as the fields).
 #[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
@@ -379,40 +139,6 @@ pub struct ScrapeTarget {
     /// The tenant whose store gets what is scraped (the default tenant unless set).
     #[serde(default = "crate::auth::TenantId::default_tenant")]
     pub tenant: crate::auth::TenantId,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            http_addr: SocketAddr::from(([127, 0, 0, 1], 4040)),
-            otlp_http_addr: Some(SocketAddr::from(([127, 0, 0, 1], 4318))),
-            allow_unauthenticated: false,
-            otlp_grpc_addr: None,
-            allowed_hosts: Vec::new(),
-            auth: std::sync::Arc::default(),
-            tls: None,
-            storage: StorageConfig::default(),
-            limits: Limits {
-                max_body_bytes: 32 << 20,
-                max_decompressed_bytes: 64 << 20,
-                max_inflight_bytes: 512 << 20,
-                profile: ProfileLimits::default(),
-                max_label_names_per_series: SeriesLimits::default().max_labels,
-                max_label_name_length: SeriesLimits::default().max_name_bytes,
-                max_label_value_length: SeriesLimits::default().max_value_bytes,
-                max_ingest_rate: 0,
-                max_ingest_burst: 0,
-            },
-            processors: ProcessorsConfig::default(),
-            receivers: ReceiversConfig::default(),
-            forward: Vec::new(),
-            demo: false,
-            span_profiles_include_children: false,
-            query_timeout: Duration::from_secs(10),
-            json_logs: false,
-            remote: None,
-        }
-    }
 }
 
 /// A listen address: `IP:PORT` (`[::1]:4040` for IPv6), `:PORT` for every interface (as Go
@@ -610,9 +336,9 @@ impl ServerConfig {
     pub fn open_listeners(&self) -> impl Iterator<Item = (&'static str, SocketAddr)> + '_ {
         let unauthenticated = !self.auth.enabled();
         [
-            ("http_addr", Some(self.http_addr)),
-            ("otlp_http_addr", self.otlp_http_addr),
-            ("otlp_grpc_addr", self.otlp_grpc_addr),
+            ("http_addr", Some(self.server.http_addr)),
+            ("otlp_http_addr", self.server.otlp_http_addr),
+            ("otlp_grpc_addr", self.server.otlp_grpc_addr),
         ]
         .into_iter()
         .filter_map(|(key, a)| Some((key, a?)))
@@ -627,7 +353,7 @@ impl ServerConfig {
         c.retention_bytes = s.max_size.map(|m| m.0);
         c.min_free_disk_bytes = s.min_free_disk.0;
         c.segment_max_bytes = s.segment_size.0;
-        c.max_profile_series = self.limits.profile.max_series;
+        c.max_profile_series = self.server.max_profile_series;
         c.series = self.series_limits();
         c.max_symbol_bytes = s.max_symbols_size.0;
         c
@@ -638,9 +364,9 @@ impl ServerConfig {
     pub fn series_limits(&self) -> SeriesLimits {
         SeriesLimits {
             max_series: self.storage.max_series,
-            max_labels: self.limits.max_label_names_per_series,
-            max_name_bytes: self.limits.max_label_name_length,
-            max_value_bytes: self.limits.max_label_value_length,
+            max_labels: self.server.max_label_names_per_series,
+            max_name_bytes: self.server.max_label_name_length,
+            max_value_bytes: self.server.max_label_value_length,
         }
     }
 }

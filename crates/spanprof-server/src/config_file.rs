@@ -6,16 +6,11 @@
 //! Every key, with what it does, is in [`EXAMPLE`] (`config_example.yaml`, printed by
 //! `spanprof serve --config-example`), which a test loads.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use crate::config::units::{ReadableDuration, ReadableSize};
-use crate::config::{
-    parse_listen_addr, ForwardProtocol, ForwarderConfig, ServerConfig, TlsSettings,
-};
+use crate::config::{ForwarderConfig, ServerConfig};
 
 /// A configuration file with every key, commented: defaults or example values.
 pub const EXAMPLE: &str = include_str!("config_example.yaml");
@@ -46,146 +41,20 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default)]
-    server: Server,
+    server: crate::config::ServerSection,
     #[serde(default)]
     storage: crate::config::StorageConfig,
     #[serde(default)]
     receivers: crate::config::ReceiversConfig,
     #[serde(default)]
     processors: crate::config::ProcessorsConfig,
+    #[serde(
+        default,
+        deserialize_with = "crate::config::exporters::deserialize_list"
+    )]
+    exporters: Vec<ForwarderConfig>,
     #[serde(default)]
-    exporters: Vec<Exporter>,
-    #[serde(default)]
-    auth: crate::auth::config::AuthSection,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Server {
-    #[serde(default, deserialize_with = "listen_addr")]
-    http_addr: Option<SocketAddr>,
-    #[serde(default, deserialize_with = "optional_addr")]
-    otlp_http_addr: Option<Option<SocketAddr>>,
-    #[serde(default, deserialize_with = "optional_addr")]
-    otlp_grpc_addr: Option<Option<SocketAddr>>,
-    allowed_hosts: Option<Vec<String>>,
-    allow_unauthenticated: Option<bool>,
-    tls: Option<ListenTls>,
-    max_body_size: Option<ReadableSize>,
-    max_decompressed_size: Option<ReadableSize>,
-    max_inflight_size: Option<ReadableSize>,
-    max_ingest_rate: Option<ReadableSize>,
-    max_ingest_burst: Option<ReadableSize>,
-    max_profile_samples: Option<usize>,
-    max_profile_locations: Option<usize>,
-    max_profile_frames: Option<usize>,
-    max_profile_series: Option<usize>,
-    max_profile_string_length: Option<usize>,
-    max_label_names_per_series: Option<usize>,
-    max_label_name_length: Option<usize>,
-    max_label_value_length: Option<usize>,
-    span_profiles_include_children: Option<bool>,
-    query_timeout: Option<ReadableDuration>,
-    log_format: Option<LogFormat>,
-}
-
-/// `server.tls`: TLS on every listener.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ListenTls {
-    cert_file: PathBuf,
-    key_file: PathBuf,
-    client_ca_file: Option<PathBuf>,
-    #[serde(default)]
-    client_auth: ClientAuthKey,
-}
-
-/// `server.tls.client_auth`.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "lowercase")]
-enum ClientAuthKey {
-    #[default]
-    Optional,
-    Required,
-}
-
-/// `server.log_format`.
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Exporter {
-    name: String,
-    protocol: Protocol,
-    endpoint: String,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    tls: TlsSettings,
-    gzip: Option<bool>,
-    signals: Option<Vec<Signal>>,
-    batch_size: Option<usize>,
-    batch_age: Option<ReadableDuration>,
-    max_in_flight: Option<usize>,
-    retry_max: Option<ReadableDuration>,
-    queue_size: Option<ReadableSize>,
-}
-
-#[derive(Deserialize, Clone, Copy)]
-#[serde(rename_all = "lowercase")]
-enum Protocol {
-    Grpc,
-    Http,
-    Push,
-}
-
-#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-enum Signal {
-    Profiles,
-    Traces,
-}
-
-/// A listen address; parsed inside the visit, as [`ReadableSize`], so that an error names its
-/// key (`server.otlp_http_addr: …`).
-fn listen_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
-    Ok(optional_listen_addr(d, false)?.flatten())
-}
-
-/// A listen address, or `off` (`none`, empty) for none.
-fn optional_addr<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<SocketAddr>>, D::Error> {
-    optional_listen_addr(d, true)
-}
-
-fn optional_listen_addr<'de, D: Deserializer<'de>>(
-    d: D,
-    may_be_off: bool,
-) -> Result<Option<Option<SocketAddr>>, D::Error> {
-    struct V(bool);
-    impl serde::de::Visitor<'_> for V {
-        type Value = Option<Option<SocketAddr>>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str(if self.0 {
-                "a listen address such as 0.0.0.0:4318 or :4318, or off"
-            } else {
-                "a listen address such as 0.0.0.0:4040 or :4040"
-            })
-        }
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-            match s {
-                "off" | "none" | "" if self.0 => Ok(Some(None)),
-                a => parse_listen_addr(a)
-                    .map(|a| Some(Some(a)))
-                    .map_err(|e| E::custom(if self.0 { format!("{e} (or off)") } else { e })),
-            }
-        }
-    }
-    d.deserialize_str(V(may_be_off))
+    auth: crate::auth::config::AuthConfig,
 }
 
 /// A YAML error as a user reads it: serde's Rust type names in words, and a line for an
@@ -228,12 +97,9 @@ fn worded(message: String, text: &str) -> String {
     m
 }
 
-/// Reads `path` onto `base`: the sections read as the runtime config (`storage`,
-/// `receivers`, `processors`) replace the base's whole, defaults where the file is silent;
-/// the `server` keys the file sets replace the base's values; exporters are added. Values
-/// are checked once flags are over them, by [`ServerConfig::validate`].
-// Long: copies each file key onto ServerConfig; it goes with the single config model (issue #45 item 3).
-#[allow(clippy::too_many_lines)]
+/// Reads `path` onto `base`: each section is read as the runtime config and replaces the
+/// base's whole, its defaults where the file is silent (`auth`'s secrets are read and kept as
+/// digests). Values are checked once flags are over them, by [`ServerConfig::validate`].
 pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.to_owned(),
@@ -252,77 +118,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
         message,
     };
     base.auth = std::sync::Arc::new(file.auth.load().map_err(invalid)?);
-    let s = file.server;
-    if let Some(a) = s.http_addr {
-        base.http_addr = a;
-    }
-    if let Some(a) = s.otlp_http_addr {
-        base.otlp_http_addr = a;
-    }
-    if let Some(a) = s.otlp_grpc_addr {
-        base.otlp_grpc_addr = a;
-    }
-    if let Some(b) = s.allow_unauthenticated {
-        base.allow_unauthenticated = b;
-    }
-    if let Some(t) = s.tls {
-        use crate::listen::tls::{ClientAuth, ListenTlsConfig};
-        let tls = ListenTlsConfig {
-            cert_file: t.cert_file,
-            key_file: t.key_file,
-            client_ca_file: t.client_ca_file,
-            client_auth: match t.client_auth {
-                ClientAuthKey::Optional => ClientAuth::Optional,
-                ClientAuthKey::Required => ClientAuth::Required,
-            },
-        };
-        base.tls = Some(tls);
-    }
-    if let Some(hosts) = s.allowed_hosts {
-        base.allowed_hosts = hosts.iter().map(|h| h.to_ascii_lowercase()).collect();
-    }
-    if let Some(n) = s.max_body_size.map(|v| v.0) {
-        base.limits.max_body_bytes = n as usize;
-    }
-    if let Some(n) = s.max_decompressed_size.map(|v| v.0) {
-        base.limits.max_decompressed_bytes = n as usize;
-    }
-    if let Some(n) = s.max_ingest_rate.map(|v| v.0) {
-        base.limits.max_ingest_rate = n;
-    }
-    if let Some(n) = s.max_ingest_burst.map(|v| v.0) {
-        base.limits.max_ingest_burst = n;
-    }
-    if let Some(n) = s.max_inflight_size.map(|v| v.0) {
-        base.limits.max_inflight_bytes = usize::try_from(n).unwrap_or(usize::MAX);
-    }
-    let profile = &mut base.limits.profile;
-    profile.max_samples = s.max_profile_samples.unwrap_or(profile.max_samples);
-    profile.max_locations = s.max_profile_locations.unwrap_or(profile.max_locations);
-    profile.max_frames = s.max_profile_frames.unwrap_or(profile.max_frames);
-    profile.max_series = s.max_profile_series.unwrap_or(profile.max_series);
-    profile.max_string_bytes = s
-        .max_profile_string_length
-        .unwrap_or(profile.max_string_bytes);
-    let limits = &mut base.limits;
-    limits.max_label_names_per_series = s
-        .max_label_names_per_series
-        .unwrap_or(limits.max_label_names_per_series);
-    limits.max_label_name_length = s
-        .max_label_name_length
-        .unwrap_or(limits.max_label_name_length);
-    limits.max_label_value_length = s
-        .max_label_value_length
-        .unwrap_or(limits.max_label_value_length);
-    if let Some(b) = s.span_profiles_include_children {
-        base.span_profiles_include_children = b;
-    }
-    if let Some(t) = s.query_timeout.map(|v| v.0) {
-        base.query_timeout = t;
-    }
-    if let Some(f) = s.log_format {
-        base.json_logs = f == LogFormat::Json;
-    }
+    base.server = file.server;
     if file.storage.backend == crate::config::remote::BackendKind::Remote {
         let section = file.storage.remote.clone().unwrap_or_default();
         base.remote = Some(section.load().map_err(invalid)?);
@@ -330,31 +126,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     base.storage = file.storage;
     base.receivers = file.receivers;
     base.processors = file.processors;
-    for e in file.exporters {
-        let protocol = match e.protocol {
-            Protocol::Grpc => ForwardProtocol::Grpc,
-            Protocol::Http => ForwardProtocol::Http,
-            Protocol::Push => ForwardProtocol::Push,
-        };
-        let mut f = ForwarderConfig::new(e.name, protocol, &e.endpoint);
-        // push.v1 carries profiles only: that is what it sends unless told otherwise.
-        f.traces = f.traces && protocol != ForwardProtocol::Push;
-        // Beside the authorization that credentials in the endpoint made, if any.
-        f.headers.extend(e.headers);
-        f.tls = e.tls;
-        f.gzip = e.gzip.unwrap_or(f.gzip);
-        if let Some(signals) = e.signals {
-            f.profiles = signals.contains(&Signal::Profiles);
-            f.traces = signals.contains(&Signal::Traces);
-        }
-        f.batch_max = e.batch_size.unwrap_or(f.batch_max);
-        f.batch_age = e.batch_age.map(|v| v.0).unwrap_or(f.batch_age);
-        f.max_in_flight = e.max_in_flight.unwrap_or(f.max_in_flight);
-        f.retry_max = e.retry_max.map(|v| v.0).unwrap_or(f.retry_max);
-        f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = e.queue_size.map(|v| v.0).unwrap_or(f.queue_max_bytes);
-        base.forward.push(f);
-    }
+    base.exporters = file.exporters;
     Ok(base)
 }
 

@@ -46,12 +46,12 @@ pub async fn health(State(app): State<AppState>) -> Response {
 
 /// Why the server is not ready (see [`health`]), or `None` when it is.
 pub fn not_ready(app: &AppState) -> Option<String> {
-    if let Some(took) = crate::api::stalled_query(app.config.query_timeout) {
+    if let Some(took) = crate::api::stalled_query(app.config.server.query_timeout) {
         return Some(format!(
             "a query has run for {} s, far past server.query_timeout ({} s): the query path \
              hangs (a read that does not answer?), and queries wait for a slot behind it",
             took.as_secs(),
-            app.config.query_timeout.as_secs()
+            app.config.server.query_timeout.as_secs()
         ));
     }
     if let Some(took) = app.pipeline.stalled() {

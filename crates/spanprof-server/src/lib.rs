@@ -236,7 +236,7 @@ pub async fn serve(
     let config = Arc::new(config);
     // The certificate before anything else: a wrong file stops the start at once, naming it.
     let metrics = Arc::new(Metrics::default());
-    let tls = match &config.tls {
+    let tls = match &config.server.tls {
         Some(c) => Some(Arc::new(listen::tls::ServerTls::load(
             c,
             Arc::clone(&metrics),
@@ -256,7 +256,7 @@ pub async fn serve(
     let tenants = Arc::new(tenants::Tenants::new(tenants::Shared {
         config: Arc::clone(&config),
         metrics,
-        inflight: receivers::inflight::Inflight::new(config.limits.max_inflight_bytes),
+        inflight: receivers::inflight::Inflight::new(config.server.max_inflight_size),
         bound: bound.clone(),
         auth: Arc::clone(&config.auth),
         stop: stop_rx.clone(),
@@ -349,12 +349,17 @@ struct Listeners {
 impl Listeners {
     /// Binds every configured listener, failing on the first address that cannot be bound.
     async fn bind(config: &ServerConfig) -> Result<Listeners, ServerError> {
-        let main = bind(config.http_addr, "the UI, API and ingest", "http_addr").await?;
-        let otlp = match config.otlp_http_addr {
+        let main = bind(
+            config.server.http_addr,
+            "the UI, API and ingest",
+            "http_addr",
+        )
+        .await?;
+        let otlp = match config.server.otlp_http_addr {
             Some(a) => Some(bind(a, "OTLP/HTTP", "otlp_http_addr").await?),
             None => None,
         };
-        let grpc = match config.otlp_grpc_addr {
+        let grpc = match config.server.otlp_grpc_addr {
             Some(a) => Some(bind(a, "OTLP gRPC", "otlp_grpc_addr").await?),
             None => None,
         };
@@ -382,7 +387,7 @@ impl Listeners {
         let mut servers = Vec::new();
         let guarded = |router, listener: &tokio::net::TcpListener| {
             let local = listener.local_addr()?;
-            let names = browser_guard::HostNames::new(local, &config.allowed_hosts);
+            let names = browser_guard::HostNames::new(local, &config.server.allowed_hosts);
             Ok::<_, ServerError>(browser_guard::guard(router, names))
         };
         let secured = |listener| {

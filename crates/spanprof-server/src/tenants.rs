@@ -82,7 +82,7 @@ pub struct Tenants {
 /// The routes of each listener, as a test lists them ([`crate::routes::Routes::listed`]).
 pub fn routes_of(listener: Listener, config: &ServerConfig) -> crate::routes::Routes {
     match listener {
-        Listener::Main => crate::main_routes(config.limits.max_body_bytes),
+        Listener::Main => crate::main_routes(config.server.max_body_size),
         Listener::OtlpHttp => crate::otlp_http_routes(),
         Listener::OtlpGrpc => crate::otlp_grpc_routes(),
     }
@@ -231,7 +231,7 @@ pub fn data_dir(config: &ServerConfig, id: &TenantId) -> std::path::PathBuf {
 /// The forwarders of tenant `id`: a tenant's exports carry its id as `X-Scope-OrgID`.
 fn tenant_forwarders(config: &ServerConfig, id: &TenantId) -> Vec<ForwarderConfig> {
     config
-        .forward
+        .exporters
         .iter()
         .cloned()
         .map(|mut f| {
@@ -298,8 +298,8 @@ async fn open(shared: &Shared, batcher: &Batcher, id: &TenantId) -> Result<Tenan
         bound: shared.bound.clone(),
         tenant: id.clone(),
         ingest_rate: Arc::new(receivers::rate::IngestRate::new(
-            config.limits.max_ingest_rate,
-            config.limits.max_ingest_burst,
+            config.server.max_ingest_rate,
+            config.server.max_ingest_burst,
         )),
         query_slots: api::tenant_query_slots(shared.auth.several_tenants()),
         remote: shared.remote.clone(),

@@ -10,7 +10,7 @@ use hyper::body::Bytes;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use spanprof_server::config::StorageConfig;
+use spanprof_server::config::{ServerSection, StorageConfig};
 use spanprof_server::{ServerConfig, ServerError};
 use tokio::sync::oneshot;
 
@@ -90,8 +90,13 @@ impl TestServer {
             .build()
             .expect("tokio runtime");
         let mut config = ServerConfig {
-            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-            otlp_http_addr: None,
+            server: ServerSection {
+                http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+                otlp_http_addr: None,
+                // Tests run many servers at once: none claims :4317.
+                otlp_grpc_addr: None,
+                ..Default::default()
+            },
             storage: StorageConfig {
                 dir: data_dir.to_owned(),
                 ..Default::default()

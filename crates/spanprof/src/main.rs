@@ -147,7 +147,7 @@ fn main() -> ExitCode {
     };
     let json = match (cli.log_format, &file_config) {
         (Some(format), _) => format == LogFormat::Json,
-        (None, Some(Ok(c))) => c.json_logs,
+        (None, Some(Ok(c))) => c.server.log_format == spanprof_server::config::LogFormat::Json,
         (None, _) => false,
     };
     if json {

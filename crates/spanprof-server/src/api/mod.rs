@@ -46,7 +46,13 @@ pub async fn run_app_query<T: Send + 'static>(
     query: impl FnOnce(&Store) -> T + Send + 'static,
 ) -> Result<T, String> {
     let store = Arc::clone(&app.store);
-    run_tenant_query(&app.query_slots, store, app.config.query_timeout, query).await
+    run_tenant_query(
+        &app.query_slots,
+        store,
+        app.config.server.query_timeout,
+        query,
+    )
+    .await
 }
 
 /// [`run_query`] once one of the tenant's `slots` is free: a tenant waits on its own slots,

@@ -4,27 +4,42 @@
 
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Auth, Credential, Kind, Scopes, TenantId};
 
-/// `auth:` as written in the file.
-#[derive(Deserialize, Default, Debug)]
-#[serde(deny_unknown_fields)]
-pub struct AuthSection {
-    #[serde(default)]
-    credentials: Vec<CredentialEntry>,
-    #[serde(default)]
-    trust_tenant_header: bool,
-    #[serde(default)]
-    metrics: MetricsAccess,
-    max_tenants: Option<usize>,
+/// `auth`: read from the file as is, fields named as its keys, one `Default`. Its secrets
+/// are read by [`AuthConfig::load`] into the runtime [`Auth`], which keeps only digests.
+#[derive(Deserialize, Serialize, Debug, Clone)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Who may do what, and where each secret comes from; none by default (every request
+    /// is served).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub credentials: Vec<CredentialEntry>,
+    /// Take the tenant from `X-Scope-OrgID` (behind a proxy that sets it).
+    pub trust_tenant_header: bool,
+    /// Who reads `/metrics` once credentials exist.
+    pub metrics: MetricsAccess,
+    /// Tenants open at once, at least 1 (100 by default).
+    pub max_tenants: usize,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            credentials: Vec::new(),
+            trust_tenant_header: false,
+            metrics: MetricsAccess::Read,
+            max_tenants: super::DEFAULT_MAX_TENANTS,
+        }
+    }
 }
 
 /// `auth.metrics`: who may read `/metrics` once credentials exist.
-#[derive(Deserialize, Default, Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Deserialize, Serialize, Default, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-enum MetricsAccess {
+pub enum MetricsAccess {
     /// Credentials with the `read` scope (the default).
     #[default]
     Read,
@@ -32,37 +47,62 @@ enum MetricsAccess {
     Public,
 }
 
-/// One entry of `auth.credentials`.
-#[derive(Deserialize, Debug)]
+/// One entry of `auth.credentials`: a name, scopes, a tenant and one secret's source
+/// (`docs/security.md`; keys as the fields).
+#[derive(Deserialize, Serialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
-struct CredentialEntry {
-    name: String,
-    scopes: Vec<Scope>,
-    tenant: Option<String>,
-    token_file: Option<PathBuf>,
-    token_env: Option<String>,
-    token_sha256: Option<String>,
-    username: Option<String>,
-    password_file: Option<PathBuf>,
-    password_env: Option<String>,
-    password_sha256: Option<String>,
-    client_cert_sha256: Option<String>,
+pub struct CredentialEntry {
+    /// Named in logs; never the secret.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its tenant (default: the default tenant, or a trusted `X-Scope-OrgID`).
+    pub tenant: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A file holding a bearer token.
+    pub token_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An environment variable holding a bearer token.
+    pub token_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A bearer token's SHA-256, 64 hex digits.
+    pub token_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A basic-auth user name (with one password source).
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A file holding the password.
+    pub password_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// An environment variable holding the password.
+    pub password_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The password's SHA-256, 64 hex digits.
+    pub password_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A client certificate's SHA-256 (of its DER), 64 hex digits.
+    pub client_cert_sha256: Option<String>,
 }
 
-#[derive(Deserialize, Debug, Clone, Copy)]
+/// A credential's scope: `read`, `write`, or `admin` (all).
+#[derive(Deserialize, Serialize, Debug, Clone, Copy)]
 #[serde(rename_all = "lowercase")]
-enum Scope {
+pub enum Scope {
+    /// Queries, the UI, Grafana.
     Read,
+    /// Ingest.
     Write,
+    /// Settings, and read and write.
     Admin,
 }
 
-impl AuthSection {
+impl AuthConfig {
     /// The runtime [`Auth`]: every secret read and hashed. An error names the credential (by
     /// its `name`) and the key that is wrong, never a secret.
-    pub fn load(self) -> Result<Auth, String> {
+    pub fn load(&self) -> Result<Auth, String> {
         let mut credentials = Vec::with_capacity(self.credentials.len());
-        for (i, c) in self.credentials.into_iter().enumerate() {
+        for (i, c) in self.credentials.iter().enumerate() {
             let at = format!("auth.credentials[{i}] ({:?})", c.name);
             if c.name.trim().is_empty() {
                 return Err(format!(
@@ -90,9 +130,9 @@ impl AuthSection {
                 .map(TenantId::new)
                 .transpose()
                 .map_err(|e| format!("{at}: tenant: {e}"))?;
-            let kind = kind_of(&c, &at)?;
+            let kind = kind_of(c, &at)?;
             credentials.push(Credential {
-                name: c.name.into(),
+                name: c.name.as_str().into(),
                 kind,
                 scopes,
                 tenant,
@@ -103,9 +143,8 @@ impl AuthSection {
             trust_tenant_header: self.trust_tenant_header,
             metrics_public: self.metrics == MetricsAccess::Public,
             max_tenants: match self.max_tenants {
-                Some(0) => return Err("auth.max_tenants: must be at least 1".to_owned()),
-                Some(n) => n,
-                None => super::DEFAULT_MAX_TENANTS,
+                0 => return Err("auth.max_tenants: must be at least 1".to_owned()),
+                n => n,
             },
         })
     }
@@ -223,7 +262,7 @@ mod tests {
     use super::*;
 
     fn load(yaml: &str) -> Result<Auth, String> {
-        serde_norway::from_str::<AuthSection>(yaml).unwrap().load()
+        serde_norway::from_str::<AuthConfig>(yaml).unwrap().load()
     }
 
     #[test]

@@ -121,7 +121,7 @@ impl std::fmt::Debug for Kind {
 /// Most tenants open at once by default (`auth.max_tenants`).
 pub const DEFAULT_MAX_TENANTS: usize = 100;
 
-/// The runtime authentication settings (from [`config::AuthSection`]).
+/// The runtime authentication settings (from [`config::AuthConfig`]).
 #[derive(Debug)]
 pub struct Auth {
     pub(crate) credentials: Vec<Credential>,

@@ -27,7 +27,7 @@ fn a_forwarder_is_checked_and_keeps_its_credentials_out_of_the_endpoint() {
     let refused = |change: &dyn Fn(&mut ForwarderConfig), why: &str| {
         assert_refused(&f, ForwarderConfig::check, change, why)
     };
-    refused(&|g| g.queue_max_bytes = 1 << 20, "must be at least 256MiB");
+    refused(&|g| g.queue_size = 1 << 20, "must be at least 256MiB");
     refused(
         &|g| g.retry_max = std::time::Duration::ZERO,
         "must be at least 100ms",
@@ -36,11 +36,8 @@ fn a_forwarder_is_checked_and_keeps_its_credentials_out_of_the_endpoint() {
         &|g| g.headers.push(("Authorization".into(), "Bearer x".into())),
         "more than one authorization",
     );
-    refused(&|g| g.batch_max = 0, "batch size 0");
-    refused(
-        &|g| (g.profiles, g.traces) = (false, false),
-        "signals: none",
-    );
+    refused(&|g| g.batch_size = 0, "batch size 0");
+    refused(&|g| g.signals = Some(Vec::new()), "signals: none");
     for path in ["/v1development/profiles", "/v1/traces"] {
         refused(
             &|g| g.endpoint = format!("http://b:4318{path}"),
@@ -105,7 +102,7 @@ fn settings_that_cannot_work_are_refused() {
     let refused = |change: &dyn Fn(&mut ServerConfig), why: &str| {
         assert_refused(&base, ServerConfig::validate, change, why)
     };
-    refused(&|c| c.limits.max_body_bytes = 0, "server.max_body_size");
+    refused(&|c| c.server.max_body_size = 0, "server.max_body_size");
     refused(
         &|c| c.storage.enabled = Some(false),
         "the store is off (--no-store",
@@ -113,13 +110,13 @@ fn settings_that_cannot_work_are_refused() {
     refused(
         &|c| {
             let f = super::ForwarderConfig::new("b", super::ForwardProtocol::Http, "http://x:1");
-            c.forward = vec![f.clone(), f];
+            c.exporters = vec![f.clone(), f];
         },
         "forwarder b: the name is used twice",
     );
     refused(
         &|c| {
-            c.forward = vec![super::ForwarderConfig::new(
+            c.exporters = vec![super::ForwarderConfig::new(
                 "a/b",
                 super::ForwardProtocol::Http,
                 "http://x:1",

@@ -10,7 +10,7 @@ impl ServerConfig {
     /// every write.
     pub fn validate(&self) -> Result<(), String> {
         if let Some((key, addr)) = self.open_listeners().next() {
-            if !self.allow_unauthenticated {
+            if !self.server.allow_unauthenticated {
                 let flag = key.replace('_', "-");
                 return Err(format!(
                     "server.{key} (--{flag}) {addr} listens beyond this machine, and no \
@@ -24,7 +24,7 @@ impl ServerConfig {
                 ));
             }
         }
-        if self.limits.max_body_bytes == 0 || self.limits.max_decompressed_bytes == 0 {
+        if self.server.max_body_size == 0 || self.server.max_decompressed_size == 0 {
             return Err(
                 "server.max_body_size and server.max_decompressed_size must not be 0: \
                  every request would be refused (give a size such as 32MiB)"
@@ -34,13 +34,13 @@ impl ServerConfig {
         self.storage.validate()?;
         self.validate_server()?;
         self.validate_receivers()?;
-        for f in &self.forward {
+        for f in &self.exporters {
             f.check()
                 .map_err(|m| format!("exporters {:?}: {m}", f.name))?;
         }
         self.processors.validate()?;
-        check_forwarder_names(&self.forward)?;
-        if !self.storage.store_enabled() && self.forward.is_empty() && self.remote.is_none() {
+        check_forwarder_names(&self.exporters)?;
+        if !self.storage.store_enabled() && self.exporters.is_empty() && self.remote.is_none() {
             return Err(
                 "the store is off (--no-store, storage.enabled: false) and there is no \
                  forwarder: every push would be answered 200 and none of it kept; add one \
@@ -54,10 +54,11 @@ impl ServerConfig {
 
     /// The `server` section: TLS, host names, request limits, the query timeout.
     fn validate_server(&self) -> Result<(), String> {
-        if let Some(tls) = &self.tls {
+        if let Some(tls) = &self.server.tls {
             tls.check().map_err(|e| e.to_string())?;
         }
         if let Some(bad) = self
+            .server
             .allowed_hosts
             .iter()
             .find(|h| h.is_empty() || h.contains([':', '/', ' ']))
@@ -68,18 +69,18 @@ impl ServerConfig {
             ));
         }
         let one_request = self
-            .limits
-            .max_body_bytes
-            .saturating_add(self.limits.max_decompressed_bytes);
-        if self.limits.max_inflight_bytes != 0 && self.limits.max_inflight_bytes < one_request {
+            .server
+            .max_body_size
+            .saturating_add(self.server.max_decompressed_size);
+        if self.server.max_inflight_size != 0 && self.server.max_inflight_size < one_request {
             return Err(format!(
                 "server.max_inflight_size ({} bytes) must hold one request of the largest size \
                  allowed: max_body_size + max_decompressed_size = {one_request} bytes (or be 0 \
                  for no limit)",
-                self.limits.max_inflight_bytes
+                self.server.max_inflight_size
             ));
         }
-        if self.query_timeout.is_zero() {
+        if self.server.query_timeout.is_zero() {
             return Err(
                 "server.query_timeout 0s would stop every query at once: give a time such as \
                  30s"

@@ -84,10 +84,7 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
 fn the_documented_example_sets_the_defaults() {
     // As printed, the file starts the server as `spanprof serve` does without one.
     let serve = || {
-        let mut c = ServerConfig {
-            otlp_grpc_addr: Some("127.0.0.1:4317".parse().unwrap()),
-            ..ServerConfig::default()
-        };
+        let mut c = ServerConfig::default();
         // The example writes the store's default out (`enabled: true`); unset means the
         // same with the default backend.
         c.storage.enabled = Some(true);
@@ -116,7 +113,7 @@ fn the_documented_examples_load() {
         Ok(Some(crate::replicas::Replicas { count: 3, index: 0 }))
     );
     assert!(!c.processors.transform.is_empty());
-    assert_eq!(c.forward[0].max_in_flight, 4);
+    assert_eq!(c.exporters[0].max_in_flight, 4);
     assert_eq!(
         c.receivers.scrape[1].headers,
         vec![("authorization".to_owned(), "Bearer TOKEN".to_owned())]
@@ -132,18 +129,26 @@ fn the_documented_examples_load() {
         Some(Duration::from_secs(7 * 86400).into())
     );
     assert_eq!(c.storage.max_size, Some((20 << 30).into()));
-    assert_eq!(c.forward.len(), 2);
-    assert!(c.forward[0].traces && !c.forward[0].profiles && c.forward[0].gzip);
-    let push = &c.forward[1];
+    assert_eq!(c.exporters.len(), 2);
+    assert!(
+        c.exporters[0].sends_traces() && !c.exporters[0].sends_profiles() && c.exporters[0].gzip
+    );
+    let push = &c.exporters[1];
     assert_eq!(push.protocol, crate::config::ForwardProtocol::Push);
-    assert!(push.profiles && !push.traces, "push.v1 sends profiles only");
+    assert!(
+        push.sends_profiles() && !push.sends_traces(),
+        "push.v1 sends profiles only"
+    );
     assert_eq!(
         push.headers,
         vec![("x-scope-orgid".to_owned(), "team-a".to_owned())]
     );
     assert_eq!(c.processors.batch.max_age.0, Duration::from_millis(20));
-    assert_eq!(c.otlp_grpc_addr, Some("127.0.0.1:4317".parse().unwrap()));
-    assert!(!c.span_profiles_include_children);
+    assert_eq!(
+        c.server.otlp_grpc_addr,
+        Some("127.0.0.1:4317".parse().unwrap())
+    );
+    assert!(!c.server.span_profiles_include_children);
     assert_eq!(c.auth.credentials.len(), 3);
     assert_eq!(c.receivers.scrape[1].tenant.as_str(), "team-a");
 }
@@ -223,9 +228,11 @@ fn scrape_targets_are_checked_at_load() {
 
 #[test]
 fn log_format_is_text_or_json() {
-    assert!(!load_str("").unwrap().json_logs);
-    assert!(load_str("server:\n  log_format: json\n").unwrap().json_logs);
-    assert!(!load_str("server:\n  log_format: text\n").unwrap().json_logs);
+    use crate::config::LogFormat;
+    let format = |text: &str| load_str(text).unwrap().server.log_format;
+    assert_eq!(format(""), LogFormat::Text);
+    assert_eq!(format("server:\n  log_format: json\n"), LogFormat::Json);
+    assert_eq!(format("server:\n  log_format: text\n"), LogFormat::Text);
     let e = load_str("server:\n  log_format: xml\n")
         .unwrap_err()
         .to_string();
@@ -237,9 +244,9 @@ fn log_format_is_text_or_json() {
 
 #[test]
 fn span_profiles_include_children_is_one_server_setting() {
-    assert!(!load_str("").unwrap().span_profiles_include_children);
+    assert!(!load_str("").unwrap().server.span_profiles_include_children);
     let c = load_str("server:\n  span_profiles_include_children: true\n").unwrap();
-    assert!(c.span_profiles_include_children);
+    assert!(c.server.span_profiles_include_children);
     let e = load_str("server:\n  span_profiles_include_children: sometimes\n")
         .unwrap_err()
         .to_string();
@@ -256,13 +263,13 @@ fn span_profiles_include_children_is_one_server_setting() {
 
 #[test]
 fn profile_limits_default_and_are_set_one_by_one() {
-    let d = load_str("").unwrap().limits.profile;
+    let d = load_str("").unwrap().server.profile_limits();
     assert_eq!(d, ProfileLimits::default());
     let c = load_str("server:\n  max_profile_samples: 500\n  max_profile_frames: 0\n  max_profile_series: 7\n  max_profile_string_length: 9\n")
         .unwrap();
-    assert_eq!(c.limits.profile.max_string_bytes, 9);
+    assert_eq!(c.server.max_profile_string_length, 9);
     assert_eq!(c.store_config().max_profile_series, 7);
-    let c = c.limits.profile;
+    let c = c.server.profile_limits();
     assert_eq!(
         (c.max_samples, c.max_locations, c.max_frames, c.max_series),
         (500, d.max_locations, 0, 7)
@@ -317,14 +324,14 @@ fn series_limits_default_and_are_set_one_by_one() {
 
 #[test]
 fn the_inflight_budget_holds_one_request_of_the_largest_size() {
-    assert_eq!(load_str("").unwrap().limits.max_inflight_bytes, 512 << 20);
+    assert_eq!(load_str("").unwrap().server.max_inflight_size, 512 << 20);
     let c = load_str("server:\n  max_inflight_size: 96MiB\n").unwrap();
-    assert_eq!(c.limits.max_inflight_bytes, 96 << 20);
+    assert_eq!(c.server.max_inflight_size, 96 << 20);
     assert_eq!(
         load_str("server:\n  max_inflight_size: 0\n")
             .unwrap()
-            .limits
-            .max_inflight_bytes,
+            .server
+            .max_inflight_size,
         0
     );
     let e = load_str("server:\n  max_inflight_size: 64MiB\n")
@@ -338,7 +345,7 @@ fn the_inflight_budget_holds_one_request_of_the_largest_size() {
         "server:\n  max_body_size: 1MiB\n  max_decompressed_size: 2MiB\n  max_inflight_size: 3MiB\n",
     )
     .unwrap();
-    assert_eq!(c.limits.max_inflight_bytes, 3 << 20);
+    assert_eq!(c.server.max_inflight_size, 3 << 20);
 }
 
 #[test]
@@ -414,8 +421,8 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
         "exporters:\n  - name: x\n    protocol: http\n    endpoint: https://me:pw@h:4318\n    headers: {x-tenant: a}\n",
     )
     .unwrap();
-    assert_eq!(c.forward[0].endpoint, "https://h:4318");
-    let names: Vec<&str> = c.forward[0]
+    assert_eq!(c.exporters[0].endpoint, "https://h:4318");
+    let names: Vec<&str> = c.exporters[0]
         .headers
         .iter()
         .map(|(k, _)| k.as_str())
@@ -423,6 +430,7 @@ fn unknown_keys_and_bad_values_name_the_key_and_line() {
     assert_eq!(names, ["authorization", "x-tenant"]);
     assert!(load_str("server:\n  otlp_http_addr: off\n")
         .unwrap()
+        .server
         .otlp_http_addr
         .is_none());
 }
@@ -557,7 +565,6 @@ fn the_example_shows_the_defaults_serialised() {
     // no default (storage.retention, max_size) are left out of both.
     let example: serde_norway::Value = serde_norway::from_str(EXAMPLE).unwrap();
     let defaults = ServerConfig::default();
-    // The others join as they become the runtime config.
     for (section, serialised) in [
         (
             "storage",
@@ -570,6 +577,12 @@ fn the_example_shows_the_defaults_serialised() {
         (
             "receivers",
             serde_norway::to_value(&defaults.receivers).unwrap(),
+        ),
+        ("server", serde_norway::to_value(&defaults.server).unwrap()),
+        // The runtime form holds digests of the secrets read; the section is what is read.
+        (
+            "auth",
+            serde_norway::to_value(crate::auth::config::AuthConfig::default()).unwrap(),
         ),
     ] {
         // A section whose keys are all commented out reads as null: no key set.
@@ -584,4 +597,85 @@ fn the_example_shows_the_defaults_serialised() {
             serde_norway::to_string(&serialised).unwrap()
         );
     }
+}
+
+#[test]
+fn a_minimal_exporter_is_the_sections_default() {
+    // The example shows exporters commented out only, so the section's defaults are tested
+    // here: an exporter with its three required keys is `ForwarderConfig::default()` with
+    // them, and the example's commented values of the other keys are those defaults.
+    use crate::config::ForwardProtocol;
+    let c =
+        load_str("exporters:\n  - name: down\n    protocol: http\n    endpoint: http://h:4318/\n")
+            .unwrap();
+    assert_eq!(
+        c.exporters,
+        vec![ForwarderConfig {
+            name: "down".into(),
+            protocol: ForwardProtocol::Http,
+            endpoint: "http://h:4318".into(),
+            ..ForwarderConfig::default()
+        }]
+    );
+    assert!(c.exporters[0].sends_profiles() && c.exporters[0].sends_traces());
+    let taken_up: String = EXAMPLE
+        .lines()
+        .map(|l| format!("{}\n", l.strip_prefix('#').unwrap_or(l)))
+        .collect();
+    let example: serde_norway::Value = serde_norway::from_str(&taken_up).unwrap();
+    let written = &example["exporters"][0];
+    let defaults = serde_norway::to_value(ForwarderConfig::default()).unwrap();
+    for key in [
+        "batch_size",
+        "batch_age",
+        "max_in_flight",
+        "retry_max",
+        "queue_size",
+    ] {
+        let as_read: ForwarderConfig = serde_norway::from_value(
+            serde_norway::from_str(&format!(
+                "{{name: a, protocol: grpc, endpoint: 'http://a', {key}: {}}}",
+                serde_norway::to_string(&written[key]).unwrap().trim()
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            serde_norway::to_value(as_read).unwrap()[key],
+            defaults[key],
+            "config_example.yaml's exporter shows {key}: {:?}, not its default",
+            written[key]
+        );
+    }
+    // The three keys without a default are required, and named.
+    let e = load_str("exporters:\n  - name: down\n    endpoint: http://h:4318\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing field `protocol`"), "{e}");
+}
+
+#[test]
+fn a_file_without_a_server_section_keeps_the_default_listeners() {
+    // `spanprof serve` starts from `ServerConfig::default()`; the file's `server` section
+    // replaces it whole, so the gRPC listener's default must be the section's own.
+    for text in [
+        "",
+        "storage:\n  max_series: 5\n",
+        "server:\n  max_body_size: 1MiB\n",
+    ] {
+        let s = load_str(text).unwrap().server;
+        assert_eq!(
+            s.otlp_grpc_addr,
+            Some("127.0.0.1:4317".parse().unwrap()),
+            "{text}"
+        );
+        assert_eq!(
+            s.otlp_http_addr,
+            Some("127.0.0.1:4318".parse().unwrap()),
+            "{text}"
+        );
+        assert_eq!(s.http_addr, "127.0.0.1:4040".parse().unwrap(), "{text}");
+    }
+    let s = load_str("server:\n  otlp_grpc_addr: off\n").unwrap().server;
+    assert_eq!(s.otlp_grpc_addr, None);
 }

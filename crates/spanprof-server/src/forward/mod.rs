@@ -111,15 +111,14 @@ impl Forwarders {
                     source,
                 })
             })?;
-            let (queue, problems) =
-                DiskQueue::open(&dir, cfg.queue_max_bytes).map_err(queue_error)?;
+            let (queue, problems) = DiskQueue::open(&dir, cfg.queue_size).map_err(queue_error)?;
             for p in problems {
                 tracing::warn!(forwarder = %cfg.name, problem = %p, "forward queue damage skipped");
             }
             if cfg.tls.insecure_skip_verify {
                 tracing::warn!(forwarder = %cfg.name, endpoint = %cfg.endpoint, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the endpoint");
             }
-            let signals = match (cfg.profiles, cfg.traces) {
+            let signals = match (cfg.sends_profiles(), cfg.sends_traces()) {
                 (true, true) => "profiles, traces",
                 (true, false) => "profiles",
                 _ => "traces",
@@ -161,10 +160,10 @@ impl Forwarders {
         let mut queued = false;
         for f in &self.list {
             let mut records: Vec<(Signal, &[u8])> = Vec::new();
-            if f.cfg.profiles {
+            if f.cfg.sends_profiles() {
                 records.extend(profiles.iter().map(|p| (Signal::Profiles, p.as_slice())));
             }
-            if let (true, Some(t)) = (f.cfg.traces, &traces) {
+            if let (true, Some(t)) = (f.cfg.sends_traces(), &traces) {
                 records.push((Signal::Traces, t.as_slice()));
             }
             if records.is_empty() {
@@ -180,7 +179,7 @@ impl Forwarders {
                 })?;
             queued = true;
             if dropped > 0 {
-                tracing::warn!(forwarder = %f.label, records = dropped, max_bytes = f.cfg.queue_max_bytes, "forward queue full: oldest records dropped");
+                tracing::warn!(forwarder = %f.label, records = dropped, max_bytes = f.cfg.queue_size, "forward queue full: oldest records dropped");
                 let dropped_records = &self.metrics.forward_dropped_records;
                 dropped_records.add(&[&f.label], DropReason::QueueFull, dropped as f64);
             }
@@ -221,11 +220,11 @@ impl Forwarder {
             return Err(None);
         };
         let age = front.since.elapsed();
-        let full = self.queue.untaken_records() >= self.cfg.batch_max;
+        let full = self.queue.untaken_records() >= self.cfg.batch_size;
         if full || age >= self.cfg.batch_age {
             Ok(self
                 .queue
-                .take(self.cfg.batch_max, self.cfg.batch_max_bytes))
+                .take(self.cfg.batch_size, self.cfg.batch_max_bytes))
         } else {
             Err(Some(self.cfg.batch_age - age))
         }
@@ -325,8 +324,8 @@ async fn send_loop(f: Arc<Forwarder>, metrics: Arc<Metrics>, mut stop: watch::Re
     failing(false);
     // Its series exist from the start, at 0 (an alert's `increase()` sees the first event).
     let signals = [
-        (Signal::Profiles, f.cfg.profiles),
-        (Signal::Traces, f.cfg.traces),
+        (Signal::Profiles, f.cfg.sends_profiles()),
+        (Signal::Traces, f.cfg.sends_traces()),
     ];
     for (signal, _) in signals.iter().filter(|(_, on)| *on) {
         metrics.forwarded_records.add(&[&name], *signal, 0.0);

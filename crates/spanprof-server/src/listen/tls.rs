@@ -29,8 +29,9 @@ use tokio_rustls::TlsAcceptor;
 use super::client_identity::ClientIdentity;
 use crate::metrics::Metrics;
 
-/// `server.tls`: TLS on every listener.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `server.tls`: TLS on every listener (read from the file as is, keys as the fields).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
 pub struct ListenTlsConfig {
     /// PEM file of the server's certificate, then its intermediates (`server.tls.cert_file`,
     /// `--tls-cert`).
@@ -40,14 +41,17 @@ pub struct ListenTlsConfig {
     pub key_file: PathBuf,
     /// PEM file of the CAs client certificates are checked against (mutual TLS); `None`
     /// asks clients for no certificate (`server.tls.client_ca_file`, `--tls-client-ca`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_ca_file: Option<PathBuf>,
     /// Whether a client certificate is needed (`server.tls.client_auth`,
     /// `--tls-client-auth`).
+    #[serde(default)]
     pub client_auth: ClientAuth,
 }
 
 /// Whether clients must show a certificate the client CAs signed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ClientAuth {
     /// A client may show one (then it must be valid) or none (`optional`, the default).
     #[default]

@@ -9,7 +9,7 @@ use spanprof_format::FormatError;
 use super::inflight::{Charge, ChargedBody};
 pub(crate) use super::rejection::with_retry_hint;
 pub use super::rejection::{rejection_reason, Rejection};
-use crate::config::Limits;
+use crate::config::ServerSection;
 
 /// A request body as it is decoded: the body itself (or the message in it), or its
 /// decompressed bytes, with its charge to the server's in-flight budget. Owned, so a receiver
@@ -178,17 +178,17 @@ fn decompressed_too_large(what: &str, limit: usize) -> Rejection {
 pub fn payload(
     headers: &HeaderMap,
     body: ChargedBody,
-    limits: &Limits,
+    limits: &ServerSection,
 ) -> Result<Payload, Rejection> {
     let gzip = is_gzip(headers, &body.bytes)?;
     let body = Payload::sent(body);
     if gzip {
-        return body.gunzip(limits.max_decompressed_bytes, "the request body");
+        return body.gunzip(limits.max_decompressed_size, "the request body");
     }
-    if body.as_ref().len() > limits.max_decompressed_bytes {
+    if body.as_ref().len() > limits.max_decompressed_size {
         return Err(decompressed_too_large(
             "the request body",
-            limits.max_decompressed_bytes,
+            limits.max_decompressed_size,
         ));
     }
     Ok(body)
@@ -199,9 +199,9 @@ pub fn payload(
 pub fn decode<'a>(
     headers: &HeaderMap,
     body: &'a [u8],
-    limits: &Limits,
+    limits: &ServerSection,
 ) -> Result<Cow<'a, [u8]>, Rejection> {
-    let max = limits.max_decompressed_bytes;
+    let max = limits.max_decompressed_size;
     let too_large = || {
         Rejection::new(
             StatusCode::PAYLOAD_TOO_LARGE,

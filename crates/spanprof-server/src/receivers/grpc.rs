@@ -74,7 +74,7 @@ fn message_of(
     body: Result<ChargedBody, Rejection>,
 ) -> Result<Payload, Rejection> {
     let body = ChargedBody::counted(body, app, crate::metrics::Receiver::OtlpGrpc)?;
-    unframe(headers, body, app.config.limits.max_decompressed_bytes)
+    unframe(headers, body, app.config.server.max_decompressed_size)
 }
 
 /// The one message of a unary request, decompressed per `grpc-encoding`.

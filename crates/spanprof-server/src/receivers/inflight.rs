@@ -338,7 +338,7 @@ impl FromRequest<AppState> for ChargedBody {
     async fn from_request(req: Request, app: &AppState) -> Result<Self, Rejection> {
         let body = read(
             req,
-            app.config.limits.max_body_bytes,
+            app.config.server.max_body_size,
             BODY_IDLE_TIMEOUT,
             &app.inflight,
         )
@@ -349,7 +349,7 @@ impl FromRequest<AppState> for ChargedBody {
                 format!(
                     "over this tenant's ingest rate of {} bytes/s (server.max_ingest_rate, \
                      server.max_ingest_burst): retry later",
-                    app.config.limits.max_ingest_rate
+                    app.config.server.max_ingest_rate
                 ),
             ));
         }

@@ -94,7 +94,13 @@ pub(crate) async fn ingest_profiles(
     let held = raw.as_ref().len();
     drop(raw);
     let data = decoded
-        .and_then(|data| app.config.limits.profile.check_otlp(&data).map(|()| data))
+        .and_then(|data| {
+            app.config
+                .server
+                .profile_limits()
+                .check_otlp(&data)
+                .map(|()| data)
+        })
         .map_err(|e| drawing.refusal("invalid OTLP profiles payload", &e, held))?;
     // A profile that does not check is refused alone, and the rest is linked.
     let spanprof_format::link_in_place::Linked {
@@ -205,7 +211,11 @@ pub(crate) async fn ingest_traces(
     .map_err(|e| drawing.refusal("invalid OTLP traces payload", &e, held))?;
     drop(raw);
     // Forwarders send the request on as it came (its rejected spans taken out).
-    let forwarded = app.config.forward.iter().any(|f| f.traces);
+    let forwarded = app
+        .config
+        .exporters
+        .iter()
+        .any(crate::config::ForwarderConfig::sends_traces);
     let mut request = request;
     let (spans, report) = if forwarded {
         spans_from_otlp_retaining(&mut request.resource_spans)
@@ -244,7 +254,7 @@ async fn profiles(
         return r.into_response();
     }
     let answer = async {
-        let raw = payload(&headers, body?, &app.config.limits)?;
+        let raw = payload(&headers, body?, &app.config.server)?;
         let response = ingest_profiles(
             &app,
             raw,
@@ -278,7 +288,7 @@ async fn traces(
         return r.into_response();
     }
     let answer = async {
-        let raw = payload(&headers, body?, &app.config.limits)?;
+        let raw = payload(&headers, body?, &app.config.server)?;
         let response = ingest_traces(
             &app,
             raw,

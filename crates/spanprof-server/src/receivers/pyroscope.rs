@@ -81,8 +81,8 @@ fn decode_pprof(
     bytes: &[u8],
     also_held: usize,
 ) -> Result<(pprof::Profile, Charge), Rejection> {
-    let limits = &app.config.limits;
-    let max = limits.max_decompressed_bytes;
+    let limits = &app.config.server;
+    let max = limits.max_decompressed_size;
     let (raw, charge) =
         gunzip_part(&app.inflight, bytes, max, "the profile").map_err(|e| match e {
             Unpacked::TooLarge => Rejection::new(
@@ -110,7 +110,7 @@ fn decode_pprof(
     drop(raw);
     drawing.release(decompressed);
     limits
-        .profile
+        .profile_limits()
         .check_pprof(&profile)
         .map_err(|e| Rejection::undecodable("the profile", &e))?;
     // A V8 heap forwarded as scraped (Alloy) gets the type ids the Node SDK's own push has.

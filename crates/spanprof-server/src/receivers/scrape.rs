@@ -151,7 +151,7 @@ async fn scrape_loop(
         };
         let fetch = async {
             tokio::select! {
-                r = fetch(&client, &url, &headers, target.bearer_token_file.as_deref(), timeout, app.config.limits.max_body_bytes) => Some(r),
+                r = fetch(&client, &url, &headers, target.bearer_token_file.as_deref(), timeout, app.config.server.max_body_size) => Some(r),
                 _ = stop.wait_for(|s| *s) => None,
             }
         };
@@ -422,7 +422,7 @@ async fn ingest(
     body: &[u8],
     cumulative: &mut Cumulative,
 ) -> Result<Window, String> {
-    let mut profile = pprof::decode(body, app.config.limits.max_decompressed_bytes)
+    let mut profile = pprof::decode(body, app.config.server.max_decompressed_size)
         .map_err(|e| format!("not a pprof profile: {e}"))?;
     if let Some(asked) = cpu_window {
         sampled_window(&mut profile, asked);
@@ -442,8 +442,8 @@ async fn ingest(
         end_ns: profile.time_nanos.saturating_add(profile.duration_nanos),
     };
     app.config
-        .limits
-        .profile
+        .server
+        .profile_limits()
         .check_pprof(&profile)
         .map_err(|e| e.to_string())?;
     // Put back if the profile is not stored: the next delta then covers this interval too.

@@ -1002,7 +1002,7 @@ fn a_restarted_server_answers_the_same() {
 #[test]
 fn unknown_paths_say_what_each_listener_serves() {
     let server = TestServer::in_fresh_dir("not-found", |c| {
-        c.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.server.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
     });
     let otlp = server.otlp_http.expect("the OTLP/HTTP listener");
     let body = Some(("application/x-protobuf", Vec::new()));
@@ -1294,8 +1294,8 @@ fn services_with_spans_include_a_tracer_only_name() {
 #[test]
 fn status_says_where_the_listeners_are() {
     let server = TestServer::in_fresh_dir("status", |c| {
-        c.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
-        c.otlp_grpc_addr = None;
+        c.server.otlp_http_addr = Some("127.0.0.1:0".parse().unwrap());
+        c.server.otlp_grpc_addr = None;
     });
     let status = server.get("/api/v1/status").ok().json();
     assert_eq!(status["version"], env!("CARGO_PKG_VERSION"));

@@ -66,8 +66,8 @@ fn auth_config(dir: &Path) -> ServerConfig {
 fn start(dir: &Path, auth: &ServerConfig) -> TestServer {
     TestServer::start_with(&dir.join("data"), |c| {
         c.auth = auth.auth.clone();
-        c.otlp_http_addr = Some(([127, 0, 0, 1], 0).into());
-        c.otlp_grpc_addr = Some(([127, 0, 0, 1], 0).into());
+        c.server.otlp_http_addr = Some(([127, 0, 0, 1], 0).into());
+        c.server.otlp_grpc_addr = Some(([127, 0, 0, 1], 0).into());
     })
 }
 
@@ -500,8 +500,8 @@ fn a_tenant_past_its_ingest_rate_is_told_to_retry_and_others_are_not_held() {
     let config = spanprof_server::config_file::load(&yaml, ServerConfig::default()).unwrap();
     let server = TestServer::start_with(&dir.join("data"), |c| {
         c.auth = config.auth.clone();
-        c.limits.max_ingest_rate = config.limits.max_ingest_rate;
-        c.limits.max_ingest_burst = config.limits.max_ingest_burst;
+        c.server.max_ingest_rate = config.server.max_ingest_rate;
+        c.server.max_ingest_burst = config.server.max_ingest_burst;
     });
     let upload = |tenant: &str| {
         let body = format!("main;{} 1\n", "f".repeat(1500)).into_bytes();
@@ -547,7 +547,7 @@ fn a_tenants_forwarder_passes_its_tenant_on() {
     let endpoint = format!("http://{}", downstream.addr);
     let upstream = TestServer::start_with(&dir.join("up"), |c| {
         c.auth = config.auth.clone();
-        c.forward.push(spanprof_server::config::ForwarderConfig {
+        c.exporters.push(spanprof_server::config::ForwarderConfig {
             batch_age: std::time::Duration::from_millis(50),
             ..spanprof_server::config::ForwarderConfig::new(
                 "down",

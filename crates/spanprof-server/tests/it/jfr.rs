@@ -223,7 +223,7 @@ fn the_java_agents_upload_links_a_contexts_samples_to_its_span() {
 #[test]
 fn bad_jfr_uploads_are_named_and_raw_bodies_accepted() {
     let server = TestServer::in_fresh_dir("jfr-bad-uploads", |c| {
-        c.limits.max_decompressed_bytes = 4 << 20;
+        c.server.max_decompressed_size = 4 << 20;
     });
     let until = now_s();
     let query = format!(
@@ -340,7 +340,7 @@ fn several_kinds_are_stored_or_refused_together() {
     assert!(fewest < most, "the kinds differ in size");
     for (limit, stored) in [(0, true), (most - 1, false)] {
         let server = TestServer::in_fresh_dir(&format!("jfr-kinds-{limit}"), |c| {
-            c.limits.profile.max_samples = limit;
+            c.server.max_profile_samples = limit;
         });
         let until = now_s();
         let query = format!(

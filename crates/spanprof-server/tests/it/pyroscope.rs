@@ -67,8 +67,12 @@ impl Server {
     fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Server {
         let dir = tempfile::tempdir().unwrap();
         let mut config = ServerConfig {
-            http_addr: "127.0.0.1:0".parse().unwrap(),
-            otlp_http_addr: None,
+            server: spanprof_server::config::ServerSection {
+                http_addr: "127.0.0.1:0".parse().unwrap(),
+                otlp_http_addr: None,
+                otlp_grpc_addr: None,
+                ..Default::default()
+            },
             storage: StorageConfig {
                 dir: dir.path().to_owned(),
                 ..Default::default()

@@ -293,7 +293,7 @@ fn roll_up_fixture() -> &'static Fixture {
 
 fn start(store: &str, include_children: bool) -> Fixture {
     Fixture::start(store, |c| {
-        c.span_profiles_include_children = include_children;
+        c.server.span_profiles_include_children = include_children;
     })
 }
 

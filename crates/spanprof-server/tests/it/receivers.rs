@@ -29,8 +29,12 @@ struct Server {
 impl Server {
     fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
         let mut config = ServerConfig {
-            http_addr: "127.0.0.1:0".parse().unwrap(),
-            otlp_http_addr: None,
+            server: spanprof_server::config::ServerSection {
+                http_addr: "127.0.0.1:0".parse().unwrap(),
+                otlp_http_addr: None,
+                otlp_grpc_addr: None,
+                ..Default::default()
+            },
             storage: StorageConfig {
                 dir: dir.to_owned(),
                 ..Default::default()
@@ -177,7 +181,7 @@ fn otlp_request() -> Vec<u8> {
 #[test]
 fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), |c| c.limits.max_body_bytes = 1 << 20);
+    let server = Server::start(dir.path(), |c| c.server.max_body_size = 1 << 20);
     let proto = [("content-type", "application/x-protobuf")];
     let json = [("content-type", "application/json")];
 
@@ -365,7 +369,7 @@ fn malformed_requests_get_4xx_and_acknowledged_data_survives() {
 #[test]
 fn otlp_http_failures_answer_a_status_in_the_request_encoding() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), |c| c.limits.max_body_bytes = 1 << 20);
+    let server = Server::start(dir.path(), |c| c.server.max_body_size = 1 << 20);
     let proto = [("content-type", "application/x-protobuf")];
     let json = [("content-type", "application/json")];
     // (path, headers, body, status, gRPC code, what the message mentions)
@@ -564,7 +568,7 @@ fn decompression_bombs_of_empty_elements_are_413_on_every_receiver() {
 #[test]
 fn what_decoders_allocate_is_charged_to_the_in_flight_budget() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), |c| c.limits.max_inflight_bytes = 160 << 20);
+    let server = Server::start(dir.path(), |c| c.server.max_inflight_size = 160 << 20);
     const N: usize = 24 << 20;
     let gz = |body: &[u8]| gzip::gzip(body);
     // pprof: string_table is field 6.
@@ -784,7 +788,7 @@ fn profiles_past_the_per_profile_limits_are_413_on_every_receiver() {
 #[test]
 fn profiles_the_store_refuses_are_reported_not_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
-    let server = Server::start(dir.path(), |c| c.limits.profile.max_series = 1);
+    let server = Server::start(dir.path(), |c| c.server.max_profile_series = 1);
     let partial = server.otlp_partial_success(&otlp_request());
     // Both sample types of the CPU profile.
     assert_eq!(partial.rejected_profiles, 2, "{}", partial.error_message);
@@ -1155,7 +1159,7 @@ fn a_push_decompresses_at_most_the_limit_in_all() {
     let raw = spanprof_format::gzip::gunzip(CPU, 64 << 20).unwrap();
     // Room for three copies of the real profile, decompressed.
     let server = Server::start(dir.path(), |c| {
-        c.limits.max_decompressed_bytes = 3 * raw.len() + raw.len() / 2;
+        c.server.max_decompressed_size = 3 * raw.len() + raw.len() / 2;
     });
     let label = |name: &str, value: &str| {
         field(
@@ -1261,9 +1265,9 @@ fn hold_uploads(server: &Server, n: usize) -> Vec<TcpStream> {
 fn folded_text_is_charged_before_it_is_parsed() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), |c| {
-        c.limits.max_body_bytes = 1 << 20;
-        c.limits.max_decompressed_bytes = 2 << 20;
-        c.limits.max_inflight_bytes = 8 << 20;
+        c.server.max_body_size = 1 << 20;
+        c.server.max_decompressed_size = 2 << 20;
+        c.server.max_inflight_size = 8 << 20;
     });
     // 1 MB of one line: its parse could take 8 MB of frames, past the 8 MiB budget with it.
     let line = format!("{}a 1\n", "a;".repeat(500_000));
@@ -1300,9 +1304,9 @@ fn folded_text_is_charged_before_it_is_parsed() {
 fn request_bodies_held_at_once_are_bounded() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), |c| {
-        c.limits.max_body_bytes = 1 << 20;
-        c.limits.max_decompressed_bytes = 2 << 20;
-        c.limits.max_inflight_bytes = 3 << 20;
+        c.server.max_body_size = 1 << 20;
+        c.server.max_decompressed_size = 2 << 20;
+        c.server.max_inflight_size = 3 << 20;
     });
     // Three uploads that announce 1 MiB each and send all of it but a byte: they hold the
     // whole budget, the memory their bodies take as they grow (up to what they announced).
@@ -1422,8 +1426,8 @@ fn request_bodies_held_at_once_are_bounded() {
 fn a_body_is_charged_the_memory_it_holds() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path(), |c| {
-        c.limits.max_body_bytes = 8 << 20;
-        c.limits.max_inflight_bytes = 64 << 20;
+        c.server.max_body_size = 8 << 20;
+        c.server.max_inflight_size = 64 << 20;
     });
     let sent = vec![b'x'; 3 << 20];
     let mut announced = TcpStream::connect(server.addr).unwrap();

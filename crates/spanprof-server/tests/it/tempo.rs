@@ -114,7 +114,7 @@ fn roll_up_fixture() -> &'static Fixture {
 /// A server storing in `store` (under the test tmpdir) with the Go data and [`sent_spans`].
 fn start(store: &str, include_children: bool) -> Fixture {
     let server = TestServer::in_fresh_dir(store, |c| {
-        c.span_profiles_include_children = include_children;
+        c.server.span_profiles_include_children = include_children;
     });
     let data = GoData::load();
     let spans = sent_spans(&data);

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use spanprof_server::config::exporters::Signal;
 use spanprof_server::config::units::{ReadableDuration, ReadableSize};
 use spanprof_server::config::{ForwardProtocol, ForwarderConfig, ScrapeTarget, ServerConfig};
 
@@ -189,10 +190,9 @@ fn optional_addr(s: &str, flag: &str) -> anyhow::Result<Option<SocketAddr>> {
 /// handed to [`run`]: a second read of a pipe (`--config <(…)`) found it empty and ran on the
 /// defaults.
 pub fn file_config(args: &Args) -> Result<ServerConfig, spanprof_server::config_file::ConfigError> {
-    let base = ServerConfig {
-        otlp_grpc_addr: Some(SocketAddr::from(([127, 0, 0, 1], 4317))),
-        ..Default::default()
-    };
+    // gRPC on 127.0.0.1:4317 is the server section's default: a file without the section
+    // keeps it.
+    let base = ServerConfig::default();
     match &args.config {
         Some(path) => spanprof_server::config_file::load(path, base),
         None => Ok(base),
@@ -218,15 +218,15 @@ pub fn run(
         config.storage.dir = d.clone();
     }
     if let Some(a) = args.http_addr {
-        config.http_addr = a;
+        config.server.http_addr = a;
     }
     if let Some(a) = &args.otlp_http_addr {
-        config.otlp_http_addr = optional_addr(a, "--otlp-http-addr")?;
+        config.server.otlp_http_addr = optional_addr(a, "--otlp-http-addr")?;
     }
     if let Some(a) = &args.otlp_grpc_addr {
-        config.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
+        config.server.otlp_grpc_addr = optional_addr(a, "--otlp-grpc-addr")?;
     }
-    config.allow_unauthenticated |= args.allow_unauthenticated;
+    config.server.allow_unauthenticated |= args.allow_unauthenticated;
     tls_flags(&args, &mut config)?;
     config.storage.retention = args.retention.or(config.storage.retention);
     config.storage.max_size = args.max_size.or(config.storage.max_size);
@@ -254,7 +254,7 @@ pub fn run(
         config.storage.enabled = Some(false);
     }
     if args.span_profiles_include_children {
-        config.span_profiles_include_children = true;
+        config.server.span_profiles_include_children = true;
     }
     let link = &mut config.processors.link;
     for (keys, added) in [
@@ -273,7 +273,7 @@ pub fn run(
             }
         }
     }
-    config.forward.extend(forwarders(&args)?);
+    config.exporters.extend(forwarders(&args)?);
     // Once, on the file with the flags over it.
     config.validate().map_err(anyhow::Error::msg)?;
     if let Some(path) = &args.config {
@@ -302,7 +302,7 @@ pub fn run(
         let _runtime = runtime.enter();
         Signals::install().context("installing the SIGTERM and SIGINT handlers")?
     };
-    let scheme = if config.tls.is_some() {
+    let scheme = if config.server.tls.is_some() {
         "https"
     } else {
         "http"
@@ -344,7 +344,7 @@ pub fn run(
 /// settings.
 fn tls_flags(args: &Args, config: &mut ServerConfig) -> anyhow::Result<()> {
     use spanprof_server::listen::tls::{ClientAuth, ListenTlsConfig};
-    let mut tls = match (&args.tls_cert, &args.tls_key, config.tls.take()) {
+    let mut tls = match (&args.tls_cert, &args.tls_key, config.server.tls.take()) {
         (Some(cert), Some(key), from_file) => ListenTlsConfig {
             cert_file: cert.clone(),
             key_file: key.clone(),
@@ -368,7 +368,7 @@ fn tls_flags(args: &Args, config: &mut ServerConfig) -> anyhow::Result<()> {
     if let Some(auth) = args.tls_client_auth {
         tls.client_auth = auth;
     }
-    config.tls = Some(tls);
+    config.server.tls = Some(tls);
     Ok(())
 }
 
@@ -383,7 +383,7 @@ fn warn_if_others_read_secrets(path: &std::path::Path, config: &ServerConfig) {
             .scrape
             .iter()
             .any(|t| !t.headers.is_empty())
-            || config.forward.iter().any(|f| !f.headers.is_empty());
+            || config.exporters.iter().any(|f| !f.headers.is_empty());
         let mode = std::fs::metadata(path).map_or(0, |m| m.permissions().mode());
         if secrets && mode & 0o044 != 0 {
             tracing::warn!(
@@ -549,12 +549,11 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
         }
         let mut f = ForwarderConfig::new(name, protocol, url);
         f.gzip = args.forward_gzip;
-        f.batch_max = args.forward_batch_size.unwrap_or(f.batch_max);
+        f.batch_size = args.forward_batch_size.unwrap_or(f.batch_size);
         f.batch_age = args.forward_batch_age.map_or(f.batch_age, |d| d.0);
         f.retry_max = args.forward_retry_max.map_or(f.retry_max, |d| d.0);
-        f.retry_initial = f.retry_initial.min(f.retry_max);
-        f.queue_max_bytes = args.forward_queue_size.map_or(f.queue_max_bytes, |s| s.0);
-        out.push(f);
+        f.queue_size = args.forward_queue_size.map_or(f.queue_size, |s| s.0);
+        out.push(f.normalized());
     }
     for spec in &args.forward_header {
         let (key, value) = spec
@@ -583,8 +582,8 @@ fn forwarders(args: &Args) -> anyhow::Result<Vec<ForwarderConfig>> {
             .find(|f| f.name == name)
             .with_context(|| format!("--forward-only {spec:?}: no forwarder is named {name:?}"))?;
         match signal {
-            "profiles" => f.traces = false,
-            "traces" => f.profiles = false,
+            "profiles" => f.signals = Some(vec![Signal::Profiles]),
+            "traces" => f.signals = Some(vec![Signal::Traces]),
             _ => anyhow::bail!("--forward-only {spec:?}: the signal is profiles or traces"),
         }
     }
@@ -628,5 +627,41 @@ impl Signals {
             let _ = tokio::signal::ctrl_c().await;
             "Ctrl-C"
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{file_config, Args};
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    /// The file's `server` section replaces the defaults whole: a file without it (or with
+    /// other keys of it) must keep gRPC on 127.0.0.1:4317, as without a file.
+    #[test]
+    fn a_file_without_the_grpc_key_keeps_grpc_on_4317() {
+        use clap::Parser;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spanprof.yaml");
+        let grpc = Some(std::net::SocketAddr::from(([127, 0, 0, 1], 4317)));
+        for text in [
+            "",
+            "storage:\n  max_series: 5\n",
+            "server:\n  max_body_size: 1MiB\n",
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let args = Serve::parse_from(["serve", "--config", path.to_str().unwrap()]).args;
+            let c = file_config(&args).unwrap();
+            assert_eq!(c.server.otlp_grpc_addr, grpc, "{text:?}");
+        }
+        let args = Serve::parse_from(["serve"]).args;
+        assert_eq!(file_config(&args).unwrap().server.otlp_grpc_addr, grpc);
+        std::fs::write(&path, "server:\n  otlp_grpc_addr: off\n").unwrap();
+        let args = Serve::parse_from(["serve", "--config", path.to_str().unwrap()]).args;
+        assert_eq!(file_config(&args).unwrap().server.otlp_grpc_addr, None);
     }
 }

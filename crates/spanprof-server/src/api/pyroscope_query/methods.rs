@@ -395,7 +395,7 @@ pub async fn select_merge_span_profile(
     )?;
     let max_nodes = max_nodes(req.max_nodes)?;
     sel.span_ids = span_ids(&req.span_selector)?;
-    sel.include_child_spans = app.config.span_profiles_include_children;
+    sel.include_child_spans = app.config.server.span_profiles_include_children;
     if sel.span_ids.is_empty() {
         // No span (or only all-zero ids): nothing, not the whole service.
         let (flamegraph, tree) = answer(&FlameTree::new(), max_nodes, format);

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use prost::Message;
 
 use crate::auth::Access;
-use crate::config::Limits;
+use crate::config::ServerSection;
 use crate::receivers::body::{decode, Rejection};
 use crate::routes::Routes;
 use crate::AppState;
@@ -157,10 +157,10 @@ where
         )
             .into_response();
     };
-    let limits = Limits {
-        max_body_bytes: MAX_QUERY_BODY,
-        max_decompressed_bytes: MAX_QUERY_BODY,
-        ..app.config.limits.clone()
+    let limits = ServerSection {
+        max_body_size: MAX_QUERY_BODY,
+        max_decompressed_size: MAX_QUERY_BODY,
+        ..app.config.server.clone()
     };
     let raw = match &body {
         Ok(body) => decode(&headers, body, &limits),

@@ -62,7 +62,7 @@ struct TraceByIdResponse {
 /// The stored trace with profile links (module docs), or 404.
 async fn load_trace(app: &AppState, id: &str) -> Result<TracesData, ApiError> {
     let trace_id = parse_trace_id(id)?;
-    let include_children = app.config.span_profiles_include_children;
+    let include_children = app.config.server.span_profiles_include_children;
     let (spans, profiled) = blocking(app, move |store| {
         let mut spans = store.trace(&trace_id)?;
         // The earliest ones only (see MAX_TRACE_SPANS).

@@ -273,7 +273,7 @@ async fn ingest_inner(
     let form = body_form(&params.format, content_type).map_err(|message| {
         Rejection::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, message.to_owned())
     })?;
-    let body = payload(headers, body?, &app.config.limits)?;
+    let body = payload(headers, body?, &app.config.server)?;
     let raw = body.as_ref();
     if form == BodyForm::Jfr {
         let Some((series, charge)) = jfr_upload(app, &params, content_type, raw)? else {
@@ -296,8 +296,8 @@ async fn ingest_inner(
         BodyForm::Text(format) => {
             // Charged before the parse, so the in-flight budget refuses what it cannot hold:
             // eight uploads of one 31 M-frame line each took the server to 1.97 GB.
-            let bound = text_parse_bound(raw.len(), &app.config.limits.profile);
-            let budget = app.config.limits.max_inflight_bytes;
+            let bound = text_parse_bound(raw.len(), &app.config.server.profile_limits());
+            let budget = app.config.server.max_inflight_size;
             if budget != 0 && bound > budget {
                 return Err(Rejection::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -311,7 +311,7 @@ async fn ingest_inner(
             }
             let mut charge = Charge::new(&app.inflight);
             charge.grow(bound)?;
-            match text_series(raw, format, &params, &app.config.limits.profile)? {
+            match text_series(raw, format, &params, &app.config.server.profile_limits())? {
                 Some(s) => (s, charge),
                 // Pyroscope drops text uploads tagged with a `profile_id` (old exemplars).
                 None => return Ok(StatusCode::OK),

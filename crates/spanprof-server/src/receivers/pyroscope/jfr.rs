@@ -48,7 +48,7 @@ pub(super) fn jfr_series(
     upload: &Upload,
     target: &Target,
 ) -> Result<(Vec<(pprof::Profile, Series)>, Charge), Rejection> {
-    let max = app.config.limits.max_decompressed_bytes;
+    let max = app.config.server.max_decompressed_size;
     let unpack = |bytes, what: &str| {
         gunzip_part(&app.inflight, bytes, max, what).map_err(|e| match e {
             Unpacked::TooLarge => Rejection::new(
@@ -89,8 +89,8 @@ pub(super) fn jfr_series(
     let mut out = Vec::with_capacity(profiles.len());
     for p in profiles {
         app.config
-            .limits
-            .profile
+            .server
+            .profile_limits()
             .check_pprof(&p.profile)
             .map_err(|e| Rejection::undecodable("the JFR recording", &e))?;
         out.push((

@@ -232,7 +232,7 @@ async fn push_inner(
     body: Result<ChargedBody, Rejection>,
     json: bool,
 ) -> Result<(), Rejection> {
-    let mut raw = payload(headers, body?, &app.config.limits)?;
+    let mut raw = payload(headers, body?, &app.config.server)?;
     // Connect's streaming header; some clients set it on unary calls too.
     if let Some(enc) = headers
         .get("connect-content-encoding")
@@ -241,7 +241,7 @@ async fn push_inner(
         match enc.trim().to_ascii_lowercase().as_str() {
             "gzip" => {
                 if spanprof_format::gzip::is_gzip(raw.as_ref()) {
-                    raw = raw.gunzip(app.config.limits.max_decompressed_bytes, "the body")?;
+                    raw = raw.gunzip(app.config.server.max_decompressed_size, "the body")?;
                 }
             }
             "" | "identity" => {}
@@ -280,7 +280,7 @@ async fn push_inner(
     // The decompression limit is the request's, not each profile's: a push of many small
     // gzip bombs (60 MB each from 60 KB) took the server to 4 GB, and a 32 MiB push of them
     // would have taken 34 GB.
-    let max = app.config.limits.max_decompressed_bytes;
+    let max = app.config.server.max_decompressed_size;
     let mut decompressed = 0usize;
     for (si, s) in request.series.iter().enumerate() {
         let series =
