@@ -167,7 +167,17 @@ class Check:
         height = self.d.execute_script("return window.innerHeight;")
         if not 8 <= pos["y"] < height - 8:
             self.d.execute_script("window.scrollBy(0, arguments[0]);", pos["y"] - height / 2)
-            pos = self.d.execute_script(where, name)
+        # The same point on two reads half a second apart: a line that comes above the canvas
+        # late (a search's match count) would move the frame after it was measured, and the
+        # click would land on its parent (seen in a run).
+        last = [None]
+
+        def settled():
+            now = self.d.execute_script(where, name)
+            same = now is not None and now == last[0]
+            last[0] = now
+            return now if same else None
+        pos = self.wait(f"the frame {name} to stay put", settled)
         click = ActionBuilder(self.d)
         click.pointer_action.move_to_location(int(pos["x"]), int(pos["y"])).click()
         click.perform()

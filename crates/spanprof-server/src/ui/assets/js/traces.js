@@ -285,14 +285,22 @@ export class TraceView {
   }
 
   /** Fills the span's type picker with the types of its samples; shown when there is a
-   * choice (or a type was asked for). */
+   * choice (or a type was asked for). A zoom or a search redraws the span's head: the last
+   * answer for the same span, focus and trace fills it at once, so the picker's line does
+   * not vanish and come back, moving the flame graph under the pointer. */
   async fillTypes(select, label, span, params) {
-    let answer;
-    try {
-      answer = await api.get("profile-types", { span_id: span.span_id,
-        include_child_spans: focusOf(params) === "children" ? "true" : "" });
-    } catch {
-      return; // The panel's own request reports what went wrong.
+    const children = focusOf(params) === "children";
+    const known = this.types;
+    let answer = known && known.trace === this.trace && known.span === span.span_id && known.children === children
+      ? known.answer : null;
+    if (!answer) {
+      try {
+        answer = await api.get("profile-types", { span_id: span.span_id,
+          include_child_spans: children ? "true" : "" });
+      } catch {
+        return; // The panel's own request reports what went wrong.
+      }
+      this.types = { trace: this.trace, span: span.span_id, children, answer };
     }
     const ids = answer.profile_types.map((t) => t.id);
     const chosen = ids.includes(params.type) ? params.type : answer.default;
