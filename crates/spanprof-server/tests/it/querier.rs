@@ -1158,7 +1158,10 @@ fn diff_compares_a_slow_span_with_its_service_as_grafana_asks() {
                    "right": {"profileTypeID": "memory:alloc_space:bytes:space:bytes"}}),
             "of one profile type",
         ),
-        (json!({"left": "x"}), "left: expected an object"),
+        (
+            json!({"left": "x"}),
+            "left: invalid type: string \"x\", expected struct",
+        ),
     ] {
         let (status, e) = error("Diff", "application/json", request.to_string().as_bytes());
         assert_eq!(

@@ -17,10 +17,8 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::{json, Value};
 use spanprof_format::link::to_hex;
 
-use super::json::{exemplar_json, i64s, label_pairs, object, FromJson, JsonError, Obj, ToJson};
 use super::messages::*;
 use super::methods::{blocking, selection};
 use super::{Codec, ConnectError};
@@ -324,63 +322,6 @@ pub async fn select_heatmap(
         })
     })
     .await
-}
-
-impl FromJson for SelectHeatmapRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SelectHeatmapRequest {
-            profile_type_id: o.string(&["profileTypeID", "profile_typeID", "profileTypeId"])?,
-            label_selector: o.string(&["labelSelector", "label_selector"])?,
-            start: o.int64(&["start"])?.unwrap_or(0),
-            end: o.int64(&["end"])?.unwrap_or(0),
-            step: o.double(&["step"])?,
-            group_by: o.strings(&["groupBy", "group_by"])?,
-            query_type: o
-                .enumeration(
-                    &["queryType", "query_type"],
-                    HeatmapQueryType::from_str_name,
-                )?
-                .unwrap_or(0),
-            exemplar_type: o
-                .enumeration(
-                    &["exemplarType", "exemplar_type"],
-                    ExemplarType::from_str_name,
-                )?
-                .unwrap_or(0),
-            limit: o.int64(&["limit"])?,
-        })
-    }
-}
-
-impl ToJson for SelectHeatmapResponse {
-    fn to_json(&self) -> Value {
-        let series = self
-            .series
-            .iter()
-            .map(|s| {
-                let slots = s
-                    .slots
-                    .iter()
-                    .map(|slot| {
-                        object(vec![
-                            ("timestamp", i64s(slot.timestamp)),
-                            ("yMin", json!(slot.y_min)),
-                            ("counts", json!(slot.counts)),
-                            (
-                                "exemplars",
-                                slot.exemplars.iter().map(exemplar_json).collect(),
-                            ),
-                        ])
-                    })
-                    .collect();
-                object(vec![
-                    ("labels", label_pairs(&s.labels)),
-                    ("slots", Value::Array(slots)),
-                ])
-            })
-            .collect();
-        object(vec![("series", Value::Array(series))])
-    }
 }
 
 #[cfg(test)]

@@ -1,12 +1,17 @@
-//! The protojson form of the messages (what connect-go's JSON codec reads and writes):
-//! fields by lowerCamelCase or proto name, 64-bit integers written as strings and read from
-//! numbers or strings, enums written as names and read from names or numbers, default values
-//! left out, unknown fields ignored, `null` read as the default. A known field of the wrong
-//! type is an error (`invalid_argument`), as in connect-go.
+//! The protojson form of the query API's messages (what connect-go's JSON codec reads and
+//! writes), through the serde impls pbjson-build generates from our `.proto` files
+//! (`build.rs`): fields by lowerCamelCase or proto name, 64-bit integers written as strings
+//! and read from numbers or strings, enums written as names and read from names or numbers,
+//! default values left out, unknown fields ignored. Added here to match connect-go: `null`
+//! read as the field's default (pbjson refuses it for plain fields), and a wrong-typed
+//! field's error naming the field (`left.start: …`), answered `invalid_argument`.
 
-use serde_json::{json, Map, Value};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::ser::Error as _;
+use serde_json::Value;
 
 use super::messages::*;
+use crate::pyroscope_proto::settings::v1::{GetSettingsResponse, SetSettingsResponse};
 
 /// Why a protojson request cannot be read (answered `invalid_argument`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -17,554 +22,106 @@ pub enum JsonError {
     /// The root is not an object.
     #[error("the request must be a JSON object")]
     NotObject,
-    /// A known field of the wrong type.
-    #[error("{field}: expected {want}, got {got}")]
-    WrongType {
-        /// The field's name as sent.
-        field: String,
-        /// What it must be ("a string").
-        want: &'static str,
-        /// The value sent, as JSON.
-        got: String,
+    /// A field's value is not what the message declares (wrong type, unknown enum name).
+    #[error("{path}: {message}")]
+    Field {
+        /// Where, from the root (`left.start`).
+        path: String,
+        /// What is wrong there, as the generated reader says it.
+        message: String,
     },
-    /// An enum name the message does not have.
-    #[error("{field}: unknown value {value:?}")]
-    UnknownValue {
-        /// The field's name as sent.
-        field: String,
-        /// The name sent.
-        value: String,
-    },
-    /// In message field `field` (`left.`), what is wrong there.
-    #[error("{field}.{inner}")]
-    In {
-        /// The message field.
-        field: String,
-        /// What is wrong in it.
-        inner: Box<JsonError>,
-    },
+    /// The request as a whole is refused (e.g. a field given twice).
+    #[error("{0}")]
+    Request(String),
 }
 
-impl JsonError {
-    fn wrong(field: &str, want: &'static str, got: &Value) -> Self {
-        JsonError::WrongType {
-            field: field.to_owned(),
-            want,
-            got: got.to_string(),
-        }
+/// Reads one request from its protojson text.
+pub fn read<T: DeserializeOwned>(text: &[u8]) -> Result<T, JsonError> {
+    let mut root: Value =
+        serde_json::from_slice(text).map_err(|e| JsonError::Syntax(e.to_string()))?;
+    if !root.is_object() {
+        return Err(JsonError::NotObject);
     }
+    drop_nulls(&mut root);
+    serde_path_to_error::deserialize(root).map_err(|e| {
+        let path = e.path().to_string();
+        let message = e.into_inner().to_string();
+        // An empty path prints as ".": the error is the root object's own.
+        if path == "." {
+            JsonError::Request(message)
+        } else {
+            JsonError::Field { path, message }
+        }
+    })
 }
 
-/// Reads one request object.
-pub struct Obj<'a>(&'a Map<String, Value>);
-
-impl<'a> Obj<'a> {
-    /// The request root, which must be an object.
-    pub fn root(v: &'a Value) -> Result<Self, JsonError> {
-        v.as_object().map(Obj).ok_or(JsonError::NotObject)
-    }
-
-    fn get(&self, names: &[&str]) -> Option<(&'a str, &'a Value)> {
-        names.iter().find_map(|n| {
-            self.0
-                .get_key_value(*n)
-                .filter(|(_, v)| !v.is_null())
-                .map(|(k, v)| (k.as_str(), v))
-        })
-    }
-
-    /// Whether the field is present (and not `null`).
-    pub fn has(&self, names: &[&str]) -> bool {
-        self.get(names).is_some()
-    }
-
-    /// A string field.
-    pub fn string(&self, names: &[&str]) -> Result<String, JsonError> {
-        match self.get(names) {
-            None => Ok(String::new()),
-            Some((_, Value::String(s))) => Ok(s.clone()),
-            Some((k, other)) => Err(JsonError::wrong(k, "a string", other)),
+/// Removes `null` members of every object, which protojson reads as the field's default
+/// (pbjson's readers take it only for optional and message fields). Depth is bounded by
+/// serde_json's recursion limit on the parse before.
+fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
         }
+        Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
-
-    /// A message field, if present (and not `null`).
-    pub fn object(&self, names: &[&str]) -> Result<Option<Obj<'a>>, JsonError> {
-        match self.get(names) {
-            None => Ok(None),
-            Some((_, Value::Object(m))) => Ok(Some(Obj(m))),
-            Some((k, other)) => Err(JsonError::wrong(k, "an object", other)),
-        }
-    }
-
-    /// A repeated string field.
-    pub fn strings(&self, names: &[&str]) -> Result<Vec<String>, JsonError> {
-        match self.get(names) {
-            None => Ok(Vec::new()),
-            Some((k, Value::Array(a))) => a
-                .iter()
-                .map(|x| match x {
-                    Value::String(s) => Ok(s.clone()),
-                    other => Err(JsonError::wrong(k, "strings", other)),
-                })
-                .collect(),
-            Some((k, other)) => Err(JsonError::wrong(k, "an array", other)),
-        }
-    }
-
-    /// An int64 field, from a number or a decimal string.
-    pub fn int64(&self, names: &[&str]) -> Result<Option<i64>, JsonError> {
-        let Some((k, v)) = self.get(names) else {
-            return Ok(None);
-        };
-        let bad = || JsonError::wrong(k, "a 64-bit integer", v);
-        match v {
-            Value::Number(n) => n
-                .as_i64()
-                .or_else(|| {
-                    n.as_f64()
-                        .filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18)
-                        .map(|f| f as i64)
-                })
-                .map(Some)
-                .ok_or_else(bad),
-            Value::String(s) => s.trim().parse::<i64>().map(Some).map_err(|_| bad()),
-            _ => Err(bad()),
-        }
-    }
-
-    /// A double field, from a number or a string (`"NaN"`, `"Infinity"` included).
-    pub fn double(&self, names: &[&str]) -> Result<f64, JsonError> {
-        let Some((k, v)) = self.get(names) else {
-            return Ok(0.0);
-        };
-        let bad = || JsonError::wrong(k, "a number", v);
-        match v {
-            Value::Number(n) => n.as_f64().ok_or_else(bad),
-            Value::String(s) => match s.as_str() {
-                "NaN" => Ok(f64::NAN),
-                "Infinity" => Ok(f64::INFINITY),
-                "-Infinity" => Ok(f64::NEG_INFINITY),
-                s => s.trim().parse().map_err(|_| bad()),
-            },
-            _ => Err(bad()),
-        }
-    }
-
-    /// An enum field, from its name (read by `from_name`, a generated `from_str_name`) or its
-    /// number.
-    pub fn enumeration<E: Into<i32>>(
-        &self,
-        names: &[&str],
-        from_name: fn(&str) -> Option<E>,
-    ) -> Result<Option<i32>, JsonError> {
-        let Some((k, v)) = self.get(names) else {
-            return Ok(None);
-        };
-        match v {
-            Value::String(s) => {
-                from_name(s)
-                    .map(|e| Some(e.into()))
-                    .ok_or_else(|| JsonError::UnknownValue {
-                        field: k.to_owned(),
-                        value: s.clone(),
-                    })
-            }
-            Value::Number(n) => n
-                .as_i64()
-                .and_then(|x| i32::try_from(x).ok())
-                .map(Some)
-                .ok_or_else(|| JsonError::wrong(k, "an enum number", v)),
-            other => Err(JsonError::wrong(k, "an enum name or number", other)),
-        }
-    }
-}
-
-/// Requests read from protojson.
-pub trait FromJson: Sized {
-    /// Reads the request.
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError>;
 }
 
 /// Responses written as protojson.
 pub trait ToJson {
     /// Writes the response.
-    fn to_json(&self) -> Value;
+    fn to_json(&self) -> Result<Vec<u8>, serde_json::Error>;
 }
 
-/// Adds `key: value` unless `value` is the protojson default (left out).
-fn put(m: &mut Map<String, Value>, key: &str, value: Value) {
-    let default = match &value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Array(a) => a.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        _ => false,
-    };
-    if !default {
-        m.insert(key.to_owned(), value);
+// Listed rather than blanket over Serialize: google.v1.Profile (SelectMergeProfile's answer)
+// is spanprof-format's type, which has no serde impls.
+macro_rules! to_json {
+    ($($t:ty),* $(,)?) => {$(
+        impl ToJson for $t {
+            fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+                serde_json::to_vec(self)
+            }
+        }
+    )*};
+}
+
+to_json!(
+    ProfileTypesResponse,
+    LabelNamesResponse,
+    LabelValuesResponse,
+    SeriesResponse,
+    SelectMergeSpanProfileResponse,
+    SelectMergeStacktracesResponse,
+    SelectSeriesResponse,
+    DiffResponse,
+    GetProfileStatsResponse,
+    SelectHeatmapResponse,
+    GetSettingsResponse,
+    SetSettingsResponse,
+);
+
+impl ToJson for spanprof_format::pprof::Profile {
+    fn to_json(&self) -> Result<Vec<u8>, serde_json::Error> {
+        Err(<serde_json::Error as serde::ser::Error>::custom(
+            NO_PPROF_JSON,
+        ))
     }
 }
 
-pub(super) fn object(fields: Vec<(&str, Value)>) -> Value {
-    let mut m = Map::new();
-    for (k, v) in fields {
-        put(&mut m, k, v);
-    }
-    Value::Object(m)
-}
+const NO_PPROF_JSON: &str = "the pprof form has no JSON form here: ask for application/proto";
 
-/// An int64 field as protojson writes it: a decimal string, left out when 0.
-pub(super) fn i64s(v: i64) -> Value {
-    if v == 0 {
-        Value::Null
-    } else {
-        Value::String(v.to_string())
+// PprofProfile holds a google.v1.Profile, which has no serde impls (pbjson-build excludes
+// it); the handlers refuse the pprof form to JSON clients before one is built.
+impl serde::Serialize for PprofProfile {
+    fn serialize<S: serde::Serializer>(&self, _: S) -> Result<S::Ok, S::Error> {
+        Err(S::Error::custom(NO_PPROF_JSON))
     }
 }
 
-fn f64v(v: f64) -> Value {
-    if v.is_finite() {
-        json!(v)
-    } else if v.is_nan() {
-        json!("NaN")
-    } else if v > 0.0 {
-        json!("Infinity")
-    } else {
-        json!("-Infinity")
-    }
-}
-
-const START: &[&str] = &["start"];
-const END: &[&str] = &["end"];
-const MATCHERS: &[&str] = &["matchers"];
-const PROFILE_TYPE_ID: &[&str] = &["profileTypeID", "profile_typeID", "profileTypeId"];
-const LABEL_SELECTOR: &[&str] = &["labelSelector", "label_selector"];
-const MAX_NODES: &[&str] = &["maxNodes", "max_nodes"];
-const FORMAT: &[&str] = &["format"];
-const SPAN_SELECTOR: &[&str] = &["spanSelector", "span_selector"];
-const TRACE_ID_SELECTOR: &[&str] = &["traceIdSelector", "trace_id_selector"];
-const PROFILE_ID_SELECTOR: &[&str] = &["profileIdSelector", "profile_id_selector"];
-const STACK_TRACE_SELECTOR: &[&str] = &["stackTraceSelector", "stack_trace_selector"];
-
-/// A message field spanprof only refuses: whether it is there (its content is not read).
-fn presence<M: Default>(o: &Obj<'_>, names: &[&str]) -> Option<M> {
-    o.has(names).then(M::default)
-}
-
-impl FromJson for ProfileTypesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(ProfileTypesRequest {
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-        })
-    }
-}
-
-impl FromJson for LabelNamesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(LabelNamesRequest {
-            matchers: o.strings(MATCHERS)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-        })
-    }
-}
-
-impl FromJson for LabelValuesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(LabelValuesRequest {
-            name: o.string(&["name"])?,
-            matchers: o.strings(MATCHERS)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-        })
-    }
-}
-
-impl FromJson for SeriesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SeriesRequest {
-            matchers: o.strings(MATCHERS)?,
-            label_names: o.strings(&["labelNames", "label_names"])?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-        })
-    }
-}
-
-impl FromJson for SelectMergeSpanProfileRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SelectMergeSpanProfileRequest {
-            profile_type_id: o.string(PROFILE_TYPE_ID)?,
-            label_selector: o.string(LABEL_SELECTOR)?,
-            span_selector: o.strings(SPAN_SELECTOR)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-            max_nodes: o.int64(MAX_NODES)?,
-            format: o
-                .enumeration(FORMAT, ProfileFormat::from_str_name)?
-                .unwrap_or(0),
-        })
-    }
-}
-
-impl FromJson for SelectMergeStacktracesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SelectMergeStacktracesRequest {
-            profile_type_id: o.string(PROFILE_TYPE_ID)?,
-            label_selector: o.string(LABEL_SELECTOR)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-            max_nodes: o.int64(MAX_NODES)?,
-            format: o
-                .enumeration(FORMAT, ProfileFormat::from_str_name)?
-                .unwrap_or(0),
-            stack_trace_selector: presence(o, STACK_TRACE_SELECTOR),
-            profile_id_selector: o.strings(PROFILE_ID_SELECTOR)?,
-            r#async: presence(o, &["async"]),
-            trace_id_selector: o.strings(TRACE_ID_SELECTOR)?,
-            span_selector: o.strings(SPAN_SELECTOR)?,
-        })
-    }
-}
-
-impl FromJson for DiffRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        let side = |name: &str| -> Result<Option<SelectMergeStacktracesRequest>, JsonError> {
-            o.object(&[name])?
-                .map(|side| {
-                    SelectMergeStacktracesRequest::from_json(&side).map_err(|e| JsonError::In {
-                        field: name.to_owned(),
-                        inner: Box::new(e),
-                    })
-                })
-                .transpose()
-        };
-        Ok(DiffRequest {
-            left: side("left")?,
-            right: side("right")?,
-        })
-    }
-}
-
-impl FromJson for GetProfileStatsRequest {
-    fn from_json(_: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(GetProfileStatsRequest {})
-    }
-}
-
-impl FromJson for SelectMergeProfileRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SelectMergeProfileRequest {
-            profile_type_id: o.string(PROFILE_TYPE_ID)?,
-            label_selector: o.string(LABEL_SELECTOR)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-            max_nodes: o.int64(MAX_NODES)?,
-            stack_trace_selector: presence(o, STACK_TRACE_SELECTOR),
-            profile_id_selector: o.strings(PROFILE_ID_SELECTOR)?,
-            trace_id_selector: o.strings(TRACE_ID_SELECTOR)?,
-        })
-    }
-}
-
-impl FromJson for SelectSeriesRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(SelectSeriesRequest {
-            profile_type_id: o.string(PROFILE_TYPE_ID)?,
-            label_selector: o.string(LABEL_SELECTOR)?,
-            start: o.int64(START)?.unwrap_or(0),
-            end: o.int64(END)?.unwrap_or(0),
-            group_by: o.strings(&["groupBy", "group_by"])?,
-            step: o.double(&["step"])?,
-            aggregation: o
-                .enumeration(&["aggregation"], TimeSeriesAggregationType::from_str_name)?,
-            stack_trace_selector: presence(o, STACK_TRACE_SELECTOR),
-            limit: o.int64(&["limit"])?,
-            exemplar_type: o
-                .enumeration(
-                    &["exemplarType", "exemplar_type"],
-                    ExemplarType::from_str_name,
-                )?
-                .unwrap_or(0),
-        })
-    }
-}
-
-pub(super) fn label_pairs(labels: &[LabelPair]) -> Value {
-    Value::Array(
-        labels
-            .iter()
-            .map(|l| object(vec![("name", json!(l.name)), ("value", json!(l.value))]))
-            .collect(),
-    )
-}
-
-impl ToJson for ProfileTypesResponse {
-    fn to_json(&self) -> Value {
-        let types = self
-            .profile_types
-            .iter()
-            .map(|t| {
-                object(vec![
-                    ("ID", json!(t.id)),
-                    ("name", json!(t.name)),
-                    ("sampleType", json!(t.sample_type)),
-                    ("sampleUnit", json!(t.sample_unit)),
-                    ("periodType", json!(t.period_type)),
-                    ("periodUnit", json!(t.period_unit)),
-                ])
-            })
-            .collect();
-        object(vec![("profileTypes", Value::Array(types))])
-    }
-}
-
-impl ToJson for LabelNamesResponse {
-    fn to_json(&self) -> Value {
-        object(vec![("names", json!(self.names))])
-    }
-}
-
-impl ToJson for LabelValuesResponse {
-    fn to_json(&self) -> Value {
-        object(vec![("names", json!(self.names))])
-    }
-}
-
-impl ToJson for SeriesResponse {
-    fn to_json(&self) -> Value {
-        let sets = self
-            .labels_set
-            .iter()
-            .map(|l| object(vec![("labels", label_pairs(&l.labels))]))
-            .collect();
-        object(vec![("labelsSet", Value::Array(sets))])
-    }
-}
-
-/// Flame graph levels, each `{"values": ["0", "100", …]}`.
-fn levels_json(levels: &[Level]) -> Value {
-    levels
-        .iter()
-        .map(|l| {
-            object(vec![(
-                "values",
-                l.values.iter().map(|v| json!(v.to_string())).collect(),
-            )])
-        })
-        .collect()
-}
-
-impl ToJson for FlameGraph {
-    fn to_json(&self) -> Value {
-        object(vec![
-            ("names", json!(self.names)),
-            ("levels", levels_json(&self.levels)),
-            ("total", i64s(self.total)),
-            ("maxSelf", i64s(self.max_self)),
-        ])
-    }
-}
-
-impl ToJson for DiffResponse {
-    fn to_json(&self) -> Value {
-        let flamegraph = self.flamegraph.as_ref().map_or(Value::Null, |f| {
-            object(vec![
-                ("names", json!(f.names)),
-                ("levels", levels_json(&f.levels)),
-                ("total", i64s(f.total)),
-                ("maxSelf", i64s(f.max_self)),
-                ("leftTicks", i64s(f.left_ticks)),
-                ("rightTicks", i64s(f.right_ticks)),
-            ])
-        });
-        object(vec![("flamegraph", flamegraph)])
-    }
-}
-
-impl ToJson for GetProfileStatsResponse {
-    fn to_json(&self) -> Value {
-        object(vec![
-            ("dataIngested", self.data_ingested.then_some(true).into()),
-            ("oldestProfileTime", i64s(self.oldest_profile_time)),
-            ("newestProfileTime", i64s(self.newest_profile_time)),
-        ])
-    }
-}
-
-/// A bytes field as protojson writes it: padded standard base64, left out when empty.
-fn bytes_json(b: &[u8]) -> Value {
-    let mut out = String::new();
-    spanprof_format::json::base64::encode_into(b, &mut out);
-    Value::String(out)
-}
-
-impl ToJson for SelectMergeSpanProfileResponse {
-    fn to_json(&self) -> Value {
-        object(vec![
-            (
-                "flamegraph",
-                self.flamegraph
-                    .as_ref()
-                    .map_or(Value::Null, |f| f.to_json()),
-            ),
-            ("tree", bytes_json(&self.tree)),
-        ])
-    }
-}
-
-impl ToJson for SelectMergeStacktracesResponse {
-    fn to_json(&self) -> Value {
-        // The pprof form has no JSON writer here: the handler refuses it for JSON clients.
-        object(vec![
-            (
-                "flamegraph",
-                self.flamegraph
-                    .as_ref()
-                    .map_or(Value::Null, |f| f.to_json()),
-            ),
-            ("tree", bytes_json(&self.tree)),
-        ])
-    }
-}
-
-/// A `types.v1.Exemplar` as protojson.
-pub(super) fn exemplar_json(e: &Exemplar) -> Value {
-    object(vec![
-        ("timestamp", i64s(e.timestamp)),
-        ("profileId", json!(e.profile_id)),
-        ("spanId", json!(e.span_id)),
-        ("value", i64s(e.value)),
-        ("labels", label_pairs(&e.labels)),
-        ("traceId", json!(e.trace_id)),
-    ])
-}
-
-impl ToJson for SelectSeriesResponse {
-    fn to_json(&self) -> Value {
-        let series = self
-            .series
-            .iter()
-            .map(|s| {
-                let points = s
-                    .points
-                    .iter()
-                    .map(|p| {
-                        let exemplars = p.exemplars.iter().map(exemplar_json).collect();
-                        object(vec![
-                            ("value", f64v(p.value)),
-                            ("timestamp", i64s(p.timestamp)),
-                            ("exemplars", Value::Array(exemplars)),
-                        ])
-                    })
-                    .collect();
-                object(vec![
-                    ("labels", label_pairs(&s.labels)),
-                    ("points", Value::Array(points)),
-                ])
-            })
-            .collect();
-        object(vec![("series", Value::Array(series))])
+impl<'de> serde::Deserialize<'de> for PprofProfile {
+    fn deserialize<D: serde::Deserializer<'de>>(_: D) -> Result<Self, D::Error> {
+        Err(D::Error::custom(NO_PPROF_JSON))
     }
 }

@@ -9,7 +9,6 @@ use spanprof_store::series::Aggregation;
 use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{FlameTree, NodeId, DEFAULT_MAX_NODES};
 
-use super::json::ToJson;
 use super::messages::*;
 use super::{Codec, ConnectError};
 use crate::AppState;
@@ -656,13 +655,6 @@ pub async fn select_merge_profile(
         Ok(store.pprof(&sel)?)
     })
     .await
-}
-
-impl ToJson for spanprof_format::pprof::Profile {
-    fn to_json(&self) -> serde_json::Value {
-        // Never called: the handler refuses JSON before building one.
-        serde_json::json!({})
-    }
 }
 
 /// `SelectSeries`.

@@ -26,7 +26,7 @@ use crate::config::ServerSection;
 use crate::receivers::body::{decode, Rejection};
 use crate::routes::Routes;
 use crate::AppState;
-use json::{FromJson, JsonError, Obj, ToJson};
+use json::ToJson;
 
 /// The largest query request body, as sent and once decompressed: 1 MiB. A real one is a
 /// selector and a few names, under 1 KiB. Ingest's limits (32 MiB sent, 64 MiB decompressed)
@@ -143,7 +143,7 @@ async fn unary<Req, Resp, F, Fut>(
     method: F,
 ) -> Response
 where
-    Req: Message + Default + FromJson,
+    Req: Message + Default + serde::de::DeserializeOwned,
     Resp: Message + ToJson,
     F: FnOnce(AppState, Req, Codec) -> Fut,
     Fut: Future<Output = Result<Resp, ConnectError>>,
@@ -197,10 +197,7 @@ where
             } else {
                 raw.as_ref()
             };
-            serde_json::from_slice::<serde_json::Value>(text)
-                .map_err(|e| JsonError::Syntax(e.to_string()))
-                .and_then(|v| Obj::root(&v).and_then(|o| Req::from_json(&o)))
-                .map_err(|e| ConnectError::invalid(e.to_string()))
+            json::read::<Req>(text).map_err(|e| ConnectError::invalid(e.to_string()))
         }
     };
     let answer = match request {
@@ -213,7 +210,10 @@ where
     };
     let (content_type, bytes) = match codec {
         Codec::Proto => ("application/proto", reply.encode_to_vec()),
-        Codec::Json => ("application/json", reply.to_json().to_string().into_bytes()),
+        Codec::Json => match reply.to_json() {
+            Ok(bytes) => ("application/json", bytes),
+            Err(e) => return ConnectError::internal(e.to_string()).into_response(),
+        },
     };
     if bytes.len() >= 1024 && accepts_gzip(&headers) {
         (

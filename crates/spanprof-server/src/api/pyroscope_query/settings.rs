@@ -13,9 +13,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-use serde_json::Value;
 
-use super::json::{i64s, object, FromJson, JsonError, Obj, ToJson};
 use super::{unary, Codec, ConnectError};
 use crate::auth::Access;
 use crate::pyroscope_proto::settings::v1::{
@@ -105,53 +103,4 @@ async fn recording_rules(Path(method): Path<String>) -> ConnectError {
         "settings.v1.RecordingRulesService/{method} is not served here: spanprof has no \
          recording rules"
     ))
-}
-
-impl FromJson for GetSettingsRequest {
-    fn from_json(_: &Obj<'_>) -> Result<Self, JsonError> {
-        Ok(GetSettingsRequest {})
-    }
-}
-
-impl FromJson for SetSettingsRequest {
-    fn from_json(o: &Obj<'_>) -> Result<Self, JsonError> {
-        let setting = o
-            .object(&["setting"])?
-            .map(|s| {
-                Ok::<_, JsonError>(Setting {
-                    name: s.string(&["name"])?,
-                    value: s.string(&["value"])?,
-                    // The proto field is named so: protojson has no other name for it.
-                    modified_at: s.int64(&["modifiedAt"])?.unwrap_or(0),
-                })
-            })
-            .transpose()?;
-        Ok(SetSettingsRequest { setting })
-    }
-}
-
-fn setting_json(s: &Setting) -> Value {
-    object(vec![
-        ("name", Value::String(s.name.clone())),
-        ("value", Value::String(s.value.clone())),
-        ("modifiedAt", i64s(s.modified_at)),
-    ])
-}
-
-impl ToJson for GetSettingsResponse {
-    fn to_json(&self) -> Value {
-        object(vec![(
-            "settings",
-            Value::Array(self.settings.iter().map(setting_json).collect()),
-        )])
-    }
-}
-
-impl ToJson for SetSettingsResponse {
-    fn to_json(&self) -> Value {
-        object(vec![(
-            "setting",
-            self.setting.as_ref().map_or(Value::Null, setting_json),
-        )])
-    }
 }
