@@ -191,8 +191,28 @@ pub fn with_fields(mut map: Map<String, Value>, more: Value) -> Map<String, Valu
     map
 }
 
+/// Writes the `group=trace` page into `body`: the count, the type of the `cpu` values (`t`)
+/// and the traces from `offset`, at most `limit`.
+pub fn put_trace_page(
+    body: &mut Value,
+    groups: &[TraceGroup],
+    t: Option<&ProfileTypeId>,
+    (offset, limit): (usize, usize),
+) {
+    body["count"] = groups.len().into();
+    body["unit"] = t.map(|t| t.sample_unit.clone()).into();
+    body["profile_type"] = t.map(ToString::to_string).into();
+    body["traces"] = groups
+        .iter()
+        .skip(offset)
+        .take(limit)
+        .map(trace_group_json)
+        .collect::<Vec<_>>()
+        .into();
+}
+
 /// One trace of the span list's `group=trace` answer, as both data sources write it.
-pub fn trace_group_json(g: &TraceGroup) -> Value {
+fn trace_group_json(g: &TraceGroup) -> Value {
     json!({
         "trace_id": to_hex(&g.trace_id),
         "root_name": g.root.as_ref().map(|r| &r.0),

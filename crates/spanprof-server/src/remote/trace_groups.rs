@@ -14,7 +14,7 @@ use super::span_list::{matches, search_note, traces_of, MAX_GROUPED_TRACES};
 use super::span_values::{span_values, ValuesFrom};
 use super::views::{view_type, with_values_from};
 use super::Remote;
-use crate::answer::{trace_group_json, ApiError};
+use crate::answer::{put_trace_page, ApiError};
 
 /// A trace's spans in `[from, to]` ns (overlapping it, as the embedded store keeps them).
 fn in_range(spans: Vec<SpanRecord>, q: &SpanQuery) -> Vec<SpanRecord> {
@@ -107,17 +107,8 @@ pub async fn search(
     sort_trace_groups(&mut groups, order, descending);
     // The embedded answer names the type only when some span of the groups has samples.
     let t = t.filter(|_| groups.iter().any(|g| g.cpu > 0));
-    body["count"] = groups.len().into();
+    put_trace_page(&mut body, &groups, t.as_ref(), (offset, limit));
     body["more"] = found.more.into();
-    body["unit"] = t.as_ref().map(|t| t.sample_unit.clone()).into();
-    body["profile_type"] = t.as_ref().map(ToString::to_string).into();
-    body["traces"] = groups
-        .iter()
-        .skip(offset)
-        .take(limit)
-        .map(trace_group_json)
-        .collect::<Vec<_>>()
-        .into();
     body["remote"] = with_values_from(search_note(), from);
     Ok(body)
 }

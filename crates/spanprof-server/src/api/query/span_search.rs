@@ -17,7 +17,7 @@ use super::spans::{
     comparison, point_to_sampled_ancestors_found, profiles_without_spans, type_param,
     unknown_service, CoverageOf,
 };
-use crate::answer::{span_points_json, trace_group_json};
+use crate::answer::{put_trace_page, span_points_json};
 use crate::AppState;
 
 /// Spans (or traces) a page holds when `limit` is not given.
@@ -198,16 +198,7 @@ pub async fn search(
         if by_trace {
             let (mut groups, t) = store.trace_groups(&q, &found, wanted_type)?;
             sort_trace_groups(&mut groups, order, descending);
-            body["count"] = groups.len().into();
-            body["unit"] = t.as_ref().map(|t| t.sample_unit.clone()).into();
-            body["profile_type"] = t.as_ref().map(ToString::to_string).into();
-            body["traces"] = groups
-                .iter()
-                .skip(offset)
-                .take(limit)
-                .map(trace_group_json)
-                .collect::<Vec<_>>()
-                .into();
+            put_trace_page(&mut body, &groups, t.as_ref(), (offset, limit));
         } else {
             if order == SpanOrder::Cpu {
                 store.add_span_cpu(&mut found, wanted_type)?;
