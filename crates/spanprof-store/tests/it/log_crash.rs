@@ -1,6 +1,8 @@
 //! The crash test of the record log: a child process (this test binary, re-executed) appends
 //! records and rotates segments without pause and prints the sequence number of each record
-//! only after `append` returned; the parent kills it with SIGKILL at random moments, reopens
+//! only after `append` returned; the parent kills it with SIGKILL at moments it picks at
+//! random among the child's own events (as it starts opening the log, or after its n-th
+//! acknowledgement, while the next append runs), reopens
 //! the log and checks that every acknowledged record is there, intact, in order, that nothing
 //! but a torn tail was found wrong, and that appends continue.
 //!
@@ -107,18 +109,33 @@ fn log_keeps_acknowledged_records_through_sigkill() {
         let mut child = spawn_child(dir.path(), round, seed);
         let (acks, stderr) = collect_output(&mut child);
         let mut round_acks = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let next = || acks.recv_timeout(deadline.saturating_duration_since(Instant::now()));
         if rng.below(5) == 0 {
-            // Kill it while it opens and recovers the log, or just after.
+            // Kill it as it starts to open and recover the log.
             early_kills += 1;
-            // A random kill point, not a wait for anything: parking ends it early at worst.
-            thread::park_timeout(Duration::from_micros(rng.below(20_000)));
+            loop {
+                match next() {
+                    Ok(Event::Opening) => break,
+                    Ok(Event::Ack(seq)) => round_acks.push(seq),
+                    Err(_) => {
+                        child.kill().unwrap();
+                        child.wait().unwrap();
+                        panic!(
+                            "round {round}: the child did not start opening the log within 10 s; its stderr:\n{}",
+                            stderr.join().unwrap()
+                        );
+                    }
+                }
+            }
         } else {
+            // Kill it after its `want`-th acknowledgement: it appends without pause, so the
+            // kill lands in the next append or rotation.
             let want = 1 + rng.below(30) as usize;
-            let deadline = Instant::now() + Duration::from_secs(10);
             while round_acks.len() < want {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match acks.recv_timeout(left) {
-                    Ok(seq) => round_acks.push(seq),
+                match next() {
+                    Ok(Event::Opening) => {}
+                    Ok(Event::Ack(seq)) => round_acks.push(seq),
                     Err(_) => break,
                 }
             }
@@ -132,12 +149,14 @@ fn log_keeps_acknowledged_records_through_sigkill() {
                     stderr.join().unwrap()
                 );
             }
-            thread::park_timeout(Duration::from_micros(rng.below(4_000)));
         }
         child.kill().unwrap();
         let status = child.wait().unwrap();
         // The pipe closes when the child is gone: whatever it printed before dying arrives.
-        round_acks.extend(acks.iter());
+        round_acks.extend(acks.iter().filter_map(|e| match e {
+            Event::Ack(seq) => Some(seq),
+            Event::Opening => None,
+        }));
         let stderr = stderr.join().unwrap();
         assert_eq!(
             status.signal(),
@@ -222,17 +241,31 @@ fn spawn_child(dir: &Path, round: u64, seed: u64) -> Child {
         .unwrap()
 }
 
-/// Acknowledged sequence numbers as the child prints them, and its whole stderr once it ends.
-fn collect_output(child: &mut Child) -> (mpsc::Receiver<u64>, thread::JoinHandle<String>) {
+/// What the child prints on stdout, in order.
+enum Event {
+    /// It is about to open (and recover) the log.
+    Opening,
+    /// The record with this sequence number was appended.
+    Ack(u64),
+}
+
+/// The child's events as it prints them, and its whole stderr once it ends.
+fn collect_output(child: &mut Child) -> (mpsc::Receiver<Event>, thread::JoinHandle<String>) {
     let (tx, rx) = mpsc::channel();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     thread::spawn(move || {
         let mut line = String::new();
         while stdout.read_line(&mut line).unwrap_or(0) > 0 {
             // A line cut short by the kill was not acknowledged.
-            let ack = line.strip_prefix("ack ").and_then(|l| l.strip_suffix('\n'));
-            if let Some(seq) = ack {
-                tx.send(seq.parse().unwrap()).unwrap();
+            let event = match line.strip_suffix('\n') {
+                Some("opening") => Some(Event::Opening),
+                Some(l) => l
+                    .strip_prefix("ack ")
+                    .map(|s| Event::Ack(s.parse().unwrap())),
+                None => None,
+            };
+            if let Some(event) = event {
+                tx.send(event).unwrap();
             }
             line.clear();
         }
@@ -279,9 +312,16 @@ fn verify_log(log: &Log, round: u64) -> BTreeSet<u64> {
 /// `ack <seq>` after each append returned. Ends only when killed (or after a minute, or when
 /// the parent is gone).
 fn write_until_killed(dir: &Path, round: u64, seed: u64) {
+    let mut stdout = std::io::stdout().lock();
+    // On a line of its own: libtest has printed "test <name> ... " without a newline.
+    if writeln!(stdout, "\nopening")
+        .and_then(|()| stdout.flush())
+        .is_err()
+    {
+        return;
+    }
     let (log, _) = Log::open(LogConfig::new(dir), first_record).expect("child: open");
     let mut rng = Rng::new(seed ^ round.wrapping_mul(0x9e37_79b9));
-    let mut stdout = std::io::stdout().lock();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seq = round << 32;
     for n in 1.. {
