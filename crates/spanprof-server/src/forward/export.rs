@@ -124,55 +124,62 @@ impl Exporter {
             req.headers_mut()
                 .insert("content-encoding", HeaderValue::from_static("gzip"));
         }
+        let answer = match self.send_whole(req).await {
+            Ok(answer) => answer,
+            Err(outcome) => return outcome,
+        };
+        answer.outcome(|a| {
+            let protobuf = a
+                .content_type
+                .as_deref()
+                .is_some_and(|v| v.starts_with("application/x-protobuf"));
+            failure_text(protobuf, &a.body)
+        })
+    }
+
+    /// Sends a plain HTTP request and reads its answer whole; a send that failed is its
+    /// outcome already.
+    async fn send_whole(&self, req: Request<Full<Bytes>>) -> Result<WholeAnswer, Outcome> {
         let response = match self.client.request(req).await {
             Ok(r) => r,
-            Err(e) => return unreachable(&e),
+            Err(e) => return Err(unreachable(&e)),
         };
         let status = response.status();
         let after = retry_after(response.headers());
-        let protobuf = response
+        let content_type = response
             .headers()
             .get("content-type")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/x-protobuf"));
+            .map(str::to_owned);
         let body = response
             .into_body()
             .collect()
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
-        if status.is_success() {
-            return Outcome::Delivered;
-        }
-        let reason = format!("HTTP {status}: {}", failure_text(protobuf, &body));
-        http_outcome(status, reason, after)
+        Ok(WholeAnswer {
+            status,
+            after,
+            content_type,
+            body,
+        })
     }
 
     /// One `push.v1` call; `message` is the `PushRequest` (see [`super::push`]), its
     /// profiles already gzipped when `gzip` is set (Pyroscope reads them either way).
     async fn push(&self, message: Bytes) -> Outcome {
         let req = self.request(super::push::PUSH_PATH, "application/proto", message);
-        let response = match self.client.request(req).await {
-            Ok(r) => r,
-            Err(e) => return unreachable(&e),
+        let answer = match self.send_whole(req).await {
+            Ok(answer) => answer,
+            Err(outcome) => return outcome,
         };
-        let status = response.status();
-        let after = retry_after(response.headers());
-        let body = response
-            .into_body()
-            .collect()
-            .await
-            .map(|c| c.to_bytes())
-            .unwrap_or_default();
-        if status.is_success() {
-            return Outcome::Delivered;
-        }
         // A Connect error is JSON `{"code": …, "message": …}`.
-        let text = serde_json::from_slice::<serde_json::Value>(&body)
-            .ok()
-            .and_then(|v| v["message"].as_str().map(|m| snippet(m.as_bytes())))
-            .unwrap_or_else(|| snippet(&body));
-        http_outcome(status, format!("HTTP {status}: {text}"), after)
+        answer.outcome(|a| {
+            serde_json::from_slice::<serde_json::Value>(&a.body)
+                .ok()
+                .and_then(|v| v["message"].as_str().map(|m| snippet(m.as_bytes())))
+                .unwrap_or_else(|| snippet(&a.body))
+        })
     }
 
     async fn grpc(&self, signal: Signal, message: Bytes) -> Outcome {
@@ -240,6 +247,26 @@ const ENDPOINT_REFUSED: &str = "the endpoint refuses every export (check its add
 /// endpoint rather than the export (a wrong path or port, missing credentials: 401, 403,
 /// 404, 405, 407, 421), which are retried too: dropped, every export would be lost until
 /// someone reads the log, where queued, they go once the configuration is fixed.
+/// A plain HTTP export's answer, read whole.
+struct WholeAnswer {
+    status: StatusCode,
+    /// Its `Retry-After`.
+    after: Option<Duration>,
+    content_type: Option<String>,
+    body: Bytes,
+}
+
+impl WholeAnswer {
+    /// Delivered on a 2xx; else what its status means, `text` reading what the peer said.
+    fn outcome(&self, text: impl FnOnce(&Self) -> String) -> Outcome {
+        let status = self.status;
+        if status.is_success() {
+            return Outcome::Delivered;
+        }
+        http_outcome(status, format!("HTTP {status}: {}", text(self)), self.after)
+    }
+}
+
 fn http_outcome(status: StatusCode, reason: String, after: Option<Duration>) -> Outcome {
     match status.as_u16() {
         429 | 502 | 503 | 504 => Outcome::Retry { after, reason },
