@@ -24,6 +24,25 @@ impl Response {
     }
 }
 
+/// GET `path` from `addr` (30 s at most) as JSON; panics naming the path unless the answer
+/// is a 200 with a JSON body.
+pub fn get_json(addr: &str, path: &str) -> serde_json::Value {
+    let r = get(addr, path, Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("GET {addr}{path}: {e}"));
+    assert_eq!(
+        r.status,
+        200,
+        "GET {addr}{path}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
+    serde_json::from_slice(&r.body).unwrap_or_else(|e| {
+        panic!(
+            "GET {addr}{path}: {e}: {}",
+            String::from_utf8_lossy(&r.body)
+        )
+    })
+}
+
 /// `GET path` from `addr` (`host:port`); `timeout` bounds each read and write.
 pub fn get(addr: &str, path: &str, timeout: Duration) -> io::Result<Response> {
     request(addr, "GET", path, &[], &[], timeout)

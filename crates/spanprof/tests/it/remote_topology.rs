@@ -18,24 +18,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use spanprof_server::config::ScrapeTarget;
 use spanprof_server::replicas::Replicas;
-use support::http::get;
+use support::http::{get, get_json as json};
 use support::serve::{free_port, Server};
 use support::{poll, process_dir, GoApp};
 
 fn answer(addr: &str, path: &str) -> (u16, Vec<u8>) {
     let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
     (r.status, r.body)
-}
-
-fn json(addr: &str, path: &str) -> Value {
-    let (status, body) = answer(addr, path);
-    assert_eq!(
-        status,
-        200,
-        "GET {addr}{path}: {}",
-        String::from_utf8_lossy(&body)
-    );
-    serde_json::from_slice(&body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
 }
 
 /// A collector's config: no store, the scrape list (its share by `replica`), and the three

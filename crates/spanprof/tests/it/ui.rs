@@ -22,7 +22,7 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use support::http::get;
+use support::http::{get, get_json as json};
 use support::serve::{free_port, Server};
 use support::{process_dir, run, scratch_dir, workspace_root};
 
@@ -33,18 +33,6 @@ pub(crate) const INSTALL_BROWSER: &str =
 
 /// The whole browser script (it waits for each step itself, 20 s at most each).
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn json(addr: &str, path: &str) -> Value {
-    let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    assert_eq!(
-        r.status,
-        200,
-        "GET {path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&r.body)
-        .unwrap_or_else(|e| panic!("GET {path}: {e}: {}", String::from_utf8_lossy(&r.body)))
-}
 
 /// `spanprof serve` on `addr` with `extra` flags; returns once it listens.
 fn serve(data: &Path, addr: &str, extra: &[&str]) -> Server {

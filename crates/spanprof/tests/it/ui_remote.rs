@@ -9,25 +9,11 @@
 
 use spanprof_testkit as support;
 
-use std::time::Duration;
-
-use serde_json::Value;
-use support::http::get;
+use support::http::get_json as json;
 use support::process_dir;
 use support::serve::{free_port, Server};
 
 use crate::ui::{browser_script, tool};
-
-fn json(addr: &str, path: &str) -> Value {
-    let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    assert_eq!(
-        r.status,
-        200,
-        "GET {addr}{path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
-}
 
 #[test]
 fn the_span_page_renders_over_the_remote_frontend_in_a_real_browser() {

@@ -17,22 +17,11 @@ use spanprof_testkit as support;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use support::http::get;
+use support::http::{get, get_json as json};
 use support::serve::{free_port, Server};
 use support::{poll, process_dir, GoApp};
 
 use crate::ui::{browser_script, tool};
-
-fn json(addr: &str, path: &str) -> Value {
-    let r = get(addr, path, Duration::from_secs(30)).unwrap_or_else(|e| panic!("GET {path}: {e}"));
-    assert_eq!(
-        r.status,
-        200,
-        "GET {path}: {}",
-        String::from_utf8_lossy(&r.body)
-    );
-    serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("GET {path}: {e}"))
-}
 
 #[test]
 fn a_span_is_understood_in_a_real_browser_on_the_demo_and_the_live_go_program() {
