@@ -37,7 +37,7 @@ fn spans_json(spans: &[(&str, &str, &str, &str)]) -> Vec<u8> {
 }
 
 /// `spanprof flame --data DATA --type cpu ARGS` as stack → value.
-fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
+pub(crate) fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
     let mut all = vec!["flame", "--data", data.to_str().unwrap(), "--type", "cpu"];
     all.extend_from_slice(args);
     let run = spanprof(&all);

@@ -6,28 +6,12 @@
 
 use spanprof_testkit as support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::time::Duration;
 
 use support::serve::Server;
-use support::{go_cpu_otlp, process_dir, spanprof};
+use support::{go_cpu_otlp, process_dir};
 
-/// `spanprof flame --data DATA --type cpu ARGS` as stack → value.
-fn flame(data: &Path, args: &[&str]) -> BTreeMap<String, i64> {
-    let mut all = vec!["flame", "--data", data.to_str().unwrap(), "--type", "cpu"];
-    all.extend_from_slice(args);
-    let run = spanprof(&all);
-    run.assert_no_panic().assert_success();
-    run.stdout
-        .lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            let (stack, v) = l.rsplit_once(' ').unwrap();
-            (stack.to_string(), v.parse().unwrap())
-        })
-        .collect()
-}
+use crate::forward::flame;
 
 const FORWARDED: &str = "spanprof_forwarded_records_total{forwarder=\"pyro\",signal=\"profiles\"}";
 const QUEUED: &str = "spanprof_forward_queued_records{forwarder=\"pyro\"}";
