@@ -9,13 +9,14 @@
 # one tenant (every profile carries tenant a's bearer token); credentials and two tenants
 # (tokens of tenants a and b alternating, each tenant its own store and pipeline). Prints
 # profiles/s of each run, the ratios to plain and the server's CPU µs per profile (less
-# sensitive to other load than profiles/s), per round and over all rounds. Defaults
-# (15 s, 32 clients, 2 rounds) take about 2 minutes after the build.
+# sensitive to other load than profiles/s), per round, and the median of the rounds' ratios (the
+# machine's noise moves single runs by up to a fifth; the order rotates each round). Defaults
+# (15 s, 32 clients, 3 rounds: one whole rotation) take about 3 minutes after the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-seconds=15 clients=32 rounds=2
+seconds=15 clients=32 rounds=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds="$2"; shift 2 ;;
@@ -83,25 +84,36 @@ run() {
 }
 
 echo "== push: $clients clients for $seconds s per run, server on 1 core, $rounds rounds"
+echo "   (each round runs the three in a rotated order, so no setup always runs first)"
 row() { printf "%-6s %10.0f %12.0f %12.0f %14.3f %14.3f %24s\n" "$@"; }
 printf "%-6s %10s %12s %12s %14s %14s %24s\n" round "plain /s" "auth 1 /s" "auth 2 /s" "auth 1/plain" "auth 2/plain" "CPU µs/profile p/1/2"
-sum_plain=0 sum_one=0 sum_two=0 cpu_plain=0 cpu_one=0 cpu_two=0
 ratio() { echo "$1 / $2" | bc -l; }
+# median N...: the middle value (the mean of the two middle ones for an even count).
+median() { printf "%s\n" "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+ratios_one=() ratios_two=() cpu_ratios_one=() cpu_ratios_two=()
 for r in $(seq 1 "$rounds"); do
-  read -r plain _ cp < <(run "plain$r" "")
-  read -r one _ c1 < <(run "one$r" "$token_a" --config "$tmp/auth.yaml")
-  read -r two _ c2 < <(run "two$r" "$token_a,$token_b" --config "$tmp/auth.yaml")
+  declare -A rate=() cpu=()
+  # Rotation: round 1 plain, one, two; round 2 one, two, plain; round 3 two, plain, one; ...
+  order=(plain one two)
+  for i in 0 1 2; do
+    setup="${order[$(( (i + r - 1) % 3 ))]}"
+    case "$setup" in
+      plain) read -r rate[plain] _ cpu[plain] < <(run "plain$r" "") ;;
+      one) read -r rate[one] _ cpu[one] < <(run "one$r" "$token_a" --config "$tmp/auth.yaml") ;;
+      two) read -r rate[two] _ cpu[two] < <(run "two$r" "$token_a,$token_b" --config "$tmp/auth.yaml") ;;
+    esac
+  done
   [ -d "$tmp/two$r-data/tenants/a" ] && [ -d "$tmp/two$r-data/tenants/b" ] \
     || { echo "bench: the tenants' stores are missing" >&2; exit 1; }
-  row "$r" "$plain" "$one" "$two" "$(ratio "$one" "$plain")" "$(ratio "$two" "$plain")" \
-    "$(printf "%.0f/%.0f/%.0f" "$cp" "$c1" "$c2")"
-  cpu_plain="$(echo "$cpu_plain + $cp" | bc -l)"
-  cpu_one="$(echo "$cpu_one + $c1" | bc -l)"
-  cpu_two="$(echo "$cpu_two + $c2" | bc -l)"
-  sum_plain="$(echo "$sum_plain + $plain" | bc -l)"
-  sum_one="$(echo "$sum_one + $one" | bc -l)"
-  sum_two="$(echo "$sum_two + $two" | bc -l)"
+  row "$r" "${rate[plain]}" "${rate[one]}" "${rate[two]}" "$(ratio "${rate[one]}" "${rate[plain]}")" \
+    "$(ratio "${rate[two]}" "${rate[plain]}")" \
+    "$(printf "%.0f/%.0f/%.0f" "${cpu[plain]}" "${cpu[one]}" "${cpu[two]}")"
+  ratios_one+=("$(ratio "${rate[one]}" "${rate[plain]}")")
+  ratios_two+=("$(ratio "${rate[two]}" "${rate[plain]}")")
+  cpu_ratios_one+=("$(ratio "${cpu[one]}" "${cpu[plain]}")")
+  cpu_ratios_two+=("$(ratio "${cpu[two]}" "${cpu[plain]}")")
+  unset rate cpu
 done
-row all "$(ratio "$sum_plain" "$rounds")" "$(ratio "$sum_one" "$rounds")" "$(ratio "$sum_two" "$rounds")" \
-  "$(ratio "$sum_one" "$sum_plain")" "$(ratio "$sum_two" "$sum_plain")" \
-  "$(printf "%.0f/%.0f/%.0f" "$(ratio "$cpu_plain" "$rounds")" "$(ratio "$cpu_one" "$rounds")" "$(ratio "$cpu_two" "$rounds")")"
+printf "median of the rounds' ratios to plain: profiles/s auth 1 %.3f, auth 2 %.3f; CPU per profile auth 1 %.3f, auth 2 %.3f\n" \
+  "$(median "${ratios_one[@]}")" "$(median "${ratios_two[@]}")" \
+  "$(median "${cpu_ratios_one[@]}")" "$(median "${cpu_ratios_two[@]}")"
