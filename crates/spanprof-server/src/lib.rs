@@ -87,6 +87,54 @@ pub struct AppState {
     pub remote: Option<Arc<remote::Remote>>,
 }
 
+// The parts handlers take instead of the whole state (axum's `FromRef`): a handler sees
+// only what it uses.
+impl axum::extract::FromRef<AppState> for api::Queries {
+    fn from_ref(app: &AppState) -> Self {
+        api::Queries {
+            store: Arc::clone(&app.store),
+            slots: Arc::clone(&app.query_slots),
+            config: Arc::clone(&app.config),
+            remote: app.remote.clone(),
+            span_keys: Arc::clone(&app.span_keys),
+        }
+    }
+}
+
+impl axum::extract::FromRef<AppState> for health::Readiness {
+    fn from_ref(app: &AppState) -> Self {
+        health::Readiness {
+            pipeline: app.pipeline.clone(),
+            metrics: Arc::clone(&app.metrics),
+            query_timeout: app.config.server.query_timeout,
+        }
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.metrics)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<ServerConfig> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.config)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<settings::Settings> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.settings)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Bound {
+    fn from_ref(app: &AppState) -> Self {
+        app.bound.clone()
+    }
+}
+
 /// Every route of the main listener; request bodies up to `max_body_bytes`.
 fn main_routes(max_body_bytes: usize) -> Routes {
     Routes::new()

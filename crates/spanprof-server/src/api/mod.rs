@@ -14,7 +14,8 @@ use spanprof_store::query_limit::{self, QueryLimit};
 use spanprof_store::store::Store;
 use tokio::sync::Semaphore;
 
-use crate::AppState;
+use crate::config::ServerConfig;
+use crate::span_keys::SpanKeys;
 
 pub use crate::answer::{MAX_ANSWER_LABEL_BYTES, MAX_TRACE_SPANS};
 
@@ -39,17 +40,33 @@ pub fn tenant_query_slots(several_tenants: bool) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(if several_tenants { all - 1 } else { all }))
 }
 
-/// Runs `query` over `app`'s store with its tenant's query slots and the query timeout
+/// What the query handlers take of a tenant's state: where they read and how long they may
+/// take. Made from [`crate::AppState`] by axum's `FromRef`.
+#[derive(Clone)]
+pub struct Queries {
+    /// The embedded store.
+    pub store: Arc<Store>,
+    /// The query slots the tenant may hold at once ([`tenant_query_slots`]).
+    pub slots: Arc<Semaphore>,
+    /// The configuration (`server.query_timeout`, `span_profiles_include_children`, `demo`).
+    pub config: Arc<ServerConfig>,
+    /// The remote pair queries are answered from; `None`: the embedded store.
+    pub remote: Option<Arc<crate::remote::Remote>>,
+    /// Sample labels seen holding span ids under keys that are no link keys (answers name them).
+    pub span_keys: Arc<SpanKeys>,
+}
+
+/// Runs `query` over the store with the tenant's query slots and the query timeout
 /// (see [`run_query`]).
 pub async fn run_app_query<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> T + Send + 'static,
 ) -> Result<T, String> {
-    let store = Arc::clone(&app.store);
+    let store = Arc::clone(&queries.store);
     run_tenant_query(
-        &app.query_slots,
+        &queries.slots,
         store,
-        app.config.server.query_timeout,
+        queries.config.server.query_timeout,
         query,
     )
     .await

@@ -12,7 +12,7 @@ use super::error::{blocking, json_text, ApiError};
 use super::flame::{flame_of, max_nodes, summary_json};
 use super::params::{self, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
-use crate::AppState;
+use crate::api::Queries;
 
 /// What the left side is when it is derived from the right (`baseline=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +44,7 @@ const SLOW_ABOVE_PERCENTILE: f64 = 90.0;
 
 /// `GET /api/v1/diff`.
 pub async fn diff(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -74,7 +74,7 @@ pub async fn diff(
             now,
         )?),
     };
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let (left, right) = match (left, baseline) {
             (Some(left), _) => (left.selection, right.selection),
             (None, Some(b)) => {
@@ -98,7 +98,7 @@ pub async fn diff(
         };
         return crate::remote::answers::diff(remote, &left, &right, max_nodes).await;
     }
-    let body = blocking(&app, move |store| {
+    let body = blocking(&queries, move |store| {
         right.check_type(store)?;
         let (left, right) = match (left, baseline) {
             (Some(left), _) => {
