@@ -200,7 +200,7 @@ pub enum ServerError {
     Forward(#[from] forward::ForwardError),
     /// Scraping could not start.
     #[error("scraping: {0}")]
-    Scrape(String),
+    Scrape(#[from] receivers::scrape::ScrapeError),
     /// The demo recording could not be loaded.
     #[error("loading the demo data: {0}")]
     Demo(String),
@@ -277,7 +277,7 @@ pub async fn serve(
     if let Some(r) = config
         .receivers
         .replica_set()
-        .map_err(ServerError::Scrape)?
+        .map_err(receivers::scrape::ScrapeError::Replicas)?
     {
         r.split(&mut config.receivers.scrape);
     }

@@ -48,7 +48,7 @@ pub enum ForwardError {
     },
     /// The forwarders' names are unusable (each names itself in the message).
     #[error("{0}")]
-    Names(String),
+    Names(crate::config::ConfigError),
     /// A forwarder's on-disk queue failed.
     #[error("forwarder {name}: queue: {source}")]
     Queue {

@@ -27,17 +27,47 @@ use spanprof_store::store::Storing;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{ScrapeTarget, TlsSettings};
+use crate::config::{ConfigError, ScrapeTarget, TlsSettings};
 use crate::metrics::Receiver;
 use crate::pipeline::Work;
+use crate::tls::TlsError;
 use crate::AppState;
 
 type HttpClient = Client<crate::tls::Connector, Empty<Bytes>>;
 
+/// Why scraping could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// A target's settings cannot work (`receivers.scrape`).
+    #[error("scrape target {service:?}: {source}")]
+    Target {
+        /// The target's service.
+        service: String,
+        /// What is wrong.
+        #[source]
+        source: ConfigError,
+    },
+    /// The targets' share of this replica cannot be worked out (`receivers.replicas`).
+    #[error(transparent)]
+    Replicas(ConfigError),
+    /// No TLS client for `https://` targets (no trusted certificates, a wrong file).
+    #[error("{}{source}", service.as_ref().map(|s| format!("scrape target {s:?}: ")).unwrap_or_default())]
+    Tls {
+        /// The target whose own TLS settings fail; `None`: the shared client's.
+        service: Option<String>,
+        /// What failed.
+        #[source]
+        source: TlsError,
+    },
+}
+
 /// Starts one task per (target, profile kind); fails when an `https://` target's
 /// certificates cannot be checked (none are trusted).
-pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandle<()>>, String> {
-    let client = |https: bool, tls: &TlsSettings| -> Result<HttpClient, String> {
+pub fn start(
+    app: AppState,
+    stop: watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, ScrapeError> {
+    let client = |https: bool, tls: &TlsSettings| -> Result<HttpClient, TlsError> {
         Ok(Client::builder(TokioExecutor::new()).build(crate::tls::connector(https, false, tls)?))
     };
     // One client for the targets with the default TLS settings, one each for the others.
@@ -48,7 +78,10 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         .iter()
         .filter(|t| t.tenant == app.tenant)
         .any(|t| t.url.starts_with("https://") && t.tls.is_default());
-    let shared = client(https, &TlsSettings::default())?;
+    let shared = client(https, &TlsSettings::default()).map_err(|source| ScrapeError::Tls {
+        service: None,
+        source,
+    })?;
     let mut tasks = Vec::new();
     let mine = app
         .config
@@ -57,14 +90,19 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         .iter()
         .filter(|t| t.tenant == app.tenant);
     for target in mine.cloned().collect::<Vec<_>>() {
-        target
-            .check()
-            .map_err(|e| format!("scrape target {:?}: {e}", target.service))?;
+        target.check().map_err(|source| ScrapeError::Target {
+            service: target.service.clone(),
+            source,
+        })?;
         let client = if target.tls.is_default() {
             shared.clone()
         } else {
-            client(target.url.starts_with("https://"), &target.tls)
-                .map_err(|e| format!("scrape target {:?}: {e}", target.service))?
+            client(target.url.starts_with("https://"), &target.tls).map_err(|source| {
+                ScrapeError::Tls {
+                    service: Some(target.service.clone()),
+                    source,
+                }
+            })?
         };
         if target.tls.insecure_skip_verify {
             tracing::warn!(service = %target.service, url = %target.url, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the target");

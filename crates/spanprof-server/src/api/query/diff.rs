@@ -10,7 +10,7 @@ use spanprof_store::store::{Selection, SpanFilter, Store};
 
 use super::error::{blocking, json_text, ApiError};
 use super::flame::{flame_of, max_nodes, summary_json};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::api::Queries;
 
@@ -27,12 +27,12 @@ enum Baseline {
 }
 
 impl Baseline {
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, BadValue> {
         match s {
             "span_name" => Ok(Baseline::SpanName),
             "fast" => Ok(Baseline::Fast),
             "service" => Ok(Baseline::Service),
-            _ => Err("expected span_name, fast or service".to_owned()),
+            _ => Err(BadValue::Refused("expected span_name, fast or service")),
         }
     }
 }

@@ -10,7 +10,7 @@ use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NOD
 
 use super::error::{blocking, json_text, ApiError};
 use super::focus::{self, FOCUS_PARAM};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::api::Queries;
 
@@ -127,7 +127,7 @@ pub async fn top(
         .parsed("order", |s| match s {
             "self" => Ok(FunctionOrder::SelfValue),
             "total" => Ok(FunctionOrder::Total),
-            _ => Err("expected self or total".to_owned()),
+            _ => Err(BadValue::Refused("expected self or total")),
         })?
         .unwrap_or(FunctionOrder::SelfValue);
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);

@@ -11,7 +11,7 @@ use spanprof_store::store::{
 };
 
 use super::error::{blocking, ApiError};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{durations_in_order, span_range, time_range};
 use super::spans::{
     comparison, point_to_sampled_ancestors_found, profiles_without_spans, type_param,
@@ -134,14 +134,14 @@ fn span_query(p: &QueryParams) -> Result<SpanQuery, ApiError> {
 fn sort_params(p: &QueryParams) -> Result<(SpanOrder, bool), ApiError> {
     let order = p
         .parsed("sort", |s| {
-            SpanOrder::parse(s).ok_or_else(|| "expected duration, start, cpu or name".to_owned())
+            SpanOrder::parse(s).ok_or(BadValue::Refused("expected duration, start, cpu or name"))
         })?
         .unwrap_or(SpanOrder::Duration);
     let descending = p
         .parsed("order", |s| match s {
             "asc" => Ok(false),
             "desc" => Ok(true),
-            _ => Err("expected asc or desc".to_owned()),
+            _ => Err(BadValue::Refused("expected asc or desc")),
         })?
         .unwrap_or(order != SpanOrder::Name);
     Ok((order, descending))

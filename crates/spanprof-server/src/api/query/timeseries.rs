@@ -8,7 +8,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::series::{Aggregation, SeriesPoint};
 
 use super::error::{blocking, ApiError};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
 use crate::api::Queries;
 use crate::remote::series::SeriesAsk;
@@ -35,15 +35,15 @@ pub async fn timeseries(
     let q = SelectionQuery::parse(&p, params::now_ns())?;
     let step_ns = p
         .parsed("step", |s| match params::duration(s)? {
-            0 => Err("must be longer than 0".to_owned()),
-            d => i64::try_from(d).map_err(|_| "is too long".to_owned()),
+            0 => Err(BadValue::Refused("must be longer than 0")),
+            d => i64::try_from(d).map_err(|_| BadValue::Refused("is too long")),
         })?
         .unwrap_or(DEFAULT_STEP_NS as i64);
     let group_by = p.one("group_by")?.map(|x| x.value.to_owned());
     let aggregation = p.parsed("aggregation", |s| match s {
         "sum" => Ok(Aggregation::Sum),
         "average" => Ok(Aggregation::Average),
-        _ => Err("expected sum or average".to_owned()),
+        _ => Err(BadValue::Refused("expected sum or average")),
     })?;
     let exemplars = p
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
