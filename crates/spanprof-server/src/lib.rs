@@ -230,7 +230,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
     let demo = tokio::task::spawn_blocking(move || demo::load(now, &link))
         .await
         .expect("decoding the demo recording panicked")
-        .map_err(ServerError::Demo)?;
+        .map_err(|e| ServerError::Demo(e.to_string()))?;
     let (profiles, spans, samples) = (demo.profiles.len(), demo.spans.len(), demo.samples);
     let submit = |work| state.pipeline.submit(work, crate::metrics::Receiver::Demo);
     submit(pipeline::Work::Spans(demo.spans, None))
