@@ -109,7 +109,7 @@ pub enum DictError {
         /// Bytes such an id has (16 or 8).
         want: usize,
     },
-    /// Attribute values nested deeper than [`MAX_DEPTH`] levels.
+    /// Attribute values nested deeper than `MAX_DEPTH` (64) levels.
     #[error("attribute values nested deeper than {MAX_DEPTH} levels")]
     TooDeep,
     /// A field naming the reference (`key_strindex`), then what is wrong with it.

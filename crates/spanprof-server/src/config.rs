@@ -51,9 +51,54 @@ pub struct ServerConfig {
     pub remote: Option<remote::RemoteConfig>,
 }
 
+/// A configuration that cannot work: the message names the key (and its flag).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A setting that cannot work, and why, naming its key.
+    #[error("{0}")]
+    Invalid(String),
+    /// An error in one item of a list (`exporters "name"`, `receivers.scrape "service"`).
+    #[error("{item}: {source}")]
+    Within {
+        /// The item, as the user finds it in the file (`exporters "backup"`).
+        item: String,
+        /// What is wrong in it.
+        #[source]
+        source: Box<ConfigError>,
+    },
+    /// TLS settings of an endpoint the server connects to.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
+    /// The server's own TLS settings (`server.tls`).
+    #[error(transparent)]
+    ListenTls(#[from] crate::listen::tls::TlsError),
+}
+
+impl ConfigError {
+    /// `source` inside `item` of a list.
+    pub fn within(item: String, source: ConfigError) -> Self {
+        ConfigError::Within {
+            item,
+            source: Box::new(source),
+        }
+    }
+}
+
+impl From<String> for ConfigError {
+    fn from(message: String) -> Self {
+        ConfigError::Invalid(message)
+    }
+}
+
+impl From<&str> for ConfigError {
+    fn from(message: &str) -> Self {
+        ConfigError::Invalid(message.to_owned())
+    }
+}
+
 /// Each forwarder's name is letters, digits, `_` and `-` (it names its queue's directory,
 /// `forward/NAME` in the data directory, and its metrics), and used once.
-pub fn check_forwarder_names(forwarders: &[ForwarderConfig]) -> Result<(), String> {
+pub fn check_forwarder_names(forwarders: &[ForwarderConfig]) -> Result<(), ConfigError> {
     for (i, f) in forwarders.iter().enumerate() {
         let valid = !f.name.is_empty()
             && f.name
@@ -64,14 +109,16 @@ pub fn check_forwarder_names(forwarders: &[ForwarderConfig]) -> Result<(), Strin
                 "forwarder {:?}: a name is letters, digits, '_' and '-' (it names the \
                  forwarder's queue directory and metrics)",
                 f.name
-            ));
+            )
+            .into());
         }
         if forwarders[..i].iter().any(|g| g.name == f.name) {
             return Err(format!(
                 "forwarder {}: the name is used twice (exporters in the config file and \
                  --forward-otlp-grpc/--forward-otlp-http NAME=URL share names); give each its own",
                 f.name
-            ));
+            )
+            .into());
         }
     }
     Ok(())
@@ -79,7 +126,11 @@ pub fn check_forwarder_names(forwarders: &[ForwarderConfig]) -> Result<(), Strin
 
 /// Checks request headers (valid names and values) and that there is one authorization at
 /// most, counting `others` given another way (`ways` names the ways, for the message).
-fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Result<(), String> {
+fn check_headers(
+    headers: &[(String, String)],
+    others: usize,
+    ways: &str,
+) -> Result<(), ConfigError> {
     let mut authorizations = others;
     for (k, v) in headers {
         hyper::header::HeaderName::try_from(k.as_str())
@@ -89,7 +140,7 @@ fn check_headers(headers: &[(String, String)], others: usize, ways: &str) -> Res
         authorizations += usize::from(k.eq_ignore_ascii_case("authorization"));
     }
     if authorizations > 1 {
-        return Err(format!("more than one authorization ({ways}): give one"));
+        return Err(format!("more than one authorization ({ways}): give one").into());
     }
     Ok(())
 }
@@ -225,7 +276,7 @@ impl ScrapeTarget {
 
     /// Whether the target can be scraped as given: known profile kinds ([`SCRAPE_PROFILES`]),
     /// headers with valid names and values, one authorization at most.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if self.service.trim().is_empty() {
             return Err(
                 "the service name is empty: name the target as its tracer names \
@@ -238,7 +289,8 @@ impl ScrapeTarget {
                 "interval {}: must be whole seconds, at least 1s (a CPU window lasts \
                  whole seconds)",
                 format_duration(self.interval)
-            ));
+            )
+            .into());
         }
         if self.timeout.is_zero() {
             return Err("timeout 0s: a scrape needs some time to answer".into());
@@ -247,7 +299,8 @@ impl ScrapeTarget {
             return Err(format!(
                 "no profiles to take: give some of {}",
                 SCRAPE_PROFILES.join(", ")
-            ));
+            )
+            .into());
         }
         if let Some(kind) = self
             .profiles
@@ -257,7 +310,8 @@ impl ScrapeTarget {
             return Err(format!(
                 "unknown profile kind {kind:?}: use {}",
                 SCRAPE_PROFILES.join(", ")
-            ));
+            )
+            .into());
         }
         if let Some((_, kind)) = self
             .profiles
@@ -267,7 +321,8 @@ impl ScrapeTarget {
         {
             return Err(format!(
                 "profile kind {kind:?} is given twice: each would be stored, and counted, twice"
-            ));
+            )
+            .into());
         }
         if ["heap", "allocs"]
             .iter()
@@ -292,7 +347,7 @@ impl ScrapeTarget {
 
 /// Refuses two targets of the same service and URL: the target would be scraped twice and
 /// its data counted twice.
-pub fn check_scrape_targets(targets: &[ScrapeTarget]) -> Result<(), String> {
+pub fn check_scrape_targets(targets: &[ScrapeTarget]) -> Result<(), ConfigError> {
     for (i, t) in targets.iter().enumerate() {
         if targets[..i]
             .iter()
@@ -302,7 +357,8 @@ pub fn check_scrape_targets(targets: &[ScrapeTarget]) -> Result<(), String> {
                 "scrape target {:?} at {} is given twice: it would be scraped twice and its \
                  data counted twice",
                 t.service, t.url
-            ));
+            )
+            .into());
         }
     }
     Ok(())

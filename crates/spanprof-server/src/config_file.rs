@@ -121,7 +121,7 @@ pub fn load(path: &Path, mut base: ServerConfig) -> Result<ServerConfig, ConfigE
     base.server = file.server;
     if file.storage.backend == crate::config::remote::BackendKind::Remote {
         let section = file.storage.remote.clone().unwrap_or_default();
-        base.remote = Some(section.load().map_err(invalid)?);
+        base.remote = Some(section.load().map_err(|e| invalid(e.to_string()))?);
     }
     base.storage = file.storage;
     base.receivers = file.receivers;

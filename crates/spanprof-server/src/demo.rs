@@ -54,13 +54,36 @@ pub struct Demo {
     pub shift_ns: i64,
 }
 
+/// A part of the built-in recording that does not load (a build made from a bad recording).
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// A part that does not decode or convert: which (`recorded spans, line 3`) and why.
+    #[error("{part}: {reason}")]
+    Part {
+        /// The part.
+        part: String,
+        /// Why.
+        reason: String,
+    },
+    /// Nothing in it.
+    #[error("the recording is empty")]
+    Empty,
+}
+
+fn part(part: String, reason: impl std::fmt::Display) -> DemoError {
+    DemoError::Part {
+        part,
+        reason: reason.to_string(),
+    }
+}
+
 /// Decodes the recording and shifts it so that its last moment (the end of the last profile
 /// window or span) is `now_ns`.
-pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
+pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, DemoError> {
     let mut profiles = Vec::with_capacity(PROFILES.len());
     for (i, (name, bytes)) in PROFILES.iter().enumerate() {
         let mut p = pprof::decode(bytes, MAX_DECOMPRESSED)
-            .map_err(|e| format!("recorded profile {} ({name}): {e}", i + 1))?;
+            .map_err(|e| part(format!("recorded profile {} ({name})", i + 1), e))?;
         if *name == "cpu" {
             // Ended when sampling stopped, as a scrape ends its windows: Go dates them up to
             // 200 ms later, and a /cpu-heavy span in that time read "no CPU used".
@@ -68,24 +91,24 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         }
         profiles.push((*name, p));
     }
-    let raw = maybe_gunzip(SPANS, MAX_DECOMPRESSED).map_err(|e| format!("recorded spans: {e}"))?;
+    let raw =
+        maybe_gunzip(SPANS, MAX_DECOMPRESSED).map_err(|e| part("recorded spans".into(), e))?;
     let mut spans = Vec::new();
     for (i, line) in raw.split(|&b| b == b'\n').enumerate() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
         let mut request = decode_request_json(line)
-            .map_err(|e| format!("recorded spans, line {}: {e}", i + 1))?;
+            .map_err(|e| part(format!("recorded spans, line {}", i + 1), e))?;
         request
             .resource_spans
             .iter_mut()
             .for_each(otel::as_sdk_sends);
         let (mut batch, report) = spans_from_otlp(&request.resource_spans);
         if report.rejected > 0 {
-            return Err(format!(
-                "recorded spans, line {}: {:?}",
-                i + 1,
-                report.reasons
+            return Err(part(
+                format!("recorded spans, line {}", i + 1),
+                format!("{:?}", report.reasons),
             ));
         }
         spans.append(&mut batch);
@@ -96,7 +119,7 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         .map(|(_, p)| p.time_nanos.saturating_add(p.duration_nanos))
         .chain(spans.iter().map(|s| s.end_ns as i64))
         .max()
-        .ok_or("the recording is empty")?;
+        .ok_or(DemoError::Empty)?;
     let shift_ns = now_ns - end;
     let shift = |t: u64| (t as i64).saturating_add(shift_ns).max(0) as u64;
     for s in &mut spans {
@@ -125,7 +148,7 @@ pub fn load(now_ns: i64, link: &LinkConfig) -> Result<Demo, String> {
         let mut batch = Batch::new(Some(link.clone()));
         batch
             .add_pprof(&p, resource)
-            .map_err(|e| format!("recorded {name} profile: {e}"))?;
+            .map_err(|e| part(format!("recorded {name} profile"), e))?;
         out.push(batch.finish().0);
     }
     Ok(Demo {

@@ -4,9 +4,25 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use crate::auth::Access;
+use crate::metrics::Metrics;
+use crate::pipeline::Pipeline;
 use crate::routes::Routes;
-use crate::AppState;
+
+/// What readiness is judged from: the pipeline's writes, the forwarders' queues (in the
+/// metrics) and how long queries may take. Made from [`crate::AppState`] by axum's `FromRef`.
+#[derive(Clone)]
+pub struct Readiness {
+    /// Where receivers hand their data: is a batch failing or hanging?
+    pub pipeline: Pipeline,
+    /// The forwarders' queue figures (a queue filling faster than it drains is warned of).
+    pub metrics: Arc<Metrics>,
+    /// `server.query_timeout`: a query running far past it is a stalled query path.
+    pub query_timeout: Duration,
+}
 
 /// `/health`, `/ready` and `/live`: open to anyone (probes send no credentials).
 pub fn probes() -> Routes {
@@ -27,7 +43,7 @@ pub fn probes() -> Routes {
 /// A forwarder whose queue grows faster than it drains (full within hours at the pace of the
 /// last minute) is named below `ok`, with when it would be full: still ready (its queue holds
 /// what it cannot send yet), but someone should look before the queue drops anything.
-pub async fn health(State(app): State<AppState>) -> Response {
+pub async fn health(State(app): State<Readiness>) -> Response {
     match not_ready(&app) {
         None => {
             let mut body = "ok\n".to_owned();
@@ -45,13 +61,13 @@ pub async fn health(State(app): State<AppState>) -> Response {
 }
 
 /// Why the server is not ready (see [`health`]), or `None` when it is.
-pub fn not_ready(app: &AppState) -> Option<String> {
-    if let Some(took) = crate::api::stalled_query(app.config.server.query_timeout) {
+pub fn not_ready(app: &Readiness) -> Option<String> {
+    if let Some(took) = crate::api::stalled_query(app.query_timeout) {
         return Some(format!(
             "a query has run for {} s, far past server.query_timeout ({} s): the query path \
              hangs (a read that does not answer?), and queries wait for a slot behind it",
             took.as_secs(),
-            app.config.server.query_timeout.as_secs()
+            app.query_timeout.as_secs()
         ));
     }
     if let Some(took) = app.pipeline.stalled() {
@@ -82,6 +98,6 @@ pub async fn live() -> &'static str {
 
 /// `grpc.health.v1.Health/Check`: SERVING while `/health` says ok, else NOT_SERVING, for the
 /// server as a whole whatever service the request names.
-pub async fn grpc_check(State(app): State<AppState>) -> Response {
+pub async fn grpc_check(State(app): State<Readiness>) -> Response {
     crate::grpc::health::answer(not_ready(&app).is_none())
 }

@@ -87,6 +87,54 @@ pub struct AppState {
     pub remote: Option<Arc<remote::Remote>>,
 }
 
+// The parts handlers take instead of the whole state (axum's `FromRef`): a handler sees
+// only what it uses.
+impl axum::extract::FromRef<AppState> for api::Queries {
+    fn from_ref(app: &AppState) -> Self {
+        api::Queries {
+            store: Arc::clone(&app.store),
+            slots: Arc::clone(&app.query_slots),
+            config: Arc::clone(&app.config),
+            remote: app.remote.clone(),
+            span_keys: Arc::clone(&app.span_keys),
+        }
+    }
+}
+
+impl axum::extract::FromRef<AppState> for health::Readiness {
+    fn from_ref(app: &AppState) -> Self {
+        health::Readiness {
+            pipeline: app.pipeline.clone(),
+            metrics: Arc::clone(&app.metrics),
+            query_timeout: app.config.server.query_timeout,
+        }
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Metrics> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.metrics)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<ServerConfig> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.config)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<settings::Settings> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.settings)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Bound {
+    fn from_ref(app: &AppState) -> Self {
+        app.bound.clone()
+    }
+}
+
 /// Every route of the main listener; request bodies up to `max_body_bytes`.
 fn main_routes(max_body_bytes: usize) -> Routes {
     Routes::new()
@@ -152,7 +200,7 @@ pub enum ServerError {
     Forward(#[from] forward::ForwardError),
     /// Scraping could not start.
     #[error("scraping: {0}")]
-    Scrape(String),
+    Scrape(#[from] receivers::scrape::ScrapeError),
     /// The demo recording could not be loaded.
     #[error("loading the demo data: {0}")]
     Demo(String),
@@ -182,7 +230,7 @@ async fn load_demo(state: &AppState) -> Result<(), ServerError> {
     let demo = tokio::task::spawn_blocking(move || demo::load(now, &link))
         .await
         .expect("decoding the demo recording panicked")
-        .map_err(ServerError::Demo)?;
+        .map_err(|e| ServerError::Demo(e.to_string()))?;
     let (profiles, spans, samples) = (demo.profiles.len(), demo.spans.len(), demo.samples);
     let submit = |work| state.pipeline.submit(work, crate::metrics::Receiver::Demo);
     submit(pipeline::Work::Spans(demo.spans, None))
@@ -229,7 +277,7 @@ pub async fn serve(
     if let Some(r) = config
         .receivers
         .replica_set()
-        .map_err(ServerError::Scrape)?
+        .map_err(receivers::scrape::ScrapeError::Replicas)?
     {
         r.split(&mut config.receivers.scrape);
     }

@@ -14,6 +14,59 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
+/// Why TLS settings of an endpoint the server connects to cannot work; each names the
+/// setting (and file) that is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TlsError {
+    /// No trusted certificates to check `https://` peers with (the reason they were not found).
+    #[error(
+        "no trusted certificates to check https:// endpoints with ({0}): install the system's \
+         CA certificates (ca-certificates), set SSL_CERT_FILE to a PEM file, or give the \
+         endpoint tls.ca_file"
+    )]
+    NoRoots(String),
+    /// A PEM file of `setting` could not be read or parsed.
+    #[error("{setting} {}: {reason}", file.display())]
+    File {
+        /// The setting naming the file (`tls.ca_file`).
+        setting: &'static str,
+        /// The file.
+        file: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A certificate file without any certificate in it.
+    #[error(
+        "{setting} {}: no certificate in it (a PEM file with BEGIN CERTIFICATE blocks)",
+        file.display()
+    )]
+    NoCertificate {
+        /// The setting naming the file.
+        setting: &'static str,
+        /// The file.
+        file: PathBuf,
+    },
+    /// The client certificate and key do not make a client identity (rustls' reason).
+    #[error("tls.cert_file and tls.key_file: {0}")]
+    ClientIdentity(String),
+    /// `tls.cert_file` given alone.
+    #[error("tls.cert_file needs tls.key_file (its private key)")]
+    CertWithoutKey,
+    /// `tls.key_file` given alone.
+    #[error("tls.key_file needs tls.cert_file (its certificate)")]
+    KeyWithoutCert,
+    /// TLS settings given for an `http://` url.
+    #[error("tls settings are for an https:// url; this one is http://")]
+    NotHttps,
+}
+
+// Callers that still report errors as text (the remote client) take it with `?`.
+impl From<TlsError> for String {
+    fn from(e: TlsError) -> String {
+        e.to_string()
+    }
+}
+
 /// Makes plain TCP connections for `http://` and TLS ones for `https://`.
 pub(crate) type Connector = HttpsConnector<HttpConnector>;
 
@@ -25,7 +78,7 @@ pub(crate) fn connector(
     https: bool,
     http2: bool,
     settings: &TlsSettings,
-) -> Result<Connector, String> {
+) -> Result<Connector, TlsError> {
     let builder = HttpsConnectorBuilder::new();
     let builder = if !https {
         // Never used: every endpoint is plain HTTP.
@@ -34,7 +87,9 @@ pub(crate) fn connector(
             .with_no_client_auth();
         builder.with_tls_config(config)
     } else if settings.is_default() {
-        builder.with_native_roots().map_err(|e| no_roots(&e))?
+        builder
+            .with_native_roots()
+            .map_err(|e| TlsError::NoRoots(e.to_string()))?
     } else {
         builder.with_tls_config(client_config(settings)?)
     };
@@ -81,22 +136,14 @@ impl TlsSettings {
 }
 
 /// Refuses TLS settings for an `http://` endpoint: they would go unused without a word.
-pub(crate) fn check_scheme(https: bool, settings: &TlsSettings) -> Result<(), String> {
+pub(crate) fn check_scheme(https: bool, settings: &TlsSettings) -> Result<(), TlsError> {
     if !https && !settings.is_default() {
-        return Err("tls settings are for an https:// url; this one is http://".into());
+        return Err(TlsError::NotHttps);
     }
     Ok(())
 }
 
-fn no_roots(e: &dyn std::fmt::Display) -> String {
-    format!(
-        "no trusted certificates to check https:// endpoints with ({e}): install the system's \
-         CA certificates (ca-certificates), set SSL_CERT_FILE to a PEM file, or give the \
-         endpoint tls.ca_file"
-    )
-}
-
-fn client_config(settings: &TlsSettings) -> Result<ClientConfig, String> {
+fn client_config(settings: &TlsSettings) -> Result<ClientConfig, TlsError> {
     let builder = ClientConfig::builder();
     let builder = if settings.insecure_skip_verify {
         builder
@@ -111,26 +158,31 @@ fn client_config(settings: &TlsSettings) -> Result<ClientConfig, String> {
         (None, None) => Ok(builder.with_no_client_auth()),
         (Some(cert), Some(key)) => {
             let chain = certificates(cert, "tls.cert_file")?;
-            let key_der = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| format!("tls.key_file {}: {}", key.display(), pem_error(&e)))?;
+            let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::File {
+                setting: "tls.key_file",
+                file: key.clone(),
+                reason: pem_error(&e),
+            })?;
             builder
                 .with_client_auth_cert(chain, key_der)
-                .map_err(|e| format!("tls.cert_file and tls.key_file: {e}"))
+                .map_err(|e| TlsError::ClientIdentity(e.to_string()))
         }
-        (Some(_), None) => Err("tls.cert_file needs tls.key_file (its private key)".into()),
-        (None, Some(_)) => Err("tls.key_file needs tls.cert_file (its certificate)".into()),
+        (Some(_), None) => Err(TlsError::CertWithoutKey),
+        (None, Some(_)) => Err(TlsError::KeyWithoutCert),
     }
 }
 
 /// The CAs of `ca_file`, else the system's (`SSL_CERT_FILE` honoured).
-fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
+fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
     match ca_file {
         Some(file) => {
             for cert in certificates(file, "tls.ca_file")? {
-                store
-                    .add(cert)
-                    .map_err(|e| format!("tls.ca_file {}: {e}", file.display()))?;
+                store.add(cert).map_err(|e| TlsError::File {
+                    setting: "tls.ca_file",
+                    file: file.to_owned(),
+                    reason: e.to_string(),
+                })?;
             }
         }
         None => {
@@ -141,7 +193,7 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
                     .errors
                     .first()
                     .map_or("none found".to_owned(), ToString::to_string);
-                return Err(no_roots(&why));
+                return Err(TlsError::NoRoots(why));
             }
         }
     }
@@ -149,18 +201,21 @@ fn roots(ca_file: Option<&Path>) -> Result<RootCertStore, String> {
 }
 
 /// The certificates of PEM file `file` (setting `what`); at least one.
-fn certificates(file: &Path, what: &str) -> Result<Vec<CertificateDer<'static>>, String> {
-    let failed =
-        |e: rustls::pki_types::pem::Error| format!("{what} {}: {}", file.display(), pem_error(&e));
+fn certificates(file: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let failed = |e: rustls::pki_types::pem::Error| TlsError::File {
+        setting: what,
+        file: file.to_owned(),
+        reason: pem_error(&e),
+    };
     let certs = CertificateDer::pem_file_iter(file)
         .map_err(failed)?
         .collect::<Result<Vec<_>, _>>()
         .map_err(failed)?;
     if certs.is_empty() {
-        return Err(format!(
-            "{what} {}: no certificate in it (a PEM file with BEGIN CERTIFICATE blocks)",
-            file.display()
-        ));
+        return Err(TlsError::NoCertificate {
+            setting: what,
+            file: file.to_owned(),
+        });
     }
     Ok(certs)
 }
@@ -221,7 +276,9 @@ mod tests {
     use super::*;
 
     fn error(settings: &TlsSettings) -> String {
-        connector(true, false, settings).expect_err("refused")
+        connector(true, false, settings)
+            .expect_err("refused")
+            .to_string()
     }
 
     #[test]
@@ -276,7 +333,7 @@ mod tests {
         };
         assert!(check_scheme(true, &settings).is_ok());
         assert!(check_scheme(false, &TlsSettings::default()).is_ok());
-        let e = check_scheme(false, &settings).unwrap_err();
+        let e = check_scheme(false, &settings).unwrap_err().to_string();
         assert!(e.contains("https://"), "{e}");
     }
 }

@@ -1,8 +1,22 @@
 //! Time arguments of queries: RFC 3339 (`2026-11-29T09:00:00Z`), unix seconds, milliseconds or
 //! nanoseconds (told apart by magnitude), `now`, and `now-15m` / `now-1h30m` style offsets.
 
+/// A time or duration argument that does not parse (the text as given).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeError {
+    /// Not a time.
+    #[error(
+        "{0:?} is not a time: use RFC 3339 (2026-11-29T09:00:00Z), unix seconds or \
+         milliseconds, or now-1h"
+    )]
+    NotATime(String),
+    /// Not a duration.
+    #[error("{0:?} is not a duration (try 15s, 5m, 1h30m, 7d)")]
+    NotADuration(String),
+}
+
 /// Parses a time argument to nanoseconds since the Unix epoch; `now_ns` is "now".
-pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, String> {
+pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, TimeError> {
     let t = s.trim();
     if t == "now" {
         return Ok(now_ns);
@@ -29,13 +43,13 @@ pub fn parse_time(s: &str, now_ns: i64) -> Result<i64, String> {
             return Ok(i64::from(secs) * 1_000_000_000 + nanos);
         }
     }
-    parse_rfc3339(t).ok_or_else(|| format!("{s:?} is not a time: use RFC 3339 (2026-11-29T09:00:00Z), unix seconds or milliseconds, or now-1h"))
+    parse_rfc3339(t).ok_or_else(|| TimeError::NotATime(s.to_owned()))
 }
 
 /// Parses `15s`, `500ms`, `1h30m`, `2d` to nanoseconds. A bare `0` is zero, as Go's
 /// `time.ParseDuration` has it (`minDuration=0` from a Tempo client); any other number needs a unit.
-pub fn parse_duration(s: &str) -> Result<u64, String> {
-    let err = || format!("{s:?} is not a duration (try 15s, 5m, 1h30m, 7d)");
+pub fn parse_duration(s: &str) -> Result<u64, TimeError> {
+    let err = || TimeError::NotADuration(s.to_owned());
     let mut total: u64 = 0;
     let mut rest = s.trim();
     if rest.is_empty() {

@@ -9,13 +9,41 @@ use super::metadata::{Class, Kind};
 use super::pool::{Pools, Value};
 use super::JfrError;
 
+/// A reference a stack trace makes that the chunk's constant pools do not resolve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum StackError {
+    /// A reference to a constant no pool holds.
+    #[error(
+        "refers to constant {key} of type {type_id}, which no constant pool of the chunk holds"
+    )]
+    UnknownConstant { key: i64, type_id: i64 },
+    /// A stack trace no pool holds.
+    #[error("its stack trace {0} is in no constant pool of the chunk")]
+    UnknownStack(i64),
+    /// A frame's method no pool holds.
+    #[error("a frame's method {0} is in no constant pool of the chunk")]
+    UnknownMethod(i64),
+    /// A method's class no pool holds.
+    #[error("method {method}'s class {class} is in no constant pool of the chunk")]
+    UnknownClass { method: i64, class: i64 },
+    /// A method's name does not resolve.
+    #[error("method {method}'s name {source}")]
+    MethodName {
+        method: i64,
+        source: Box<StackError>,
+    },
+    /// A class's name does not resolve.
+    #[error("class {class}'s name {source}")]
+    ClassName { class: i64, source: Box<StackError> },
+}
+
 /// The text of a string field or of a reference to a string-like constant (a symbol).
 pub(super) fn resolve_text<'p>(
     pools: &'p Pools<'_>,
     v: &'p Value<'_>,
     kind: Kind,
     strings: Option<i64>,
-) -> Result<Option<&'p str>, String> {
+) -> Result<Option<&'p str>, StackError> {
     match kind {
         Kind::Ref(t) => {
             let key = v.as_i64().unwrap_or(0);
@@ -24,7 +52,7 @@ pub(super) fn resolve_text<'p>(
             }
             let c = pools
                 .get(t, key)
-                .ok_or_else(|| format!("refers to constant {key} of type {t}, which no constant pool of the chunk holds"))?;
+                .ok_or(StackError::UnknownConstant { key, type_id: t })?;
             Ok(pools.text(c, strings))
         }
         _ => Ok(pools.text(v, strings)),
@@ -107,11 +135,11 @@ impl Stacks {
         chunk: &Chunk<'_>,
         key: i64,
         mut location: impl FnMut(&str, i64) -> u64,
-    ) -> Result<Vec<u64>, String> {
+    ) -> Result<Vec<u64>, StackError> {
         let frames = chunk
             .pools
             .stack(key)
-            .ok_or_else(|| format!("its stack trace {key} is in no constant pool of the chunk"))?;
+            .ok_or(StackError::UnknownStack(key))?;
         let mut out = Vec::with_capacity(frames.len());
         for &(method, line) in frames {
             if let Some(&id) = self.methods.get(&(method, line)) {
@@ -127,32 +155,39 @@ impl Stacks {
     }
 
     /// `pkg/Class.method`, as Pyroscope names a frame.
-    fn frame_name(&self, chunk: &Chunk<'_>, method: i64) -> Result<String, String> {
+    fn frame_name(&self, chunk: &Chunk<'_>, method: i64) -> Result<String, StackError> {
         let pools = &chunk.pools;
-        let m = pools.get(self.method_type, method).ok_or_else(|| {
-            format!("a frame's method {method} is in no constant pool of the chunk")
-        })?;
+        let m = pools
+            .get(self.method_type, method)
+            .ok_or(StackError::UnknownMethod(method))?;
         let mf = m.fields();
         let (ci, ck) = self.method_class;
         let (ni, nk) = self.method_name;
         let name = match mf.get(ni) {
-            Some(v) => resolve_text(pools, v, nk, self.strings)
-                .map_err(|e| format!("method {method}'s name {e}"))?,
+            Some(v) => {
+                resolve_text(pools, v, nk, self.strings).map_err(|e| StackError::MethodName {
+                    method,
+                    source: Box::new(e),
+                })?
+            }
             None => None,
         }
         .unwrap_or("");
         let class_key = mf.get(ci).and_then(Value::as_i64).unwrap_or(0);
         let class = match ck {
             Kind::Ref(t) if class_key != 0 => {
-                let c = pools.get(t, class_key).ok_or_else(|| {
-                    format!(
-                        "method {method}'s class {class_key} is in no constant pool of the chunk"
-                    )
+                let c = pools.get(t, class_key).ok_or(StackError::UnknownClass {
+                    method,
+                    class: class_key,
                 })?;
                 let (i, k) = self.class_name;
                 match c.fields().get(i) {
-                    Some(v) => resolve_text(pools, v, k, self.strings)
-                        .map_err(|e| format!("class {class_key}'s name {e}"))?,
+                    Some(v) => resolve_text(pools, v, k, self.strings).map_err(|e| {
+                        StackError::ClassName {
+                            class: class_key,
+                            source: Box::new(e),
+                        }
+                    })?,
                     None => None,
                 }
                 .unwrap_or("")

@@ -14,7 +14,8 @@ use spanprof_store::query_limit::{self, QueryLimit};
 use spanprof_store::store::Store;
 use tokio::sync::Semaphore;
 
-use crate::AppState;
+use crate::config::ServerConfig;
+use crate::span_keys::SpanKeys;
 
 pub use crate::answer::{MAX_ANSWER_LABEL_BYTES, MAX_TRACE_SPANS};
 
@@ -39,17 +40,44 @@ pub fn tenant_query_slots(several_tenants: bool) -> Arc<Semaphore> {
     Arc::new(Semaphore::new(if several_tenants { all - 1 } else { all }))
 }
 
-/// Runs `query` over `app`'s store with its tenant's query slots and the query timeout
+/// Why a query gave no answer (a query that ran answers itself, errors included).
+#[derive(Debug, thiserror::Error)]
+pub enum QueryFailed {
+    /// The query slots were closed (the server is stopping).
+    #[error("{0}")]
+    Closed(#[from] tokio::sync::AcquireError),
+    /// The query panicked (or its task was cancelled).
+    #[error("{0}")]
+    Panicked(#[from] tokio::task::JoinError),
+}
+
+/// What the query handlers take of a tenant's state: where they read and how long they may
+/// take. Made from [`crate::AppState`] by axum's `FromRef`.
+#[derive(Clone)]
+pub struct Queries {
+    /// The embedded store.
+    pub store: Arc<Store>,
+    /// The query slots the tenant may hold at once ([`tenant_query_slots`]).
+    pub slots: Arc<Semaphore>,
+    /// The configuration (`server.query_timeout`, `span_profiles_include_children`, `demo`).
+    pub config: Arc<ServerConfig>,
+    /// The remote pair queries are answered from; `None`: the embedded store.
+    pub remote: Option<Arc<crate::remote::Remote>>,
+    /// Sample labels seen holding span ids under keys that are no link keys (answers name them).
+    pub span_keys: Arc<SpanKeys>,
+}
+
+/// Runs `query` over the store with the tenant's query slots and the query timeout
 /// (see [`run_query`]).
 pub async fn run_app_query<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> T + Send + 'static,
-) -> Result<T, String> {
-    let store = Arc::clone(&app.store);
+) -> Result<T, QueryFailed> {
+    let store = Arc::clone(&queries.store);
     run_tenant_query(
-        &app.query_slots,
+        &queries.slots,
         store,
-        app.config.server.query_timeout,
+        queries.config.server.query_timeout,
         query,
     )
     .await
@@ -62,11 +90,8 @@ async fn run_tenant_query<T: Send + 'static>(
     store: Arc<Store>,
     timeout: std::time::Duration,
     query: impl FnOnce(&Store) -> T + Send + 'static,
-) -> Result<T, String> {
-    let _tenant_slot = Arc::clone(slots)
-        .acquire_owned()
-        .await
-        .map_err(|e| e.to_string())?;
+) -> Result<T, QueryFailed> {
+    let _tenant_slot = Arc::clone(slots).acquire_owned().await?;
     run_query(store, timeout, query).await
 }
 
@@ -101,7 +126,7 @@ pub async fn run_query<T: Send + 'static>(
     store: Arc<Store>,
     timeout: std::time::Duration,
     query: impl FnOnce(&Store) -> T + Send + 'static,
-) -> Result<T, String> {
+) -> Result<T, QueryFailed> {
     /// Sets the flag when the request's future is dropped before the query has answered.
     struct ClientGone(Option<Arc<AtomicBool>>);
     impl Drop for ClientGone {
@@ -111,10 +136,7 @@ pub async fn run_query<T: Send + 'static>(
             }
         }
     }
-    let slot = Arc::clone(&QUERY_SLOTS)
-        .acquire_owned()
-        .await
-        .map_err(|e| e.to_string())?;
+    let slot = Arc::clone(&QUERY_SLOTS).acquire_owned().await?;
     let cancelled = Arc::new(AtomicBool::new(false));
     let limit = QueryLimit::new(timeout, Arc::clone(&cancelled));
     let mut gone = ClientGone(Some(cancelled));
@@ -139,7 +161,7 @@ pub async fn run_query<T: Send + 'static>(
         query_limit::within(limit, || query(&store))
     })
     .await
-    .map_err(|e| e.to_string());
+    .map_err(QueryFailed::from);
     // Answered: nothing is left to stop.
     gone.0 = None;
     answer
@@ -199,7 +221,7 @@ mod tests {
             tokio::task::yield_now().await;
         }
         let answered = run_query(Arc::clone(&store), long, |_| query_limit::check()).await;
-        assert_eq!(answered, Ok(Ok(())));
+        assert_eq!(answered.unwrap(), Ok(()));
     }
 
     /// A query that runs far past its time (one that never checks its limit) makes the query
@@ -279,7 +301,7 @@ mod tests {
         )
         .await
         .expect("the other tenant's query waited for the greedy one's");
-        assert_eq!(answer, Ok(42));
+        assert_eq!(answer.unwrap(), 42);
         assert_eq!(started.load(Ordering::SeqCst), all - 1);
         stop.store(true, Ordering::SeqCst);
         for h in hogs {

@@ -3,8 +3,10 @@
 use axum::extract::State;
 use axum::response::IntoResponse;
 
-use crate::metrics::{Label as _, Receiver, RejectReason, SymbolTable};
-use crate::AppState;
+use std::sync::Arc;
+
+use crate::metrics::{Label as _, Metrics, Receiver, RejectReason, SymbolTable};
+use crate::{AppState, Bound};
 
 /// Prometheus text: pipeline counters plus the store's sizes.
 pub async fn metrics(State(app): State<AppState>) -> impl IntoResponse {
@@ -65,20 +67,22 @@ pub async fn method_not_allowed(
 
 /// The main listener's fallback ([`not_found`]).
 pub async fn not_found_main(
-    State(app): State<AppState>,
+    State(metrics): State<Arc<Metrics>>,
+    State(bound): State<Bound>,
     method: axum::http::Method,
     uri: axum::http::Uri,
 ) -> axum::response::Response {
-    not_found(&app, Listener::Main, &method, uri.path())
+    not_found(&metrics, &bound, Listener::Main, &method, uri.path())
 }
 
 /// The OTLP/HTTP listener's fallback ([`not_found`]).
 pub async fn not_found_otlp(
-    State(app): State<AppState>,
+    State(metrics): State<Arc<Metrics>>,
+    State(bound): State<Bound>,
     method: axum::http::Method,
     uri: axum::http::Uri,
 ) -> axum::response::Response {
-    not_found(&app, Listener::Otlp, &method, uri.path())
+    not_found(&metrics, &bound, Listener::Otlp, &method, uri.path())
 }
 
 /// Which listener a request with no route came to.
@@ -94,7 +98,8 @@ pub enum Listener {
 /// misconfigured exporter, what to change), counted and logged as a refusal
 /// (`receiver="http"`, `reason="not_found"`), so an exporter sending to the wrong path shows.
 pub fn not_found(
-    app: &AppState,
+    metrics: &Metrics,
+    bound: &Bound,
     listener: Listener,
     method: &axum::http::Method,
     path: &str,
@@ -124,12 +129,11 @@ pub fn not_found(
         _ if listener == Listener::Otlp => format!(
             "; Pyroscope's /ingest and /push.v1.PusherService/Push, the UI and /api/v1/ are on \
              the main listener, port {}",
-            app.bound.http.port()
+            bound.http.port()
         ),
         _ => String::new(),
     };
     let message = format!("no such endpoint: {method} {path}; {serves}{hint}");
-    app.metrics
-        .record_refused(Receiver::Http, RejectReason::NotFound, 404, &message);
+    metrics.record_refused(Receiver::Http, RejectReason::NotFound, 404, &message);
     (axum::http::StatusCode::NOT_FOUND, format!("{message}\n")).into_response()
 }

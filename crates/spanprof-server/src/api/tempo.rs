@@ -16,9 +16,9 @@ use serde_json::Value;
 use spanprof_store::store::Store;
 
 use super::query::ApiError;
+use crate::api::Queries;
 use crate::auth::Access;
 use crate::routes::Routes;
-use crate::AppState;
 use search::search;
 use tags::{tag_values_v1, tag_values_v2, tags_v1, tags_v2};
 use trace::{trace_v1, trace_v2};
@@ -80,10 +80,10 @@ fn json_value(v: Value) -> Response {
 
 /// Runs `query` on a blocking thread (store calls read from disk).
 async fn blocking<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_app_query(app, query)
+    crate::api::run_app_query(queries, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{fields, split_credentials, TlsSettings};
+use super::{fields, split_credentials, ConfigError, TlsSettings};
 
 /// The Connect route of `push.v1.PusherService/Push`, after a push forwarder's base URL.
 pub const PUSH_PATH: &str = "/push.v1.PusherService/Push";
@@ -219,21 +219,23 @@ impl ForwarderConfig {
 
     /// Whether the forwarder can work as given: a queue that holds a batch, retries that
     /// wait, a timeout, valid headers with one authorization at most.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), ConfigError> {
         if self.queue_size < super::MIN_FORWARD_QUEUE_BYTES {
             return Err(format!(
                 "queue size (queue_size, --forward-queue-size) {} bytes: must be at least \
                  256MiB (the queue on disk holds the requests waiting for the endpoint, each \
                  up to server.max_decompressed_size)",
                 self.queue_size
-            ));
+            )
+            .into());
         }
         if self.retry_max < super::MIN_RETRY_DELAY {
             return Err(format!(
                 "longest retry delay (retry_max, --forward-retry-max) {:?}: must be at least \
                  100ms (retrying faster floods the endpoint and the log while it is down)",
                 self.retry_max
-            ));
+            )
+            .into());
         }
         if self.timeout.is_zero() {
             return Err("timeout 0s: an export needs some time to answer".into());
@@ -245,14 +247,16 @@ impl ForwarderConfig {
             return Err(format!(
                 "max_in_flight {}: between 1 and 64 exports at once",
                 self.max_in_flight
-            ));
+            )
+            .into());
         }
         let https = self.endpoint.starts_with("https://");
         if !https && !self.endpoint.starts_with("http://") {
             return Err(format!(
                 "endpoint {:?} must start with http:// or https://",
                 self.endpoint
-            ));
+            )
+            .into());
         }
         crate::tls::check_scheme(https, &self.tls)?;
         if !self.sends_profiles() && !self.sends_traces() {
@@ -273,7 +277,8 @@ impl ForwarderConfig {
             return Err(format!(
                 "endpoint {}: give the base URL; spanprof adds {} itself",
                 self.endpoint, PUSH_PATH
-            ));
+            )
+            .into());
         }
         // A signal's full path (as OTel SDKs' OTEL_EXPORTER_OTLP_TRACES_ENDPOINT takes it):
         // the path is added again to each export, which then meets a 404.
@@ -283,7 +288,8 @@ impl ForwarderConfig {
                     "endpoint {}: give the base URL ({base}); spanprof adds \
                      /v1development/profiles and /v1/traces (or the gRPC method) itself",
                     self.endpoint
-                ));
+                )
+                .into());
             }
         }
         super::check_headers(

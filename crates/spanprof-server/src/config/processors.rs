@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use spanprof_format::LinkConfig;
 
 use super::units::{ReadableDuration, ReadableSize};
+use super::ConfigError;
 use crate::transform::Transform;
 
 /// `processors`: the pipeline's stages between receivers and sinks.
@@ -58,7 +59,7 @@ impl BatchConfig {
 
 impl ProcessorsConfig {
     /// Refuses a queue that holds or writes nothing, naming the key.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         let defaults = BatchConfig::default();
         for (key, n, default) in [
             (
@@ -73,7 +74,8 @@ impl ProcessorsConfig {
                     "processors.batch.{key} 0: the queue holds and writes one request at \
                      least; give a count (default {default}; queue_size is the one where 0 \
                      means no limit)"
-                ));
+                )
+                .into());
             }
         }
         Ok(())

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Deserializer, Serialize};
 
 use super::replicas::Replicas;
-use super::ScrapeTarget;
+use super::{ConfigError, ScrapeTarget};
 
 /// `receivers`: what is pulled (pushed data needs no setting here).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
@@ -28,13 +28,14 @@ pub struct ReceiversConfig {
 impl ReceiversConfig {
     /// This process's share of `scrape` when several collectors split one list (`None`:
     /// it scrapes every target); an error names the keys and flags.
-    pub fn replica_set(&self) -> Result<Option<Replicas>, String> {
+    pub fn replica_set(&self) -> Result<Option<Replicas>, ConfigError> {
         match (self.replicas, self.replica) {
             (None, None) => Ok(None),
             (count, index) => Replicas::new(count.unwrap_or(1), index.unwrap_or(0))
                 .map(Some)
                 .map_err(|e| {
                     format!("receivers.replicas / receivers.replica (--replicas, --replica): {e}")
+                        .into()
                 }),
         }
     }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::ConfigError;
+
 /// Which source answers queries.
 #[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -92,7 +94,7 @@ pub const DEFAULT_MAX_ANSWER_BYTES: usize = 64 << 20;
 
 impl RemoteSection {
     /// The checked configuration; errors name the key.
-    pub fn load(self) -> Result<RemoteConfig, String> {
+    pub fn load(self) -> Result<RemoteConfig, ConfigError> {
         let endpoint = |name: &str, e: Option<EndpointSection>| {
             e.ok_or_else(|| {
                 format!(

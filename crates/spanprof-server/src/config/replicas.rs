@@ -4,7 +4,7 @@
 //! computes the same split from the same list, each target is scraped by exactly one, and a
 //! change of `count` moves only the targets of the replicas added or removed.
 
-use crate::config::ScrapeTarget;
+use crate::config::{ConfigError, ScrapeTarget};
 
 /// This process's place among `count` replicas.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,7 +17,7 @@ pub struct Replicas {
 
 impl Replicas {
     /// `index` of `count`; an error says what is wrong (in terms of the flags and keys).
-    pub fn new(count: u32, index: u32) -> Result<Replicas, String> {
+    pub fn new(count: u32, index: u32) -> Result<Replicas, ConfigError> {
         if count == 0 {
             return Err("replicas 0: there is at least this one (replicas: 1 or more)".into());
         }
@@ -25,7 +25,8 @@ impl Replicas {
             return Err(format!(
                 "replica {index} of {count}: the replica index counts from 0, so it is 0 to {}",
                 count - 1
-            ));
+            )
+            .into());
         }
         Ok(Replicas { count, index })
     }
@@ -133,8 +134,14 @@ mod tests {
 
     #[test]
     fn bad_counts_are_refused_saying_why() {
-        assert!(Replicas::new(0, 0).unwrap_err().contains("replicas 0"));
-        assert!(Replicas::new(2, 2).unwrap_err().contains("0 to 1"));
+        assert!(Replicas::new(0, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("replicas 0"));
+        assert!(Replicas::new(2, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("0 to 1"));
         assert_eq!(
             Replicas::new(3, 2).unwrap(),
             Replicas { count: 3, index: 2 }

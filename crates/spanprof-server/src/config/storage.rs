@@ -8,6 +8,7 @@ use spanprof_store::store::SeriesLimits;
 
 use super::remote::{BackendKind, RemoteSection};
 use super::units::{ReadableDuration, ReadableSize};
+use super::ConfigError;
 
 /// `storage`: the embedded store and the query backend.
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -77,7 +78,7 @@ impl StorageConfig {
 
     /// Refuses sizes that cannot work, naming the key and flag: a retention of 0 deleted
     /// data as it came, and a tiny segment size started a segment at every write.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if self.retention.is_some_and(|r| r.0.is_zero()) {
             return Err(
                 "storage.retention (--retention) 0s would delete the data as it is \
@@ -97,7 +98,8 @@ impl StorageConfig {
                 "storage.segment_size {} bytes: must be at least 64KiB (retention deletes \
                  whole segments; smaller ones start a file at nearly every write)",
                 self.segment_size.0
-            ));
+            )
+            .into());
         }
         if self.remote.is_some() && self.backend != BackendKind::Remote {
             return Err(

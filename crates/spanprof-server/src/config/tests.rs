@@ -4,13 +4,13 @@ use super::split_credentials;
 #[track_caller]
 fn assert_refused<T: Clone>(
     base: &T,
-    check: impl Fn(&T) -> Result<(), String>,
+    check: impl Fn(&T) -> Result<(), super::ConfigError>,
     change: &dyn Fn(&mut T),
     why: &str,
 ) {
     let mut changed = base.clone();
     change(&mut changed);
-    let e = check(&changed).unwrap_err();
+    let e = check(&changed).unwrap_err().to_string();
     assert!(e.contains(why), "{e}");
 }
 
@@ -44,19 +44,26 @@ fn a_forwarder_is_checked_and_keeps_its_credentials_out_of_the_endpoint() {
             "give the base URL (http://b:4318)",
         );
     }
-    let e = ScrapeTarget::new(" ", "http://h:6060").check().unwrap_err();
+    let e = ScrapeTarget::new(" ", "http://h:6060")
+        .check()
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("the service name is empty"), "{e}");
     let mut t = ScrapeTarget::new("a", "http://h:6060");
     t.interval = std::time::Duration::from_millis(1500);
-    assert!(t.check().unwrap_err().contains("must be whole seconds"));
+    assert!(t
+        .check()
+        .unwrap_err()
+        .to_string()
+        .contains("must be whole seconds"));
     let kinds = |kinds: &[&str]| {
         let mut t = ScrapeTarget::new("a", "http://h:6060");
         t.profiles = kinds.iter().map(|k| k.to_string()).collect();
         t.check()
     };
-    let e = kinds(&["cpu", "heap", "cpu"]).unwrap_err();
+    let e = kinds(&["cpu", "heap", "cpu"]).unwrap_err().to_string();
     assert!(e.contains("\"cpu\" is given twice"), "{e}");
-    let e = kinds(&["allocs", "cpu", "heap"]).unwrap_err();
+    let e = kinds(&["allocs", "cpu", "heap"]).unwrap_err().to_string();
     assert!(e.contains("heap and allocs are both given"), "{e}");
     assert!(kinds(&["cpu", "allocs", "mutex", "block", "goroutine"]).is_ok());
 }
@@ -150,7 +157,9 @@ fn a_target_given_twice_is_refused() {
     let other_url = ScrapeTarget::new("a", "http://h:6061");
     let other_service = ScrapeTarget::new("b", "http://h:6060");
     assert!(check_scrape_targets(&[a.clone(), other_url, other_service]).is_ok());
-    let e = check_scrape_targets(&[a.clone(), a]).unwrap_err();
+    let e = check_scrape_targets(&[a.clone(), a])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("\"a\" at http://h:6060 is given twice"), "{e}");
 }
 

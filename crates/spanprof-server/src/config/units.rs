@@ -78,8 +78,8 @@ impl FromStr for ReadableSize {
 }
 
 impl FromStr for ReadableDuration {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = spanprof_store::time::TimeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
         spanprof_store::time::parse_duration(s).map(|ns| ReadableDuration(Duration::from_nanos(ns)))
     }
 }
@@ -249,7 +249,7 @@ mod tests {
         );
         for bad in ["", "7 parsecs", "s", "15x"] {
             let e = bad.parse::<ReadableDuration>().unwrap_err();
-            assert!(e.contains("not a duration"), "{bad}: {e}");
+            assert!(e.to_string().contains("not a duration"), "{bad}: {e}");
         }
     }
 }

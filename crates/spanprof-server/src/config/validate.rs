@@ -1,14 +1,14 @@
 //! One check of the loaded configuration, the file's keys and the flags over them, each
 //! error naming the key.
 
-use super::{check_forwarder_names, check_scrape_targets, ServerConfig};
+use super::{check_forwarder_names, check_scrape_targets, ConfigError, ServerConfig};
 
 impl ServerConfig {
     /// Refuses settings that cannot work, naming the key (and its flag): called once, on
     /// the file with the flags over it. A body limit of 0 refused every request, a
     /// retention of 0 deleted data as it came, a segment size of 0 started a segment at
     /// every write.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some((key, addr)) = self.open_listeners().next() {
             if !self.server.allow_unauthenticated {
                 let flag = key.replace('_', "-");
@@ -21,7 +21,8 @@ impl ServerConfig {
                      firewall or an authenticating proxy",
                     std::net::Ipv4Addr::LOCALHOST,
                     addr.port()
-                ));
+                )
+                .into());
             }
         }
         if self.server.max_body_size == 0 || self.server.max_decompressed_size == 0 {
@@ -36,7 +37,7 @@ impl ServerConfig {
         self.validate_receivers()?;
         for f in &self.exporters {
             f.check()
-                .map_err(|m| format!("exporters {:?}: {m}", f.name))?;
+                .map_err(|e| ConfigError::within(format!("exporters {:?}", f.name), e))?;
         }
         self.processors.validate()?;
         check_forwarder_names(&self.exporters)?;
@@ -53,9 +54,9 @@ impl ServerConfig {
     }
 
     /// The `server` section: TLS, host names, request limits, the query timeout.
-    fn validate_server(&self) -> Result<(), String> {
+    fn validate_server(&self) -> Result<(), ConfigError> {
         if let Some(tls) = &self.server.tls {
-            tls.check().map_err(|e| e.to_string())?;
+            tls.check()?;
         }
         if let Some(bad) = self
             .server
@@ -66,7 +67,8 @@ impl ServerConfig {
             return Err(format!(
                 "server.allowed_hosts: {bad:?} is not a host name (give names without port or \
                  scheme, such as spanprof.internal)"
-            ));
+            )
+            .into());
         }
         let one_request = self
             .server
@@ -78,7 +80,8 @@ impl ServerConfig {
                  allowed: max_body_size + max_decompressed_size = {one_request} bytes (or be 0 \
                  for no limit)",
                 self.server.max_inflight_size
-            ));
+            )
+            .into());
         }
         if self.server.query_timeout.is_zero() {
             return Err(
@@ -91,10 +94,12 @@ impl ServerConfig {
     }
 
     /// `receivers.scrape`, from the file and `--scrape`: each target, and none twice.
-    fn validate_receivers(&self) -> Result<(), String> {
+    fn validate_receivers(&self) -> Result<(), ConfigError> {
         self.receivers.replica_set()?;
         for t in &self.receivers.scrape {
-            let target_error = |e: String| format!("receivers.scrape {:?}: {e}", t.service);
+            let target_error = |e: ConfigError| {
+                ConfigError::within(format!("receivers.scrape {:?}", t.service), e)
+            };
             if !t.url.starts_with("http://") && !t.url.starts_with("https://") {
                 return Err(target_error(
                     "the url must start with http:// or https://".into(),
@@ -103,8 +108,9 @@ impl ServerConfig {
             t.check().map_err(target_error)?;
             if let Some(f) = &t.bearer_token_file {
                 // Read at each scrape; a wrong path is said now rather than at every scrape.
-                std::fs::metadata(f)
-                    .map_err(|e| target_error(format!("bearer_token_file {}: {e}", f.display())))?;
+                std::fs::metadata(f).map_err(|e| {
+                    target_error(format!("bearer_token_file {}: {e}", f.display()).into())
+                })?;
             }
         }
         check_scrape_targets(&self.receivers.scrape)

@@ -75,8 +75,10 @@ fn load_str(text: &str) -> Result<ServerConfig, ConfigError> {
     std::fs::write(&path, text).unwrap();
     let c = load(&path, ServerConfig::default())?;
     // As `spanprof serve` does once the flags are over the file.
-    c.validate()
-        .map_err(|message| ConfigError::Invalid { path, message })?;
+    c.validate().map_err(|e| ConfigError::Invalid {
+        path,
+        message: e.to_string(),
+    })?;
     Ok(c)
 }
 
@@ -109,8 +111,8 @@ fn the_documented_examples_load() {
     let c = load_str(&taken_up).unwrap();
     assert_eq!(c.receivers.scrape.len(), 2);
     assert_eq!(
-        c.receivers.replica_set(),
-        Ok(Some(crate::replicas::Replicas { count: 3, index: 0 }))
+        c.receivers.replica_set().unwrap(),
+        Some(crate::replicas::Replicas { count: 3, index: 0 })
     );
     assert!(!c.processors.transform.is_empty());
     assert_eq!(c.exporters[0].max_in_flight, 4);

@@ -15,7 +15,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use super::queue::Signal;
-use crate::config::{ForwardProtocol, ForwarderConfig};
+use crate::config::{ConfigError, ForwardProtocol, ForwarderConfig};
 use crate::grpc::proto::google::rpc::Status as RpcStatus;
 use crate::grpc::{
     frame, retry_delay, PROFILES_EXPORT as GRPC_PROFILES, TRACES_EXPORT as GRPC_TRACES,
@@ -51,7 +51,7 @@ pub struct Exporter {
 
 impl Exporter {
     /// A client for `cfg`; an error names what is wrong with the endpoint or headers.
-    pub fn new(cfg: &ForwarderConfig) -> Result<Exporter, String> {
+    pub fn new(cfg: &ForwarderConfig) -> Result<Exporter, ConfigError> {
         // Its scheme and TLS settings are checked with the configuration
         // (`ForwarderConfig::check`).
         let https = cfg.endpoint.starts_with("https://");

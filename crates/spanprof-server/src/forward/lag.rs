@@ -51,7 +51,7 @@ impl Growth {
         }
     }
 
-    /// Net growth in bytes/s over the window, once it spans [`MIN_SPAN`] (else 0).
+    /// Net growth in bytes/s over the window, once it spans `MIN_SPAN` (30 s; else 0).
     pub fn bytes_per_second(&self) -> f64 {
         let (Some(&(t0, b0)), Some(&(t1, b1))) = (self.samples.front(), self.samples.back()) else {
             return 0.0;

@@ -39,16 +39,17 @@ use queue::{DiskQueue, Pending, Signal};
 #[derive(Debug, thiserror::Error)]
 pub enum ForwardError {
     /// A forwarder's settings are unusable.
-    #[error("forwarder {name}: {message}")]
+    #[error("forwarder {name}: {source}")]
     Config {
         /// The forwarder.
         name: String,
         /// What is wrong.
-        message: String,
+        #[source]
+        source: crate::config::ConfigError,
     },
     /// The forwarders' names are unusable (each names itself in the message).
     #[error("{0}")]
-    Names(String),
+    Names(crate::config::ConfigError),
     /// A forwarder's on-disk queue failed.
     #[error("forwarder {name}: queue: {source}")]
     Queue {
@@ -94,9 +95,9 @@ impl Forwarders {
         crate::config::check_forwarder_names(configs).map_err(ForwardError::Names)?;
         let mut list: Vec<Arc<Forwarder>> = Vec::new();
         for cfg in configs {
-            let config_error = |message: String| ForwardError::Config {
+            let config_error = |source| ForwardError::Config {
                 name: cfg.name.clone(),
-                message,
+                source,
             };
             let exporter = Exporter::new(cfg).map_err(config_error)?;
             let dir = data_dir.join("forward").join(&cfg.name);
@@ -275,7 +276,11 @@ fn push_export(
     let (read, bodies, _) = read_batch(&f.queue, &batch)?;
     let converted = push::push_request_of(&bodies, f.cfg.gzip);
     if converted.failed.len() == bodies.len() {
-        let reason = converted.failed.into_iter().next().map(|(_, e)| e);
+        let reason = converted
+            .failed
+            .into_iter()
+            .next()
+            .map(|(_, e)| e.to_string());
         let export = Combined {
             signal: Signal::Profiles,
             message: Bytes::new(),
@@ -527,13 +532,23 @@ fn read_batch(queue: &DiskQueue, batch: &[Pending]) -> Option<ReadBatch> {
     Some((read, bodies, gone))
 }
 
-fn merge_profiles(bodies: &[Vec<u8>]) -> Result<Vec<u8>, String> {
+/// Why queued profile requests do not merge into one.
+#[derive(Debug, thiserror::Error)]
+enum MergeFailed {
+    /// One is not OTLP Profiles.
+    #[error("{0}")]
+    Decode(#[from] prost::DecodeError),
+    /// They do not merge.
+    #[error("{0}")]
+    Merge(#[from] spanprof_format::FormatError),
+}
+
+fn merge_profiles(bodies: &[Vec<u8>]) -> Result<Vec<u8>, MergeFailed> {
     let decoded: Vec<ProfilesData> = bodies
         .iter()
-        .map(|b| ProfilesData::decode(b.as_slice()).map_err(|e| e.to_string()))
+        .map(|b| ProfilesData::decode(b.as_slice()))
         .collect::<Result<_, _>>()?;
-    let (merged, _) =
-        spanprof_format::merge::merge(decoded.iter(), None).map_err(|e| e.to_string())?;
+    let (merged, _) = spanprof_format::merge::merge(decoded.iter(), None)?;
     Ok(merged.encode_to_vec())
 }
 

@@ -73,9 +73,20 @@ fn series_labels(resource: Option<&Resource>, name: &str) -> Vec<LabelPair> {
         .collect()
 }
 
+/// Why a queued OTLP request does not convert to a `PushRequest`.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// It is not OTLP Profiles (protobuf).
+    #[error("invalid OTLP profiles: {0}")]
+    Otlp(#[from] prost::DecodeError),
+    /// It does not convert to pprof.
+    #[error("{0}")]
+    Pprof(#[from] spanprof_format::FormatError),
+}
+
 /// The `PushRequest` (protobuf) of an OTLP `ProfilesData` (protobuf), each profile gzipped
 /// when `gzip`; an error says why the OTLP request does not convert.
-pub fn push_request(otlp: &[u8], gzip: bool) -> Result<Vec<u8>, String> {
+pub fn push_request(otlp: &[u8], gzip: bool) -> Result<Vec<u8>, ConvertError> {
     let converted = push_request_of(&[otlp], gzip);
     match converted.failed.into_iter().next() {
         Some((_, e)) => Err(e),
@@ -89,7 +100,7 @@ pub struct Converted {
     /// The `PushRequest` (protobuf) of the records that converted.
     pub request: Vec<u8>,
     /// Records that do not convert: their index among the input and why.
-    pub failed: Vec<(usize, String)>,
+    pub failed: Vec<(usize, ConvertError)>,
 }
 
 /// One `PushRequest` of the queued OTLP `ProfilesData` requests `records` (protobuf each),
@@ -117,9 +128,9 @@ fn add_record(
     otlp: &[u8],
     gzip: bool,
     opts: &PprofOptions,
-) -> Result<(), String> {
-    let data = ProfilesData::decode(otlp).map_err(|e| format!("invalid OTLP profiles: {e}"))?;
-    let converted = otlp_to_pprof(&data, opts).map_err(|e| e.to_string())?;
+) -> Result<(), ConvertError> {
+    let data = ProfilesData::decode(otlp)?;
+    let converted = otlp_to_pprof(&data, opts)?;
     for out in converted {
         let p = &out.profile;
         let text = |i: i64| p.str(i).unwrap_or("");
@@ -219,6 +230,7 @@ mod tests {
     fn a_request_that_is_not_otlp_is_an_error() {
         assert!(push_request(b"\xff\xff", false)
             .unwrap_err()
+            .to_string()
             .contains("invalid OTLP profiles"));
         assert!(PushRequest::decode(&push_request(b"", false).unwrap()[..])
             .unwrap()

@@ -24,10 +24,10 @@ const MIN_WRITE_INTERVAL: std::time::Duration = std::time::Duration::from_millis
 /// the index of the request it is in.
 type BatchWritten = Result<Refusals, SinkFailure>;
 
-/// The batcher every tenant's [`Pipeline`] feeds: one group commit for all of them, so
-/// tenants' writes share their syncs' wait instead of each paying its own. Cheap to clone;
-/// the batcher stops once every handle (and every [`Pipeline`]) is dropped and the queue is
-/// drained.
+/// The batcher every tenant's [`Pipeline`](super::Pipeline) feeds: one group commit for all
+/// of them, so tenants' writes share their syncs' wait instead of each paying its own. Cheap
+/// to clone; the batcher stops once every handle (and every `Pipeline`) is dropped and the
+/// queue is drained.
 #[derive(Clone)]
 pub struct Batcher {
     pub(super) tx: mpsc::Sender<Item>,

@@ -76,7 +76,7 @@ impl Sinks {
                     self.write_failed.notify_one();
                     SinkFailure {
                         sink: "the store".into(),
-                        message: e,
+                        message: e.to_string(),
                         kept: false,
                     }
                 })
@@ -173,7 +173,7 @@ fn store_write(
     profiles: &[Request<'_>],
     spans: Vec<SpanRecord>,
     metrics: &Metrics,
-) -> Result<IngestReport, String> {
+) -> Result<IngestReport, spanprof_store::store::StoreError> {
     match store.ingest_requests(profiles, spans) {
         Ok(report) => {
             metrics.stored_profiles.add((), report.profiles as f64);
@@ -224,7 +224,7 @@ fn store_write(
                 );
             }
             metrics.store_errors.add((), 1.0);
-            Err(e.to_string())
+            Err(e)
         }
     }
 }

@@ -10,7 +10,7 @@
 //! counted, and logged with the target: the first of a run of failures, and again when the
 //! error changes; a target that answers again says so.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use http_body_util::{BodyExt, Empty, Limited};
@@ -27,17 +27,110 @@ use spanprof_store::store::Storing;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::config::{ScrapeTarget, TlsSettings};
+use crate::config::{ConfigError, ScrapeTarget, TlsSettings};
 use crate::metrics::Receiver;
 use crate::pipeline::Work;
+use crate::tls::TlsError;
 use crate::AppState;
 
 type HttpClient = Client<crate::tls::Connector, Empty<Bytes>>;
 
+/// Why scraping could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ScrapeError {
+    /// A target's settings cannot work (`receivers.scrape`).
+    #[error("scrape target {service:?}: {source}")]
+    Target {
+        /// The target's service.
+        service: String,
+        /// What is wrong.
+        #[source]
+        source: ConfigError,
+    },
+    /// The targets' share of this replica cannot be worked out (`receivers.replicas`).
+    #[error(transparent)]
+    Replicas(ConfigError),
+    /// No TLS client for `https://` targets (no trusted certificates, a wrong file).
+    #[error("{}{source}", service.as_ref().map(|s| format!("scrape target {s:?}: ")).unwrap_or_default())]
+    Tls {
+        /// The target whose own TLS settings fail; `None`: the shared client's.
+        service: Option<String>,
+        /// What failed.
+        #[source]
+        source: TlsError,
+    },
+}
+
+/// Why one scrape gave nothing stored: logged (once per run of the same failure) and counted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScrapeFailure {
+    /// The target's URL does not make a request.
+    #[error("bad URL {url}: {reason}")]
+    BadUrl {
+        /// The URL asked.
+        url: String,
+        /// Why it is not one.
+        reason: String,
+    },
+    /// `bearer_token_file` could not be read.
+    #[error("reading bearer_token_file {}: {reason}", file.display())]
+    BearerRead {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// `bearer_token_file` holds what cannot be a header value.
+    #[error("bearer_token_file {}: not a header value: {reason}", file.display())]
+    BearerValue {
+        /// The file.
+        file: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// No connection (the causes, as hyper gives them).
+    #[error("cannot connect: {0}")]
+    Connect(String),
+    /// The request failed once connected.
+    #[error("request failed: {0}")]
+    Request(String),
+    /// The answer's body could not be read (cut, or past the size limit).
+    #[error("reading the body: {0}")]
+    Body(String),
+    /// The target answered with an error status.
+    #[error("HTTP {status}{hint}: {excerpt}")]
+    Status {
+        /// Its status.
+        status: hyper::StatusCode,
+        /// What it likely means, for 404 and 401/403 (empty otherwise).
+        hint: &'static str,
+        /// What its body says, on one line.
+        excerpt: String,
+    },
+    /// No answer in time.
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    /// The answer is not a pprof profile.
+    #[error("not a pprof profile: {0}")]
+    NotPprof(String),
+    /// The profile is past a limit of one profile.
+    #[error("{0}")]
+    Limits(String),
+    /// The profile could not be converted to OTLP.
+    #[error("converting: {0}")]
+    Converting(String),
+    /// The pipeline refused it (full, or a failing sink).
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Starts one task per (target, profile kind); fails when an `https://` target's
 /// certificates cannot be checked (none are trusted).
-pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandle<()>>, String> {
-    let client = |https: bool, tls: &TlsSettings| -> Result<HttpClient, String> {
+pub fn start(
+    app: AppState,
+    stop: watch::Receiver<bool>,
+) -> Result<Vec<JoinHandle<()>>, ScrapeError> {
+    let client = |https: bool, tls: &TlsSettings| -> Result<HttpClient, TlsError> {
         Ok(Client::builder(TokioExecutor::new()).build(crate::tls::connector(https, false, tls)?))
     };
     // One client for the targets with the default TLS settings, one each for the others.
@@ -48,7 +141,10 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         .iter()
         .filter(|t| t.tenant == app.tenant)
         .any(|t| t.url.starts_with("https://") && t.tls.is_default());
-    let shared = client(https, &TlsSettings::default())?;
+    let shared = client(https, &TlsSettings::default()).map_err(|source| ScrapeError::Tls {
+        service: None,
+        source,
+    })?;
     let mut tasks = Vec::new();
     let mine = app
         .config
@@ -57,14 +153,19 @@ pub fn start(app: AppState, stop: watch::Receiver<bool>) -> Result<Vec<JoinHandl
         .iter()
         .filter(|t| t.tenant == app.tenant);
     for target in mine.cloned().collect::<Vec<_>>() {
-        target
-            .check()
-            .map_err(|e| format!("scrape target {:?}: {e}", target.service))?;
+        target.check().map_err(|source| ScrapeError::Target {
+            service: target.service.clone(),
+            source,
+        })?;
         let client = if target.tls.is_default() {
             shared.clone()
         } else {
-            client(target.url.starts_with("https://"), &target.tls)
-                .map_err(|e| format!("scrape target {:?}: {e}", target.service))?
+            client(target.url.starts_with("https://"), &target.tls).map_err(|source| {
+                ScrapeError::Tls {
+                    service: Some(target.service.clone()),
+                    source,
+                }
+            })?
         };
         if target.tls.insecure_skip_verify {
             tracing::warn!(service = %target.service, url = %target.url, "TLS certificates are not checked (tls.insecure_skip_verify): anyone on the path can pose as the target");
@@ -230,7 +331,7 @@ impl<'a> Outcomes<'a> {
         }
     }
 
-    fn note(&mut self, outcome: Result<Window, String>) {
+    fn note(&mut self, outcome: Result<Window, ScrapeFailure>) {
         let (app, target, url) = (self.app, self.target, self.url);
         let labels = &self.labels;
         let values = labels.map(|(_, v)| v);
@@ -253,6 +354,7 @@ impl<'a> Outcomes<'a> {
                 app.metrics.scrape_errors.add(&values, (), 1.0);
                 // A dead target fails at every try: said once, and again if the error
                 // changes (spanprof_scrape_up and the error count follow every try).
+                let e = e.to_string();
                 if self.logged.as_deref() == Some(e.as_str()) {
                     tracing::debug!(service = %target.service, url = %url, error = %e, failures = self.failures, "scrape failed again");
                 } else {
@@ -321,14 +423,16 @@ fn request_headers(target: &ScrapeTarget) -> HeaderMap {
 
 /// `authorization: Bearer …` from the token file, read now (a rotated token is used at once;
 /// a few bytes of a local file, read in place).
-fn bearer(file: &Path) -> Result<HeaderValue, String> {
-    let token = std::fs::read_to_string(file)
-        .map_err(|e| format!("reading bearer_token_file {}: {e}", file.display()))?;
+fn bearer(file: &Path) -> Result<HeaderValue, ScrapeFailure> {
+    let token = std::fs::read_to_string(file).map_err(|e| ScrapeFailure::BearerRead {
+        file: file.to_owned(),
+        reason: e.to_string(),
+    })?;
     HeaderValue::try_from(format!("Bearer {}", token.trim())).map_err(|e| {
-        format!(
-            "bearer_token_file {}: not a header value: {e}",
-            file.display()
-        )
+        ScrapeFailure::BearerValue {
+            file: file.to_owned(),
+            reason: e.to_string(),
+        }
     })
 }
 
@@ -339,11 +443,15 @@ async fn fetch(
     bearer_token_file: Option<&Path>,
     timeout: Duration,
     max_bytes: usize,
-) -> Result<Bytes, String> {
-    let uri: hyper::Uri = url.parse().map_err(|e| format!("bad URL {url}: {e}"))?;
+) -> Result<Bytes, ScrapeFailure> {
+    let bad_url = |reason: String| ScrapeFailure::BadUrl {
+        url: url.to_owned(),
+        reason,
+    };
+    let uri: hyper::Uri = url.parse().map_err(|e| bad_url(format!("{e}")))?;
     let mut request = hyper::Request::get(uri)
         .body(Empty::new())
-        .map_err(|e| format!("bad URL {url}: {e}"))?;
+        .map_err(|e| bad_url(e.to_string()))?;
     request.headers_mut().extend(headers.clone());
     if let Some(file) = bearer_token_file {
         request
@@ -353,12 +461,12 @@ async fn fetch(
     let request = async {
         let response = client.request(request).await.map_err(|e| {
             // hyper's own text ("client error (Connect)") says little; the causes say why.
-            let what = if e.is_connect() {
-                "cannot connect"
+            let causes = crate::error_causes(&e);
+            if e.is_connect() {
+                ScrapeFailure::Connect(causes)
             } else {
-                "request failed"
-            };
-            format!("{what}: {}", crate::error_causes(&e))
+                ScrapeFailure::Request(causes)
+            }
         })?;
         let status = response.status();
         let html = response
@@ -369,7 +477,7 @@ async fn fetch(
         let body = Limited::new(response.into_body(), max_bytes)
             .collect()
             .await
-            .map_err(|e| format!("reading the body: {e}"))?
+            .map_err(|e| ScrapeFailure::Body(e.to_string()))?
             .to_bytes();
         if !status.is_success() {
             let hint = match status {
@@ -383,13 +491,17 @@ async fn fetch(
                 }
                 _ => "",
             };
-            return Err(format!("HTTP {status}{hint}: {}", excerpt(&body, html)));
+            return Err(ScrapeFailure::Status {
+                status,
+                hint,
+                excerpt: excerpt(&body, html),
+            });
         }
         Ok(body)
     };
     tokio::time::timeout(timeout, request)
         .await
-        .map_err(|_| format!("no answer within {timeout:?}"))?
+        .map_err(|_| ScrapeFailure::Timeout(timeout))?
 }
 
 /// What an error answer's body says, on one line (log lines stay lines): an HTML page's
@@ -421,9 +533,9 @@ async fn ingest(
     cpu_window: Option<Duration>,
     body: &[u8],
     cumulative: &mut Cumulative,
-) -> Result<Window, String> {
+) -> Result<Window, ScrapeFailure> {
     let mut profile = pprof::decode(body, app.config.server.max_decompressed_size)
-        .map_err(|e| format!("not a pprof profile: {e}"))?;
+        .map_err(|e| ScrapeFailure::NotPprof(e.to_string()))?;
     if let Some(asked) = cpu_window {
         sampled_window(&mut profile, asked);
     }
@@ -445,7 +557,7 @@ async fn ingest(
         .server
         .profile_limits()
         .check_pprof(&profile)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| ScrapeFailure::Limits(e.to_string()))?;
     // Put back if the profile is not stored: the next delta then covers this interval too.
     let before = cumulative.clone();
     let delta = cumulative.apply(&mut profile);
@@ -480,7 +592,7 @@ async fn ingest(
         ));
         batch
             .add_pprof(&profile, resource)
-            .map_err(|e| format!("converting: {e}"))?;
+            .map_err(|e| ScrapeFailure::Converting(e.to_string()))?;
         let (mut data, report) = batch.finish();
         if let Delta::Since {
             previous_time_nanos,
@@ -495,7 +607,7 @@ async fn ingest(
         app.pipeline
             .submit(Work::Profiles(data, Storing::EachAlone), Receiver::Scrape)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| ScrapeFailure::Refused(e.to_string()))
     }
     .await;
     if stored.is_err() {

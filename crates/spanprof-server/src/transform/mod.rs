@@ -99,6 +99,16 @@ pub struct Rule {
     pub config: RuleConfig,
 }
 
+/// A rule of `processors.transform` that cannot work: which rule, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{rule}: {problem}")]
+pub struct RuleError {
+    /// The rule: `processors.transform[2] "name" (drop_label)`.
+    pub rule: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 impl Rule {
     /// Checks rule `index` of the file; `env` reads an environment variable. The error
     /// names the rule and what is wrong.
@@ -106,14 +116,17 @@ impl Rule {
         index: usize,
         c: RuleConfig,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Rule, String> {
+    ) -> Result<Rule, RuleError> {
         let id = match &c.name {
             Some(n) => format!("processors.transform[{index}] {n:?} ({})", c.action),
             None => format!("processors.transform[{index}] ({})", c.action),
         };
         let config = c.clone();
-        let fail = |m: String| format!("{id}: {m}");
-        let need = |field: &Option<String>, what: &str| -> Result<String, String> {
+        let fail = |problem: String| RuleError {
+            rule: id.clone(),
+            problem,
+        };
+        let need = |field: &Option<String>, what: &str| -> Result<String, RuleError> {
             match field.as_deref().map(str::trim) {
                 Some(v) if !v.is_empty() => Ok(v.to_owned()),
                 _ => Err(fail(format!("needs {what}"))),
@@ -208,7 +221,7 @@ pub struct Transform {
 impl Transform {
     /// Checks every rule of the file, reading `value_from_env` from the process's
     /// environment.
-    pub fn from_config(rules: Vec<RuleConfig>) -> Result<Transform, String> {
+    pub fn from_config(rules: Vec<RuleConfig>) -> Result<Transform, RuleError> {
         let env = |k: &str| std::env::var(k).ok();
         let rules: Vec<Rule> = rules
             .into_iter()
@@ -258,8 +271,8 @@ impl Transform {
 }
 
 impl TryFrom<Vec<RuleConfig>> for Transform {
-    type Error = String;
-    fn try_from(rules: Vec<RuleConfig>) -> Result<Transform, String> {
+    type Error = RuleError;
+    fn try_from(rules: Vec<RuleConfig>) -> Result<Transform, RuleError> {
         Transform::from_config(rules)
     }
 }

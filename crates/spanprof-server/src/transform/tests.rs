@@ -14,7 +14,7 @@ use crate::pipeline::Work;
 fn rule(yaml: &str) -> Result<Rule, String> {
     let c: RuleConfig = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
     let env = |k: &str| (k == "POD_NAME").then(|| "pod-7".to_owned());
-    Rule::from_config(3, c, &env)
+    Rule::from_config(3, c, &env).map_err(|e| e.to_string())
 }
 
 fn transform(rules: &[&str]) -> Transform {

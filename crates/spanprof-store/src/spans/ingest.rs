@@ -145,12 +145,42 @@ fn resource_attributes(resource: Option<&Resource>) -> SpanResource {
     bounded_attributes(others).into()
 }
 
+/// Why a span is not stored (shown after its position in the request).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SpanRejected {
+    /// An id of the wrong length.
+    #[error("{field}: {len} bytes, {rule}")]
+    IdLength {
+        /// The field (`span_id`).
+        field: &'static str,
+        /// Its length, bytes.
+        len: usize,
+        /// What it must be (`a span id has 8`).
+        rule: &'static str,
+    },
+    /// An id of zeros.
+    #[error("{0}: all zeros, which is not a valid id")]
+    ZeroId(&'static str),
+    /// A time past what the store keeps (signed ns).
+    #[error(
+        "{field}: {time} is past the latest time the store keeps ({} ns since the epoch, in \
+         the year 2262)",
+        i64::MAX
+    )]
+    PastLatestTime {
+        /// The field (`end_time_unix_nano`).
+        field: &'static str,
+        /// Its value, ns since the epoch.
+        time: u64,
+    },
+}
+
 /// The record of `span`, and whether its end time was clamped; or what is wrong with its ids.
 fn record(
     span: &Span,
     service: &str,
     resource: &SpanResource,
-) -> Result<(SpanRecord, bool), String> {
+) -> Result<(SpanRecord, bool), SpanRejected> {
     let trace_id: [u8; 16] = id(&span.trace_id, "trace_id", "a trace id has 16")?;
     let span_id: [u8; 8] = id(&span.span_id, "span_id", "a span id has 8")?;
     let parent_span_id = match span.parent_span_id.len() {
@@ -170,11 +200,7 @@ fn record(
         ("end_time_unix_nano", span.end_time_unix_nano),
     ] {
         if t > i64::MAX as u64 {
-            return Err(format!(
-                "{field}: {t} is past the latest time the store keeps ({} ns since the epoch, \
-                 in the year 2262)",
-                i64::MAX
-            ));
+            return Err(SpanRejected::PastLatestTime { field, time: t });
         }
     }
     let clamped = span.end_time_unix_nano < start_ns;
@@ -209,11 +235,18 @@ fn event(e: &spanprof_format::trace::span::Event) -> SpanEvent {
 }
 
 /// `bytes` as an id of `N` bytes that is not all zeros.
-fn id<const N: usize>(bytes: &[u8], field: &str, rule: &str) -> Result<[u8; N], String> {
-    let id = <[u8; N]>::try_from(bytes)
-        .map_err(|_| format!("{field}: {} bytes, {rule}", bytes.len()))?;
+fn id<const N: usize>(
+    bytes: &[u8],
+    field: &'static str,
+    rule: &'static str,
+) -> Result<[u8; N], SpanRejected> {
+    let id = <[u8; N]>::try_from(bytes).map_err(|_| SpanRejected::IdLength {
+        field,
+        len: bytes.len(),
+        rule,
+    })?;
     if id.iter().all(|&b| b == 0) {
-        return Err(format!("{field}: all zeros, which is not a valid id"));
+        return Err(SpanRejected::ZeroId(field));
     }
     Ok(id)
 }

@@ -183,16 +183,33 @@ impl TextField {
     }
 }
 
+/// Why a span condition cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ConditionError {
+    /// A regex that does not compile (or is too long).
+    #[error("{0}")]
+    Matcher(#[from] crate::matchers::MatcherError),
+    /// An order (`>`, `<=`, …) against a value that is not a number.
+    #[error("{op} compares numbers, and {value:?} is not a number")]
+    NotANumber {
+        /// The comparison.
+        op: CompareOp,
+        /// The value given.
+        value: String,
+    },
+}
+
 impl TextCondition {
     /// `field op value`; an error, to show as it is, for a regex that does not compile or an
     /// order against a value that is not a number.
-    pub fn new(field: TextField, op: CompareOp, value: &str) -> Result<Self, String> {
+    pub fn new(field: TextField, op: CompareOp, value: &str) -> Result<Self, ConditionError> {
         let test = match op.text_op() {
-            Some(m) => Test::Text(LabelMatcher::new("", m, value).map_err(|e| e.to_string())?),
+            Some(m) => Test::Text(LabelMatcher::new("", m, value)?),
             None => Test::Number(
                 op,
-                number(value).ok_or_else(|| {
-                    format!("{op} compares numbers, and {value:?} is not a number")
+                number(value).ok_or_else(|| ConditionError::NotANumber {
+                    op,
+                    value: value.to_owned(),
                 })?,
             ),
         };

@@ -45,6 +45,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use crate::codec::{CodecError, Get};
 use crate::log::{Log, LogConfig, LogError};
 use lock::lock_dir;
+pub use segments::IndexError;
 use segments::SegmentIndex;
 use state::State;
 
@@ -76,6 +77,9 @@ pub enum StoreError {
     /// The input is not something the store can hold.
     #[error("{0}")]
     Invalid(String),
+    /// A segment's index could not be read.
+    #[error(transparent)]
+    Index(#[from] segments::IndexError),
     /// A selection could not be answered.
     #[error(transparent)]
     Select(#[from] crate::select::SelectError),
@@ -252,7 +256,7 @@ impl Store {
                     to_replay.push(seg.id);
                 }
                 Err(problem) => {
-                    report.problems.push(problem);
+                    report.problems.push(problem.to_string());
                     to_replay.push(seg.id);
                 }
             }

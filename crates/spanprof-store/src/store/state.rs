@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 use hashbrown::HashMap;
 use spanprof_format::profile_type::ProfileTypeId;
 
-use super::segments::{index_path, write_index, IndexCache, SealedSummary, SegmentIndex};
+use super::segments::{
+    index_path, write_index, IndexCache, IndexError, SealedSummary, SegmentIndex,
+};
 
 use super::{
     get_record_links, record_kind, StoreStats, COMPACT_BEGIN, COMPACT_END, COPY, INGEST, SNAPSHOT,
@@ -118,7 +120,7 @@ pub(crate) struct IndexLoader {
 impl IndexLoader {
     /// The index `r` names; `None` for a sealed segment deleted since it was listed
     /// (retention or compaction got there first).
-    pub fn load(&self, r: &IndexRef) -> Result<Option<Arc<SegmentIndex>>, String> {
+    pub fn load(&self, r: &IndexRef) -> Result<Option<Arc<SegmentIndex>>, IndexError> {
         match r {
             IndexRef::Loaded(index) => Ok(Some(Arc::clone(index))),
             IndexRef::Sealed(id) => self.cache.get_if_present(&self.dir, *id),
@@ -564,7 +566,7 @@ impl State {
         from_ns: i64,
         to_ns: i64,
         keep: impl Fn(&SealedSummary) -> bool,
-    ) -> Result<Vec<Arc<SegmentIndex>>, String> {
+    ) -> Result<Vec<Arc<SegmentIndex>>, IndexError> {
         let (refs, _) = self.index_refs(from_ns, to_ns, keep);
         refs.into_iter()
             .map(|r| match r {

@@ -22,7 +22,7 @@ use spanprof_format::link::to_hex;
 use super::messages::*;
 use super::methods::{blocking, selection};
 use super::{Codec, ConnectError};
-use crate::AppState;
+use crate::api::Queries;
 use spanprof_store::store::{Selection, Store};
 
 /// Value buckets per time column (upstream's `DefaultYAxisBuckets`).
@@ -302,7 +302,7 @@ fn span_points(
 
 /// `SelectHeatmap` over the store; see the module docs.
 pub async fn select_heatmap(
-    app: AppState,
+    queries: Queries,
     req: SelectHeatmapRequest,
     _codec: Codec,
 ) -> Result<SelectHeatmapResponse, ConnectError> {
@@ -314,7 +314,7 @@ pub async fn select_heatmap(
         req.start.saturating_sub(c.step_ms).max(0),
         req.end,
     )?;
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let series = span_points(store, &sel, req.group_by.first().map(String::as_str))?;
         let series = heatmap(series, req.start, req.end, c.step_ms, c.exemplars);
         Ok(SelectHeatmapResponse {

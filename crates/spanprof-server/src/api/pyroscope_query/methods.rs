@@ -11,7 +11,7 @@ use spanprof_store::{FlameTree, NodeId, DEFAULT_MAX_NODES};
 
 use super::messages::*;
 use super::{Codec, ConnectError};
-use crate::AppState;
+use crate::api::Queries;
 
 /// Largest `max_nodes` accepted (Pyroscope's limit).
 const MAX_NODES_LIMIT: i64 = 1 << 20;
@@ -37,10 +37,10 @@ impl From<StoreError> for ConnectError {
 
 /// Runs `query` on a blocking thread (every store call may read from disk).
 pub(super) async fn blocking<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> Result<T, ConnectError> + Send + 'static,
 ) -> Result<T, ConnectError> {
-    crate::api::run_app_query(app, query)
+    crate::api::run_app_query(queries, query)
         .await
         .map_err(|e| ConnectError::internal(format!("the query failed: {e}")))?
 }
@@ -247,11 +247,11 @@ fn series_of(
 
 /// `ProfileTypes`: every type stored, whatever the range (see the module docs).
 pub async fn profile_types(
-    app: AppState,
+    queries: Queries,
     _req: ProfileTypesRequest,
     _codec: Codec,
 ) -> Result<ProfileTypesResponse, ConnectError> {
-    blocking(&app, |store| {
+    blocking(&queries, |store| {
         Ok(ProfileTypesResponse {
             profile_types: store
                 .profile_types(None)
@@ -272,13 +272,13 @@ pub async fn profile_types(
 
 /// `LabelNames`.
 pub async fn label_names(
-    app: AppState,
+    queries: Queries,
     req: LabelNamesRequest,
     _codec: Codec,
 ) -> Result<LabelNamesResponse, ConnectError> {
     let (from_ns, to_ns) = range(req.start, req.end)?;
     let matchers = unions(&req.matchers)?;
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let names: BTreeSet<String> = series_of(store, &matchers, from_ns, to_ns)?
             .into_iter()
             .flatten()
@@ -293,7 +293,7 @@ pub async fn label_names(
 
 /// `LabelValues`.
 pub async fn label_values(
-    app: AppState,
+    queries: Queries,
     req: LabelValuesRequest,
     _codec: Codec,
 ) -> Result<LabelValuesResponse, ConnectError> {
@@ -302,7 +302,7 @@ pub async fn label_values(
     }
     let (from_ns, to_ns) = range(req.start, req.end)?;
     let matchers = unions(&req.matchers)?;
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let values: BTreeSet<String> = series_of(store, &matchers, from_ns, to_ns)?
             .into_iter()
             .flatten()
@@ -318,13 +318,13 @@ pub async fn label_values(
 
 /// `Series`: the label sets, cut to `label_names` when given.
 pub async fn series(
-    app: AppState,
+    queries: Queries,
     req: SeriesRequest,
     _codec: Codec,
 ) -> Result<SeriesResponse, ConnectError> {
     let (from_ns, to_ns) = range(req.start, req.end)?;
     let matchers = unions(&req.matchers)?;
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let sets: BTreeSet<Vec<(String, String)>> = series_of(store, &matchers, from_ns, to_ns)?
             .into_iter()
             .map(|labels| {
@@ -381,7 +381,7 @@ fn answer(tree: &FlameTree, max_nodes: usize, format: TreeFormat) -> (Option<Fla
 /// `SelectMergeSpanProfile`: the spans' samples, with their descendants' when the server is
 /// configured so (module docs).
 pub async fn select_merge_span_profile(
-    app: AppState,
+    queries: Queries,
     req: SelectMergeSpanProfileRequest,
     _codec: Codec,
 ) -> Result<SelectMergeSpanProfileResponse, ConnectError> {
@@ -394,13 +394,13 @@ pub async fn select_merge_span_profile(
     )?;
     let max_nodes = max_nodes(req.max_nodes)?;
     sel.span_ids = span_ids(&req.span_selector)?;
-    sel.include_child_spans = app.config.server.span_profiles_include_children;
+    sel.include_child_spans = queries.config.server.span_profiles_include_children;
     if sel.span_ids.is_empty() {
         // No span (or only all-zero ids): nothing, not the whole service.
         let (flamegraph, tree) = answer(&FlameTree::new(), max_nodes, format);
         return Ok(SelectMergeSpanProfileResponse { flamegraph, tree });
     }
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let (tree, _) = store.flame_graph(&sel)?;
         let (flamegraph, tree) = answer(&tree, max_nodes, format);
         Ok(SelectMergeSpanProfileResponse { flamegraph, tree })
@@ -506,7 +506,7 @@ impl Stacktraces {
 
 /// `SelectMergeStacktraces`: a flame graph or a pprof profile, optionally of spans or traces.
 pub async fn select_merge_stacktraces(
-    app: AppState,
+    queries: Queries,
     req: SelectMergeStacktracesRequest,
     codec: Codec,
 ) -> Result<SelectMergeStacktracesResponse, ConnectError> {
@@ -526,7 +526,7 @@ pub async fn select_merge_stacktraces(
             "PROFILE_FORMAT_PPROF takes at most one trace id",
         ));
     }
-    blocking(&app, move |store| match format {
+    blocking(&queries, move |store| match format {
         Some(format) => {
             let (flamegraph, tree) = answer(&q.tree(store)?, q.max_nodes, format);
             Ok(SelectMergeStacktracesResponse {
@@ -558,7 +558,7 @@ pub async fn select_merge_stacktraces(
 /// comparison, of one profile type; the nodes kept are `left`'s `max_nodes` (as Pyroscope
 /// does). Their `format` is not read: the answer is a diff flame graph.
 pub async fn diff(
-    app: AppState,
+    queries: Queries,
     req: DiffRequest,
     _codec: Codec,
 ) -> Result<DiffResponse, ConnectError> {
@@ -577,7 +577,7 @@ pub async fn diff(
             right.sel.profile_type.as_deref().unwrap_or("")
         )));
     }
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let d = diff_layout(&left.tree(store)?, &right.tree(store)?, left.max_nodes);
         Ok(DiffResponse {
             flamegraph: Some(FlameGraphDiff {
@@ -600,11 +600,11 @@ pub async fn diff(
 /// `GetProfileStats`: whether a profile is stored, and when the oldest and the newest were
 /// taken (ms); with none, the largest and the smallest int64, as Pyroscope answers.
 pub async fn get_profile_stats(
-    app: AppState,
+    queries: Queries,
     _req: GetProfileStatsRequest,
     _codec: Codec,
 ) -> Result<GetProfileStatsResponse, ConnectError> {
-    blocking(&app, |store| {
+    blocking(&queries, |store| {
         Ok(match store.profile_time_range() {
             Some((oldest, newest)) => GetProfileStatsResponse {
                 data_ingested: true,
@@ -623,7 +623,7 @@ pub async fn get_profile_stats(
 
 /// `SelectMergeProfile`: the selection as `google.v1.Profile` (binary protobuf only).
 pub async fn select_merge_profile(
-    app: AppState,
+    queries: Queries,
     req: SelectMergeProfileRequest,
     codec: Codec,
 ) -> Result<spanprof_format::pprof::Profile, ConnectError> {
@@ -648,7 +648,7 @@ pub async fn select_merge_profile(
     }
     let nothing = !req.trace_id_selector.is_empty() && traces.is_empty();
     sel.trace_id = traces.first().copied();
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         if nothing {
             return Ok(spanprof_format::pprof::Profile::default());
         }
@@ -661,7 +661,7 @@ pub async fn select_merge_profile(
 // Long: SelectSeries in order: refusals, the selection, then each group's series and points.
 #[allow(clippy::too_many_lines)]
 pub async fn select_series(
-    app: AppState,
+    queries: Queries,
     req: SelectSeriesRequest,
     _codec: Codec,
 ) -> Result<SelectSeriesResponse, ConnectError> {
@@ -719,7 +719,7 @@ pub async fn select_series(
         req.end,
     )?;
     let group_by = req.group_by.first().cloned();
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let groups =
             store.time_series(&sel, step_ns, group_by.as_deref(), aggregation, exemplars)?;
         let mut series: Vec<(f64, Series)> = groups

@@ -21,11 +21,11 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use prost::Message;
 
+use crate::api::Queries;
 use crate::auth::Access;
 use crate::config::ServerSection;
 use crate::receivers::body::{decode, Rejection};
 use crate::routes::Routes;
-use crate::AppState;
 use json::ToJson;
 
 /// The largest query request body, as sent and once decompressed: 1 MiB. A real one is a
@@ -136,8 +136,9 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
 }
 
 /// One unary call: decodes the request in its codec, runs `method`, encodes the answer.
-async fn unary<Req, Resp, F, Fut>(
-    app: AppState,
+async fn unary<S, Req, Resp, F, Fut>(
+    state: S,
+    server: &ServerSection,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     method: F,
@@ -145,7 +146,7 @@ async fn unary<Req, Resp, F, Fut>(
 where
     Req: Message + Default + serde::de::DeserializeOwned,
     Resp: Message + ToJson,
-    F: FnOnce(AppState, Req, Codec) -> Fut,
+    F: FnOnce(S, Req, Codec) -> Fut,
     Fut: Future<Output = Result<Resp, ConnectError>>,
 {
     let Some(codec) = codec(&headers) else {
@@ -160,7 +161,7 @@ where
     let limits = ServerSection {
         max_body_size: MAX_QUERY_BODY,
         max_decompressed_size: MAX_QUERY_BODY,
-        ..app.config.server.clone()
+        ..server.clone()
     };
     let raw = match &body {
         Ok(body) => decode(&headers, body, &limits),
@@ -201,7 +202,7 @@ where
         }
     };
     let answer = match request {
-        Ok(req) => method(app, req, codec).await,
+        Ok(req) => method(state, req, codec).await,
         Err(e) => Err(e),
     };
     let reply = match answer {
@@ -230,14 +231,19 @@ where
     }
 }
 
+/// A handler for `$method`, which takes the state `$state` (the query handle unless named).
 macro_rules! rpc {
     ($name:ident => $method:path) => {
+        rpc!($name: Queries => $method);
+    };
+    ($name:ident: $state:ty => $method:path) => {
         async fn $name(
-            State(app): State<AppState>,
+            State(state): State<$state>,
+            State(server): State<std::sync::Arc<crate::config::ServerConfig>>,
             headers: HeaderMap,
             body: Result<Bytes, BytesRejection>,
         ) -> Response {
-            unary(app, headers, body, $method).await
+            unary(state, &server.server, headers, body, $method).await
         }
     };
 }

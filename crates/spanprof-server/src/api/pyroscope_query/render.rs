@@ -42,10 +42,10 @@ use spanprof_store::store::{Selection, Store, StoreError};
 use spanprof_store::{ProfileType, DEFAULT_MAX_NODES};
 
 use crate::api::query::params::decode_component;
+use crate::api::Queries;
 use crate::auth::Access;
 use crate::clock::now_ns;
 use crate::routes::Routes;
-use crate::AppState;
 
 /// Largest `maxNodes` accepted (Pyroscope's limit).
 const MAX_NODES_LIMIT: i64 = 1 << 20;
@@ -336,15 +336,17 @@ fn parse_query(q: &str, type_required: bool) -> Result<Query, HttpError> {
 }
 
 async fn blocking<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> Result<T, HttpError> + Send + 'static,
 ) -> Result<T, HttpError> {
-    crate::api::run_app_query(app, query).await.map_err(|e| {
-        HttpError(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the query failed: {e}"),
-        )
-    })?
+    crate::api::run_app_query(queries, query)
+        .await
+        .map_err(|e| {
+            HttpError(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the query failed: {e}"),
+            )
+        })?
 }
 
 // ---- /pyroscope/render ---------------------------------------------------------------------
@@ -367,14 +369,14 @@ fn timeline(points: &[SeriesPoint], from_ms: i64, until_ms: i64, step_ms: i64) -
     })
 }
 
-async fn render(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    match render_json(app, raw).await {
+async fn render(State(queries): State<Queries>, RawQuery(raw): RawQuery) -> Response {
+    match render_json(queries, raw).await {
         Ok(v) => ([("content-type", "application/json")], v.to_string()).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpError> {
+async fn render_json(queries: Queries, raw: Option<String>) -> Result<Value, HttpError> {
     let p = Params::parse(raw.as_deref())?;
     match p.get(&["format"]).unwrap_or("json") {
         "" | "json" => {}
@@ -407,7 +409,7 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
         .filter(|g| !g.is_empty())
         .map(str::to_owned);
     let step_ms = point_interval_ms(from_ms, until_ms);
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let known = store.profile_types(None).contains(&type_id);
         let mut out = tree_of(store, &sel, known)?
             .to_pyroscope_layout(max_nodes)
@@ -441,14 +443,14 @@ async fn render_json(app: AppState, raw: Option<String>) -> Result<Value, HttpEr
 
 // ---- /pyroscope/render-diff ----------------------------------------------------------------
 
-async fn render_diff(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    match render_diff_json(app, raw).await {
+async fn render_diff(State(queries): State<Queries>, RawQuery(raw): RawQuery) -> Response {
+    match render_diff_json(queries, raw).await {
         Ok(v) => ([("content-type", "application/json")], v.to_string()).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn render_diff_json(app: AppState, raw: Option<String>) -> Result<Value, HttpError> {
+async fn render_diff_json(queries: Queries, raw: Option<String>) -> Result<Value, HttpError> {
     let p = Params::parse(raw.as_deref())?;
     let now = now_ns();
     let side = |query: &str, from: &str, until: &str| {
@@ -462,7 +464,7 @@ async fn render_diff_json(app: AppState, raw: Option<String>) -> Result<Value, H
         )));
     }
     let max_nodes = max_nodes(&p)?;
-    blocking(&app, move |store| {
+    blocking(&queries, move |store| {
         let known = store.profile_types(None).contains(&left_type);
         let (left, right) = (
             tree_of(store, &left, known)?,
@@ -476,14 +478,14 @@ async fn render_diff_json(app: AppState, raw: Option<String>) -> Result<Value, H
 
 // ---- /pyroscope/label-values ---------------------------------------------------------------
 
-async fn label_values(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    match label_values_json(app, raw).await {
+async fn label_values(State(queries): State<Queries>, RawQuery(raw): RawQuery) -> Response {
+    match label_values_json(queries, raw).await {
         Ok(v) => ([("content-type", "application/json")], v.to_string()).into_response(),
         Err(e) => e.into_response(),
     }
 }
 
-async fn label_values_json(app: AppState, raw: Option<String>) -> Result<Value, HttpError> {
+async fn label_values_json(queries: Queries, raw: Option<String>) -> Result<Value, HttpError> {
     let p = Params::parse(raw.as_deref())?;
     let label = p
         .get(&["label"])
@@ -517,7 +519,7 @@ async fn label_values_json(app: AppState, raw: Option<String>) -> Result<Value, 
         to_ns,
         ..Default::default()
     };
-    let values = blocking(&app, move |store| {
+    let values = blocking(&queries, move |store| {
         let mut values = BTreeSet::new();
         let (series, _) = store.series_limited(&sel, crate::api::MAX_ANSWER_LABEL_BYTES)?;
         for labels in series {

@@ -8,6 +8,8 @@
 //! provided"), a `modifiedAt` of 0 is now, and a write older than the stored value is
 //! `already_exists`. Other methods of `settings.v1` (recording rules) are `unimplemented`.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
@@ -20,8 +22,7 @@ use crate::pyroscope_proto::settings::v1::{
     GetSettingsRequest, GetSettingsResponse, SetSettingsRequest, SetSettingsResponse, Setting,
 };
 use crate::routes::Routes;
-use crate::settings::{self, SetError};
-use crate::AppState;
+use crate::settings::{self, SetError, Settings};
 
 /// The `settings.v1` routes.
 pub fn routes() -> Routes {
@@ -37,21 +38,21 @@ pub fn routes() -> Routes {
         )
 }
 
-rpc!(get => get_settings);
-rpc!(set => set_setting);
+rpc!(get: Arc<Settings> => get_settings);
+rpc!(set: Arc<Settings> => set_setting);
 
 async fn get_settings(
-    app: AppState,
+    settings: Arc<Settings>,
     _: GetSettingsRequest,
     _: Codec,
 ) -> Result<GetSettingsResponse, ConnectError> {
     Ok(GetSettingsResponse {
-        settings: app.settings.all().into_iter().map(to_proto).collect(),
+        settings: settings.all().into_iter().map(to_proto).collect(),
     })
 }
 
 async fn set_setting(
-    app: AppState,
+    settings: Arc<Settings>,
     req: SetSettingsRequest,
     _: Codec,
 ) -> Result<SetSettingsResponse, ConnectError> {
@@ -64,7 +65,7 @@ async fn set_setting(
         modified_at_ms: s.modified_at,
     };
     let now_ms = crate::clock::now_ns() / 1_000_000;
-    let store = std::sync::Arc::clone(&app.settings);
+    let store = settings;
     let stored = tokio::task::spawn_blocking(move || store.set(setting, now_ms))
         .await
         .map_err(|e| ConnectError::internal(format!("storing the setting failed: {e}")))?;

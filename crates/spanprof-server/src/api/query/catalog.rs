@@ -9,16 +9,17 @@ use spanprof_format::profile_type::ProfileTypeId;
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::selection::{span_range, time_range, SelectionQuery, SERIES_PARAMS};
+use crate::api::Queries;
 use crate::api::MAX_ANSWER_LABEL_BYTES;
-use crate::AppState;
+use crate::Bound;
 
 /// `GET /api/v1/status`: the version and where the listeners are bound.
 pub async fn status(
-    State(app): State<AppState>,
+    State(bound): State<Bound>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     QueryParams::parse(raw.as_deref())?.allow("/api/v1/status", &[])?;
-    let b = &app.bound;
+    let b = &bound;
     Ok(axum::Json(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "listeners": {
@@ -33,17 +34,17 @@ pub async fn status(
 /// `GET /api/v1/services?from&to&spans`: services with profiles in the range; with
 /// `spans=true`, and those with spans.
 pub async fn services(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/services", &["from", "to", "spans"])?;
     let (from, to) = time_range(&p, params::now_ns())?;
     let with_spans = p.parsed("spans", params::boolean)?.unwrap_or(false);
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         return crate::remote::answers::services(remote, (from, to), with_spans).await;
     }
-    let services = blocking(&app, move |store| {
+    let services = blocking(&queries, move |store| {
         let mut services = store.services(from, to);
         if with_spans {
             // A tracer may name the service otherwise than its profiles (or send no profiles).
@@ -62,7 +63,7 @@ pub async fn services(
 /// types, or with spans or a trace those of their samples (what a span's type picker
 /// offers), and the one a selection takes without `type`.
 pub async fn profile_types(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -71,10 +72,10 @@ pub async fn profile_types(
         &["service", "span_id", "trace_id", "include_child_spans"],
     )?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         return crate::remote::answers::profile_types(remote, &q.selection).await;
     }
-    let (default, types) = blocking(&app, move |store| {
+    let (default, types) = blocking(&queries, move |store| {
         // An unknown id is a 404, as on the endpoints the types are for.
         q.check_ids_known(store)?;
         if super::selection::selects_spans(&q.selection) {
@@ -108,16 +109,16 @@ pub async fn profile_types(
 
 /// `GET /api/v1/label-names?service&type&from&to&query`.
 pub async fn label_names(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/label-names", SERIES_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         return crate::remote::answers::labels(remote, &q.selection, None).await;
     }
-    let names = blocking(&app, move |store| {
+    let names = blocking(&queries, move |store| {
         q.check_type(store)?;
         Ok(store.label_names(&q.selection)?)
     })
@@ -127,7 +128,7 @@ pub async fn label_names(
 
 /// `GET /api/v1/label-values?name&service&type&from&to&query`.
 pub async fn label_values(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -141,10 +142,10 @@ pub async fn label_values(
         .value
         .to_owned();
     let answer_name = name.clone();
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         return crate::remote::answers::labels(remote, &q.selection, Some(name)).await;
     }
-    let (values, truncated) = blocking(&app, move |store| {
+    let (values, truncated) = blocking(&queries, move |store| {
         q.check_type(store)?;
         Ok(store.label_values_limited(&q.selection, &name, MAX_ANSWER_LABEL_BYTES)?)
     })
@@ -157,16 +158,16 @@ pub async fn label_values(
 
 /// `GET /api/v1/series?service&type&from&to&query`.
 pub async fn series(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/series", SERIES_PARAMS)?;
     let q = SelectionQuery::parse(&p, params::now_ns())?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         return crate::remote::answers::series(remote, &q.selection).await;
     }
-    let (series, truncated) = blocking(&app, move |store| {
+    let (series, truncated) = blocking(&queries, move |store| {
         q.check_type(store)?;
         Ok(store.series_limited(&q.selection, MAX_ANSWER_LABEL_BYTES)?)
     })

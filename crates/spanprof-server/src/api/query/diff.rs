@@ -10,9 +10,9 @@ use spanprof_store::store::{Selection, SpanFilter, Store};
 
 use super::error::{blocking, json_text, ApiError};
 use super::flame::{flame_of, max_nodes, summary_json};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
-use crate::AppState;
+use crate::api::Queries;
 
 /// What the left side is when it is derived from the right (`baseline=`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,12 +27,12 @@ enum Baseline {
 }
 
 impl Baseline {
-    fn parse(s: &str) -> Result<Self, String> {
+    fn parse(s: &str) -> Result<Self, BadValue> {
         match s {
             "span_name" => Ok(Baseline::SpanName),
             "fast" => Ok(Baseline::Fast),
             "service" => Ok(Baseline::Service),
-            _ => Err("expected span_name, fast or service".to_owned()),
+            _ => Err(BadValue::Refused("expected span_name, fast or service")),
         }
     }
 }
@@ -44,7 +44,7 @@ const SLOW_ABOVE_PERCENTILE: f64 = 90.0;
 
 /// `GET /api/v1/diff`.
 pub async fn diff(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -74,7 +74,7 @@ pub async fn diff(
             now,
         )?),
     };
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let (left, right) = match (left, baseline) {
             (Some(left), _) => (left.selection, right.selection),
             (None, Some(b)) => {
@@ -98,7 +98,7 @@ pub async fn diff(
         };
         return crate::remote::answers::diff(remote, &left, &right, max_nodes).await;
     }
-    let body = blocking(&app, move |store| {
+    let body = blocking(&queries, move |store| {
         right.check_type(store)?;
         let (left, right) = match (left, baseline) {
             (Some(left), _) => {

@@ -4,14 +4,14 @@ use axum::response::{IntoResponse, Response};
 use spanprof_store::store::Store;
 
 pub use crate::answer::ApiError;
-use crate::AppState;
+use crate::api::Queries;
 
 /// Runs `query` on a blocking thread (every store call reads from disk).
 pub async fn blocking<T: Send + 'static>(
-    app: &AppState,
+    queries: &Queries,
     query: impl FnOnce(&Store) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    crate::api::run_app_query(app, query)
+    crate::api::run_app_query(queries, query)
         .await
         .map_err(|e| ApiError::internal(format!("the query failed: {e}")))?
 }

@@ -10,9 +10,9 @@ use spanprof_store::{FlameTree, FunctionOrder, SelectionSummary, DEFAULT_MAX_NOD
 
 use super::error::{blocking, json_text, ApiError};
 use super::focus::{self, FOCUS_PARAM};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
-use crate::AppState;
+use crate::api::Queries;
 
 /// Most nodes a client may ask a flame graph layout for (0 = no limit is allowed too).
 const MAX_NODES_LIMIT: usize = 1 << 20;
@@ -78,7 +78,7 @@ fn focus_on(
 
 /// `GET /api/v1/flamegraph`.
 pub async fn flamegraph(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -89,11 +89,11 @@ pub async fn flamegraph(
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
     let max_nodes = max_nodes(&p)?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         remote_focus(focus, &mut q.selection)?;
         return crate::remote::answers::flamegraph(remote, &q.selection, max_nodes).await;
     }
-    let body = blocking(&app, move |store| {
+    let body = blocking(&queries, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
@@ -113,7 +113,7 @@ pub async fn flamegraph(
 
 /// `GET /api/v1/top`.
 pub async fn top(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -127,15 +127,15 @@ pub async fn top(
         .parsed("order", |s| match s {
             "self" => Ok(FunctionOrder::SelfValue),
             "total" => Ok(FunctionOrder::Total),
-            _ => Err("expected self or total".to_owned()),
+            _ => Err(BadValue::Refused("expected self or total")),
         })?
         .unwrap_or(FunctionOrder::SelfValue);
     let limit = p.parsed("limit", params::count(1, 100_000))?.unwrap_or(100);
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         remote_focus(focus, &mut q.selection)?;
         return crate::remote::answers::top(remote, &q.selection, order, limit).await;
     }
-    let body = blocking(&app, move |store| {
+    let body = blocking(&queries, move |store| {
         q.check_type(store)?;
         let holds = focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
@@ -160,29 +160,29 @@ pub async fn top(
 /// drawing as `spanprof flame --format svg`), to save or to put in a document. Names are
 /// escaped as XML text and the image has no script.
 pub async fn svg(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow("/api/v1/svg", &[SELECTION_PARAMS, &[FOCUS_PARAM]].concat())?;
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let image = match &app.remote {
+    let image = match &queries.remote {
         Some(remote) => {
             remote_focus(focus, &mut q.selection)?;
             crate::remote::answers::svg(remote, &q.selection).await?
         }
-        None => svg_image(&app, q, focus).await?,
+        None => svg_image(&queries, q, focus).await?,
     };
     svg_response(image)
 }
 
 async fn svg_image(
-    app: &AppState,
+    queries: &Queries,
     mut q: SelectionQuery,
     focus: Option<focus::Focus>,
 ) -> Result<String, ApiError> {
-    blocking(app, move |store| {
+    blocking(queries, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let (tree, summary, averaged) = flame_of(store, &q.selection)?;
@@ -223,13 +223,13 @@ fn svg_response(image: String) -> Result<Response, ApiError> {
 }
 
 /// `GET /api/v1/pprof`: gzip pprof, for `go tool pprof <url>`.
-pub async fn pprof(State(app): State<AppState>, RawQuery(raw): RawQuery) -> Response {
-    pprof_answer(app, raw)
+pub async fn pprof(State(queries): State<Queries>, RawQuery(raw): RawQuery) -> Response {
+    pprof_answer(queries, raw)
         .await
         .unwrap_or_else(ApiError::for_go_pprof)
 }
 
-async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, ApiError> {
+async fn pprof_answer(queries: Queries, raw: Option<String>) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
     p.allow(
         "/api/v1/pprof",
@@ -237,22 +237,22 @@ async fn pprof_answer(app: AppState, raw: Option<String>) -> Result<Response, Ap
     )?;
     let mut q = SelectionQuery::parse(&p, params::now_ns())?;
     let focus = focus::parse(&p)?;
-    let bytes = match &app.remote {
+    let bytes = match &queries.remote {
         Some(remote) => {
             remote_focus(focus, &mut q.selection)?;
             crate::remote::answers::pprof(remote, &q.selection).await?
         }
-        None => pprof_bytes(&app, q, focus).await?,
+        None => pprof_bytes(&queries, q, focus).await?,
     };
     pprof_response(bytes)
 }
 
 async fn pprof_bytes(
-    app: &AppState,
+    queries: &Queries,
     mut q: SelectionQuery,
     focus: Option<focus::Focus>,
 ) -> Result<Vec<u8>, ApiError> {
-    blocking(app, move |store| {
+    blocking(queries, move |store| {
         q.check_type(store)?;
         focus_on(focus, &mut q, store)?;
         let mut profile = store.pprof(&q.selection)?;

@@ -10,6 +10,57 @@ use spanprof_store::time::{parse_duration, parse_time};
 
 use super::error::ApiError;
 
+/// Why a parameter's value was refused: what the parameter takes. Shown after the
+/// parameter's name and value ([`ApiError::bad_param`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadValue {
+    /// Not UTF-8 once its `%XX` escapes are decoded.
+    #[error("not UTF-8 once percent-decoded")]
+    NotUtf8,
+    /// Not a span id.
+    #[error("expected 16 hex characters (not all zero)")]
+    SpanId,
+    /// Not a trace id.
+    #[error("expected 32 hex characters (not all zero)")]
+    TraceId,
+    /// Not `true` or `false`.
+    #[error("expected true or false")]
+    Boolean,
+    /// Not a whole number in `min..=max`.
+    #[error("expected a whole number from {min} to {max}")]
+    Count {
+        /// The least accepted.
+        min: usize,
+        /// The most accepted.
+        max: usize,
+    },
+    /// Not a span status.
+    #[error("expected error, ok or unset")]
+    Status,
+    /// Not a span kind.
+    #[error("expected server, client, internal, producer, consumer or unspecified")]
+    Kind,
+    /// Not a duration.
+    #[error("expected a duration such as 250ms, 15s or 1h30m")]
+    Duration,
+    /// Not a time; `plus_read_as_space` when an unencoded `+01:00` offset arrived as ` 01:00`.
+    #[error(
+        "expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds (a fraction too) or \
+         milliseconds, or now-1h{}",
+        if *plus_read_as_space { "; a + in a query string reads as a space: write it %2B, or use Z" } else { "" }
+    )]
+    Time {
+        /// The value looks like RFC 3339 whose `+` became a space.
+        plus_read_as_space: bool,
+    },
+    /// Not a percentile.
+    #[error("expected a percentile from 0 to 100")]
+    Percentile,
+    /// Parses, but is not a value this parameter takes (the reason).
+    #[error("{0}")]
+    Refused(&'static str),
+}
+
 /// One `name=value` pair, as decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pair {
@@ -146,7 +197,7 @@ impl QueryParams {
     pub fn parsed<T>(
         &self,
         name: &str,
-        parse: impl FnOnce(&str) -> Result<T, String>,
+        parse: impl FnOnce(&str) -> Result<T, BadValue>,
     ) -> Result<Option<T>, ApiError> {
         match self.one(name)? {
             None => Ok(None),
@@ -181,14 +232,14 @@ impl QueryParams {
 }
 
 /// Percent-decodes one name or value of a query string; `+` is a space.
-pub fn decode_component(s: &str) -> Result<String, String> {
+pub fn decode_component(s: &str) -> Result<String, BadValue> {
     percent_decode(s, true)
 }
 
 /// Percent-decodes `s`: `%XX` escapes (a `%` without two hex digits after it stays as it is),
 /// and `+` as a space when `plus_is_space` (query strings; in a URL's user info it is itself).
 /// The one decoder of the server: the query API, Pyroscope's `/render` and config URLs.
-pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, BadValue> {
     // `+` first: an escaped `%2B` must stay a plus.
     let spaced: Cow<'_, str> = if plus_is_space && s.contains('+') {
         Cow::Owned(s.replace('+', " "))
@@ -198,85 +249,77 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
     percent_encoding::percent_decode_str(&spaced)
         .decode_utf8()
         .map(Cow::into_owned)
-        .map_err(|_| "not UTF-8 once percent-decoded".to_owned())
+        .map_err(|_| BadValue::NotUtf8)
 }
 
 /// A span id: 16 hex characters.
-pub fn span_id(s: &str) -> Result<[u8; 8], String> {
-    parse_id::<8>(s).ok_or_else(|| "expected 16 hex characters (not all zero)".to_owned())
+pub fn span_id(s: &str) -> Result<[u8; 8], BadValue> {
+    parse_id::<8>(s).ok_or(BadValue::SpanId)
 }
 
 /// A trace id: 32 hex characters.
-pub fn trace_id(s: &str) -> Result<[u8; 16], String> {
-    parse_id::<16>(s).ok_or_else(|| "expected 32 hex characters (not all zero)".to_owned())
+pub fn trace_id(s: &str) -> Result<[u8; 16], BadValue> {
+    parse_id::<16>(s).ok_or(BadValue::TraceId)
 }
 
 /// `true` or `false`.
-pub fn boolean(s: &str) -> Result<bool, String> {
+pub fn boolean(s: &str) -> Result<bool, BadValue> {
     match s {
         "true" => Ok(true),
         "false" => Ok(false),
-        _ => Err("expected true or false".to_owned()),
+        _ => Err(BadValue::Boolean),
     }
 }
 
 /// A whole number in `min..=max`.
-pub fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, String> {
+pub fn count(min: usize, max: usize) -> impl Fn(&str) -> Result<usize, BadValue> {
     move |s| match s.parse::<usize>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a whole number from {min} to {max}")),
+        _ => Err(BadValue::Count { min, max }),
     }
 }
 
 /// A span status (`error`, `ok`, `unset`; OTLP's numbers and `STATUS_CODE_*` names too), as
 /// its OTLP code.
-pub fn status(s: &str) -> Result<i32, String> {
+pub fn status(s: &str) -> Result<i32, BadValue> {
     match s.to_ascii_lowercase().as_str() {
         "unset" | "0" | "status_code_unset" => Ok(0),
         "ok" | "1" | "status_code_ok" => Ok(1),
         "error" | "2" | "status_code_error" => Ok(2),
-        _ => Err("expected error, ok or unset".to_owned()),
+        _ => Err(BadValue::Status),
     }
 }
 
 /// A span kind, as TraceQL names it (`server`), as OTLP does (`SPAN_KIND_SERVER`) or as
 /// its number (2), as the OTLP `SpanKind` number.
-pub fn kind(s: &str) -> Result<i32, String> {
+pub fn kind(s: &str) -> Result<i32, BadValue> {
     let lower = s.to_ascii_lowercase();
     let name = lower.strip_prefix("span_kind_").unwrap_or(&lower);
     (0..=5)
         .find(|&k| kind_name(k) == name || k.to_string() == name)
-        .ok_or_else(|| {
-            "expected server, client, internal, producer, consumer or unspecified".to_owned()
-        })
+        .ok_or(BadValue::Kind)
 }
 
 /// A duration (`250ms`, `15s`, `1h30m`), in nanoseconds.
-pub fn duration(s: &str) -> Result<u64, String> {
-    parse_duration(s).map_err(|_| "expected a duration such as 250ms, 15s or 1h30m".to_owned())
+pub fn duration(s: &str) -> Result<u64, BadValue> {
+    parse_duration(s).map_err(|_| BadValue::Duration)
 }
 
 /// A time (RFC 3339, unix s/ms/ns, `now`, `now-1h`), in nanoseconds since the Unix epoch.
-pub fn time(now_ns: i64) -> impl Fn(&str) -> Result<i64, String> {
+pub fn time(now_ns: i64) -> impl Fn(&str) -> Result<i64, BadValue> {
     move |s| {
-        parse_time(s, now_ns).map_err(|_| {
-            let mut m = "expected RFC 3339 (2026-11-29T09:00:00Z), unix seconds (a fraction \
-                         too) or milliseconds, or now-1h"
-                .to_owned();
+        parse_time(s, now_ns).map_err(|_| BadValue::Time {
             // `+01:00` unencoded in a query string arrives as ` 01:00`.
-            if s.get(19..).is_some_and(|rest| rest.starts_with(' ')) {
-                m.push_str("; a + in a query string reads as a space: write it %2B, or use Z");
-            }
-            m
+            plus_read_as_space: s.get(19..).is_some_and(|rest| rest.starts_with(' ')),
         })
     }
 }
 
 /// A percentile from 0 to 100.
-pub fn percentile(s: &str) -> Result<f64, String> {
+pub fn percentile(s: &str) -> Result<f64, BadValue> {
     match s.parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
-        _ => Err("expected a percentile from 0 to 100".to_owned()),
+        _ => Err(BadValue::Percentile),
     }
 }
 
@@ -357,9 +400,9 @@ mod tests {
     #[test]
     fn value_parsers_explain_what_they_expect() {
         assert_eq!(span_id("00000000000000ff").unwrap()[7], 0xff);
-        assert!(span_id("xyz").unwrap_err().contains("16 hex"));
+        assert!(span_id("xyz").unwrap_err().to_string().contains("16 hex"));
         assert!(span_id("0000000000000000").is_err());
-        assert!(trace_id("00").unwrap_err().contains("32 hex"));
+        assert!(trace_id("00").unwrap_err().to_string().contains("32 hex"));
         assert_eq!(boolean("true"), Ok(true));
         assert!(boolean("yes").is_err());
         assert_eq!(count(1, 10)("10"), Ok(10));

@@ -11,14 +11,14 @@ use spanprof_store::store::{
 };
 
 use super::error::{blocking, ApiError};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{durations_in_order, span_range, time_range};
 use super::spans::{
     comparison, point_to_sampled_ancestors_found, profiles_without_spans, type_param,
     unknown_service, CoverageOf,
 };
 use crate::answer::{put_trace_page, span_points_json};
-use crate::AppState;
+use crate::api::Queries;
 
 /// Spans (or traces) a page holds when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
@@ -134,14 +134,14 @@ fn span_query(p: &QueryParams) -> Result<SpanQuery, ApiError> {
 fn sort_params(p: &QueryParams) -> Result<(SpanOrder, bool), ApiError> {
     let order = p
         .parsed("sort", |s| {
-            SpanOrder::parse(s).ok_or_else(|| "expected duration, start, cpu or name".to_owned())
+            SpanOrder::parse(s).ok_or(BadValue::Refused("expected duration, start, cpu or name"))
         })?
         .unwrap_or(SpanOrder::Duration);
     let descending = p
         .parsed("order", |s| match s {
             "asc" => Ok(false),
             "desc" => Ok(true),
-            _ => Err("expected asc or desc".to_owned()),
+            _ => Err(BadValue::Refused("expected asc or desc")),
         })?
         .unwrap_or(order != SpanOrder::Name);
     Ok((order, descending))
@@ -160,7 +160,7 @@ fn order_name(o: SpanOrder) -> &'static str {
 /// `group=trace`, their traces), counted, sorted and paged. Every parameter:
 /// `docs/api/spanprof.md`.
 pub async fn search(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -171,13 +171,13 @@ pub async fn search(
     let (order, descending) = sort_params(&p)?;
     let (offset, limit, by_trace) = page_params(&p)?;
     let profile_type = type_param(&p)?;
-    if let Some(r) = &app.remote {
+    if let Some(r) = &queries.remote {
         let (wanted, sort) = (profile_type.map(|(_, w)| w), (order, descending));
         return remote_search(r, &q, sort, (offset, limit), by_trace, wanted.as_deref()).await;
     }
     let service_param = p.one("service")?.map(|x| x.shown.to_owned());
-    let unlinked_keys = app.span_keys.found();
-    let mut body = blocking(&app, move |store| {
+    let unlinked_keys = queries.span_keys.found();
+    let mut body = blocking(&queries, move |store| {
         let mut found = store.span_matches(&q)?;
         let mut hint = None;
         if found.matches.is_empty() {
@@ -278,7 +278,7 @@ async fn remote_search(
 /// duration-over-time chart, the `limit` longest (default 100,000), in start order: start
 /// (ms since the epoch), duration (ns), own sampled value (CPU ns by default), name index.
 pub async fn points(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -290,12 +290,12 @@ pub async fn points(
         .parsed("limit", params::count(1, MAX_POINTS))?
         .unwrap_or(DEFAULT_POINTS);
     let profile_type = type_param(&p)?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
         let body = crate::remote::span_list::points(remote, &q, limit, wanted).await?;
         return Ok(axum::Json(body).into_response());
     }
-    let body = blocking(&app, move |store| {
+    let body = blocking(&queries, move |store| {
         let mut found: SpanMatches = store.span_matches(&q)?;
         let count = found.matches.len();
         // The longest when there are more: a chart's outliers are what it is for.
@@ -312,7 +312,7 @@ pub async fn points(
 /// `GET /api/v1/span-names?q&service&from&to&limit`: distinct names of the spans of the
 /// range containing `q` (ASCII case ignored), those starting with it first.
 pub async fn names(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -331,12 +331,15 @@ pub async fn names(
         to_ns,
         ..SpanQuery::default()
     };
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let range = (from_ns, to_ns);
         let service = q.service.as_deref();
         let body = crate::remote::span_list::names(remote, service, range, &text, limit).await?;
         return Ok(axum::Json(body).into_response());
     }
-    let found = blocking(&app, move |store| Ok(store.span_names(&q, &text, limit)?)).await?;
+    let found = blocking(&queries, move |store| {
+        Ok(store.span_names(&q, &text, limit)?)
+    })
+    .await?;
     Ok(axum::Json(json!({ "names": found.names, "more": found.more })).into_response())
 }

@@ -11,7 +11,7 @@ use spanprof_store::store::SpanWindows;
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::spans::{type_param, CoverageOf, NOT_PROFILED, PENDING, PENDING_FOR_NS};
-use crate::AppState;
+use crate::api::Queries;
 
 /// How late after its window ends a profile still counts as coming, ns: a scrape is stored
 /// when its window ends, a push SDK's upload some seconds after.
@@ -94,7 +94,7 @@ pub fn window_state(
 
 /// `GET /api/v1/spans/{span_id}?type`.
 pub async fn span(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -102,16 +102,16 @@ pub async fn span(
     p.allow("/api/v1/spans/{span_id}", &["type", "trace_id"])?;
     let span_id = params::span_id(&id).map_err(|r| ApiError::bad_param("span_id", &id, r))?;
     let profile_type = type_param(&p)?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         // Tempo finds a span by its trace: the UI names it (`trace_id`).
         let trace = p.parsed("trace_id", params::trace_id)?;
         let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
         let body = crate::remote::views::span(remote, span_id, trace, wanted).await?;
         return Ok(axum::Json(body).into_response());
     }
-    let unlinked_keys = app.span_keys.found();
-    let demo = app.config.demo;
-    let body = blocking(&app, move |store| {
+    let unlinked_keys = queries.span_keys.found();
+    let demo = queries.config.demo;
+    let body = blocking(&queries, move |store| {
         let Some(record) = store.span(&span_id)? else {
             return Err(ApiError::not_found(format!(
                 "span {}: it is not stored (its samples, if any, are at \

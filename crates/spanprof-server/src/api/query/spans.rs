@@ -15,7 +15,7 @@ use spanprof_store::store::{Coverage, Selection, Store};
 use super::error::{blocking, ApiError};
 use super::params::{self, QueryParams};
 use super::selection::check_profile_type;
-use crate::AppState;
+use crate::api::Queries;
 
 // Verdicts of [`verdict`], for clients to compare against (`SAMPLED` is shared with the
 // remote backend).
@@ -245,7 +245,7 @@ pub(super) fn unknown_service(store: &Store, shown: &str, service: &str) -> Resu
 
 /// `GET /api/v1/traces/{trace_id}?type`.
 pub async fn trace(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(id): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
@@ -255,13 +255,13 @@ pub async fn trace(
     // Ids are answered in lower case, whatever case they were asked in.
     let id = to_hex(&trace_id);
     let profile_type = type_param(&p)?;
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
         let body = crate::remote::views::trace(remote, trace_id, wanted, depths).await?;
         return Ok(axum::Json(body).into_response());
     }
-    let unlinked_keys = app.span_keys.found();
-    let body = blocking(&app, move |store| {
+    let unlinked_keys = queries.span_keys.found();
+    let body = blocking(&queries, move |store| {
         let records = store.trace(&trace_id)?;
         if records.is_empty() {
             return Err(ApiError::not_found(format!(

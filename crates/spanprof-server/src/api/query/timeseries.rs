@@ -8,10 +8,10 @@ use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::series::{Aggregation, SeriesPoint};
 
 use super::error::{blocking, ApiError};
-use super::params::{self, QueryParams};
+use super::params::{self, BadValue, QueryParams};
 use super::selection::{SelectionQuery, SELECTION_PARAMS};
+use crate::api::Queries;
 use crate::remote::series::SeriesAsk;
-use crate::AppState;
 
 /// Default bucket width, in nanoseconds (15 s, Pyroscope's default step).
 const DEFAULT_STEP_NS: u64 = 15_000_000_000;
@@ -20,7 +20,7 @@ const MAX_EXEMPLARS: usize = 100;
 
 /// `GET /api/v1/timeseries`.
 pub async fn timeseries(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     RawQuery(raw): RawQuery,
 ) -> Result<Response, ApiError> {
     let p = QueryParams::parse(raw.as_deref())?;
@@ -35,21 +35,21 @@ pub async fn timeseries(
     let q = SelectionQuery::parse(&p, params::now_ns())?;
     let step_ns = p
         .parsed("step", |s| match params::duration(s)? {
-            0 => Err("must be longer than 0".to_owned()),
-            d => i64::try_from(d).map_err(|_| "is too long".to_owned()),
+            0 => Err(BadValue::Refused("must be longer than 0")),
+            d => i64::try_from(d).map_err(|_| BadValue::Refused("is too long")),
         })?
         .unwrap_or(DEFAULT_STEP_NS as i64);
     let group_by = p.one("group_by")?.map(|x| x.value.to_owned());
     let aggregation = p.parsed("aggregation", |s| match s {
         "sum" => Ok(Aggregation::Sum),
         "average" => Ok(Aggregation::Average),
-        _ => Err("expected sum or average".to_owned()),
+        _ => Err(BadValue::Refused("expected sum or average")),
     })?;
     let exemplars = p
         .parsed("exemplars", params::count(0, MAX_EXEMPLARS))?
         .unwrap_or(0);
     let label = group_by.clone();
-    if let Some(remote) = &app.remote {
+    if let Some(remote) = &queries.remote {
         let ask = SeriesAsk {
             step_ns,
             group_by,
@@ -74,7 +74,7 @@ pub async fn timeseries(
         });
         return Ok(axum::Json(body).into_response());
     }
-    let (groups, aggregation, profile_type, longest) = blocking(&app, move |store| {
+    let (groups, aggregation, profile_type, longest) = blocking(&queries, move |store| {
         q.check_type(store)?;
         // Resolved once for both (a span filter reads every segment's spans to resolve).
         let (profile_type, longest) = store.type_and_longest_window(&q.selection)?;

@@ -17,7 +17,7 @@ use spanprof_store::time::parse_duration;
 
 use super::{blocking, json_value, traceql, Params};
 use crate::api::query::ApiError;
-use crate::AppState;
+use crate::api::Queries;
 
 /// Tempo's default number of traces a search returns.
 const DEFAULT_LIMIT: usize = 20;
@@ -432,12 +432,12 @@ struct Found {
 }
 
 pub(super) async fn search(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
     let req = parse_search(&params)?;
     let r = req.clone();
-    let (found, inspected) = blocking(&app, move |store| run_search(store, &r)).await?;
+    let (found, inspected) = blocking(&queries, move |store| run_search(store, &r)).await?;
     let traces: Vec<Value> = found.iter().map(|t| search_result(t, &req)).collect();
     Ok(json_value(json!({
         "traces": traces,

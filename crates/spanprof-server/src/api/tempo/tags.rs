@@ -14,7 +14,7 @@ use spanprof_store::store::Store;
 use super::search::{tag_of, SpanFilter, Tag};
 use super::{blocking, json_text, json_value, traceql, Params, PROFILE_ID_ATTRIBUTE};
 use crate::api::query::ApiError;
-use crate::AppState;
+use crate::api::Queries;
 
 /// Intrinsic tag names offered for autocompletion.
 const INTRINSICS: &[&str] = &[
@@ -118,11 +118,11 @@ fn range_query(params: &[(String, String)]) -> Result<RangeFilter, ApiError> {
 /// The distinct attribute keys of the spans of the time range in `params`, and of their
 /// resources (with `service.name`), each sorted.
 async fn tag_names(
-    app: &AppState,
+    queries: &Queries,
     params: &[(String, String)],
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
     let filter = range_query(params)?;
-    blocking(app, move |store| {
+    blocking(queries, move |store| {
         let mut span: BTreeSet<String> = BTreeSet::new();
         let mut resource: BTreeSet<String> = BTreeSet::from(["service.name".to_owned()]);
         let add = |names: &mut BTreeSet<String>, k: &str| {
@@ -145,7 +145,7 @@ async fn tag_names(
 }
 
 pub(super) async fn tags_v1(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
     let scope = params
@@ -154,11 +154,11 @@ pub(super) async fn tags_v1(
         .map_or("", |(_, v)| v.as_str())
         .to_owned();
     let names: Vec<String> = match scope.as_str() {
-        "resource" => tag_names(&app, &params).await?.1,
-        "span" => tag_names(&app, &params).await?.0,
+        "resource" => tag_names(&queries, &params).await?.1,
+        "span" => tag_names(&queries, &params).await?.0,
         "intrinsic" => INTRINSICS.iter().map(|s| (*s).to_owned()).collect(),
         "" | "all" => {
-            let (span, resource) = tag_names(&app, &params).await?;
+            let (span, resource) = tag_names(&queries, &params).await?;
             let all: BTreeSet<String> = span.into_iter().chain(resource).collect();
             all.into_iter().collect()
         }
@@ -174,10 +174,10 @@ pub(super) async fn tags_v1(
 }
 
 pub(super) async fn tags_v2(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
-    let (span_tags, resource_tags) = tag_names(&app, &params).await?;
+    let (span_tags, resource_tags) = tag_names(&queries, &params).await?;
     Ok(json_value(json!({
         "scopes": [
             {"name": "resource", "tags": resource_tags},
@@ -197,14 +197,14 @@ const MAX_TAG_VALUES_BYTES: usize = 5_000_000;
 /// The distinct values of `tag` in the spans of the time range in `params`, sorted; at most
 /// [`MAX_TAG_VALUES_BYTES`] of them.
 async fn tag_values(
-    app: &AppState,
+    queries: &Queries,
     params: &[(String, String)],
     tag_name: &str,
 ) -> Result<Vec<String>, ApiError> {
     let filter = range_query(params)?;
     let (field, of_root) = tag_of(tag_name).field();
     let tag_name = tag_name.to_owned();
-    blocking(app, move |store| {
+    blocking(queries, move |store| {
         let mut values: BTreeSet<String> = BTreeSet::new();
         let (mut bytes, mut cut) = (0, false);
         filter.for_each_span(store, |s| {
@@ -235,11 +235,11 @@ async fn tag_values(
 }
 
 pub(super) async fn tag_values_v1(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(name): Path<String>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
-    tag_values_json(&tag_values(&app, &params, &name).await?)
+    tag_values_json(&tag_values(&queries, &params, &name).await?)
 }
 
 /// A tag values answer, `{"tagValues": [...], "metrics": {}}`, written straight from the
@@ -263,7 +263,7 @@ fn tag_values_json<T: serde::Serialize>(values: &[T]) -> Result<Response, ApiErr
 }
 
 pub(super) async fn tag_values_v2(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(name): Path<String>,
     Query(params): Params,
 ) -> Result<Response, ApiError> {
@@ -271,7 +271,7 @@ pub(super) async fn tag_values_v2(
         Tag::Status | Tag::Kind => "keyword",
         _ => "string",
     };
-    let values = tag_values(&app, &params, &name).await?;
+    let values = tag_values(&queries, &params, &name).await?;
     #[derive(serde::Serialize)]
     struct TagValue<'a> {
         #[serde(rename = "type")]

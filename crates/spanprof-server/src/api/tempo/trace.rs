@@ -15,15 +15,15 @@ use spanprof_store::spans::SpanRecord;
 
 use super::{blocking, json_text, protobuf, wants_protobuf, PROFILE_ID_ATTRIBUTE};
 use crate::api::query::ApiError;
-use crate::AppState;
+use crate::api::Queries;
 use spanprof_store::spans::otlp::{by_resource, otlp_events};
 
 pub(super) async fn trace_v1(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let data = load_trace(&app, &id).await?;
+    let data = load_trace(&queries, &id).await?;
     if wants_protobuf(&headers) {
         return Ok(protobuf(data.encode_to_vec()));
     }
@@ -37,11 +37,11 @@ pub(super) async fn trace_v1(
 }
 
 pub(super) async fn trace_v2(
-    State(app): State<AppState>,
+    State(queries): State<Queries>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let data = load_trace(&app, &id).await?;
+    let data = load_trace(&queries, &id).await?;
     if wants_protobuf(&headers) {
         let response = TraceByIdResponse { trace: Some(data) };
         return Ok(protobuf(response.encode_to_vec()));
@@ -60,10 +60,10 @@ struct TraceByIdResponse {
 }
 
 /// The stored trace with profile links (module docs), or 404.
-async fn load_trace(app: &AppState, id: &str) -> Result<TracesData, ApiError> {
+async fn load_trace(queries: &Queries, id: &str) -> Result<TracesData, ApiError> {
     let trace_id = parse_trace_id(id)?;
-    let include_children = app.config.server.span_profiles_include_children;
-    let (spans, profiled) = blocking(app, move |store| {
+    let include_children = queries.config.server.span_profiles_include_children;
+    let (spans, profiled) = blocking(queries, move |store| {
         let mut spans = store.trace(&trace_id)?;
         // The earliest ones only (see MAX_TRACE_SPANS).
         spans.truncate(crate::api::MAX_TRACE_SPANS);

@@ -29,9 +29,17 @@ pub struct LegacyType {
     pub unit: &'static str,
 }
 
+/// An app name whose suffix names no profile type Pyroscope knows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown profile type: {0} (the app name's last dotted part names the profile type: \
+     myapp.cpu, myapp.wall, myapp.alloc_space, …)"
+)]
+pub struct UnknownProfileType(pub String);
+
 /// Splits `myapp.cpu` into the app and what the suffix means (no dot: `cpu`). An unknown
 /// suffix is refused, as Pyroscope does ("unknown profile type").
-pub fn legacy_type(name: &str) -> Result<LegacyType, String> {
+pub fn legacy_type(name: &str) -> Result<LegacyType, UnknownProfileType> {
     let (app, suffix) = match name.rsplit_once('.') {
         Some((app, suffix)) => (app, suffix),
         None => (name, "cpu"),
@@ -42,8 +50,11 @@ pub fn legacy_type(name: &str) -> Result<LegacyType, String> {
         "wall" | "seconds" | "nanoseconds" | "microseconds" | "milliseconds" => {
             ("wall", "samples".to_owned(), "count")
         }
-        "inuse_objects" | "alloc_objects" | "alloc_in_new_tlab_objects"
-        | "alloc_outside_tlab_objects" | "live" => ("memory", same(), "count"),
+        "inuse_objects"
+        | "alloc_objects"
+        | "alloc_in_new_tlab_objects"
+        | "alloc_outside_tlab_objects"
+        | "live" => ("memory", same(), "count"),
         "inuse_space" | "alloc_space" | "alloc_in_new_tlab_bytes" | "alloc_outside_tlab_bytes" => {
             ("memory", same(), "bytes")
         }
@@ -54,12 +65,7 @@ pub fn legacy_type(name: &str) -> Result<LegacyType, String> {
         "block_count" | "lock_count" => ("block", "contentions".to_owned(), "count"),
         "block_duration" | "lock_duration" => ("block", "delay".to_owned(), "nanoseconds"),
         "exceptions" => ("exceptions", "samples".to_owned(), "count"),
-        other => {
-            return Err(format!(
-                "unknown profile type: {other} (the app name's last dotted part names the profile type: \
-                 myapp.cpu, myapp.wall, myapp.alloc_space, …)"
-            ))
-        }
+        other => return Err(UnknownProfileType(other.to_owned())),
     };
     Ok(LegacyType {
         app: app.to_owned(),
@@ -176,7 +182,7 @@ pub fn to_pprof(
     duration_ns: i64,
     limits: &ProfileLimits,
 ) -> Result<TextProfile, FormatError> {
-    let mut kind = legacy_type(app_name).map_err(FormatError::Invalid)?;
+    let mut kind = legacy_type(app_name).map_err(|e| FormatError::Invalid(e.to_string()))?;
     let stacks = parse_stacks(text, format, limits)?;
     let mut strings: Vec<String> = vec![String::new()];
     let mut string_ix: HashMap<String, i64> = HashMap::new();
@@ -343,6 +349,7 @@ mod tests {
     fn refuses_unknown_suffix_and_bad_counts() {
         assert!(legacy_type("my.app")
             .unwrap_err()
+            .to_string()
             .contains("unknown profile type: app"));
         let e = to_pprof(
             "a;b x",

@@ -325,7 +325,8 @@ async fn ingest_inner(
             let boundary = multipart::boundary(content_type).ok_or_else(|| {
                 Rejection::bad("the multipart/form-data Content-Type has no boundary")
             })?;
-            let parts = multipart::parse(raw, &boundary).map_err(Rejection::bad)?;
+            let parts =
+                multipart::parse(raw, &boundary).map_err(|e| Rejection::bad(e.to_string()))?;
             let part = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.body);
             if part("prev_profile").is_some() {
                 return Err(Rejection::bad(PREV_PROFILE_MESSAGE));
@@ -379,7 +380,8 @@ fn jfr_upload(
 ) -> Result<Option<DecodedMany>, Rejection> {
     let (jfr, labels) = match multipart::boundary(content_type) {
         Some(boundary) => {
-            let parts = multipart::parse(raw, &boundary).map_err(Rejection::bad)?;
+            let parts =
+                multipart::parse(raw, &boundary).map_err(|e| Rejection::bad(e.to_string()))?;
             let part = |name: &str| parts.iter().find(|p| p.name == name).map(|p| p.body);
             let jfr = part("jfr").ok_or_else(|| {
                 let names: Vec<&str> = parts.iter().map(|p| p.name.as_str()).collect();

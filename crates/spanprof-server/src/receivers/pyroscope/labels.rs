@@ -131,19 +131,44 @@ pub fn sanitize(name: &str) -> Option<String> {
     Some(name.replace('.', "_"))
 }
 
+/// Why series labels cannot be taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LabelError {
+    /// A name Pyroscope does not take (see [`sanitize`]).
+    #[error("invalid label name {0:?}")]
+    InvalidName(String),
+    /// Two labels that are one once sanitized (`a.b`, `a_b`), with different values.
+    #[error("labels {name:?} and {clean:?} have different values ({value:?} and {other:?})")]
+    Conflict {
+        /// The name as sent.
+        name: String,
+        /// The name it becomes, which another label has.
+        clean: String,
+        /// Its value.
+        value: String,
+        /// The other label's value.
+        other: String,
+    },
+}
+
 /// Series labels after sanitizing: names with `.` become `_`; two labels that end up with one
 /// name must agree on the value.
 pub fn sanitize_all(
     labels: impl IntoIterator<Item = (String, String)>,
-) -> Result<BTreeMap<String, String>, String> {
-    let mut out = BTreeMap::new();
+) -> Result<BTreeMap<String, String>, LabelError> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in labels {
-        let clean = sanitize(&name).ok_or_else(|| format!("invalid label name {name:?}"))?;
+        let Some(clean) = sanitize(&name) else {
+            return Err(LabelError::InvalidName(name));
+        };
         match out.get(&clean) {
             Some(v) if *v != value => {
-                return Err(format!(
-                    "labels {name:?} and {clean:?} have different values ({value:?} and {v:?})"
-                ))
+                return Err(LabelError::Conflict {
+                    name,
+                    clean,
+                    value,
+                    other: v.clone(),
+                })
             }
             _ => {
                 out.insert(clean, value);

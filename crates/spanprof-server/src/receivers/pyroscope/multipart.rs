@@ -66,11 +66,34 @@ fn header_param(value: &str, key: &str) -> Option<String> {
     })
 }
 
+/// What is malformed in a multipart body.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MultipartError {
+    /// No `--boundary` line (the delimiter looked for).
+    #[error("the multipart body has no boundary line {0:?}")]
+    NoBoundary(String),
+    /// A boundary line without its CRLF.
+    #[error("a multipart boundary line does not end with CRLF")]
+    BoundaryLineEnd,
+    /// A part whose headers do not end.
+    #[error("a multipart part has no blank line after its headers")]
+    NoBlankLine,
+    /// A part with headers that are not text.
+    #[error("a multipart part has headers that are not UTF-8")]
+    HeadersNotUtf8,
+    /// The body ends before its closing `--boundary--` (the delimiter looked for).
+    #[error("the multipart body ends without its closing boundary {0:?}--")]
+    Unclosed(String),
+    /// A part without a `Content-Disposition` name.
+    #[error("a multipart part has no Content-Disposition name")]
+    NoName,
+}
+
 /// Splits `body` into its parts. Errors name what is malformed.
-pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String> {
+pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, MultipartError> {
     let delimiter = format!("--{boundary}");
     let start = find(body, delimiter.as_bytes())
-        .ok_or_else(|| format!("the multipart body has no boundary line {delimiter:?}"))?;
+        .ok_or_else(|| MultipartError::NoBoundary(delimiter.clone()))?;
     let next_delimiter = format!("\r\n--{boundary}");
     let mut rest = &body[start + delimiter.len()..];
     let mut parts = Vec::new();
@@ -85,13 +108,13 @@ pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String
             .count();
         rest = rest[pad..]
             .strip_prefix(b"\r\n")
-            .ok_or("a multipart boundary line does not end with CRLF")?;
+            .ok_or(MultipartError::BoundaryLineEnd)?;
         let head_end = find(rest, b"\r\n\r\n")
             .map(|i| (i, i + 4))
             .or_else(|| rest.starts_with(b"\r\n").then_some((0, 2)))
-            .ok_or("a multipart part has no blank line after its headers")?;
-        let head = std::str::from_utf8(&rest[..head_end.0])
-            .map_err(|_| "a multipart part has headers that are not UTF-8")?;
+            .ok_or(MultipartError::NoBlankLine)?;
+        let head =
+            std::str::from_utf8(&rest[..head_end.0]).map_err(|_| MultipartError::HeadersNotUtf8)?;
         let mut name = None;
         for line in head.split("\r\n") {
             if let Some((k, v)) = line.split_once(':') {
@@ -101,11 +124,10 @@ pub fn parse<'a>(body: &'a [u8], boundary: &str) -> Result<Vec<Part<'a>>, String
             }
         }
         let content = &rest[head_end.1..];
-        let end = find(content, next_delimiter.as_bytes()).ok_or_else(|| {
-            format!("the multipart body ends without its closing boundary {delimiter:?}--")
-        })?;
+        let end = find(content, next_delimiter.as_bytes())
+            .ok_or_else(|| MultipartError::Unclosed(delimiter.clone()))?;
         parts.push(Part {
-            name: name.ok_or("a multipart part has no Content-Disposition name")?,
+            name: name.ok_or(MultipartError::NoName)?,
             body: &content[..end],
         });
         rest = &content[end + next_delimiter.len()..];
@@ -134,12 +156,19 @@ mod tests {
 
     #[test]
     fn names_what_is_malformed() {
-        assert!(parse(b"nothing", "b").unwrap_err().contains("no boundary"));
+        assert!(parse(b"nothing", "b")
+            .unwrap_err()
+            .to_string()
+            .contains("no boundary"));
         let truncated = b"--b\r\nContent-Disposition: form-data; name=\"profile\"\r\n\r\nabc";
         assert!(parse(truncated, "b")
             .unwrap_err()
+            .to_string()
             .contains("closing boundary"));
         let nameless = b"--b\r\nContent-Type: text/plain\r\n\r\nabc\r\n--b--";
-        assert!(parse(nameless, "b").unwrap_err().contains("name"));
+        assert!(parse(nameless, "b")
+            .unwrap_err()
+            .to_string()
+            .contains("name"));
     }
 }

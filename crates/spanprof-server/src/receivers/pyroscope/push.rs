@@ -78,11 +78,52 @@ fn connect_rejection(r: Rejection) -> Response {
     connect_error(code, &r.message)
 }
 
+/// Why a push request cannot be read, or one of its series taken.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// The body is not JSON.
+    #[error("invalid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The JSON is not an object.
+    #[error("a PushRequest must be a JSON object")]
+    NotAnObject,
+    /// A field of the wrong JSON type.
+    #[error("{field} must be {expected}, not {found}")]
+    FieldType {
+        /// Where it is (`series[0].labels[1].name`).
+        field: String,
+        /// What it must be (`an array`, `a string`).
+        expected: &'static str,
+        /// What it is, as JSON.
+        found: serde_json::Value,
+    },
+    /// A raw profile that is not base64.
+    #[error("{field}: {reason}")]
+    Base64 {
+        /// Where it is.
+        field: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The body is not protobuf (of a `PushRequest`).
+    #[error("invalid protobuf: {0}")]
+    Protobuf(#[from] prost::DecodeError),
+    /// A series' labels cannot be taken.
+    #[error(transparent)]
+    Labels(#[from] labels::LabelError),
+    /// `__name__` is not a profile name.
+    #[error(
+        "label __name__ {0:?} is not a profile name: letters, digits and _, not starting \
+         with a digit (process_cpu, memory, goroutines, …)"
+    )]
+    ProfileName(String),
+}
+
 /// The JSON form of a `PushRequest` (protojson: camelCase or proto field names, unknown fields
 /// ignored, `null` as the default).
-fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
+fn decode_json(raw: &[u8]) -> Result<PushRequest, PushError> {
     use serde_json::Value;
-    let root: Value = serde_json::from_slice(raw).map_err(|e| format!("invalid JSON: {e}"))?;
+    let root: Value = serde_json::from_slice(raw)?;
     let field = |v: &'_ Value, names: &[&str]| -> Option<Value> {
         names
             .iter()
@@ -90,22 +131,30 @@ fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
             .filter(|x| !x.is_null())
             .cloned()
     };
-    let array = |v: Option<Value>, what: &str| -> Result<Vec<Value>, String> {
+    let array = |v: Option<Value>, what: &str| -> Result<Vec<Value>, PushError> {
         match v {
             None => Ok(Vec::new()),
             Some(Value::Array(a)) => Ok(a),
-            Some(other) => Err(format!("{what} must be an array, not {other}")),
+            Some(found) => Err(PushError::FieldType {
+                field: what.to_owned(),
+                expected: "an array",
+                found,
+            }),
         }
     };
-    let string = |v: Option<Value>, what: &str| -> Result<String, String> {
+    let string = |v: Option<Value>, what: &str| -> Result<String, PushError> {
         match v {
             None => Ok(String::new()),
             Some(Value::String(s)) => Ok(s),
-            Some(other) => Err(format!("{what} must be a string, not {other}")),
+            Some(found) => Err(PushError::FieldType {
+                field: what.to_owned(),
+                expected: "a string",
+                found,
+            }),
         }
     };
     if !root.is_object() {
-        return Err("a PushRequest must be a JSON object".into());
+        return Err(PushError::NotAnObject);
     }
     let mut request = PushRequest::default();
     for (si, s) in array(field(&root, &["series"]), "series")?
@@ -132,7 +181,10 @@ fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
             let what = format!("series[{si}].samples[{pi}].rawProfile");
             let b64 = string(field(p, &["rawProfile", "raw_profile"]), &what)?;
             series.samples.push(RawSample {
-                raw_profile: base64_decode(&b64).map_err(|e| format!("{what}: {e}"))?,
+                raw_profile: base64_decode(&b64).map_err(|reason| PushError::Base64 {
+                    field: what,
+                    reason,
+                })?,
                 id: string(field(p, &["ID", "id"]), "ID")?,
             });
         }
@@ -144,7 +196,7 @@ fn decode_json(raw: &[u8]) -> Result<PushRequest, String> {
 /// A series' labels as Pyroscope takes them: names sanitized (`.` → `_`), `service_name`
 /// required (`unknown_service` when absent), `__name__` names the profile, other reserved
 /// labels dropped.
-fn series_of(pairs: &[LabelPair]) -> Result<Series, String> {
+fn series_of(pairs: &[LabelPair]) -> Result<Series, PushError> {
     let mut labels = labels::sanitize_all(pairs.iter().map(|l| (l.name.clone(), l.value.clone())))?;
     let name = labels.remove(METRIC_NAME).filter(|n| !n.is_empty());
     if let Some(n) = &name {
@@ -165,7 +217,7 @@ fn series_of(pairs: &[LabelPair]) -> Result<Series, String> {
 /// A profile name (`__name__`) as Pyroscope's validation takes one, a metric name, without
 /// `:`: it is the first part of the profile type id (`name:sample_type:sample_unit:…`), and
 /// `a:b:c` made a type id that named another type (and that its own queries could not name).
-fn check_profile_name(name: &str) -> Result<(), String> {
+fn check_profile_name(name: &str) -> Result<(), PushError> {
     let mut chars = name.chars();
     let first = chars
         .next()
@@ -173,10 +225,7 @@ fn check_profile_name(name: &str) -> Result<(), String> {
     if first && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
         return Ok(());
     }
-    Err(format!(
-        "label __name__ {name:?} is not a profile name: letters, digits and _, not starting \
-         with a digit (process_cpu, memory, goroutines, …)"
-    ))
+    Err(PushError::ProfileName(name.to_owned()))
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -268,7 +317,7 @@ async fn push_inner(
     let request = if json {
         decode_json(raw_bytes)
     } else {
-        PushRequest::decode(raw_bytes).map_err(|e| format!("invalid protobuf: {e}"))
+        PushRequest::decode(raw_bytes).map_err(PushError::from)
     }
     .map_err(|e| Rejection::bad(format!("not a push.v1.PushRequest: {e}")))?;
     let now = std::time::SystemTime::now()
@@ -368,6 +417,7 @@ mod tests {
         assert_eq!(r.series[0].samples[0].id, "u-1");
         assert!(decode_json(br#"{"series":{}}"#)
             .unwrap_err()
+            .to_string()
             .contains("array"));
         assert!(decode_json(b"[]").is_err());
     }
@@ -394,7 +444,10 @@ mod tests {
         assert_eq!(series_of(&[]).unwrap().service, "unknown_service");
         for bad in ["a:b:c", "bad name!", "1cpu", "mémoire"] {
             let e = series_of(&[pair("__name__", bad)]).err().unwrap();
-            assert!(e.contains("is not a profile name"), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("is not a profile name"),
+                "{bad}: {e}"
+            );
         }
         assert!(series_of(&[pair("__name__", "_alloc_in_new_tlab2")]).is_ok());
     }

@@ -2,6 +2,7 @@
 //! sample blocks, spans), appended durably, then published to the in-memory indexes.
 
 mod blocks;
+mod builder;
 mod invalid;
 mod labels;
 mod limits;

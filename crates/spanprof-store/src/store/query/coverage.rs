@@ -470,9 +470,7 @@ pub(super) fn span_sample_services(
     st: &State,
     span_id: &[u8; 8],
 ) -> Result<BTreeSet<u32>, StoreError> {
-    let indexes = st
-        .indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))
-        .map_err(StoreError::Invalid)?;
+    let indexes = st.indexes(0, 0, |summary| summary.span_bloom.may_contain(span_id))?;
     Ok(indexes
         .iter()
         .flat_map(|i| {

@@ -107,15 +107,13 @@ impl State {
             (None, None) => Vec::new(),
         };
         let filtering = spans.is_some() || trace.is_some();
-        let indexes = self
-            .indexes(sel.from_ns, sel.to_ns, |summary| {
-                !filtering
-                    || probe.iter().any(|s| summary.span_bloom.may_contain(s))
-                    || trace
-                        .as_ref()
-                        .is_some_and(|(t, _)| summary.trace_bloom.may_contain(t))
-            })
-            .map_err(StoreError::Invalid)?;
+        let indexes = self.indexes(sel.from_ns, sel.to_ns, |summary| {
+            !filtering
+                || probe.iter().any(|s| summary.span_bloom.may_contain(s))
+                || trace
+                    .as_ref()
+                    .is_some_and(|(t, _)| summary.trace_bloom.may_contain(t))
+        })?;
         let mut blocks = Vec::new();
         for index in indexes {
             let mut ids: Vec<u32> = if filtering {

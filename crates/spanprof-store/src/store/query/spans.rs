@@ -20,9 +20,7 @@ impl State {
         if let Some(s) = self.active.spans().get(id) {
             return Ok(Some(s.clone()));
         }
-        let indexes = self
-            .indexes(0, 0, |summary| summary.span_bloom.may_contain(id))
-            .map_err(StoreError::Invalid)?;
+        let indexes = self.indexes(0, 0, |summary| summary.span_bloom.may_contain(id))?;
         Ok(indexes
             .iter()
             .rev()
@@ -31,9 +29,7 @@ impl State {
 
     /// The stored spans of a trace over all segments, in start order.
     pub(crate) fn trace_records(&self, t: &[u8; 16]) -> Result<Vec<SpanRecord>, StoreError> {
-        let indexes = self
-            .indexes(0, 0, |summary| summary.trace_bloom.may_contain(t))
-            .map_err(StoreError::Invalid)?;
+        let indexes = self.indexes(0, 0, |summary| summary.trace_bloom.may_contain(t))?;
         let mut out: Vec<SpanRecord> = Vec::new();
         let mut seen = HashSet::new();
         for i in indexes.iter().rev() {
@@ -201,7 +197,7 @@ impl Store {
             .expect("store state lock poisoned")
             .index_refs(0, 0, keep);
         for r in refs.iter().filter(|r| matches!(r, IndexRef::Sealed(_))) {
-            if let Some(index) = loader.load(r).map_err(StoreError::Invalid)? {
+            if let Some(index) = loader.load(r)? {
                 index.spans();
             }
         }
@@ -228,7 +224,7 @@ impl Store {
             .expect("store state lock poisoned")
             .index_refs(from, to, |summary| summary.spans > 0);
         for r in &refs {
-            let Some(index) = loader.load(r).map_err(StoreError::Invalid)? else {
+            let Some(index) = loader.load(r)? else {
                 continue;
             };
             if f(&index).is_break() {

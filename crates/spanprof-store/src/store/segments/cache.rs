@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::file::read_index;
+use super::file::{read_index, IndexError};
 use super::SegmentIndex;
 
 /// Recently used sealed indexes, at most `capacity`.
@@ -22,9 +22,9 @@ impl IndexCache {
     }
 
     /// The index of sealed segment `segment`, loaded from `dir` on a miss.
-    pub fn get(&self, dir: &Path, segment: u64) -> Result<Arc<SegmentIndex>, String> {
+    pub fn get(&self, dir: &Path, segment: u64) -> Result<Arc<SegmentIndex>, IndexError> {
         self.get_if_present(dir, segment)?
-            .ok_or_else(|| format!("the index of segment {segment} is missing"))
+            .ok_or(IndexError::Missing(segment))
     }
 
     /// [`IndexCache::get`], `None` when the index file is not there (its segment deleted).
@@ -32,7 +32,7 @@ impl IndexCache {
         &self,
         dir: &Path,
         segment: u64,
-    ) -> Result<Option<Arc<SegmentIndex>>, String> {
+    ) -> Result<Option<Arc<SegmentIndex>>, IndexError> {
         let mut e = self.entries.lock().expect("index cache lock poisoned");
         if let Some(i) = e.iter().position(|(id, _)| *id == segment) {
             let hit = e.remove(i);

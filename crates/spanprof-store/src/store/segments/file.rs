@@ -395,14 +395,36 @@ fn read_section(f: &mut std::fs::File, what: &str) -> Result<Vec<u8>, String> {
     Ok(bytes)
 }
 
+/// A segment's index file that cannot be used: the store rebuilds it from its segment, or a
+/// query reports it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// The file cannot be read, or is damaged: its path and why.
+    #[error("{}: {reason}", path.display())]
+    Damaged {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A query needed the index of a segment that has none (deleted meanwhile).
+    #[error("the index of segment {0} is missing")]
+    Missing(u64),
+}
+
 /// Opens an index file and checks its magic; `Ok(None)` when there is none.
-fn open_index(dir: &Path, segment: u64) -> Result<Option<(std::fs::File, PathBuf)>, String> {
+fn open_index(dir: &Path, segment: u64) -> Result<Option<(std::fs::File, PathBuf)>, IndexError> {
     use std::io::Read;
     let path = index_path(dir, segment);
     let mut f = match std::fs::File::open(&path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Err(e) => {
+            return Err(IndexError::Damaged {
+                path,
+                reason: e.to_string(),
+            })
+        }
     };
     let mut magic = [0u8; 8];
     if f.read_exact(&mut magic).is_ok() && is_older_index(&magic) {
@@ -411,35 +433,51 @@ fn open_index(dir: &Path, segment: u64) -> Result<Option<(std::fs::File, PathBuf
         return Ok(None);
     }
     if &magic != INDEX_MAGIC {
-        return Err(format!(
-            "{}: not a segment index (or one of a newer version); rebuilding it from the segment",
-            path.display()
-        ));
+        return Err(IndexError::Damaged {
+            path,
+            reason: "not a segment index (or one of a newer version); rebuilding it from the \
+                     segment"
+                .into(),
+        });
     }
     Ok(Some((f, path)))
 }
 
 /// Reads only a segment index's summary (what opening the store needs).
-pub(crate) fn read_summary(dir: &Path, segment: u64) -> Result<Option<SealedSummary>, String> {
+pub(crate) fn read_summary(dir: &Path, segment: u64) -> Result<Option<SealedSummary>, IndexError> {
     let Some((mut f, path)) = open_index(dir, segment)? else {
         return Ok(None);
     };
-    let damaged =
-        |why: String| format!("{}: {why}; rebuilding it from the segment", path.display());
+    let damaged = |why: String| IndexError::Damaged {
+        path: path.clone(),
+        reason: format!("{why}; rebuilding it from the segment"),
+    };
     let bytes = read_section(&mut f, "summary").map_err(damaged)?;
-    let size = f.metadata().map_err(|e| e.to_string())?.len();
+    let size = f
+        .metadata()
+        .map_err(|e| IndexError::Damaged {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?
+        .len();
     SealedSummary::decode(&bytes, size)
         .map(Some)
         .map_err(|e| damaged(e.to_string()))
 }
 
 /// Reads a segment's whole index; an error names the file when it is missing or damaged.
-pub(crate) fn read_index(dir: &Path, segment: u64) -> Result<Option<(SegmentIndex, u64)>, String> {
+pub(crate) fn read_index(
+    dir: &Path,
+    segment: u64,
+) -> Result<Option<(SegmentIndex, u64)>, IndexError> {
     let Some((mut f, path)) = open_index(dir, segment)? else {
         return Ok(None);
     };
     use std::io::{Seek, SeekFrom};
-    let damaged = |why: String| format!("{}: {why}", path.display());
+    let damaged = |reason: String| IndexError::Damaged {
+        path: path.clone(),
+        reason,
+    };
     let io = |e: std::io::Error| damaged(e.to_string());
     skip_section(&mut f, "summary").map_err(damaged)?;
     let core = read_section(&mut f, "core").map_err(damaged)?;
@@ -669,11 +707,13 @@ mod tests {
         std::fs::write(&p, &bytes).unwrap();
         assert!(read_index(dir.path(), 7)
             .unwrap_err()
+            .to_string()
             .contains("core: checksum mismatch"));
         // Cut short: refused too.
         std::fs::write(&p, &good[..n - 3]).unwrap();
         assert!(read_index(dir.path(), 7)
             .unwrap_err()
+            .to_string()
             .contains("past the end of the file"));
     }
 }

@@ -28,6 +28,7 @@ pub(crate) use cache::IndexCache;
 pub(crate) use file::index_path;
 pub(crate) use file::read_summary;
 pub(crate) use file::write_index;
+pub use file::IndexError;
 pub(crate) use file::SealedSummary;
 pub(crate) use id_map::IdBlocks;
 
