@@ -82,15 +82,18 @@ pub async fn span_values(
     if spans.is_empty() {
         return Ok((Vec::new(), ValuesFrom::NoSamples));
     }
-    let whole = remote
-        .total(&Selection::default(), profile_type, spans)
-        .await?;
+    // The heatmap does not depend on the total: both asked at once (a heatmap asked in
+    // vain when the spans have no samples is one call, not a round trip more each time).
+    let all = Selection::default();
+    let (whole, seen) = tokio::join!(
+        remote.total(&all, profile_type, spans),
+        remote.heatmap_exemplars(profile_type, (from_ms - PROFILE_LEAD_MS, to_ms))
+    );
+    let whole = whole?;
     if whole == 0 {
         return Ok((vec![0; spans.len()], ValuesFrom::NoSamples));
     }
-    let seen = remote
-        .heatmap_exemplars(profile_type, (from_ms - PROFILE_LEAD_MS, to_ms))
-        .await?;
+    let seen = seen?;
     let from_heatmap: Vec<u64> = spans
         .iter()
         .map(|id| seen.get(id).copied().unwrap_or(0))

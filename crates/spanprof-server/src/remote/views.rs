@@ -82,34 +82,42 @@ pub async fn trace(
     depths: impl Fn(&[SpanRecord]) -> std::collections::HashMap<[u8; 8], usize>,
 ) -> Result<Value, ApiError> {
     let id = to_hex(&trace_id);
-    let records = remote.trace(&trace_id).await?;
+    let began = std::time::Instant::now();
+    // The trace and the type do not depend on each other: asked at once.
+    let (records, t) = tokio::join!(remote.trace(&trace_id), view_type(remote, wanted));
+    let records = records?;
     if records.is_empty() {
         return Err(ApiError::not_found(format!(
             "trace {id}: Tempo does not know it (its samples, if any, are at \
              /api/v1/flamegraph?trace_id={id})"
         )));
     }
-    let t = view_type(remote, wanted).await?;
-    let whole = match &t {
+    let t = t?;
+    let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
+    // The trace's total and its spans' values, asked at once (the values are not used
+    // when the trace has no samples).
+    let (whole, values) = match &t {
         Some(t) => {
             let sel = Selection {
                 trace_id: Some(trace_id),
                 ..Default::default()
             };
-            remote.total(&sel, t, &[]).await?
-        }
-        None => 0,
-    };
-    let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
-    let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
-    let (totals, from) = match &t {
-        Some(t) if whole > 0 => {
             let ids: Vec<[u8; 8]> = records.iter().map(|s| s.span_id).collect();
             let range = ((start / 1_000_000) as i64, end.div_ceil(1_000_000) as i64);
-            super::span_values::span_values(remote, t, &ids, range).await?
+            let (whole, values) = tokio::join!(
+                remote.total(&sel, t, &[]),
+                super::span_values::span_values(remote, t, &ids, range)
+            );
+            (whole?, Some(values?))
         }
+        None => (0, None),
+    };
+    let (totals, from) = match values {
+        Some(v) if whole > 0 => v,
         _ => (vec![0; records.len()], ValuesFrom::NoSamples),
     };
+    let asked = began.elapsed();
     let depths = depths(&records);
     let mut total = 0u64;
     let spans: Vec<Value> = records
@@ -123,6 +131,12 @@ pub async fn trace(
             Value::Object(span)
         })
         .collect();
+    // The remote's share against the frontend's own (building 1,000 spans' JSON is ms).
+    tracing::debug!(
+        asked_us = asked.as_micros() as u64,
+        built_us = began.elapsed().as_micros() as u64,
+        "remote trace view"
+    );
     Ok(json!({
         "trace_id": id,
         "start_ns": start.to_string(),
@@ -149,20 +163,28 @@ pub async fn span(
     wanted: Option<&str>,
 ) -> Result<Value, ApiError> {
     let hex = to_hex(&span_id);
-    let t = view_type(remote, wanted).await?;
-    let trace_id = match (trace_id, &t) {
-        (Some(id), _) => id,
+    // With the trace named, its spans and the type are asked at once.
+    let (t, given) = match trace_id {
+        Some(id) => {
+            let (t, records) = tokio::join!(view_type(remote, wanted), remote.trace(&id));
+            (t?, Some((id, records?)))
+        }
+        None => (view_type(remote, wanted).await?, None),
+    };
+    let (trace_id, records) = match (given, &t) {
+        (Some(given), _) => given,
         (None, Some(t)) => {
             let sel = Selection {
                 span_ids: vec![span_id],
                 ..Default::default()
             };
-            remote.trace_of_spans(&sel, t).await.map_err(|_| {
+            let id = remote.trace_of_spans(&sel, t).await.map_err(|_| {
                 ApiError::not_found(format!(
                     "span {hex}: no sample names its trace, and Tempo finds spans by their \
                      trace: give trace_id"
                 ))
-            })?
+            })?;
+            (id, remote.trace(&id).await?)
         }
         (None, None) => {
             return Err(ApiError::not_found(format!(
@@ -170,7 +192,6 @@ pub async fn span(
             )))
         }
     };
-    let records = remote.trace(&trace_id).await?;
     let Some(record) = records.into_iter().find(|s| s.span_id == span_id) else {
         return Err(ApiError::not_found(format!(
             "span {hex}: not in trace {} in Tempo (its samples, if any, are at \
