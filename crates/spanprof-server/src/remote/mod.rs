@@ -27,7 +27,8 @@
 //!   spans read whole from their traces; names from Tempo's `name` tag values;
 //! - traces grouped (`/api/v1/spans?group=trace`): the same search, each matched trace read
 //!   whole from Tempo, its CPU the sum of its spans' totals (`trace_groups.rs`);
-//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked;
+//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked; of
+//!   spans or a trace, each step's `span_selector` total (`span_series.rs`, by halving);
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,
@@ -50,6 +51,7 @@ pub mod profiles;
 pub mod series;
 pub mod span_filter;
 pub mod span_list;
+pub mod span_series;
 pub mod span_values;
 pub mod trace_groups;
 pub mod traces;
