@@ -56,6 +56,7 @@ pub mod span_values;
 pub mod trace_groups;
 pub mod traces;
 pub mod tree;
+mod view_json;
 pub mod views;
 
 use axum::http::StatusCode;

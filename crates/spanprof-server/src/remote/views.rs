@@ -14,9 +14,11 @@ use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
 use super::span_values::ValuesFrom;
+use super::view_json::{TraceView, ViewSpan};
 use super::Remote;
 use crate::answer::ApiError;
 use crate::answer::SAMPLED;
+use axum::response::IntoResponse;
 
 /// The coverage of a span without samples over the remote backend: whether a profile watched
 /// it cannot be told without the profile windows, which Pyroscope does not keep.
@@ -74,13 +76,14 @@ pub(crate) async fn view_type(
     Remote::resolve_type(&types, wanted).map_err(ApiError::bad_request)
 }
 
-/// `/api/v1/traces/{trace_id}`: the trace's spans from Tempo with their own totals.
+/// `/api/v1/traces/{trace_id}`: the trace's spans from Tempo with their own totals, written
+/// as JSON (`view_json.rs`).
 pub async fn trace(
     remote: &Arc<Remote>,
     trace_id: [u8; 16],
     wanted: Option<&str>,
     depths: impl Fn(&[SpanRecord]) -> std::collections::HashMap<[u8; 8], usize>,
-) -> Result<Value, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let id = to_hex(&trace_id);
     let began = std::time::Instant::now();
     // The trace and the type do not depend on each other: asked at once.
@@ -119,39 +122,48 @@ pub async fn trace(
     };
     let asked = began.elapsed();
     let depths = depths(&records);
-    let mut total = 0u64;
-    let spans: Vec<Value> = records
+    let (type_id, unit) = (
+        t.as_ref().map(ToString::to_string),
+        t.as_ref().map(|t| t.sample_unit.clone()),
+    );
+    let type_strings = (type_id.as_deref(), unit.as_deref());
+    let spans: Vec<ViewSpan> = records
         .iter()
         .zip(&totals)
         .map(|(s, &own)| {
-            total += own;
-            let mut span = span_json(s, t.as_ref(), own);
-            span.insert("offset_ns".into(), (s.start_ns - start).into());
-            span.insert("depth".into(), depths[&s.span_id].into());
-            Value::Object(span)
+            ViewSpan::new(s, type_strings, own, s.start_ns - start, depths[&s.span_id])
         })
         .collect();
-    // The remote's share against the frontend's own (building 1,000 spans' JSON is ms).
+    let total = totals.iter().sum::<u64>();
+    let view = TraceView {
+        trace_id: id,
+        start_ns: start.to_string(),
+        duration_ns: end.saturating_sub(start),
+        profile_type: type_strings.0,
+        unit: type_strings.1,
+        total,
+        samples: None,
+        unknown_spans_total: whole.saturating_sub(total),
+        spans_total: records.len(),
+        // Tempo's answer is cut at MAX_TRACE_SPANS when read.
+        truncated: records.len() >= crate::answer::MAX_TRACE_SPANS,
+        spans,
+        remote: with_values_from(views_note(), from),
+    };
+    let body = serde_json::to_vec(&view)
+        .map_err(|e| ApiError::internal(format!("writing the trace view: {e}")))?;
+    // The remote's share against the frontend's own (writing 1,000 spans' JSON is ms).
     tracing::debug!(
         asked_us = asked.as_micros() as u64,
-        built_us = began.elapsed().as_micros() as u64,
+        written_us = began.elapsed().as_micros() as u64,
+        bytes = body.len(),
         "remote trace view"
     );
-    Ok(json!({
-        "trace_id": id,
-        "start_ns": start.to_string(),
-        "duration_ns": end.saturating_sub(start),
-        "profile_type": t.as_ref().map(ToString::to_string),
-        "unit": t.as_ref().map(|t| t.sample_unit.as_str()),
-        "total": total,
-        "samples": null,
-        "unknown_spans_total": whole.saturating_sub(total),
-        "spans_total": records.len(),
-        // Tempo's answer is cut at MAX_TRACE_SPANS when read.
-        "truncated": records.len() >= crate::answer::MAX_TRACE_SPANS,
-        "spans": spans,
-        "remote": with_values_from(views_note(), from),
-    }))
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 /// `/api/v1/spans/{span_id}`: the span from its trace in Tempo (the trace named by
