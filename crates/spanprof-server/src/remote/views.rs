@@ -13,7 +13,7 @@ use spanprof_format::profile_type::ProfileTypeId;
 use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
-use super::span_values::ValuesFrom;
+use super::span_values::{self, ValuesFrom};
 use super::view_json::{TraceView, ViewSpan};
 use super::Remote;
 use crate::answer::ApiError;
@@ -98,9 +98,9 @@ pub async fn trace(
     let t = t?;
     let start = records.iter().map(|s| s.start_ns).min().unwrap_or(0);
     let end = records.iter().map(|s| s.end_ns).max().unwrap_or(start);
-    // The trace's total and its spans' values, asked at once (the values are not used
-    // when the trace has no samples).
-    let (whole, values) = match &t {
+    // The trace's total and the first round of its spans' values, asked at once; the rest
+    // of the values only when the trace has samples (as before the calls were made at once).
+    let (whole, totals, from) = match &t {
         Some(t) => {
             let sel = Selection {
                 trace_id: Some(trace_id),
@@ -108,17 +108,19 @@ pub async fn trace(
             };
             let ids: Vec<[u8; 8]> = records.iter().map(|s| s.span_id).collect();
             let range = ((start / 1_000_000) as i64, end.div_ceil(1_000_000) as i64);
-            let (whole, values) = tokio::join!(
+            let (whole, first) = tokio::join!(
                 remote.total(&sel, t, &[]),
-                super::span_values::span_values(remote, t, &ids, range)
+                span_values::first_round(remote, t, &ids, range)
             );
-            (whole?, Some(values?))
+            let (whole, first) = (whole?, first?);
+            if whole > 0 {
+                let (totals, from) = span_values::finish(remote, t, &ids, first).await?;
+                (whole, totals, from)
+            } else {
+                (0, vec![0; records.len()], ValuesFrom::NoSamples)
+            }
         }
-        None => (0, None),
-    };
-    let (totals, from) = match values {
-        Some(v) if whole > 0 => v,
-        _ => (vec![0; records.len()], ValuesFrom::NoSamples),
+        None => (0, vec![0; records.len()], ValuesFrom::NoSamples),
     };
     let asked = began.elapsed();
     let depths = depths(&records);
