@@ -1,7 +1,8 @@
 """The span page over a remote frontend (`storage.backend: remote`), in a real browser (run by
 crates/spanprof/tests/it/ui_remote.rs): the trace's waterfall and the span's flame graph
 render from the Pyroscope and Tempo APIs of the peers, the remote's note on what it cannot
-know is shown as text, the children focus renders too, and nothing logs a console error.
+know is shown as text, the children focus renders too, the span's timeline in Explore has
+bars and says what the remote leaves out, and nothing logs a console error.
 Saves screenshots."""
 
 import argparse
@@ -45,6 +46,17 @@ def run(c, a):
     c.wait("the children flame graph", c.flame_loaded)
     c.shot("remote-span-children")
     no_console_errors(c, "remote span with children")
+    # The span's timeline: each step's total asked of Pyroscope with the span as selector;
+    # what it cannot hold (the exemplars) is said beside it as text.
+    c.open(a.base, "#/explore?" + urllib.parse.urlencode({"service": "goapp", "span_id": a.span}))
+    c.wait("the span's timeline", lambda: "one bar per" in c.text())
+    c.wait("the timeline's remote note", lambda: "exemplars of a series of spans" in c.text())
+    assert "could not be loaded" not in c.text(), c.text()
+    bars = c.d.execute_script("return document.querySelector('canvas.timeline').timeline.points.length")
+    assert bars > 0, "no bars in the span's timeline"
+    step(f"span timeline rendered over the remote frontend ({bars} bars)")
+    c.shot("remote-span-timeline")
+    no_console_errors(c, "remote span timeline")
 
 
 def main():

@@ -215,11 +215,13 @@ impl RemoteClient {
     ) -> Result<(StatusCode, Option<HeaderValue>, Bytes), RemoteError> {
         let max = self.config.max_answer_bytes;
         let exchange = async {
+            let began = std::time::Instant::now();
             let response = self
                 .http
                 .request(req)
                 .await
                 .map_err(|e| RemoteError::new(peer, path, unreachable_message(&e)))?;
+            let headers_at = began.elapsed();
             let status = response.status();
             let ctype = response.headers().get(header::CONTENT_TYPE).cloned();
             let body = Limited::new(response.into_body(), max)
@@ -229,7 +231,17 @@ impl RemoteClient {
                     Ok(_) => RemoteError::too_large(peer, path, max),
                     Err(e) => RemoteError::new(peer, path, format!("reading the answer: {e}")),
                 })?;
-            Ok((status, ctype, body.to_bytes()))
+            let body = body.to_bytes();
+            // Stage times of each call, to find where a slow call's time goes.
+            tracing::debug!(
+                peer = peer.name(),
+                call = path,
+                headers_us = headers_at.as_micros() as u64,
+                whole_us = began.elapsed().as_micros() as u64,
+                answer_bytes = body.len(),
+                "remote call"
+            );
+            Ok((status, ctype, body))
         };
         match tokio::time::timeout(self.config.timeout, exchange).await {
             Ok(answer) => answer,

@@ -27,7 +27,8 @@
 //!   spans read whole from their traces; names from Tempo's `name` tag values;
 //! - traces grouped (`/api/v1/spans?group=trace`): the same search, each matched trace read
 //!   whole from Tempo, its CPU the sum of its spans' totals (`trace_groups.rs`);
-//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked;
+//! - `/api/v1/timeseries`: `SelectSeries` (`series.rs`), span exemplars when asked; of
+//!   spans or a trace, each step's `span_selector` total (`span_series.rs`, by halving);
 //! - profile types, label names and values, series: `ProfileTypes`, `LabelNames`,
 //!   `LabelValues`, `Series`;
 //! - the Grafana-facing APIs (`/querier.v1.QuerierService/*`, Tempo's `/api/traces`,
@@ -35,11 +36,13 @@
 //!
 //! What Pyroscope does not keep (per-sample timestamps, thread ids, a count of the samples
 //! merged) is answered as unknown and said so (`remote.not_available`), never made up.
-//! What is not answered remotely (`focus=during`/`window`, a series of spans or a trace,
-//! `/pyroscope/render`) says so with 501, naming the backend; it never reads the frontend's
-//! empty local store. Remote failures are 502, timeouts 504, both naming the
-//! backend and the call; answers past `max_answer_size` are refused (502), and answers over
-//! ranges that ended over 10 minutes ago are cached.
+//! What is not answered remotely (`focus=during`/`window`, a series of spans or a trace
+//! averaged or grouped, `/pyroscope/render`) says so with 501, naming the backend; it never
+//! reads the frontend's empty local store. Remote failures are 502, timeouts 504, both
+//! naming the backend and the call; answers past `max_answer_size` are refused (502), and
+//! answers over ranges that ended over 10 minutes ago are cached; `ProfileTypes` over a
+//! range ending now is reused for 5 s (`profiles.rs`). Calls that do not depend on each
+//! other are made at once (a query's time is its rounds of calls, not their count).
 
 pub mod answers;
 pub mod client;
@@ -48,10 +51,12 @@ pub mod profiles;
 pub mod series;
 pub mod span_filter;
 pub mod span_list;
+pub mod span_series;
 pub mod span_values;
 pub mod trace_groups;
 pub mod traces;
 pub mod tree;
+mod view_json;
 pub mod views;
 
 use axum::http::StatusCode;
@@ -64,6 +69,8 @@ use client::{Peer, RemoteClient};
 /// The remote pair, as the query API calls it.
 pub struct Remote {
     client: RemoteClient,
+    /// The last `ProfileTypes` answer over a range ending now (`profiles.rs`).
+    recent_types: std::sync::Mutex<Option<profiles::RecentTypes>>,
 }
 
 impl Remote {
@@ -71,6 +78,7 @@ impl Remote {
     pub fn new(config: RemoteConfig) -> Result<Self, String> {
         Ok(Remote {
             client: RemoteClient::new(config)?,
+            recent_types: std::sync::Mutex::default(),
         })
     }
 
@@ -227,7 +235,15 @@ impl Remote {
             sel.span_ids.extend(ids);
         }
         let sel = &sel;
-        let types = self.profile_types(sel).await?;
+        // A named trace's spans (for the roll-up) do not depend on the type: asked with it.
+        let roll_up = sel.include_child_spans && !sel.span_ids.is_empty();
+        let (types, mut trace_spans) = match (roll_up, sel.trace_id) {
+            (true, Some(id)) => {
+                let (types, spans) = tokio::join!(self.profile_types(sel), self.trace_tree(&id));
+                (types?, Some(spans))
+            }
+            _ => (self.profile_types(sel).await?, None),
+        };
         let profile_type = Self::resolve_type(&types, sel.profile_type.as_deref())
             .map_err(ApiError::bad_request)?;
         let Some(t) = profile_type.clone() else {
@@ -239,12 +255,14 @@ impl Remote {
             });
         };
         let mut span_ids = sel.span_ids.clone();
-        if sel.include_child_spans && !span_ids.is_empty() {
-            let trace = match sel.trace_id {
-                Some(t) => t,
-                None => self.trace_of_spans(sel, &t).await?,
+        if roll_up {
+            let spans = match trace_spans.take() {
+                Some(spans) => spans?,
+                None => {
+                    let trace = self.trace_of_spans(sel, &t).await?;
+                    self.trace_tree(&trace).await?
+                }
             };
-            let spans = self.trace(&trace).await?;
             span_ids = traces::with_descendants(&spans, &span_ids);
         }
         let mut sel = sel.clone();

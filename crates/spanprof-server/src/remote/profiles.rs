@@ -21,6 +21,18 @@ const MAX_TYPES: usize = 10_000;
 /// that the tree is whole and cut here as the embedded store cuts it.
 const MAX_TREE_NODES: i64 = 1 << 20;
 
+/// How long a `ProfileTypes` answer over a range ending now is reused (each flame graph and
+/// view asks it first): a type first pushed within it shows this much later, the types of
+/// a service changing over days, not seconds. Empty answers are not kept.
+pub const TYPES_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A `ProfileTypes` answer over `[start_ms, now]`, as asked at `at`.
+pub(super) struct RecentTypes {
+    start_ms: i64,
+    at: std::time::Instant,
+    types: Vec<ProfileTypeId>,
+}
+
 /// Pyroscope's `[start, end]` in ms of a selection's `[from, to)` in ns (`to` 0 = now).
 pub fn range_ms(sel: &Selection) -> (i64, i64) {
     let start = sel.from_ns.max(0) / 1_000_000;
@@ -52,12 +64,43 @@ impl Remote {
             .client
             .connect_call(path, req.encode_to_vec(), immutable(sel))
             .await?;
-        A::decode(bytes).map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e))
+        let began = std::time::Instant::now();
+        let answer = A::decode(bytes).map_err(|e| RemoteError::malformed(Peer::Pyroscope, path, e));
+        tracing::debug!(
+            call = path,
+            decode_us = began.elapsed().as_micros() as u64,
+            "remote decode"
+        );
+        answer
     }
 
-    /// `ProfileTypes` over the selection's range: the full type ids Pyroscope has.
+    /// `ProfileTypes` over the selection's range: the full type ids Pyroscope has. Over a
+    /// range ending now, a non-empty answer is reused for [`TYPES_TTL`] (every query asks).
     pub async fn profile_types(&self, sel: &Selection) -> Result<Vec<ProfileTypeId>, RemoteError> {
         let (start, end) = range_ms(sel);
+        let recent = |r: &RecentTypes| r.start_ms == start && r.at.elapsed() < TYPES_TTL;
+        if sel.to_ns == 0 {
+            let cached = self.recent_types.lock().expect("types lock");
+            if let Some(r) = cached.as_ref().filter(|r| recent(r)) {
+                return Ok(r.types.clone());
+            }
+        }
+        let ids = self.ask_profile_types(sel, (start, end)).await?;
+        if sel.to_ns == 0 && !ids.is_empty() {
+            *self.recent_types.lock().expect("types lock") = Some(RecentTypes {
+                start_ms: start,
+                at: std::time::Instant::now(),
+                types: ids.clone(),
+            });
+        }
+        Ok(ids)
+    }
+
+    async fn ask_profile_types(
+        &self,
+        sel: &Selection,
+        (start, end): (i64, i64),
+    ) -> Result<Vec<ProfileTypeId>, RemoteError> {
         let req = q::ProfileTypesRequest { start, end };
         let path = "ProfileTypes";
         let answer: q::ProfileTypesResponse = self.querier(path, &req, sel).await?;

@@ -7,7 +7,7 @@ use spanprof_store::series::{Aggregation, Exemplar, SeriesPoint};
 use spanprof_store::store::Selection;
 
 use super::profiles::{label_selector, range_ms};
-use super::{not_remote, Remote};
+use super::Remote;
 use crate::answer::ApiError;
 use crate::pyroscope_proto::querier::v1 as q;
 use crate::pyroscope_proto::types::v1 as t;
@@ -68,18 +68,16 @@ pub fn series_request(
 }
 
 impl Remote {
-    /// The selection's series: its type resolved against Pyroscope's, then `SelectSeries`.
-    /// Selections of spans or a trace are 501: `SelectSeries` has no span selector.
+    /// The selection's series: its type resolved against Pyroscope's, then `SelectSeries`;
+    /// of spans or a trace, totals per step (`span_series.rs`: `SelectSeries` has no span
+    /// selector).
     pub async fn time_series(
-        &self,
+        self: &std::sync::Arc<Self>,
         sel: &Selection,
         ask: &SeriesAsk,
     ) -> Result<RemoteSeries, ApiError> {
         if !sel.span_ids.is_empty() || sel.trace_id.is_some() || sel.span_filter.is_some() {
-            return Err(not_remote(
-                "/api/v1/timeseries of spans or a trace (Pyroscope's SelectSeries selects \
-                 by labels only)",
-            ));
+            return self.span_series(sel, ask).await;
         }
         let types = self.profile_types(sel).await?;
         let profile_type = Self::resolve_type(&types, sel.profile_type.as_deref())

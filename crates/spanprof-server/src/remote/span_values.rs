@@ -77,20 +77,57 @@ pub async fn span_values(
     remote: &Arc<Remote>,
     profile_type: &ProfileTypeId,
     spans: &[[u8; 8]],
-    (from_ms, to_ms): (i64, i64),
+    range: (i64, i64),
 ) -> Result<(Vec<u64>, ValuesFrom), ApiError> {
+    let first = first_round(remote, profile_type, spans, range).await?;
+    finish(remote, profile_type, spans, first).await
+}
+
+/// What the first round of [`span_values`] found: the spans' total and the heatmap's
+/// exemplars (`None`: the spans have no samples).
+pub struct FirstRound {
+    whole: u64,
+    seen: Option<HashMap<[u8; 8], u64>>,
+}
+
+/// The first round of [`span_values`]: the spans' total and `SelectHeatmap`, asked at once
+/// (they do not depend on each other; a heatmap asked in vain when the spans have no
+/// samples is one call, not a round trip more each time).
+pub async fn first_round(
+    remote: &Arc<Remote>,
+    profile_type: &ProfileTypeId,
+    spans: &[[u8; 8]],
+    (from_ms, to_ms): (i64, i64),
+) -> Result<FirstRound, ApiError> {
     if spans.is_empty() {
-        return Ok((Vec::new(), ValuesFrom::NoSamples));
+        return Ok(FirstRound {
+            whole: 0,
+            seen: None,
+        });
     }
-    let whole = remote
-        .total(&Selection::default(), profile_type, spans)
-        .await?;
-    if whole == 0 {
+    let all = Selection::default();
+    let (whole, seen) = tokio::join!(
+        remote.total(&all, profile_type, spans),
+        remote.heatmap_exemplars(profile_type, (from_ms - PROFILE_LEAD_MS, to_ms))
+    );
+    let whole = whole?;
+    Ok(FirstRound {
+        whole,
+        seen: if whole == 0 { None } else { Some(seen?) },
+    })
+}
+
+/// The rest of [`span_values`] after `first`: the heatmap's values when they add up, else a
+/// pprof by label, else halving.
+pub async fn finish(
+    remote: &Arc<Remote>,
+    profile_type: &ProfileTypeId,
+    spans: &[[u8; 8]],
+    first: FirstRound,
+) -> Result<(Vec<u64>, ValuesFrom), ApiError> {
+    let (whole, Some(seen)) = (first.whole, first.seen) else {
         return Ok((vec![0; spans.len()], ValuesFrom::NoSamples));
-    }
-    let seen = remote
-        .heatmap_exemplars(profile_type, (from_ms - PROFILE_LEAD_MS, to_ms))
-        .await?;
+    };
     let from_heatmap: Vec<u64> = spans
         .iter()
         .map(|id| seen.get(id).copied().unwrap_or(0))

@@ -264,16 +264,74 @@ fn grafana_facing_apis_pass_through_and_the_rest_says_it_is_not_remote() {
         spans(&r.json()).as_array().map(Vec::len),
         spans(&l.json()).as_array().map(Vec::len)
     );
-    // SelectSeries selects by labels only: a series of one span is not answered remotely.
+    // A series of one span grouped by a label is not answered remotely (each group would be
+    // its own span_selector calls).
     let span = to_hex(&t.data.spans[0].span_id);
-    let r = t
-        .frontend
-        .get(&format!("/api/v1/timeseries?span_id={span}"));
+    let r = t.frontend.get(&format!(
+        "/api/v1/timeseries?span_id={span}&group_by=service_name"
+    ));
     assert_eq!(r.status, 501, "{}", String::from_utf8_lossy(&r.body));
     assert!(r.json()["error"]
         .as_str()
         .unwrap()
         .contains("storage.backend remote"));
+}
+
+#[test]
+fn a_series_of_one_span_or_one_trace_is_answered_as_embedded_at_profile_time() {
+    let t = topology();
+    // Pyroscope's SelectSeries selects by labels only: each step's total is asked with the
+    // span (the trace) as selector. Both stores place a sample at its profile's time, so the
+    // steps are the same; the spans with samples are found by the embedded store.
+    let mut compared = 0;
+    let trace = to_hex(&t.data.spans[0].trace_id);
+    let mut paths = vec![format!("/api/v1/timeseries?trace_id={trace}&step=1s")];
+    paths.extend(t.data.spans.iter().take(40).map(|s| {
+        format!(
+            "/api/v1/timeseries?span_id={}&step=500ms&exemplars=2",
+            to_hex(&s.span_id)
+        )
+    }));
+    for path in &paths {
+        let l = t.embedded.get(path).ok().json();
+        if l["series"][0]["points"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+        {
+            continue;
+        }
+        let r = t.frontend.get(path).ok().json();
+        let without_exemplars = |v: &Value| {
+            let mut v = v["series"].clone();
+            for p in v[0]["points"].as_array_mut().into_iter().flatten() {
+                p["exemplars"] = Value::Null;
+            }
+            v
+        };
+        assert_eq!(without_exemplars(&r), without_exemplars(&l), "{path}");
+        for key in ["profile_type", "unit", "step_ns", "aggregation"] {
+            assert_eq!(r[key], l[key], "{path}: {key}");
+        }
+        // The exemplars (each step's spans with their first profile's time) are not asked of
+        // the remote, and the answer says so rather than leaving them out silently.
+        assert_eq!(
+            r["series"][0]["points"][0]["exemplars"],
+            serde_json::json!([])
+        );
+        let missing = r["remote"]["not_available"].to_string();
+        assert!(missing.contains("exemplars of a series of spans"), "{r}");
+        compared += 1;
+    }
+    assert!(
+        compared >= 2,
+        "only {compared} of {paths:?} have samples embedded"
+    );
+    // A snapshot-style average cannot be told from a step's total: said, not guessed.
+    let span = to_hex(&t.data.spans[0].span_id);
+    let r = t.frontend.get(&format!(
+        "/api/v1/timeseries?span_id={span}&aggregation=average"
+    ));
+    assert_eq!(r.status, 501, "{}", String::from_utf8_lossy(&r.body));
 }
 
 /// A peer that accepts connections and answers each with `reply` (or never, when `None`).

@@ -534,6 +534,8 @@ fn requests_and_answers_match_pyroscope_2_2_1_and_tempo_3_0() {
         "/api/v1/spans?group=trace&sort=cpu".to_owned(),
         format!("/api/v1/diff?service=goapp&span_name={name}&baseline=fast"),
         "/api/v1/profile-types?service=goapp".to_owned(),
+        // A range of its own: ProfileTypes over the same range ending now is reused for 5 s.
+        "/api/v1/flamegraph?service=goapp&from=1".to_owned(),
         "/api/v1/label-names?service=goapp".to_owned(),
         "/api/v1/label-values?service=goapp&name=service_name".to_owned(),
         "/api/v1/series?service=goapp".to_owned(),

@@ -412,6 +412,9 @@ fn collectors_forward_to_pyroscope_and_tempo_and_the_frontend_answers_as_embedde
             format!("/api/v1/pprof?span_id={span}"),
             format!("/api/v1/pprof?trace_id={trace}"),
             format!("/api/v1/traces/{trace}"),
+            // Each step's span_selector (trace_id_selector) total, at a profile's time.
+            format!("/api/v1/timeseries?span_id={span}&step=1s"),
+            format!("/api/v1/timeseries?trace_id={trace}&step=1s"),
         ]);
     }
     queries.extend([

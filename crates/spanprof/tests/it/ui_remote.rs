@@ -2,8 +2,8 @@
 //! (`python/ui_remote.py`, headless Debian chromium): `spanprof serve --demo` plays both
 //! Pyroscope and Tempo (addressed only through its `querier.v1` and Tempo API), and the
 //! frontend's span page renders the demo's slowest sampled span, its flame graph, and the
-//! remote's note on what it cannot know, as text. Fails on any console error; screenshots go
-//! to `target/tmp/ui-remote-screens/` (printed).
+//! remote's note on what it cannot know, as text; Explore draws the span's timeline. Fails on
+//! any console error; screenshots go to `target/tmp/ui-remote-screens/` (printed).
 //!
 //! Missing tools fail the test with how to install them (`bash .ci/setup`); nothing is skipped.
 

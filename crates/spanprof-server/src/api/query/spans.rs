@@ -257,8 +257,7 @@ pub async fn trace(
     let profile_type = type_param(&p)?;
     if let Some(remote) = &queries.remote {
         let wanted = profile_type.as_ref().map(|(_, w)| w.as_str());
-        let body = crate::remote::views::trace(remote, trace_id, wanted, depths).await?;
-        return Ok(axum::Json(body).into_response());
+        return crate::remote::views::trace(remote, trace_id, wanted, depths).await;
     }
     let unlinked_keys = queries.span_keys.found();
     let body = blocking(&queries, move |store| {

@@ -56,6 +56,9 @@ pub async fn timeseries(
             aggregation,
             exemplars,
         };
+        let of_spans = !q.selection.span_ids.is_empty()
+            || q.selection.trace_id.is_some()
+            || q.selection.span_filter.is_some();
         let found = remote.time_series(&q.selection, &ask).await?;
         let mut body = answer(
             &found.series,
@@ -66,11 +69,13 @@ pub async fn timeseries(
         );
         // Pyroscope keeps no profile windows: the longest one is not known.
         body["profile_duration_ns"] = Value::Null;
+        let mut not_available = vec!["profile_duration_ns: Pyroscope keeps no profile windows"];
+        if of_spans {
+            not_available.push(crate::remote::span_series::NOT_AVAILABLE);
+        }
         body["remote"] = json!({
             "backend": "remote (Pyroscope + Tempo)",
-            "not_available": [
-                "profile_duration_ns: Pyroscope keeps no profile windows",
-            ],
+            "not_available": not_available,
         });
         return Ok(axum::Json(body).into_response());
     }

@@ -77,9 +77,13 @@ export class ExploreView {
     const sel = api.selection(params);
     document.title = `Explore ${params.service || this.service.value} · spanprof`;
     // A refused selection (400) is explained once, under the flame graph's heading.
+    // 501: the remote backend cannot answer this series (an average of spans); said as a
+    // note in the chart's place, not as a failure.
     this.timeline.show(sel).catch((e) => replace(this.timeline.caption, e.status === 400
       ? "No timeline for this selection (see below)."
-      : `The timeline could not be loaded: ${e.message}`));
+      : e.status === 501
+        ? el("span", { class: "muted remote-note" }, `No timeline: ${e.message}`)
+        : `The timeline could not be loaded: ${e.message}`));
     this.panel.show(sel, params);
   }
 }

@@ -4,7 +4,7 @@
 // it to narrow the time range to what was dragged over.
 
 import * as api from "./api.js";
-import { canvasContext, el, replace, themeColour } from "./dom.js";
+import { canvasContext, el, remoteNote, replace, themeColour } from "./dom.js";
 import * as units from "./units.js";
 
 const HEIGHT = 110;
@@ -176,7 +176,9 @@ export class Timeline {
     this.pin(-1);
     replace(this.caption, `${units.clock(from)} – ${units.clock(to)}, one bar per ${units.duration(stepMs * 1e6)}`,
       this.points.length ? " · drag across the timeline to narrow the range; click a bar for its costliest spans"
-        : " · no samples in this range");
+        : " · no samples in this range",
+      // Over the remote backend: what the series cannot hold (exemplars of spans), as text.
+      d.remote ? [" · ", remoteNote(d.remote, "span")] : null);
     this.draw();
   }
 
