@@ -6,7 +6,7 @@
 //! span's samples by their profile's time too, so the steps' values are the same. Steps are
 //! whole ms (a step boundary inside a ms would count that ms's profiles in two steps).
 //! Each step's total is the difference of the totals up to its two boundaries
-//! ([`step_totals`]), the boundaries found by halving: a span whose samples lie in a few of
+//! (`step_totals`), the boundaries found by halving: a span whose samples lie in a few of
 //! 120 steps costs about 2 + 7 calls per step with samples, not 120.
 //! Exemplars (each step's largest spans, with their first profile's time) would need every
 //! profile's time: not answered, said in `remote.not_available`. Averages (per profile) are

@@ -240,7 +240,7 @@ impl Remote {
 /// each part with samples is asked, the second half being the part's total minus the first
 /// (a sample has one span id, so the parts' totals add up). A part without samples is
 /// settled at once; with every span sampled this is one call per span. Calls of a round go
-/// [`CONCURRENT_CALLS`] at a time.
+/// `CONCURRENT_CALLS` at a time.
 pub async fn own_totals(
     remote: &Arc<Remote>,
     profile_type: &ProfileTypeId,

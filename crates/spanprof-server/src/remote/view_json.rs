@@ -10,7 +10,6 @@ use serde_json::Value;
 use spanprof_format::link::to_hex;
 use spanprof_store::spans::{SpanEvent, SpanRecord};
 
-use super::views::REMOTE_NO_SAMPLES;
 use crate::answer::SAMPLED;
 
 /// Key-value pairs as a JSON object: sorted by key, the last of a repeated key kept (as a
@@ -38,6 +37,11 @@ struct Event<'a> {
     name: &'a str,
     time_ns: String,
 }
+
+/// The coverage of a span without samples over the remote backend: whether a profile watched
+/// it cannot be told without the profile windows, which Pyroscope does not keep.
+pub const REMOTE_NO_SAMPLES: &str =
+    "no samples (the remote backend keeps no profile windows to say why)";
 
 /// One span of the remote trace view, as `views::span_json` with `offset_ns` and `depth`.
 #[derive(serde::Serialize)]

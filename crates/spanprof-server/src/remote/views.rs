@@ -14,16 +14,11 @@ use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
 use super::span_values::{self, ValuesFrom};
-use super::view_json::{TraceView, ViewSpan};
+use super::view_json::{TraceView, ViewSpan, REMOTE_NO_SAMPLES};
 use super::Remote;
 use crate::answer::ApiError;
 use crate::answer::SAMPLED;
 use axum::response::IntoResponse;
-
-/// The coverage of a span without samples over the remote backend: whether a profile watched
-/// it cannot be told without the profile windows, which Pyroscope does not keep.
-pub const REMOTE_NO_SAMPLES: &str =
-    "no samples (the remote backend keeps no profile windows to say why)";
 
 /// What the span and trace views over the remote cannot hold, said in them.
 pub fn views_note() -> Value {
