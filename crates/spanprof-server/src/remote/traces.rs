@@ -80,84 +80,85 @@ impl Remote {
     /// The tree of trace `id` from Tempo: the spans [`Remote::trace`] gives (the same ones
     /// kept, the same earliest cut), their ids only.
     pub async fn trace_tree(&self, id: &[u8; 16]) -> Result<Vec<SpanLink>, RemoteError> {
+        let (path, Some(bytes)) = self.trace_bytes(id).await? else {
+            return Ok(Vec::new());
+        };
+        links_of(bytes, id).map_err(|e| RemoteError::new(Peer::Tempo, &path, e))
+    }
+
+    /// Tempo's `TraceByIDResponse` of trace `id` (protobuf), with the path asked; `None` when
+    /// Tempo does not know the trace (404).
+    async fn trace_bytes(
+        &self,
+        id: &[u8; 16],
+    ) -> Result<(String, Option<axum::body::Bytes>), RemoteError> {
         let path = format!("/api/v2/traces/{}", to_hex(id));
-        let bytes = match self
+        match self
             .client
             .get(Peer::Tempo, &path, "application/protobuf", false)
             .await
         {
-            Ok(b) => b,
-            Err(e) if e.status == Some(404) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        links_of(bytes, id).map_err(|e| RemoteError::new(Peer::Tempo, &path, e))
+            Ok(b) => Ok((path, Some(b))),
+            Err(e) if e.status == Some(404) => Ok((path, None)),
+            Err(e) => Err(e),
+        }
     }
 }
 
 /// The tree of the spans of trace `id` in a `TraceByIDResponse`; `Err` saying why the bytes
 /// are not one of that trace.
 fn links_of(bytes: axum::body::Bytes, id: &[u8; 16]) -> Result<Vec<SpanLink>, String> {
+    let answer = ids_only::Answer::decode(bytes)
+        .map_err(|e| format!("the answer is not a valid Tempo message: {e}"))?;
+    let id_of = |b: &[u8]| <[u8; 8]>::try_from(b).ok().filter(|i| *i != [0; 8]);
+    let mut links = Vec::new();
+    for span in answer
+        .trace
+        .iter()
+        .flat_map(|t| &t.resource_spans)
+        .flat_map(|r| &r.scope_spans)
+        .flat_map(|s| &s.spans)
     {
-        let answer = ids_only::Answer::decode(bytes)
-            .map_err(|e| format!("the answer is not a valid Tempo message: {e}"))?;
-        let id_of = |b: &[u8]| <[u8; 8]>::try_from(b).ok().filter(|i| *i != [0; 8]);
-        let mut links = Vec::new();
-        for span in answer
-            .trace
-            .iter()
-            .flat_map(|t| &t.resource_spans)
-            .flat_map(|r| &r.scope_spans)
-            .flat_map(|s| &s.spans)
+        // Kept as the full read keeps them (spanprof_store::spans::spans_from_otlp).
+        let trace = <[u8; 16]>::try_from(span.trace_id.as_slice()).ok();
+        let Some(trace) = trace.filter(|t| *t != [0; 16]) else {
+            continue;
+        };
+        let Some(span_id) = id_of(&span.span_id) else {
+            continue;
+        };
+        let parent_span_id = match span.parent_span_id.len() {
+            0 => None,
+            _ if span.parent_span_id.iter().all(|&b| b == 0) => None,
+            _ => match id_of(&span.parent_span_id) {
+                Some(p) => Some(p),
+                None => continue,
+            },
+        };
+        if span.start_time_unix_nano > i64::MAX as u64 || span.end_time_unix_nano > i64::MAX as u64
         {
-            // Kept as the full read keeps them (spanprof_store::spans::spans_from_otlp).
-            let trace = <[u8; 16]>::try_from(span.trace_id.as_slice()).ok();
-            let Some(trace) = trace.filter(|t| *t != [0; 16]) else {
-                continue;
-            };
-            let Some(span_id) = id_of(&span.span_id) else {
-                continue;
-            };
-            let parent_span_id = match span.parent_span_id.len() {
-                0 => None,
-                _ if span.parent_span_id.iter().all(|&b| b == 0) => None,
-                _ => match id_of(&span.parent_span_id) {
-                    Some(p) => Some(p),
-                    None => continue,
-                },
-            };
-            if span.start_time_unix_nano > i64::MAX as u64
-                || span.end_time_unix_nano > i64::MAX as u64
-            {
-                continue;
-            }
-            if trace != *id {
-                return Err("the answer holds spans of another trace".to_owned());
-            }
-            links.push(SpanLink {
-                span_id,
-                parent_span_id,
-                start_ns: span.start_time_unix_nano,
-            });
+            continue;
         }
-        links.sort_by_key(|s| (s.start_ns, s.span_id));
-        links.truncate(crate::answer::MAX_TRACE_SPANS);
-        Ok(links)
+        if trace != *id {
+            return Err("the answer holds spans of another trace".to_owned());
+        }
+        links.push(SpanLink {
+            span_id,
+            parent_span_id,
+            start_ns: span.start_time_unix_nano,
+        });
     }
+    links.sort_by_key(|s| (s.start_ns, s.span_id));
+    links.truncate(crate::answer::MAX_TRACE_SPANS);
+    Ok(links)
 }
 
 impl Remote {
     /// The spans of trace `id` from Tempo, the earliest [`crate::answer::MAX_TRACE_SPANS`] of
     /// them; empty when Tempo does not know it (404).
     pub async fn trace(&self, id: &[u8; 16]) -> Result<Vec<SpanRecord>, RemoteError> {
-        let path = format!("/api/v2/traces/{}", to_hex(id));
-        let bytes = match self
-            .client
-            .get(Peer::Tempo, &path, "application/protobuf", false)
-            .await
-        {
-            Ok(b) => b,
-            Err(e) if e.status == Some(404) => return Ok(Vec::new()),
-            Err(e) => return Err(e),
+        let (path, Some(bytes)) = self.trace_bytes(id).await? else {
+            return Ok(Vec::new());
         };
         let answer = TraceByIdResponse::decode(bytes)
             .map_err(|e| RemoteError::malformed(Peer::Tempo, &path, e))?;
