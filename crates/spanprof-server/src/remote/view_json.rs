@@ -1,7 +1,7 @@
-//! The trace view's spans written straight to JSON: building each of 1,000 spans as a
-//! `serde_json::Value` map (`views::span_json`) and then writing it took 3–11 ms, most of
-//! the view's own time over the remote. The fields and their order (sorted, as a `Value`
-//! map writes them) are `span_json`'s; a test holds the two equal.
+//! Remote spans written straight to JSON: building each of a trace view's 1,000 spans as a
+//! `serde_json::Value` map and then writing it took 3–11 ms, most of the view's own time over
+//! the remote. The fields and their order (sorted, as a `Value` map writes them) are the
+//! embedded answers' (`answer::span_fields`); a test holds the bytes equal.
 
 use std::collections::BTreeMap;
 
@@ -43,19 +43,23 @@ struct Event<'a> {
 pub const REMOTE_NO_SAMPLES: &str =
     "no samples (the remote backend keeps no profile windows to say why)";
 
-/// One span of the remote trace view, as `views::span_json` with `offset_ns` and `depth`.
+/// One span over the remote, as the embedded answers write a span (`answer::span_fields` and
+/// the totals), with `offset_ns` and `depth` in the trace view. The one writer of a remote
+/// span: `views::span_json` is this as a map.
 #[derive(serde::Serialize)]
 pub(crate) struct ViewSpan<'a> {
     attributes: Pairs<'a>,
     coverage: &'static str,
     covered_ns: Option<u64>,
-    depth: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    depth: Option<usize>,
     duration_ns: u64,
     events: Vec<Event<'a>>,
     has_samples: bool,
     kind: i32,
     name: &'a str,
-    offset_ns: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offset_ns: Option<u64>,
     parent_span_id: Option<String>,
     period: Option<u64>,
     possible_samples: Option<u64>,
@@ -75,14 +79,13 @@ pub(crate) struct ViewSpan<'a> {
 }
 
 impl<'a> ViewSpan<'a> {
-    /// `span` with its own `total`, `offset_ns` from the trace's start and `depth`; the type
-    /// (`profile_type`, `unit`) as strings.
+    /// `span` with its own `total`, the type (`profile_type`, `unit`) as strings, and in a
+    /// trace view its place: `offset_ns` from the trace's start and `depth`.
     pub(crate) fn new(
         span: &'a SpanRecord,
         (profile_type, unit): (Option<&'a str>, Option<&'a str>),
         total: u64,
-        offset_ns: u64,
-        depth: usize,
+        place: Option<(u64, usize)>,
     ) -> Self {
         let event = |e: &'a SpanEvent| Event {
             attributes: Pairs(&e.attributes),
@@ -97,13 +100,13 @@ impl<'a> ViewSpan<'a> {
                 REMOTE_NO_SAMPLES
             },
             covered_ns: None,
-            depth,
+            depth: place.map(|(_, depth)| depth),
             duration_ns: span.duration_ns(),
             events: span.events.iter().map(event).collect(),
             has_samples: total > 0,
             kind: span.kind,
             name: &span.name,
-            offset_ns,
+            offset_ns: place.map(|(offset, _)| offset),
             parent_span_id: span.parent_span_id.map(|p| to_hex(&p)),
             period: None,
             possible_samples: None,
@@ -146,8 +149,33 @@ mod tests {
     use super::*;
     use spanprof_format::profile_type::ProfileTypeId;
 
+    /// A span as the embedded answers write it (`answer::span_fields`) with the remote's
+    /// totals, built as a `Value` map: what `ViewSpan` must write, byte for byte.
+    fn want(
+        span: &SpanRecord,
+        t: Option<&ProfileTypeId>,
+        total: u64,
+    ) -> serde_json::Map<String, Value> {
+        crate::answer::with_fields(
+            crate::answer::span_fields(span),
+            serde_json::json!({
+                "self_ns": null,
+                "profile_type": t.map(ToString::to_string),
+                "unit": t.map(|t| t.sample_unit.as_str()),
+                "total": total,
+                "samples": null,
+                "possible_samples": null,
+                "covered_ns": null,
+                "period": null,
+                "has_samples": total > 0,
+                "coverage": if total > 0 { SAMPLED } else { REMOTE_NO_SAMPLES },
+                "sampled_ancestor": null,
+            }),
+        )
+    }
+
     #[test]
-    fn a_view_span_writes_what_span_json_writes() {
+    fn a_view_span_writes_what_the_embedded_answers_write() {
         let t = ProfileTypeId::parse("process_cpu:cpu:nanoseconds:cpu:nanoseconds").unwrap();
         let pairs = |p: &[(&str, &str)]| -> Vec<(String, String)> {
             p.iter()
@@ -174,15 +202,27 @@ mod tests {
                 attributes: pairs(&[("k", "v")]),
             }],
         };
+        let (id, unit) = (t.to_string(), t.sample_unit.clone());
         for total in [0, 7] {
-            let mut want = super::super::views::span_json(&span, Some(&t), total);
-            want.insert("offset_ns".into(), 40.into());
-            want.insert("depth".into(), 2.into());
-            let (id, unit) = (t.to_string(), t.sample_unit.clone());
-            let got = ViewSpan::new(&span, (Some(&id), Some(&unit)), total, 40, 2);
+            // The span view and span lists: no place in a trace.
+            let plain = want(&span, Some(&t), total);
+            assert_eq!(
+                super::super::views::span_json(&span, Some(&t), total),
+                plain
+            );
+            let got = ViewSpan::new(&span, (Some(&id), Some(&unit)), total, None);
             assert_eq!(
                 serde_json::to_string(&got).unwrap(),
-                serde_json::to_string(&Value::Object(want)).unwrap()
+                serde_json::to_string(&Value::Object(plain.clone())).unwrap()
+            );
+            // The trace view.
+            let mut placed = plain;
+            placed.insert("offset_ns".into(), 40.into());
+            placed.insert("depth".into(), 2.into());
+            let got = ViewSpan::new(&span, (Some(&id), Some(&unit)), total, Some((40, 2)));
+            assert_eq!(
+                serde_json::to_string(&got).unwrap(),
+                serde_json::to_string(&Value::Object(placed)).unwrap()
             );
         }
         let root = SpanRecord {
@@ -190,13 +230,14 @@ mod tests {
             events: Vec::new(),
             ..span
         };
-        let mut want = super::super::views::span_json(&root, None, 0);
-        want.insert("offset_ns".into(), 0.into());
-        want.insert("depth".into(), 0.into());
-        let got = ViewSpan::new(&root, (None, None), 0, 0, 0);
+        let mut placed = want(&root, None, 0);
+        assert_eq!(super::super::views::span_json(&root, None, 0), placed);
+        placed.insert("offset_ns".into(), 0.into());
+        placed.insert("depth".into(), 0.into());
+        let got = ViewSpan::new(&root, (None, None), 0, Some((0, 0)));
         assert_eq!(
             serde_json::to_string(&got).unwrap(),
-            serde_json::to_string(&Value::Object(want)).unwrap()
+            serde_json::to_string(&Value::Object(placed)).unwrap()
         );
     }
 }

@@ -14,10 +14,9 @@ use spanprof_store::spans::SpanRecord;
 use spanprof_store::store::Selection;
 
 use super::span_values::{self, ValuesFrom};
-use super::view_json::{TraceView, ViewSpan, REMOTE_NO_SAMPLES};
+use super::view_json::{TraceView, ViewSpan};
 use super::Remote;
 use crate::answer::ApiError;
-use crate::answer::SAMPLED;
 use axum::response::IntoResponse;
 
 /// What the span and trace views over the remote cannot hold, said in them.
@@ -44,22 +43,12 @@ pub(crate) fn span_json(
     t: Option<&ProfileTypeId>,
     total: u64,
 ) -> Map<String, Value> {
-    crate::answer::with_fields(
-        crate::answer::span_fields(span),
-        json!({
-            "self_ns": null,
-            "profile_type": t.map(ToString::to_string),
-            "unit": t.map(|t| t.sample_unit.as_str()),
-            "total": total,
-            "samples": null,
-            "possible_samples": null,
-            "covered_ns": null,
-            "period": null,
-            "has_samples": total > 0,
-            "coverage": if total > 0 { SAMPLED } else { REMOTE_NO_SAMPLES },
-            "sampled_ancestor": null,
-        }),
-    )
+    let id = t.map(ToString::to_string);
+    let types = (id.as_deref(), t.map(|t| t.sample_unit.as_str()));
+    match serde_json::to_value(ViewSpan::new(span, types, total, None)) {
+        Ok(Value::Object(map)) => map,
+        _ => unreachable!("a ViewSpan is written as a JSON object"),
+    }
 }
 
 /// The profile type a view's totals are in: `type`, else the preferred one Pyroscope has.
@@ -128,7 +117,12 @@ pub async fn trace(
         .iter()
         .zip(&totals)
         .map(|(s, &own)| {
-            ViewSpan::new(s, type_strings, own, s.start_ns - start, depths[&s.span_id])
+            ViewSpan::new(
+                s,
+                type_strings,
+                own,
+                Some((s.start_ns - start, depths[&s.span_id])),
+            )
         })
         .collect();
     let total = totals.iter().sum::<u64>();
