@@ -68,6 +68,25 @@ impl Reply {
     }
 }
 
+/// A server's settings for a test: the HTTP listener on a free loopback port, no OTLP
+/// listeners (tests run many servers at once: none claims :4317 or :4318), the store in
+/// `data_dir`; the rest as default.
+pub fn loopback_config(data_dir: &Path) -> ServerConfig {
+    ServerConfig {
+        server: ServerSection {
+            http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            otlp_http_addr: None,
+            otlp_grpc_addr: None,
+            ..Default::default()
+        },
+        storage: StorageConfig {
+            dir: data_dir.to_owned(),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
 impl TestServer {
     /// Starts a server storing in `data_dir` and waits until it answers `/health`.
     pub fn start(data_dir: &Path) -> TestServer {
@@ -89,20 +108,7 @@ impl TestServer {
             .enable_all()
             .build()
             .expect("tokio runtime");
-        let mut config = ServerConfig {
-            server: ServerSection {
-                http_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-                otlp_http_addr: None,
-                // Tests run many servers at once: none claims :4317.
-                otlp_grpc_addr: None,
-                ..Default::default()
-            },
-            storage: StorageConfig {
-                dir: data_dir.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let mut config = loopback_config(data_dir);
         configure(&mut config);
         let (stop, stopped) = oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();

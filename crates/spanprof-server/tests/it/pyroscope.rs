@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use prost::Message;
 use spanprof_format::{gzip, pprof};
-use spanprof_server::config::{ServerConfig, StorageConfig};
+use spanprof_server::config::ServerConfig;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 
 use crate::common::metrics::ReceiverMetrics;
@@ -66,19 +66,7 @@ impl Server {
     /// [`Server::start`] with settings changed by `configure`.
     fn start_with(configure: impl FnOnce(&mut ServerConfig)) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = ServerConfig {
-            server: spanprof_server::config::ServerSection {
-                http_addr: "127.0.0.1:0".parse().unwrap(),
-                otlp_http_addr: None,
-                otlp_grpc_addr: None,
-                ..Default::default()
-            },
-            storage: StorageConfig {
-                dir: dir.path().to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let mut config = spanprof_testkit::server::loopback_config(dir.path());
         configure(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();

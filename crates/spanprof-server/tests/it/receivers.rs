@@ -12,7 +12,7 @@ use common::metrics::ReceiverMetrics;
 use common::pushv1;
 use spanprof_format::otlp::{any_value, AnyValue, KeyValue, Resource};
 use spanprof_format::{gzip, pprof};
-use spanprof_server::config::{ServerConfig, StorageConfig};
+use spanprof_server::config::ServerConfig;
 use spanprof_server::grpc_proto::google::rpc::Status as RpcStatus;
 use spanprof_store::store::{Selection, Store, StoreConfig};
 use spanprof_testkit::server::wait_for;
@@ -28,19 +28,7 @@ struct Server {
 
 impl Server {
     fn start(dir: &std::path::Path, tweak: impl FnOnce(&mut ServerConfig)) -> Server {
-        let mut config = ServerConfig {
-            server: spanprof_server::config::ServerSection {
-                http_addr: "127.0.0.1:0".parse().unwrap(),
-                otlp_http_addr: None,
-                otlp_grpc_addr: None,
-                ..Default::default()
-            },
-            storage: StorageConfig {
-                dir: dir.to_owned(),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let mut config = spanprof_testkit::server::loopback_config(dir);
         tweak(&mut config);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let (bound_tx, bound_rx) = std::sync::mpsc::channel();
