@@ -150,6 +150,32 @@ fn flame(c: &mut Criterion) {
         b.iter(|| in_memory(Vec::new()))
     });
     g.finish();
+
+    // A trace view's coverages: each span's own samples and, for spans without, the period of
+    // the profiles around them, for the spans of the first profiles at once (they share
+    // blocks). Peer: the flame graph of the same spans, one pass over the same samples.
+    let spans: Vec<SpanRecord> = (0..4).flat_map(|k| syn.new_spans(k)).collect();
+    let cpu = store
+        .flame_graph(&one_span)
+        .expect("flame")
+        .1
+        .profile_type_id;
+    let cpu = cpu.expect("the span's samples have a type").to_string();
+    let same_spans = Selection {
+        span_ids: spans.iter().map(|s| s.span_id).collect(),
+        profile_type: Some(cpu.clone()),
+        ..Default::default()
+    };
+    let mut g = c.benchmark_group("store_coverage");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(spans.len() as u64));
+    g.bench_function("span_coverages_of_the_spans_of_4_profiles", |b| {
+        b.iter(|| store.span_coverages(&spans, Some(&cpu)).expect("coverage"))
+    });
+    g.bench_function("peer_flame_graph_of_the_same_spans", |b| {
+        b.iter(|| store.flame_graph(&same_spans).expect("flame"))
+    });
+    g.finish();
 }
 
 /// Sealing a segment of `QUERY_PROFILES` profiles with many spans each: the index file (sorted

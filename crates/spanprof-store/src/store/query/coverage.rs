@@ -63,6 +63,11 @@ pub struct Coverage {
 }
 
 /// A span's own samples of one type, as [`Store::span_coverages`] reads them.
+/// The period of each block read for a span without samples, by its place (record and
+/// offset): the spans of one trace share their profiles' blocks, and each block is decoded
+/// once per call, not once per span (a trace of 950 spans without samples: 950 decodes).
+type Periods = HashMap<(crate::log::RecordPos, u32), Option<i64>>;
+
 struct OwnSamples {
     /// Sum of their values.
     value: i64,
@@ -211,10 +216,7 @@ impl Store {
         profile_type: Option<&str>,
     ) -> Result<Vec<Coverage>, StoreError> {
         let read = || self.state.read().expect("store state lock poisoned");
-        let mut own = Vec::with_capacity(spans.len());
-        for s in spans {
-            own.push(self.own_samples(&read(), s.span_id, profile_type)?);
-        }
+        let own = self.own_samples_of(spans, profile_type)?;
         // Each span's children that have samples of their own: the labelled ones, whose
         // samples are theirs. A child without any (an auto-instrumented client span, which
         // sets no labels) ran on its parent's labels, or waited: its time stays the parent's.
@@ -252,6 +254,7 @@ impl Store {
         // (service name, type) of every series, when a span without samples needs to know
         // whether its service is profiled under its name.
         let mut named: Option<HashSet<(String, ProfileTypeId)>> = None;
+        let mut periods = Periods::new();
         spans
             .iter()
             .zip(own)
@@ -293,9 +296,54 @@ impl Store {
                             .collect();
                     }
                 }
-                self.coverage_of(&st, span, &parts, own, &services, &profiled)
+                self.coverage_of(&st, span, &parts, own, (&services, &profiled), &mut periods)
             })
             .collect()
+    }
+
+    /// [`Store::own_samples`] of each of `spans`. With the type named in full, in one pass
+    /// over their blocks: a trace's spans share their profiles' blocks, and one pass per
+    /// span decoded a block once per span (a trace view of 1,000 spans: 1,000 decodes of
+    /// the same block, four fifths of its time). A shorter name resolves per span, as each
+    /// span's samples may resolve it to a different type.
+    fn own_samples_of(
+        &self,
+        spans: &[SpanRecord],
+        profile_type: Option<&str>,
+    ) -> Result<Vec<OwnSamples>, StoreError> {
+        let read = || self.state.read().expect("store state lock poisoned");
+        let Some(full) = profile_type.filter(|t| ProfileTypeId::parse(t).is_some()) else {
+            return spans
+                .iter()
+                .map(|s| self.own_samples(&read(), s.span_id, profile_type))
+                .collect();
+        };
+        let sel = Selection {
+            span_ids: spans.iter().map(|s| s.span_id).collect(),
+            profile_type: Some(full.to_owned()),
+            ..Default::default()
+        };
+        // Resolved under the lock; the blocks are read without it.
+        let r = read().resolve(&sel)?;
+        let mut by_span: HashMap<[u8; 8], (i64, Option<i64>)> = HashMap::new();
+        self.for_each_sample(&r, |block, i| {
+            // Only samples linked to a selected span are passed (`links[i]` is not 0).
+            let (_, span) = block.link_table[block.links[i] as usize - 1];
+            let own = by_span.entry(span).or_insert((0, None));
+            own.0 = own.0.saturating_add(block.values[i]);
+            own.1.get_or_insert(block.period);
+        })?;
+        Ok(spans
+            .iter()
+            .map(|s| {
+                let (value, period) = by_span.get(&s.span_id).copied().unwrap_or((0, None));
+                OwnSamples {
+                    value,
+                    period,
+                    profile_type: r.profile_type.clone(),
+                }
+            })
+            .collect())
     }
 
     /// The samples of span `span_id` itself, of `profile_type` (default: the CPU type of
@@ -333,8 +381,8 @@ impl Store {
         span: &SpanRecord,
         parts: &[(u64, u64)],
         mut own: OwnSamples,
-        services: &[String],
-        profiled: &[String],
+        (services, profiled): (&[String], &[String]),
+        periods: &mut Periods,
     ) -> Result<Coverage, StoreError> {
         let self_ns: u64 = parts.iter().map(|(a, b)| b - a).sum();
         let (mut covered_ns, mut between_windows) = (None, false);
@@ -355,7 +403,7 @@ impl Store {
                 };
                 let covering = st.resolve(&around)?;
                 if let Some((index, b)) = covering.blocks.first().filter(|_| own.period.is_none()) {
-                    own.period = self.block_period(index, *b)?;
+                    own.period = self.block_period(index, *b, periods)?;
                 }
                 windows.extend(covering.blocks.iter().map(|(index, b)| {
                     let m = &index.blocks[*b as usize];
@@ -366,7 +414,7 @@ impl Store {
                     if let Some((index, b)) = self.window_before(st, &around, span)? {
                         between_windows = true;
                         if own.period.is_none() {
-                            own.period = self.block_period(&index, b)?;
+                            own.period = self.block_period(&index, b, periods)?;
                         }
                     }
                 }
@@ -452,15 +500,24 @@ impl Store {
         Ok(before.filter(|_| after))
     }
 
-    fn block_period(&self, index: &SegmentIndex, b: u32) -> Result<Option<i64>, StoreError> {
+    fn block_period(
+        &self,
+        index: &SegmentIndex,
+        b: u32,
+        periods: &mut Periods,
+    ) -> Result<Option<i64>, StoreError> {
         let meta = &index.blocks[b as usize];
+        if let Some(&known) = periods.get(&(meta.pos, meta.start)) {
+            return Ok(known);
+        }
         let bytes = self.log.read(meta.pos)?;
         let slice = bytes
             .get(meta.start as usize..(meta.start + meta.len) as usize)
             .ok_or_else(|| StoreError::Invalid("block lies outside its record".into()))?;
-        Ok(Some(
-            Block::decode(&mut Get::new(slice), &crate::store::record_links(&bytes)?)?.period,
-        ))
+        let period =
+            Some(Block::decode(&mut Get::new(slice), &crate::store::record_links(&bytes)?)?.period);
+        periods.insert((meta.pos, meta.start), period);
+        Ok(period)
     }
 }
 

@@ -143,6 +143,37 @@ fn span_coverage_counts_a_parents_own_time_only() {
     }
 }
 
+/// Many spans' coverages with the type named in full (as the trace view asks them) read
+/// the spans' samples in one pass over the blocks they share: each span gets its own, as
+/// when asked alone, and as without a type (read span by span, CPU being the default).
+#[test]
+fn span_coverages_read_at_once_agree_with_each_alone() {
+    let c = Copy::new(0, 0, 1);
+    let (_dir, store) = store_with(&c);
+    let spans = &c.spans;
+    let sampled = spans
+        .iter()
+        .filter(|s| c.sums.by_span.contains_key(&s.span_id))
+        .count();
+    assert!(
+        sampled >= 20 && sampled < spans.len(),
+        "{sampled} of {} spans have samples",
+        spans.len()
+    );
+    let at_once = store.span_coverages(spans, Some(CPU_TYPE)).unwrap();
+    assert_eq!(at_once, store.span_coverages(spans, None).unwrap());
+    for (s, got) in spans.iter().zip(&at_once) {
+        let cpu = c.sums.by_span.get(&s.span_id).map_or(0, |x| x.cpu_ns);
+        assert_eq!(got.value, cpu, "span {:x?}", s.span_id);
+    }
+    for (s, got) in spans.iter().zip(&at_once).step_by(7) {
+        assert_eq!(
+            got,
+            &store.span_coverage(s.span_id, Some(CPU_TYPE)).unwrap()
+        );
+    }
+}
+
 /// `samples` is what `possible_samples` (duration / period, in ticks of one busy thread) is
 /// compared with, so it must count profiler ticks, not how many distinct stacks Go's pprof
 /// writer happened to aggregate the ticks into.
