@@ -181,7 +181,7 @@ serve 1 "$front_rec" front_rec --config "$tmp/front_rec.yaml"
 # Every timing below is curl's (one process, one kept-alive connection, TCP_NODELAY as the
 # frontend's hyper client), so the peer's replay and the frontend are timed by the same
 # client; each figure is a transfer's time_total less its connect time.
-# (Until 2026-12-08 the timing client was Python's http.client, whose ~0.1-0.2 ms of its own
+# (Until 2026-12-07 the timing client was Python's http.client, whose ~0.1-0.2 ms of its own
 # per request was counted once in the frontend's time and once per call in the remote's: the
 # replay of 2-6 calls looked slower than it is, and the frontend's added cost smaller.)
 curl_times() { # config file -> one line "code seconds" per transfer
