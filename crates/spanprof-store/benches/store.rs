@@ -172,6 +172,10 @@ fn flame(c: &mut Criterion) {
     g.bench_function("span_coverages_of_the_spans_of_4_profiles", |b| {
         b.iter(|| store.span_coverages(&spans, Some(&cpu)).expect("coverage"))
     });
+    // As a span list asks them: no type, each span's resolved by its own samples.
+    g.bench_function("span_coverages_of_the_spans_of_4_profiles_no_type", |b| {
+        b.iter(|| store.span_coverages(&spans, None).expect("coverage"))
+    });
     g.bench_function("peer_flame_graph_of_the_same_spans", |b| {
         b.iter(|| store.flame_graph(&same_spans).expect("flame"))
     });
