@@ -17,9 +17,9 @@ mkdir -p "$out"
 
 echo "bench: building spanprof and testprograms/rustapp (release, frame pointers)"
 cargo build -q -p spanprof
-(cd testprograms/rustapp && CARGO_TARGET_DIR="$root/target/rustapp" \
+(cd testprograms/rustapp && CARGO_TARGET_DIR="$root/target/testprograms" \
   RUSTFLAGS="-C force-frame-pointers=yes" cargo build -q --release)
-app="$root/target/rustapp/release/rustapp"
+app="$root/target/testprograms/release/rustapp"
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 otlp="127.0.0.1:$(port)"

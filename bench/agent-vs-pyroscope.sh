@@ -18,7 +18,7 @@ mkdir -p "$out"
 
 echo "bench: building spanprof and testprograms/rustapp (with pyroscope-rs, as the test does)"
 cargo build -q -p spanprof
-(cd testprograms/rustapp && CARGO_TARGET_DIR="$root/target/rustapp" \
+(cd testprograms/rustapp && CARGO_TARGET_DIR="$root/target/testprograms" \
   RUSTFLAGS="-C force-frame-pointers=yes" cargo build -q --features pyroscope)
 
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -34,10 +34,10 @@ for _ in $(seq 100); do grep -q 'spanprof serving' "$out/serve.log" && break; sl
 workload=(RUSTAPP_REQUESTS=24 RUSTAPP_CONCURRENCY=12 RUSTAPP_CHUNKS=30 RUSTAPP_CHUNK_US=6000
   RUSTAPP_HZ=100 RUSTAPP_WORKERS=4 SPANPROF_URL="http://$otlp")
 echo "bench: rustapp with spanprof-agent"
-env "${workload[@]}" RUSTAPP_PROFILER=agent "$root/target/rustapp/debug/rustapp" >"$out/agent.jsonl"
+env "${workload[@]}" RUSTAPP_PROFILER=agent "$root/target/testprograms/debug/rustapp" >"$out/agent.jsonl"
 echo "bench: rustapp with pyroscope-rs thread tags"
 env "${workload[@]}" RUSTAPP_PROFILER=pyroscope RUSTAPP_PYROSCOPE_URL="http://$http" \
-  "$root/target/rustapp/debug/rustapp" >"$out/pyroscope.jsonl"
+  "$root/target/testprograms/debug/rustapp" >"$out/pyroscope.jsonl"
 
 python3 - "$http" "$out/agent.jsonl" "$out/pyroscope.jsonl" <<'EOF'
 import json, sys, time, urllib.request

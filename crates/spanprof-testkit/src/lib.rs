@@ -137,7 +137,15 @@ pub fn run(cmd: Command, timeout: Duration) -> Run {
 }
 
 /// [`run`], with `stdin` as the child's standard input.
-pub fn run_with_stdin(mut cmd: Command, timeout: Duration, stdin: Stdio) -> Run {
+pub fn run_with_stdin(cmd: Command, timeout: Duration, stdin: Stdio) -> Run {
+    let cmdline = format!("{cmd:?}");
+    run_within(cmd, timeout, stdin)
+        .unwrap_or_else(|| panic!("{cmdline} did not finish within {timeout:?}"))
+}
+
+/// [`run_with_stdin`], returning `None` when `cmd` was killed at `timeout`: for a third-party
+/// program the test gives a second chance (and says so).
+pub fn run_within(mut cmd: Command, timeout: Duration, stdin: Stdio) -> Option<Run> {
     let cmdline = format!("{cmd:?}");
     cmd.stdin(stdin)
         .stdout(Stdio::piped())
@@ -155,16 +163,16 @@ pub fn run_with_stdin(mut cmd: Command, timeout: Duration, stdin: Stdio) -> Run 
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("{cmdline} did not finish within {timeout:?}");
+            return None;
         }
         thread::park_timeout(Duration::from_millis(5));
     };
-    Run {
+    Some(Run {
         cmdline,
         status,
         stdout: stdout.join().expect("stdout reader"),
         stderr: stderr.join().expect("stderr reader"),
-    }
+    })
 }
 
 fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<String> {

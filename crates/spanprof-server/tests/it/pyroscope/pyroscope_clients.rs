@@ -164,24 +164,9 @@ fn node_sdk_pushed_and_pulled_give_one_set_of_types_and_a_heap_averaged() {
 }
 
 /// Builds `testprograms/rustpyroscope05` (the `pyroscope` 0.5.8 crate with its pprof-rs backend)
-/// under `target/testprograms`.
+/// under `target/testprograms`, beside `rustapp`, whose dependencies it shares.
 fn rust_pyroscope_05() -> PathBuf {
-    let dir = repo_root().join("testprograms/rustpyroscope05");
-    let target = repo_root().join("target/testprograms");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["build", "--locked", "--quiet", "--manifest-path"])
-        .arg(dir.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(&target)
-        .output()
-        .expect("running cargo");
-    assert!(
-        out.status.success(),
-        "building {dir:?} failed (it needs crates.io, or the crates in cargo's cache):\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    target.join("debug/rustpyroscope05")
+    spanprof_testkit::build_rust_test_program("rustpyroscope05", &[])
 }
 
 /// The Rust `pyroscope` 0.5 crate uploads folded text with the thread's tags in the upload's
