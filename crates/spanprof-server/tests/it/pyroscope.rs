@@ -1409,9 +1409,18 @@ fn python_sdk_nested_tag_wrappers_give_each_span_its_own_cpu() {
         "child:\n{}",
         c.to_collapsed()
     );
+    // The SDK's sampler reads a thread's stack and then its tags: a sample taken as the child's
+    // tag is removed can carry the child's stack under the parent's id alone (seen once, 10 ms
+    // of 740, in a CI run under load). Linking cannot tell; it must not be more than that.
+    let in_child_work: u64 = p
+        .to_collapsed()
+        .lines()
+        .filter(|l| l.contains("child_work"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum();
     assert!(
-        !p.to_collapsed().contains("child_work") && p.to_collapsed().contains("parent_work"),
-        "parent:\n{}",
+        in_child_work <= 20_000_000 && p.to_collapsed().contains("parent_work"),
+        "parent ({in_child_work} ns in child_work):\n{}",
         p.to_collapsed()
     );
     assert!(c.total() >= 600_000_000, "child {} ns", c.total());
