@@ -21,7 +21,7 @@ use support::{poll, scratch_dir};
 
 /// One run of the test program, however loaded the machine.
 const RUN_TIMEOUT: Duration = Duration::from_secs(300);
-/// The peer's run takes 20 s on an idle 2-core machine and up to about 45 s in CI.
+/// The peer's run (pyroscope-rs) takes about 20 s, on an idle machine as in CI.
 const PEER_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Builds `testprograms/rustapp` (into `target/testprograms`, with frame pointers) once per
@@ -82,10 +82,10 @@ fn flamegraph(addr: &str, query: &str) -> Result<SpanGraph, String> {
 
 /// The workload of both runs: a fixed amount of CPU per chunk, whatever the machine's load, so
 /// each span gets 60–70 samples at [`HZ`] (1,200 rounds gave 171 in CI, and cost 13 CPU-s more
-/// per run). Samples also land in a span's own enter/exit
-/// code (correctly attributed, not in its burn function), more often than its share of time since
-/// CPU timers fire on the way back from the kernel, i.e. right after a wake-up and so at a poll:
-/// few, long chunks keep those far below 5 % of a span.
+/// per run). Samples also land in a span's own enter/exit code (correctly attributed, not in
+/// its burn function), more often than its share of time since CPU timers fire on the way back
+/// from the kernel, i.e. right after a wake-up and so at a poll: few, long chunks keep those
+/// far below 5 % of a span.
 const WORKLOAD: &[(&str, &str)] = &[
     ("RUSTAPP_REQUESTS", "24"),
     ("RUSTAPP_CONCURRENCY", "12"),
@@ -335,9 +335,9 @@ fn each_span_flame_graph_holds_its_own_function_across_awaits() {
     let peer_started = Instant::now();
     // pyroscope-rs 2.1.5 symbolises its whole report under a lock at every tag change. On a
     // loaded 2-core machine such a dump has stalled (a worker inside addr2line, the others
-    // waiting on the lock, seen in 2 test runs and 1 of 50 runs under load) until the run hit
-    // its 300 s limit. The peer is
-    // measured, not tested: a run past PEER_TIMEOUT is killed and run once more, and said.
+    // waiting on the lock; seen in 2 test runs and in 1 of 50 runs under load) until the run
+    // hit its 300 s limit. The peer is measured, not tested: a run past PEER_TIMEOUT is
+    // killed and run once more, and that is said.
     let (peer_requests, _) = run_rustapp_within("pyroscope", &otlp, &server.addr, PEER_TIMEOUT)
         .unwrap_or_else(|| {
             eprintln!(
