@@ -74,32 +74,31 @@ fn comparable(v: &Value) -> Value {
     })
 }
 
-/// A pprof answer as its sorted (function names, value) stacks.
+/// A pprof answer as its (function names, value) stacks, each stack once with its total: how
+/// the samples of one stack are split into rows (by the profiles they came in, which batching
+/// on the way decides) is no difference between two answers (a CI run's embedded export had
+/// 6 rows of one Python stack where the remote's had 4, with the same total).
 fn pprof_stacks(body: &[u8]) -> Result<Vec<(Vec<String>, i64)>, String> {
     let p = spanprof_format::pprof::decode(body, 64 << 20).map_err(|e| e.to_string())?;
-    let mut stacks: Vec<(Vec<String>, i64)> = p
-        .sample
-        .iter()
-        .map(|s| {
-            let names = s
-                .location_id
-                .iter()
-                .filter_map(|id| p.location.iter().find(|l| l.id == *id))
-                .flat_map(|l| &l.line)
-                .map(|l| {
-                    p.function
-                        .iter()
-                        .find(|f| f.id == l.function_id)
-                        .and_then(|f| p.str(f.name))
-                        .unwrap_or("")
-                        .to_owned()
-                })
-                .collect();
-            (names, s.value[0])
-        })
-        .collect();
-    stacks.sort();
-    Ok(stacks)
+    let mut stacks = std::collections::BTreeMap::<Vec<String>, i64>::new();
+    for sample in &p.sample {
+        let names = sample
+            .location_id
+            .iter()
+            .filter_map(|id| p.location.iter().find(|l| l.id == *id))
+            .flat_map(|l| &l.line)
+            .map(|l| {
+                p.function
+                    .iter()
+                    .find(|f| f.id == l.function_id)
+                    .and_then(|f| p.str(f.name))
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect();
+        *stacks.entry(names).or_default() += sample.value[0];
+    }
+    Ok(stacks.into_iter().collect())
 }
 
 /// The span fields both backends know, by span id.
