@@ -62,12 +62,22 @@ pub struct Coverage {
     pub profile_type: Option<ProfileTypeId>,
 }
 
-/// A span's own samples of one type, as [`Store::span_coverages`] reads them.
 /// The period of each block read for a span without samples, by its place (record and
 /// offset): the spans of one trace share their profiles' blocks, and each block is decoded
 /// once per call, not once per span (a trace of 950 spans without samples: 950 decodes).
 type Periods = HashMap<(crate::log::RecordPos, u32), Option<i64>>;
 
+/// The selection of one span's own samples of `profile_type` (default: the CPU type of its
+/// samples): how a span's type is resolved, alone or among many.
+fn one_span(span_id: [u8; 8], profile_type: Option<&str>) -> Selection {
+    Selection {
+        span_ids: vec![span_id],
+        profile_type: profile_type.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+/// A span's own samples of one type, as [`Store::span_coverages`] reads them.
 struct OwnSamples {
     /// Sum of their values.
     value: i64,
@@ -320,12 +330,9 @@ impl Store {
             types.push(match &named {
                 Some(t) => t.clone(),
                 None => {
-                    let one = Selection {
-                        span_ids: vec![s.span_id],
-                        profile_type: profile_type.map(str::to_owned),
-                        ..Default::default()
-                    };
-                    read().resolve(&one)?.profile_type
+                    read()
+                        .resolve(&one_span(s.span_id, profile_type))?
+                        .profile_type
                 }
             });
         }
@@ -378,12 +385,7 @@ impl Store {
         span_id: [u8; 8],
         profile_type: Option<&str>,
     ) -> Result<OwnSamples, StoreError> {
-        let sel = Selection {
-            span_ids: vec![span_id],
-            profile_type: profile_type.map(str::to_owned),
-            ..Default::default()
-        };
-        let r = st.resolve(&sel)?;
+        let r = st.resolve(&one_span(span_id, profile_type))?;
         let (mut value, mut period) = (0i64, None);
         self.for_each_sample(&r, |block, i| {
             value = value.saturating_add(block.values[i]);
